@@ -1,0 +1,266 @@
+/* common.c: error reporting, logging, clocks, allocation, number parsing and file helpers used by
+ * every pipeprof module. */
+#include "pp_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The last error of each thread: pipeline workers fail independently and each message must
+ * survive until the thread that owns it reports it. */
+static _Thread_local char tls_msg[1024];
+static _Thread_local char tls_origin[256];
+
+pp_status pp_error_set(pp_status st, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    snprintf(tls_origin, sizeof tls_origin, "%s:%d", base ? base + 1 : file, line);
+    if (pp_log_level() >= 2)
+        fprintf(stderr, "pipeprof: error at %s: %s\n", tls_origin, tls_msg);
+    return st;
+}
+
+pp_status pp_error_wrap(pp_status st, const char *fmt, ...)
+{
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    /* Shift the old message right and put "prefix: " in front, truncating at the buffer end. */
+    size_t pl = strlen(prefix), cap = sizeof tls_msg;
+    size_t ol = strlen(tls_msg);
+    if (pl + 2 + ol >= cap)
+        ol = cap - 1 - (pl + 2);
+    memmove(tls_msg + pl + 2, tls_msg, ol);
+    tls_msg[pl + 2 + ol] = '\0';
+    memcpy(tls_msg, prefix, pl);
+    tls_msg[pl] = ':';
+    tls_msg[pl + 1] = ' ';
+    return st;
+}
+
+const char *pp_error_message(void) { return tls_msg; }
+const char *pp_error_origin(void) { return tls_origin; }
+
+void pp_error_clear(void)
+{
+    tls_msg[0] = '\0';
+    tls_origin[0] = '\0';
+}
+
+const char *pp_status_name(pp_status st)
+{
+    switch (st) {
+    case PP_OK: return "ok";
+    case PP_ERR_INVALID: return "invalid input";
+    case PP_ERR_IO: return "I/O error";
+    case PP_ERR_CORRUPT: return "corrupt file";
+    case PP_ERR_NOMEM: return "out of memory";
+    case PP_ERR_RUNTIME: return "runtime error";
+    }
+    return "unknown status";
+}
+
+int pp_status_exit_code(pp_status st)
+{
+    switch (st) {
+    case PP_OK: return PP_EXIT_OK;
+    case PP_ERR_INVALID:
+    case PP_ERR_IO:
+    case PP_ERR_CORRUPT: return PP_EXIT_USAGE;
+    default: return PP_EXIT_RUNTIME;
+    }
+}
+
+static int g_log_level = 1;
+
+void pp_log_set_level(int level) { g_log_level = level; }
+int pp_log_level(void) { return g_log_level; }
+
+void pp_log(int level, const char *fmt, ...)
+{
+    if (level > g_log_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+uint64_t pp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void *pp_alloc(size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes)
+        return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, rounded) != 0)
+        return NULL;
+    memset(p, 0, rounded);
+    return p;
+}
+
+void pp_free(void *p) { free(p); }
+
+pp_status pp_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !*s)
+        return PP_ERR(PP_ERR_INVALID, "%s: empty value (expected an integer in [%lld, %lld])",
+                      what, (long long)min, (long long)max);
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || end == s || *end != '\0')
+        return PP_ERR(PP_ERR_INVALID, "%s: '%s' is not an integer", what, s);
+    if (v < min || v > max)
+        return PP_ERR(PP_ERR_INVALID, "%s: %lld is out of range [%lld, %lld]", what, v,
+                      (long long)min, (long long)max);
+    *out = v;
+    return PP_OK;
+}
+
+pp_status pp_parse_f64(const char *s, const char *what, double min, double max, double *out)
+{
+    if (!s || !*s)
+        return PP_ERR(PP_ERR_INVALID, "%s: empty value (expected a number in [%g, %g])", what,
+                      min, max);
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || end == s || *end != '\0' || !isfinite(v))
+        return PP_ERR(PP_ERR_INVALID, "%s: '%s' is not a finite number", what, s);
+    if (v < min || v > max)
+        return PP_ERR(PP_ERR_INVALID, "%s: %g is out of range [%g, %g]", what, v, min, max);
+    *out = v;
+    return PP_OK;
+}
+
+pp_status pp_read_file(const char *path, char **data, size_t *len)
+{
+    pp_status st = PP_OK;
+    char *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return PP_ERR(PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = PP_ERR(PP_ERR_IO, "'%s' is not a regular file", path);
+        goto done;
+    }
+    size_t n = (size_t)sb.st_size;
+    buf = malloc(n + 1);
+    if (!buf) {
+        st = PP_ERR(PP_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", n, path);
+        goto done;
+    }
+    if (n && fread(buf, 1, n, f) != n) {
+        st = PP_ERR(PP_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    buf = NULL;
+done:
+    free(buf);
+    fclose(f);
+    return st;
+}
+
+static pp_status write_all(int fd, const void *data, size_t len, const char *path)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return PP_ERR(PP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return PP_OK;
+}
+
+pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    pp_status st = PP_OK;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    char *dir = malloc(plen + 2);
+    int fd = -1;
+    if (!tmp || !dir) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory writing '%s'", path);
+        goto done;
+    }
+    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = PP_ERR(PP_ERR_IO, "cannot create a temporary file next to '%s': %s", path,
+                    strerror(errno));
+        tmp[0] = '\0';
+        goto done;
+    }
+    st = write_all(fd, data, len, tmp);
+    if (st != PP_OK)
+        goto done;
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        st = PP_ERR(PP_ERR_IO, "cannot flush '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        st = PP_ERR(PP_ERR_IO, "cannot close '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        st = PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        goto done;
+    }
+    tmp[0] = '\0'; /* renamed: nothing to remove */
+    /* The rename is durable only once the directory entry is on disk. */
+    memcpy(dir, path, plen + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        strcpy(dir, ".");
+    int dfd = open(dir, O_RDONLY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    if (tmp && tmp[0])
+        unlink(tmp);
+    free(tmp);
+    free(dir);
+    return st;
+}

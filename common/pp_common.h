@@ -1,0 +1,99 @@
+/* pp_common.h: status codes, error reporting, logging, RNG, checksums and small helpers
+ * shared by every pipeprof module (runtime, kernels, profiler, analyzer, tools).
+ *
+ * Errors: library functions return a pp_status. The function where an error starts records a
+ * message with pp_error_set() (file:line kept); callers pass the status up unchanged and only a
+ * tool's main() prints pp_error_message() and exits with pp_status_exit_code(). The last error is
+ * thread-local, so concurrent pipeline workers do not overwrite each other's messages. */
+#ifndef PP_COMMON_H
+#define PP_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pp_status {
+    PP_OK = 0,
+    PP_ERR_INVALID = 1, /* bad flag, config field or argument: the user's input is wrong */
+    PP_ERR_IO = 2,      /* a file could not be opened, read or written */
+    PP_ERR_CORRUPT = 3, /* a file exists but its contents are malformed or fail a checksum */
+    PP_ERR_NOMEM = 4,   /* an allocation failed */
+    PP_ERR_RUNTIME = 5  /* anything else that went wrong while running */
+} pp_status;
+
+/* Exit codes of every pipeprof command (see docs/): 0 ok, 1 check failed, 2 usage or bad input,
+ * 3 runtime error. */
+enum { PP_EXIT_OK = 0, PP_EXIT_CHECK_FAILED = 1, PP_EXIT_USAGE = 2, PP_EXIT_RUNTIME = 3 };
+
+/* Records the message of an error that starts here and returns `st`, so a function can write
+ * `return PP_ERR(PP_ERR_INVALID, "...", ...)`. */
+pp_status pp_error_set(pp_status st, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define PP_ERR(st, ...) pp_error_set((st), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Prepends "<prefix>: " to this thread's last error message (to add context such as a file
+ * name while passing an error up) and returns st. */
+pp_status pp_error_wrap(pp_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The message of the last error recorded on this thread ("" when none). */
+const char *pp_error_message(void);
+/* file:line where the last error on this thread was recorded ("" when none). */
+const char *pp_error_origin(void);
+void pp_error_clear(void);
+const char *pp_status_name(pp_status st);
+/* Bad input (invalid, corrupt, unreadable input file) maps to 2, everything else to 3. */
+int pp_status_exit_code(pp_status st);
+
+/* Logging to stderr. Level 0 = errors only, 1 = info (default), 2 = verbose. */
+void pp_log_set_level(int level);
+int pp_log_level(void);
+void pp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
+uint64_t pp_now_ns(void);
+
+/* Allocation helpers: zeroed, 64-byte aligned; NULL on failure. pp_free(NULL) is a no-op. */
+void *pp_alloc(size_t bytes);
+void pp_free(void *p);
+
+/* Deterministic pseudo-random numbers: xoshiro256** seeded through splitmix64. The state is plain
+ * data so checkpoints can save and restore it. */
+typedef struct pp_rng {
+    uint64_t s[4];
+} pp_rng;
+
+void pp_rng_seed(pp_rng *r, uint64_t seed);
+uint64_t pp_rng_u64(pp_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double pp_rng_uniform(pp_rng *r);
+/* Uniform integer in [0, n), n > 0, without modulo bias. */
+uint64_t pp_rng_below(pp_rng *r, uint64_t n);
+/* Standard normal (Box-Muller). */
+double pp_rng_normal(pp_rng *r);
+
+/* CRC-32C (Castagnoli) of a buffer; pass the previous value to continue a running checksum
+ * (start with 0). */
+uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
+
+/* Strict number parsing for flags and config values: the whole string must be a number in
+ * [min, max]. On failure records an error naming `what` and returns PP_ERR_INVALID. */
+pp_status pp_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int64_t *out);
+pp_status pp_parse_f64(const char *s, const char *what, double min, double max, double *out);
+
+/* Reads a whole file into a NUL-terminated heap buffer (caller frees with free()). Missing or
+ * unreadable files give PP_ERR_IO naming the path. */
+pp_status pp_read_file(const char *path, char **data, size_t *len);
+
+/* Writes `len` bytes to `path` atomically: a temporary file in the same directory, fsync, rename
+ * over `path`, fsync of the directory. On any failure the temporary file is removed and `path`
+ * is left as it was. */
+pp_status pp_write_file_atomic(const char *path, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_COMMON_H */
