@@ -1,0 +1,211 @@
+/* checkpoint.c: saving and restoring a trainer (docs/checkpoint.md). The file is built in
+ * memory, checksummed with CRC-32C and written atomically (temporary file, fsync, rename), so a
+ * crash mid-save leaves the previous checkpoint intact and a damaged file is always detected. */
+#include "pp_runtime.h"
+#include "trainer_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CKPT_MAGIC "PPCK"
+#define CKPT_END "KCPP"
+enum { CKPT_VERSION = 1 };
+
+/* Fixed-size header, little-endian, 8-byte aligned fields. */
+typedef struct ckpt_header {
+    char magic[4];
+    uint32_t version;
+    uint32_t header_bytes;
+    int32_t vocab_size, seq_len, d_model, n_heads, n_layers;
+    int64_t steps_done;
+    uint64_t n_params;
+    uint64_t data_fingerprint;
+    uint64_t data_rng[4];
+    uint64_t data_pos;
+    int64_t data_current;
+} ckpt_header;
+
+typedef struct ckpt_trailer {
+    uint32_t crc; /* CRC-32C of every byte before the trailer */
+    char magic[4];
+} ckpt_trailer;
+
+pp_status pp_trainer_save(const pp_trainer *t, const char *path)
+{
+    size_t n = t->model->n_params;
+    size_t body = 3 * n * sizeof(float);
+    size_t total = sizeof(ckpt_header) + body + sizeof(ckpt_trailer);
+    char *buf = malloc(total);
+    if (!buf)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory building checkpoint '%s' (%zu bytes)", path,
+                      total);
+    ckpt_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CKPT_MAGIC, 4);
+    h.version = CKPT_VERSION;
+    h.header_bytes = sizeof h;
+    h.vocab_size = t->cfg.model.vocab_size;
+    h.seq_len = t->cfg.model.seq_len;
+    h.d_model = t->cfg.model.d_model;
+    h.n_heads = t->cfg.model.n_heads;
+    h.n_layers = t->cfg.model.n_layers;
+    h.steps_done = t->opt->t;
+    h.n_params = n;
+    h.data_fingerprint = pp_data_fingerprint(t->data);
+    pp_data_state ds;
+    pp_data_get_state(t->data, &ds);
+    memcpy(h.data_rng, ds.rng, sizeof h.data_rng);
+    h.data_pos = ds.pos;
+    h.data_current = ds.current;
+    char *p = buf;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    memcpy(p, t->model->params, n * sizeof(float));
+    p += n * sizeof(float);
+    memcpy(p, t->opt->m, n * sizeof(float));
+    p += n * sizeof(float);
+    memcpy(p, t->opt->v, n * sizeof(float));
+    p += n * sizeof(float);
+    ckpt_trailer tr;
+    tr.crc = pp_crc32c(0, buf, (size_t)(p - buf));
+    memcpy(tr.magic, CKPT_END, 4);
+    memcpy(p, &tr, sizeof tr);
+    pp_status st = pp_write_file_atomic(path, buf, total);
+    free(buf);
+    return st;
+}
+
+/* Checks magic, version and header size of a file already in memory. */
+static pp_status check_header(const char *path, const char *buf, size_t len, ckpt_header *h)
+{
+    if (len < sizeof *h)
+        return PP_ERR(PP_ERR_CORRUPT,
+                      "checkpoint '%s' is truncated: %zu bytes, shorter than its %zu-byte header",
+                      path, len, sizeof *h);
+    memcpy(h, buf, sizeof *h);
+    if (memcmp(h->magic, CKPT_MAGIC, 4) != 0)
+        return PP_ERR(PP_ERR_CORRUPT, "'%s' is not a pipeprof checkpoint (bad magic)", path);
+    if (h->version != CKPT_VERSION)
+        return PP_ERR(PP_ERR_CORRUPT,
+                      "checkpoint '%s' has version %u; this build reads version %d", path,
+                      h->version, CKPT_VERSION);
+    if (h->header_bytes != sizeof *h)
+        return PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' has a %u-byte header, expected %zu", path,
+                      h->header_bytes, sizeof *h);
+    return PP_OK;
+}
+
+static pp_status read_checked(const char *path, char **buf, size_t *len, ckpt_header *h)
+{
+    pp_status st = pp_read_file(path, buf, len);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "cannot read checkpoint");
+    st = check_header(path, *buf, *len, h);
+    if (st != PP_OK)
+        goto fail;
+    if (h->n_params > (uint64_t)(SIZE_MAX / 16)) {
+        st = PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' claims %llu parameters", path,
+                    (unsigned long long)h->n_params);
+        goto fail;
+    }
+    size_t expect = sizeof *h + 3 * (size_t)h->n_params * sizeof(float) + sizeof(ckpt_trailer);
+    if (*len != expect) {
+        st = PP_ERR(PP_ERR_CORRUPT,
+                    "checkpoint '%s' is %s: %zu bytes, expected %zu for %llu parameters", path,
+                    *len < expect ? "truncated" : "longer than its contents", *len, expect,
+                    (unsigned long long)h->n_params);
+        goto fail;
+    }
+    ckpt_trailer tr;
+    memcpy(&tr, *buf + expect - sizeof tr, sizeof tr);
+    uint32_t crc = pp_crc32c(0, *buf, expect - sizeof tr);
+    if (memcmp(tr.magic, CKPT_END, 4) != 0 || crc != tr.crc) {
+        st = PP_ERR(PP_ERR_CORRUPT,
+                    "checkpoint '%s' is corrupt: checksum mismatch (stored %08x, computed %08x)",
+                    path, tr.crc, crc);
+        goto fail;
+    }
+    return PP_OK;
+fail:
+    free(*buf);
+    *buf = NULL;
+    return st;
+}
+
+pp_status pp_checkpoint_peek_config(const char *path, pp_model_config *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    ckpt_header h;
+    pp_status st = read_checked(path, &buf, &len, &h);
+    if (st != PP_OK)
+        return st;
+    free(buf);
+    pp_model_config c = {h.vocab_size, h.seq_len, h.d_model, h.n_heads, h.n_layers};
+    st = pp_model_config_validate(&c);
+    if (st != PP_OK)
+        return pp_error_wrap(PP_ERR_CORRUPT, "checkpoint '%s' holds an invalid model config",
+                             path);
+    *cfg = c;
+    return PP_OK;
+}
+
+pp_status pp_trainer_load(pp_trainer *t, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    ckpt_header h;
+    pp_status st = read_checked(path, &buf, &len, &h);
+    if (st != PP_OK)
+        return st;
+    const pp_model_config *mc = &t->cfg.model;
+    if (h.vocab_size != mc->vocab_size || h.seq_len != mc->seq_len ||
+        h.d_model != mc->d_model || h.n_heads != mc->n_heads || h.n_layers != mc->n_layers) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "checkpoint '%s' is for a different model (vocab %d, seq %d, d_model %d, "
+                    "heads %d, layers %d; this run: %d, %d, %d, %d, %d)",
+                    path, h.vocab_size, h.seq_len, h.d_model, h.n_heads, h.n_layers,
+                    mc->vocab_size, mc->seq_len, mc->d_model, mc->n_heads, mc->n_layers);
+        goto done;
+    }
+    if (h.n_params != t->model->n_params) {
+        st = PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' holds %llu parameters, the model has %zu",
+                    path, (unsigned long long)h.n_params, t->model->n_params);
+        goto done;
+    }
+    if (h.data_fingerprint != pp_data_fingerprint(t->data)) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "checkpoint '%s' was trained on different data than %s (resume with the "
+                    "same --data and --seed)",
+                    path, pp_data_describe(t->data));
+        goto done;
+    }
+    if (h.steps_done < 0) {
+        st = PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' has a negative step count", path);
+        goto done;
+    }
+    pp_data_state ds;
+    memcpy(ds.rng, h.data_rng, sizeof ds.rng);
+    ds.pos = h.data_pos;
+    ds.current = h.data_current;
+    /* The data state is the last thing that can fail; after it the trainer is overwritten. */
+    pp_data_state old;
+    pp_data_get_state(t->data, &old);
+    st = pp_data_set_state(t->data, &ds);
+    if (st != PP_OK) {
+        (void)pp_data_set_state(t->data, &old);
+        st = pp_error_wrap(st, "checkpoint '%s'", path);
+        goto done;
+    }
+    size_t n = t->model->n_params;
+    const char *p = buf + sizeof h;
+    memcpy(t->model->params, p, n * sizeof(float));
+    p += n * sizeof(float);
+    memcpy(t->opt->m, p, n * sizeof(float));
+    p += n * sizeof(float);
+    memcpy(t->opt->v, p, n * sizeof(float));
+    t->opt->t = h.steps_done;
+done:
+    free(buf);
+    return st;
+}

@@ -1,0 +1,149 @@
+/* config.c: model configuration: built-in presets, JSON config files, validation. Called by
+ * pptrain (--model/--config and the shape flags) and by checkpoints. */
+#include "pp_runtime.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct preset {
+    const char *name;
+    pp_model_config cfg;
+} preset;
+
+static const preset k_presets[] = {
+    /* tiny: trains in seconds on a laptop core; the default of every demo and test. */
+    {"tiny", {.vocab_size = 256, .seq_len = 64, .d_model = 64, .n_heads = 4, .n_layers = 4}},
+    /* small: big enough that GEMMs dominate, the CPU benchmark's model. */
+    {"small", {.vocab_size = 4096, .seq_len = 256, .d_model = 256, .n_heads = 8, .n_layers = 8}},
+};
+static const char *const k_preset_names[] = {"tiny", "small", NULL};
+
+const char *const *pp_model_config_preset_names(void) { return k_preset_names; }
+
+pp_status pp_model_config_preset(const char *name, pp_model_config *cfg)
+{
+    for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++) {
+        if (name && strcmp(name, k_presets[i].name) == 0) {
+            *cfg = k_presets[i].cfg;
+            return PP_OK;
+        }
+    }
+    return PP_ERR(PP_ERR_INVALID, "unknown model preset '%s' (known: tiny, small)",
+                  name ? name : "(null)");
+}
+
+pp_status pp_model_config_validate(const pp_model_config *c)
+{
+    if (c->vocab_size < 2 || c->vocab_size > PP_MAX_VOCAB)
+        return PP_ERR(PP_ERR_INVALID, "vocab_size %d is out of range [2, %d]", c->vocab_size,
+                      PP_MAX_VOCAB);
+    if (c->seq_len < 1 || c->seq_len > PP_MAX_SEQ)
+        return PP_ERR(PP_ERR_INVALID, "seq_len %d is out of range [1, %d]", c->seq_len,
+                      PP_MAX_SEQ);
+    if (c->d_model < 1 || c->d_model > PP_MAX_DMODEL)
+        return PP_ERR(PP_ERR_INVALID, "d_model %d is out of range [1, %d]", c->d_model,
+                      PP_MAX_DMODEL);
+    if (c->n_heads < 1 || c->n_heads > PP_MAX_HEADS)
+        return PP_ERR(PP_ERR_INVALID, "n_heads %d is out of range [1, %d]", c->n_heads,
+                      PP_MAX_HEADS);
+    if (c->d_model % c->n_heads != 0)
+        return PP_ERR(PP_ERR_INVALID, "d_model %d is not divisible by n_heads %d", c->d_model,
+                      c->n_heads);
+    if (c->n_layers < 1 || c->n_layers > PP_MAX_LAYERS)
+        return PP_ERR(PP_ERR_INVALID, "n_layers %d is out of range [1, %d]", c->n_layers,
+                      PP_MAX_LAYERS);
+    /* Keep every tensor index within int: B*T*4C and B*NH*T*T are computed in size_t, but the
+     * kernels take int dimensions and the per-sequence sizes must stay well inside them. */
+    if ((double)c->seq_len * c->d_model * 4.0 > 1e9 || (double)c->vocab_size * c->d_model > 2e9)
+        return PP_ERR(PP_ERR_INVALID, "model too large: seq_len*d_model or vocab_size*d_model "
+                                      "exceeds what one tensor can index");
+    return PP_OK;
+}
+
+int pp_model_config_num_layers(const pp_model_config *c) { return c->n_layers + 2; }
+
+size_t pp_model_config_num_params(const pp_model_config *c)
+{
+    size_t V = (size_t)c->vocab_size, T = (size_t)c->seq_len, C = (size_t)c->d_model;
+    size_t embed = V * C + T * C;
+    size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C +
+                   4 * C * C + C;
+    size_t head = 2 * C + V * C;
+    return embed + (size_t)c->n_layers * block + head;
+}
+
+static const char *const k_int_keys[] = {"vocab_size", "seq_len", "d_model", "n_heads",
+                                         "n_layers"};
+
+static int *field_of(pp_model_config *c, int i)
+{
+    switch (i) {
+    case 0: return &c->vocab_size;
+    case 1: return &c->seq_len;
+    case 2: return &c->d_model;
+    case 3: return &c->n_heads;
+    default: return &c->n_layers;
+    }
+}
+
+pp_status pp_model_config_load_json(const char *path, pp_model_config *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    pp_status st = pp_read_file(path, &text, &len);
+    if (st != PP_OK)
+        return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    pp_model_config c = *cfg;
+    if (!root || !cJSON_IsObject(root)) {
+        st = PP_ERR(PP_ERR_INVALID, "config '%s': not a JSON object%s", path,
+                    root ? "" : " (parse error)");
+        goto done;
+    }
+    const cJSON *preset_item = cJSON_GetObjectItemCaseSensitive(root, "preset");
+    if (preset_item) {
+        if (!cJSON_IsString(preset_item)) {
+            st = PP_ERR(PP_ERR_INVALID, "config '%s': \"preset\" must be a string", path);
+            goto done;
+        }
+        st = pp_model_config_preset(preset_item->valuestring, &c);
+        if (st != PP_OK) {
+            st = pp_error_wrap(st, "config '%s'", path);
+            goto done;
+        }
+    }
+    for (const cJSON *it = root->child; it; it = it->next) {
+        if (strcmp(it->string, "preset") == 0)
+            continue;
+        int idx = -1;
+        for (int i = 0; i < 5; i++)
+            if (strcmp(it->string, k_int_keys[i]) == 0)
+                idx = i;
+        if (idx < 0) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "config '%s': unknown key \"%s\" (known: preset, vocab_size, seq_len, "
+                        "d_model, n_heads, n_layers)",
+                        path, it->string);
+            goto done;
+        }
+        double v = it->valuedouble;
+        if (!cJSON_IsNumber(it) || v != floor(v) || v < -2147483648.0 || v > 2147483647.0) {
+            st = PP_ERR(PP_ERR_INVALID, "config '%s': \"%s\" must be an integer", path,
+                        it->string);
+            goto done;
+        }
+        *field_of(&c, idx) = (int)v;
+    }
+    st = pp_model_config_validate(&c);
+    if (st != PP_OK) {
+        st = pp_error_wrap(st, "config '%s'", path);
+        goto done;
+    }
+    *cfg = c;
+done:
+    cJSON_Delete(root);
+    free(text);
+    return st;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# test.sh: the README's second command, and what CI runs. Sets up, then builds and runs every
+# test twice: an optimised build with warnings as errors, and an ASan+UBSan build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+jobs=$(nproc)
+export CTEST_OUTPUT_ON_FAILURE=1
+echo "== release build (-Werror) =="
+cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DPP_WERROR=ON >/dev/null
+cmake --build build-ci -j"$jobs"
+ctest --test-dir build-ci -j"$jobs" --timeout 900
+echo "== ASan + UBSan build =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPP_WERROR=ON -DPP_SANITIZE=ON -DPP_WITH_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -j"$jobs" --timeout 1800

@@ -1,0 +1,217 @@
+/* test_cli.c: pptrain as a user runs it: every bad flag, config, data file and checkpoint gets a
+ * message naming the problem and exit code 2, no crash and no checkpoint left behind; a good run
+ * prints per-step lines and writes the JSON step log. */
+#include "pp_runtime.h"
+
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+
+static char g_dir[64];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_cli_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+static const char *in_dir(const char *name)
+{
+    static char path[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
+    return path[k];
+}
+
+typedef struct run_result {
+    int exit_code; /* -signal when killed */
+    char out[65536];
+    char err[8192];
+} run_result;
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Runs pptrain with argv (NULL-terminated, without argv[0]). */
+static run_result *run(const char *const *args)
+{
+    static run_result r;
+    const char *outp = in_dir("stdout"), *errp = in_dir("stderr");
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)PPTRAIN;
+    for (; args[n - 1]; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(PPTRAIN, argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    slurp(outp, r.out, sizeof r.out);
+    slurp(errp, r.err, sizeof r.err);
+    return &r;
+}
+
+static const char *write_text(const char *name, const char *text)
+{
+    const char *p = in_dir(name);
+    FILE *f = fopen(p, "w");
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+Test(cli, help_exits_zero)
+{
+    const char *a[] = {"--help", NULL};
+    run_result *r = run(a);
+    cr_assert_eq(r->exit_code, 0);
+    cr_assert(strstr(r->out, "--microbatches") != NULL);
+}
+
+Test(cli, a_short_run_prints_steps_and_logs_json)
+{
+    const char *log = in_dir("log.jsonl"), *ck = in_dir("run.ckpt");
+    const char *a[] = {"--steps", "3", "--batch", "4", "--microbatches", "2", "--log-json", log,
+                       "--save", ck, NULL};
+    run_result *r = run(a);
+    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    cr_assert(strstr(r->out, "step      3/3") != NULL, "%s", r->out);
+    cr_assert(strstr(r->out, "tok/s") != NULL);
+    cr_assert(strstr(r->out, "entropy rate") != NULL);
+    cr_assert(exists(ck));
+    char text[8192];
+    slurp(log, text, sizeof text);
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "not JSON: %s", line);
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "step")));
+        cr_assert_eq(cJSON_GetObjectItem(j, "step")->valueint, lines + 1);
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "loss")));
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "step_ms")));
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "tokens_per_s")));
+        cJSON_Delete(j);
+        lines++;
+    }
+    cr_assert_eq(lines, 3);
+    /* resuming to a later step continues from the checkpoint */
+    const char *b[] = {"--steps", "5", "--batch", "4", "--resume", ck, NULL};
+    r = run(b);
+    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    cr_assert(strstr(r->out, "at step 3") != NULL, "%s", r->out);
+    cr_assert(strstr(r->out, "step      4/5") != NULL, "%s", r->out);
+}
+
+typedef struct bad_case {
+    const char *args[12];
+    const char *phrase; /* expected in stderr */
+} bad_case;
+
+/* Paths in args starting with '@' are made relative to the test's temp dir. */
+static const bad_case k_bad[] = {
+    {{"--bogus", NULL}, "unknown option '--bogus'"},
+    {{"--steps", NULL}, "needs a value"},
+    {{"--steps", "abc", NULL}, "--steps: 'abc' is not an integer"},
+    {{"--steps", "-1", NULL}, "--steps: -1 is out of range"},
+    {{"--batch", "0", NULL}, "--batch: 0 is out of range"},
+    {{"--batch", "16", "--microbatches", "3", NULL}, "not divisible by microbatches"},
+    {{"--batch", "4", "--microbatches", "8", NULL}, "microbatches 8 must be in [1, batch = 4]"},
+    {{"--model", "huge", NULL}, "unknown model preset 'huge'"},
+    {{"--heads", "3", NULL}, "not divisible by n_heads"},
+    {{"--lr", "-1", NULL}, "--lr: -1 is out of range"},
+    {{"--lr", "nan", NULL}, "--lr: 'nan' is not a finite number"},
+    {{"--lr-decay", "linear", NULL}, "--lr-decay must be"},
+    {{"--save-every", "5", NULL}, "--save-every needs --save"},
+    {{"--config", "@missing.json", NULL}, "missing.json"},
+    {{"--config", "@bad.json", NULL}, "unknown key \"layers\""},
+    {{"--data", "@missing.tok", NULL}, "missing.tok"},
+    {{"--data", "@short.tok", NULL}, "truncated"},
+    {{"--resume", "@missing.ckpt", NULL}, "missing.ckpt"},
+    {{"--resume", "@corrupt.ckpt", "--save", "@out.ckpt", NULL}, "checksum mismatch"},
+    {{"--save", "/tmp/pp_no_such_dir_cli/x.ckpt", NULL}, "does not exist or is not writable"},
+    {{"--markov-branching", "1", NULL}, "--markov-branching: 1 is out of range"},
+    {{"extra", NULL}, "unexpected argument 'extra'"},
+};
+
+Test(cli, bad_input_exits_2_with_a_clear_message)
+{
+    write_text("bad.json", "{\"layers\": 4}");
+    /* a token file cut short by one byte */
+    int32_t toks[200];
+    for (int i = 0; i < 200; i++)
+        toks[i] = i % 256;
+    const char *tok = in_dir("short.tok");
+    cr_assert_eq(pp_tokfile_write(tok, toks, 200, 2), PP_OK, "%s", pp_error_message());
+    struct stat sb;
+    stat(tok, &sb);
+    cr_assert_eq(truncate(tok, sb.st_size - 1), 0);
+    /* a checkpoint with one byte flipped */
+    const char *ck = in_dir("corrupt.ckpt");
+    const char *mk[] = {"--steps", "1", "--batch", "2", "--save", ck, "-q", NULL};
+    cr_assert_eq(run(mk)->exit_code, 0);
+    FILE *f = fopen(ck, "r+b");
+    fseek(f, 300, SEEK_SET);
+    fputc(0xAB, f);
+    fclose(f);
+
+    for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+        const char *args[12];
+        char paths[12][256];
+        for (int k = 0; k < 12; k++) {
+            args[k] = k_bad[i].args[k];
+            if (args[k] && args[k][0] == '@') {
+                snprintf(paths[k], sizeof paths[k], "%s/%s", g_dir, args[k] + 1);
+                args[k] = paths[k];
+            }
+            if (!args[k])
+                break;
+        }
+        run_result *r = run(args);
+        cr_assert_eq(r->exit_code, 2, "case %zu (%s): exit %d, stderr: %s", i, k_bad[i].args[0],
+                     r->exit_code, r->err);
+        cr_assert(strstr(r->err, k_bad[i].phrase) != NULL, "case %zu: stderr '%s' lacks '%s'", i,
+                  r->err, k_bad[i].phrase);
+        cr_assert(strncmp(r->err, "pptrain: ", 9) == 0, "case %zu: '%s'", i, r->err);
+    }
+    cr_assert(!exists(in_dir("out.ckpt")), "a failed run left a checkpoint behind");
+}

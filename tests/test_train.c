@@ -1,0 +1,326 @@
+/* test_train.c: training behaviour users rely on: the tiny model learns the synthetic corpus to
+ * near its entropy rate, runs are deterministic, micro-batching does not change the result,
+ * resume is bit-identical, and bad checkpoints are refused without touching the trainer. */
+#include "pp_runtime.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[64];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_train_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(train, .init = setup, .fini = teardown);
+
+static const char *tmp_path(const char *name)
+{
+    static char path[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
+    return path[k];
+}
+
+/* A small model that still has every layer kind and several heads. */
+static pp_train_config small_config(int microbatches)
+{
+    pp_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model = (pp_model_config){.vocab_size = 64, .seq_len = 16, .d_model = 32, .n_heads = 4,
+                                .n_layers = 2};
+    pp_adamw_config_default(&c.opt);
+    c.opt.warmup_steps = 2;
+    c.batch = 8;
+    c.microbatches = microbatches;
+    c.steps = 20;
+    c.seed = 3;
+    return c;
+}
+
+static pp_trainer *make_trainer(const pp_train_config *c, uint64_t data_seed)
+{
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(c->model.vocab_size, 4, data_seed, &d), PP_OK);
+    pp_trainer *t = NULL;
+    cr_assert_eq(pp_trainer_create(c, d, &t), PP_OK, "%s", pp_error_message());
+    return t;
+}
+
+static void run_steps(pp_trainer *t, int n, float *losses)
+{
+    for (int i = 0; i < n; i++) {
+        pp_step_stats s;
+        cr_assert_eq(pp_trainer_step(t, &s), PP_OK, "%s", pp_error_message());
+        if (losses)
+            losses[i] = s.loss;
+    }
+}
+
+Test(train, tiny_reaches_within_15_percent_of_the_entropy_rate_in_300_steps, .timeout = 600)
+{
+    /* The acceptance run, with pptrain's defaults: tiny, 300 steps, batch 16. */
+    pp_train_config c;
+    memset(&c, 0, sizeof c);
+    cr_assert_eq(pp_model_config_preset("tiny", &c.model), PP_OK);
+    pp_adamw_config_default(&c.opt);
+    c.batch = 16;
+    c.microbatches = 1;
+    c.steps = 300;
+    c.seed = 1;
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(256, PP_MARKOV_DEFAULT_BRANCHING, 1, &d), PP_OK);
+    double H = pp_data_entropy_rate(d);
+    pp_trainer *t = NULL;
+    cr_assert_eq(pp_trainer_create(&c, d, &t), PP_OK);
+    float losses[300];
+    run_steps(t, 300, losses);
+    /* The first loss is that of an untrained model: about ln(256) = 5.55. */
+    cr_assert(fabsf(losses[0] - logf(256.0f)) < 0.1f, "first loss %g", (double)losses[0]);
+    double tail = 0;
+    for (int i = 290; i < 300; i++)
+        tail += losses[i];
+    tail /= 10;
+    cr_log_info("entropy rate %.4f, final loss %.4f (%.1f%% above)", H, tail,
+                100 * (tail / H - 1));
+    cr_assert_leq(tail, 1.15 * H, "final loss %.4f is more than 15%% above the entropy rate %.4f",
+                  tail, H);
+    /* No model can beat the entropy rate by more than sampling noise. */
+    cr_assert_geq(tail, 0.9 * H);
+    pp_trainer_destroy(t);
+}
+
+Test(train, same_seed_same_run)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *a = make_trainer(&c, 1), *b = make_trainer(&c, 1);
+    float la[5], lb[5];
+    run_steps(a, 5, la);
+    run_steps(b, 5, lb);
+    cr_assert_eq(memcmp(la, lb, sizeof la), 0);
+    pp_model *ma = pp_trainer_model(a), *mb = pp_trainer_model(b);
+    cr_assert_eq(memcmp(ma->params, mb->params, ma->n_params * sizeof(float)), 0);
+    /* and the loss went down */
+    cr_assert_lt(la[4], la[0]);
+    pp_trainer_destroy(a);
+    pp_trainer_destroy(b);
+}
+
+Test(train, microbatches_give_the_full_batch_result)
+{
+    /* Gradient accumulation over M micro-batches equals one full-batch step up to float32
+     * summation order: 1e-5 relative over 3 steps. */
+    pp_train_config c1 = small_config(1);
+    pp_trainer *ref = make_trainer(&c1, 2);
+    float lref[3];
+    run_steps(ref, 3, lref);
+    pp_model *mref = pp_trainer_model(ref);
+    int Ms[] = {2, 4, 8};
+    for (int k = 0; k < 3; k++) {
+        pp_train_config c = small_config(Ms[k]);
+        pp_trainer *t = make_trainer(&c, 2);
+        float l[3];
+        run_steps(t, 3, l);
+        for (int i = 0; i < 3; i++)
+            cr_assert_float_eq(l[i], lref[i], 1e-5 * fabsf(lref[i]), "M=%d step %d", Ms[k], i);
+        pp_model *m = pp_trainer_model(t);
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < m->n_params; i++) {
+            double d = (double)m->params[i] - mref->params[i];
+            diff += d * d;
+            norm += (double)mref->params[i] * mref->params[i];
+        }
+        cr_assert_leq(sqrt(diff / norm), 1e-5, "M=%d: parameters differ by %g relative", Ms[k],
+                      sqrt(diff / norm));
+        pp_trainer_destroy(t);
+    }
+    pp_trainer_destroy(ref);
+}
+
+Test(train, resume_is_bit_identical)
+{
+    pp_train_config c = small_config(2);
+    pp_trainer *straight = make_trainer(&c, 4);
+    float ls[20];
+    run_steps(straight, 20, ls);
+
+    pp_trainer *first = make_trainer(&c, 4);
+    float lr[20];
+    run_steps(first, 10, lr);
+    const char *ck = tmp_path("resume.ckpt");
+    cr_assert_eq(pp_trainer_save(first, ck), PP_OK, "%s", pp_error_message());
+    pp_trainer_destroy(first);
+
+    pp_trainer *second = make_trainer(&c, 4);
+    cr_assert_eq(pp_trainer_load(second, ck), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_trainer_steps_done(second), 10);
+    run_steps(second, 10, lr + 10);
+
+    cr_assert_eq(memcmp(ls, lr, sizeof ls), 0, "losses differ after resume");
+    pp_model *a = pp_trainer_model(straight), *b = pp_trainer_model(second);
+    cr_assert_eq(memcmp(a->params, b->params, a->n_params * sizeof(float)), 0,
+                 "parameters differ after resume");
+    pp_trainer_destroy(straight);
+    pp_trainer_destroy(second);
+}
+
+static void flip_byte(const char *path, long offset)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, offset, offset < 0 ? SEEK_END : SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, -1, SEEK_CUR);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+}
+
+static void truncate_by(const char *path, long bytes)
+{
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    cr_assert_eq(truncate(path, n - bytes), 0);
+}
+
+typedef struct bad_ckpt {
+    const char *what;
+    long flip;     /* byte to flip (negative: from the end), 0 for none */
+    long truncate; /* bytes cut from the end */
+    const char *phrase;
+} bad_ckpt;
+
+static const bad_ckpt k_bad_ckpts[] = {
+    {"flipped parameter byte", 500, 0, "checksum mismatch"},
+    {"flipped trailer byte", -3, 0, "checksum mismatch"},
+    {"bad magic", 1, 0, "not a pipeprof checkpoint"},
+    {"truncated by 1 byte", 0, 1, "truncated"},
+    {"truncated into the header", 0, -1, "truncated"},
+};
+
+Test(train, corrupt_checkpoints_are_refused_and_leave_the_trainer_unchanged)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 5);
+    run_steps(t, 2, NULL);
+    char good[256], bad[256];
+    snprintf(good, sizeof good, "%s", tmp_path("good.ckpt"));
+    snprintf(bad, sizeof bad, "%s", tmp_path("bad.ckpt"));
+    cr_assert_eq(pp_trainer_save(t, good), PP_OK);
+    pp_trainer *victim = make_trainer(&c, 5);
+    pp_model *vm = pp_trainer_model(victim);
+    float *before = malloc(vm->n_params * sizeof(float));
+    memcpy(before, vm->params, vm->n_params * sizeof(float));
+    for (size_t i = 0; i < sizeof k_bad_ckpts / sizeof k_bad_ckpts[0]; i++) {
+        const bad_ckpt *b = &k_bad_ckpts[i];
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "cp %s %s", good, bad);
+        cr_assert_eq(system(cmd), 0);
+        if (b->flip)
+            flip_byte(bad, b->flip);
+        if (b->truncate > 0)
+            truncate_by(bad, b->truncate);
+        if (b->truncate < 0)
+            cr_assert_eq(truncate(bad, 40), 0);
+        pp_status st = pp_trainer_load(victim, bad);
+        cr_assert_eq(st, PP_ERR_CORRUPT, "%s: status %d", b->what, st);
+        cr_assert(strstr(pp_error_message(), b->phrase) != NULL, "%s: message '%s'", b->what,
+                  pp_error_message());
+        cr_assert_eq(pp_status_exit_code(st), PP_EXIT_USAGE);
+        cr_assert_eq(memcmp(before, vm->params, vm->n_params * sizeof(float)), 0,
+                     "%s: parameters changed", b->what);
+        cr_assert_eq(pp_trainer_steps_done(victim), 0);
+    }
+    cr_assert_eq(pp_trainer_load(victim, tmp_path("missing.ckpt")), PP_ERR_IO);
+    free(before);
+    pp_trainer_destroy(t);
+    pp_trainer_destroy(victim);
+}
+
+Test(train, checkpoint_of_another_model_or_data_is_refused)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 6);
+    const char *ck = tmp_path("m.ckpt");
+    cr_assert_eq(pp_trainer_save(t, ck), PP_OK);
+    pp_train_config other = c;
+    other.model.n_layers = 3;
+    pp_trainer *o = make_trainer(&other, 6);
+    cr_assert_eq(pp_trainer_load(o, ck), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "different model") != NULL, "%s", pp_error_message());
+    pp_trainer *d = make_trainer(&c, 7);
+    cr_assert_eq(pp_trainer_load(d, ck), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "different data") != NULL, "%s", pp_error_message());
+    pp_model_config peek;
+    cr_assert_eq(pp_checkpoint_peek_config(ck, &peek), PP_OK);
+    cr_assert_eq(memcmp(&peek, &c.model, sizeof peek), 0);
+    pp_trainer_destroy(t);
+    pp_trainer_destroy(o);
+    pp_trainer_destroy(d);
+}
+
+Test(train, save_is_atomic)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 8);
+    cr_assert_eq(pp_trainer_save(t, "/tmp/pp_no_such_dir_q/x.ckpt"), PP_ERR_IO);
+    const char *ck = tmp_path("a.ckpt");
+    cr_assert_eq(pp_trainer_save(t, ck), PP_OK);
+    run_steps(t, 1, NULL);
+    cr_assert_eq(pp_trainer_save(t, ck), PP_OK); /* overwrite in place */
+    DIR *dir = opendir(g_dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    cr_assert_eq(n, 1, "temporary files left next to the checkpoint");
+    pp_trainer_destroy(t);
+}
+
+Test(train, invalid_training_configs_are_named)
+{
+    pp_train_config c = small_config(3); /* 8 sequences do not split into 3 */
+    cr_assert_eq(pp_train_config_validate(&c), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "not divisible by microbatches") != NULL);
+    c = small_config(1);
+    c.opt.lr = -1;
+    cr_assert_eq(pp_train_config_validate(&c), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "learning rate") != NULL);
+    c = small_config(16);
+    cr_assert_eq(pp_train_config_validate(&c), PP_ERR_INVALID);
+}
+
+Test(train, learning_rate_schedule)
+{
+    pp_adamw_config o;
+    pp_adamw_config_default(&o);
+    o.lr = 1.0f;
+    o.warmup_steps = 10;
+    o.lr_min_ratio = 0.1f;
+    cr_assert_float_eq(pp_adamw_lr_at(&o, 5, 110), 0.5f, 1e-6);
+    cr_assert_float_eq(pp_adamw_lr_at(&o, 10, 110), 1.0f, 1e-6);
+    cr_assert_float_eq(pp_adamw_lr_at(&o, 60, 110), 0.55f, 1e-6); /* half-way down the cosine */
+    cr_assert_float_eq(pp_adamw_lr_at(&o, 110, 110), 0.1f, 1e-6);
+    o.cosine = 0;
+    cr_assert_float_eq(pp_adamw_lr_at(&o, 100, 110), 1.0f, 1e-6);
+    cr_assert_float_eq(pp_grad_clip_scale(1.0f, 4.0), 0.25f, 1e-7);
+    cr_assert_float_eq(pp_grad_clip_scale(1.0f, 0.5), 1.0f, 1e-7);
+    cr_assert_float_eq(pp_grad_clip_scale(0.0f, 100.0), 1.0f, 1e-7);
+}

@@ -1,0 +1,373 @@
+/* pptrain: pipeprof's reference training job, a GPT-style decoder trained on the CPU.
+ * A thin main over runtime/: flags -> pp_train_config, then the step loop, logging and
+ * checkpoints. Exit codes: 0 ok, 2 usage or bad input, 3 runtime error. */
+#include "pp_runtime.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *k_usage =
+    "usage: pptrain [options]\n"
+    "Trains a GPT-style decoder-only transformer on the CPU.\n"
+    "\n"
+    "model:\n"
+    "  --model NAME          built-in preset: tiny (default), small\n"
+    "  --config FILE         JSON model config (docs/model.md); applied after --model\n"
+    "  --vocab N, --seq N, --d-model N, --heads N, --layers N\n"
+    "                        override single fields of the model config\n"
+    "training:\n"
+    "  --steps N             optimizer steps to reach (default 300); a resumed run continues\n"
+    "                        from its checkpoint's step up to N\n"
+    "  --batch N             sequences per optimizer step (default 16)\n"
+    "  --microbatches M      split each batch into M micro-batches, gradients accumulated\n"
+    "                        (default 1; must divide --batch)\n"
+    "  --lr X                peak learning rate (default 3e-3)\n"
+    "  --warmup N            linear warm-up steps (default 20)\n"
+    "  --lr-decay KIND       cosine (default, to 10%% of --lr at --steps) or constant\n"
+    "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
+    "  --clip X              global gradient-norm clip, 0 disables (default 1.0)\n"
+    "  --seed N              parameter initialisation and synthetic data (default 1)\n"
+    "data:\n"
+    "  --data FILE           a token file (docs/token-file.md); default: the built-in\n"
+    "                        synthetic Markov corpus, whose entropy rate is the best loss\n"
+    "  --markov-branching K  successors per token of the synthetic corpus (default 4)\n"
+    "checkpoints and logs:\n"
+    "  --save FILE           write a checkpoint at the end (and every --save-every steps)\n"
+    "  --save-every N        also checkpoint every N steps (needs --save)\n"
+    "  --resume FILE         continue from a checkpoint (model config taken from it)\n"
+    "  --log-json FILE       one JSON object per step: step, loss, step_ms, tokens_per_s, lr,\n"
+    "                        grad_norm\n"
+    "  -q, --quiet           print only the final summary\n"
+    "  -v, --verbose         more diagnostics on stderr\n"
+    "  -h, --help            this help\n"
+    "\n"
+    "exit codes: 0 ok, 2 bad flag, config, data or checkpoint, 3 runtime error\n";
+
+enum {
+    OPT_MODEL = 256, OPT_CONFIG, OPT_VOCAB, OPT_SEQ, OPT_DMODEL, OPT_HEADS, OPT_LAYERS,
+    OPT_STEPS, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
+    OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON
+};
+
+static const struct option k_opts[] = {
+    {"model", required_argument, 0, OPT_MODEL},
+    {"config", required_argument, 0, OPT_CONFIG},
+    {"vocab", required_argument, 0, OPT_VOCAB},
+    {"seq", required_argument, 0, OPT_SEQ},
+    {"d-model", required_argument, 0, OPT_DMODEL},
+    {"heads", required_argument, 0, OPT_HEADS},
+    {"layers", required_argument, 0, OPT_LAYERS},
+    {"steps", required_argument, 0, OPT_STEPS},
+    {"batch", required_argument, 0, OPT_BATCH},
+    {"microbatches", required_argument, 0, OPT_MICRO},
+    {"lr", required_argument, 0, OPT_LR},
+    {"warmup", required_argument, 0, OPT_WARMUP},
+    {"lr-decay", required_argument, 0, OPT_DECAY},
+    {"weight-decay", required_argument, 0, OPT_WD},
+    {"clip", required_argument, 0, OPT_CLIP},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"data", required_argument, 0, OPT_DATA},
+    {"markov-branching", required_argument, 0, OPT_BRANCH},
+    {"save", required_argument, 0, OPT_SAVE},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"log-json", required_argument, 0, OPT_LOG_JSON},
+    {"quiet", no_argument, 0, 'q'},
+    {"verbose", no_argument, 0, 'v'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+typedef struct args {
+    pp_train_config tc;
+    const char *preset, *config, *data, *save, *resume, *log_json;
+    int shape[5]; /* vocab, seq, d_model, heads, layers overrides; 0 = not given */
+    int model_given;
+    int branching;
+    int64_t save_every;
+    int quiet;
+} args;
+
+static int fail(pp_status st)
+{
+    fprintf(stderr, "pptrain: %s\n", pp_error_message());
+    if (pp_log_level() >= 2 && pp_error_origin()[0])
+        fprintf(stderr, "pptrain: (raised at %s)\n", pp_error_origin());
+    return pp_status_exit_code(st);
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "pptrain: %s\nTry 'pptrain --help'.\n", msg);
+    return PP_EXIT_USAGE;
+}
+
+static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
+{
+    return pp_parse_i64(s, flag, lo, hi, out);
+}
+
+/* Parses argv into a; returns -1 to go on, else an exit code. */
+static int parse_args(int argc, char **argv, args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->preset = "tiny";
+    a->tc.batch = 16;
+    a->tc.microbatches = 1;
+    a->tc.steps = 300;
+    a->tc.seed = 1;
+    a->branching = PP_MARKOV_DEFAULT_BRANCHING;
+    pp_adamw_config_default(&a->tc.opt);
+    opterr = 0;
+    int c;
+    int64_t iv;
+    double dv;
+    pp_status st = PP_OK;
+    while ((c = getopt_long(argc, argv, ":qvh", k_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_MODEL: a->preset = optarg; a->model_given = 1; break;
+        case OPT_CONFIG: a->config = optarg; a->model_given = 1; break;
+        case OPT_VOCAB: case OPT_SEQ: case OPT_DMODEL: case OPT_HEADS: case OPT_LAYERS: {
+            static const char *names[] = {"--vocab", "--seq", "--d-model", "--heads", "--layers"};
+            int k = c - OPT_VOCAB;
+            if ((st = parse_int(optarg, names[k], 1, PP_MAX_VOCAB, &iv)) != PP_OK)
+                return fail(st);
+            a->shape[k] = (int)iv;
+            a->model_given = 1;
+            break;
+        }
+        case OPT_STEPS:
+            if ((st = parse_int(optarg, "--steps", 0, INT64_C(1) << 40, &iv)) != PP_OK)
+                return fail(st);
+            a->tc.steps = iv;
+            break;
+        case OPT_BATCH:
+            if ((st = parse_int(optarg, "--batch", 1, 1 << 20, &iv)) != PP_OK)
+                return fail(st);
+            a->tc.batch = (int)iv;
+            break;
+        case OPT_MICRO:
+            if ((st = parse_int(optarg, "--microbatches", 1, 1 << 20, &iv)) != PP_OK)
+                return fail(st);
+            a->tc.microbatches = (int)iv;
+            break;
+        case OPT_LR:
+            if ((st = pp_parse_f64(optarg, "--lr", 1e-12, 10.0, &dv)) != PP_OK)
+                return fail(st);
+            a->tc.opt.lr = (float)dv;
+            break;
+        case OPT_WARMUP:
+            if ((st = parse_int(optarg, "--warmup", 0, 1 << 30, &iv)) != PP_OK)
+                return fail(st);
+            a->tc.opt.warmup_steps = (int)iv;
+            break;
+        case OPT_DECAY:
+            if (strcmp(optarg, "cosine") == 0)
+                a->tc.opt.cosine = 1;
+            else if (strcmp(optarg, "constant") == 0)
+                a->tc.opt.cosine = 0;
+            else
+                return usage_error("--lr-decay must be 'cosine' or 'constant'");
+            break;
+        case OPT_WD:
+            if ((st = pp_parse_f64(optarg, "--weight-decay", 0.0, 10.0, &dv)) != PP_OK)
+                return fail(st);
+            a->tc.opt.weight_decay = (float)dv;
+            break;
+        case OPT_CLIP:
+            if ((st = pp_parse_f64(optarg, "--clip", 0.0, 1e9, &dv)) != PP_OK)
+                return fail(st);
+            a->tc.opt.grad_clip = (float)dv;
+            break;
+        case OPT_SEED:
+            if ((st = parse_int(optarg, "--seed", 0, INT64_MAX, &iv)) != PP_OK)
+                return fail(st);
+            a->tc.seed = (uint64_t)iv;
+            break;
+        case OPT_DATA: a->data = optarg; break;
+        case OPT_BRANCH:
+            if ((st = parse_int(optarg, "--markov-branching", 2, PP_MAX_VOCAB, &iv)) != PP_OK)
+                return fail(st);
+            a->branching = (int)iv;
+            break;
+        case OPT_SAVE: a->save = optarg; break;
+        case OPT_SAVE_EVERY:
+            if ((st = parse_int(optarg, "--save-every", 1, INT64_C(1) << 40, &iv)) != PP_OK)
+                return fail(st);
+            a->save_every = iv;
+            break;
+        case OPT_RESUME: a->resume = optarg; break;
+        case OPT_LOG_JSON: a->log_json = optarg; break;
+        case 'q': a->quiet = 1; break;
+        case 'v': pp_log_set_level(2); break;
+        case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
+        case ':': {
+            char msg[128];
+            snprintf(msg, sizeof msg, "option '%s' needs a value", argv[optind - 1]);
+            return usage_error(msg);
+        }
+        default: {
+            char msg[160];
+            snprintf(msg, sizeof msg, "unknown option '%s'", argv[optind - 1]);
+            return usage_error(msg);
+        }
+        }
+    }
+    if (optind < argc) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
+        return usage_error(msg);
+    }
+    if (a->save_every && !a->save)
+        return usage_error("--save-every needs --save FILE");
+    return -1;
+}
+
+/* The model config: from the checkpoint when resuming without model flags, else preset, then
+ * config file, then single-field overrides. */
+static pp_status build_model_config(const args *a, pp_model_config *mc)
+{
+    pp_status st;
+    if (a->resume && !a->model_given)
+        return pp_checkpoint_peek_config(a->resume, mc);
+    if ((st = pp_model_config_preset(a->preset, mc)) != PP_OK)
+        return pp_error_wrap(st, "--model");
+    if (a->config && (st = pp_model_config_load_json(a->config, mc)) != PP_OK)
+        return st;
+    int *fields[5] = {&mc->vocab_size, &mc->seq_len, &mc->d_model, &mc->n_heads, &mc->n_layers};
+    for (int k = 0; k < 5; k++)
+        if (a->shape[k])
+            *fields[k] = a->shape[k];
+    return pp_model_config_validate(mc);
+}
+
+/* Refuses a --save or --log-json path whose directory cannot be written, before any training
+ * time is spent. */
+static pp_status check_writable_dir(const char *path, const char *flag)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (access(dir, W_OK) != 0)
+        return PP_ERR(PP_ERR_INVALID, "%s '%s': directory '%s' does not exist or is not writable",
+                      flag, path, dir);
+    return PP_OK;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    pp_status st;
+    pp_trainer *tr = NULL;
+    pp_data *data = NULL;
+    FILE *log = NULL;
+    if ((st = build_model_config(&a, &a.tc.model)) != PP_OK)
+        return fail(st);
+    if ((st = pp_train_config_validate(&a.tc)) != PP_OK)
+        return fail(st);
+    if (a.save && (st = check_writable_dir(a.save, "--save")) != PP_OK)
+        return fail(st);
+    if (a.data)
+        st = pp_data_tokens_open(a.data, a.tc.model.vocab_size, a.tc.model.seq_len, &data);
+    else
+        st = pp_data_markov_create(a.tc.model.vocab_size, a.branching, a.tc.seed, &data);
+    if (st != PP_OK)
+        return fail(st);
+    double entropy = pp_data_entropy_rate(data);
+    if ((st = pp_trainer_create(&a.tc, data, &tr)) != PP_OK)
+        return fail(st); /* the trainer owns data even when it fails */
+    if (a.resume && (st = pp_trainer_load(tr, a.resume)) != PP_OK)
+        goto out;
+    if (a.log_json) {
+        log = fopen(a.log_json, "w");
+        if (!log) {
+            st = PP_ERR(PP_ERR_INVALID, "--log-json '%s': cannot open for writing", a.log_json);
+            goto out;
+        }
+    }
+    const pp_model_config *mc = &a.tc.model;
+    if (!a.quiet) {
+        printf("model: V=%d T=%d C=%d heads=%d layers=%d, %zu parameters\n", mc->vocab_size,
+               mc->seq_len, mc->d_model, mc->n_heads, mc->n_layers,
+               pp_model_config_num_params(mc));
+        printf("data: %s\n", pp_data_describe(data));
+        printf("training: %lld steps, batch %d (%d micro-batches), lr %g, seed %llu%s\n",
+               (long long)a.tc.steps, a.tc.batch, a.tc.microbatches, (double)a.tc.opt.lr,
+               (unsigned long long)a.tc.seed, a.resume ? ", resumed" : "");
+        if (a.resume)
+            printf("resumed from '%s' at step %lld\n", a.resume,
+                   (long long)pp_trainer_steps_done(tr));
+        fflush(stdout);
+    }
+    /* The summary's loss averages the last steps: one batch's loss is too noisy to compare
+     * with the entropy rate. */
+    enum { TAIL = 10 };
+    float tail[TAIL];
+    int ntail = 0;
+    double total_ms = 0.0, total_tokens = 0.0;
+    int64_t ran = 0;
+    pp_step_stats s = {0};
+    while (pp_trainer_steps_done(tr) < a.tc.steps) {
+        if ((st = pp_trainer_step(tr, &s)) != PP_OK)
+            goto out;
+        tail[ntail++ % TAIL] = s.loss;
+        total_ms += s.step_ms;
+        total_tokens += (double)a.tc.batch * mc->seq_len;
+        ran++;
+        if (!a.quiet) {
+            printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %6.3f | %8.2f ms | %9.0f tok/s\n",
+                   (long long)s.step, (long long)a.tc.steps, (double)s.loss, (double)s.lr,
+                   s.grad_norm, s.step_ms, s.tokens_per_s);
+            fflush(stdout);
+        }
+        if (log) {
+            fprintf(log,
+                    "{\"step\": %lld, \"loss\": %.6f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
+                    "\"lr\": %.6g, \"grad_norm\": %.6g}\n",
+                    (long long)s.step, (double)s.loss, s.step_ms, s.tokens_per_s, (double)s.lr,
+                    s.grad_norm);
+            fflush(log);
+        }
+        if (a.save_every && s.step % a.save_every == 0 &&
+            (st = pp_trainer_save(tr, a.save)) != PP_OK)
+            goto out;
+    }
+    if (a.save && (st = pp_trainer_save(tr, a.save)) != PP_OK)
+        goto out;
+    if (ran > 0) {
+        int n = ntail < TAIL ? ntail : TAIL;
+        double mean = 0.0;
+        for (int i = 0; i < n; i++)
+            mean += tail[i];
+        mean /= n;
+        printf("done: %lld steps in %.2f s, %.0f tokens/s; final loss %.4f (mean of last %d "
+               "steps)",
+               (long long)ran, total_ms / 1e3, total_tokens / (total_ms / 1e3), mean, n);
+        if (!isnan(entropy))
+            printf("; entropy rate %.4f, gap %+.1f%%", entropy, 100.0 * (mean / entropy - 1.0));
+        printf("\n");
+    } else {
+        printf("done: nothing to do, already at step %lld\n",
+               (long long)pp_trainer_steps_done(tr));
+    }
+    if (a.save)
+        printf("checkpoint: %s (step %lld)\n", a.save, (long long)pp_trainer_steps_done(tr));
+out:
+    if (log && fclose(log) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_IO, "--log-json '%s': write failed", a.log_json);
+    pp_trainer_destroy(tr);
+    return st == PP_OK ? PP_EXIT_OK : fail(st);
+}
