@@ -11,7 +11,7 @@
 #define CKPT_END "KCPP"
 enum { CKPT_VERSION = 1 };
 
-/* Fixed-size header, little-endian, 8-byte aligned fields. */
+/* Fixed-size header (104 bytes, no padding), little-endian, 8-byte aligned fields. */
 typedef struct ckpt_header {
     char magic[4];
     uint32_t version;
@@ -24,6 +24,7 @@ typedef struct ckpt_header {
     uint64_t data_pos;
     int64_t data_current;
 } ckpt_header;
+_Static_assert(sizeof(ckpt_header) == 104, "checkpoint header layout changed: bump the version");
 
 typedef struct ckpt_trailer {
     uint32_t crc; /* CRC-32C of every byte before the trailer */

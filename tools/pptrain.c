@@ -22,6 +22,8 @@ static const char *k_usage =
     "training:\n"
     "  --steps N             optimizer steps to reach (default 300); a resumed run continues\n"
     "                        from its checkpoint's step up to N\n"
+    "  --stop-at N           stop after step N this run (the schedule still spans --steps),\n"
+    "                        e.g. to checkpoint and resume later\n"
     "  --batch N             sequences per optimizer step (default 16)\n"
     "  --microbatches M      split each batch into M micro-batches, gradients accumulated\n"
     "                        (default 1; must divide --batch)\n"
@@ -49,7 +51,7 @@ static const char *k_usage =
 
 enum {
     OPT_MODEL = 256, OPT_CONFIG, OPT_VOCAB, OPT_SEQ, OPT_DMODEL, OPT_HEADS, OPT_LAYERS,
-    OPT_STEPS, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
+    OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON
 };
 
@@ -62,6 +64,7 @@ static const struct option k_opts[] = {
     {"heads", required_argument, 0, OPT_HEADS},
     {"layers", required_argument, 0, OPT_LAYERS},
     {"steps", required_argument, 0, OPT_STEPS},
+    {"stop-at", required_argument, 0, OPT_STOP_AT},
     {"batch", required_argument, 0, OPT_BATCH},
     {"microbatches", required_argument, 0, OPT_MICRO},
     {"lr", required_argument, 0, OPT_LR},
@@ -89,6 +92,7 @@ typedef struct args {
     int model_given;
     int branching;
     int64_t save_every;
+    int64_t stop_at; /* 0: run to --steps */
     int quiet;
 } args;
 
@@ -144,6 +148,11 @@ static int parse_args(int argc, char **argv, args *a)
             if ((st = parse_int(optarg, "--steps", 0, INT64_C(1) << 40, &iv)) != PP_OK)
                 return fail(st);
             a->tc.steps = iv;
+            break;
+        case OPT_STOP_AT:
+            if ((st = parse_int(optarg, "--stop-at", 1, INT64_C(1) << 40, &iv)) != PP_OK)
+                return fail(st);
+            a->stop_at = iv;
             break;
         case OPT_BATCH:
             if ((st = parse_int(optarg, "--batch", 1, 1 << 20, &iv)) != PP_OK)
@@ -320,7 +329,8 @@ int main(int argc, char **argv)
     double total_ms = 0.0, total_tokens = 0.0;
     int64_t ran = 0;
     pp_step_stats s = {0};
-    while (pp_trainer_steps_done(tr) < a.tc.steps) {
+    int64_t last = a.stop_at && a.stop_at < a.tc.steps ? a.stop_at : a.tc.steps;
+    while (pp_trainer_steps_done(tr) < last) {
         if ((st = pp_trainer_step(tr, &s)) != PP_OK)
             goto out;
         tail[ntail++ % TAIL] = s.loss;
