@@ -95,6 +95,9 @@ typedef struct pp_kernel_stats {
 } pp_kernel_stats;
 
 void pp_kernels_stats_enable(int on);
+/* Threads the BLAS library may use per GEMM call (process-wide). */
+void pp_kernels_set_blas_threads(int n);
+int pp_kernels_blas_threads(void);
 void pp_kernels_stats_reset(void);
 pp_kernel_stats pp_kernels_stats_get(void);
 

@@ -31,9 +31,9 @@ typedef struct ckpt_trailer {
     char magic[4];
 } ckpt_trailer;
 
-pp_status pp_trainer_save(const pp_trainer *t, const char *path)
+pp_status pp_checkpoint_write_image(const char *path, const pp_ckpt_image *img)
 {
-    size_t n = t->model->n_params;
+    size_t n = img->n_params;
     size_t body = 3 * n * sizeof(float);
     size_t total = sizeof(ckpt_header) + body + sizeof(ckpt_trailer);
     char *buf = malloc(total);
@@ -45,27 +45,25 @@ pp_status pp_trainer_save(const pp_trainer *t, const char *path)
     memcpy(h.magic, CKPT_MAGIC, 4);
     h.version = CKPT_VERSION;
     h.header_bytes = sizeof h;
-    h.vocab_size = t->cfg.model.vocab_size;
-    h.seq_len = t->cfg.model.seq_len;
-    h.d_model = t->cfg.model.d_model;
-    h.n_heads = t->cfg.model.n_heads;
-    h.n_layers = t->cfg.model.n_layers;
-    h.steps_done = t->opt->t;
+    h.vocab_size = img->cfg.vocab_size;
+    h.seq_len = img->cfg.seq_len;
+    h.d_model = img->cfg.d_model;
+    h.n_heads = img->cfg.n_heads;
+    h.n_layers = img->cfg.n_layers;
+    h.steps_done = img->steps_done;
     h.n_params = n;
-    h.data_fingerprint = pp_data_fingerprint(t->data);
-    pp_data_state ds;
-    pp_data_get_state(t->data, &ds);
-    memcpy(h.data_rng, ds.rng, sizeof h.data_rng);
-    h.data_pos = ds.pos;
-    h.data_current = ds.current;
+    h.data_fingerprint = img->data_fingerprint;
+    memcpy(h.data_rng, img->data_state.rng, sizeof h.data_rng);
+    h.data_pos = img->data_state.pos;
+    h.data_current = img->data_state.current;
     char *p = buf;
     memcpy(p, &h, sizeof h);
     p += sizeof h;
-    memcpy(p, t->model->params, n * sizeof(float));
+    memcpy(p, img->params, n * sizeof(float));
     p += n * sizeof(float);
-    memcpy(p, t->opt->m, n * sizeof(float));
+    memcpy(p, img->m, n * sizeof(float));
     p += n * sizeof(float);
-    memcpy(p, t->opt->v, n * sizeof(float));
+    memcpy(p, img->v, n * sizeof(float));
     p += n * sizeof(float);
     ckpt_trailer tr;
     tr.crc = pp_crc32c(0, buf, (size_t)(p - buf));
@@ -74,6 +72,21 @@ pp_status pp_trainer_save(const pp_trainer *t, const char *path)
     pp_status st = pp_write_file_atomic(path, buf, total);
     free(buf);
     return st;
+}
+
+pp_status pp_trainer_save(const pp_trainer *t, const char *path)
+{
+    pp_ckpt_image img;
+    memset(&img, 0, sizeof img);
+    img.cfg = t->cfg.model;
+    img.steps_done = t->opt->t;
+    img.n_params = t->model->n_params;
+    img.params = t->model->params;
+    img.m = t->opt->m;
+    img.v = t->opt->v;
+    img.data_fingerprint = pp_data_fingerprint(t->data);
+    pp_data_get_state(t->data, &img.data_state);
+    return pp_checkpoint_write_image(path, &img);
 }
 
 /* Checks magic, version and header size of a file already in memory. */
@@ -151,7 +164,9 @@ pp_status pp_checkpoint_peek_config(const char *path, pp_model_config *cfg)
     return PP_OK;
 }
 
-pp_status pp_trainer_load(pp_trainer *t, const char *path)
+pp_status pp_checkpoint_read_image(const char *path, const pp_model_config *cfg,
+                                   size_t n_params, pp_data *data, pp_ckpt_image *img,
+                                   void **owner)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -159,54 +174,80 @@ pp_status pp_trainer_load(pp_trainer *t, const char *path)
     pp_status st = read_checked(path, &buf, &len, &h);
     if (st != PP_OK)
         return st;
-    const pp_model_config *mc = &t->cfg.model;
-    if (h.vocab_size != mc->vocab_size || h.seq_len != mc->seq_len ||
-        h.d_model != mc->d_model || h.n_heads != mc->n_heads || h.n_layers != mc->n_layers) {
+    if (h.vocab_size != cfg->vocab_size || h.seq_len != cfg->seq_len ||
+        h.d_model != cfg->d_model || h.n_heads != cfg->n_heads || h.n_layers != cfg->n_layers) {
         st = PP_ERR(PP_ERR_INVALID,
                     "checkpoint '%s' is for a different model (vocab %d, seq %d, d_model %d, "
                     "heads %d, layers %d; this run: %d, %d, %d, %d, %d)",
                     path, h.vocab_size, h.seq_len, h.d_model, h.n_heads, h.n_layers,
-                    mc->vocab_size, mc->seq_len, mc->d_model, mc->n_heads, mc->n_layers);
-        goto done;
+                    cfg->vocab_size, cfg->seq_len, cfg->d_model, cfg->n_heads, cfg->n_layers);
+        goto fail;
     }
-    if (h.n_params != t->model->n_params) {
+    if (h.n_params != n_params) {
         st = PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' holds %llu parameters, the model has %zu",
-                    path, (unsigned long long)h.n_params, t->model->n_params);
-        goto done;
+                    path, (unsigned long long)h.n_params, n_params);
+        goto fail;
     }
-    if (h.data_fingerprint != pp_data_fingerprint(t->data)) {
+    if (h.data_fingerprint != pp_data_fingerprint(data)) {
         st = PP_ERR(PP_ERR_INVALID,
                     "checkpoint '%s' was trained on different data than %s (resume with the "
                     "same --data and --seed)",
-                    path, pp_data_describe(t->data));
-        goto done;
+                    path, pp_data_describe(data));
+        goto fail;
     }
     if (h.steps_done < 0) {
         st = PP_ERR(PP_ERR_CORRUPT, "checkpoint '%s' has a negative step count", path);
-        goto done;
+        goto fail;
     }
-    pp_data_state ds;
-    memcpy(ds.rng, h.data_rng, sizeof ds.rng);
-    ds.pos = h.data_pos;
-    ds.current = h.data_current;
-    /* The data state is the last thing that can fail; after it the trainer is overwritten. */
-    pp_data_state old;
-    pp_data_get_state(t->data, &old);
-    st = pp_data_set_state(t->data, &ds);
-    if (st != PP_OK) {
-        (void)pp_data_set_state(t->data, &old);
-        st = pp_error_wrap(st, "checkpoint '%s'", path);
-        goto done;
-    }
-    size_t n = t->model->n_params;
-    const char *p = buf + sizeof h;
-    memcpy(t->model->params, p, n * sizeof(float));
-    p += n * sizeof(float);
-    memcpy(t->opt->m, p, n * sizeof(float));
-    p += n * sizeof(float);
-    memcpy(t->opt->v, p, n * sizeof(float));
-    t->opt->t = h.steps_done;
-done:
+    memset(img, 0, sizeof *img);
+    img->cfg = *cfg;
+    img->steps_done = h.steps_done;
+    img->n_params = n_params;
+    img->data_fingerprint = h.data_fingerprint;
+    memcpy(img->data_state.rng, h.data_rng, sizeof img->data_state.rng);
+    img->data_state.pos = h.data_pos;
+    img->data_state.current = h.data_current;
+    const float *p = (const float *)(buf + sizeof h);
+    img->params = p;
+    img->m = p + n_params;
+    img->v = p + 2 * n_params;
+    *owner = buf;
+    return PP_OK;
+fail:
     free(buf);
+    return st;
+}
+
+pp_status pp_checkpoint_apply_data_state(const char *path, pp_data *data,
+                                         const pp_data_state *ds)
+{
+    pp_data_state old;
+    pp_data_get_state(data, &old);
+    pp_status st = pp_data_set_state(data, ds);
+    if (st != PP_OK) {
+        (void)pp_data_set_state(data, &old);
+        return pp_error_wrap(st, "checkpoint '%s'", path);
+    }
+    return PP_OK;
+}
+
+pp_status pp_trainer_load(pp_trainer *t, const char *path)
+{
+    pp_ckpt_image img;
+    void *owner = NULL;
+    pp_status st = pp_checkpoint_read_image(path, &t->cfg.model, t->model->n_params, t->data,
+                                            &img, &owner);
+    if (st != PP_OK)
+        return st;
+    /* The data state is the last thing that can fail; after it the trainer is overwritten. */
+    st = pp_checkpoint_apply_data_state(path, t->data, &img.data_state);
+    if (st == PP_OK) {
+        size_t n = img.n_params;
+        memcpy(t->model->params, img.params, n * sizeof(float));
+        memcpy(t->opt->m, img.m, n * sizeof(float));
+        memcpy(t->opt->v, img.v, n * sizeof(float));
+        t->opt->t = img.steps_done;
+    }
+    free(owner);
     return st;
 }

@@ -1,6 +1,9 @@
-/* pptrain: pipeprof's reference training job, a GPT-style decoder trained on the CPU.
- * A thin main over runtime/: flags -> pp_train_config, then the step loop, logging and
- * checkpoints. Exit codes: 0 ok, 2 usage or bad input, 3 runtime error. */
+/* pptrain: pipeprof's reference training job, a GPT-style decoder trained pipeline-parallel:
+ * S stages under a schedule (GPipe, 1F1B, interleaved, ZB-H1), on the cpu backend or the timed
+ * sim backend. A thin main over runtime/: flags -> pp_pipe_config, then the step loop, logging
+ * and checkpoints. Exit codes: 0 ok, 2 usage or bad input, 3 runtime error. */
+#include "pp_exec.h"
+#include "pp_kernels.h"
 #include "pp_runtime.h"
 
 #include <getopt.h>
@@ -12,7 +15,19 @@
 
 static const char *k_usage =
     "usage: pptrain [options]\n"
-    "Trains a GPT-style decoder-only transformer on the CPU.\n"
+    "Trains a GPT-style decoder-only transformer, pipeline-parallel.\n"
+    "\n"
+    "pipeline:\n"
+    "  --stages S            pipeline stages, layers split evenly (default 1)\n"
+    "  --boundaries LIST     explicit cut of the layer list, e.g. 0,3,7,12,14 (S*v+1 values)\n"
+    "  --plan FILE           a plan from pprof-tune (docs/plan-file.md); also $PPROF_PLAN\n"
+    "  --schedule NAME       gpipe, 1f1b (default), interleaved, zb-h1\n"
+    "  --virtual-stages V    model chunks per stage for interleaved (default 2 there, else 1)\n"
+    "  --backend NAME        cpu (default): compute; sim: sleep per --costs\n"
+    "  --costs FILE          per-layer costs for the sim backend (docs/cost-file.md); the\n"
+    "                        cost file's layer list is the model\n"
+    "  --sim-slow S=F        sim: multiply stage S's compute costs by F (a straggler)\n"
+    "  --print-schedule      print each stage's instruction list and exit\n"
     "\n"
     "model:\n"
     "  --model NAME          built-in preset: tiny (default), small\n"
@@ -52,7 +67,9 @@ static const char *k_usage =
 enum {
     OPT_MODEL = 256, OPT_CONFIG, OPT_VOCAB, OPT_SEQ, OPT_DMODEL, OPT_HEADS, OPT_LAYERS,
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
-    OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON
+    OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON, OPT_STAGES,
+    OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS, OPT_SLOW,
+    OPT_PRINT_SCHED
 };
 
 static const struct option k_opts[] = {
@@ -79,6 +96,15 @@ static const struct option k_opts[] = {
     {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"resume", required_argument, 0, OPT_RESUME},
     {"log-json", required_argument, 0, OPT_LOG_JSON},
+    {"stages", required_argument, 0, OPT_STAGES},
+    {"boundaries", required_argument, 0, OPT_BOUNDS},
+    {"plan", required_argument, 0, OPT_PLAN},
+    {"schedule", required_argument, 0, OPT_SCHEDULE},
+    {"virtual-stages", required_argument, 0, OPT_VSTAGES},
+    {"backend", required_argument, 0, OPT_BACKEND},
+    {"costs", required_argument, 0, OPT_COSTS},
+    {"sim-slow", required_argument, 0, OPT_SLOW},
+    {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -94,6 +120,16 @@ typedef struct args {
     int64_t save_every;
     int64_t stop_at; /* 0: run to --steps */
     int quiet;
+    /* pipeline */
+    int stages;             /* 0 = not given */
+    const char *boundaries, *plan, *costs;
+    pp_schedule_kind schedule;
+    int schedule_given, micro_given, batch_given;
+    int v;                  /* 0 = not given */
+    pp_backend_kind backend;
+    int slow_stage;
+    double slow_factor;
+    int print_schedule;
 } args;
 
 static int fail(pp_status st)
@@ -125,6 +161,10 @@ static int parse_args(int argc, char **argv, args *a)
     a->tc.steps = 300;
     a->tc.seed = 1;
     a->branching = PP_MARKOV_DEFAULT_BRANCHING;
+    a->schedule = PP_SCHED_1F1B;
+    a->backend = PP_BACKEND_CPU;
+    a->slow_stage = -1;
+    a->slow_factor = 1.0;
     pp_adamw_config_default(&a->tc.opt);
     opterr = 0;
     int c;
@@ -158,11 +198,13 @@ static int parse_args(int argc, char **argv, args *a)
             if ((st = parse_int(optarg, "--batch", 1, 1 << 20, &iv)) != PP_OK)
                 return fail(st);
             a->tc.batch = (int)iv;
+            a->batch_given = 1;
             break;
         case OPT_MICRO:
             if ((st = parse_int(optarg, "--microbatches", 1, 1 << 20, &iv)) != PP_OK)
                 return fail(st);
             a->tc.microbatches = (int)iv;
+            a->micro_given = 1;
             break;
         case OPT_LR:
             if ((st = pp_parse_f64(optarg, "--lr", 1e-12, 10.0, &dv)) != PP_OK)
@@ -211,6 +253,46 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_LOG_JSON: a->log_json = optarg; break;
+        case OPT_STAGES:
+            if ((st = parse_int(optarg, "--stages", 1, PP_SCHED_MAX_S, &iv)) != PP_OK)
+                return fail(st);
+            a->stages = (int)iv;
+            break;
+        case OPT_BOUNDS: a->boundaries = optarg; break;
+        case OPT_PLAN: a->plan = optarg; break;
+        case OPT_SCHEDULE:
+            if ((st = pp_schedule_kind_parse(optarg, &a->schedule)) != PP_OK)
+                return fail(pp_error_wrap(st, "--schedule"));
+            a->schedule_given = 1;
+            break;
+        case OPT_VSTAGES:
+            if ((st = parse_int(optarg, "--virtual-stages", 1, PP_SCHED_MAX_V, &iv)) != PP_OK)
+                return fail(st);
+            a->v = (int)iv;
+            break;
+        case OPT_BACKEND:
+            if (strcmp(optarg, "cpu") == 0)
+                a->backend = PP_BACKEND_CPU;
+            else if (strcmp(optarg, "sim") == 0)
+                a->backend = PP_BACKEND_SIM;
+            else
+                return usage_error("--backend must be 'cpu' or 'sim'");
+            break;
+        case OPT_COSTS: a->costs = optarg; break;
+        case OPT_SLOW: {
+            char *eq = strchr(optarg, '=');
+            if (!eq)
+                return usage_error("--sim-slow needs STAGE=FACTOR, e.g. 2=1.5");
+            *eq = '\0';
+            if ((st = parse_int(optarg, "--sim-slow stage", 0, PP_SCHED_MAX_S - 1, &iv)) != PP_OK)
+                return fail(st);
+            a->slow_stage = (int)iv;
+            if ((st = pp_parse_f64(eq + 1, "--sim-slow factor", 1e-3, 1e3, &dv)) != PP_OK)
+                return fail(st);
+            a->slow_factor = dv;
+            break;
+        }
+        case OPT_PRINT_SCHED: a->print_schedule = 1; break;
         case 'q': a->quiet = 1; break;
         case 'v': pp_log_set_level(2); break;
         case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
@@ -233,6 +315,29 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (a->save_every && !a->save)
         return usage_error("--save-every needs --save FILE");
+    if (!a->plan) {
+        const char *env = getenv("PPROF_PLAN");
+        if (env && *env)
+            a->plan = env;
+    }
+    if (a->backend == PP_BACKEND_SIM) {
+        if (!a->costs)
+            return usage_error("--backend sim needs --costs FILE");
+        if (a->model_given)
+            return usage_error("--backend sim takes the model from --costs; drop the model "
+                               "flags");
+        if (a->data || a->save || a->resume)
+            return usage_error("--backend sim trains nothing: --data, --save and --resume "
+                               "need --backend cpu");
+    } else if (a->costs) {
+        return usage_error("--costs is for --backend sim");
+    }
+    if (a->slow_stage >= 0 && a->backend != PP_BACKEND_SIM)
+        return usage_error("--sim-slow is for --backend sim");
+    if (a->plan && (a->stages || a->boundaries))
+        return usage_error("--plan sets the stages and boundaries: drop --stages/--boundaries");
+    if (a->stages && a->boundaries)
+        return usage_error("give --stages or --boundaries, not both");
     return -1;
 }
 
@@ -273,6 +378,80 @@ static pp_status check_writable_dir(const char *path, const char *flag)
     return PP_OK;
 }
 
+/* Applies a plan file: partition, schedule, micro-batches; refuses flags that contradict it. */
+static pp_status apply_plan(args *a, int L, pp_partition *part)
+{
+    pp_plan plan;
+    pp_status st = pp_plan_load(a->plan, &plan);
+    if (st != PP_OK)
+        return st;
+    if (plan.num_layers != L) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "plan '%s' was made for a model of %d layers; this model has %d", a->plan,
+                    plan.num_layers, L);
+        goto done;
+    }
+    pp_schedule_kind kind;
+    if ((st = pp_schedule_kind_parse(plan.schedule, &kind)) != PP_OK) {
+        st = pp_error_wrap(st, "plan '%s'", a->plan);
+        goto done;
+    }
+    if (a->schedule_given && kind != a->schedule) {
+        st = PP_ERR(PP_ERR_INVALID, "--schedule %s contradicts plan '%s' (schedule %s)",
+                    pp_schedule_kind_name(a->schedule), a->plan, plan.schedule);
+        goto done;
+    }
+    if (a->micro_given && plan.microbatches != a->tc.microbatches) {
+        st = PP_ERR(PP_ERR_INVALID, "--microbatches %d contradicts plan '%s' (%d micro-batches)",
+                    a->tc.microbatches, a->plan, plan.microbatches);
+        goto done;
+    }
+    if (a->v && a->v != plan.partition.v) {
+        st = PP_ERR(PP_ERR_INVALID, "--virtual-stages %d contradicts plan '%s' (%d)", a->v,
+                    a->plan, plan.partition.v);
+        goto done;
+    }
+    a->schedule = kind;
+    a->tc.microbatches = plan.microbatches;
+    a->v = plan.partition.v;
+    if (plan.microbatch_size > 0 && !a->batch_given)
+        a->tc.batch = plan.microbatch_size * plan.microbatches;
+    st = pp_partition_from_bounds(plan.partition.bounds, plan.partition.P + 1, L,
+                                  plan.partition.S, plan.partition.v, part);
+done:
+    pp_plan_free(&plan);
+    return st;
+}
+
+static pp_status build_partition(args *a, int L, pp_partition *part)
+{
+    if (a->plan)
+        return apply_plan(a, L, part);
+    if (!a->v)
+        a->v = a->schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
+    if (a->boundaries)
+        return pp_error_wrap(pp_partition_parse(a->boundaries, L, a->v, part), "--boundaries");
+    int S = a->stages ? a->stages : 1;
+    pp_status st = pp_partition_even(L, S, a->v, part);
+    return st == PP_OK ? st : pp_error_wrap(st, "--stages");
+}
+
+static void print_pipeline(const args *a, const pp_partition *part, pp_pipe_trainer *tr)
+{
+    char bounds[512];
+    pp_partition_format(part, bounds, sizeof bounds);
+    const pp_schedule_report *rep = pp_pipe_trainer_report(tr);
+    printf("pipeline: %d stage(s), schedule %s, %d micro-batch(es)", part->S,
+           pp_schedule_kind_name(a->schedule), a->tc.microbatches);
+    if (part->v > 1)
+        printf(", %d chunks per stage", part->v);
+    printf(", backend %s, boundaries %s, peak in-flight", a->backend == PP_BACKEND_SIM ? "sim" : "cpu",
+           bounds);
+    for (int s = 0; s < part->S; s++)
+        printf("%s%d", s ? "," : " ", rep->peak_inflight[s]);
+    printf("\n");
+}
+
 int main(int argc, char **argv)
 {
     args a;
@@ -280,25 +459,75 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     pp_status st;
-    pp_trainer *tr = NULL;
+    pp_pipe_trainer *tr = NULL;
     pp_data *data = NULL;
+    pp_costs *costs = NULL;
+    pp_partition part = {0};
     FILE *log = NULL;
-    if ((st = build_model_config(&a, &a.tc.model)) != PP_OK)
-        return fail(st);
-    if ((st = pp_train_config_validate(&a.tc)) != PP_OK)
-        return fail(st);
-    if (a.save && (st = check_writable_dir(a.save, "--save")) != PP_OK)
-        return fail(st);
-    if (a.data)
-        st = pp_data_tokens_open(a.data, a.tc.model.vocab_size, a.tc.model.seq_len, &data);
-    else
-        st = pp_data_markov_create(a.tc.model.vocab_size, a.branching, a.tc.seed, &data);
+    int sim = a.backend == PP_BACKEND_SIM;
+    int L;
+    if (sim) {
+        if ((st = pp_costs_load(a.costs, &costs)) != PP_OK)
+            return fail(st);
+        L = costs->n_layers;
+        if ((st = pp_adamw_config_validate(&a.tc.opt)) != PP_OK)
+            goto out;
+    } else {
+        if ((st = build_model_config(&a, &a.tc.model)) != PP_OK)
+            return fail(st);
+        L = pp_model_config_num_layers(&a.tc.model);
+    }
+    if ((st = build_partition(&a, L, &part)) != PP_OK)
+        goto out;
+    if ((st = pp_schedule_check_args(a.schedule, part.S, a.tc.microbatches, part.v)) != PP_OK)
+        goto out;
+    if (a.print_schedule) {
+        pp_schedule *sc = NULL;
+        if ((st = pp_schedule_create(a.schedule, part.S, a.tc.microbatches, part.v, &sc)) ==
+            PP_OK) {
+            pp_schedule_print(sc, stdout);
+            pp_schedule_destroy(sc);
+        }
+        goto out;
+    }
+    if (!sim) {
+        if ((st = pp_train_config_validate(&a.tc)) != PP_OK)
+            goto out;
+        if (a.save && (st = check_writable_dir(a.save, "--save")) != PP_OK)
+            goto out;
+        if (a.data)
+            st = pp_data_tokens_open(a.data, a.tc.model.vocab_size, a.tc.model.seq_len, &data);
+        else
+            st = pp_data_markov_create(a.tc.model.vocab_size, a.branching, a.tc.seed, &data);
+        if (st != PP_OK)
+            goto out;
+    }
+    if (a.slow_stage >= part.S) {
+        st = PP_ERR(PP_ERR_INVALID, "--sim-slow stage %d does not exist (S = %d)", a.slow_stage,
+                    part.S);
+        goto out;
+    }
+    /* Stages are threads that already share the cores; unless the user chose a BLAS thread
+     * count, each stage's GEMMs run on its own thread (2x faster at S = 4 on 2 cores). */
+    if (!sim && part.S > 1 && !getenv("OPENBLAS_NUM_THREADS"))
+        pp_kernels_set_blas_threads(1);
+    double entropy = data ? pp_data_entropy_rate(data) : NAN;
+    char data_desc[512] = "";
+    if (data)
+        snprintf(data_desc, sizeof data_desc, "%s", pp_data_describe(data));
+    pp_pipe_config pc = {.train = a.tc,
+                         .backend = a.backend,
+                         .schedule = a.schedule,
+                         .v = part.v,
+                         .partition = part,
+                         .costs = costs,
+                         .slow_stage = a.slow_stage,
+                         .slow_factor = a.slow_factor};
+    st = pp_pipe_trainer_create(&pc, data, &tr);
+    data = NULL; /* owned by the trainer now, even on failure */
     if (st != PP_OK)
-        return fail(st);
-    double entropy = pp_data_entropy_rate(data);
-    if ((st = pp_trainer_create(&a.tc, data, &tr)) != PP_OK)
-        return fail(st); /* the trainer owns data even when it fails */
-    if (a.resume && (st = pp_trainer_load(tr, a.resume)) != PP_OK)
+        goto out;
+    if (a.resume && (st = pp_pipe_trainer_load(tr, a.resume)) != PP_OK)
         goto out;
     if (a.log_json) {
         log = fopen(a.log_json, "w");
@@ -309,16 +538,22 @@ int main(int argc, char **argv)
     }
     const pp_model_config *mc = &a.tc.model;
     if (!a.quiet) {
-        printf("model: V=%d T=%d C=%d heads=%d layers=%d, %zu parameters\n", mc->vocab_size,
-               mc->seq_len, mc->d_model, mc->n_heads, mc->n_layers,
-               pp_model_config_num_params(mc));
-        printf("data: %s\n", pp_data_describe(data));
-        printf("training: %lld steps, batch %d (%d micro-batches), lr %g, seed %llu%s\n",
-               (long long)a.tc.steps, a.tc.batch, a.tc.microbatches, (double)a.tc.opt.lr,
-               (unsigned long long)a.tc.seed, a.resume ? ", resumed" : "");
+        if (sim)
+            printf("model: %d layers from cost file '%s'\n", L, a.costs);
+        else
+            printf("model: V=%d T=%d C=%d heads=%d layers=%d, %zu parameters\n", mc->vocab_size,
+                   mc->seq_len, mc->d_model, mc->n_heads, mc->n_layers,
+                   pp_model_config_num_params(mc));
+        if (!sim)
+            printf("data: %s\n", data_desc);
+        print_pipeline(&a, &part, tr);
+        if (!sim)
+            printf("training: %lld steps, batch %d (%d micro-batches), lr %g, seed %llu%s\n",
+                   (long long)a.tc.steps, a.tc.batch, a.tc.microbatches, (double)a.tc.opt.lr,
+                   (unsigned long long)a.tc.seed, a.resume ? ", resumed" : "");
         if (a.resume)
             printf("resumed from '%s' at step %lld\n", a.resume,
-                   (long long)pp_trainer_steps_done(tr));
+                   (long long)pp_pipe_trainer_steps_done(tr));
         fflush(stdout);
     }
     /* The summary's loss averages the last steps: one batch's loss is too noisy to compare
@@ -326,38 +561,52 @@ int main(int argc, char **argv)
     enum { TAIL = 10 };
     float tail[TAIL];
     int ntail = 0;
-    double total_ms = 0.0, total_tokens = 0.0;
+    double total_ms = 0.0, total_tokens = 0.0, total_model_ms = 0.0;
     int64_t ran = 0;
     pp_step_stats s = {0};
+    pp_exec_result r = {0};
     int64_t last = a.stop_at && a.stop_at < a.tc.steps ? a.stop_at : a.tc.steps;
-    while (pp_trainer_steps_done(tr) < last) {
-        if ((st = pp_trainer_step(tr, &s)) != PP_OK)
+    while (pp_pipe_trainer_steps_done(tr) < last) {
+        if ((st = pp_pipe_trainer_step(tr, &s, &r)) != PP_OK)
             goto out;
         tail[ntail++ % TAIL] = s.loss;
         total_ms += s.step_ms;
-        total_tokens += (double)a.tc.batch * mc->seq_len;
+        total_model_ms += r.model_ms;
+        total_tokens += sim ? 0.0 : (double)a.tc.batch * mc->seq_len;
         ran++;
         if (!a.quiet) {
-            printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %6.3f | %8.2f ms | %9.0f tok/s\n",
-                   (long long)s.step, (long long)a.tc.steps, (double)s.loss, (double)s.lr,
-                   s.grad_norm, s.step_ms, s.tokens_per_s);
+            if (sim)
+                printf("step %6lld/%lld | %8.2f ms (model %8.2f ms)\n", (long long)s.step,
+                       (long long)a.tc.steps, s.step_ms, r.model_ms);
+            else
+                printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %6.3f | %8.2f ms | %9.0f "
+                       "tok/s\n",
+                       (long long)s.step, (long long)a.tc.steps, (double)s.loss, (double)s.lr,
+                       s.grad_norm, s.step_ms, s.tokens_per_s);
             fflush(stdout);
         }
         if (log) {
-            fprintf(log,
-                    "{\"step\": %lld, \"loss\": %.6f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-                    "\"lr\": %.6g, \"grad_norm\": %.6g}\n",
-                    (long long)s.step, (double)s.loss, s.step_ms, s.tokens_per_s, (double)s.lr,
-                    s.grad_norm);
+            if (sim)
+                fprintf(log, "{\"step\": %lld, \"step_ms\": %.3f, \"model_ms\": %.3f}\n",
+                        (long long)s.step, s.step_ms, r.model_ms);
+            else
+                fprintf(log,
+                        "{\"step\": %lld, \"loss\": %.6f, \"step_ms\": %.3f, \"tokens_per_s\": "
+                        "%.1f, \"lr\": %.6g, \"grad_norm\": %.6g}\n",
+                        (long long)s.step, (double)s.loss, s.step_ms, s.tokens_per_s,
+                        (double)s.lr, s.grad_norm);
             fflush(log);
         }
         if (a.save_every && s.step % a.save_every == 0 &&
-            (st = pp_trainer_save(tr, a.save)) != PP_OK)
+            (st = pp_pipe_trainer_save(tr, a.save)) != PP_OK)
             goto out;
     }
-    if (a.save && (st = pp_trainer_save(tr, a.save)) != PP_OK)
+    if (a.save && (st = pp_pipe_trainer_save(tr, a.save)) != PP_OK)
         goto out;
-    if (ran > 0) {
+    if (ran > 0 && sim) {
+        printf("done: %lld steps, mean step time %.3f ms (time model %.3f ms)\n", (long long)ran,
+               total_ms / ran, total_model_ms / ran);
+    } else if (ran > 0) {
         int n = ntail < TAIL ? ntail : TAIL;
         double mean = 0.0;
         for (int i = 0; i < n; i++)
@@ -371,13 +620,17 @@ int main(int argc, char **argv)
         printf("\n");
     } else {
         printf("done: nothing to do, already at step %lld\n",
-               (long long)pp_trainer_steps_done(tr));
+               (long long)pp_pipe_trainer_steps_done(tr));
     }
     if (a.save)
-        printf("checkpoint: %s (step %lld)\n", a.save, (long long)pp_trainer_steps_done(tr));
+        printf("checkpoint: %s (step %lld)\n", a.save,
+               (long long)pp_pipe_trainer_steps_done(tr));
 out:
     if (log && fclose(log) != 0 && st == PP_OK)
         st = PP_ERR(PP_ERR_IO, "--log-json '%s': write failed", a.log_json);
-    pp_trainer_destroy(tr);
+    pp_pipe_trainer_destroy(tr);
+    pp_data_destroy(data);
+    pp_costs_destroy(costs);
+    pp_partition_free(&part);
     return st == PP_OK ? PP_EXIT_OK : fail(st);
 }

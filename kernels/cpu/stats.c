@@ -57,3 +57,8 @@ pp_kernel_stats pp_kernels_stats_get(void)
     s.gemm_calls = atomic_load_explicit(&g_gemm_calls, memory_order_relaxed);
     return s;
 }
+
+/* OpenBLAS-specific: with one pipeline stage per thread, BLAS threads of their own only fight
+ * the other stages for the same cores. */
+void pp_kernels_set_blas_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+int pp_kernels_blas_threads(void) { return openblas_get_num_threads(); }

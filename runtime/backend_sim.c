@@ -1,0 +1,199 @@
+/* backend_sim.c: the sim stage backend. Instead of computing, every layer's forward and
+ * backward takes the time the cost file gives: the worker sleeps to an absolute deadline
+ * (clock_nanosleep with TIMER_ABSTIME) and its clock advances by exactly the cost, so lateness
+ * in waking never accumulates and 16+ stages on a 2-core machine show the schedule's timing,
+ * not CPU contention. Transfers are modelled by the executor with transfer_ns. */
+#include "pp_exec.h"
+#include "pp_nvtx.h"
+
+#include <errno.h>
+#include <time.h>
+
+typedef struct sim_backend {
+    pp_stage_backend base;
+    const pp_costs *costs;
+    const pp_partition *part; /* borrowed: bounds only read at creation */
+    int P;
+    int *lo, *hi;       /* [v] layer range of each chunk */
+    double mult;
+    int split;
+    int64_t step;
+} sim_backend;
+
+static void sleep_until(uint64_t t_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
+                          .tv_nsec = (long)(t_ns % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+static uint64_t us_to_ns(double us) { return us <= 0 ? 0 : (uint64_t)(us * 1e3 + 0.5); }
+
+static size_t sim_act_bytes(pp_stage_backend *b, int chunk)
+{
+    sim_backend *sb = (sim_backend *)b;
+    int piece = chunk * sb->part->S + b->stage;
+    return piece == sb->P - 1 ? 0 : (size_t)sb->costs->layers[sb->hi[chunk] - 1].activation_bytes;
+}
+
+static size_t sim_grad_bytes(pp_stage_backend *b, int chunk)
+{
+    sim_backend *sb = (sim_backend *)b;
+    return sb->lo[chunk] == 0 ? 0 : (size_t)sb->costs->layers[sb->lo[chunk] - 1].activation_bytes;
+}
+
+static pp_status sim_begin_step(pp_stage_backend *b, int64_t step, const pp_step_data *d)
+{
+    (void)d;
+    ((sim_backend *)b)->step = step;
+    return PP_OK;
+}
+
+/* Sleeps through the layers [lo, hi) (or reversed) of one op, one NVTX layer range each. */
+static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, int reverse,
+                       uint64_t *t_ns)
+{
+    int lo = sb->lo[chunk], hi = sb->hi[chunk];
+    for (int k = 0; k < hi - lo; k++) {
+        int li = reverse ? hi - 1 - k : lo + k;
+        const pp_layer_cost *lc = &sb->costs->layers[li];
+        double us = kind == PP_NVTX_LAYER_FWD ? lc->fwd_us
+                    : kind == PP_NVTX_LAYER_BWD_WEIGHT ? lc->bwd_weight_us
+                    : sb->split ? lc->bwd_input_us
+                                : lc->bwd_us;
+        pp_nvtx_info info = pp_nvtx_info_none();
+        info.step = sb->step;
+        info.stage = sb->base.stage;
+        info.mb = mb;
+        info.chunk = chunk;
+        info.layer = li;
+        pp_nvtx_push(kind, &info);
+        *t_ns += us_to_ns(us * sb->mult);
+        sleep_until(*t_ns);
+        pp_nvtx_pop();
+    }
+}
+
+static pp_status sim_forward(pp_stage_backend *b, int chunk, int mb, int slot, const void *in,
+                             const void **out, uint64_t *t_ns)
+{
+    (void)slot;
+    (void)in;
+    run_layers((sim_backend *)b, chunk, mb, PP_NVTX_LAYER_FWD, 0, t_ns);
+    *out = NULL;
+    return PP_OK;
+}
+
+static pp_status sim_backward_input(pp_stage_backend *b, int chunk, int mb, int slot,
+                                    const void *dout, const void **din, uint64_t *t_ns)
+{
+    (void)slot;
+    (void)dout;
+    run_layers((sim_backend *)b, chunk, mb, PP_NVTX_LAYER_BWD, 1, t_ns);
+    *din = NULL;
+    return PP_OK;
+}
+
+static pp_status sim_backward_weight(pp_stage_backend *b, int chunk, int mb, int slot,
+                                     uint64_t *t_ns)
+{
+    (void)slot;
+    sim_backend *sb = (sim_backend *)b;
+    /* Unsplit, the whole backward was charged to the input half. */
+    if (sb->split)
+        run_layers(sb, chunk, mb, PP_NVTX_LAYER_BWD_WEIGHT, 1, t_ns);
+    return PP_OK;
+}
+
+static void sim_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
+{
+    (void)b;
+    *sumsq = 0.0;
+    *loss_sum = 0.0;
+}
+
+static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_scale,
+                                    uint64_t *t_ns)
+{
+    (void)lr;
+    (void)grad_scale;
+    sim_backend *sb = (sim_backend *)b;
+    *t_ns += us_to_ns(sb->costs->optimizer_us * sb->mult);
+    sleep_until(*t_ns);
+    return PP_OK;
+}
+
+static uint64_t sim_transfer_ns(pp_stage_backend *b, size_t bytes)
+{
+    sim_backend *sb = (sim_backend *)b;
+    return us_to_ns(pp_costs_transfer_us(sb->costs, bytes));
+}
+
+static void sim_destroy(pp_stage_backend *b)
+{
+    sim_backend *sb = (sim_backend *)b;
+    if (!sb)
+        return;
+    pp_free(sb->lo);
+    pp_free(sb->hi);
+    pp_free(sb);
+}
+
+static const pp_backend_ops k_sim_ops = {
+    .name = "sim",
+    .act_bytes = sim_act_bytes,
+    .grad_bytes = sim_grad_bytes,
+    .begin_step = sim_begin_step,
+    .forward = sim_forward,
+    .backward_input = sim_backward_input,
+    .backward_weight = sim_backward_weight,
+    .grad_stats = sim_grad_stats,
+    .optimizer_step = sim_optimizer_step,
+    .transfer_ns = sim_transfer_ns,
+    .destroy = sim_destroy,
+};
+
+pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
+                                double multiplier, int split_backward, int n_slots,
+                                pp_stage_backend **out)
+{
+    if (part->L != costs->n_layers)
+        return PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the cost file's %d",
+                      part->L, costs->n_layers);
+    if (!(multiplier > 0.0))
+        return PP_ERR(PP_ERR_INVALID, "sim cost multiplier %g must be > 0", multiplier);
+    if (split_backward)
+        for (int i = 0; i < costs->n_layers; i++)
+            if (!costs->layers[i].has_split)
+                return PP_ERR(PP_ERR_INVALID,
+                              "the schedule splits the backward pass, but layer %d (%s) of the "
+                              "cost file has no bwd_input_us/bwd_weight_us",
+                              i, costs->layers[i].name);
+    sim_backend *sb = pp_alloc(sizeof *sb);
+    if (!sb)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
+    sb->base.ops = &k_sim_ops;
+    sb->base.stage = stage;
+    sb->base.n_chunks = part->v;
+    sb->base.n_slots = n_slots < 1 ? 1 : n_slots;
+    sb->base.carries_data = 0;
+    sb->costs = costs;
+    sb->part = part;
+    sb->P = part->P;
+    sb->mult = multiplier;
+    sb->split = split_backward;
+    sb->lo = pp_alloc(sizeof(int) * (size_t)part->v);
+    sb->hi = pp_alloc(sizeof(int) * (size_t)part->v);
+    if (!sb->lo || !sb->hi) {
+        sim_destroy(&sb->base);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
+    }
+    for (int c = 0; c < part->v; c++) {
+        int piece = c * part->S + stage;
+        sb->lo[c] = part->bounds[piece];
+        sb->hi[c] = part->bounds[piece + 1];
+    }
+    *out = &sb->base;
+    return PP_OK;
+}

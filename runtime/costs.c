@@ -1,0 +1,477 @@
+/* costs.c: the cost file (docs/cost-file.md): per-layer, per-micro-batch times and sizes that
+ * the sim backend replays, written by pprof-tune --export-costs. Loading validates every field
+ * and names the file, layer and field of the first problem. */
+#include "pp_pipeline.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LAYERS 100000
+/* Byte counts travel as JSON numbers, which cJSON holds as doubles: integers up to 2^53 are
+ * exact, anything larger would silently round, so it is refused instead. */
+#define MAX_EXACT_INT 9007199254740992.0
+#define MAX_EXACT_U64 (UINT64_C(1) << 53)
+
+static const char *const k_top_keys[] = {"version",        "layers",       "p2p_GBps",
+                                         "p2p_latency_us", "optimizer_us", "microbatch_size"};
+enum { TOP_VERSION, TOP_LAYERS, TOP_GBPS, TOP_LATENCY, TOP_OPTIMIZER, TOP_MBS, N_TOP };
+static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
+                                           "bwd_input_us",  "bwd_weight_us",    "activation_bytes",
+                                           "param_bytes"};
+enum { L_NAME, L_FWD, L_BWD, L_BWD_IN, L_BWD_W, L_ACT, L_PARAM, N_LAYER };
+
+static const char *type_name(const cJSON *it)
+{
+    if (cJSON_IsString(it)) return "a string";
+    if (cJSON_IsNumber(it)) return "a number";
+    if (cJSON_IsArray(it)) return "an array";
+    if (cJSON_IsObject(it)) return "an object";
+    if (cJSON_IsBool(it)) return "a boolean";
+    if (cJSON_IsNull(it)) return "null";
+    return "an invalid value";
+}
+
+/* Sorts the members of `obj` into found[] by key; unknown and repeated keys are errors. */
+static pp_status collect_keys(const cJSON *obj, const char *const *keys, int n_keys,
+                              const cJSON **found, const char *ctx)
+{
+    for (int k = 0; k < n_keys; k++)
+        found[k] = NULL;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = 0;
+        while (k < n_keys && strcmp(it->string, keys[k]) != 0)
+            k++;
+        if (k == n_keys) {
+            char known[256] = "";
+            for (int j = 0; j < n_keys; j++) {
+                strncat(known, j ? ", " : "", sizeof known - strlen(known) - 1);
+                strncat(known, keys[j], sizeof known - strlen(known) - 1);
+            }
+            return PP_ERR(PP_ERR_INVALID, "%s: unknown key \"%s\" (known: %s)", ctx, it->string,
+                          known);
+        }
+        if (found[k])
+            return PP_ERR(PP_ERR_INVALID, "%s: duplicate key \"%s\"", ctx, it->string);
+        found[k] = it;
+    }
+    return PP_OK;
+}
+
+/* A finite number >= 0. */
+static pp_status get_time(const cJSON *it, const char *ctx, const char *key, double *out)
+{
+    if (!cJSON_IsNumber(it))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a number >= 0 (got %s)", ctx, key,
+                      type_name(it));
+    double x = it->valuedouble;
+    if (!isfinite(x))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a finite number >= 0", ctx, key);
+    if (x < 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a number >= 0 (got %g)", ctx, key, x);
+    *out = x;
+    return PP_OK;
+}
+
+/* An integer in [lo, hi] (hi <= 2^53). */
+static pp_status get_int(const cJSON *it, const char *ctx, const char *key, double lo, double hi,
+                         double *out)
+{
+    if (!cJSON_IsNumber(it))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %s)", ctx, key,
+                      type_name(it));
+    double x = it->valuedouble;
+    if (!isfinite(x) || x != floor(x))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %.17g)", ctx, key, x);
+    if (x < lo || x > hi)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" %.17g is out of range [%.17g, %.17g]", ctx,
+                      key, x, lo, hi);
+    *out = x;
+    return PP_OK;
+}
+
+/* Line and column (from 1) of `at` inside `text`, for JSON syntax errors. */
+static void text_position(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *c = text; at && c < at && *c; c++) {
+        if (*c == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_layer_cost *out)
+{
+    char ctx[256];
+    const cJSON *name = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, "name") : NULL;
+    if (cJSON_IsString(name) && strlen(name->valuestring) < sizeof out->name)
+        snprintf(ctx, sizeof ctx, "cost file '%s': layer %d (\"%s\")", origin, i,
+                 name->valuestring);
+    else
+        snprintf(ctx, sizeof ctx, "cost file '%s': layer %d", origin, i);
+    if (!cJSON_IsObject(obj))
+        return PP_ERR(PP_ERR_INVALID, "%s: must be an object (got %s)", ctx, type_name(obj));
+
+    const cJSON *f[N_LAYER];
+    pp_status st = collect_keys(obj, k_layer_keys, N_LAYER, f, ctx);
+    if (st != PP_OK)
+        return st;
+    if (!f[L_NAME])
+        return PP_ERR(PP_ERR_INVALID, "%s: missing \"name\"", ctx);
+    if (!cJSON_IsString(f[L_NAME]))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"name\" must be a string (got %s)", ctx,
+                      type_name(f[L_NAME]));
+    size_t len = strlen(f[L_NAME]->valuestring);
+    if (len == 0 || len >= sizeof out->name)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"name\" must have 1 to %zu characters (got %zu)",
+                      ctx, sizeof out->name - 1, len);
+    memcpy(out->name, f[L_NAME]->valuestring, len + 1);
+
+    if (!f[L_FWD])
+        return PP_ERR(PP_ERR_INVALID, "%s: missing \"fwd_us\"", ctx);
+    if (!f[L_BWD])
+        return PP_ERR(PP_ERR_INVALID, "%s: missing \"bwd_us\"", ctx);
+    if ((st = get_time(f[L_FWD], ctx, "fwd_us", &out->fwd_us)) != PP_OK ||
+        (st = get_time(f[L_BWD], ctx, "bwd_us", &out->bwd_us)) != PP_OK)
+        return st;
+    if (!f[L_BWD_IN] != !f[L_BWD_W])
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: \"%s\" without \"%s\" (give both split-backward times or neither)",
+                      ctx, f[L_BWD_IN] ? "bwd_input_us" : "bwd_weight_us",
+                      f[L_BWD_IN] ? "bwd_weight_us" : "bwd_input_us");
+    if (f[L_BWD_IN]) {
+        if ((st = get_time(f[L_BWD_IN], ctx, "bwd_input_us", &out->bwd_input_us)) != PP_OK ||
+            (st = get_time(f[L_BWD_W], ctx, "bwd_weight_us", &out->bwd_weight_us)) != PP_OK)
+            return st;
+        out->has_split = 1;
+    }
+    double x = 0;
+    if (f[L_ACT]) {
+        if ((st = get_int(f[L_ACT], ctx, "activation_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+            return st;
+        out->activation_bytes = (uint64_t)x;
+    }
+    if (f[L_PARAM]) {
+        if ((st = get_int(f[L_PARAM], ctx, "param_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+            return st;
+        out->param_bytes = (uint64_t)x;
+    }
+    return PP_OK;
+}
+
+static pp_costs *costs_alloc(int n_layers)
+{
+    pp_costs *c = pp_alloc(sizeof *c);
+    if (!c)
+        return NULL;
+    c->layers = pp_alloc((size_t)n_layers * sizeof *c->layers);
+    if (!c->layers) {
+        pp_free(c);
+        return NULL;
+    }
+    c->n_layers = n_layers;
+    return c;
+}
+
+pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
+{
+    *out = NULL;
+    if (!origin)
+        origin = "(text)";
+    if (!json)
+        return PP_ERR(PP_ERR_INVALID, "cost file '%s': no text", origin);
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "cost file '%s'", origin);
+    pp_status st = PP_OK;
+    pp_costs *c = NULL;
+    const char *err_at = NULL;
+    cJSON *root = cJSON_ParseWithOpts(json, &err_at, 1);
+    if (!root) {
+        int line, col;
+        text_position(json, err_at, &line, &col);
+        st = PP_ERR(PP_ERR_INVALID, "%s: invalid JSON at line %d, column %d", ctx, line, col);
+        goto done;
+    }
+    if (!cJSON_IsObject(root)) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: must be a JSON object (got %s)", ctx, type_name(root));
+        goto done;
+    }
+    const cJSON *f[N_TOP];
+    if ((st = collect_keys(root, k_top_keys, N_TOP, f, ctx)) != PP_OK)
+        goto done;
+    double x = 0;
+    if (f[TOP_VERSION]) {
+        if ((st = get_int(f[TOP_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) !=
+            PP_OK)
+            goto done;
+        if (x != 1) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "%s: unsupported version %.17g (this build reads version 1)", ctx, x);
+            goto done;
+        }
+    }
+    const cJSON *layers = f[TOP_LAYERS];
+    if (!layers) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: missing \"layers\"", ctx);
+        goto done;
+    }
+    if (!cJSON_IsArray(layers)) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: \"layers\" must be an array (got %s)", ctx,
+                    type_name(layers));
+        goto done;
+    }
+    int n = cJSON_GetArraySize(layers);
+    if (n < 1 || n > MAX_LAYERS) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: \"layers\" must hold 1 to %d layers (got %d)", ctx,
+                    MAX_LAYERS, n);
+        goto done;
+    }
+    if (!(c = costs_alloc(n))) {
+        st = PP_ERR(PP_ERR_NOMEM, "%s: cannot allocate %d layers", ctx, n);
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *it = layers->child; it; it = it->next, i++)
+        if ((st = parse_layer(it, i, origin, &c->layers[i])) != PP_OK)
+            goto done;
+    if ((f[TOP_GBPS] && (st = get_time(f[TOP_GBPS], ctx, "p2p_GBps", &c->p2p_GBps)) != PP_OK) ||
+        (f[TOP_LATENCY] &&
+         (st = get_time(f[TOP_LATENCY], ctx, "p2p_latency_us", &c->p2p_latency_us)) != PP_OK) ||
+        (f[TOP_OPTIMIZER] &&
+         (st = get_time(f[TOP_OPTIMIZER], ctx, "optimizer_us", &c->optimizer_us)) != PP_OK))
+        goto done;
+    if (f[TOP_MBS]) {
+        if ((st = get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
+            goto done;
+        c->microbatch_size = (int)x;
+    }
+    *out = c;
+    c = NULL;
+done:
+    pp_costs_destroy(c);
+    cJSON_Delete(root);
+    return st;
+}
+
+pp_status pp_costs_load(const char *path, pp_costs **out)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    pp_status st = pp_read_file(path, &text, &len);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "cost file");
+    if (strlen(text) != len)
+        st = PP_ERR(PP_ERR_INVALID, "cost file '%s': contains a NUL byte at offset %zu", path,
+                    strlen(text));
+    else
+        st = pp_costs_parse(text, path, out);
+    free(text);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Writing: a small growing text buffer, so numbers are formatted exactly and each layer    */
+/* stays on one line                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} text_buf;
+
+static void tb_printf(text_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(text_buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->p && (size_t)w < b->cap - b->len) {
+            b->len += (size_t)w;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->len <= (size_t)w)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+/* The shortest %g form that reads back as exactly x (at most 17 significant digits). */
+static void fmt_double(char *buf, size_t cap, double x)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
+}
+
+static void tb_number(text_buf *b, const char *key, double x)
+{
+    char num[40];
+    fmt_double(num, sizeof num, x);
+    tb_printf(b, "\"%s\": %s", key, num);
+}
+
+static void tb_string(text_buf *b, const char *s)
+{
+    tb_printf(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            tb_printf(b, "\\%c", *c);
+        else if (*c < 0x20)
+            tb_printf(b, "\\u%04x", *c);
+        else
+            tb_printf(b, "%c", *c);
+    }
+    tb_printf(b, "\"");
+}
+
+static int ok_time(double x) { return isfinite(x) && x >= 0; }
+
+/* What the loader would refuse is refused here too, so a written file always loads. */
+static pp_status check_for_write(const pp_costs *c, const char *path)
+{
+    if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
+        return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
+                      MAX_LAYERS);
+    if (!ok_time(c->p2p_GBps) || !ok_time(c->p2p_latency_us) || !ok_time(c->optimizer_us))
+        return PP_ERR(PP_ERR_INVALID,
+                      "cost file '%s': p2p_GBps, p2p_latency_us and optimizer_us must be finite "
+                      "and >= 0",
+                      path);
+    if (c->microbatch_size < 0)
+        return PP_ERR(PP_ERR_INVALID, "cost file '%s': microbatch_size %d is negative", path,
+                      c->microbatch_size);
+    for (int i = 0; i < c->n_layers; i++) {
+        const pp_layer_cost *l = &c->layers[i];
+        size_t len = strnlen(l->name, sizeof l->name);
+        if (len == 0 || len == sizeof l->name)
+            return PP_ERR(PP_ERR_INVALID,
+                          "cost file '%s': layer %d: name must have 1 to %zu characters", path, i,
+                          sizeof l->name - 1);
+        if (!ok_time(l->fwd_us) || !ok_time(l->bwd_us) ||
+            (l->has_split && (!ok_time(l->bwd_input_us) || !ok_time(l->bwd_weight_us))))
+            return PP_ERR(PP_ERR_INVALID,
+                          "cost file '%s': layer %d (\"%s\"): times must be finite and >= 0",
+                          path, i, l->name);
+        if (l->activation_bytes > MAX_EXACT_U64 || l->param_bytes > MAX_EXACT_U64)
+            return PP_ERR(PP_ERR_INVALID,
+                          "cost file '%s': layer %d (\"%s\"): byte counts above 2^53 cannot be "
+                          "stored exactly",
+                          path, i, l->name);
+    }
+    return PP_OK;
+}
+
+pp_status pp_costs_write(const pp_costs *c, const char *path)
+{
+    pp_status st = check_for_write(c, path);
+    if (st != PP_OK)
+        return st;
+    text_buf b = {0};
+    tb_printf(&b, "{\n  \"version\": 1,\n");
+    if (c->microbatch_size > 0)
+        tb_printf(&b, "  \"microbatch_size\": %d,\n", c->microbatch_size);
+    tb_printf(&b, "  ");
+    tb_number(&b, "p2p_GBps", c->p2p_GBps);
+    tb_printf(&b, ",\n  ");
+    tb_number(&b, "p2p_latency_us", c->p2p_latency_us);
+    tb_printf(&b, ",\n  ");
+    tb_number(&b, "optimizer_us", c->optimizer_us);
+    tb_printf(&b, ",\n  \"layers\": [\n");
+    for (int i = 0; i < c->n_layers; i++) {
+        const pp_layer_cost *l = &c->layers[i];
+        tb_printf(&b, "    {\"name\": ");
+        tb_string(&b, l->name);
+        tb_printf(&b, ", ");
+        tb_number(&b, "fwd_us", l->fwd_us);
+        tb_printf(&b, ", ");
+        tb_number(&b, "bwd_us", l->bwd_us);
+        if (l->has_split) {
+            tb_printf(&b, ", ");
+            tb_number(&b, "bwd_input_us", l->bwd_input_us);
+            tb_printf(&b, ", ");
+            tb_number(&b, "bwd_weight_us", l->bwd_weight_us);
+        }
+        tb_printf(&b, ", \"activation_bytes\": %llu, \"param_bytes\": %llu}%s\n",
+                  (unsigned long long)l->activation_bytes, (unsigned long long)l->param_bytes,
+                  i + 1 < c->n_layers ? "," : "");
+    }
+    tb_printf(&b, "  ]\n}\n");
+    if (b.failed)
+        st = PP_ERR(PP_ERR_NOMEM, "cost file '%s': cannot build the text", path);
+    else
+        st = pp_write_file_atomic(path, b.p, b.len);
+    free(b.p);
+    return st;
+}
+
+pp_status pp_costs_uniform(int n_layers, double fwd_us, double bwd_us, uint64_t act_bytes,
+                           pp_costs **out)
+{
+    *out = NULL;
+    if (n_layers < 1 || n_layers > MAX_LAYERS)
+        return PP_ERR(PP_ERR_INVALID, "uniform costs: need 1 to %d layers (got %d)", MAX_LAYERS,
+                      n_layers);
+    if (!ok_time(fwd_us) || !ok_time(bwd_us))
+        return PP_ERR(PP_ERR_INVALID,
+                      "uniform costs: fwd_us and bwd_us must be finite and >= 0 (got %g, %g)",
+                      fwd_us, bwd_us);
+    if (act_bytes > MAX_EXACT_U64)
+        return PP_ERR(PP_ERR_INVALID, "uniform costs: activation_bytes above 2^53");
+    pp_costs *c = costs_alloc(n_layers);
+    if (!c)
+        return PP_ERR(PP_ERR_NOMEM, "uniform costs: cannot allocate %d layers", n_layers);
+    for (int i = 0; i < n_layers; i++) {
+        pp_layer_cost *l = &c->layers[i];
+        snprintf(l->name, sizeof l->name, "layer%d", i);
+        l->fwd_us = fwd_us;
+        l->bwd_us = bwd_us;
+        l->bwd_input_us = bwd_us / 2;
+        l->bwd_weight_us = bwd_us / 2;
+        l->has_split = 1;
+        l->activation_bytes = act_bytes;
+    }
+    *out = c;
+    return PP_OK;
+}
+
+void pp_costs_destroy(pp_costs *c)
+{
+    if (!c)
+        return;
+    pp_free(c->layers);
+    pp_free(c);
+}
+
+double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes)
+{
+    /* bytes / (GBps * 1e9 B/s) seconds = bytes / (GBps * 1e3) microseconds. */
+    double bw = c->p2p_GBps > 0 ? (double)bytes / (c->p2p_GBps * 1e3) : 0.0;
+    return c->p2p_latency_us + bw;
+}

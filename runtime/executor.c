@@ -1,0 +1,477 @@
+/* executor.c: runs a pipeline schedule. One worker thread per local stage interprets that
+ * stage's instruction list (runtime/schedule.c) in order: receives block on the transport,
+ * sends are queued, compute goes to the stage backend, and the step ends with a global
+ * all-reduce (gradient norm, loss, clock) and the optimizer step. The executor knows nothing of
+ * tensors' meaning, threads of other processes, or devices: backends and transports do. */
+#include "pp_exec.h"
+#include "pp_nvtx.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct slot_state {
+    int mb;          /* -1 when free */
+    const void *out; /* forward output (to send) */
+    const void *din; /* input gradient (to send) */
+    int bwd_done, grad_sent;
+} slot_state;
+
+typedef struct worker {
+    struct pp_exec *e;
+    int stage;
+    pthread_t thread;
+    int started;
+    pp_stage_backend *b;
+    int v, n_slots;
+    int *slot_of;        /* [v * M]: slot of (chunk, mb) this step, -1 if none */
+    slot_state *slots;   /* [v * n_slots] */
+    char *recv_act;      /* [v * n_slots * act_in_bytes(chunk)] receive buffers */
+    char *recv_grad;     /* [v * n_slots * grad_in_bytes(chunk)] */
+    size_t *in_bytes;    /* [v]: activation bytes entering the chunk (= grad bytes it sends) */
+    size_t *out_bytes;   /* [v]: activation bytes leaving the chunk (= grad bytes it receives) */
+    size_t *act_off, *grad_off; /* [v]: offsets of each chunk's receive buffers */
+    uint64_t clock_ns;
+    pp_status status;
+    char message[1024];
+} worker;
+
+struct pp_exec {
+    const pp_schedule *sched;
+    pp_transport *tp;
+    int first_local, n_local;
+    worker *workers;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int n_done;
+    int quit;
+    /* the step being run */
+    int64_t step;
+    const pp_step_data *data;
+    float lr, grad_clip;
+    uint64_t t0_ns;
+    double loss_sum, grad_sumsq;
+};
+
+static void sleep_until(uint64_t t_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
+                          .tv_nsec = (long)(t_ns % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+static pp_status fail(worker *w, pp_status st)
+{
+    if (w->status == PP_OK) {
+        w->status = st;
+        snprintf(w->message, sizeof w->message, "stage %d: %s", w->stage, pp_error_message());
+    }
+    return st;
+}
+
+static int slot_acquire(worker *w, int chunk, int mb)
+{
+    int M = w->e->sched->M;
+    int *so = &w->slot_of[chunk * M + mb];
+    if (*so >= 0)
+        return *so;
+    for (int i = 0; i < w->n_slots; i++) {
+        slot_state *s = &w->slots[chunk * w->n_slots + i];
+        if (s->mb < 0) {
+            memset(s, 0, sizeof *s);
+            s->mb = mb;
+            *so = i;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void slot_maybe_release(worker *w, int chunk, int piece, int slot)
+{
+    slot_state *s = &w->slots[chunk * w->n_slots + slot];
+    if (s->bwd_done && (s->grad_sent || piece == 0)) {
+        w->slot_of[chunk * w->e->sched->M + s->mb] = -1;
+        s->mb = -1;
+    }
+}
+
+static void *recv_act_buf(worker *w, int chunk, int slot)
+{
+    if (!w->b->carries_data || !w->recv_act)
+        return NULL;
+    return w->recv_act + w->act_off[chunk] + (size_t)slot * w->in_bytes[chunk];
+}
+
+static void *recv_grad_buf(worker *w, int chunk, int slot)
+{
+    if (!w->b->carries_data || !w->recv_grad)
+        return NULL;
+    return w->recv_grad + w->grad_off[chunk] + (size_t)slot * w->out_bytes[chunk];
+}
+
+/* Advances the stage clock after a blocking wait: compute backends live in real time, the sim
+ * backend in deadline time (the data is there once it is available under the cost model). */
+static void clock_after_wait(worker *w, uint64_t avail_ns)
+{
+    if (w->b->carries_data) {
+        w->clock_ns = pp_now_ns();
+    } else {
+        if (avail_ns > w->clock_ns)
+            w->clock_ns = avail_ns;
+        sleep_until(w->clock_ns);
+    }
+}
+
+static pp_status run_list(worker *w)
+{
+    pp_exec *e = w->e;
+    const pp_schedule *sc = e->sched;
+    pp_stage_backend *b = w->b;
+    pp_transport *tp = e->tp;
+    int s = w->stage, S = sc->S, P = S * sc->v;
+    pp_status st;
+    for (int i = 0; i < sc->v * sc->M; i++)
+        w->slot_of[i] = -1;
+    for (int i = 0; i < sc->v * w->n_slots; i++)
+        w->slots[i].mb = -1;
+    if ((st = b->ops->begin_step(b, e->step, e->data)) != PP_OK)
+        return st;
+    pp_nvtx_info info = pp_nvtx_info_none();
+    info.step = e->step;
+    info.stage = s;
+    pp_nvtx_push(PP_NVTX_STEP, &info);
+    const pp_instr *list = sc->instrs[s];
+    for (int k = 0; k < sc->n_instrs[s]; k++) {
+        const pp_instr *in = &list[k];
+        int chunk = in->chunk, mb = in->mb;
+        int piece = chunk >= 0 ? pp_schedule_piece(sc, s, chunk) : -1;
+        int slot = -1;
+        if (chunk >= 0) {
+            slot = slot_acquire(w, chunk, mb);
+            if (slot < 0)
+                return PP_ERR(PP_ERR_RUNTIME,
+                              "activation slots exhausted on stage %d (chunk %d, %d slots) at "
+                              "instruction %d",
+                              s, chunk, w->n_slots, k);
+        }
+        slot_state *ss = slot >= 0 ? &w->slots[chunk * w->n_slots + slot] : NULL;
+        info.mb = mb;
+        info.chunk = chunk;
+        info.peer = in->peer;
+        info.layer = -1;
+        info.bytes = 0;
+        pp_msg_tag tag;
+        uint64_t avail = 0;
+        switch ((pp_op)in->op) {
+        case PP_OP_RECV_ACT:
+            info.bytes = w->in_bytes[chunk];
+            pp_nvtx_push(PP_NVTX_RECV_ACT, &info);
+            tag = (pp_msg_tag){PP_MSG_ACT, mb, piece};
+            st = pp_transport_recv(tp, s, in->peer, tag, recv_act_buf(w, chunk, slot),
+                                   w->in_bytes[chunk], &avail);
+            if (st == PP_OK)
+                clock_after_wait(w, avail);
+            pp_nvtx_pop();
+            break;
+        case PP_OP_FWD: {
+            pp_nvtx_push(PP_NVTX_FWD, &info);
+            const void *src = piece == 0 ? NULL : recv_act_buf(w, chunk, slot);
+            st = b->ops->forward(b, chunk, mb, slot, src, &ss->out, &w->clock_ns);
+            pp_nvtx_pop();
+            break;
+        }
+        case PP_OP_SEND_ACT:
+            info.bytes = w->out_bytes[chunk];
+            pp_nvtx_push(PP_NVTX_SEND_ACT, &info);
+            tag = (pp_msg_tag){PP_MSG_ACT, mb, piece + 1};
+            st = pp_transport_send(tp, s, in->peer, tag, b->carries_data ? ss->out : NULL,
+                                   w->out_bytes[chunk],
+                                   w->clock_ns + b->ops->transfer_ns(b, w->out_bytes[chunk]));
+            if (b->carries_data)
+                w->clock_ns = pp_now_ns();
+            pp_nvtx_pop();
+            break;
+        case PP_OP_RECV_GRAD:
+            info.bytes = w->out_bytes[chunk];
+            pp_nvtx_push(PP_NVTX_RECV_GRAD, &info);
+            tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece};
+            st = pp_transport_recv(tp, s, in->peer, tag, recv_grad_buf(w, chunk, slot),
+                                   w->out_bytes[chunk], &avail);
+            if (st == PP_OK)
+                clock_after_wait(w, avail);
+            pp_nvtx_pop();
+            break;
+        case PP_OP_BWD:
+        case PP_OP_BWD_INPUT: {
+            int full = in->op == PP_OP_BWD;
+            pp_nvtx_push(full ? PP_NVTX_BWD : PP_NVTX_BWD_INPUT, &info);
+            const void *dout = piece == P - 1 ? NULL : recv_grad_buf(w, chunk, slot);
+            st = b->ops->backward_input(b, chunk, mb, slot, dout, &ss->din, &w->clock_ns);
+            if (st == PP_OK && full)
+                st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
+            pp_nvtx_pop();
+            if (full) {
+                ss->bwd_done = 1;
+                slot_maybe_release(w, chunk, piece, slot);
+            }
+            break;
+        }
+        case PP_OP_BWD_WEIGHT:
+            pp_nvtx_push(PP_NVTX_BWD_WEIGHT, &info);
+            st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
+            pp_nvtx_pop();
+            ss->bwd_done = 1;
+            slot_maybe_release(w, chunk, piece, slot);
+            break;
+        case PP_OP_SEND_GRAD:
+            info.bytes = w->in_bytes[chunk];
+            pp_nvtx_push(PP_NVTX_SEND_GRAD, &info);
+            tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece - 1};
+            st = pp_transport_send(tp, s, in->peer, tag, b->carries_data ? ss->din : NULL,
+                                   w->in_bytes[chunk],
+                                   w->clock_ns + b->ops->transfer_ns(b, w->in_bytes[chunk]));
+            if (b->carries_data)
+                w->clock_ns = pp_now_ns();
+            pp_nvtx_pop();
+            ss->grad_sent = 1;
+            slot_maybe_release(w, chunk, piece, slot);
+            break;
+        case PP_OP_OPT_STEP: {
+            /* Global gradient norm and loss across all stages, and the latest stage clock: the
+             * optimizer step waits for the norm, as clipping needs it. */
+            double vals[2];
+            b->ops->grad_stats(b, &vals[0], &vals[1]);
+            uint64_t t = w->clock_ns;
+            st = tp->ops->allreduce(tp, s, vals, 2, &t);
+            if (st != PP_OK)
+                break;
+            clock_after_wait(w, t);
+            double norm = sqrt(vals[0]);
+            if (s == e->first_local) {
+                e->grad_sumsq = vals[0];
+                e->loss_sum = vals[1];
+            }
+            info.mb = info.chunk = info.peer = -1;
+            pp_nvtx_push(PP_NVTX_OPT_STEP, &info);
+            st = b->ops->optimizer_step(b, e->lr, pp_grad_clip_scale(e->grad_clip, norm),
+                                        &w->clock_ns);
+            pp_nvtx_pop();
+            break;
+        }
+        default:
+            st = PP_ERR(PP_ERR_RUNTIME, "stage %d: unknown instruction %d", s, in->op);
+        }
+        if (st != PP_OK) {
+            pp_nvtx_pop(); /* the step range */
+            return st;
+        }
+    }
+    pp_nvtx_pop();
+    return PP_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pp_exec *e = w->e;
+    char name[32];
+    snprintf(name, sizeof name, "stage %d", w->stage);
+    pp_nvtx_name_thread(name);
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (e->gen == seen && !e->quit)
+            pthread_cond_wait(&e->go, &e->mu);
+        if (e->quit) {
+            pthread_mutex_unlock(&e->mu);
+            return NULL;
+        }
+        seen = e->gen;
+        pthread_mutex_unlock(&e->mu);
+
+        w->status = PP_OK;
+        w->message[0] = '\0';
+        w->clock_ns = e->t0_ns;
+        sleep_until(e->t0_ns);
+        pp_status st = run_list(w);
+        if (st != PP_OK) {
+            fail(w, st);
+            /* Nobody may stay blocked on a stage that will not send. */
+            e->tp->ops->abort(e->tp);
+        }
+
+        pthread_mutex_lock(&e->mu);
+        e->n_done++;
+        pthread_cond_signal(&e->done);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+pp_stage_backend *pp_exec_backend(pp_exec *e, int stage)
+{
+    int i = stage - e->first_local;
+    return i >= 0 && i < e->n_local ? e->workers[i].b : NULL;
+}
+
+static pp_status worker_init(worker *w)
+{
+    const pp_schedule *sc = w->e->sched;
+    pp_stage_backend *b = w->b;
+    w->v = sc->v;
+    w->n_slots = b->n_slots;
+    w->slot_of = pp_alloc(sizeof(int) * (size_t)sc->v * sc->M);
+    w->slots = pp_alloc(sizeof(slot_state) * (size_t)sc->v * w->n_slots);
+    w->in_bytes = pp_alloc(sizeof(size_t) * (size_t)sc->v);
+    w->out_bytes = pp_alloc(sizeof(size_t) * (size_t)sc->v);
+    w->act_off = pp_alloc(sizeof(size_t) * (size_t)sc->v);
+    w->grad_off = pp_alloc(sizeof(size_t) * (size_t)sc->v);
+    if (!w->slot_of || !w->slots || !w->in_bytes || !w->out_bytes || !w->act_off || !w->grad_off)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's executor state", w->stage);
+    size_t act_total = 0, grad_total = 0;
+    for (int c = 0; c < sc->v; c++) {
+        w->in_bytes[c] = b->ops->grad_bytes(b, c);
+        w->out_bytes[c] = b->ops->act_bytes(b, c);
+        w->act_off[c] = act_total;
+        w->grad_off[c] = grad_total;
+        act_total += w->in_bytes[c] * (size_t)w->n_slots;
+        grad_total += w->out_bytes[c] * (size_t)w->n_slots;
+    }
+    if (b->carries_data) {
+        w->recv_act = pp_alloc(act_total);
+        w->recv_grad = pp_alloc(grad_total);
+        if (!w->recv_act || !w->recv_grad)
+            return PP_ERR(PP_ERR_NOMEM, "out of memory: stage %d needs %.1f MiB of receive buffers",
+                          w->stage, (double)(act_total + grad_total) / 1048576.0);
+    }
+    return PP_OK;
+}
+
+static void worker_free(worker *w)
+{
+    pp_free(w->slot_of);
+    pp_free(w->slots);
+    pp_free(w->recv_act);
+    pp_free(w->recv_grad);
+    pp_free(w->in_bytes);
+    pp_free(w->out_bytes);
+    pp_free(w->act_off);
+    pp_free(w->grad_off);
+    if (w->b)
+        w->b->ops->destroy(w->b);
+}
+
+pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_local,
+                         int n_local, pp_stage_backend **backends, pp_exec **out)
+{
+    pp_status st = PP_OK;
+    if (first_local < 0 || n_local < 1 || first_local + n_local > sched->S) {
+        for (int i = 0; i < n_local; i++)
+            if (backends[i])
+                backends[i]->ops->destroy(backends[i]);
+        return PP_ERR(PP_ERR_INVALID, "executor: local stages [%d, %d) not within S = %d",
+                      first_local, first_local + n_local, sched->S);
+    }
+    pp_exec *e = pp_alloc(sizeof *e);
+    if (!e)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the executor");
+    e->sched = sched;
+    e->tp = tp;
+    e->first_local = first_local;
+    e->n_local = n_local;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->go, NULL);
+    pthread_cond_init(&e->done, NULL);
+    e->workers = pp_alloc(sizeof(worker) * (size_t)n_local);
+    if (!e->workers) {
+        for (int i = 0; i < n_local; i++)
+            backends[i]->ops->destroy(backends[i]);
+        pp_exec_destroy(e);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the executor");
+    }
+    for (int i = 0; i < n_local; i++) {
+        e->workers[i].e = e;
+        e->workers[i].stage = first_local + i;
+        e->workers[i].b = backends[i];
+    }
+    for (int i = 0; i < n_local && st == PP_OK; i++)
+        st = worker_init(&e->workers[i]);
+    for (int i = 0; i < n_local && st == PP_OK; i++) {
+        if (pthread_create(&e->workers[i].thread, NULL, worker_main, &e->workers[i]) != 0)
+            st = PP_ERR(PP_ERR_RUNTIME, "cannot start the worker thread of stage %d",
+                        first_local + i);
+        else
+            e->workers[i].started = 1;
+    }
+    if (st != PP_OK) {
+        pp_exec_destroy(e);
+        return st;
+    }
+    *out = e;
+    return PP_OK;
+}
+
+pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr, float grad_clip,
+                       pp_exec_result *res)
+{
+    pthread_mutex_lock(&e->mu);
+    e->step = step;
+    e->data = d;
+    e->lr = lr;
+    e->grad_clip = grad_clip;
+    e->loss_sum = 0.0;
+    e->grad_sumsq = 0.0;
+    /* A common start a little in the future, so every worker is awake before its first
+     * deadline (matters for the sim backend's timing). */
+    e->t0_ns = pp_now_ns() + 300000;
+    e->n_done = 0;
+    e->gen++;
+    pthread_cond_broadcast(&e->go);
+    while (e->n_done < e->n_local)
+        pthread_cond_wait(&e->done, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    uint64_t end = pp_now_ns();
+    pp_status st = PP_OK;
+    uint64_t max_clock = e->t0_ns;
+    for (int i = 0; i < e->n_local; i++) {
+        worker *w = &e->workers[i];
+        if (w->status != PP_OK && st == PP_OK)
+            st = PP_ERR(w->status, "%s", w->message);
+        if (w->clock_ns > max_clock)
+            max_clock = w->clock_ns;
+    }
+    if (res) {
+        res->loss = d && d->mbs ? e->loss_sum : NAN;
+        res->grad_norm = sqrt(e->grad_sumsq);
+        res->step_ms = (double)(end - e->t0_ns) * 1e-6;
+        res->model_ms = (double)(max_clock - e->t0_ns) * 1e-6;
+    }
+    return st;
+}
+
+void pp_exec_destroy(pp_exec *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->quit = 1;
+    pthread_cond_broadcast(&e->go);
+    pthread_mutex_unlock(&e->mu);
+    if (e->workers) {
+        for (int i = 0; i < e->n_local; i++)
+            if (e->workers[i].started)
+                pthread_join(e->workers[i].thread, NULL);
+        for (int i = 0; i < e->n_local; i++)
+            worker_free(&e->workers[i]);
+    }
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->go);
+    pthread_cond_destroy(&e->done);
+    pp_free(e->workers);
+    pp_free(e);
+}

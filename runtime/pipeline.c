@@ -1,0 +1,324 @@
+/* pipeline.c: the pipeline trainer behind pptrain. It turns a configuration (model or cost file,
+ * partition, schedule, micro-batches, backend) into a validated schedule, a transport sized by
+ * the validator's bounds, one backend per stage and an executor, then runs optimizer steps and
+ * saves or restores checkpoints in the single-stage format. */
+#include "pp_exec.h"
+#include "trainer_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pp_pipe_trainer {
+    pp_pipe_config cfg;
+    pp_partition part; /* own copy */
+    pp_schedule *sched;
+    pp_schedule_report rep;
+    int have_rep;
+    pp_transport *tp;
+    pp_exec *exec;
+    pp_data *data;
+    int32_t *inputs, *targets;
+    pp_microbatch *mbs;
+    int64_t steps_done;
+};
+
+static pp_status copy_partition(const pp_partition *src, pp_partition *dst)
+{
+    return pp_partition_from_bounds(src->bounds, src->P + 1, src->L, src->S, src->v, dst);
+}
+
+void pp_pipe_trainer_destroy(pp_pipe_trainer *t)
+{
+    if (!t)
+        return;
+    pp_exec_destroy(t->exec);
+    if (t->tp)
+        t->tp->ops->destroy(t->tp);
+    if (t->have_rep)
+        pp_schedule_report_free(&t->rep);
+    pp_schedule_destroy(t->sched);
+    pp_partition_free(&t->part);
+    pp_data_destroy(t->data);
+    pp_free(t->inputs);
+    pp_free(t->targets);
+    pp_free(t->mbs);
+    pp_free(t);
+}
+
+pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe_trainer **out)
+{
+    pp_status st = PP_OK;
+    pp_stage_backend **backends = NULL;
+    int S = c->partition.S, v = c->v, M = c->train.microbatches;
+    pp_pipe_trainer *t = pp_alloc(sizeof *t);
+    if (!t) {
+        pp_data_destroy(data);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the pipeline trainer");
+    }
+    t->cfg = *c;
+    t->data = data;
+    if ((st = copy_partition(&c->partition, &t->part)) != PP_OK)
+        goto fail;
+    t->cfg.partition = t->part;
+    if (c->partition.v != v) {
+        st = PP_ERR(PP_ERR_INVALID, "partition has %d chunks per stage, schedule wants %d",
+                    c->partition.v, v);
+        goto fail;
+    }
+    if (c->backend == PP_BACKEND_CPU) {
+        if ((st = pp_train_config_validate(&c->train)) != PP_OK)
+            goto fail;
+        int L = pp_model_config_num_layers(&c->train.model);
+        if (c->partition.L != L) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "the partition covers %d layers but the model has %d (embedding, %d "
+                        "blocks, head)",
+                        c->partition.L, L, c->train.model.n_layers);
+            goto fail;
+        }
+        if (!data) {
+            st = PP_ERR(PP_ERR_INVALID, "the cpu backend needs training data");
+            goto fail;
+        }
+    } else {
+        if (!c->costs) {
+            st = PP_ERR(PP_ERR_INVALID, "the sim backend needs a cost file (--costs FILE)");
+            goto fail;
+        }
+        if (c->partition.L != c->costs->n_layers) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "the partition covers %d layers but the cost file has %d",
+                        c->partition.L, c->costs->n_layers);
+            goto fail;
+        }
+        if (M < 1) {
+            st = PP_ERR(PP_ERR_INVALID, "microbatches %d must be >= 1", M);
+            goto fail;
+        }
+    }
+    if ((st = pp_schedule_create(c->schedule, S, M, v, &t->sched)) != PP_OK)
+        goto fail;
+    if ((st = pp_schedule_validate(t->sched, &t->rep)) != PP_OK) {
+        st = pp_error_wrap(st, "internal error: the %s schedule failed validation",
+                           pp_schedule_kind_name(c->schedule));
+        goto fail;
+    }
+    t->have_rep = 1;
+    /* A mailbox must hold every message its link can have queued at once: then a send never
+     * blocks and the schedule's deadlock freedom carries over to the bounded transport. */
+    int capacity = 1;
+    for (int s = 0; s < S; s++) {
+        int need = t->rep.peak_queued_act[s] + t->rep.peak_queued_grad[s];
+        capacity = need > capacity ? need : capacity;
+    }
+    size_t max_bytes = 0;
+    int mb_B = 0;
+    if (c->backend == PP_BACKEND_CPU) {
+        mb_B = c->train.batch / M;
+        max_bytes = (size_t)mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float);
+    }
+    if ((st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK)
+        goto fail;
+    backends = pp_alloc(sizeof(*backends) * (size_t)S);
+    if (!backends) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stage backends");
+        goto fail;
+    }
+    int split = c->schedule == PP_SCHED_ZBH1;
+    for (int s = 0; s < S && st == PP_OK; s++) {
+        /* One activation slot per micro-batch-chunk the schedule can hold, plus one for a
+         * receive that lands before its forward runs. */
+        int slots = t->rep.peak_inflight[s] + 1;
+        if (slots > M)
+            slots = M;
+        if (c->backend == PP_BACKEND_CPU)
+            st = pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt,
+                                       c->train.seed, mb_B, slots, &backends[s]);
+        else
+            st = pp_backend_sim_create(c->costs, &t->part, s,
+                                       s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
+                                       &backends[s]);
+    }
+    if (st != PP_OK) {
+        for (int s = 0; s < S; s++)
+            if (backends[s])
+                backends[s]->ops->destroy(backends[s]);
+        goto fail;
+    }
+    st = pp_exec_create(t->sched, t->tp, 0, S, backends, &t->exec); /* owns backends now */
+    if (st != PP_OK)
+        goto fail;
+    if (c->backend == PP_BACKEND_CPU) {
+        size_t ntok = (size_t)c->train.batch * c->train.model.seq_len;
+        t->inputs = pp_alloc(ntok * sizeof(int32_t));
+        t->targets = pp_alloc(ntok * sizeof(int32_t));
+        t->mbs = pp_alloc(sizeof(pp_microbatch) * (size_t)M);
+        if (!t->inputs || !t->targets || !t->mbs) {
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the batch");
+            goto fail;
+        }
+        for (int m = 0; m < M; m++) {
+            size_t off = (size_t)m * mb_B * c->train.model.seq_len;
+            t->mbs[m] = (pp_microbatch){.B = mb_B, .tokens = t->inputs + off,
+                                        .targets = t->targets + off};
+        }
+    }
+    pp_free(backends);
+    *out = t;
+    return PP_OK;
+fail:
+    pp_free(backends);
+    pp_pipe_trainer_destroy(t);
+    return st;
+}
+
+pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_result *res)
+{
+    const pp_pipe_config *c = &t->cfg;
+    int64_t step = t->steps_done + 1;
+    pp_step_data d = {.M = c->train.microbatches, .mbs = NULL, .loss_scale = 0.0f};
+    float lr = 0.0f;
+    int T = c->train.model.seq_len;
+    if (c->backend == PP_BACKEND_CPU) {
+        /* Same batch, same split and same loss scaling as the single-stage trainer. */
+        pp_data_next_batch(t->data, c->train.batch, T, t->inputs, t->targets);
+        d.mbs = t->mbs;
+        d.loss_scale = 1.0f / ((float)c->train.batch * (float)T);
+        lr = pp_adamw_lr_at(&c->train.opt, step, c->train.steps);
+    }
+    pp_exec_result r;
+    pp_status s = pp_exec_step(t->exec, step, &d, lr, c->train.opt.grad_clip, &r);
+    if (s != PP_OK)
+        return s;
+    if (c->backend == PP_BACKEND_CPU && (!isfinite(r.loss) || !isfinite(r.grad_norm)))
+        return PP_ERR(PP_ERR_RUNTIME,
+                      "training diverged at step %lld (loss %g, gradient norm %g); try a lower "
+                      "--lr",
+                      (long long)step, r.loss, r.grad_norm);
+    t->steps_done = step;
+    if (st) {
+        st->step = step;
+        st->loss = (float)r.loss;
+        st->lr = lr;
+        st->grad_norm = r.grad_norm;
+        st->step_ms = r.step_ms;
+        st->tokens_per_s = c->backend == PP_BACKEND_CPU && r.step_ms > 0
+                               ? (double)c->train.batch * T / (r.step_ms * 1e-3)
+                               : 0.0;
+    }
+    if (res)
+        *res = r;
+    return PP_OK;
+}
+
+int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t) { return t->steps_done; }
+const pp_schedule *pp_pipe_trainer_schedule(const pp_pipe_trainer *t) { return t->sched; }
+const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t) { return &t->rep; }
+
+/* Visits the model pieces in layer order: piece p is chunk p / S of stage p % S. */
+typedef void (*piece_fn)(pp_model *m, pp_optimizer *o, size_t off, void *ctx);
+
+static pp_status for_each_piece(pp_pipe_trainer *t, piece_fn fn, void *ctx)
+{
+    if (t->cfg.backend != PP_BACKEND_CPU)
+        return PP_ERR(PP_ERR_INVALID, "the sim backend has no parameters to save or load");
+    size_t off = 0;
+    for (int p = 0; p < t->part.P; p++) {
+        pp_stage_backend *b = pp_exec_backend(t->exec, p % t->part.S);
+        pp_model *m = pp_backend_cpu_model(b, p / t->part.S);
+        fn(m, pp_backend_cpu_optimizer(b, p / t->part.S), off, ctx);
+        off += m->n_params;
+    }
+    return PP_OK;
+}
+
+typedef struct gather_ctx {
+    float *params, *m, *v;
+} gather_ctx;
+
+static void gather_piece(pp_model *m, pp_optimizer *o, size_t off, void *ctx)
+{
+    gather_ctx *g = ctx;
+    memcpy(g->params + off, m->params, m->n_params * sizeof(float));
+    if (g->m)
+        memcpy(g->m + off, o->m, m->n_params * sizeof(float));
+    if (g->v)
+        memcpy(g->v + off, o->v, m->n_params * sizeof(float));
+}
+
+pp_status pp_pipe_trainer_gather_params(pp_pipe_trainer *t, float *params, size_t n)
+{
+    if (t->cfg.backend == PP_BACKEND_CPU && n != pp_model_config_num_params(&t->cfg.train.model))
+        return PP_ERR(PP_ERR_INVALID, "gather: buffer of %zu floats for %zu parameters", n,
+                      pp_model_config_num_params(&t->cfg.train.model));
+    gather_ctx g = {params, NULL, NULL};
+    return for_each_piece(t, gather_piece, &g);
+}
+
+pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path)
+{
+    if (t->cfg.backend != PP_BACKEND_CPU)
+        return PP_ERR(PP_ERR_INVALID, "--save needs the cpu backend (the sim backend trains "
+                                      "nothing)");
+    size_t n = pp_model_config_num_params(&t->cfg.train.model);
+    gather_ctx g = {pp_alloc(n * sizeof(float)), pp_alloc(n * sizeof(float)),
+                    pp_alloc(n * sizeof(float))};
+    pp_status st = PP_OK;
+    if (!g.params || !g.m || !g.v) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory gathering %zu parameters to save", n);
+        goto done;
+    }
+    if ((st = for_each_piece(t, gather_piece, &g)) != PP_OK)
+        goto done;
+    pp_ckpt_image img;
+    memset(&img, 0, sizeof img);
+    img.cfg = t->cfg.train.model;
+    img.steps_done = t->steps_done;
+    img.n_params = n;
+    img.params = g.params;
+    img.m = g.m;
+    img.v = g.v;
+    img.data_fingerprint = pp_data_fingerprint(t->data);
+    pp_data_get_state(t->data, &img.data_state);
+    st = pp_checkpoint_write_image(path, &img);
+done:
+    pp_free(g.params);
+    pp_free(g.m);
+    pp_free(g.v);
+    return st;
+}
+
+typedef struct scatter_ctx {
+    const pp_ckpt_image *img;
+} scatter_ctx;
+
+static void scatter_piece(pp_model *m, pp_optimizer *o, size_t off, void *ctx)
+{
+    const pp_ckpt_image *img = ((scatter_ctx *)ctx)->img;
+    memcpy(m->params, img->params + off, m->n_params * sizeof(float));
+    memcpy(o->m, img->m + off, m->n_params * sizeof(float));
+    memcpy(o->v, img->v + off, m->n_params * sizeof(float));
+    o->t = img->steps_done;
+}
+
+pp_status pp_pipe_trainer_load(pp_pipe_trainer *t, const char *path)
+{
+    if (t->cfg.backend != PP_BACKEND_CPU)
+        return PP_ERR(PP_ERR_INVALID, "--resume needs the cpu backend");
+    size_t n = pp_model_config_num_params(&t->cfg.train.model);
+    pp_ckpt_image img;
+    void *owner = NULL;
+    pp_status st =
+        pp_checkpoint_read_image(path, &t->cfg.train.model, n, t->data, &img, &owner);
+    if (st != PP_OK)
+        return st;
+    st = pp_checkpoint_apply_data_state(path, t->data, &img.data_state);
+    if (st == PP_OK) {
+        scatter_ctx sc = {&img};
+        st = for_each_piece(t, scatter_piece, &sc);
+        t->steps_done = img.steps_done;
+    }
+    free(owner);
+    return st;
+}

@@ -1,0 +1,225 @@
+/* pp_exec.h: running a pipeline. The transport interface (how tensors cross stages), the
+ * stage-backend interface (what a stage computes: cpu, sim, later cuda), the executor (one
+ * worker per stage interpreting its schedule list) and the pipeline trainer that wires them up
+ * for pptrain. docs/executor.md explains how MPI, NCCL and CUDA slot in.
+ *
+ * Threads: the executor owns one worker thread per local stage. A stage backend is only ever
+ * called from its stage's worker. Transports are called from every worker concurrently. */
+#ifndef PP_EXEC_H
+#define PP_EXEC_H
+
+#include "pp_common.h"
+#include "pp_pipeline.h"
+#include "pp_runtime.h"
+#include "pp_schedule.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================================== */
+/* Transport                                                                                  */
+/* ======================================================================================== */
+
+typedef enum pp_msg_kind { PP_MSG_ACT = 0, PP_MSG_GRAD = 1 } pp_msg_kind;
+
+/* What a message carries: an activation or gradient of micro-batch mb for model piece `piece`
+ * (the piece that RECEIVES it). Unique within a step. */
+typedef struct pp_msg_tag {
+    int32_t kind;
+    int32_t mb;
+    int32_t piece;
+} pp_msg_tag;
+
+/* A pending nonblocking operation. Owned by the caller; filled by isend/irecv, completed by
+ * wait. */
+typedef struct pp_request {
+    int kind; /* 0 send, 1 recv */
+    int src, dst;
+    pp_msg_tag tag;
+    void *buf;
+    size_t bytes;
+    uint64_t avail_ns; /* recv: when the data is available at the receiver (sim time model) */
+    int done;
+    void *impl; /* transport's own state */
+} pp_request;
+
+typedef struct pp_transport pp_transport;
+
+typedef struct pp_transport_ops {
+    const char *name;
+    /* Starts sending `bytes` from `buf` (buf may be NULL when bytes carry no data, as in the sim
+     * backend) from stage src to dst. avail_ns is when the data is available at the receiver
+     * under the sender's time model (0: at once). The buffer may be reused once wait returns. */
+    pp_status (*isend)(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
+                       size_t bytes, uint64_t avail_ns, pp_request *req);
+    /* Starts receiving the message `tag` from src into buf. */
+    pp_status (*irecv)(pp_transport *t, int dst, int src, pp_msg_tag tag, void *buf, size_t bytes,
+                       pp_request *req);
+    /* Blocks until req completes (no spinning). */
+    pp_status (*wait)(pp_transport *t, pp_request *req);
+    /* Collective over all S stages: sums vals[0..n) in stage order (deterministic) and takes
+     * the maximum of *max_ns; every stage gets the results. */
+    pp_status (*allreduce)(pp_transport *t, int stage, double *vals, int n, uint64_t *max_ns);
+    /* Wakes every blocked call with PP_ERR_RUNTIME (a stage failed: the step is abandoned). */
+    void (*abort)(pp_transport *t);
+    void (*destroy)(pp_transport *t);
+} pp_transport_ops;
+
+struct pp_transport {
+    const pp_transport_ops *ops;
+    int S;
+};
+
+/* In-process transport: one bounded mailbox per directed link (capacity messages of at most
+ * max_bytes each, preallocated), mutex + condition variables, no spinning. */
+pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out);
+
+/* Blocking conveniences over isend/irecv + wait. */
+pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
+                            size_t bytes, uint64_t avail_ns);
+pp_status pp_transport_recv(pp_transport *t, int dst, int src, pp_msg_tag tag, void *buf,
+                            size_t bytes, uint64_t *avail_ns);
+
+/* ======================================================================================== */
+/* Stage backend                                                                              */
+/* ======================================================================================== */
+
+/* The data of one step: the batch cut into M micro-batches (cpu backend; NULL for sim). */
+typedef struct pp_step_data {
+    int M;
+    const pp_microbatch *mbs; /* [M] */
+    float loss_scale;         /* multiplies the summed token losses (1 / (batch * T)) */
+} pp_step_data;
+
+/* Time model: every op receives the stage's clock `*t_ns` (CLOCK_MONOTONIC ns at which the op
+ * may start) and returns with it set to when the op ended. Compute backends ignore the input and
+ * set it to the real time after computing; the sim backend sleeps to the absolute deadline
+ * *t_ns + cost and advances it by exactly the cost. */
+typedef struct pp_stage_backend pp_stage_backend;
+
+typedef struct pp_backend_ops {
+    const char *name;
+    /* Bytes of the activation that (chunk)'s output sends forward, and of the gradient its input
+     * sends backward, per micro-batch. */
+    size_t (*act_bytes)(pp_stage_backend *b, int chunk);
+    size_t (*grad_bytes)(pp_stage_backend *b, int chunk);
+    /* Marks the start of a step (zero gradients, reset the loss). */
+    pp_status (*begin_step)(pp_stage_backend *b, int64_t step, const pp_step_data *d);
+    /* Forward of (chunk, mb) into activation slot `slot`; `in` is the received activation (NULL
+     * for the first piece). The output is at *out (act_bytes; NULL for the last piece, which
+     * computes the loss instead). */
+    pp_status (*forward)(pp_stage_backend *b, int chunk, int mb, int slot, const void *in,
+                         const void **out, uint64_t *t_ns);
+    /* Backward halves; dout is the received gradient (NULL for the last piece). The input
+     * gradient is at *din (grad_bytes; NULL for the first piece). */
+    pp_status (*backward_input)(pp_stage_backend *b, int chunk, int mb, int slot,
+                                const void *dout, const void **din, uint64_t *t_ns);
+    pp_status (*backward_weight)(pp_stage_backend *b, int chunk, int mb, int slot,
+                                 uint64_t *t_ns);
+    /* Sum of squared gradients of this stage and its summed micro-batch losses (last piece). */
+    void (*grad_stats)(pp_stage_backend *b, double *sumsq, double *loss_sum);
+    /* Optimizer step with learning rate and gradient scale (clipping). */
+    pp_status (*optimizer_step)(pp_stage_backend *b, float lr, float grad_scale, uint64_t *t_ns);
+    /* Time a transfer of `bytes` takes from the sender's clock (sim: latency + bytes/BW). */
+    uint64_t (*transfer_ns)(pp_stage_backend *b, size_t bytes);
+    void (*destroy)(pp_stage_backend *b);
+} pp_backend_ops;
+
+struct pp_stage_backend {
+    const pp_backend_ops *ops;
+    int stage;
+    int n_chunks;     /* v */
+    int n_slots;      /* activation slots per chunk */
+    int carries_data; /* 0 for sim: messages carry byte counts, not tensors */
+};
+
+/* CPU backend for stage s: the layers of each of its chunks (pieces s, s + S, ...) with their
+ * own parameters, AdamW state and n_slots activation slots of mb_B sequences per chunk. */
+pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                const pp_adamw_config *opt, uint64_t seed, int mb_B,
+                                int n_slots, pp_stage_backend **out);
+/* The cpu backend's model slice of `chunk` (for checkpoints and tests). */
+pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk);
+pp_optimizer *pp_backend_cpu_optimizer(pp_stage_backend *b, int chunk);
+
+/* Sim backend for stage s: every layer op sleeps to its deadline per the cost file; the
+ * multiplier scales this stage's compute costs (1.0 = as in the file; stragglers). With
+ * split_backward the input and weight halves cost bwd_input_us and bwd_weight_us (the cost file
+ * must have them); otherwise a backward costs bwd_us. `costs` is borrowed and must outlive the
+ * backend. n_slots is how many micro-batches per chunk the executor may track at once (no memory
+ * is held for them). */
+pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
+                                double multiplier, int split_backward, int n_slots,
+                                pp_stage_backend **out);
+
+/* ======================================================================================== */
+/* Executor                                                                                   */
+/* ======================================================================================== */
+
+typedef struct pp_exec pp_exec;
+
+typedef struct pp_exec_result {
+    double loss;      /* mean loss over the batch (cpu), NAN for sim */
+    double grad_norm; /* global, before clipping */
+    double step_ms;   /* wall time of the step, from the common start to the last stage's end */
+    double model_ms;  /* the time model's step time: max stage clock - start (sim: predicted) */
+} pp_exec_result;
+
+/* Runs stages [first_local, first_local + n_local) of `sched` in this process, one worker
+ * thread each, over `tp`. Takes ownership of the backends (n_local of them, in stage order).
+ * Workers start at once and wait for steps. */
+pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_local,
+                         int n_local, pp_stage_backend **backends, pp_exec **out);
+/* Runs one step on every local stage: the schedule's lists, then the global gradient-norm
+ * all-reduce and the optimizer step (lr, clip). Blocks until all local stages are done. A
+ * failing stage aborts the transport so no stage stays blocked; the first error is returned. */
+pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr, float grad_clip,
+                       pp_exec_result *res);
+void pp_exec_destroy(pp_exec *e);
+/* The local backend of `stage` (NULL if not local). */
+pp_stage_backend *pp_exec_backend(pp_exec *e, int stage);
+
+/* ======================================================================================== */
+/* Pipeline trainer: pptrain's engine for any S, schedule and backend                        */
+/* ======================================================================================== */
+
+typedef enum pp_backend_kind { PP_BACKEND_CPU = 0, PP_BACKEND_SIM = 1 } pp_backend_kind;
+
+typedef struct pp_pipe_config {
+    pp_train_config train;   /* model, optimizer, batch, M, steps, seed (cpu) */
+    pp_backend_kind backend;
+    pp_schedule_kind schedule;
+    int v;                   /* virtual chunks per stage */
+    pp_partition partition;  /* owned by the caller; L must be the model's (cpu) or the cost
+                                file's (sim) layer count */
+    const pp_costs *costs;   /* sim only; borrowed */
+    int slow_stage;          /* sim: stage whose costs are multiplied (-1: none) */
+    double slow_factor;
+} pp_pipe_config;
+
+typedef struct pp_pipe_trainer pp_pipe_trainer;
+
+/* Builds schedule (validated), transport, backends and executor. Takes ownership of data
+ * (NULL for sim). */
+pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe_trainer **out);
+void pp_pipe_trainer_destroy(pp_pipe_trainer *t);
+/* One optimizer step. For sim, loss is NAN and tokens_per_s counts batch * T tokens of the
+ * cost model only when known (0 otherwise). */
+pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_result *res);
+int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t);
+const pp_schedule *pp_pipe_trainer_schedule(const pp_pipe_trainer *t);
+const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t);
+/* Parameters of the whole model in layer order, gathered from the stages (cpu): n floats. */
+pp_status pp_pipe_trainer_gather_params(pp_pipe_trainer *t, float *params, size_t n);
+/* Checkpoints in the single-stage format (docs/checkpoint.md), so a run can resume with another
+ * stage count or schedule (cpu only). */
+pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path);
+pp_status pp_pipe_trainer_load(pp_pipe_trainer *t, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_EXEC_H */

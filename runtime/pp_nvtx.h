@@ -1,0 +1,68 @@
+/* pp_nvtx.h: the runtime's NVTX v3 annotations, following docs/nvtx-convention.md, so that any
+ * NVTX tool (pipeprof's libpprof, Nsight Systems) sees steps, per-stage forward/backward of each
+ * micro-batch, every layer, every send/recv and the optimizer step. Called by the executor's
+ * stage workers. With no tool attached each call costs a few nanoseconds (benchmarks/
+ * bench_nvtx); when built without the NVTX headers (no CUDA toolkit) every call is a no-op.
+ *
+ * Thread-safety: pp_nvtx_setup is called once before workers start; push/pop/mark may be called
+ * from any thread (ranges nest per thread, as NVTX push/pop do). */
+#ifndef PP_NVTX_H
+#define PP_NVTX_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pp_nvtx_kind {
+    PP_NVTX_STEP = 0,       /* one optimizer step on one stage */
+    PP_NVTX_FWD = 1,        /* forward of (mb, chunk) on a stage */
+    PP_NVTX_BWD = 2,        /* full backward */
+    PP_NVTX_BWD_INPUT = 3,  /* input-gradient half (ZB's B) */
+    PP_NVTX_BWD_WEIGHT = 4, /* weight-gradient half (ZB's W) */
+    PP_NVTX_SEND_ACT = 5,
+    PP_NVTX_RECV_ACT = 6,
+    PP_NVTX_SEND_GRAD = 7,
+    PP_NVTX_RECV_GRAD = 8,
+    PP_NVTX_OPT_STEP = 9,
+    PP_NVTX_LAYER_FWD = 10, /* one layer inside a FWD range */
+    PP_NVTX_LAYER_BWD = 11, /* one layer inside a BWD / BWD_INPUT range */
+    PP_NVTX_LAYER_BWD_WEIGHT = 12, /* one layer inside a BWD_WEIGHT range */
+    PP_NVTX_KIND_COUNT = 13
+} pp_nvtx_kind;
+
+/* What a range is about; fields that do not apply are -1 (bytes 0). */
+typedef struct pp_nvtx_info {
+    int64_t step;  /* 1-based optimizer step */
+    int32_t stage;
+    int32_t mb;
+    int32_t chunk;
+    int32_t layer; /* index in the model's layer list */
+    int32_t peer;  /* the other stage of a send/recv */
+    uint64_t bytes;
+} pp_nvtx_info;
+
+/* Creates the "pipeprof" domain, names the categories ("stage 0" ...) and registers the
+ * messages for S stages, M micro-batches, v chunks and the layer names (n_layers entries, may
+ * be NULL). Idempotent per configuration: a second call with other sizes re-registers. */
+void pp_nvtx_setup(int S, int M, int v, int n_layers, const char *const *layer_names);
+/* Opens a range of `kind` on the calling thread. */
+void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info);
+/* Closes the innermost range of the calling thread in the pipeprof domain. */
+void pp_nvtx_pop(void);
+/* Names the calling OS thread (e.g. "stage 3"). */
+void pp_nvtx_name_thread(const char *name);
+/* 1 when the NVTX headers were available at build time. */
+int pp_nvtx_compiled_in(void);
+/* Helpers for an info with everything unset. */
+static inline pp_nvtx_info pp_nvtx_info_none(void)
+{
+    pp_nvtx_info i = {-1, -1, -1, -1, -1, -1, 0};
+    return i;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_NVTX_H */

@@ -1,0 +1,333 @@
+/* transport_inproc.c: the in-process transport: stages are threads of one process and each
+ * directed link (src -> dst) is a bounded mailbox of preallocated message slots guarded by a
+ * mutex, with condition variables for "a message arrived" and "a slot is free". Nothing spins and
+ * nothing is allocated after creation. Messages are matched by tag, so a receiver may take them
+ * in a different order than they were sent (interleaved schedules do). */
+#include "pp_exec.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct slot {
+    int used;
+    pp_msg_tag tag;
+    size_t bytes;
+    uint64_t avail_ns;
+    char *data; /* max_bytes */
+} slot;
+
+typedef struct mailbox {
+    pthread_mutex_t mu;
+    pthread_cond_t arrived, freed;
+    slot *slots;
+    int n_used;
+} mailbox;
+
+typedef struct inproc {
+    pp_transport base;
+    int capacity;
+    size_t max_bytes;
+    mailbox *boxes; /* [S * S], index src * S + dst */
+    char *arena;
+    /* all-reduce: contributions kept per stage and summed in stage order, so the result does not
+     * depend on which thread arrives first */
+    pthread_mutex_t red_mu;
+    pthread_cond_t red_cv;
+    int red_count;
+    uint64_t red_gen;
+    int red_n;
+    double *red_vals;    /* [S * PP_INPROC_MAX_REDUCE] */
+    uint64_t *red_max;   /* [S] */
+    double red_out[8];
+    uint64_t red_out_max;
+    int aborted;
+} inproc;
+
+enum { PP_INPROC_MAX_REDUCE = 8 };
+
+static int tag_eq(pp_msg_tag a, pp_msg_tag b)
+{
+    return a.kind == b.kind && a.mb == b.mb && a.piece == b.piece;
+}
+
+static pp_status check_peer(const inproc *t, int a, int b)
+{
+    if (a < 0 || b < 0 || a >= t->base.S || b >= t->base.S)
+        return PP_ERR(PP_ERR_INVALID, "transport: stages %d -> %d out of range [0, %d)", a, b,
+                      t->base.S);
+    return PP_OK;
+}
+
+static pp_status ip_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, const void *buf,
+                          size_t bytes, uint64_t avail_ns, pp_request *req)
+{
+    inproc *t = (inproc *)tp;
+    pp_status st = check_peer(t, src, dst);
+    if (st != PP_OK)
+        return st;
+    /* Messages that carry data must fit a slot; data-less ones (sim) only count bytes. */
+    if (buf && bytes > t->max_bytes)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: message of %zu bytes exceeds the %zu-byte slot",
+                      bytes, t->max_bytes);
+    mailbox *mb = &t->boxes[src * t->base.S + dst];
+    pthread_mutex_lock(&mb->mu);
+    while (mb->n_used == t->capacity && !t->aborted)
+        pthread_cond_wait(&mb->freed, &mb->mu);
+    if (t->aborted) {
+        pthread_mutex_unlock(&mb->mu);
+        return PP_ERR(PP_ERR_RUNTIME, "transport aborted while stage %d sent to %d", src, dst);
+    }
+    slot *s = NULL;
+    for (int i = 0; i < t->capacity; i++)
+        if (!mb->slots[i].used) {
+            s = &mb->slots[i];
+            break;
+        }
+    if (buf && bytes && !s->data) {
+        pthread_mutex_unlock(&mb->mu);
+        return PP_ERR(PP_ERR_RUNTIME, "transport: link %d -> %d carries no data (not neighbours)",
+                      src, dst);
+    }
+    s->used = 1;
+    s->tag = tag;
+    s->bytes = bytes;
+    s->avail_ns = avail_ns;
+    if (buf && bytes)
+        memcpy(s->data, buf, bytes);
+    mb->n_used++;
+    pthread_cond_broadcast(&mb->arrived);
+    pthread_mutex_unlock(&mb->mu);
+    /* The data is copied: the send is complete as soon as it is queued. */
+    memset(req, 0, sizeof *req);
+    req->kind = 0;
+    req->src = src;
+    req->dst = dst;
+    req->tag = tag;
+    req->bytes = bytes;
+    req->avail_ns = avail_ns;
+    req->done = 1;
+    return PP_OK;
+}
+
+static pp_status ip_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, void *buf,
+                          size_t bytes, pp_request *req)
+{
+    inproc *t = (inproc *)tp;
+    pp_status st = check_peer(t, src, dst);
+    if (st != PP_OK)
+        return st;
+    memset(req, 0, sizeof *req);
+    req->kind = 1;
+    req->src = src;
+    req->dst = dst;
+    req->tag = tag;
+    req->buf = buf;
+    req->bytes = bytes;
+    return PP_OK;
+}
+
+static pp_status ip_wait(pp_transport *tp, pp_request *req)
+{
+    inproc *t = (inproc *)tp;
+    if (req->done)
+        return PP_OK;
+    mailbox *mb = &t->boxes[req->src * t->base.S + req->dst];
+    pthread_mutex_lock(&mb->mu);
+    slot *s = NULL;
+    for (;;) {
+        if (t->aborted)
+            break;
+        for (int i = 0; i < t->capacity && !s; i++)
+            if (mb->slots[i].used && tag_eq(mb->slots[i].tag, req->tag))
+                s = &mb->slots[i];
+        if (s)
+            break;
+        pthread_cond_wait(&mb->arrived, &mb->mu);
+    }
+    if (!s) {
+        pthread_mutex_unlock(&mb->mu);
+        return PP_ERR(PP_ERR_RUNTIME, "transport aborted while stage %d waited for stage %d",
+                      req->dst, req->src);
+    }
+    pp_status st = PP_OK;
+    if (s->bytes != req->bytes)
+        st = PP_ERR(PP_ERR_RUNTIME,
+                    "transport: stage %d expected %zu bytes from stage %d, got %zu (mb %d)",
+                    req->dst, req->bytes, req->src, s->bytes, req->tag.mb);
+    else if (req->buf && s->bytes)
+        memcpy(req->buf, s->data, s->bytes);
+    req->avail_ns = s->avail_ns;
+    s->used = 0;
+    mb->n_used--;
+    pthread_cond_broadcast(&mb->freed);
+    pthread_mutex_unlock(&mb->mu);
+    req->done = 1;
+    return st;
+}
+
+static pp_status ip_allreduce(pp_transport *tp, int stage, double *vals, int n, uint64_t *max_ns)
+{
+    inproc *t = (inproc *)tp;
+    int S = t->base.S;
+    if (n > PP_INPROC_MAX_REDUCE)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: all-reduce of %d values (max %d)", n,
+                      PP_INPROC_MAX_REDUCE);
+    pthread_mutex_lock(&t->red_mu);
+    uint64_t gen = t->red_gen;
+    memcpy(t->red_vals + (size_t)stage * PP_INPROC_MAX_REDUCE, vals, (size_t)n * sizeof(double));
+    t->red_max[stage] = max_ns ? *max_ns : 0;
+    t->red_n = n;
+    if (++t->red_count == S) {
+        for (int k = 0; k < n; k++) {
+            double sum = 0.0;
+            for (int s = 0; s < S; s++)
+                sum += t->red_vals[(size_t)s * PP_INPROC_MAX_REDUCE + k];
+            t->red_out[k] = sum;
+        }
+        uint64_t mx = 0;
+        for (int s = 0; s < S; s++)
+            mx = t->red_max[s] > mx ? t->red_max[s] : mx;
+        t->red_out_max = mx;
+        t->red_count = 0;
+        t->red_gen++;
+        pthread_cond_broadcast(&t->red_cv);
+    } else {
+        while (t->red_gen == gen && !t->aborted)
+            pthread_cond_wait(&t->red_cv, &t->red_mu);
+    }
+    int aborted = t->red_gen == gen;
+    if (!aborted) {
+        memcpy(vals, t->red_out, (size_t)n * sizeof(double));
+        if (max_ns)
+            *max_ns = t->red_out_max;
+    }
+    pthread_mutex_unlock(&t->red_mu);
+    if (aborted)
+        return PP_ERR(PP_ERR_RUNTIME, "transport aborted during the all-reduce (stage %d)",
+                      stage);
+    return PP_OK;
+}
+
+static void ip_abort(pp_transport *tp)
+{
+    inproc *t = (inproc *)tp;
+    int S = t->base.S;
+    /* Set the flag under every lock a waiter may hold, then wake them all. */
+    for (int i = 0; i < S * S; i++)
+        pthread_mutex_lock(&t->boxes[i].mu);
+    pthread_mutex_lock(&t->red_mu);
+    t->aborted = 1;
+    pthread_cond_broadcast(&t->red_cv);
+    pthread_mutex_unlock(&t->red_mu);
+    for (int i = 0; i < S * S; i++) {
+        pthread_cond_broadcast(&t->boxes[i].arrived);
+        pthread_cond_broadcast(&t->boxes[i].freed);
+        pthread_mutex_unlock(&t->boxes[i].mu);
+    }
+}
+
+static void ip_destroy(pp_transport *tp)
+{
+    inproc *t = (inproc *)tp;
+    if (!t)
+        return;
+    int S = t->base.S;
+    if (t->boxes) {
+        for (int i = 0; i < S * S; i++) {
+            pthread_mutex_destroy(&t->boxes[i].mu);
+            pthread_cond_destroy(&t->boxes[i].arrived);
+            pthread_cond_destroy(&t->boxes[i].freed);
+            pp_free(t->boxes[i].slots);
+        }
+    }
+    pthread_mutex_destroy(&t->red_mu);
+    pthread_cond_destroy(&t->red_cv);
+    pp_free(t->boxes);
+    pp_free(t->arena);
+    pp_free(t->red_vals);
+    pp_free(t->red_max);
+    pp_free(t);
+}
+
+static const pp_transport_ops k_inproc_ops = {
+    .name = "inproc",
+    .isend = ip_isend,
+    .irecv = ip_irecv,
+    .wait = ip_wait,
+    .allreduce = ip_allreduce,
+    .abort = ip_abort,
+    .destroy = ip_destroy,
+};
+
+pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out)
+{
+    if (S < 1 || capacity < 1)
+        return PP_ERR(PP_ERR_INVALID, "in-process transport needs S >= 1 and capacity >= 1");
+    inproc *t = pp_alloc(sizeof *t);
+    if (!t)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
+    t->base.ops = &k_inproc_ops;
+    t->base.S = S;
+    t->capacity = capacity;
+    t->max_bytes = max_bytes;
+    pthread_mutex_init(&t->red_mu, NULL);
+    pthread_cond_init(&t->red_cv, NULL);
+    t->boxes = pp_alloc(sizeof(mailbox) * (size_t)S * S);
+    t->red_vals = pp_alloc(sizeof(double) * (size_t)S * PP_INPROC_MAX_REDUCE);
+    t->red_max = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    /* Only neighbouring links carry traffic in every schedule here, plus the wrap-around link of
+     * the interleaved schedule (S-1 -> 0 and back); data slots are reserved for those. */
+    size_t links_with_data = 0;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            links_with_data += (a != b && (abs(a - b) == 1 || abs(a - b) == S - 1));
+    size_t slot_bytes = (max_bytes + 63) & ~(size_t)63;
+    t->arena = pp_alloc(links_with_data * (size_t)capacity * slot_bytes + 64);
+    if (!t->boxes || !t->red_vals || !t->red_max || !t->arena) {
+        ip_destroy(&t->base);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for %zu transport slots of %zu bytes",
+                      links_with_data * (size_t)capacity, max_bytes);
+    }
+    char *cursor = t->arena;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++) {
+            mailbox *m = &t->boxes[a * S + b];
+            pthread_mutex_init(&m->mu, NULL);
+            pthread_cond_init(&m->arrived, NULL);
+            pthread_cond_init(&m->freed, NULL);
+            m->slots = pp_alloc(sizeof(slot) * (size_t)capacity);
+            if (!m->slots) {
+                ip_destroy(&t->base);
+                return PP_ERR(PP_ERR_NOMEM, "out of memory for transport mailboxes");
+            }
+            int data = a != b && (abs(a - b) == 1 || abs(a - b) == S - 1);
+            for (int i = 0; i < capacity; i++) {
+                m->slots[i].data = data ? cursor : NULL;
+                if (data)
+                    cursor += slot_bytes;
+            }
+        }
+    *out = &t->base;
+    return PP_OK;
+}
+
+pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
+                            size_t bytes, uint64_t avail_ns)
+{
+    pp_request r;
+    pp_status st = t->ops->isend(t, src, dst, tag, buf, bytes, avail_ns, &r);
+    return st != PP_OK ? st : t->ops->wait(t, &r);
+}
+
+pp_status pp_transport_recv(pp_transport *t, int dst, int src, pp_msg_tag tag, void *buf,
+                            size_t bytes, uint64_t *avail_ns)
+{
+    pp_request r;
+    pp_status st = t->ops->irecv(t, dst, src, tag, buf, bytes, &r);
+    if (st == PP_OK)
+        st = t->ops->wait(t, &r);
+    if (st == PP_OK && avail_ns)
+        *avail_ns = r.avail_ns;
+    return st;
+}

@@ -1,0 +1,437 @@
+/* test_pipeline.c: the pipeline runtime as users rely on it: every schedule on the cpu backend
+ * trains exactly like the single-stage full-batch trainer; the sim backend shows each schedule's
+ * step time; the in-process transport matches by tag, bounds its queues, reduces
+ * deterministically and never leaves a stage blocked when another fails. */
+#include "pp_exec.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Equivalence with the single-stage trainer                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* 6 blocks: 8 layers, enough for S = 4 with 2 chunks each. */
+static pp_train_config eq_config(int M)
+{
+    pp_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model = (pp_model_config){.vocab_size = 64, .seq_len = 16, .d_model = 32, .n_heads = 4,
+                                .n_layers = 6};
+    pp_adamw_config_default(&c.opt);
+    c.opt.warmup_steps = 1;
+    c.batch = 8;
+    c.microbatches = M;
+    c.steps = 3;
+    c.seed = 11;
+    return c;
+}
+
+typedef struct reference {
+    float loss[3];
+    float *params;
+    size_t n;
+} reference;
+
+static reference *single_stage_reference(void)
+{
+    static reference ref;
+    if (ref.params)
+        return &ref;
+    pp_train_config c = eq_config(1);
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+    pp_trainer *t = NULL;
+    cr_assert_eq(pp_trainer_create(&c, d, &t), PP_OK);
+    for (int i = 0; i < 3; i++) {
+        pp_step_stats s;
+        cr_assert_eq(pp_trainer_step(t, &s), PP_OK);
+        ref.loss[i] = s.loss;
+    }
+    pp_model *m = pp_trainer_model(t);
+    ref.n = m->n_params;
+    ref.params = malloc(ref.n * sizeof(float));
+    memcpy(ref.params, m->params, ref.n * sizeof(float));
+    pp_trainer_destroy(t);
+    return &ref;
+}
+
+typedef struct eq_case {
+    pp_schedule_kind kind;
+    int S, M, v;
+} eq_case;
+
+static const eq_case k_eq_cases[] = {
+    {PP_SCHED_GPIPE, 1, 1, 1},       {PP_SCHED_GPIPE, 1, 8, 1},       {PP_SCHED_GPIPE, 2, 2, 1},
+    {PP_SCHED_GPIPE, 4, 8, 1},       {PP_SCHED_GPIPE, 4, 1, 1},       {PP_SCHED_1F1B, 1, 2, 1},
+    {PP_SCHED_1F1B, 2, 1, 1},        {PP_SCHED_1F1B, 2, 8, 1},        {PP_SCHED_1F1B, 4, 2, 1},
+    {PP_SCHED_1F1B, 4, 8, 1},        {PP_SCHED_INTERLEAVED, 2, 2, 2}, {PP_SCHED_INTERLEAVED, 2, 8, 2},
+    {PP_SCHED_INTERLEAVED, 4, 8, 2}, {PP_SCHED_ZBH1, 1, 8, 1},        {PP_SCHED_ZBH1, 2, 2, 1},
+    {PP_SCHED_ZBH1, 4, 1, 1},        {PP_SCHED_ZBH1, 4, 8, 1},        {PP_SCHED_1F1B, 4, 8, 1},
+};
+
+Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .timeout = 300)
+{
+    reference *ref = single_stage_reference();
+    for (size_t k = 0; k < sizeof k_eq_cases / sizeof k_eq_cases[0]; k++) {
+        const eq_case *ec = &k_eq_cases[k];
+        pp_pipe_config pc;
+        memset(&pc, 0, sizeof pc);
+        pc.train = eq_config(ec->M);
+        pc.backend = PP_BACKEND_CPU;
+        pc.schedule = ec->kind;
+        pc.v = ec->v;
+        pc.slow_stage = -1;
+        cr_assert_eq(pp_partition_even(8, ec->S, ec->v, &pc.partition), PP_OK);
+        pp_data *d = NULL;
+        cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+        pp_pipe_trainer *t = NULL;
+        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "case %zu: %s", k,
+                     pp_error_message());
+        for (int i = 0; i < 3; i++) {
+            pp_step_stats s;
+            cr_assert_eq(pp_pipe_trainer_step(t, &s, NULL), PP_OK, "%s", pp_error_message());
+            /* float32 sums in another order: 1e-5 relative */
+            cr_assert_leq(fabs(s.loss - ref->loss[i]), 1e-5 * fabs(ref->loss[i]),
+                          "%s S=%d M=%d v=%d step %d: loss %.8f vs %.8f",
+                          pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, i + 1,
+                          (double)s.loss, (double)ref->loss[i]);
+        }
+        float *p = malloc(ref->n * sizeof(float));
+        cr_assert_eq(pp_pipe_trainer_gather_params(t, p, ref->n), PP_OK);
+        double diff = 0, norm = 0, maxd = 0;
+        for (size_t i = 0; i < ref->n; i++) {
+            double dd = fabs((double)p[i] - ref->params[i]);
+            diff += dd * dd;
+            norm += (double)ref->params[i] * ref->params[i];
+            maxd = dd > maxd ? dd : maxd;
+        }
+        cr_assert_leq(sqrt(diff / norm), 1e-5, "%s S=%d M=%d v=%d: parameters %g relative (max %g)",
+                      pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, sqrt(diff / norm),
+                      maxd);
+        free(p);
+        pp_pipe_trainer_destroy(t);
+        pp_partition_free(&pc.partition);
+    }
+}
+
+Test(pipeline, reruns_are_bit_identical)
+{
+    float *p[2];
+    size_t n = 0;
+    for (int r = 0; r < 2; r++) {
+        pp_pipe_config pc;
+        memset(&pc, 0, sizeof pc);
+        pc.train = eq_config(4);
+        pc.schedule = PP_SCHED_1F1B;
+        pc.v = 1;
+        pc.slow_stage = -1;
+        cr_assert_eq(pp_partition_even(8, 4, 1, &pc.partition), PP_OK);
+        pp_data *d = NULL;
+        cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+        pp_pipe_trainer *t = NULL;
+        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
+        n = pp_model_config_num_params(&pc.train.model);
+        p[r] = malloc(n * sizeof(float));
+        cr_assert_eq(pp_pipe_trainer_gather_params(t, p[r], n), PP_OK);
+        pp_pipe_trainer_destroy(t);
+        pp_partition_free(&pc.partition);
+    }
+    cr_assert_eq(memcmp(p[0], p[1], n * sizeof(float)), 0);
+    free(p[0]);
+    free(p[1]);
+}
+
+Test(pipeline, checkpoints_move_between_stage_counts)
+{
+    char dir[] = "/tmp/pp_pipe_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char ck[128];
+    snprintf(ck, sizeof ck, "%s/c.ckpt", dir);
+    /* 2 steps on 4 stages, save, resume on 1 stage: the third step equals the reference's */
+    reference *ref = single_stage_reference();
+    pp_pipe_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train = eq_config(2);
+    pc.schedule = PP_SCHED_1F1B;
+    pc.v = 1;
+    pc.slow_stage = -1;
+    cr_assert_eq(pp_partition_even(8, 4, 1, &pc.partition), PP_OK);
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+    cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
+    cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
+    cr_assert_eq(pp_pipe_trainer_save(t, ck), PP_OK, "%s", pp_error_message());
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+
+    cr_assert_eq(pp_partition_even(8, 1, 1, &pc.partition), PP_OK);
+    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+    cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+    cr_assert_eq(pp_pipe_trainer_load(t, ck), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_pipe_trainer_steps_done(t), 2);
+    pp_step_stats s;
+    cr_assert_eq(pp_pipe_trainer_step(t, &s, NULL), PP_OK);
+    cr_assert_eq(s.step, 3);
+    cr_assert_leq(fabs(s.loss - ref->loss[2]), 1e-5 * fabs(ref->loss[2]));
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+    unlink(ck);
+    rmdir(dir);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sim backend timing                                                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Median step time of `steps` steps of a sim pipeline with one layer per stage chunk. */
+static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_us, double b_us,
+                          int steps)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(S * v, f_us / v, b_us / v, 1 << 20, &c), PP_OK);
+    pp_pipe_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train.microbatches = M;
+    pp_adamw_config_default(&pc.train.opt);
+    pc.backend = PP_BACKEND_SIM;
+    pc.schedule = kind;
+    pc.v = v;
+    pc.costs = c;
+    pc.slow_stage = -1;
+    cr_assert_eq(pp_partition_even(S * v, S, v, &pc.partition), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
+    double ms[16];
+    for (int i = 0; i < steps; i++) {
+        pp_step_stats s;
+        cr_assert_eq(pp_pipe_trainer_step(t, &s, NULL), PP_OK, "%s", pp_error_message());
+        ms[i] = s.step_ms;
+    }
+    /* median: one step disturbed by the machine does not decide the test */
+    for (int i = 0; i < steps; i++)
+        for (int j = i + 1; j < steps; j++)
+            if (ms[j] < ms[i]) {
+                double x = ms[i];
+                ms[i] = ms[j];
+                ms[j] = x;
+            }
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+    pp_costs_destroy(c);
+    return ms[steps / 2];
+}
+
+Test(pipeline, sim_1f1b_step_time_matches_the_formula)
+{
+    /* f = 2 ms, b = 4 ms per stage, no transfer cost: (M + S - 1)(f + b) = 66 ms */
+    double ms = sim_step_ms(PP_SCHED_1F1B, 4, 8, 1, 2000, 4000, 5);
+    cr_log_info("1F1B S=4 M=8: %.3f ms (formula 66)", ms);
+    cr_assert_leq(fabs(ms - 66.0), 0.03 * 66.0, "step %.3f ms, formula 66 ms", ms);
+}
+
+Test(pipeline, sim_16_stages_64_microbatches_on_two_cores)
+{
+    /* (64 + 16 - 1)(1 + 2) = 237 ms */
+    double ms = sim_step_ms(PP_SCHED_1F1B, 16, 64, 1, 1000, 2000, 3);
+    cr_log_info("1F1B S=16 M=64: %.3f ms (formula 237)", ms);
+    cr_assert_leq(fabs(ms - 237.0), 0.03 * 237.0, "step %.3f ms, formula 237 ms", ms);
+}
+
+Test(pipeline, sim_every_schedule_matches_its_formula)
+{
+    /* S = 4, M = 8, f = 2 ms, b = 4 ms (split in halves for ZB-H1: B = W = 2 ms) */
+    const double f = 2.0, b = 4.0;
+    const int S = 4, M = 8;
+    double gpipe = sim_step_ms(PP_SCHED_GPIPE, S, M, 1, 2000, 4000, 3);
+    cr_assert_leq(fabs(gpipe - (M + S - 1) * (f + b)), 0.03 * (M + S - 1) * (f + b), "gpipe %g",
+                  gpipe);
+    double inter = sim_step_ms(PP_SCHED_INTERLEAVED, S, M, 2, 2000, 4000, 3);
+    double inter_formula = (M + (S - 1) / 2.0) * (f + b);
+    cr_assert_leq(fabs(inter - inter_formula), 0.03 * inter_formula, "interleaved %g vs %g",
+                  inter, inter_formula);
+    double zb = sim_step_ms(PP_SCHED_ZBH1, S, M, 1, 2000, 4000, 3);
+    double bi = b / 2, w = b / 2;
+    double a1 = M * (f + bi + w) + (S - 1) * (f + bi - w), a2 = (M + S - 1) * (f + bi) + w;
+    double zb_formula = a1 > a2 ? a1 : a2;
+    cr_assert_leq(fabs(zb - zb_formula), 0.03 * zb_formula, "zb-h1 %g vs %g", zb, zb_formula);
+    cr_log_info("gpipe %.2f, interleaved %.2f (%.2f), zb-h1 %.2f (%.2f) ms", gpipe, inter,
+                inter_formula, zb, zb_formula);
+    /* the point of the schedules: fewer bubbles than 1F1B's 66 ms */
+    cr_assert_lt(inter, 66.0 * 0.97);
+    cr_assert_lt(zb, 66.0 * 0.97);
+}
+
+Test(pipeline, sim_transfers_and_stragglers_cost_time)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(4, 2000, 4000, 2000000, &c), PP_OK);
+    c->p2p_GBps = 1.0; /* 2 MB at 1 GB/s: 2 ms per transfer */
+    pp_pipe_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train.microbatches = 8;
+    pp_adamw_config_default(&pc.train.opt);
+    pc.backend = PP_BACKEND_SIM;
+    pc.schedule = PP_SCHED_1F1B;
+    pc.v = 1;
+    pc.costs = c;
+    pc.slow_stage = 2;
+    pc.slow_factor = 1.5;
+    cr_assert_eq(pp_partition_even(4, 4, 1, &pc.partition), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK);
+    pp_step_stats s;
+    pp_exec_result r;
+    cr_assert_eq(pp_pipe_trainer_step(t, &s, &r), PP_OK);
+    /* A 1.5x stage paces the steady state: at least M * 1.5 (f + b) = 72 ms, plus fill and
+     * transfers. */
+    cr_assert_gt(r.model_ms, 72.0 + 3 * 6.0);
+    cr_assert_leq(fabs(s.step_ms - r.model_ms), 0.03 * r.model_ms);
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+    pp_costs_destroy(c);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* In-process transport                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+Test(transport, messages_match_by_tag_not_arrival_order)
+{
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_inproc_create(2, 4, 16, &t), PP_OK);
+    for (int mb = 0; mb < 3; mb++) {
+        int v = 100 + mb;
+        cr_assert_eq(pp_transport_send(t, 0, 1, (pp_msg_tag){PP_MSG_ACT, mb, 1}, &v, sizeof v,
+                                       (uint64_t)mb),
+                     PP_OK);
+    }
+    for (int mb = 2; mb >= 0; mb--) {
+        int v = 0;
+        uint64_t avail = 99;
+        cr_assert_eq(pp_transport_recv(t, 1, 0, (pp_msg_tag){PP_MSG_ACT, mb, 1}, &v, sizeof v,
+                                       &avail),
+                     PP_OK);
+        cr_assert_eq(v, 100 + mb);
+        cr_assert_eq(avail, (uint64_t)mb);
+    }
+    int v = 0;
+    /* a size mismatch is an error, not a silent truncation */
+    cr_assert_eq(pp_transport_send(t, 0, 1, (pp_msg_tag){PP_MSG_GRAD, 0, 0}, &v, sizeof v, 0),
+                 PP_OK);
+    char big[8];
+    cr_assert_eq(pp_transport_recv(t, 1, 0, (pp_msg_tag){PP_MSG_GRAD, 0, 0}, big, 8, NULL),
+                 PP_ERR_RUNTIME);
+    t->ops->destroy(t);
+}
+
+typedef struct sender_arg {
+    pp_transport *t;
+    int sent;
+} sender_arg;
+
+static void *send_three(void *p)
+{
+    sender_arg *a = p;
+    for (int i = 0; i < 3; i++) {
+        int v = i;
+        pp_transport_send(a->t, 0, 1, (pp_msg_tag){PP_MSG_ACT, i, 1}, &v, sizeof v, 0);
+        __atomic_store_n(&a->sent, i + 1, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+Test(transport, a_full_mailbox_blocks_the_sender_until_a_receive)
+{
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_inproc_create(2, 2, 16, &t), PP_OK);
+    sender_arg a = {t, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, send_three, &a);
+    sleep_ms(100);
+    cr_assert_eq(__atomic_load_n(&a.sent, __ATOMIC_SEQ_CST), 2, "capacity 2 must hold the third");
+    int v;
+    cr_assert_eq(pp_transport_recv(t, 1, 0, (pp_msg_tag){PP_MSG_ACT, 0, 1}, &v, sizeof v, NULL),
+                 PP_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(a.sent, 3);
+    t->ops->destroy(t);
+}
+
+static void *recv_forever(void *p)
+{
+    pp_transport *t = p;
+    int v;
+    pp_status st = pp_transport_recv(t, 1, 0, (pp_msg_tag){PP_MSG_ACT, 7, 1}, &v, sizeof v, NULL);
+    return (void *)(intptr_t)st;
+}
+
+Test(transport, abort_wakes_blocked_receivers)
+{
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_inproc_create(2, 2, 16, &t), PP_OK);
+    pthread_t th;
+    pthread_create(&th, NULL, recv_forever, t);
+    sleep_ms(50);
+    t->ops->abort(t);
+    void *ret;
+    pthread_join(th, &ret);
+    cr_assert_eq((pp_status)(intptr_t)ret, PP_ERR_RUNTIME);
+    t->ops->destroy(t);
+}
+
+typedef struct reduce_arg {
+    pp_transport *t;
+    int stage;
+    double vals[2];
+    uint64_t mx;
+} reduce_arg;
+
+static void *reduce_one(void *p)
+{
+    reduce_arg *a = p;
+    a->t->ops->allreduce(a->t, a->stage, a->vals, 2, &a->mx);
+    return NULL;
+}
+
+Test(transport, allreduce_sums_in_stage_order_and_takes_the_max_clock)
+{
+    enum { S = 5 };
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_inproc_create(S, 1, 16, &t), PP_OK);
+    reduce_arg a[S];
+    pthread_t th[S];
+    for (int s = 0; s < S; s++) {
+        a[s] = (reduce_arg){t, s, {1e16 * (s == 0) + 1.0, (double)s}, (uint64_t)(10 * s)};
+        pthread_create(&th[s], NULL, reduce_one, &a[s]);
+    }
+    for (int s = 0; s < S; s++)
+        pthread_join(th[s], NULL);
+    /* in stage order: ((1e16 + 1) + 1) + ... is what every stage gets, whatever the arrival
+     * order */
+    double expect = 1e16 + 1.0;
+    for (int s = 1; s < S; s++)
+        expect += 1.0;
+    for (int s = 0; s < S; s++) {
+        cr_assert_eq(a[s].vals[0], expect);
+        cr_assert_eq(a[s].vals[1], 10.0);
+        cr_assert_eq(a[s].mx, 40u);
+    }
+    t->ops->destroy(t);
+}
