@@ -49,6 +49,7 @@ struct pp_exec {
     uint64_t gen;
     int n_done;
     int quit;
+    int first_failed; /* stage whose failure came first (the cause; later ones are aborts) */
     /* the step being run */
     int64_t step;
     const pp_step_data *data;
@@ -302,6 +303,12 @@ static void *worker_main(void *arg)
         pp_status st = run_list(w);
         if (st != PP_OK) {
             fail(w, st);
+            /* The first failure is the cause: the others fail because of the abort below,
+             * which comes after this record. */
+            pthread_mutex_lock(&e->mu);
+            if (e->first_failed < 0)
+                e->first_failed = w->stage;
+            pthread_mutex_unlock(&e->mu);
             /* Nobody may stay blocked on a stage that will not send. */
             e->tp->ops->abort(e->tp);
         }
@@ -430,6 +437,7 @@ pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr
      * deadline (matters for the sim backend's timing). */
     e->t0_ns = pp_now_ns() + 300000;
     e->n_done = 0;
+    e->first_failed = -1;
     e->gen++;
     pthread_cond_broadcast(&e->go);
     while (e->n_done < e->n_local)
@@ -440,10 +448,12 @@ pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr
     uint64_t max_clock = e->t0_ns;
     for (int i = 0; i < e->n_local; i++) {
         worker *w = &e->workers[i];
-        if (w->status != PP_OK && st == PP_OK)
-            st = PP_ERR(w->status, "%s", w->message);
         if (w->clock_ns > max_clock)
             max_clock = w->clock_ns;
+    }
+    if (e->first_failed >= 0) {
+        worker *w = &e->workers[e->first_failed - e->first_local];
+        st = PP_ERR(w->status, "%s", w->message);
     }
     if (res) {
         res->loss = d && d->mbs ? e->loss_sum : NAN;

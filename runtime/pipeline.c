@@ -3,9 +3,11 @@
  * the validator's bounds, one backend per stage and an executor, then runs optimizer steps and
  * saves or restores checkpoints in the single-stage format. */
 #include "pp_exec.h"
+#include "pp_nvtx.h"
 #include "trainer_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +147,29 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             if (backends[s])
                 backends[s]->ops->destroy(backends[s]);
         goto fail;
+    }
+    /* The NVTX messages name the layers as the model or cost file does. */
+    {
+        int L = t->part.L;
+        const char **names = pp_alloc(sizeof(char *) * (size_t)L);
+        char(*blk)[24] = pp_alloc(24 * (size_t)L);
+        if (names && blk) {
+            for (int i = 0; i < L; i++) {
+                if (c->backend == PP_BACKEND_SIM)
+                    names[i] = c->costs->layers[i].name;
+                else if (i == 0)
+                    names[i] = "embedding";
+                else if (i == L - 1)
+                    names[i] = "head";
+                else {
+                    snprintf(blk[i], 24, "block%d", i - 1);
+                    names[i] = blk[i];
+                }
+            }
+            pp_nvtx_setup(S, M, v, L, names);
+        }
+        pp_free(names);
+        pp_free(blk);
     }
     st = pp_exec_create(t->sched, t->tp, 0, S, backends, &t->exec); /* owns backends now */
     if (st != PP_OK)

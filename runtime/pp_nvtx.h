@@ -4,7 +4,7 @@
  * stage workers. With no tool attached each call costs a few nanoseconds (benchmarks/
  * bench_nvtx); when built without the NVTX headers (no CUDA toolkit) every call is a no-op.
  *
- * Thread-safety: pp_nvtx_setup is called once before workers start; push/pop/mark may be called
+ * Thread-safety: pp_nvtx_setup is called once before workers start; push and pop may be called
  * from any thread (ranges nest per thread, as NVTX push/pop do). */
 #ifndef PP_NVTX_H
 #define PP_NVTX_H

@@ -145,7 +145,7 @@ Test(cli, a_short_run_prints_steps_and_logs_json)
 }
 
 typedef struct bad_case {
-    const char *args[12];
+    const char *args[16];
     const char *phrase; /* expected in stderr */
 } bad_case;
 
@@ -173,11 +173,44 @@ static const bad_case k_bad[] = {
     {{"--save", "/tmp/pp_no_such_dir_cli/x.ckpt", NULL}, "does not exist or is not writable"},
     {{"--markov-branching", "1", NULL}, "--markov-branching: 1 is out of range"},
     {{"extra", NULL}, "unexpected argument 'extra'"},
+    /* pipeline */
+    {{"--schedule", "pipedream", NULL}, "unknown schedule 'pipedream'"},
+    {{"--stages", "2", "--schedule", "interleaved", "--microbatches", "3", NULL},
+     "a multiple of stages"},
+    {{"--schedule", "interleaved", "--stages", "2", "--virtual-stages", "1", "--microbatches", "2",
+      NULL},
+     "needs v >= 2"},
+    {{"--boundaries", "0,3,2,6", NULL}, "not increasing at position 2"},
+    {{"--boundaries", "0,3,9", NULL}, "out of range"},
+    {{"--boundaries", "0,3,x,6", NULL}, "'x' at position 2 is not an integer"},
+    {{"--stages", "7", NULL}, "exceed the model's 6 layers"},
+    {{"--stages", "2", "--boundaries", "0,3,6", NULL}, "not both"},
+    {{"--backend", "gpu", NULL}, "--backend must be"},
+    {{"--backend", "sim", NULL}, "needs --costs"},
+    {{"--backend", "sim", "--costs", "@bad_costs.json", NULL}, "\"fwd_us\" must be a number"},
+    {{"--backend", "sim", "--costs", "@missing_costs.json", NULL}, "missing_costs.json"},
+    {{"--backend", "sim", "--costs", "@good_costs.json", "--model", "tiny", NULL},
+     "takes the model from --costs"},
+    {{"--backend", "sim", "--costs", "@good_costs.json", "--schedule", "zb-h1", NULL},
+     "no bwd_input_us/bwd_weight_us"},
+    {{"--backend", "sim", "--costs", "@good_costs.json", "--sim-slow", "9=2", NULL},
+     "stage 9 does not exist"},
+    {{"--plan", "@bad_plan.json", NULL}, "missing \"num_layers\""},
+    {{"--plan", "@plan9.json", NULL}, "made for a model of 9 layers; this model has 6"},
+    {{"--plan", "@plan6.json", "--schedule", "gpipe", NULL}, "contradicts plan"},
 };
 
 Test(cli, bad_input_exits_2_with_a_clear_message)
 {
     write_text("bad.json", "{\"layers\": 4}");
+    write_text("bad_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": -1, \"bwd_us\": 2}]}");
+    write_text("good_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2},"
+                                  "{\"name\": \"b\", \"fwd_us\": 1, \"bwd_us\": 2}]}");
+    write_text("bad_plan.json", "{\"version\": 1, \"stages\": 2}");
+    write_text("plan9.json", "{\"version\": 1, \"num_layers\": 9, \"stages\": 2, \"boundaries\": "
+                             "[0,3,9], \"schedule\": \"1f1b\", \"microbatches\": 2}");
+    write_text("plan6.json", "{\"version\": 1, \"num_layers\": 6, \"stages\": 2, \"boundaries\": "
+                             "[0,3,6], \"schedule\": \"1f1b\", \"microbatches\": 2}");
     /* a token file cut short by one byte */
     int32_t toks[200];
     for (int i = 0; i < 200; i++)
@@ -199,9 +232,9 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
     fclose(f);
 
     for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
-        const char *args[12];
-        char paths[12][256];
-        for (int k = 0; k < 12; k++) {
+        const char *args[16];
+        char paths[16][256];
+        for (int k = 0; k < 16; k++) {
             args[k] = k_bad[i].args[k];
             if (args[k] && args[k][0] == '@') {
                 snprintf(paths[k], sizeof paths[k], "%s/%s", g_dir, args[k] + 1);
@@ -281,4 +314,47 @@ Test(cli, resume_matches_a_straight_run)
     fclose(fb);
     cr_assert(size > 1000);
     cr_assert(same, "final checkpoints differ");
+}
+
+Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
+{
+    const char *cpu[] = {"--stages", "3", "--schedule", "gpipe", "--microbatches", "2", "--batch",
+                         "4", "--steps", "2", NULL};
+    run_result *r = run(cpu);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "pipeline: 3 stage(s), schedule gpipe, 2 micro-batch(es)") != NULL,
+              "%s", r->out);
+    cr_assert(strstr(r->out, "boundaries 0,2,4,6") != NULL, "%s", r->out);
+    cr_assert(strstr(r->out, "step      2/2 | loss") != NULL, "%s", r->out);
+
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s", write_text("c.json",
+        "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 100, \"bwd_us\": 200},"
+        "{\"name\": \"b\", \"fwd_us\": 100, \"bwd_us\": 200}]}"));
+    const char *sim[] = {"--backend", "sim", "--costs", costs, "--stages", "2", "--microbatches",
+                         "4", "--steps", "2", NULL};
+    r = run(sim);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "model: 2 layers from cost file") != NULL, "%s", r->out);
+    cr_assert(strstr(r->out, "mean step time") != NULL, "%s", r->out);
+
+    /* a plan sets the cut, the schedule and the micro-batches; PPROF_PLAN works like --plan */
+    char plan[256];
+    snprintf(plan, sizeof plan, "%s", write_text("p.json",
+        "{\"version\": 1, \"num_layers\": 6, \"stages\": 2, \"boundaries\": [0,4,6], "
+        "\"schedule\": \"zb-h1\", \"microbatches\": 4, \"microbatch_size\": 1}"));
+    setenv("PPROF_PLAN", plan, 1);
+    const char *planned[] = {"--steps", "1", NULL};
+    r = run(planned);
+    unsetenv("PPROF_PLAN");
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "2 stage(s), schedule zb-h1, 4 micro-batch(es)") != NULL, "%s",
+              r->out);
+    cr_assert(strstr(r->out, "boundaries 0,4,6") != NULL, "%s", r->out);
+    cr_assert(strstr(r->out, "batch 4 (4 micro-batches)") != NULL, "%s", r->out);
+
+    const char *print[] = {"--stages", "2", "--microbatches", "2", "--print-schedule", NULL};
+    r = run(print);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "s0: ") != NULL && strstr(r->out, "s1: ") != NULL, "%s", r->out);
 }

@@ -549,3 +549,89 @@ Test(nvtx_notool, without_a_tool_every_call_is_silent)
     cr_assert_eq(tt_count(), 0);
     cr_assert_eq(tt_schema_count(), 0);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* The executor's annotations: one real pipeline step, seen from the tool                   */
+/* ---------------------------------------------------------------------------------------- */
+
+#include "pp_exec.h"
+
+static int count_pushes(const char *text, int stage)
+{
+    int n = 0;
+    for (int i = 0; i < tt_count(); i++) {
+        const tt_event *e = tt_get(i);
+        if (e->kind == TT_PUSH && strcmp(e->text, text) == 0 &&
+            (stage < 0 || (int)e->category == stage + 1))
+            n++;
+    }
+    return n;
+}
+
+Test(nvtx, a_pipeline_step_is_annotated_per_the_convention)
+{
+    need_nvtx();
+    enum { S = 2, M = 4 };
+    pp_costs *c = NULL;
+    /* 4 layers, 2 per stage, 20 us each; 4096-byte activations */
+    cr_assert_eq(pp_costs_uniform(4, 20, 40, 4096, &c), PP_OK);
+    pp_pipe_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train.microbatches = M;
+    pp_adamw_config_default(&pc.train.opt);
+    pc.backend = PP_BACKEND_SIM;
+    pc.schedule = PP_SCHED_1F1B;
+    pc.v = 1;
+    pc.costs = c;
+    pc.slow_stage = -1;
+    cr_assert_eq(pp_partition_even(4, S, 1, &pc.partition), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    tt_reset();
+    cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
+    pp_pipe_trainer_destroy(t);
+
+    /* every push has its pop */
+    cr_assert_eq(tt_count_kind(TT_PUSH), tt_count_kind(TT_POP));
+    for (int s = 0; s < S; s++) {
+        cr_assert_eq(count_pushes("step", s), 1, "stage %d step ranges", s);
+        cr_assert_eq(count_pushes("opt_step", s), 1, "stage %d opt_step ranges", s);
+        for (int mb = 0; mb < M; mb++) {
+            char name[32];
+            snprintf(name, sizeof name, "fwd mb%d", mb);
+            cr_assert_eq(count_pushes(name, s), 1, "stage %d '%s'", s, name);
+            snprintf(name, sizeof name, "bwd mb%d", mb);
+            cr_assert_eq(count_pushes(name, s), 1, "stage %d '%s'", s, name);
+        }
+    }
+    /* every layer inside every forward and backward: 4 micro-batches each */
+    cr_assert_eq(count_pushes("layer0 fwd", 0), M);
+    cr_assert_eq(count_pushes("layer3 bwd", 1), M);
+    cr_assert_eq(count_pushes("layer3 fwd", 0), 0, "layer 3 belongs to stage 1");
+    /* sends and receives carry bytes and peer */
+    int sends = 0;
+    for (int i = 0; i < tt_count(); i++) {
+        const tt_event *e = tt_get(i);
+        if (e->kind != TT_PUSH || strncmp(e->text, "send_act", 8) != 0)
+            continue;
+        sends++;
+        cr_assert_eq(e->category, 1u, "activations leave stage 0");
+        cr_assert_eq(field_i(e, "peer"), 1);
+        cr_assert_eq(field_u(e, "bytes"), 4096u);
+        cr_assert_eq(field_i(e, "step"), 1);
+    }
+    cr_assert_eq(sends, M);
+    cr_assert_eq(count_pushes("recv_act mb2", 1), 1);
+    cr_assert_eq(count_pushes("send_grad mb2", 1), 1);
+    cr_assert_eq(count_pushes("recv_grad mb2", 0), 1);
+    /* worker threads are named after their stage */
+    int named = 0;
+    for (int i = 0; i < tt_count(); i++) {
+        const tt_event *e = tt_get(i);
+        named += e->kind == TT_NAME_THREAD &&
+                 (strcmp(e->text, "stage 0") == 0 || strcmp(e->text, "stage 1") == 0);
+    }
+    cr_assert_eq(named, S);
+    pp_partition_free(&pc.partition);
+    pp_costs_destroy(c);
+}

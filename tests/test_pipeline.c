@@ -435,3 +435,52 @@ Test(transport, allreduce_sums_in_stage_order_and_takes_the_max_clock)
     }
     t->ops->destroy(t);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* A failing stage never leaves the others blocked                                           */
+/* ---------------------------------------------------------------------------------------- */
+
+static pp_backend_ops g_faulty_ops;
+static const pp_backend_ops *g_sim_ops;
+
+/* Fault injection: stage 1's forward of micro-batch 2 fails, as a device error would. */
+static pp_status faulty_forward(pp_stage_backend *b, int chunk, int mb, int slot, const void *in,
+                                const void **out, uint64_t *t_ns)
+{
+    if (b->stage == 1 && mb == 2)
+        return PP_ERR(PP_ERR_RUNTIME, "injected failure in forward of mb %d", mb);
+    return g_sim_ops->forward(b, chunk, mb, slot, in, out, t_ns);
+}
+
+Test(pipeline, a_failing_stage_aborts_the_step_without_deadlock, .timeout = 30)
+{
+    enum { S = 3, M = 4 };
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(S, 100, 200, 1024, &c), PP_OK);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(S, S, 1, &part), PP_OK);
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(PP_SCHED_1F1B, S, M, 1, &sc), PP_OK);
+    pp_transport *tp = NULL;
+    cr_assert_eq(pp_transport_inproc_create(S, 4, 0, &tp), PP_OK);
+    pp_stage_backend *bs[S];
+    for (int s = 0; s < S; s++) {
+        cr_assert_eq(pp_backend_sim_create(c, &part, s, 1.0, 0, M, &bs[s]), PP_OK);
+        g_sim_ops = bs[s]->ops;
+        g_faulty_ops = *bs[s]->ops;
+        g_faulty_ops.forward = faulty_forward;
+        bs[s]->ops = &g_faulty_ops;
+    }
+    pp_exec *e = NULL;
+    cr_assert_eq(pp_exec_create(sc, tp, 0, S, bs, &e), PP_OK);
+    pp_step_data d = {.M = M};
+    pp_status st = pp_exec_step(e, 1, &d, 0.0f, 0.0f, NULL);
+    cr_assert_eq(st, PP_ERR_RUNTIME);
+    cr_assert(strstr(pp_error_message(), "stage 1: injected failure") != NULL, "%s",
+              pp_error_message());
+    pp_exec_destroy(e);
+    tp->ops->destroy(tp);
+    pp_schedule_destroy(sc);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
