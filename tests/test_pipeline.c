@@ -45,12 +45,15 @@ typedef struct reference {
     size_t n;
 } reference;
 
-static reference *single_stage_reference(void)
+/* The single-stage trainer (tests/test_train.c's subject) on the same data, with its batch cut
+ * into M micro-batches one after another: M = 1 is the full-batch run. */
+static reference *single_stage_reference(int M)
 {
-    static reference ref;
-    if (ref.params)
-        return &ref;
-    pp_train_config c = eq_config(1);
+    static reference refs[9];
+    reference *ref = &refs[M];
+    if (ref->params)
+        return ref;
+    pp_train_config c = eq_config(M);
     pp_data *d = NULL;
     cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
     pp_trainer *t = NULL;
@@ -58,14 +61,14 @@ static reference *single_stage_reference(void)
     for (int i = 0; i < 3; i++) {
         pp_step_stats s;
         cr_assert_eq(pp_trainer_step(t, &s), PP_OK);
-        ref.loss[i] = s.loss;
+        ref->loss[i] = s.loss;
     }
     pp_model *m = pp_trainer_model(t);
-    ref.n = m->n_params;
-    ref.params = malloc(ref.n * sizeof(float));
-    memcpy(ref.params, m->params, ref.n * sizeof(float));
+    ref->n = m->n_params;
+    ref->params = malloc(ref->n * sizeof(float));
+    memcpy(ref->params, m->params, ref->n * sizeof(float));
     pp_trainer_destroy(t);
-    return &ref;
+    return ref;
 }
 
 typedef struct eq_case {
@@ -73,20 +76,33 @@ typedef struct eq_case {
     int S, M, v;
 } eq_case;
 
-static const eq_case k_eq_cases[] = {
-    {PP_SCHED_GPIPE, 1, 1, 1},       {PP_SCHED_GPIPE, 1, 8, 1},       {PP_SCHED_GPIPE, 2, 2, 1},
-    {PP_SCHED_GPIPE, 4, 8, 1},       {PP_SCHED_GPIPE, 4, 1, 1},       {PP_SCHED_1F1B, 1, 2, 1},
-    {PP_SCHED_1F1B, 2, 1, 1},        {PP_SCHED_1F1B, 2, 8, 1},        {PP_SCHED_1F1B, 4, 2, 1},
-    {PP_SCHED_1F1B, 4, 8, 1},        {PP_SCHED_INTERLEAVED, 2, 2, 2}, {PP_SCHED_INTERLEAVED, 2, 8, 2},
-    {PP_SCHED_INTERLEAVED, 4, 8, 2}, {PP_SCHED_ZBH1, 1, 8, 1},        {PP_SCHED_ZBH1, 2, 2, 1},
-    {PP_SCHED_ZBH1, 4, 1, 1},        {PP_SCHED_ZBH1, 4, 8, 1},        {PP_SCHED_1F1B, 4, 8, 1},
-};
+/* Every schedule x S in {1, 2, 4} x M in {1, 2, 8} that the schedule allows (interleaved: v = 2,
+ * S >= 2, M a multiple of S). */
+static int eq_cases(eq_case *out)
+{
+    static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                             PP_SCHED_ZBH1};
+    static const int Ss[] = {1, 2, 4}, Ms[] = {1, 2, 8};
+    int n = 0;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                int v = kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1;
+                if (pp_schedule_check_args(kinds[k], Ss[i], Ms[j], v) != PP_OK)
+                    continue;
+                out[n++] = (eq_case){kinds[k], Ss[i], Ms[j], v};
+            }
+    return n;
+}
 
 Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .timeout = 300)
 {
-    reference *ref = single_stage_reference();
-    for (size_t k = 0; k < sizeof k_eq_cases / sizeof k_eq_cases[0]; k++) {
-        const eq_case *ec = &k_eq_cases[k];
+    reference *ref = single_stage_reference(1);
+    eq_case cases[64];
+    int n_cases = eq_cases(cases);
+    cr_assert_eq(n_cases, 30, "27 non-interleaved cases and 3 interleaved ones");
+    for (int k = 0; k < n_cases; k++) {
+        const eq_case *ec = &cases[k];
         pp_pipe_config pc;
         memset(&pc, 0, sizeof pc);
         pc.train = eq_config(ec->M);
@@ -98,7 +114,7 @@ Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .time
         pp_data *d = NULL;
         cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
         pp_pipe_trainer *t = NULL;
-        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "case %zu: %s", k,
+        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "case %d: %s", k,
                      pp_error_message());
         for (int i = 0; i < 3; i++) {
             pp_step_stats s;
@@ -111,16 +127,34 @@ Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .time
         }
         float *p = malloc(ref->n * sizeof(float));
         cr_assert_eq(pp_pipe_trainer_gather_params(t, p, ref->n), PP_OK);
-        double diff = 0, norm = 0, maxd = 0;
+        /* Against the full batch: the gradients are summed over micro-batches in another order,
+         * float32 rounding that AdamW's normalisation magnifies on near-zero gradients (measured
+         * here: up to 1.7e-6 absolute, 2.4e-7 relative norm-wise, for parameters of order
+         * 1e-2 .. 1). Every parameter must be within 1e-5 and the whole vector within 1e-5
+         * relative. */
+        double diff = 0, norm = 0, worst = 0;
+        size_t worst_i = 0;
         for (size_t i = 0; i < ref->n; i++) {
             double dd = fabs((double)p[i] - ref->params[i]);
             diff += dd * dd;
             norm += (double)ref->params[i] * ref->params[i];
-            maxd = dd > maxd ? dd : maxd;
+            if (dd > worst) {
+                worst = dd;
+                worst_i = i;
+            }
         }
-        cr_assert_leq(sqrt(diff / norm), 1e-5, "%s S=%d M=%d v=%d: parameters %g relative (max %g)",
-                      pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, sqrt(diff / norm),
-                      maxd);
+        cr_assert_leq(worst, 1e-5, "%s S=%d M=%d v=%d: parameter %zu off by %g (%g vs %g)",
+                      pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, worst_i, worst,
+                      (double)p[worst_i], (double)ref->params[worst_i]);
+        cr_assert_leq(sqrt(diff / norm), 1e-5, "%s S=%d M=%d v=%d: %g relative norm-wise",
+                      pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, sqrt(diff / norm));
+        /* Against the single-stage trainer with the same M micro-batches: every schedule
+         * accumulates micro-batches in increasing order, as that trainer does, so the result
+         * is the same to the bit, whatever S, schedule and chunking. */
+        reference *same = single_stage_reference(ec->M);
+        cr_assert_eq(memcmp(p, same->params, ref->n * sizeof(float)), 0,
+                     "%s S=%d M=%d v=%d: not bit-identical to the single-stage run with M=%d",
+                     pp_schedule_kind_name(ec->kind), ec->S, ec->M, ec->v, ec->M);
         free(p);
         pp_pipe_trainer_destroy(t);
         pp_partition_free(&pc.partition);
@@ -163,7 +197,7 @@ Test(pipeline, checkpoints_move_between_stage_counts)
     char ck[128];
     snprintf(ck, sizeof ck, "%s/c.ckpt", dir);
     /* 2 steps on 4 stages, save, resume on 1 stage: the third step equals the reference's */
-    reference *ref = single_stage_reference();
+    reference *ref = single_stage_reference(2);
     pp_pipe_config pc;
     memset(&pc, 0, sizeof pc);
     pc.train = eq_config(2);
