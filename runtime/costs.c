@@ -1,6 +1,7 @@
 /* costs.c: the cost file (docs/cost-file.md): per-layer, per-micro-batch times and sizes that
  * the sim backend replays, written by pprof-tune --export-costs. Loading validates every field
  * and names the file, layer and field of the first problem. */
+#include "pp_json.h"
 #include "pp_pipeline.h"
 
 #include <cJSON.h>
@@ -13,7 +14,7 @@
 #define MAX_LAYERS 100000
 /* Byte counts travel as JSON numbers, which cJSON holds as doubles: integers up to 2^53 are
  * exact, anything larger would silently round, so it is refused instead. */
-#define MAX_EXACT_INT 9007199254740992.0
+#define MAX_EXACT_INT PP_JSON_MAX_EXACT_INT
 #define MAX_EXACT_U64 (UINT64_C(1) << 53)
 
 static const char *const k_top_keys[] = {"version",        "layers",       "p2p_GBps",
@@ -23,90 +24,6 @@ static const char *const k_layer_keys[] = {"name",          "fwd_us",           
                                            "bwd_input_us",  "bwd_weight_us",    "activation_bytes",
                                            "param_bytes"};
 enum { L_NAME, L_FWD, L_BWD, L_BWD_IN, L_BWD_W, L_ACT, L_PARAM, N_LAYER };
-
-static const char *type_name(const cJSON *it)
-{
-    if (cJSON_IsString(it)) return "a string";
-    if (cJSON_IsNumber(it)) return "a number";
-    if (cJSON_IsArray(it)) return "an array";
-    if (cJSON_IsObject(it)) return "an object";
-    if (cJSON_IsBool(it)) return "a boolean";
-    if (cJSON_IsNull(it)) return "null";
-    return "an invalid value";
-}
-
-/* Sorts the members of `obj` into found[] by key; unknown and repeated keys are errors. */
-static pp_status collect_keys(const cJSON *obj, const char *const *keys, int n_keys,
-                              const cJSON **found, const char *ctx)
-{
-    for (int k = 0; k < n_keys; k++)
-        found[k] = NULL;
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = 0;
-        while (k < n_keys && strcmp(it->string, keys[k]) != 0)
-            k++;
-        if (k == n_keys) {
-            char known[256] = "";
-            for (int j = 0; j < n_keys; j++) {
-                strncat(known, j ? ", " : "", sizeof known - strlen(known) - 1);
-                strncat(known, keys[j], sizeof known - strlen(known) - 1);
-            }
-            return PP_ERR(PP_ERR_INVALID, "%s: unknown key \"%s\" (known: %s)", ctx, it->string,
-                          known);
-        }
-        if (found[k])
-            return PP_ERR(PP_ERR_INVALID, "%s: duplicate key \"%s\"", ctx, it->string);
-        found[k] = it;
-    }
-    return PP_OK;
-}
-
-/* A finite number >= 0. */
-static pp_status get_time(const cJSON *it, const char *ctx, const char *key, double *out)
-{
-    if (!cJSON_IsNumber(it))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a number >= 0 (got %s)", ctx, key,
-                      type_name(it));
-    double x = it->valuedouble;
-    if (!isfinite(x))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a finite number >= 0", ctx, key);
-    if (x < 0)
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a number >= 0 (got %g)", ctx, key, x);
-    *out = x;
-    return PP_OK;
-}
-
-/* An integer in [lo, hi] (hi <= 2^53). */
-static pp_status get_int(const cJSON *it, const char *ctx, const char *key, double lo, double hi,
-                         double *out)
-{
-    if (!cJSON_IsNumber(it))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %s)", ctx, key,
-                      type_name(it));
-    double x = it->valuedouble;
-    if (!isfinite(x) || x != floor(x))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %.17g)", ctx, key, x);
-    if (x < lo || x > hi)
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" %.17g is out of range [%.17g, %.17g]", ctx,
-                      key, x, lo, hi);
-    *out = x;
-    return PP_OK;
-}
-
-/* Line and column (from 1) of `at` inside `text`, for JSON syntax errors. */
-static void text_position(const char *text, const char *at, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *c = text; at && c < at && *c; c++) {
-        if (*c == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
 
 static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_layer_cost *out)
 {
@@ -118,17 +35,17 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
     else
         snprintf(ctx, sizeof ctx, "cost file '%s': layer %d", origin, i);
     if (!cJSON_IsObject(obj))
-        return PP_ERR(PP_ERR_INVALID, "%s: must be an object (got %s)", ctx, type_name(obj));
+        return PP_ERR(PP_ERR_INVALID, "%s: must be an object (got %s)", ctx, pp_json_type_name(obj));
 
     const cJSON *f[N_LAYER];
-    pp_status st = collect_keys(obj, k_layer_keys, N_LAYER, f, ctx);
+    pp_status st = pp_json_collect_keys(obj, k_layer_keys, N_LAYER, f, ctx);
     if (st != PP_OK)
         return st;
     if (!f[L_NAME])
         return PP_ERR(PP_ERR_INVALID, "%s: missing \"name\"", ctx);
     if (!cJSON_IsString(f[L_NAME]))
         return PP_ERR(PP_ERR_INVALID, "%s: \"name\" must be a string (got %s)", ctx,
-                      type_name(f[L_NAME]));
+                      pp_json_type_name(f[L_NAME]));
     size_t len = strlen(f[L_NAME]->valuestring);
     if (len == 0 || len >= sizeof out->name)
         return PP_ERR(PP_ERR_INVALID, "%s: \"name\" must have 1 to %zu characters (got %zu)",
@@ -139,8 +56,8 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
         return PP_ERR(PP_ERR_INVALID, "%s: missing \"fwd_us\"", ctx);
     if (!f[L_BWD])
         return PP_ERR(PP_ERR_INVALID, "%s: missing \"bwd_us\"", ctx);
-    if ((st = get_time(f[L_FWD], ctx, "fwd_us", &out->fwd_us)) != PP_OK ||
-        (st = get_time(f[L_BWD], ctx, "bwd_us", &out->bwd_us)) != PP_OK)
+    if ((st = pp_json_get_real(f[L_FWD], ctx, "fwd_us", 0, HUGE_VAL, &out->fwd_us)) != PP_OK ||
+        (st = pp_json_get_real(f[L_BWD], ctx, "bwd_us", 0, HUGE_VAL, &out->bwd_us)) != PP_OK)
         return st;
     if (!f[L_BWD_IN] != !f[L_BWD_W])
         return PP_ERR(PP_ERR_INVALID,
@@ -148,19 +65,19 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
                       ctx, f[L_BWD_IN] ? "bwd_input_us" : "bwd_weight_us",
                       f[L_BWD_IN] ? "bwd_weight_us" : "bwd_input_us");
     if (f[L_BWD_IN]) {
-        if ((st = get_time(f[L_BWD_IN], ctx, "bwd_input_us", &out->bwd_input_us)) != PP_OK ||
-            (st = get_time(f[L_BWD_W], ctx, "bwd_weight_us", &out->bwd_weight_us)) != PP_OK)
+        if ((st = pp_json_get_real(f[L_BWD_IN], ctx, "bwd_input_us", 0, HUGE_VAL, &out->bwd_input_us)) != PP_OK ||
+            (st = pp_json_get_real(f[L_BWD_W], ctx, "bwd_weight_us", 0, HUGE_VAL, &out->bwd_weight_us)) != PP_OK)
             return st;
         out->has_split = 1;
     }
     double x = 0;
     if (f[L_ACT]) {
-        if ((st = get_int(f[L_ACT], ctx, "activation_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+        if ((st = pp_json_get_int(f[L_ACT], ctx, "activation_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
             return st;
         out->activation_bytes = (uint64_t)x;
     }
     if (f[L_PARAM]) {
-        if ((st = get_int(f[L_PARAM], ctx, "param_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+        if ((st = pp_json_get_int(f[L_PARAM], ctx, "param_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
             return st;
         out->param_bytes = (uint64_t)x;
     }
@@ -192,24 +109,13 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
     snprintf(ctx, sizeof ctx, "cost file '%s'", origin);
     pp_status st = PP_OK;
     pp_costs *c = NULL;
-    const char *err_at = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json, &err_at, 1);
-    if (!root) {
-        int line, col;
-        text_position(json, err_at, &line, &col);
-        st = PP_ERR(PP_ERR_INVALID, "%s: invalid JSON at line %d, column %d", ctx, line, col);
-        goto done;
-    }
-    if (!cJSON_IsObject(root)) {
-        st = PP_ERR(PP_ERR_INVALID, "%s: must be a JSON object (got %s)", ctx, type_name(root));
-        goto done;
-    }
+    cJSON *root = NULL;
     const cJSON *f[N_TOP];
-    if ((st = collect_keys(root, k_top_keys, N_TOP, f, ctx)) != PP_OK)
+    if ((st = pp_json_parse_object(json, ctx, k_top_keys, N_TOP, f, &root)) != PP_OK)
         goto done;
     double x = 0;
     if (f[TOP_VERSION]) {
-        if ((st = get_int(f[TOP_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) !=
+        if ((st = pp_json_get_int(f[TOP_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) !=
             PP_OK)
             goto done;
         if (x != 1) {
@@ -225,7 +131,7 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
     }
     if (!cJSON_IsArray(layers)) {
         st = PP_ERR(PP_ERR_INVALID, "%s: \"layers\" must be an array (got %s)", ctx,
-                    type_name(layers));
+                    pp_json_type_name(layers));
         goto done;
     }
     int n = cJSON_GetArraySize(layers);
@@ -242,14 +148,14 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
     for (const cJSON *it = layers->child; it; it = it->next, i++)
         if ((st = parse_layer(it, i, origin, &c->layers[i])) != PP_OK)
             goto done;
-    if ((f[TOP_GBPS] && (st = get_time(f[TOP_GBPS], ctx, "p2p_GBps", &c->p2p_GBps)) != PP_OK) ||
+    if ((f[TOP_GBPS] && (st = pp_json_get_real(f[TOP_GBPS], ctx, "p2p_GBps", 0, HUGE_VAL, &c->p2p_GBps)) != PP_OK) ||
         (f[TOP_LATENCY] &&
-         (st = get_time(f[TOP_LATENCY], ctx, "p2p_latency_us", &c->p2p_latency_us)) != PP_OK) ||
+         (st = pp_json_get_real(f[TOP_LATENCY], ctx, "p2p_latency_us", 0, HUGE_VAL, &c->p2p_latency_us)) != PP_OK) ||
         (f[TOP_OPTIMIZER] &&
-         (st = get_time(f[TOP_OPTIMIZER], ctx, "optimizer_us", &c->optimizer_us)) != PP_OK))
+         (st = pp_json_get_real(f[TOP_OPTIMIZER], ctx, "optimizer_us", 0, HUGE_VAL, &c->optimizer_us)) != PP_OK))
         goto done;
     if (f[TOP_MBS]) {
-        if ((st = get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
+        if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
             goto done;
         c->microbatch_size = (int)x;
     }

@@ -1,6 +1,7 @@
 /* plan.c: the plan file (docs/plan-file.md): the stages, boundaries, schedule and micro-batching
  * that pprof-tune proposes and pptrain --plan (or PPROF_PLAN) runs. Loading validates every
  * field and names the file and field of the first problem. */
+#include "pp_json.h"
 #include "pp_pipeline.h"
 
 #include <cJSON.h>
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_EXACT_INT 9007199254740992.0 /* 2^53: larger JSON integers would round */
+#define MAX_EXACT_INT PP_JSON_MAX_EXACT_INT
 #define MAX_EXACT_U64 (UINT64_C(1) << 53)
 
 static const char *const k_keys[] = {"version",     "num_layers",      "stages",
@@ -26,100 +27,19 @@ static const char *const k_pred_keys[] = {"step_ms", "bubble_ratio"};
  * on which schedules this build implements (pp_schedule_check_args says that). */
 static const char *const k_schedules[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
 
-static const char *type_name(const cJSON *it)
-{
-    if (cJSON_IsString(it)) return "a string";
-    if (cJSON_IsNumber(it)) return "a number";
-    if (cJSON_IsArray(it)) return "an array";
-    if (cJSON_IsObject(it)) return "an object";
-    if (cJSON_IsBool(it)) return "a boolean";
-    if (cJSON_IsNull(it)) return "null";
-    return "an invalid value";
-}
-
-static pp_status collect_keys(const cJSON *obj, const char *const *keys, int n_keys,
-                              const cJSON **found, const char *ctx)
-{
-    for (int k = 0; k < n_keys; k++)
-        found[k] = NULL;
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = 0;
-        while (k < n_keys && strcmp(it->string, keys[k]) != 0)
-            k++;
-        if (k == n_keys) {
-            char known[320] = "";
-            for (int j = 0; j < n_keys; j++) {
-                strncat(known, j ? ", " : "", sizeof known - strlen(known) - 1);
-                strncat(known, keys[j], sizeof known - strlen(known) - 1);
-            }
-            return PP_ERR(PP_ERR_INVALID, "%s: unknown key \"%s\" (known: %s)", ctx, it->string,
-                          known);
-        }
-        if (found[k])
-            return PP_ERR(PP_ERR_INVALID, "%s: duplicate key \"%s\"", ctx, it->string);
-        found[k] = it;
-    }
-    return PP_OK;
-}
-
-/* An integer in [lo, hi] (|bounds| <= 2^53). */
-static pp_status get_int(const cJSON *it, const char *ctx, const char *key, double lo, double hi,
-                         double *out)
-{
-    if (!cJSON_IsNumber(it))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %s)", ctx, key,
-                      type_name(it));
-    double x = it->valuedouble;
-    if (!isfinite(x) || x != floor(x))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an integer (got %.17g)", ctx, key, x);
-    if (x < lo || x > hi)
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" %.17g is out of range [%.17g, %.17g]", ctx,
-                      key, x, lo, hi);
-    *out = x;
-    return PP_OK;
-}
-
-static pp_status get_real(const cJSON *it, const char *ctx, const char *key, double lo, double hi,
-                          double *out)
-{
-    if (!cJSON_IsNumber(it))
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a number (got %s)", ctx, key,
-                      type_name(it));
-    double x = it->valuedouble;
-    if (!isfinite(x) || x < lo || x > hi)
-        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" %.17g is out of range [%g, %g]", ctx, key, x,
-                      lo, hi);
-    *out = x;
-    return PP_OK;
-}
-
-static void text_position(const char *text, const char *at, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *c = text; at && c < at && *c; c++) {
-        if (*c == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 static pp_status parse_predicted(const cJSON *obj, const char *ctx, pp_plan *p)
 {
     char pctx[320];
     snprintf(pctx, sizeof pctx, "%s: \"predicted\"", ctx);
     if (!cJSON_IsObject(obj))
-        return PP_ERR(PP_ERR_INVALID, "%s must be an object (got %s)", pctx, type_name(obj));
+        return PP_ERR(PP_ERR_INVALID, "%s must be an object (got %s)", pctx, pp_json_type_name(obj));
     const cJSON *f[2];
-    pp_status st = collect_keys(obj, k_pred_keys, 2, f, pctx);
+    pp_status st = pp_json_collect_keys(obj, k_pred_keys, 2, f, pctx);
     if (st != PP_OK)
         return st;
-    if (f[0] && (st = get_real(f[0], pctx, "step_ms", 0, HUGE_VAL, &p->predicted_step_ms)) != PP_OK)
+    if (f[0] && (st = pp_json_get_real(f[0], pctx, "step_ms", 0, HUGE_VAL, &p->predicted_step_ms)) != PP_OK)
         return st;
-    if (f[1] && (st = get_real(f[1], pctx, "bubble_ratio", 0, 1, &p->predicted_bubble)) != PP_OK)
+    if (f[1] && (st = pp_json_get_real(f[1], pctx, "bubble_ratio", 0, 1, &p->predicted_bubble)) != PP_OK)
         return st;
     return PP_OK;
 }
@@ -136,20 +56,9 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     pp_plan p = {.version = 1, .predicted_step_ms = -1, .predicted_bubble = -1};
     pp_status st = PP_OK;
     int *bounds = NULL;
-    const char *err_at = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json, &err_at, 1);
-    if (!root) {
-        int line, col;
-        text_position(json, err_at, &line, &col);
-        st = PP_ERR(PP_ERR_INVALID, "%s: invalid JSON at line %d, column %d", ctx, line, col);
-        goto done;
-    }
-    if (!cJSON_IsObject(root)) {
-        st = PP_ERR(PP_ERR_INVALID, "%s: must be a JSON object (got %s)", ctx, type_name(root));
-        goto done;
-    }
+    cJSON *root = NULL;
     const cJSON *f[N_KEYS];
-    if ((st = collect_keys(root, k_keys, N_KEYS, f, ctx)) != PP_OK)
+    if ((st = pp_json_parse_object(json, ctx, k_keys, N_KEYS, f, &root)) != PP_OK)
         goto done;
     static const int required[] = {K_VERSION, K_LAYERS, K_STAGES, K_BOUNDS, K_SCHEDULE, K_M};
     for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
@@ -159,26 +68,26 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
         }
     }
     double x = 0, S = 0, v = 1;
-    if ((st = get_int(f[K_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) != PP_OK)
+    if ((st = pp_json_get_int(f[K_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) != PP_OK)
         goto done;
     if (x != 1) {
         st = PP_ERR(PP_ERR_INVALID, "%s: unsupported version %.17g (this build reads version 1)",
                     ctx, x);
         goto done;
     }
-    if ((st = get_int(f[K_LAYERS], ctx, "num_layers", 1, 2147483647.0, &x)) != PP_OK)
+    if ((st = pp_json_get_int(f[K_LAYERS], ctx, "num_layers", 1, 2147483647.0, &x)) != PP_OK)
         goto done;
     p.num_layers = (int)x;
-    if ((st = get_int(f[K_STAGES], ctx, "stages", 1, 2147483647.0, &S)) != PP_OK)
+    if ((st = pp_json_get_int(f[K_STAGES], ctx, "stages", 1, 2147483647.0, &S)) != PP_OK)
         goto done;
     if (f[K_VIRTUAL] &&
-        (st = get_int(f[K_VIRTUAL], ctx, "virtual_stages", 1, 2147483647.0, &v)) != PP_OK)
+        (st = pp_json_get_int(f[K_VIRTUAL], ctx, "virtual_stages", 1, 2147483647.0, &v)) != PP_OK)
         goto done;
 
     const cJSON *jb = f[K_BOUNDS];
     if (!cJSON_IsArray(jb)) {
         st = PP_ERR(PP_ERR_INVALID, "%s: \"boundaries\" must be an array of integers (got %s)",
-                    ctx, type_name(jb));
+                    ctx, pp_json_type_name(jb));
         goto done;
     }
     int n = cJSON_GetArraySize(jb);
@@ -190,7 +99,7 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     for (const cJSON *it = jb->child; it; it = it->next, i++) {
         char key[48];
         snprintf(key, sizeof key, "boundaries[%d]", i);
-        if ((st = get_int(it, ctx, key, -2147483648.0, 2147483647.0, &x)) != PP_OK)
+        if ((st = pp_json_get_int(it, ctx, key, -2147483648.0, 2147483647.0, &x)) != PP_OK)
             goto done;
         bounds[i] = (int)x;
     }
@@ -203,7 +112,7 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     const cJSON *js = f[K_SCHEDULE];
     if (!cJSON_IsString(js)) {
         st = PP_ERR(PP_ERR_INVALID, "%s: \"schedule\" must be a string (got %s)", ctx,
-                    type_name(js));
+                    pp_json_type_name(js));
         goto done;
     }
     size_t k = 0, n_sched = sizeof k_schedules / sizeof k_schedules[0];
@@ -217,16 +126,16 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     }
     snprintf(p.schedule, sizeof p.schedule, "%s", k_schedules[k]);
 
-    if ((st = get_int(f[K_M], ctx, "microbatches", 1, 2147483647.0, &x)) != PP_OK)
+    if ((st = pp_json_get_int(f[K_M], ctx, "microbatches", 1, 2147483647.0, &x)) != PP_OK)
         goto done;
     p.microbatches = (int)x;
     if (f[K_MBS]) {
-        if ((st = get_int(f[K_MBS], ctx, "microbatch_size", 0, 2147483647.0, &x)) != PP_OK)
+        if ((st = pp_json_get_int(f[K_MBS], ctx, "microbatch_size", 0, 2147483647.0, &x)) != PP_OK)
             goto done;
         p.microbatch_size = (int)x;
     }
     if (f[K_MEMORY]) {
-        if ((st = get_int(f[K_MEMORY], ctx, "memory_limit_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+        if ((st = pp_json_get_int(f[K_MEMORY], ctx, "memory_limit_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
             goto done;
         p.memory_limit_bytes = (uint64_t)x;
     }
@@ -236,7 +145,7 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
         const cJSON *jl = f[K_BASELINE];
         if (!cJSON_IsString(jl)) {
             st = PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" must be a string (got %s)", ctx,
-                        type_name(jl));
+                        pp_json_type_name(jl));
             goto done;
         }
         size_t len = strlen(jl->valuestring);

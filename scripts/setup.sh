@@ -2,7 +2,8 @@
 # setup.sh: installs what pipeprof needs on Debian 12 (as root), only what is missing.
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev libcjson-dev gnuplot-nox)
+pkgs=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev libcjson-dev gnuplot-nox
+      clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
