@@ -147,6 +147,10 @@ static void rm_traces(const char *dir, result *r)
     closedir(d);
 }
 
+/* libpprof: the library's default clock (rdtsc when the TSC is invariant, converted by the
+ * writer); lib+mono: PPROF_CLOCK=monotonic, two clock_gettime calls per pair. */
+static const char *const k_tool_names[] = {"none", "libpprof", "lib+mono"};
+
 static result run_child(int tool, long pairs, int threads, const char *dir, long buffer_kb)
 {
     result r = {0, 0, 0, 0, 0};
@@ -169,6 +173,8 @@ static result run_child(int tool, long pairs, int threads, const char *dir, long
             setenv("PPROF_BUFFER_KB", kb, 1);
             setenv("PPROF_FLUSH_MS", "5", 1);
             setenv("PPROF_QUIET", "1", 1);
+            /* tool 1: the default clock (TSC when invariant); tool 2: clock_gettime */
+            setenv("PPROF_CLOCK", tool == 2 ? "monotonic" : "auto", 1);
         } else {
             unsetenv("NVTX_INJECTION64_PATH");
         }
@@ -247,7 +253,7 @@ int main(int argc, char **argv)
            "ratio", "start/end ns", "ratio", "dropped");
     for (int threads = 1; threads <= 2; threads++) {
         double base_pp = 0, base_se = 0;
-        for (int tool = 0; tool <= 1; tool++) {
+        for (int tool = 0; tool <= 2; tool++) {
             double pp[25], se[25];
             unsigned long long dropped = 0, events = 0;
             int ok = 0;
@@ -262,7 +268,7 @@ int main(int argc, char **argv)
                 ok++;
             }
             if (!ok) {
-                printf("%-8d %-10s  (child failed)\n", threads, tool ? "libpprof" : "none");
+                printf("%-8d %-10s  (child failed)\n", threads, k_tool_names[tool]);
                 continue;
             }
             qsort(pp, (size_t)ok, sizeof pp[0], cmp_double);
@@ -278,7 +284,7 @@ int main(int argc, char **argv)
                 snprintf(dr, sizeof dr, "%.2g%%",
                          events + dropped ? 100.0 * (double)dropped / (double)(events + dropped)
                                           : 0.0);
-                printf("%-8d %-10s %12.2f %11.0fx %12.2f %11.0fx %10s\n", threads, "libpprof",
+                printf("%-8d %-10s %12.2f %11.0fx %12.2f %11.0fx %10s\n", threads, k_tool_names[tool],
                        mpp, base_pp > 0 ? mpp / base_pp : 0, mse, base_se > 0 ? mse / base_se : 0,
                        dr);
             }

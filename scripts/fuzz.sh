@@ -24,6 +24,17 @@ echo "== fuzz: building with $cc =="
 "$out/fuzz_trace_driver" --seeds "$out/seeds"
 echo "== fuzz: ${secs}s on the trace reader =="
 # New inputs go to corpus/ (kept between runs); seeds/ is regenerated each time.
+# libFuzzer's progress lines go to a log; the summary (or the crash report) is printed.
+log="$out/fuzz.log"
+rc=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   "$out/fuzz_trace" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" "$out/seeds"
+  -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" "$out/seeds" \
+  >"$log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+  tail -n 60 "$log" >&2
+  echo "fuzz: the trace reader failed (exit $rc); input in $out/artifacts/" >&2
+  exit "$rc"
+fi
+grep -E "^Done |stat::number_of_executed_units|stat::peak_rss_mb" "$log" || tail -n 3 "$log"
+echo "fuzz: no crash in ${secs}s"

@@ -238,6 +238,10 @@ static ranges build_ranges(const pp_trace *t, uint16_t open_type)
  * thread being preempted on a shared 2-core machine. */
 #define SLACK_NS 50000u
 
+enum { CLOCK_TOL_NS = 2000 };
+/* Largest amount by which a tool timestamp fell outside the app's window (clock conversion). */
+static int64_t g_outside_ns;
+
 static range *match(ranges *rs, const char *dom, uint32_t tid, uint32_t tid_end, int level,
                     uint64_t t0, uint64_t t1, const char *msg, const pp_trace *t)
 {
@@ -248,10 +252,16 @@ static range *match(ranges *rs, const char *dom, uint32_t tid, uint32_t tid_end,
             continue;
         if (level >= 0 && r->level != level)
             continue;
-        if (r->t0 < t0 || r->t1 > t1 || r->t1 < r->t0)
+        /* The tool's range lies inside the app's own clock reads around the call, give or take
+         * the TSC-to-CLOCK_MONOTONIC conversion error (docs/profiler.md: tens of ns). */
+        if (r->t0 + CLOCK_TOL_NS < t0 || r->t1 > t1 + CLOCK_TOL_NS || r->t1 < r->t0)
             continue;
         cr_expect_eq(r->tid_end, tid_end, "%s: ended on %u, expected %u", msg, r->tid_end,
                      tid_end);
+        int64_t out = (int64_t)(t0 - r->t0) > (int64_t)(r->t1 - t1) ? (int64_t)(t0 - r->t0)
+                                                                    : (int64_t)(r->t1 - t1);
+        if (out > g_outside_ns)
+            g_outside_ns = out;
         r->used = 1;
         return r;
     }
@@ -307,8 +317,10 @@ Test(capture, records_every_event_of_a_multithreaded_app)
             cr_assert_not_null(r, "no range '%s' (domain %s, tid %u, level %d) in the trace", msg,
                                dom, tid, level);
             uint64_t app = t1 - t0, tool = r->t1 - r->t0;
-            cr_expect_leq(app - tool, SLACK_NS, "%s: tool %llu ns vs app %llu ns", msg,
-                          (unsigned long long)tool, (unsigned long long)app);
+            int64_t gap = (int64_t)(app - tool);
+            cr_expect(gap <= SLACK_NS && gap >= -2 * CLOCK_TOL_NS,
+                      "%s: tool %llu ns vs app %llu ns", msg, (unsigned long long)tool,
+                      (unsigned long long)app);
             expect_payload(r->open, cat, ptype, bits, schema, msg);
             n_r++;
         } else if (line[0] == 'S' &&
@@ -317,7 +329,8 @@ Test(capture, records_every_event_of_a_multithreaded_app)
             const char *msg = line + off;
             range *r = match(&sr, dom, tid, tid2, -1, t0, t1, msg, t);
             cr_assert_not_null(r, "no start/end range '%s' (tid %u -> %u)", msg, tid, tid2);
-            cr_expect_leq((t1 - t0) - (r->t1 - r->t0), SLACK_NS, "%s", msg);
+            int64_t gap = (int64_t)((t1 - t0) - (r->t1 - r->t0));
+            cr_expect(gap <= SLACK_NS && gap >= -2 * CLOCK_TOL_NS, "%s", msg);
             cr_expect_geq(r->open->range_id >> 40, 1, "range ids carry the thread index");
             expect_payload(r->open, cat, ptype, bits, schema, msg);
             n_s++;
@@ -370,6 +383,7 @@ Test(capture, records_every_event_of_a_multithreaded_app)
     cr_expect_eq(n_s, sr.n, "%zu start/end ranges expected, %zu recorded", n_s, sr.n);
     cr_expect_eq(n_m, n_marks);
     cr_expect_gt(n_r, 30);
+    cr_log_info("largest tool timestamp outside the app's own window: %lld ns", (long long)g_outside_ns);
 
     /* the schema registered with offsets left 0: resolved to natural alignment */
     const pp_trace_schema *s = pp_trace_schema_find(t, 0x1004242);
