@@ -409,6 +409,20 @@ void pp_nvtx_name_thread(const char *name)
     nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), name);
 }
 
+void pp_nvtx_mark_config(const char *text)
+{
+    pp_nvtx_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
+    if (!t || !t->domain || !text)
+        return;
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = text;
+    nvtxDomainMarkEx(t->domain, &a);
+}
+
 int pp_nvtx_compiled_in(void) { return 1; }
 
 #else /* no NVTX headers at build time: every call is a no-op */
@@ -420,6 +434,7 @@ void pp_nvtx_setup(int S, int M, int v, int n_layers, const char *const *layer_n
 void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info) { (void)kind, (void)info; }
 void pp_nvtx_pop(void) {}
 void pp_nvtx_name_thread(const char *name) { (void)name; }
+void pp_nvtx_mark_config(const char *text) { (void)text; }
 int pp_nvtx_compiled_in(void) { return 0; }
 
 #endif

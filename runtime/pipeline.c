@@ -167,6 +167,16 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
                 }
             }
             pp_nvtx_setup(S, M, v, L, names);
+            /* What the analyzer cannot see in the ranges: schedule and batch size. */
+            char cfg[256];
+            double samples = c->backend == PP_BACKEND_CPU ? c->train.batch : 0;
+            double tokens = samples * (c->backend == PP_BACKEND_CPU ? c->train.model.seq_len : 0);
+            snprintf(cfg, sizeof cfg,
+                     "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
+                     "tokens_per_step=%.0f backend=%s",
+                     pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
+                     c->backend == PP_BACKEND_CPU ? "cpu" : "sim");
+            pp_nvtx_mark_config(cfg);
         }
         pp_free(names);
         pp_free(blk);

@@ -51,6 +51,9 @@ void pp_nvtx_setup(int S, int M, int v, int n_layers, const char *const *layer_n
 void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info);
 /* Closes the innermost range of the calling thread in the pipeprof domain. */
 void pp_nvtx_pop(void);
+/* Emits the run's configuration mark (docs/nvtx-convention.md, "Configuration mark"): an ASCII
+ * message "config key=value ..." in the pipeprof domain, once, before the first step. */
+void pp_nvtx_mark_config(const char *text);
 /* Names the calling OS thread (e.g. "stage 3"). */
 void pp_nvtx_name_thread(const char *name);
 /* 1 when the NVTX headers were available at build time. */

@@ -1,0 +1,1676 @@
+/* analyzer.c: run directory -> pipeline metrics (pp_analyzer.h, formulas in docs/metrics.md).
+ *
+ * Reading: every trace file is streamed block by block, files taken round-robin so that they
+ * advance together. Push/pop (and start/end) records are paired per thread into ranges; ranges
+ * of the "pipeprof" domain are decoded per docs/nvtx-convention.md (extended payload first, the
+ * message grammar as fallback) into pipeline ops, layer ops and step ranges.
+ *
+ * Steps: ops are collected per step number; a step is finalized once every stage has started a
+ * later step (or the traces end), reduced to its numbers and its ops freed, so memory follows
+ * the steps in flight, not the trace length. */
+#include "pp_analyzer.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PIPEPROF_SCHEMA_ID UINT64_C(0x01007070)
+
+enum { RESERVOIR = 4096 };
+
+/* ======================================================================================== */
+/* Small containers                                                                           */
+/* ======================================================================================== */
+
+typedef struct vec {
+    void *data;
+    size_t n, cap, elem;
+} vec;
+
+static void *vec_push(vec *v)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void *d = realloc(v->data, cap * v->elem);
+        if (!d)
+            return NULL;
+        v->data = d;
+        v->cap = cap;
+    }
+    void *p = (char *)v->data + v->n * v->elem;
+    memset(p, 0, v->elem);
+    v->n++;
+    return p;
+}
+
+static void vec_free(vec *v)
+{
+    free(v->data);
+    v->data = NULL;
+    v->n = v->cap = 0;
+}
+
+/* Order statistics with a bounded reservoir (deterministic replacement). */
+typedef struct series {
+    uint64_t count;
+    double sum, max, min;
+    double *res;
+    size_t n_res;
+    uint64_t rng;
+} series;
+
+static void series_add(series *s, double x)
+{
+    if (s->count == 0) {
+        s->max = s->min = x;
+    }
+    s->count++;
+    s->sum += x;
+    if (x > s->max)
+        s->max = x;
+    if (x < s->min)
+        s->min = x;
+    if (!s->res) {
+        s->res = malloc(RESERVOIR * sizeof(double));
+        if (!s->res)
+            return;
+        s->rng = 0x9e3779b97f4a7c15ull;
+    }
+    if (s->n_res < RESERVOIR) {
+        s->res[s->n_res++] = x;
+    } else {
+        /* reservoir sampling: keep each of the count samples with probability R / count */
+        s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (s->rng >> 11) % s->count;
+        if (j < RESERVOIR)
+            s->res[j] = x;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile_sorted(const double *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0.0;
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    double f = pos - (double)i;
+    return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[n - 1];
+}
+
+static pp_astats series_stats(series *s)
+{
+    pp_astats st = {0};
+    st.count = s->count;
+    if (!s->count)
+        return st;
+    st.sum = s->sum;
+    st.mean = s->sum / (double)s->count;
+    st.max = s->max;
+    st.min = s->min;
+    if (s->res && s->n_res) {
+        qsort(s->res, s->n_res, sizeof(double), cmp_double);
+        st.median = quantile_sorted(s->res, s->n_res, 0.5);
+        st.p95 = quantile_sorted(s->res, s->n_res, 0.95);
+    }
+    return st;
+}
+
+static void series_free(series *s)
+{
+    free(s->res);
+    s->res = NULL;
+}
+
+/* ======================================================================================== */
+/* Per-file decoding state                                                                    */
+/* ======================================================================================== */
+
+typedef struct open_range {
+    uint32_t domain;
+    uint64_t t0;
+    uint32_t message, category;
+    uint32_t payload_type;
+    uint64_t payload;
+    int has_ext;
+    uint8_t ext[64];
+    uint32_t ext_bytes;
+    uint64_t range_id; /* START */
+} open_range;
+
+typedef struct thread_state {
+    uint32_t tid;
+    vec stack;          /* open_range */
+    int64_t cur_step;   /* step range open on this thread (fallback step numbering) */
+    int64_t n_steps;    /* step ranges seen (fallback numbering) */
+    int32_t cur_stage;
+    int32_t cur_mb;     /* enclosing compute range's mb (layer ranges' fallback) */
+} thread_state;
+
+typedef struct file_state {
+    pp_trace_reader *r;
+    int done;
+    int index;
+    int32_t rank;
+    vec strings;        /* char* by id */
+    uint32_t pipeprof_domain; /* 0 = not seen */
+    uint64_t off[8];    /* field offsets of pipeprof.event: kind stage mb chunk layer peer bytes step */
+    int schema_ok;
+    vec threads;        /* thread_state */
+    vec starts;         /* open_range with range_id (start/end) */
+    uint64_t events;
+    pp_afile *info;
+} file_state;
+
+/* ======================================================================================== */
+/* Steps in flight                                                                            */
+/* ======================================================================================== */
+
+typedef struct step_range {
+    int32_t stage;
+    uint64_t t0, t1;
+} step_range;
+
+typedef struct bucket {
+    int64_t step;
+    int used;
+    vec ops;        /* pp_aop */
+    vec layer_ops;  /* pp_aop */
+    vec ranges;     /* step_range */
+} bucket;
+
+typedef struct layer_acc {
+    int used;
+    char name[48];
+    series fwd, bwd, bwdw;
+} layer_acc;
+
+typedef struct link_acc {
+    int used;
+    pp_alink l;
+    series lat;
+} link_acc;
+
+typedef struct stage_acc {
+    series fwd, bwd, bwd_in, bwd_w, opt;
+    double busy, idle, fill, imb, xfer;
+    uint64_t n;
+    vec culprit_votes; /* int counts by stage */
+} stage_acc;
+
+typedef struct state {
+    const pp_analysis_options *o;
+    pp_analysis *a;
+    int S_cfg;            /* from the config mark, 0 unknown */
+    int S_seen;
+    vec buckets;          /* bucket */
+    int64_t *stage_max_step; /* [cap_stages] latest step started per stage */
+    int cap_stages;
+    int64_t last_finalized;
+    vec steps;            /* pp_astep */
+    series step_series;
+    vec stage_acc;        /* stage_acc by stage */
+    vec links;            /* link_acc */
+    vec layers;           /* layer_acc by layer index */
+    vec kept_ops, kept_layer_ops;
+    int64_t kept_step;    /* when keeping "the last step" */
+    double bubble_sum, imbalance_sum;
+    uint64_t n_decomp;
+    int late_warned;
+} state;
+
+static void warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(pp_analysis *a, const char *fmt, ...)
+{
+    size_t len = strlen(a->warnings);
+    if (len + 2 >= sizeof a->warnings)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->warnings + len, sizeof a->warnings - len - 1, fmt, ap);
+    va_end(ap);
+    len = strlen(a->warnings);
+    if (len + 1 < sizeof a->warnings) {
+        a->warnings[len] = '\n';
+        a->warnings[len + 1] = '\0';
+    }
+}
+
+static int ensure_stage(state *st, int s)
+{
+    if (s < 0 || s >= 4096)
+        return 0;
+    if (s >= st->cap_stages) {
+        int cap = st->cap_stages ? st->cap_stages : 8;
+        while (cap <= s)
+            cap *= 2;
+        int64_t *m = realloc(st->stage_max_step, sizeof(int64_t) * (size_t)cap);
+        if (!m)
+            return 0;
+        for (int i = st->cap_stages; i < cap; i++)
+            m[i] = -1;
+        st->stage_max_step = m;
+        st->cap_stages = cap;
+    }
+    while (st->stage_acc.n <= (size_t)s)
+        if (!vec_push(&st->stage_acc))
+            return 0;
+    if (s + 1 > st->S_seen)
+        st->S_seen = s + 1;
+    return 1;
+}
+
+static bucket *bucket_get(state *st, int64_t step)
+{
+    bucket *b = st->buckets.data;
+    for (size_t i = 0; i < st->buckets.n; i++)
+        if (b[i].used && b[i].step == step)
+            return &b[i];
+    if (step <= st->last_finalized) {
+        if (!st->late_warned) {
+            warn(st->a, "ranges of step %lld arrived after it was analyzed (ignored)",
+                 (long long)step);
+            st->late_warned = 1;
+        }
+        return NULL;
+    }
+    for (size_t i = 0; i < st->buckets.n; i++)
+        if (!b[i].used) {
+            b[i].used = 1;
+            b[i].step = step;
+            return &b[i];
+        }
+    bucket *nb = vec_push(&st->buckets);
+    if (!nb)
+        return NULL;
+    nb->ops.elem = nb->layer_ops.elem = sizeof(pp_aop);
+    nb->ranges.elem = sizeof(step_range);
+    nb->used = 1;
+    nb->step = step;
+    return nb;
+}
+
+/* ======================================================================================== */
+/* Step finalization: the numbers                                                             */
+/* ======================================================================================== */
+
+static int step_wanted(const state *st, int64_t step)
+{
+    if (st->o->step_lo && step < st->o->step_lo)
+        return 0;
+    if (st->o->step_hi && step > st->o->step_hi)
+        return 0;
+    return 1;
+}
+
+static int cmp_op_time(const void *a, const void *b)
+{
+    const pp_aop *x = a, *y = b;
+    if (x->stage != y->stage)
+        return x->stage - y->stage;
+    if (x->t0 != y->t0)
+        return x->t0 < y->t0 ? -1 : 1;
+    return (x->t1 > y->t1) - (x->t1 < y->t1);
+}
+
+/* The observed lists of one step as a schedule the simulator can replay. */
+typedef struct replay {
+    pp_schedule sc;
+    double **dur; /* [S][n] measured durations of compute instructions */
+    double *kind_mean; /* [PP_AOP_COUNT] mean duration per kind over all stages */
+    int balanced;
+} replay;
+
+static uint8_t op_of(uint8_t k)
+{
+    switch (k) {
+    case PP_AOP_FWD: return PP_OP_FWD;
+    case PP_AOP_BWD: return PP_OP_BWD;
+    case PP_AOP_BWD_INPUT: return PP_OP_BWD_INPUT;
+    case PP_AOP_BWD_WEIGHT: return PP_OP_BWD_WEIGHT;
+    case PP_AOP_OPT: return PP_OP_OPT_STEP;
+    case PP_AOP_SEND_ACT: return PP_OP_SEND_ACT;
+    case PP_AOP_RECV_ACT: return PP_OP_RECV_ACT;
+    case PP_AOP_SEND_GRAD: return PP_OP_SEND_GRAD;
+    default: return PP_OP_RECV_GRAD;
+    }
+}
+
+static double replay_op_ns(void *ctx, int stage, int index, const pp_instr *in)
+{
+    replay *r = ctx;
+    if (!r->balanced)
+        return r->dur[stage][index];
+    switch (in->op) {
+    case PP_OP_FWD: return r->kind_mean[PP_AOP_FWD];
+    case PP_OP_BWD: return r->kind_mean[PP_AOP_BWD];
+    case PP_OP_BWD_INPUT: return r->kind_mean[PP_AOP_BWD_INPUT];
+    case PP_OP_BWD_WEIGHT: return r->kind_mean[PP_AOP_BWD_WEIGHT];
+    default: return r->kind_mean[PP_AOP_OPT];
+    }
+}
+
+static double replay_zero_ns(void *ctx, int stage, int index, const pp_instr *in)
+{
+    (void)ctx;
+    (void)stage;
+    (void)index;
+    (void)in;
+    return 0.0;
+}
+
+static void replay_free(replay *r, int S)
+{
+    if (r->sc.instrs)
+        for (int s = 0; s < S; s++)
+            free(r->sc.instrs[s]);
+    if (r->dur)
+        for (int s = 0; s < S; s++)
+            free(r->dur[s]);
+    free(r->sc.instrs);
+    free(r->sc.n_instrs);
+    free(r->dur);
+}
+
+/* Builds the replay from ops sorted by (stage, t0). Returns 0 when the data cannot form one. */
+static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
+{
+    memset(r, 0, sizeof *r);
+    r->sc.S = S;
+    r->sc.kind = PP_SCHED_1F1B; /* not used by the simulator */
+    int M = 0, v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].mb + 1 > M)
+            M = ops[i].mb + 1;
+        if (ops[i].chunk + 1 > v)
+            v = ops[i].chunk + 1;
+    }
+    r->sc.M = M > 0 ? M : 1;
+    r->sc.v = v > 0 ? v : 1;
+    r->sc.n_instrs = calloc((size_t)S, sizeof(int));
+    r->sc.instrs = calloc((size_t)S, sizeof(pp_instr *));
+    r->dur = calloc((size_t)S, sizeof(double *));
+    if (!r->sc.n_instrs || !r->sc.instrs || !r->dur)
+        return 0;
+    size_t i = 0;
+    for (int s = 0; s < S; s++) {
+        size_t j = i;
+        while (j < n && ops[j].stage == s)
+            j++;
+        size_t cnt = j - i;
+        r->sc.instrs[s] = calloc(cnt + 1, sizeof(pp_instr));
+        r->dur[s] = calloc(cnt + 1, sizeof(double));
+        if (!r->sc.instrs[s] || !r->dur[s])
+            return 0;
+        for (size_t k = 0; k < cnt; k++) {
+            const pp_aop *o = &ops[i + k];
+            pp_instr *in = &r->sc.instrs[s][k];
+            in->op = op_of(o->kind);
+            int opt = o->kind == PP_AOP_OPT;
+            in->mb = opt ? -1 : o->mb;
+            in->chunk = (int16_t)(opt ? -1 : (o->chunk >= 0 ? o->chunk : 0));
+            in->peer = (int16_t)(pp_aop_is_compute((pp_aop_kind)o->kind) ? -1 : o->peer);
+            if (!opt && (o->mb < 0 || o->mb >= r->sc.M))
+                return 0;
+            if (!pp_aop_is_compute((pp_aop_kind)o->kind) && (o->peer < 0 || o->peer >= S))
+                return 0;
+            r->dur[s][k] = (double)(o->t1 - o->t0);
+        }
+        r->sc.n_instrs[s] = (int)cnt;
+        i = j;
+    }
+    return 1;
+}
+
+/* Walks the critical path of a replay back from its last instruction and returns the stage
+ * holding the largest share of compute time on it. */
+static int critical_culprit(const replay *r, const pp_sim_result *res, double *share)
+{
+    const pp_schedule *sc = &r->sc;
+    int S = sc->S;
+    double *on_path = calloc((size_t)S, sizeof(double));
+    if (!on_path)
+        return -1;
+    int s = 0;
+    for (int k = 1; k < S; k++)
+        if (res->end_ns[k] > res->end_ns[s])
+            s = k;
+    int idx = sc->n_instrs[s] - 1;
+    size_t guard = 0, total = 0;
+    for (int k = 0; k < S; k++)
+        total += (size_t)sc->n_instrs[k];
+    while (s >= 0 && idx >= 0 && guard++ <= total + 8) {
+        const pp_instr *in = &sc->instrs[s][idx];
+        double st0 = res->start_ns[s][idx], st1 = res->finish_ns[s][idx];
+        if (in->op == PP_OP_OPT_STEP) {
+            on_path[s] += st1 - st0;
+            /* the barrier: continue on the stage that arrived last */
+            int late = s;
+            double arr = -1;
+            for (int k = 0; k < S; k++) {
+                int last = sc->n_instrs[k] - 1;
+                while (last >= 0 && sc->instrs[k][last].op != PP_OP_OPT_STEP)
+                    last--;
+                if (last < 1)
+                    continue;
+                double a = res->finish_ns[k][last - 1];
+                if (a > arr) {
+                    arr = a;
+                    late = k;
+                }
+            }
+            int last = sc->n_instrs[late] - 1;
+            while (last >= 0 && sc->instrs[late][last].op != PP_OP_OPT_STEP)
+                last--;
+            s = late;
+            idx = last - 1;
+            continue;
+        }
+        if ((in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) && st1 > st0) {
+            /* it waited: the path goes through the matching send */
+            int grad = in->op == PP_OP_RECV_GRAD;
+            int piece = pp_schedule_piece(sc, s, in->chunk);
+            int peer = in->peer, found = -1;
+            for (int k = 0; k < sc->n_instrs[peer] && found < 0; k++) {
+                const pp_instr *x = &sc->instrs[peer][k];
+                if (x->op != (grad ? PP_OP_SEND_GRAD : PP_OP_SEND_ACT) || x->mb != in->mb)
+                    continue;
+                int xp = pp_schedule_piece(sc, peer, x->chunk);
+                if ((grad ? xp - 1 : xp + 1) == piece)
+                    found = k;
+            }
+            if (found < 0)
+                break;
+            s = peer;
+            idx = found - 1;
+            continue;
+        }
+        if (in->op == PP_OP_FWD || in->op == PP_OP_BWD || in->op == PP_OP_BWD_INPUT ||
+            in->op == PP_OP_BWD_WEIGHT)
+            on_path[s] += st1 - st0;
+        idx--;
+    }
+    int best = -1;
+    double sum = 0;
+    for (int k = 0; k < S; k++) {
+        sum += on_path[k];
+        if (best < 0 || on_path[k] > on_path[best])
+            best = k;
+    }
+    *share = sum > 0 && best >= 0 ? on_path[best] / sum : 0;
+    free(on_path);
+    return best;
+}
+
+static link_acc *link_get(state *st, int src, int dst, int grad)
+{
+    link_acc *l = st->links.data;
+    for (size_t i = 0; i < st->links.n; i++)
+        if (l[i].l.src == src && l[i].l.dst == dst && l[i].l.grad == grad)
+            return &l[i];
+    link_acc *n = vec_push(&st->links);
+    if (!n)
+        return NULL;
+    n->used = 1;
+    n->l.src = src;
+    n->l.dst = dst;
+    n->l.grad = grad;
+    return n;
+}
+
+/* Pairs sends and receives of the step: links are FIFO (docs/schedules.md), so the k-th send
+ * on (src, dst, kind) meets the k-th receive there. */
+static void step_links(state *st, const pp_aop *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const pp_aop *s = &ops[i];
+        if (s->kind != PP_AOP_SEND_ACT && s->kind != PP_AOP_SEND_GRAD)
+            continue;
+        int grad = s->kind == PP_AOP_SEND_GRAD;
+        link_acc *l = link_get(st, s->stage, s->peer, grad);
+        if (!l)
+            return;
+        l->l.messages++;
+        l->l.bytes += s->bytes;
+        l->l.send_ns += (double)(s->t1 - s->t0);
+        /* the rank of this send among the link's sends, then the receive of the same rank */
+        size_t k = 0;
+        for (size_t j = 0; j < i; j++)
+            k += ops[j].kind == s->kind && ops[j].stage == s->stage && ops[j].peer == s->peer;
+        uint8_t rk = grad ? PP_AOP_RECV_GRAD : PP_AOP_RECV_ACT;
+        const pp_aop *r = NULL;
+        size_t c = 0;
+        for (size_t j = 0; j < n && !r; j++)
+            if (ops[j].kind == rk && ops[j].stage == s->peer && ops[j].peer == s->stage &&
+                c++ == k)
+                r = &ops[j];
+        if (!r)
+            continue;
+        double wait = (double)(r->t1 - r->t0);
+        l->l.wait_ns += wait;
+        /* Arrival is observed only when the receiver was waiting for it. */
+        if (wait > 1000.0 && r->t1 > s->t0) {
+            double t = (double)(r->t1 - s->t0);
+            l->l.timed++;
+            l->l.transfer_ns += t;
+            series_add(&l->lat, t);
+            l->l.bandwidth_GBps += (double)s->bytes; /* bytes of timed messages for now */
+        }
+    }
+}
+
+static void keep_ops(state *st, bucket *b)
+{
+    int keep_last = !st->o->keep_lo && !st->o->keep_hi;
+    int in_range = b->step >= st->o->keep_lo && (!st->o->keep_hi || b->step <= st->o->keep_hi);
+    if (keep_last) {
+        st->kept_ops.n = 0;
+        st->kept_layer_ops.n = 0;
+        st->kept_step = b->step;
+    } else if (!in_range) {
+        return;
+    }
+    for (size_t i = 0; i < b->ops.n; i++) {
+        pp_aop *d = vec_push(&st->kept_ops);
+        if (d)
+            *d = ((pp_aop *)b->ops.data)[i];
+    }
+    for (size_t i = 0; i < b->layer_ops.n; i++) {
+        pp_aop *d = vec_push(&st->kept_layer_ops);
+        if (d)
+            *d = ((pp_aop *)b->layer_ops.data)[i];
+    }
+    if (!st->a->kept_lo || b->step < st->a->kept_lo)
+        st->a->kept_lo = b->step;
+    if (b->step > st->a->kept_hi)
+        st->a->kept_hi = b->step;
+    if (keep_last)
+        st->a->kept_lo = st->a->kept_hi = b->step;
+}
+
+static void finalize(state *st, bucket *b)
+{
+    pp_analysis *a = st->a;
+    int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    if (b->step > st->last_finalized)
+        st->last_finalized = b->step;
+    if (!step_wanted(st, b->step) || b->ranges.n == 0 || S <= 0)
+        goto done;
+    if (a->warmup_skipped < st->o->warmup) {
+        a->warmup_skipped++;
+        goto done;
+    }
+    const step_range *rg = b->ranges.data;
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    for (size_t i = 0; i < b->ranges.n; i++) {
+        t0 = rg[i].t0 < t0 ? rg[i].t0 : t0;
+        t1 = rg[i].t1 > t1 ? rg[i].t1 : t1;
+    }
+    if (t1 <= t0)
+        goto done;
+    pp_aop *ops = b->ops.data;
+    size_t n = b->ops.n;
+    qsort(ops, n, sizeof *ops, cmp_op_time);
+    pp_astep *sp = vec_push(&st->steps);
+    if (!sp)
+        goto done;
+    sp->step = b->step;
+    sp->t0_ns = (double)t0;
+    sp->step_ns = (double)(t1 - t0);
+    sp->culprit = -1;
+    sp->stage = calloc((size_t)S, sizeof(pp_stage_step));
+    if (!sp->stage)
+        goto done;
+    double kind_sum[PP_AOP_COUNT] = {0}, kind_n[PP_AOP_COUNT] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const pp_aop *o = &ops[i];
+        if (o->stage < 0 || o->stage >= S || !ensure_stage(st, o->stage))
+            continue;
+        double d = (double)(o->t1 - o->t0);
+        stage_acc *sa = &((stage_acc *)st->stage_acc.data)[o->stage];
+        switch (o->kind) {
+        case PP_AOP_FWD: series_add(&sa->fwd, d); break;
+        case PP_AOP_BWD: series_add(&sa->bwd, d); break;
+        case PP_AOP_BWD_INPUT: series_add(&sa->bwd_in, d); break;
+        case PP_AOP_BWD_WEIGHT: series_add(&sa->bwd_w, d); break;
+        case PP_AOP_OPT: series_add(&sa->opt, d); break;
+        default: break;
+        }
+        if (pp_aop_is_compute((pp_aop_kind)o->kind)) {
+            sp->stage[o->stage].busy_ns += d;
+            kind_sum[o->kind] += d;
+            kind_n[o->kind] += 1;
+        }
+    }
+    double idle_sum = 0, busy_max = 0, busy_sum = 0;
+    for (int s = 0; s < S; s++) {
+        pp_stage_step *ss = &sp->stage[s];
+        ss->idle_ns = sp->step_ns - ss->busy_ns;
+        ss->bubble_ratio = ss->idle_ns / sp->step_ns;
+        idle_sum += ss->idle_ns;
+        busy_sum += ss->busy_ns;
+        busy_max = ss->busy_ns > busy_max ? ss->busy_ns : busy_max;
+    }
+    sp->bubble_ratio = idle_sum / (S * sp->step_ns);
+    st->bubble_sum += sp->bubble_ratio;
+    if (busy_sum > 0)
+        st->imbalance_sum += busy_max / (busy_sum / S);
+    series_add(&st->step_series, sp->step_ns);
+
+    /* The decomposition: replay the step's own lists (docs/metrics.md). */
+    replay r;
+    if (replay_build(&r, ops, n, S)) {
+        double means[PP_AOP_COUNT];
+        for (int k = 0; k < PP_AOP_COUNT; k++)
+            means[k] = kind_n[k] > 0 ? kind_sum[k] / kind_n[k] : 0.0;
+        r.kind_mean = means;
+        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r};
+        pp_sim_result nocomm, bal;
+        r.balanced = 0;
+        int ok = pp_sim_run(&r.sc, &c, &nocomm) == PP_OK;
+        if (ok) {
+            r.balanced = 1;
+            if (pp_sim_run(&r.sc, &c, &bal) == PP_OK) {
+                for (int s = 0; s < S; s++) {
+                    pp_stage_step *ss = &sp->stage[s];
+                    double idle_nocomm = nocomm.step_ns - ss->busy_ns;
+                    double idle_bal = bal.step_ns - bal.busy_ns[s];
+                    ss->fill_drain_ns = idle_bal;
+                    ss->imbalance_ns = idle_nocomm - idle_bal;
+                    ss->transfer_ns = ss->idle_ns - idle_nocomm;
+                }
+                sp->decomposed = 1;
+                r.balanced = 0;
+                sp->culprit = critical_culprit(&r, &nocomm, &sp->critical_share);
+                st->n_decomp++;
+                pp_sim_result_free(&bal);
+            }
+            pp_sim_result_free(&nocomm);
+        }
+        r.kind_mean = NULL;
+    }
+    replay_free(&r, S);
+    if (!sp->decomposed && !strstr(a->warnings, "could not be replayed"))
+        warn(a, "step %lld: its ranges could not be replayed (partial data?); no bubble "
+                "decomposition for it",
+             (long long)b->step);
+    for (int s = 0; s < S; s++) {
+        stage_acc *sa = &((stage_acc *)st->stage_acc.data)[s];
+        pp_stage_step *ss = &sp->stage[s];
+        sa->n++;
+        sa->busy += ss->busy_ns;
+        sa->idle += ss->idle_ns;
+        sa->fill += ss->fill_drain_ns;
+        sa->imb += ss->imbalance_ns;
+        sa->xfer += ss->transfer_ns;
+        if (sp->culprit >= 0) {
+            sa->culprit_votes.elem = sizeof(int);
+            while (sa->culprit_votes.n <= (size_t)sp->culprit)
+                vec_push(&sa->culprit_votes);
+            if (sa->culprit_votes.n > (size_t)sp->culprit)
+                ((int *)sa->culprit_votes.data)[sp->culprit]++;
+        }
+    }
+    step_links(st, ops, n);
+    /* layers */
+    const pp_aop *lo = b->layer_ops.data;
+    for (size_t i = 0; i < b->layer_ops.n; i++) {
+        int L = lo[i].chunk; /* layer index */
+        if (L < 0 || L > 1 << 20)
+            continue;
+        while (st->layers.n <= (size_t)L)
+            if (!vec_push(&st->layers))
+                break;
+        if (st->layers.n <= (size_t)L)
+            continue;
+        layer_acc *la = &((layer_acc *)st->layers.data)[L];
+        la->used = 1;
+        double d = (double)(lo[i].t1 - lo[i].t0);
+        if (lo[i].kind == PP_AOP_FWD)
+            series_add(&la->fwd, d);
+        else if (lo[i].kind == PP_AOP_BWD)
+            series_add(&la->bwd, d);
+        else
+            series_add(&la->bwdw, d);
+    }
+    keep_ops(st, b);
+done:
+    b->ops.n = b->layer_ops.n = b->ranges.n = 0;
+    b->used = 0;
+}
+
+/* Finalizes every step that all stages have moved past (all of them at the end). */
+static void finalize_ready(state *st, int at_end)
+{
+    int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    int64_t ready = INT64_MAX;
+    if (!at_end) {
+        if (S <= 0)
+            return;
+        for (int s = 0; s < S; s++) {
+            int64_t m = s < st->cap_stages ? st->stage_max_step[s] : -1;
+            ready = m < ready ? m : ready;
+        }
+        /* Without the config mark the set of stages may still grow: keep one more step. */
+        ready -= st->S_cfg ? 1 : 2;
+    }
+    for (;;) {
+        bucket *b = st->buckets.data, *oldest = NULL;
+        for (size_t i = 0; i < st->buckets.n; i++)
+            if (b[i].used && b[i].step <= ready && (!oldest || b[i].step < oldest->step))
+                oldest = &b[i];
+        if (!oldest)
+            break;
+        finalize(st, oldest);
+    }
+}
+
+/* ======================================================================================== */
+/* Decoding ranges                                                                            */
+/* ======================================================================================== */
+
+const char *pp_aop_kind_name(pp_aop_kind k)
+{
+    static const char *const names[] = {"fwd",      "bwd",      "bwd_input", "bwd_weight",
+                                        "opt_step", "send_act", "recv_act",  "send_grad",
+                                        "recv_grad"};
+    return (unsigned)k < PP_AOP_COUNT ? names[k] : "?";
+}
+
+int pp_aop_is_compute(pp_aop_kind k) { return k <= PP_AOP_OPT; }
+
+/* The convention's kinds (pp_nvtx.h numbering) as decoded. */
+enum {
+    K_STEP = 0, K_FWD, K_BWD, K_BWD_INPUT, K_BWD_WEIGHT, K_SEND_ACT, K_RECV_ACT, K_SEND_GRAD,
+    K_RECV_GRAD, K_OPT, K_LAYER_FWD, K_LAYER_BWD, K_LAYER_BWD_WEIGHT, K_NONE = -1
+};
+
+typedef struct decoded {
+    int kind;
+    int64_t step;
+    int32_t stage, mb, chunk, layer, peer;
+    uint64_t bytes;
+    int has_bytes;
+} decoded;
+
+static const char *str_of(file_state *f, uint32_t id)
+{
+    if (id == 0 || id >= f->strings.n)
+        return "";
+    const char *s = ((char **)f->strings.data)[id];
+    return s ? s : "";
+}
+
+static uint64_t get_u(const uint8_t *p, size_t n, uint64_t off, int bytes)
+{
+    if (off + (uint64_t)bytes > n)
+        return 0;
+    uint64_t v = 0;
+    memcpy(&v, p + off, (size_t)bytes);
+    return v;
+}
+
+static int parse_int_after(const char *tok, const char *prefix, int64_t *out)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(tok, prefix, n) != 0 || !isdigit((unsigned char)tok[n]))
+        return 0;
+    char *end;
+    long long v = strtoll(tok + n, &end, 10);
+    if (*end && *end != ' ')
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* The message grammar (fallback when no pipeprof.event payload is attached). */
+static void decode_message(const char *msg, decoded *d)
+{
+    static const struct {
+        const char *word;
+        int kind;
+    } words[] = {{"step", K_STEP},           {"fwd", K_FWD},           {"bwd", K_BWD},
+                 {"bwd_input", K_BWD_INPUT}, {"bwd_weight", K_BWD_WEIGHT},
+                 {"send_act", K_SEND_ACT},   {"recv_act", K_RECV_ACT}, {"send_grad", K_SEND_GRAD},
+                 {"recv_grad", K_RECV_GRAD}, {"opt_step", K_OPT}};
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", msg);
+    char *tok[8];
+    int nt = 0;
+    for (char *p = strtok(buf, " "); p && nt < 8; p = strtok(NULL, " "))
+        tok[nt++] = p;
+    if (!nt)
+        return;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(tok[0], words[i].word) == 0)
+            d->kind = words[i].kind;
+    if (d->kind == K_NONE && nt >= 2) {
+        /* "<layer> fwd" */
+        if (strcmp(tok[1], "fwd") == 0)
+            d->kind = K_LAYER_FWD;
+        else if (strcmp(tok[1], "bwd") == 0)
+            d->kind = K_LAYER_BWD;
+        else if (strcmp(tok[1], "bwd_weight") == 0)
+            d->kind = K_LAYER_BWD_WEIGHT;
+        int64_t li;
+        if (d->kind != K_NONE && parse_int_after(tok[0], "layer", &li))
+            d->layer = (int32_t)li;
+        return;
+    }
+    for (int i = 1; i < nt; i++) {
+        int64_t x;
+        if (parse_int_after(tok[i], "mb", &x))
+            d->mb = (int32_t)x;
+        else if (parse_int_after(tok[i], "c", &x))
+            d->chunk = (int32_t)x;
+        else if (parse_int_after(tok[i], "peer", &x))
+            d->peer = (int32_t)x;
+    }
+}
+
+static void decode(file_state *f, const open_range *o, decoded *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = K_NONE;
+    d->step = -1;
+    d->stage = d->mb = d->chunk = d->layer = d->peer = -1;
+    if (o->has_ext && f->schema_ok) {
+        const uint8_t *p = o->ext;
+        size_t n = o->ext_bytes;
+        d->kind = (int)(uint32_t)get_u(p, n, f->off[0], 4);
+        d->stage = (int32_t)get_u(p, n, f->off[1], 4);
+        d->mb = (int32_t)get_u(p, n, f->off[2], 4);
+        d->chunk = (int32_t)get_u(p, n, f->off[3], 4);
+        d->layer = (int32_t)get_u(p, n, f->off[4], 4);
+        d->peer = (int32_t)get_u(p, n, f->off[5], 4);
+        d->bytes = get_u(p, n, f->off[6], 8);
+        d->has_bytes = 1;
+        d->step = (int64_t)get_u(p, n, f->off[7], 8);
+        if (d->kind > K_LAYER_BWD_WEIGHT)
+            d->kind = K_NONE;
+        return;
+    }
+    decode_message(str_of(f, o->message), d);
+    d->stage = o->category > 0 ? (int32_t)o->category - 1 : -1;
+    int is_int = o->payload_type == 1 || o->payload_type == 2 || o->payload_type == 4 ||
+                 o->payload_type == 5;
+    if (!is_int)
+        return;
+    int64_t x = (int64_t)o->payload;
+    if (o->payload_type == 4)
+        x = (uint32_t)o->payload;
+    if (o->payload_type == 5)
+        x = (int32_t)o->payload;
+    switch (d->kind) {
+    case K_STEP: d->step = x; break;
+    case K_FWD: case K_BWD: case K_BWD_INPUT: case K_BWD_WEIGHT:
+    case K_LAYER_FWD: case K_LAYER_BWD: case K_LAYER_BWD_WEIGHT: d->mb = (int32_t)x; break;
+    case K_SEND_ACT: case K_RECV_ACT: case K_SEND_GRAD: case K_RECV_GRAD:
+        d->bytes = (uint64_t)x;
+        d->has_bytes = 1;
+        break;
+    default: break;
+    }
+}
+
+static thread_state *thread_of(file_state *f, uint32_t tid)
+{
+    thread_state *t = f->threads.data;
+    for (size_t i = 0; i < f->threads.n; i++)
+        if (t[i].tid == tid)
+            return &t[i];
+    thread_state *n = vec_push(&f->threads);
+    if (!n)
+        return NULL;
+    n->tid = tid;
+    n->stack.elem = sizeof(open_range);
+    n->cur_step = -1;
+    n->cur_stage = -1;
+    n->cur_mb = -1;
+    return n;
+}
+
+static void on_config(state *st, const char *msg)
+{
+    if (strncmp(msg, "config", 6) != 0)
+        return;
+    pp_analysis *a = st->a;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", msg + 6);
+    for (char *p = strtok(buf, " "); p; p = strtok(NULL, " ")) {
+        char *eq = strchr(p, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *k = p, *v = eq + 1;
+        if (strcmp(k, "schedule") == 0)
+            snprintf(a->schedule, sizeof a->schedule, "%s", v);
+        else if (strcmp(k, "S") == 0)
+            st->S_cfg = atoi(v) > 0 && atoi(v) <= 4096 ? atoi(v) : 0;
+        else if (strcmp(k, "M") == 0)
+            a->M = atoi(v);
+        else if (strcmp(k, "v") == 0)
+            a->v = atoi(v);
+        else if (strcmp(k, "samples_per_step") == 0)
+            a->samples_per_step = atof(v);
+        else if (strcmp(k, "tokens_per_step") == 0)
+            a->tokens_per_step = atof(v);
+    }
+    if (st->S_cfg)
+        ensure_stage(st, st->S_cfg - 1);
+}
+
+/* A closed range of file f on thread t. */
+static void on_range(state *st, file_state *f, thread_state *t, const open_range *o,
+                     uint64_t t1)
+{
+    if (!f->pipeprof_domain || o->domain != f->pipeprof_domain)
+        return;
+    decoded d;
+    decode(f, o, &d);
+    if (d.kind == K_NONE)
+        return;
+    if (d.stage < 0)
+        d.stage = t->cur_stage;
+    if (d.stage < 0 || !ensure_stage(st, d.stage))
+        return;
+    if (d.kind == K_STEP) {
+        if (d.step < 0)
+            d.step = t->n_steps + 1; /* fallback numbering */
+        t->n_steps++;
+        bucket *b = bucket_get(st, d.step);
+        if (b) {
+            step_range *r = vec_push(&b->ranges);
+            if (r) {
+                r->stage = d.stage;
+                r->t0 = o->t0;
+                r->t1 = t1;
+            }
+        }
+        return;
+    }
+    int64_t step = d.step >= 0 ? d.step : t->cur_step;
+    if (step < 0)
+        return;
+    bucket *b = bucket_get(st, step);
+    if (!b)
+        return;
+    pp_aop op = {0};
+    op.stage = d.stage;
+    op.mb = d.mb;
+    op.chunk = d.chunk >= 0 ? d.chunk : 0;
+    op.peer = d.peer;
+    op.bytes = d.bytes;
+    op.step = step;
+    op.t0 = o->t0;
+    op.t1 = t1;
+    op.rank = f->rank >= 0 ? f->rank : f->index;
+    int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    switch (d.kind) {
+    case K_FWD: op.kind = PP_AOP_FWD; break;
+    case K_BWD: op.kind = PP_AOP_BWD; break;
+    case K_BWD_INPUT: op.kind = PP_AOP_BWD_INPUT; break;
+    case K_BWD_WEIGHT: op.kind = PP_AOP_BWD_WEIGHT; break;
+    case K_OPT: op.kind = PP_AOP_OPT; break;
+    case K_SEND_ACT: op.kind = PP_AOP_SEND_ACT; break;
+    case K_RECV_ACT: op.kind = PP_AOP_RECV_ACT; break;
+    case K_SEND_GRAD: op.kind = PP_AOP_SEND_GRAD; break;
+    case K_RECV_GRAD: op.kind = PP_AOP_RECV_GRAD; break;
+    default: {
+        /* layer ranges: kept separately, chunk = layer index */
+        op.kind = d.kind == K_LAYER_FWD ? PP_AOP_FWD
+                  : d.kind == K_LAYER_BWD ? PP_AOP_BWD
+                                          : PP_AOP_BWD_WEIGHT;
+        op.chunk = d.layer;
+        if (op.mb < 0)
+            op.mb = t->cur_mb;
+        pp_aop *lp = vec_push(&b->layer_ops);
+        if (lp)
+            *lp = op;
+        if (d.layer >= 0) {
+            while (st->layers.n <= (size_t)d.layer && d.layer < 1 << 20)
+                if (!vec_push(&st->layers))
+                    break;
+            if (st->layers.n > (size_t)d.layer) {
+                layer_acc *la = &((layer_acc *)st->layers.data)[d.layer];
+                if (!la->name[0]) {
+                    const char *m = str_of(f, o->message);
+                    const char *sp = strchr(m, ' ');
+                    size_t len = sp ? (size_t)(sp - m) : strlen(m);
+                    if (len >= sizeof la->name)
+                        len = sizeof la->name - 1;
+                    memcpy(la->name, m, len);
+                    la->name[len] = '\0';
+                }
+            }
+        }
+        return;
+    }
+    }
+    if (op.peer < 0 && !pp_aop_is_compute((pp_aop_kind)op.kind) && S > 0) {
+        /* the neighbour the transfer implies (wrapping for interleaved schedules) */
+        int up = op.kind == PP_AOP_SEND_ACT || op.kind == PP_AOP_RECV_GRAD;
+        op.peer = (op.stage + (up ? 1 : S - 1)) % S;
+    }
+    pp_aop *p = vec_push(&b->ops);
+    if (p)
+        *p = op;
+}
+
+/* Pushes, pops, starts and ends of one EVENTS block. */
+static void on_events(state *st, file_state *f, const pp_trace_block *blk)
+{
+    thread_state *t = thread_of(f, blk->h.tid);
+    if (!t)
+        return;
+    const uint8_t *p = blk->payload;
+    size_t off = 0;
+    open_range *last = NULL; /* the range an EXT_PAYLOAD attaches to */
+    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= blk->h.payload_bytes;
+         i++) {
+        pp_rec_header h;
+        memcpy(&h, p + off, sizeof h);
+        if (h.size < sizeof h || off + h.size > blk->h.payload_bytes)
+            break;
+        const uint8_t *rec = p + off;
+        off += h.size;
+        switch (h.type) {
+        case PP_REC_PUSH:
+        case PP_REC_START:
+        case PP_REC_MARK: {
+            pp_rec_range r;
+            if (h.size < sizeof r)
+                break;
+            memcpy(&r, rec, sizeof r);
+            f->events++;
+            open_range o = {.domain = r.domain, .t0 = h.ts, .message = r.message,
+                            .category = r.category, .payload_type = r.payload_type,
+                            .payload = r.payload, .range_id = r.range_id};
+            if (h.type == PP_REC_MARK) {
+                if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
+                    on_config(st, str_of(f, r.message));
+                last = NULL;
+                break;
+            }
+            vec *target = h.type == PP_REC_PUSH ? &t->stack : &f->starts;
+            last = vec_push(target);
+            if (last)
+                *last = o;
+            /* what the enclosing ranges say, for layer ranges and fallback step numbers */
+            if (h.type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain) {
+                decoded d;
+                decode(f, &o, &d);
+                if (d.kind == K_STEP) {
+                    t->cur_step = d.step >= 0 ? d.step : t->n_steps + 1;
+                    t->cur_stage = d.stage;
+                } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
+                    t->cur_mb = d.mb;
+                }
+            }
+            break;
+        }
+        case PP_REC_EXT_PAYLOAD: {
+            pp_rec_ext e;
+            if (h.size < sizeof e || !last || last->has_ext)
+                break;
+            memcpy(&e, rec, sizeof e);
+            if (e.schema_id != PIPEPROF_SCHEMA_ID)
+                break;
+            uint32_t nb = e.data_bytes;
+            if (nb > sizeof last->ext)
+                nb = sizeof last->ext;
+            if (sizeof e + nb > h.size)
+                break;
+            memcpy(last->ext, rec + sizeof e, nb);
+            last->ext_bytes = nb;
+            last->has_ext = 1;
+            /* re-evaluate the enclosing-range state with the authoritative payload */
+            if (last->domain == f->pipeprof_domain && t->stack.n &&
+                last == &((open_range *)t->stack.data)[t->stack.n - 1]) {
+                decoded d;
+                decode(f, last, &d);
+                if (d.kind == K_STEP) {
+                    t->cur_step = d.step;
+                    t->cur_stage = d.stage;
+                } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
+                    t->cur_mb = d.mb;
+                    if (d.stage >= 0)
+                        t->cur_stage = d.stage;
+                }
+            }
+            break;
+        }
+        case PP_REC_POP: {
+            pp_rec_pop r;
+            if (h.size < sizeof r)
+                break;
+            memcpy(&r, rec, sizeof r);
+            f->events++;
+            last = NULL;
+            /* the innermost open range of that domain on this thread */
+            open_range *s = t->stack.data;
+            for (size_t k = t->stack.n; k-- > 0;) {
+                if (s[k].domain != r.domain)
+                    continue;
+                open_range o = s[k];
+                memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
+                t->stack.n--;
+                on_range(st, f, t, &o, h.ts);
+                decoded d;
+                decode(f, &o, &d);
+                if (o.domain == f->pipeprof_domain && d.kind == K_STEP) {
+                    int64_t step = d.step >= 0 ? d.step : t->n_steps;
+                    if (d.stage >= 0 && ensure_stage(st, d.stage) &&
+                        step > st->stage_max_step[d.stage])
+                        st->stage_max_step[d.stage] = step;
+                    t->cur_step = -1;
+                }
+                break;
+            }
+            break;
+        }
+        case PP_REC_END: {
+            pp_rec_end r;
+            if (h.size < sizeof r)
+                break;
+            memcpy(&r, rec, sizeof r);
+            f->events++;
+            last = NULL;
+            open_range *s = f->starts.data;
+            for (size_t k = 0; k < f->starts.n; k++) {
+                if (s[k].range_id != r.range_id)
+                    continue;
+                open_range o = s[k];
+                s[k] = s[f->starts.n - 1];
+                f->starts.n--;
+                on_range(st, f, t, &o, h.ts);
+                break;
+            }
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+static void on_meta(file_state *f, const pp_trace_block *blk)
+{
+    const uint8_t *p = blk->payload;
+    size_t off = 0;
+    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= blk->h.payload_bytes;
+         i++) {
+        pp_rec_header h;
+        memcpy(&h, p + off, sizeof h);
+        if (h.size < sizeof h || off + h.size > blk->h.payload_bytes)
+            break;
+        const uint8_t *rec = p + off;
+        off += h.size;
+        if (h.type == PP_REC_STRING) {
+            pp_rec_string s;
+            if (h.size < sizeof s)
+                continue;
+            memcpy(&s, rec, sizeof s);
+            if (s.id == 0 || s.id > (1u << 26) || sizeof s + s.len > h.size)
+                continue;
+            while (f->strings.n <= s.id)
+                if (!vec_push(&f->strings))
+                    return;
+            char **slot = &((char **)f->strings.data)[s.id];
+            if (*slot)
+                continue; /* first definition wins */
+            *slot = malloc(s.len + 1);
+            if (*slot) {
+                memcpy(*slot, rec + sizeof s, s.len);
+                (*slot)[s.len] = '\0';
+            }
+        } else if (h.type == PP_REC_DOMAIN) {
+            pp_rec_domain d;
+            if (h.size < sizeof d)
+                continue;
+            memcpy(&d, rec, sizeof d);
+            if (!f->pipeprof_domain && strcmp(str_of(f, d.name), "pipeprof") == 0)
+                f->pipeprof_domain = d.id;
+        } else if (h.type == PP_REC_SCHEMA) {
+            pp_rec_schema sc;
+            if (h.size < sizeof sc)
+                continue;
+            memcpy(&sc, rec, sizeof sc);
+            if (sc.schema_id != PIPEPROF_SCHEMA_ID)
+                continue;
+            static const char *const names[8] = {"kind", "stage", "mb",    "chunk",
+                                                 "layer", "peer", "bytes", "step"};
+            int found = 0;
+            for (uint32_t e = 0; e < sc.n_entries; e++) {
+                size_t eo = sizeof sc + (size_t)e * sizeof(pp_rec_schema_entry);
+                if (eo + sizeof(pp_rec_schema_entry) > h.size)
+                    break;
+                pp_rec_schema_entry en;
+                memcpy(&en, rec + eo, sizeof en);
+                for (int k = 0; k < 8; k++)
+                    if (strcmp(str_of(f, en.name), names[k]) == 0) {
+                        f->off[k] = en.offset;
+                        found++;
+                    }
+            }
+            f->schema_ok = found == 8;
+        }
+    }
+}
+
+/* ======================================================================================== */
+/* Driver                                                                                     */
+/* ======================================================================================== */
+
+void pp_analysis_options_default(pp_analysis_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->warmup = 1;
+}
+
+static void file_state_free(file_state *f)
+{
+    pp_trace_reader_close(f->r);
+    char **s = f->strings.data;
+    for (size_t i = 0; i < f->strings.n; i++)
+        free(s[i]);
+    vec_free(&f->strings);
+    thread_state *t = f->threads.data;
+    for (size_t i = 0; i < f->threads.n; i++)
+        vec_free(&t[i].stack);
+    vec_free(&f->threads);
+    vec_free(&f->starts);
+}
+
+static int rank_wanted(const pp_analysis_options *o, int32_t rank)
+{
+    if (o->rank_filter_n <= 0)
+        return 1;
+    for (int i = 0; i < o->rank_filter_n; i++)
+        if (o->rank_filter[i] == rank)
+            return 1;
+    return 0;
+}
+
+static void results(state *st)
+{
+    pp_analysis *a = st->a;
+    int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    a->S = S;
+    a->n_steps = st->steps.n;
+    a->steps = st->steps.data;
+    st->steps.data = NULL;
+    st->steps.n = st->steps.cap = 0;
+    a->step_ns = series_stats(&st->step_series);
+    if (a->n_steps) {
+        a->bubble_ratio = st->bubble_sum / (double)a->n_steps;
+        a->imbalance = st->imbalance_sum / (double)a->n_steps;
+        double secs = a->step_ns.mean * 1e-9;
+        if (secs > 0) {
+            a->samples_per_s = a->samples_per_step / secs;
+            a->tokens_per_s = a->tokens_per_step / secs;
+        }
+    }
+    a->stages = calloc((size_t)(S > 0 ? S : 1), sizeof(pp_astage));
+    for (int s = 0; a->stages && s < S; s++) {
+        pp_astage *o = &a->stages[s];
+        o->stage = s;
+        o->imbalance_culprit = -1;
+        if ((size_t)s >= st->stage_acc.n)
+            continue;
+        stage_acc *sa = &((stage_acc *)st->stage_acc.data)[s];
+        o->fwd_ns = series_stats(&sa->fwd);
+        o->bwd_ns = series_stats(&sa->bwd);
+        o->bwd_input_ns = series_stats(&sa->bwd_in);
+        o->bwd_weight_ns = series_stats(&sa->bwd_w);
+        o->opt_ns = series_stats(&sa->opt);
+        if (sa->n) {
+            o->busy_ns = sa->busy / sa->n;
+            o->idle_ns = sa->idle / sa->n;
+            o->fill_drain_ns = sa->fill / sa->n;
+            o->imbalance_ns = sa->imb / sa->n;
+            o->transfer_ns = sa->xfer / sa->n;
+            o->bubble_ratio = a->step_ns.mean > 0 ? o->idle_ns / a->step_ns.mean : 0;
+        }
+        const int *votes = sa->culprit_votes.data;
+        for (size_t k = 0; k < sa->culprit_votes.n; k++)
+            if (votes[k] > 0 && (o->imbalance_culprit < 0 || votes[k] > votes[o->imbalance_culprit]))
+                o->imbalance_culprit = (int)k;
+    }
+    a->n_links = st->links.n;
+    a->links = calloc(a->n_links ? a->n_links : 1, sizeof(pp_alink));
+    for (size_t i = 0; a->links && i < a->n_links; i++) {
+        link_acc *l = &((link_acc *)st->links.data)[i];
+        a->links[i] = l->l;
+        double timed_bytes = l->l.bandwidth_GBps;
+        a->links[i].bandwidth_GBps = l->l.transfer_ns > 0 ? timed_bytes / l->l.transfer_ns : 0;
+        a->links[i].latency_ns = series_stats(&l->lat);
+    }
+    size_t nl = 0;
+    for (size_t i = 0; i < st->layers.n; i++)
+        nl += ((layer_acc *)st->layers.data)[i].used;
+    a->layers = calloc(nl ? nl : 1, sizeof(pp_alayer));
+    for (size_t i = 0; a->layers && i < st->layers.n; i++) {
+        layer_acc *la = &((layer_acc *)st->layers.data)[i];
+        if (!la->used)
+            continue;
+        pp_alayer *o = &a->layers[a->n_layers++];
+        o->layer = (int32_t)i;
+        snprintf(o->name, sizeof o->name, "%s", la->name);
+        o->fwd_ns = series_stats(&la->fwd);
+        o->bwd_ns = series_stats(&la->bwd);
+        o->bwd_weight_ns = series_stats(&la->bwdw);
+    }
+    a->n_ops = st->kept_ops.n;
+    a->ops = st->kept_ops.data;
+    st->kept_ops.data = NULL;
+    a->n_layer_ops = st->kept_layer_ops.n;
+    a->layer_ops = st->kept_layer_ops.data;
+    st->kept_layer_ops.data = NULL;
+}
+
+static void state_free(state *st)
+{
+    bucket *b = st->buckets.data;
+    for (size_t i = 0; i < st->buckets.n; i++) {
+        vec_free(&b[i].ops);
+        vec_free(&b[i].layer_ops);
+        vec_free(&b[i].ranges);
+    }
+    vec_free(&st->buckets);
+    free(st->stage_max_step);
+    pp_astep *sp = st->steps.data;
+    for (size_t i = 0; i < st->steps.n; i++)
+        free(sp[i].stage);
+    vec_free(&st->steps);
+    series_free(&st->step_series);
+    stage_acc *sa = st->stage_acc.data;
+    for (size_t i = 0; i < st->stage_acc.n; i++) {
+        series_free(&sa[i].fwd);
+        series_free(&sa[i].bwd);
+        series_free(&sa[i].bwd_in);
+        series_free(&sa[i].bwd_w);
+        series_free(&sa[i].opt);
+        vec_free(&sa[i].culprit_votes);
+    }
+    vec_free(&st->stage_acc);
+    link_acc *l = st->links.data;
+    for (size_t i = 0; i < st->links.n; i++)
+        series_free(&l[i].lat);
+    vec_free(&st->links);
+    layer_acc *la = st->layers.data;
+    for (size_t i = 0; i < st->layers.n; i++) {
+        series_free(&la[i].fwd);
+        series_free(&la[i].bwd);
+        series_free(&la[i].bwdw);
+    }
+    vec_free(&st->layers);
+    vec_free(&st->kept_ops);
+    vec_free(&st->kept_layer_ops);
+}
+
+pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *opt,
+                           pp_analysis **out)
+{
+    pp_status rc = PP_OK;
+    pp_analysis_options defaults;
+    if (!opt) {
+        pp_analysis_options_default(&defaults);
+        opt = &defaults;
+    }
+    pp_analysis *a = calloc(1, sizeof *a);
+    file_state *fs = calloc(n ? n : 1, sizeof *fs);
+    state st;
+    memset(&st, 0, sizeof st);
+    st.o = opt;
+    st.a = a;
+    st.last_finalized = INT64_MIN;
+    st.buckets.elem = sizeof(bucket);
+    st.steps.elem = sizeof(pp_astep);
+    st.stage_acc.elem = sizeof(stage_acc);
+    st.links.elem = sizeof(link_acc);
+    st.layers.elem = sizeof(layer_acc);
+    st.kept_ops.elem = st.kept_layer_ops.elem = sizeof(pp_aop);
+    if (!a || !fs) {
+        free(a);
+        free(fs);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
+    }
+    a->files = calloc(n ? n : 1, sizeof(pp_afile));
+    if (!a->files) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
+        goto done;
+    }
+    size_t readable = 0;
+    for (size_t i = 0; i < n; i++) {
+        file_state *f = &fs[i];
+        f->index = (int)i;
+        f->strings.elem = sizeof(char *);
+        f->threads.elem = sizeof(thread_state);
+        f->starts.elem = sizeof(open_range);
+        /* the convention's layout until (unless) the file registers the schema */
+        static const uint64_t def_off[8] = {0, 4, 8, 12, 16, 20, 24, 32};
+        memcpy(f->off, def_off, sizeof def_off);
+        pp_afile *info = &a->files[a->n_files++];
+        f->info = info;
+        snprintf(info->path, sizeof info->path, "%s", paths[i]);
+        if (pp_trace_reader_open(paths[i], &f->r) != PP_OK) {
+            warn(a, "%s: %s (skipped)", paths[i], pp_error_message());
+            f->done = 1;
+            continue;
+        }
+        const pp_trace_header *h = pp_trace_reader_header(f->r);
+        f->rank = h->rank;
+        info->pid = h->pid;
+        info->rank = h->rank;
+        snprintf(info->host, sizeof info->host, "%.*s", (int)sizeof h->host, h->host);
+        if (!rank_wanted(opt, h->rank)) {
+            f->done = 1;
+            continue;
+        }
+        readable++;
+    }
+    if (!readable) {
+        rc = PP_ERR(PP_ERR_INVALID, "no readable trace to analyze%s%s", a->warnings[0] ? ": " : "",
+                    a->warnings);
+        goto done;
+    }
+    /* Round-robin over the files, one block at a time. */
+    for (;;) {
+        int active = 0;
+        for (size_t i = 0; i < n; i++) {
+            file_state *f = &fs[i];
+            if (f->done)
+                continue;
+            active = 1;
+            pp_trace_block blk;
+            bool got = false;
+            if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got) {
+                f->done = 1;
+                continue;
+            }
+            if (blk.h.kind == PP_BLOCK_META)
+                on_meta(f, &blk);
+            else if (blk.h.kind == PP_BLOCK_EVENTS)
+                on_events(&st, f, &blk);
+            else if (blk.h.kind == PP_BLOCK_FOOTER && blk.h.payload_bytes >= sizeof(pp_rec_footer)) {
+                pp_rec_footer ft;
+                memcpy(&ft, blk.payload, sizeof ft);
+                f->info->has_footer = 1;
+                f->info->events = ft.events;
+                f->info->dropped = ft.dropped;
+                f->info->filtered = ft.filtered;
+            }
+        }
+        finalize_ready(&st, 0);
+        if (!active)
+            break;
+    }
+    finalize_ready(&st, 1);
+    for (size_t i = 0; i < n; i++) {
+        file_state *f = &fs[i];
+        pp_afile *info = f->info;
+        if (f->r)
+            info->damage = *pp_trace_reader_damage(f->r);
+        if (!info->has_footer)
+            info->events = f->events;
+        a->events_total += info->events;
+        a->dropped_total += info->dropped;
+        if (f->r && !info->has_footer)
+            warn(a, "%s: no footer (the process was killed?); analyzed what it holds",
+                 info->path);
+        if (info->dropped)
+            warn(a, "%s: %llu events dropped by the capture library (buffers full); numbers "
+                    "may be incomplete",
+                 info->path, (unsigned long long)info->dropped);
+        if (info->damage.blocks_bad || info->damage.truncated)
+            warn(a, "%s: damaged trace (%llu bad blocks%s): %s", info->path,
+                 (unsigned long long)info->damage.blocks_bad,
+                 info->damage.truncated ? ", truncated" : "", info->damage.first_problem);
+    }
+    results(&st);
+    if (a->n_steps == 0) {
+        int S = a->S;
+        rc = PP_ERR(PP_ERR_INVALID,
+                    "no pipeline steps found in the traces (%d stage(s) seen, %lld warm-up "
+                    "step(s) skipped): does the job emit the NVTX convention of "
+                    "docs/nvtx-convention.md?",
+                    S, (long long)a->warmup_skipped);
+        goto done;
+    }
+done:
+    for (size_t i = 0; i < n; i++)
+        file_state_free(&fs[i]);
+    free(fs);
+    state_free(&st);
+    if (rc != PP_OK) {
+        pp_analysis_free(a);
+        return rc;
+    }
+    *out = a;
+    return PP_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+pp_status pp_analyze_dir(const char *dir, const pp_analysis_options *o, pp_analysis **out)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return PP_ERR(PP_ERR_IO, "cannot open run directory '%s'", dir);
+    vec names = {.elem = sizeof(char *)};
+    struct dirent *e;
+    pp_status st = PP_OK;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".pft") != 0)
+            continue;
+        char **slot = vec_push(&names);
+        size_t plen = strlen(dir) + len + 2;
+        if (!slot || !(*slot = malloc(plen))) {
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory listing '%s'", dir);
+            break;
+        }
+        snprintf(*slot, plen, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (st == PP_OK && names.n == 0)
+        st = PP_ERR(PP_ERR_INVALID, "'%s' holds no trace files (*.pft): is it a pprof-run "
+                                    "directory?",
+                    dir);
+    if (st == PP_OK) {
+        qsort(names.data, names.n, sizeof(char *), cmp_str);
+        st = pp_analyze_files((const char *const *)names.data, names.n, o, out);
+    }
+    for (size_t i = 0; i < names.n; i++)
+        free(((char **)names.data)[i]);
+    vec_free(&names);
+    return st;
+}
+
+void pp_analysis_free(pp_analysis *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->n_steps; i++)
+        free(a->steps[i].stage);
+    free(a->steps);
+    free(a->files);
+    free(a->stages);
+    free(a->links);
+    free(a->layers);
+    free(a->ops);
+    free(a->layer_ops);
+    free(a);
+}
+
+/* ======================================================================================== */
+/* Text summary                                                                               */
+/* ======================================================================================== */
+
+static double ms(double ns) { return ns * 1e-6; }
+
+void pp_analysis_print(const pp_analysis *a, FILE *out)
+{
+    fprintf(out, "pipeline: %d stage(s)", a->S);
+    if (a->schedule[0])
+        fprintf(out, ", schedule %s", a->schedule);
+    if (a->M)
+        fprintf(out, ", %d micro-batch(es)", a->M);
+    if (a->v > 1)
+        fprintf(out, ", %d chunks per stage", a->v);
+    fprintf(out, "; %zu step(s) analyzed (%lld warm-up skipped), %zu process(es), %llu events",
+            a->n_steps, (long long)a->warmup_skipped, a->n_files,
+            (unsigned long long)a->events_total);
+    fprintf(out, ", %llu dropped\n", (unsigned long long)a->dropped_total);
+    fprintf(out, "step time: mean %.3f ms, median %.3f ms, p95 %.3f ms, max %.3f ms\n",
+            ms(a->step_ns.mean), ms(a->step_ns.median), ms(a->step_ns.p95), ms(a->step_ns.max));
+    fprintf(out, "bubble: %.1f%% of stage time idle; imbalance (max/mean busy) %.3f",
+            100 * a->bubble_ratio, a->imbalance);
+    if (a->samples_per_s > 0)
+        fprintf(out, "; throughput %.1f samples/s, %.0f tokens/s", a->samples_per_s,
+                a->tokens_per_s);
+    fprintf(out, "\n\n");
+    fprintf(out, "%-6s %10s %10s %10s %10s %8s %11s %11s %10s  %s\n", "stage", "fwd ms",
+            "bwd ms", "busy ms", "idle ms", "bubble", "fill/drain", "imbalance", "transfer",
+            "imbalance caused by");
+    for (int s = 0; s < a->S; s++) {
+        const pp_astage *g = &a->stages[s];
+        double bwd = g->bwd_ns.count ? g->bwd_ns.median
+                                     : g->bwd_input_ns.median + g->bwd_weight_ns.median;
+        char cause[32] = "-";
+        if (g->imbalance_culprit >= 0 && g->imbalance_ns > 0.02 * a->step_ns.mean)
+            snprintf(cause, sizeof cause, "stage %d", g->imbalance_culprit);
+        fprintf(out, "%-6d %10.3f %10.3f %10.3f %10.3f %7.1f%% %11.3f %11.3f %10.3f  %s\n", s,
+                ms(g->fwd_ns.median), ms(bwd), ms(g->busy_ns), ms(g->idle_ns),
+                100 * g->bubble_ratio, ms(g->fill_drain_ns), ms(g->imbalance_ns),
+                ms(g->transfer_ns), cause);
+    }
+    if (a->n_links) {
+        fprintf(out, "\n%-12s %-5s %9s %12s %10s %12s %10s %10s\n", "link", "kind", "messages",
+                "MB", "GB/s", "latency us", "wait ms", "send ms");
+        for (size_t i = 0; i < a->n_links; i++) {
+            const pp_alink *l = &a->links[i];
+            char name[24];
+            snprintf(name, sizeof name, "%d -> %d", l->src, l->dst);
+            fprintf(out, "%-12s %-5s %9llu %12.3f %10.3f %12.1f %10.3f %10.3f\n", name,
+                    l->grad ? "grad" : "act", (unsigned long long)l->messages,
+                    (double)l->bytes / 1e6, l->bandwidth_GBps, l->latency_ns.median * 1e-3,
+                    ms(l->wait_ns), ms(l->send_ns));
+        }
+    }
+    if (a->warnings[0])
+        fprintf(out, "\nwarnings:\n%s", a->warnings);
+}

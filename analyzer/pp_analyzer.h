@@ -1,0 +1,174 @@
+/* pp_analyzer.h: turns a run directory of .pft traces into the numbers a pipeline user needs:
+ * per-stage forward/backward times, busy and idle time, the bubble and why (fill/drain vs
+ * imbalance vs transfers), link bandwidth, the critical path, throughput. Reads pipeline ranges
+ * per docs/nvtx-convention.md from any job that follows it. Formulas: docs/metrics.md.
+ * Used by pprof-report, pprof-run's summary, pprof-tune and pprof-check.
+ *
+ * Streaming: traces are read block by block; a step's ranges are kept only until every stage
+ * has moved past it, then reduced to per-step numbers. Memory is bounded by the steps in flight
+ * (plus the steps kept for drawing), not by the trace's length. */
+#ifndef PP_ANALYZER_H
+#define PP_ANALYZER_H
+
+#include "pp_common.h"
+#include "pp_sim.h"
+#include "pp_trace.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a pipeline range is (the convention's kinds that the analyzer uses). */
+typedef enum pp_aop_kind {
+    PP_AOP_FWD = 0,
+    PP_AOP_BWD = 1,
+    PP_AOP_BWD_INPUT = 2,
+    PP_AOP_BWD_WEIGHT = 3,
+    PP_AOP_OPT = 4,
+    PP_AOP_SEND_ACT = 5,
+    PP_AOP_RECV_ACT = 6,
+    PP_AOP_SEND_GRAD = 7,
+    PP_AOP_RECV_GRAD = 8,
+    PP_AOP_COUNT = 9
+} pp_aop_kind;
+
+const char *pp_aop_kind_name(pp_aop_kind k);
+int pp_aop_is_compute(pp_aop_kind k);
+
+/* One pipeline range of one stage, times in ns on the run's common clock. */
+typedef struct pp_aop {
+    uint8_t kind; /* pp_aop_kind */
+    int32_t stage, mb, chunk, peer;
+    uint64_t bytes;
+    int64_t step;
+    uint64_t t0, t1;
+    int32_t rank; /* process it came from (file's rank, or file index when unknown) */
+} pp_aop;
+
+/* Order statistics of a series; median and p95 are exact up to 4096 samples and estimated from a
+ * uniform reservoir of 4096 beyond (docs/metrics.md). */
+typedef struct pp_astats {
+    uint64_t count;
+    double mean, median, p95, max, min, sum;
+} pp_astats;
+
+typedef struct pp_stage_step {
+    double busy_ns, idle_ns, bubble_ratio;
+    double fill_drain_ns, imbalance_ns, transfer_ns; /* sum to idle_ns */
+} pp_stage_step;
+
+/* One step's numbers. */
+typedef struct pp_astep {
+    int64_t step;
+    double t0_ns;        /* start on the common clock */
+    double step_ns;      /* from the first stage's step start to the last stage's end */
+    double bubble_ratio; /* sum of idle / (S x step) */
+    int decomposed;      /* 0 when the step's ranges could not be replayed (partial data) */
+    int culprit;         /* stage with the largest share of the critical path, -1 unknown */
+    double critical_share; /* that share */
+    pp_stage_step *stage; /* [S] */
+} pp_astep;
+
+typedef struct pp_alink {
+    int src, dst;
+    int grad; /* 0: activations (forward direction of the pipe), 1: gradients */
+    uint64_t messages;
+    uint64_t bytes;
+    uint64_t timed;           /* messages whose arrival was observed (the receiver waited) */
+    double transfer_ns;       /* sum over timed messages: send start -> data at the receiver */
+    double bandwidth_GBps;    /* bytes of timed messages / transfer time */
+    pp_astats latency_ns;     /* per-message transfer time (timed messages) */
+    double wait_ns;           /* receivers' time blocked in recv ranges */
+    double send_ns;           /* senders' time in send ranges */
+} pp_alink;
+
+typedef struct pp_alayer {
+    int32_t layer;
+    char name[48];
+    pp_astats fwd_ns, bwd_ns, bwd_weight_ns;
+} pp_alayer;
+
+typedef struct pp_astage {
+    int stage;
+    pp_astats fwd_ns, bwd_ns, bwd_input_ns, bwd_weight_ns, opt_ns; /* per micro-batch op */
+    double busy_ns, idle_ns, bubble_ratio;                          /* means over steps */
+    double fill_drain_ns, imbalance_ns, transfer_ns;                /* means over steps */
+    int imbalance_culprit; /* stage most often on the critical path, -1 unknown */
+} pp_astage;
+
+/* A process of the run. */
+typedef struct pp_afile {
+    char path[512];
+    char host[64];
+    uint32_t pid;
+    int32_t rank;
+    uint64_t events, dropped, filtered;
+    int has_footer;
+    pp_trace_damage damage;
+} pp_afile;
+
+typedef struct pp_analysis_options {
+    int warmup;          /* steps skipped at the start (default 1) */
+    int64_t step_lo, step_hi; /* only these steps (0 = no bound) */
+    int64_t keep_lo, keep_hi; /* steps whose ranges are kept for timelines (0,0 = the last
+                                 analyzed step) */
+    int rank_filter_n;   /* ranks to include (0 = all) */
+    const int *rank_filter;
+} pp_analysis_options;
+
+void pp_analysis_options_default(pp_analysis_options *o);
+
+typedef struct pp_analysis {
+    /* run */
+    size_t n_files;
+    pp_afile *files;
+    uint64_t events_total, dropped_total;
+    char warnings[2048]; /* one line per problem, '\n'-separated */
+    /* pipeline shape (from the config mark, else inferred) */
+    int S, M, v;
+    char schedule[32];       /* "" when unknown */
+    double samples_per_step; /* 0 when unknown */
+    double tokens_per_step;  /* 0 when unknown */
+    /* steps */
+    size_t n_steps;          /* analyzed (after warm-up and filters) */
+    pp_astep *steps;
+    int64_t warmup_skipped;
+    /* aggregates over analyzed steps */
+    pp_astats step_ns;
+    double bubble_ratio;     /* mean */
+    double imbalance;        /* max stage busy / mean stage busy, means over steps */
+    double samples_per_s, tokens_per_s;
+    pp_astage *stages;       /* [S] */
+    size_t n_links;
+    pp_alink *links;
+    size_t n_layers;
+    pp_alayer *layers;       /* by layer index */
+    /* kept timelines */
+    size_t n_ops;
+    pp_aop *ops;             /* ranges of the kept steps, by stage then time */
+    size_t n_layer_ops;
+    pp_aop *layer_ops;       /* layer ranges of the kept steps (kind = FWD/BWD/BWD_WEIGHT,
+                                chunk = layer index) */
+    int64_t kept_lo, kept_hi;
+    void *impl;
+} pp_analysis;
+
+/* Analyzes every .pft file of `dir`. Fails (PP_ERR_IO / PP_ERR_INVALID) when the directory
+ * cannot be read, has no readable trace, or its traces hold no pipeline ranges; damaged or
+ * partial traces give a partial analysis with warnings. */
+pp_status pp_analyze_dir(const char *dir, const pp_analysis_options *o, pp_analysis **out);
+/* The same over explicit files (tests, benchmarks). */
+pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *o,
+                           pp_analysis **out);
+void pp_analysis_free(pp_analysis *a);
+
+/* The readable summary table pprof-report prints and pprof-run prints at the end. */
+void pp_analysis_print(const pp_analysis *a, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_ANALYZER_H */
