@@ -122,9 +122,11 @@ static void clock_after_wait(worker *w, uint64_t avail_ns)
 {
     if (w->b->carries_data) {
         w->clock_ns = pp_now_ns();
-    } else {
-        if (avail_ns > w->clock_ns)
-            w->clock_ns = avail_ns;
+    } else if (avail_ns > w->clock_ns) {
+        /* Only a real wait is slept here (so a receive range covers exactly the waiting for
+         * data); data that was already there costs nothing, and the next op sleeps to its
+         * own deadline. */
+        w->clock_ns = avail_ns;
         sleep_until(w->clock_ns);
     }
 }

@@ -6,6 +6,7 @@
  * 2 usage or bad input, 3 runtime error. */
 #define _GNU_SOURCE /* prctl, WCOREDUMP, nftw, /proc helpers: Linux-only tool by design */
 #include "pp_common.h"
+#include "pp_analyzer.h"
 #include "pp_trace.h"
 
 #include <cJSON.h>
@@ -978,6 +979,22 @@ static void print_summary(const run_info *ri, const char *manifest)
     if (dropped)
         printf(" (%.2f%% of events)", 100.0 * (double)dropped / (double)(events + dropped));
     printf("\n");
+    /* The pipeline summary (pprof-report's table). Under a launcher each rank's pprof-run sees
+     * only part of the run: pprof-report DIR gives the whole picture once all ranks are done. */
+    if (ri->rank >= 0) {
+        printf("pprof-run: for the pipeline summary of all ranks: pprof-report %s\n", ri->dir);
+        return;
+    }
+    pp_analysis *an = NULL;
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    if (pp_analyze_dir(ri->dir, &o, &an) == PP_OK) {
+        printf("\n");
+        pp_analysis_print(an, stdout);
+        pp_analysis_free(an);
+    } else {
+        printf("pprof-run: no pipeline summary: %s\n", pp_error_message());
+    }
 }
 
 /* ---- main --------------------------------------------------------------------------------- */

@@ -1,0 +1,447 @@
+/* test_analyzer.c: the analyzer on real captures (pprof-run + pptrain on the sim backend, whose
+ * timing is exact) and on hand-written traces: bubble ratios match the schedules' formulas, the
+ * decomposition blames fill/drain, imbalance and transfers where they come from, a straggler is
+ * named, link bandwidth matches the cost file, and damaged or foreign run directories give a
+ * partial report or a clear error. */
+#include "pp_analyzer.h"
+#include "pp_trace.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+#define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
+
+static char g_dir[64];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_analyzer_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(analyzer, .init = setup, .fini = teardown);
+
+static void need_capture(void)
+{
+    if (access(LIBPPROF, R_OK) != 0)
+        cr_skip_test("libpprof.so is not built (no NVTX headers)");
+}
+
+static int run(char *const argv[])
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A cost file of L identical layers, per micro-batch: fwd f us, bwd 2f us (split in halves). */
+static void write_costs(const char *path, int L, double f, double gbps, double lat_us,
+                        unsigned long long act_bytes)
+{
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"layers\": [");
+    for (int l = 0; l < L; l++)
+        fprintf(fp,
+                "%s{\"name\": \"layer%d\", \"fwd_us\": %g, \"bwd_us\": %g, \"bwd_input_us\": %g, "
+                "\"bwd_weight_us\": %g, \"activation_bytes\": %llu}",
+                l ? ", " : "", l, f, 2 * f, f, f, act_bytes);
+    fprintf(fp, "], \"p2p_GBps\": %g, \"p2p_latency_us\": %g}\n", gbps, lat_us);
+    fclose(fp);
+}
+
+/* Captures `pptrain --backend sim` with the given pipeline into dir/name and analyzes it. */
+static pp_analysis *capture(const char *name, const char *costs, const char *schedule, int S,
+                            int M, int steps, const char *extra)
+{
+    char out[256], sS[16], sM[16], sn[16];
+    snprintf(out, sizeof out, "%s/%s", g_dir, name);
+    snprintf(sS, sizeof sS, "%d", S);
+    snprintf(sM, sizeof sM, "%d", M);
+    snprintf(sn, sizeof sn, "%d", steps);
+    char *argv[32] = {PPRUN, "-q", "-o", out, "--", PPTRAIN, "--backend", "sim", "--costs",
+                      (char *)costs, "--stages", sS, "--microbatches", sM, "--schedule",
+                      (char *)schedule, "--steps", sn, "-q", NULL};
+    int n = 19;
+    if (extra) {
+        argv[n++] = "--sim-slow";
+        argv[n++] = (char *)extra;
+        argv[n] = NULL;
+    }
+    cr_assert_eq(run(argv), 0, "capture of %s failed", name);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(out, NULL, &a), PP_OK, "%s", pp_error_message());
+    return a;
+}
+
+Test(analyzer, uniform_pipelines_have_the_formulas_bubble_and_it_is_fill_drain, .timeout = 300)
+{
+    need_capture();
+    static const int SM[][2] = {{2, 4}, {4, 8}, {8, 32}};
+    static const char *const kinds[] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) {
+            int S = SM[i][0], M = SM[i][1];
+            char costs[256], name[64];
+            snprintf(costs, sizeof costs, "%s/u%d.json", g_dir, S);
+            /* one layer per stage; 4 ms forward keeps wake-up latency (~30 us) small */
+            write_costs(costs, S, 4000, 0, 0, 0);
+            snprintf(name, sizeof name, "%s-%d-%d", kinds[k], S, M);
+            pp_analysis *a = capture(name, costs, kinds[k], S, M, 3, NULL);
+            double formula = (double)(S - 1) / (M + S - 1);
+            double idle = 0, fill = 0;
+            for (int s = 0; s < a->S; s++) {
+                idle += a->stages[s].idle_ns;
+                fill += a->stages[s].fill_drain_ns;
+            }
+            cr_log_info("%s S=%d M=%d: bubble %.2f%% (formula %.2f%%), fill/drain %.1f%% of idle",
+                        kinds[k], S, M, 100 * a->bubble_ratio, 100 * formula, 100 * fill / idle);
+            cr_assert_eq(a->S, S);
+            cr_assert_str_eq(a->schedule, kinds[k]);
+            cr_assert_eq(a->n_steps, 2u, "3 steps, 1 warm-up");
+            cr_assert_leq(fabs(a->bubble_ratio - formula), 0.015, "%s S=%d M=%d: %.4f vs %.4f",
+                          kinds[k], S, M, a->bubble_ratio, formula);
+            cr_assert_geq(fill, 0.9 * idle, "%s S=%d M=%d: fill/drain %.3f of idle %.3f ms",
+                          kinds[k], S, M, fill * 1e-6, idle * 1e-6);
+            /* the parts add up to the measured idle, exactly, by construction */
+            for (int s = 0; s < a->S; s++) {
+                const pp_astage *g = &a->stages[s];
+                cr_assert_float_eq(g->fill_drain_ns + g->imbalance_ns + g->transfer_ns,
+                                   g->idle_ns, 1e-3 * g->idle_ns + 1.0);
+            }
+            pp_analysis_free(a);
+        }
+}
+
+Test(analyzer, a_stage_twice_as_slow_is_named_as_the_cause, .timeout = 120)
+{
+    need_capture();
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s/s.json", g_dir);
+    write_costs(costs, 4, 2000, 0, 0, 0);
+    pp_analysis *a = capture("slow", costs, "1f1b", 4, 8, 3, "2=2");
+    int named = 0;
+    for (int s = 0; s < 4; s++) {
+        const pp_astage *g = &a->stages[s];
+        cr_log_info("stage %d: busy %.2f ms, imbalance %.2f ms, culprit %d", s, g->busy_ns * 1e-6,
+                    g->imbalance_ns * 1e-6, g->imbalance_culprit);
+        if (s == 2)
+            continue;
+        /* every other stage waits because of stage 2 */
+        cr_assert_gt(g->imbalance_ns, 0.05 * a->step_ns.mean, "stage %d waits on imbalance", s);
+        cr_assert_eq(g->imbalance_culprit, 2, "stage %d blames stage %d", s, g->imbalance_culprit);
+        named++;
+    }
+    cr_assert_eq(named, 3);
+    /* the slow stage itself waits less than a balanced pipeline would make it */
+    cr_assert_lt(a->stages[2].imbalance_ns, 0.0);
+    cr_assert_gt(a->imbalance, 1.5);
+    pp_analysis_free(a);
+}
+
+Test(analyzer, link_bandwidth_matches_the_cost_file, .timeout = 120)
+{
+    need_capture();
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s/c.json", g_dir);
+    /* 4 MiB at 2 GB/s: 2.1 ms per transfer, + 10 us latency */
+    write_costs(costs, 4, 1000, 2.0, 10, 4u << 20);
+    pp_analysis *a = capture("comm", costs, "1f1b", 4, 8, 3, NULL);
+    cr_assert_eq(a->n_links, 6u, "3 links x 2 directions");
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        cr_log_info("%d -> %d %s: %.3f GB/s over %llu timed of %llu", l->src, l->dst,
+                    l->grad ? "grad" : "act", l->bandwidth_GBps, (unsigned long long)l->timed,
+                    (unsigned long long)l->messages);
+        cr_assert_eq(l->messages, 16u, "8 micro-batches x 2 steps");
+        cr_assert_eq(l->bytes, 16ull << 22);
+        cr_assert_gt(l->timed, 0u);
+        cr_assert_leq(fabs(l->bandwidth_GBps - 2.0), 0.05 * 2.0, "%d -> %d: %.3f GB/s", l->src,
+                      l->dst, l->bandwidth_GBps);
+        cr_assert_eq(abs(l->src - l->dst), 1);
+    }
+    /* transfers now cost idle time, and the decomposition says so */
+    double xfer = 0;
+    for (int s = 0; s < a->S; s++)
+        xfer += a->stages[s].transfer_ns;
+    cr_assert_gt(xfer, 0.0);
+    pp_analysis_free(a);
+}
+
+Test(analyzer, kept_timeline_has_every_op_of_the_last_step)
+{
+    need_capture();
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s/k.json", g_dir);
+    write_costs(costs, 8, 200, 0, 0, 0);
+    pp_analysis *a = capture("kept", costs, "1f1b", 4, 8, 3, NULL);
+    cr_assert_eq(a->kept_lo, 3);
+    cr_assert_eq(a->kept_hi, 3);
+    int fwd[4] = {0}, bwd[4] = {0}, layers = 0;
+    for (size_t i = 0; i < a->n_ops; i++) {
+        const pp_aop *o = &a->ops[i];
+        cr_assert_eq(o->step, 3);
+        fwd[o->stage] += o->kind == PP_AOP_FWD;
+        bwd[o->stage] += o->kind == PP_AOP_BWD;
+    }
+    for (size_t i = 0; i < a->n_layer_ops; i++)
+        layers += a->layer_ops[i].kind == PP_AOP_FWD;
+    for (int s = 0; s < 4; s++) {
+        cr_assert_eq(fwd[s], 8);
+        cr_assert_eq(bwd[s], 8);
+    }
+    cr_assert_eq(layers, 8 * 8, "8 layers x 8 micro-batches");
+    cr_assert_eq(a->n_layers, 8u);
+    cr_assert_str_eq(a->layers[0].name, "layer0");
+    pp_analysis_free(a);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Hand-written traces: the convention's fallback rule, damage, foreign jobs                 */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct tw {
+    pp_trace_writer *w;
+    uint8_t buf[1 << 16];
+    size_t len;
+    uint32_t n;
+} tw;
+
+static void tw_rec(tw *t, const void *rec, size_t size)
+{
+    memcpy(t->buf + t->len, rec, size);
+    t->len += size;
+    t->n++;
+}
+
+static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
+{
+    if (t->n)
+        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
+                     pp_error_message());
+    t->len = 0;
+    t->n = 0;
+}
+
+static void tw_string(tw *t, uint32_t id, const char *s)
+{
+    t->len += pp_trace_enc_string(t->buf + t->len, sizeof t->buf - t->len, id, s, strlen(s));
+    t->n++;
+}
+
+static uint32_t g_next_str;
+static const char *g_strs[64];
+
+static uint32_t sid(tw *t, const char *s)
+{
+    for (uint32_t i = 1; i <= g_next_str; i++)
+        if (strcmp(g_strs[i], s) == 0)
+            return i;
+    g_strs[++g_next_str] = s;
+    tw_string(t, g_next_str, s);
+    return g_next_str;
+}
+
+static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat, uint64_t payload)
+{
+    pp_rec_range r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_PUSH;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    r.message = msg;
+    r.category = cat;
+    r.payload_type = 1; /* uint64 */
+    r.payload = payload;
+    tw_rec(t, &r, sizeof r);
+}
+
+static void pop(tw *t, uint32_t tid, uint64_t ts)
+{
+    pp_rec_pop r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_POP;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    tw_rec(t, &r, sizeof r);
+}
+
+/* A 2-stage GPipe job written by "another framework": registered messages, category = stage + 1,
+ * integer payloads, no pipeprof.event payload. Each op takes 1 ms; stage 1 starts 1 ms late. */
+static void write_foreign_trace(const char *path)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    g_next_str = 0;
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 42;
+    h.rank = -1;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    const char *fwd[2] = {"fwd mb0", "fwd mb1"}, *bwd[2] = {"bwd mb0", "bwd mb1"};
+    uint32_t dom = sid(&t, "pipeprof"), s_step = sid(&t, "step");
+    uint32_t s_fwd[2] = {sid(&t, fwd[0]), sid(&t, fwd[1])};
+    uint32_t s_bwd[2] = {sid(&t, bwd[0]), sid(&t, bwd[1])};
+    uint32_t s_sa[2] = {sid(&t, "send_act mb0"), sid(&t, "send_act mb1")};
+    uint32_t s_ra[2] = {sid(&t, "recv_act mb0"), sid(&t, "recv_act mb1")};
+    uint32_t s_sg[2] = {sid(&t, "send_grad mb0"), sid(&t, "send_grad mb1")};
+    uint32_t s_rg[2] = {sid(&t, "recv_grad mb0"), sid(&t, "recv_grad mb1")};
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    const uint64_t ms = 1000000, T0 = 1000 * ms;
+    for (int step = 1; step <= 3; step++) {
+        uint64_t b = T0 + (uint64_t)(step - 1) * 10 * ms;
+        /* stage 0 (tid 100): F0 F1 .. B0 B1; stage 1 (tid 101): F0 F1 B0 B1 */
+        push(&t, 100, b, s_step, 1, (uint64_t)step);
+        for (int m = 0; m < 2; m++) {
+            push(&t, 100, b + m * ms, s_fwd[m], 1, (uint64_t)m);
+            pop(&t, 100, b + (m + 1) * ms);
+            push(&t, 100, b + (m + 1) * ms, s_sa[m], 1, 4096);
+            pop(&t, 100, b + (m + 1) * ms + 1000);
+        }
+        for (int m = 0; m < 2; m++) {
+            push(&t, 100, b + (2 + 2 * m) * ms, s_rg[m], 1, 4096);
+            pop(&t, 100, b + (4 + m) * ms);
+            push(&t, 100, b + (4 + m) * ms, s_bwd[m], 1, (uint64_t)m);
+            pop(&t, 100, b + (5 + m) * ms);
+        }
+        pop(&t, 100, b + 6 * ms);
+        tw_flush(&t, PP_BLOCK_EVENTS, 100);
+        push(&t, 101, b, s_step, 2, (uint64_t)step);
+        for (int m = 0; m < 2; m++) {
+            push(&t, 101, b + (uint64_t)m * ms, s_ra[m], 2, 4096);
+            pop(&t, 101, b + (m + 1) * ms);
+            push(&t, 101, b + (m + 1) * ms, s_fwd[m], 2, (uint64_t)m);
+            pop(&t, 101, b + (m + 2) * ms);
+        }
+        for (int m = 0; m < 2; m++) {
+            push(&t, 101, b + (3 + m) * ms, s_bwd[m], 2, (uint64_t)m);
+            pop(&t, 101, b + (4 + m) * ms);
+            push(&t, 101, b + (4 + m) * ms, s_sg[m], 2, 4096);
+            pop(&t, 101, b + (4 + m) * ms + 1000);
+        }
+        pop(&t, 101, b + 6 * ms);
+        tw_flush(&t, PP_BLOCK_EVENTS, 101);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/foreign.pft", g_dir);
+    write_foreign_trace(path);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 2);
+    cr_assert_eq(a->n_steps, 2u);
+    cr_assert_float_eq(a->step_ns.mean, 6e6, 1.0);
+    /* each stage busy 4 of 6 ms */
+    for (int s = 0; s < 2; s++) {
+        cr_assert_float_eq(a->stages[s].busy_ns, 4e6, 1.0);
+        cr_assert_float_eq(a->stages[s].fwd_ns.median, 1e6, 1.0);
+        cr_assert_eq(a->stages[s].fwd_ns.count, 4u, "2 micro-batches x 2 steps");
+    }
+    cr_assert_float_eq(a->bubble_ratio, 2.0 / 6.0, 1e-9);
+    /* peers implied by the neighbour rule; bytes from the payload */
+    cr_assert_eq(a->n_links, 2u);
+    for (size_t i = 0; i < a->n_links; i++) {
+        cr_assert_eq(a->links[i].messages, 4u);
+        cr_assert_eq(a->links[i].bytes, 4u * 4096u);
+    }
+    pp_analysis_free(a);
+}
+
+Test(analyzer, damaged_and_foreign_run_directories)
+{
+    pp_analysis *a = NULL;
+    /* a missing directory, an empty one */
+    cr_assert_eq(pp_analyze_dir("/tmp/pp_no_such_run_dir", NULL, &a), PP_ERR_IO);
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "no trace files") != NULL, "%s", pp_error_message());
+    /* a garbage trace only */
+    char path[256];
+    snprintf(path, sizeof path, "%s/junk.pft", g_dir);
+    FILE *f = fopen(path, "w");
+    fputs("this is not a trace", f);
+    fclose(f);
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "no readable trace") != NULL, "%s", pp_error_message());
+    /* plus a good one: analyzed, with a warning about the junk */
+    snprintf(path, sizeof path, "%s/good.pft", g_dir);
+    write_foreign_trace(path);
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert(strstr(a->warnings, "junk.pft") != NULL, "%s", a->warnings);
+    cr_assert(strstr(a->warnings, "no footer") != NULL, "%s", a->warnings);
+    pp_analysis_free(a);
+    /* truncated in the middle: what is left is analyzed, the damage reported */
+    struct stat sb;
+    stat(path, &sb);
+    cr_assert_eq(truncate(path, sb.st_size - 100), 0);
+    char junk[256];
+    snprintf(junk, sizeof junk, "%s/junk.pft", g_dir);
+    unlink(junk);
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    /* the cut took stage 1's ranges of the last step: that step is reported without a
+     * decomposition, the earlier one in full */
+    cr_assert_eq(a->n_steps, 2u);
+    cr_assert(a->steps[0].decomposed);
+    cr_assert(!a->steps[1].decomposed);
+    cr_assert(strstr(a->warnings, "truncated") != NULL, "%s", a->warnings);
+    cr_assert(strstr(a->warnings, "could not be replayed") != NULL, "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
+Test(analyzer, a_job_without_pipeline_ranges_is_a_clear_error)
+{
+    /* a valid trace with no pipeprof domain */
+    static tw t;
+    memset(&t, 0, sizeof t);
+    char path[256];
+    snprintf(path, sizeof path, "%s/plain.pft", g_dir);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK);
+    push(&t, 7, 100, 0, 0, 0);
+    pop(&t, 7, 200);
+    tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    pp_trace_writer_close(t.w);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "no pipeline steps") != NULL, "%s", pp_error_message());
+}
