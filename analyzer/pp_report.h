@@ -1,0 +1,57 @@
+/* pp_report.h: the outputs of pprof-report built from an analysis (pp_analyzer.h): the summary
+ * JSON (docs/summary-json.md; the input and baseline of pprof-check), a Gantt picture of the kept
+ * timeline drawn with gnuplot, and a Chrome trace-event file for Perfetto / chrome://tracing
+ * (docs/cli/pprof-report.md). Everything is computed from the public pp_analysis struct; the
+ * analysis is only read. No function here keeps state: all are safe to call from several
+ * threads on different outputs. */
+#ifndef PP_REPORT_H
+#define PP_REPORT_H
+
+#include "pp_analyzer.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of the summary JSON written by pp_report_json ("summary_version"). Bumped when a
+ * field changes meaning or disappears; adding fields keeps the version (docs/summary-json.md). */
+#define PP_SUMMARY_VERSION 1
+
+/* The Gantt draws at most this many consecutive steps (the first ones of the kept range): more
+ * would make each bar narrower than a pixel at the picture's width. */
+#define PP_REPORT_GANTT_MAX_STEPS 8
+
+/* Writes the summary JSON of `a` to `out`. PP_ERR_IO when writing fails. */
+pp_status pp_report_json(const pp_analysis *a, FILE *out);
+
+/* Writes the Gantt's data: one line per bar, "stage start_ms end_ms kind mb chunk", times in ms
+ * from the start of the first drawn step, for the compute and transfer ops of the drawn steps
+ * (at most PP_REPORT_GANTT_MAX_STEPS from kept_lo). Comment lines start with '#'. */
+pp_status pp_report_gantt_data(const pp_analysis *a, FILE *out);
+
+/* Draws the kept timeline to out_path (.png or .svg, chosen by the extension; anything else is
+ * PP_ERR_INVALID). The data goes to data_path (NULL: out_path with its extension replaced by
+ * .dat) and the gnuplot script next to the data, with .gp in place of the data file's extension;
+ * both are left in place so the picture can be restyled by hand. gnuplot is run from PATH
+ * without a shell; not found: PP_ERR_RUNTIME "gnuplot not found (install gnuplot-nox)". */
+pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char *data_path);
+
+/* Writes the kept timeline as a Chrome trace-event JSON object: one process per rank, one
+ * track per stage, an "X" event per op and per layer op, flow arrows from each send to its
+ * receive. Times in microseconds from the start of the first kept step. */
+pp_status pp_report_chrome(const pp_analysis *a, FILE *out);
+
+/* Pairs the kept sends with their receives. Links are FIFO: the k-th send of a step on
+ * (src stage, dst stage, act|grad) meets the k-th receive of that step on (dst, src, same kind).
+ * recv_of[i] (caller-allocated, a->n_ops entries) becomes the index in a->ops of the receive
+ * matching send i, and -1 for a send without a receive and for every other op. Returns the
+ * number of pairs, or -1 when memory runs out. */
+long pp_report_pair_transfers(const pp_analysis *a, long *recv_of);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_REPORT_H */

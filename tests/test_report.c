@@ -1,0 +1,1005 @@
+/* test_report.c: pprof-report as a user runs it, on run directories captured for real
+ * (pprof-run + libpprof.so around pptrain's sim backend): the Gantt's data has one bar per
+ * forward and backward of each micro-batch on each stage and gnuplot turns it into a PNG or SVG;
+ * the Chrome trace loads as JSON with one track per stage and a flow per transfer; the summary
+ * JSON carries the per-step samples pprof-check compares; bad input is exit 2 with a message,
+ * damaged traces are reported with a warning, a missing gnuplot is a clear exit 3. Golden tests
+ * pin the JSON and Gantt data formats on a hand-built analysis. Without libpprof.so (no NVTX
+ * headers) the tests that capture runs report themselves skipped. */
+#define _GNU_SOURCE /* open_memstream, setenv */
+#include "pp_analyzer.h"
+#include "pp_report.h"
+
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+#define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
+#define CAPTURE_APP PP_BUILD_DIR "/tests/capture_app"
+
+static char g_dir[64];
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static const char *in_dir(const char *name)
+{
+    static char path[16][PATH_MAX];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
+    return path[k];
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The whole file, NUL-terminated (caller frees); NULL when it cannot be read. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    fclose(f);
+    if (buf)
+        buf[got] = '\0';
+    if (len)
+        *len = got;
+    return buf;
+}
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_report_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(report, .init = setup, .fini = teardown, .timeout = 120);
+
+typedef struct result {
+    int code; /* exit status, -signal when killed */
+    char *out, *err;
+} result;
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Runs exe (absolute path) with args (NULL-terminated, without argv[0]) in the temp directory;
+ * path_env, when not NULL, replaces PATH for it. */
+static result run_env(const char *path_env, const char *exe, const char *const *args)
+{
+    static int slot;
+    slot++;
+    char outp[PATH_MAX], errp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%s/out%d.txt", g_dir, slot);
+    snprintf(errp, sizeof errp, "%s/err%d.txt", g_dir, slot);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)exe;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(g_dir) != 0)
+            _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        signal(SIGCHLD, SIG_DFL);
+        unsetenv("PPROF_LIB");
+        if (path_env)
+            setenv("PATH", path_env, 1);
+        execv(exe, argv);
+        _exit(126);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    r.out = slurp(outp, NULL);
+    r.err = slurp(errp, NULL);
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+static result run(const char *exe, const char *const *args)
+{
+    return run_env(NULL, exe, args);
+}
+
+/* Captures a 4-stage run of pptrain's sim backend (each of 4 layers fwd_us / 2 x fwd_us
+ * backward) into g_dir/name; skips the test without the capture library. */
+static const char *make_run(const char *name, const char *schedule, int M, int steps, int fwd_us)
+{
+    if (!exists(LIBPPROF))
+        cr_skip_test("libpprof.so not built (no NVTX headers): no run to report on");
+    char costs[512];
+    snprintf(costs, sizeof costs,
+             "{\"layers\": [{\"name\": \"a\", \"fwd_us\": %d, \"bwd_us\": %d}, "
+             "{\"name\": \"b\", \"fwd_us\": %d, \"bwd_us\": %d}, "
+             "{\"name\": \"c\", \"fwd_us\": %d, \"bwd_us\": %d}, "
+             "{\"name\": \"d\", \"fwd_us\": %d, \"bwd_us\": %d}], "
+             "\"p2p_GBps\": 10, \"p2p_latency_us\": 10}\n",
+             fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us);
+    write_text(in_dir("costs.json"), costs);
+    char m[16], st[16];
+    snprintf(m, sizeof m, "%d", M);
+    snprintf(st, sizeof st, "%d", steps);
+    const char *dir = in_dir(name);
+    const char *args[] = {"-q", "-o", dir, "--", PPTRAIN, "--backend", "sim", "--costs",
+                          in_dir("costs.json"), "--stages", "4", "--microbatches", m,
+                          "--schedule", schedule, "--steps", st, "-q", NULL};
+    result r = run(PPRUN, args);
+    cr_assert_eq(r.code, 0, "pprof-run failed (%d): %s", r.code, r.err);
+    result_free(&r);
+    return dir;
+}
+
+/* The first *.pft of dir. */
+static void first_trace(const char *dir, char *out, size_t cap)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "ls %s/*.pft | head -n 1", dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    cr_assert_not_null(fgets(out, (int)cap, p));
+    pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* Per stage, the number of data lines of each kind in a Gantt data file. */
+typedef struct bar_counts {
+    int fwd[8], bwd[8], other;
+    int lines;
+} bar_counts;
+
+static bar_counts count_bars(const char *text)
+{
+    bar_counts c;
+    memset(&c, 0, sizeof c);
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(len < 255 ? len : 255), p);
+        p += len + (nl ? 1 : 0);
+        if (!line[0] || line[0] == '#')
+            continue;
+        int stage, mb, chunk;
+        double t0, t1;
+        char kind[32];
+        cr_assert_eq(sscanf(line, "%d %lf %lf %31s %d %d", &stage, &t0, &t1, kind, &mb, &chunk),
+                     6, "bad Gantt data line '%s'", line);
+        cr_assert(t1 >= t0, "bar ends before it starts: '%s'", line);
+        cr_assert(stage >= 0 && stage < 8);
+        c.lines++;
+        if (strcmp(kind, "fwd") == 0)
+            c.fwd[stage]++;
+        else if (strcmp(kind, "bwd") == 0)
+            c.bwd[stage]++;
+        else
+            c.other++;
+    }
+    return c;
+}
+
+static int has_png_magic(const char *path)
+{
+    static const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, 8, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 8 && memcmp(head, magic, 8) == 0;
+}
+
+static cJSON *parse_json(const char *text, const char *what)
+{
+    cJSON *j = cJSON_Parse(text);
+    cr_assert_not_null(j, "%s is not JSON: %.300s", what, text);
+    return j;
+}
+
+static cJSON *load_json(const char *path)
+{
+    char *text = slurp(path, NULL);
+    cr_assert_not_null(text, "%s: cannot read", path);
+    cJSON *j = parse_json(text, path);
+    free(text);
+    return j;
+}
+
+static double num(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsNumber(it), "'%s' is not a number", key);
+    return it->valuedouble;
+}
+
+/* ---- Gantt ------------------------------------------------------------------------------- */
+
+Test(report, gantt_has_one_bar_per_forward_and_backward)
+{
+    const char *dir = make_run("run", "1f1b", 8, 4, 2000);
+    const char *args[] = {"-q", dir, "--gantt", "g.png", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect_str_empty(r.out, "-q prints no table");
+    result_free(&r);
+    cr_assert(has_png_magic(in_dir("g.png")), "g.png is not a PNG");
+    cr_assert(exists(in_dir("g.gp")), "the gnuplot script is left next to the picture");
+    char *dat = slurp(in_dir("g.dat"), NULL);
+    cr_assert_not_null(dat, "the Gantt data is left next to the picture as g.dat");
+    bar_counts c = count_bars(dat);
+    for (int s = 0; s < 4; s++) {
+        cr_expect_eq(c.fwd[s], 8, "stage %d: %d forward bars, 8 micro-batches", s, c.fwd[s]);
+        cr_expect_eq(c.bwd[s], 8, "stage %d: %d backward bars, 8 micro-batches", s, c.bwd[s]);
+    }
+    cr_expect_gt(c.other, 0, "sends, receives and the optimizer are drawn too");
+    free(dat);
+    /* nothing left behind but the picture, its data and its script */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", g_dir);
+    cr_expect_neq(system(cmd), 0, "no temporary file left");
+}
+
+Test(report, gantt_svg_and_chosen_data_path)
+{
+    const char *dir = make_run("run", "1f1b", 8, 4, 2000);
+    const char *args[] = {"-q", dir, "--gantt", "pic.svg", "--gantt-data", "bars.txt", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    char *svg = slurp(in_dir("pic.svg"), NULL);
+    cr_assert_not_null(svg);
+    cr_expect_not_null(strstr(svg, "<svg"), "pic.svg is an SVG");
+    cr_expect_not_null(strstr(svg, "S=4, M=8, 1f1b: step "), "the title names the pipeline");
+    free(svg);
+    cr_expect(exists(in_dir("bars.txt")) && exists(in_dir("bars.gp")));
+    cr_expect(!exists(in_dir("pic.dat")));
+}
+
+Test(report, gantt_of_chosen_steps)
+{
+    const char *dir = make_run("run", "1f1b", 4, 4, 1000);
+    const char *args[] = {"-q", dir, "--steps", "2:3", "--gantt", "g.png", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    char *dat = slurp(in_dir("g.dat"), NULL);
+    cr_assert_not_null(dat);
+    bar_counts c = count_bars(dat);
+    for (int s = 0; s < 4; s++)
+        cr_expect_eq(c.fwd[s], 8, "stage %d: 2 steps x 4 micro-batches, got %d", s, c.fwd[s]);
+    cr_expect_not_null(strstr(dat, "steps 2..3"));
+    free(dat);
+}
+
+Test(report, gantt_draws_at_most_8_steps_and_says_so)
+{
+    const char *dir = make_run("run", "1f1b", 4, 10, 500);
+    const char *args[] = {dir, "--steps", "1:10", "--gantt", "g.png", "--chrome", "t.json", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect_not_null(strstr(r.err, "at most 8"), "%s", r.err);
+    result_free(&r);
+    char *dat = slurp(in_dir("g.dat"), NULL);
+    cr_assert_not_null(dat);
+    bar_counts c = count_bars(dat);
+    for (int s = 0; s < 4; s++)
+        cr_expect_eq(c.fwd[s], 8 * 4, "stage %d: 8 steps x 4 micro-batches, got %d", s, c.fwd[s]);
+    free(dat);
+    /* the Chrome trace keeps all ten */
+    char *trace = slurp(in_dir("t.json"), NULL);
+    cr_assert_not_null(trace);
+    int n = 0;
+    for (const char *p = trace; (p = strstr(p, "\"cat\": \"fwd\"")) != NULL; p++)
+        n++;
+    cr_expect_eq(n, 10 * 4 * 4, "10 steps x 4 stages x 4 micro-batches, got %d", n);
+    free(trace);
+}
+
+Test(report, gantt_data_in_process)
+{
+    const char *dir = make_run("run", "gpipe", 4, 3, 1000);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cr_assert_eq(pp_report_gantt_data(a, m), PP_OK);
+    fclose(m);
+    bar_counts c = count_bars(buf);
+    for (int s = 0; s < 4; s++) {
+        cr_expect_eq(c.fwd[s], 4);
+        cr_expect_eq(c.bwd[s], 4);
+    }
+    free(buf);
+    /* an extension gnuplot is not asked for is refused, naming it */
+    cr_expect_eq(pp_report_gantt(a, in_dir("g.jpg"), NULL), PP_ERR_INVALID);
+    cr_expect_not_null(strstr(pp_error_message(), ".jpg"), "%s", pp_error_message());
+    cr_expect(!exists(in_dir("g.dat")), "nothing written for a refused picture");
+    pp_analysis_free(a);
+}
+
+Test(report, missing_gnuplot_is_a_clear_error)
+{
+    const char *dir = make_run("run", "1f1b", 4, 3, 1000);
+    cr_assert_eq(mkdir(in_dir("emptybin"), 0755), 0);
+    const char *args[] = {dir, "--gantt", "g.png", NULL};
+    result r = run_env(in_dir("emptybin"), PPREPORT, args);
+    cr_expect_eq(r.code, 3, "a missing gnuplot is a runtime error (3), got %d", r.code);
+    cr_expect_not_null(strstr(r.err, "gnuplot not found (install gnuplot-nox)"), "%s", r.err);
+    cr_expect(!exists(in_dir("g.png")));
+    result_free(&r);
+}
+
+/* ---- Chrome trace ------------------------------------------------------------------------- */
+
+Test(report, chrome_trace_has_tracks_ops_and_flows)
+{
+    const char *dir = make_run("run", "1f1b", 8, 4, 2000);
+    const char *args[] = {"-q", dir, "--chrome", "trace.json", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    cJSON *j = load_json(in_dir("trace.json"));
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "displayTimeUnit")->valuestring, "ms");
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    cr_assert(cJSON_IsArray(ev));
+    int fwd[4] = {0}, bwd[4] = {0}, named[4] = {0}, layers = 0, sends = 0, procs = 0;
+    long starts[512], ends[512];
+    int ns = 0, nf = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+        const cJSON *name = cJSON_GetObjectItem(e, "name");
+        int tid = (int)num(e, "tid");
+        if (strcmp(ph, "M") == 0 && strcmp(name->valuestring, "thread_name") == 0) {
+            const char *tn = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")->valuestring;
+            char want[16];
+            snprintf(want, sizeof want, "stage %d", tid);
+            cr_expect_str_eq(tn, want);
+            if (tid >= 0 && tid < 4)
+                named[tid]++;
+        } else if (strcmp(ph, "M") == 0 && strcmp(name->valuestring, "process_name") == 0) {
+            procs++;
+        } else if (strcmp(ph, "X") == 0) {
+            cr_assert(tid >= 0 && tid < 4);
+            cr_expect_geq(num(e, "dur"), 0);
+            const char *cat = cJSON_GetObjectItem(e, "cat")->valuestring;
+            const cJSON *args = cJSON_GetObjectItem(e, "args");
+            cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(args, "step")));
+            if (strcmp(cat, "fwd") == 0) {
+                fwd[tid]++;
+                char want[32];
+                snprintf(want, sizeof want, "fwd mb%d", (int)num(args, "mb"));
+                cr_expect_str_eq(name->valuestring, want);
+            } else if (strcmp(cat, "bwd") == 0) {
+                bwd[tid]++;
+            } else if (strncmp(cat, "send_", 5) == 0) {
+                sends++;
+            } else if (strncmp(cat, "layer_", 6) == 0) {
+                layers++;
+            }
+        } else if (strcmp(ph, "s") == 0 && ns < 512) {
+            starts[ns++] = (long)num(e, "id");
+        } else if (strcmp(ph, "f") == 0 && nf < 512) {
+            ends[nf++] = (long)num(e, "id");
+            cr_expect_str_eq(cJSON_GetObjectItem(e, "bp")->valuestring, "e");
+        }
+    }
+    for (int s = 0; s < 4; s++) {
+        cr_expect_eq(fwd[s], 8, "stage %d: %d fwd events", s, fwd[s]);
+        cr_expect_eq(bwd[s], 8, "stage %d: %d bwd events", s, bwd[s]);
+        cr_expect_eq(named[s], 1, "stage %d track named once", s);
+    }
+    cr_expect_eq(procs, 1, "one process (the in-process run)");
+    cr_expect_eq(layers, 4 * 8 * 2, "one forward and one backward per layer and micro-batch");
+    /* 1F1B on 4 stages: 3 activation and 3 gradient links, 8 messages each */
+    cr_expect_eq(sends, 6 * 8);
+    cr_expect_eq(ns, sends, "one flow start per send");
+    cr_expect_eq(nf, ns, "each flow start has an end");
+    for (int i = 0; i < ns; i++) {
+        int matched = 0;
+        for (int k = 0; k < nf; k++)
+            matched += ends[k] == starts[i];
+        cr_expect_eq(matched, 1, "flow %ld: %d ends", starts[i], matched);
+    }
+    cJSON_Delete(j);
+}
+
+/* ---- summary JSON ------------------------------------------------------------------------ */
+
+Test(report, json_summary_of_a_1f1b_run)
+{
+    /* long ops: the sim's wake-up latencies stay far below the 1.5-point tolerance */
+    const char *dir = make_run("run", "1f1b", 8, 3, 10000);
+    const char *args[] = {dir, "--json", NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cJSON *j = parse_json(r.out, "pprof-report --json");
+    result_free(&r);
+    cr_expect_eq(num(j, "summary_version"), 1);
+    const cJSON *pl = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_eq(num(pl, "stages"), 4);
+    cr_expect_eq(num(pl, "microbatches"), 8);
+    cr_expect_str_eq(cJSON_GetObjectItem(pl, "schedule")->valuestring, "1f1b");
+    const cJSON *steps = cJSON_GetObjectItem(j, "steps");
+    cr_assert_eq(cJSON_GetArraySize(steps), 2, "3 steps, the first skipped as warm-up");
+    const cJSON *sp;
+    int64_t expect_step = 2;
+    cJSON_ArrayForEach(sp, steps)
+    {
+        cr_expect_eq(num(sp, "step"), (double)expect_step++);
+        cr_expect_gt(num(sp, "step_ms"), 0);
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(sp, "stages")), 4);
+    }
+    const cJSON *agg = cJSON_GetObjectItem(j, "aggregates");
+    const cJSON *step_ms = cJSON_GetObjectItem(agg, "step_ms");
+    cr_expect_eq(num(step_ms, "count"), 2);
+    double bubble = num(cJSON_GetObjectItem(agg, "bubble_ratio"), "mean");
+    /* 1F1B's fill/drain share is (S-1)/(M+S-1) = 3/11 */
+    cr_expect(fabs(bubble - 3.0 / 11.0) < 0.015, "bubble %.4f, 3/11 = %.4f", bubble, 3.0 / 11);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "stages")), 4);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "links")), 6);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "layers")), 4);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files")), 1);
+    cJSON_Delete(j);
+}
+
+Test(report, text_table_and_output_file)
+{
+    const char *dir = make_run("run", "1f1b", 4, 3, 1000);
+    const char *args[] = {dir, NULL};
+    result r = run(PPREPORT, args);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect_not_null(strstr(r.out, "pipeline: 4 stage(s), schedule 1f1b"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "bubble"));
+    result_free(&r);
+    const char *args2[] = {"-o", "sum.json", "--json", "-q", dir, NULL};
+    r = run(PPREPORT, args2);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect_str_empty(r.out);
+    result_free(&r);
+    cJSON *j = load_json(in_dir("sum.json"));
+    cr_expect_eq(num(j, "summary_version"), 1);
+    cJSON_Delete(j);
+}
+
+/* ---- bad input --------------------------------------------------------------------------- */
+
+static void expect_exit2(const char *const *args, const char *msg)
+{
+    result r = run(PPREPORT, args);
+    cr_expect_eq(r.code, 2, "%s %s: exit %d (2 expected); stderr: %s", args[0],
+                 args[1] ? args[1] : "", r.code, r.err);
+    cr_expect_not_null(strstr(r.err, msg), "stderr lacks '%s': %s", msg, r.err);
+    cr_expect_str_empty(r.out, "nothing on stdout for bad input");
+    result_free(&r);
+}
+
+Test(report, unusable_directories_are_exit_2)
+{
+    const char *a1[] = {in_dir("missing"), NULL};
+    expect_exit2(a1, "cannot open run directory");
+    cr_assert_eq(mkdir(in_dir("empty"), 0755), 0);
+    const char *a2[] = {in_dir("empty"), NULL};
+    expect_exit2(a2, "no trace files");
+    cr_assert_eq(mkdir(in_dir("garbage"), 0755), 0);
+    write_text(in_dir("garbage/x.1.pft"), "this is not a trace file at all, not even close\n");
+    const char *a3[] = {in_dir("garbage"), NULL};
+    expect_exit2(a3, "no readable trace");
+}
+
+Test(report, run_without_pipeline_ranges_is_exit_2)
+{
+    if (!exists(LIBPPROF) || !exists(CAPTURE_APP))
+        cr_skip_test("libpprof.so / capture_app not built");
+    const char *dir = in_dir("plain");
+    const char *cap[] = {"-q", "-o", dir, "--", CAPTURE_APP, "burst", "1000", NULL};
+    result r = run(PPRUN, cap);
+    cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
+    result_free(&r);
+    const char *args[] = {dir, NULL};
+    expect_exit2(args, "no pipeline steps found");
+}
+
+Test(report, truncated_trace_is_reported_with_a_warning)
+{
+    const char *dir = make_run("run", "1f1b", 8, 6, 1000);
+    char trace[PATH_MAX];
+    first_trace(dir, trace, sizeof trace);
+    cr_assert_eq(mkdir(in_dir("cut"), 0755), 0);
+    size_t len = 0;
+    char *data = slurp(trace, &len);
+    cr_assert_not_null(data);
+    /* two thirds: a block cut in the middle, no footer, later steps missing */
+    FILE *f = fopen(in_dir("cut/host.1.pft"), "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(data, 1, len * 2 / 3 + 7, f), len * 2 / 3 + 7);
+    fclose(f);
+    free(data);
+    const char *args[] = {in_dir("cut"), NULL};
+    result r = run(PPREPORT, args);
+    cr_expect_eq(r.code, 0, "a partial trace is still reported: exit %d, %s", r.code, r.err);
+    cr_expect_not_null(strstr(r.out, "warnings:"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "no footer"), "%s", r.out);
+    result_free(&r);
+    /* --json: in the JSON and echoed on stderr */
+    const char *args2[] = {in_dir("cut"), "--json", NULL};
+    r = run(PPREPORT, args2);
+    cr_expect_eq(r.code, 0);
+    cJSON *j = parse_json(r.out, "--json");
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
+    cr_expect_gt(cJSON_GetArraySize(w), 0);
+    cr_expect_not_null(strstr(r.err, "warning:"), "%s", r.err);
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+Test(report, bad_flags_are_exit_2)
+{
+    static const char *const cases[][4] = {
+        {"--bogus", "x", NULL, "unknown option"},
+        {"-Z", "x", NULL, "unknown option"},
+        {"--steps", "5:2", "x", "before first step"},
+        {"--steps", "a:b", "x", "--steps"},
+        {"--steps", "0:3", "x", "--steps"},
+        {"--warmup", "-1", "x", "--warmup"},
+        {"--ranks", "1,,2", "x", "--ranks"},
+        {"--ranks", "x", "x", "--ranks"},
+        {"--gantt", "g.jpg", "x", ".png or .svg"},
+        {"--gantt", "g", "x", ".png or .svg"},
+        {"--gantt-data", "d.txt", "x", "--gantt-data needs --gantt"},
+        {"x", "y", NULL, "one run directory expected"},
+        {"--json", NULL, NULL, "no run directory given"},
+        {"--chrome", NULL, NULL, "needs a value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[4] = {cases[i][0], cases[i][1], cases[i][2], NULL};
+        expect_exit2(args, cases[i][3]);
+    }
+    const char *help[] = {"--help", NULL};
+    result r = run(PPREPORT, help);
+    cr_expect_eq(r.code, 0);
+    cr_expect_not_null(strstr(r.out, "usage: pprof-report"));
+    result_free(&r);
+}
+
+Test(report, ranks_filter_to_an_absent_rank_is_exit_2)
+{
+    const char *dir = make_run("run", "1f1b", 4, 3, 1000);
+    const char *args[] = {"--ranks", "7", dir, NULL};
+    expect_exit2(args, "no readable trace");
+}
+
+/* ---- golden files ------------------------------------------------------------------------ */
+
+/* A hand-built analysis: S=2, M=1, one kept step with a forward, a send, a receive and a
+ * backward per stage, one link each way and one layer. */
+typedef struct fake {
+    pp_analysis a;
+    pp_afile file;
+    pp_astep steps[2];
+    pp_stage_step ss[2][2];
+    pp_astage stages[2];
+    pp_alink links[2];
+    pp_alayer layer;
+    pp_aop ops[9];
+} fake;
+
+static pp_astats st3(double a, double b, double c)
+{
+    pp_astats s = {3, (a + b + c) / 3, b, b + 0.9 * (c - b), c, a, a + b + c};
+    return s;
+}
+
+static void fake_build(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    pp_analysis *a = &f->a;
+    snprintf(f->file.path, sizeof f->file.path, "run/h\"ost.12.pft");
+    snprintf(f->file.host, sizeof f->file.host, "h\"ost");
+    f->file.pid = 12;
+    f->file.rank = -1;
+    f->file.events = 100;
+    f->file.has_footer = 1;
+    a->n_files = 1;
+    a->files = &f->file;
+    a->events_total = 100;
+    snprintf(a->warnings, sizeof a->warnings, "first problem\nsecond\n");
+    a->S = 2;
+    a->M = 1;
+    a->v = 1;
+    snprintf(a->schedule, sizeof a->schedule, "1f1b");
+    a->samples_per_step = 8;
+    a->n_steps = 2;
+    a->steps = f->steps;
+    for (int i = 0; i < 2; i++) {
+        pp_astep *sp = &f->steps[i];
+        sp->step = 2 + i;
+        sp->t0_ns = 1e9 + i * 10e6;
+        sp->step_ns = 10e6;
+        sp->decomposed = i == 0;
+        sp->culprit = i == 0 ? 1 : -1;
+        sp->critical_share = i == 0 ? 0.625 : 0;
+        sp->stage = f->ss[i];
+        for (int s = 0; s < 2; s++) {
+            f->ss[i][s].busy_ns = 6e6 + s * 1e6;
+            f->ss[i][s].idle_ns = 10e6 - f->ss[i][s].busy_ns;
+            f->ss[i][s].bubble_ratio = f->ss[i][s].idle_ns / 10e6;
+            f->ss[i][s].fill_drain_ns = 2e6;
+            f->ss[i][s].imbalance_ns = 1e6 - s * 1e6;
+            f->ss[i][s].transfer_ns = f->ss[i][s].idle_ns - 2e6 - (1e6 - s * 1e6);
+        }
+        sp->bubble_ratio = (f->ss[i][0].idle_ns + f->ss[i][1].idle_ns) / 20e6;
+    }
+    a->step_ns = (pp_astats){2, 10e6, 10e6, 10e6, 10e6, 10e6, 20e6};
+    a->bubble_ratio = 0.35;
+    a->imbalance = 7.0 / 6.5;
+    a->samples_per_s = 800;
+    a->stages = f->stages;
+    for (int s = 0; s < 2; s++) {
+        pp_astage *g = &f->stages[s];
+        g->stage = s;
+        g->fwd_ns = st3(1e6, 2e6, 3e6);
+        g->bwd_ns = st3(2e6, 4e6, 6e6);
+        g->busy_ns = 6e6 + s * 1e6;
+        g->idle_ns = 4e6 - s * 1e6;
+        g->bubble_ratio = g->idle_ns / 10e6;
+        g->fill_drain_ns = 2e6;
+        g->imbalance_ns = 1e6 - s * 1e6;
+        g->transfer_ns = 1e6;
+        g->imbalance_culprit = s == 0 ? 1 : -1;
+    }
+    a->n_links = 2;
+    a->links = f->links;
+    for (int k = 0; k < 2; k++) {
+        pp_alink *l = &f->links[k];
+        l->src = k;
+        l->dst = 1 - k;
+        l->grad = k;
+        l->messages = 2;
+        l->bytes = 2048;
+        l->timed = k ? 0 : 2;
+        l->transfer_ns = k ? 0 : 2000;
+        l->bandwidth_GBps = k ? 0 : 1.024;
+        l->latency_ns = k ? (pp_astats){0} : (pp_astats){2, 1000, 1000, 1000, 1000, 1000, 2000};
+        l->wait_ns = 5e5;
+        l->send_ns = 1e4;
+    }
+    a->n_layers = 1;
+    a->layers = &f->layer;
+    snprintf(f->layer.name, sizeof f->layer.name, "block0");
+    f->layer.fwd_ns = st3(1e6, 2e6, 3e6);
+    /* step 3's ops: t0 = 1.01e9 */
+    const uint64_t T = 1010000000ull;
+    static const struct {
+        uint8_t kind;
+        int stage, mb, peer;
+        uint64_t t0, t1;
+    } ops[] = {
+        {PP_AOP_FWD, 0, 0, -1, 0, 2000000},
+        {PP_AOP_SEND_ACT, 0, 0, 1, 2000000, 2001000},
+        {PP_AOP_RECV_GRAD, 0, 0, 1, 2001000, 6000000},
+        {PP_AOP_BWD, 0, 0, -1, 6000000, 9500000},
+        {PP_AOP_RECV_ACT, 1, 0, 0, 0, 2002000},
+        {PP_AOP_FWD, 1, 0, -1, 2002000, 3500000},
+        {PP_AOP_BWD, 1, 0, -1, 3500000, 5999000},
+        {PP_AOP_SEND_GRAD, 1, 0, 0, 5999000, 6000000},
+        {PP_AOP_OPT, 1, -1, -1, 9600000, 10000000},
+    };
+    for (int i = 0; i < 9; i++) {
+        pp_aop *o = &f->ops[i];
+        o->kind = ops[i].kind;
+        o->stage = ops[i].stage;
+        o->mb = ops[i].mb;
+        o->peer = ops[i].peer;
+        o->bytes = o->peer >= 0 ? 1024 : 0;
+        o->step = 3;
+        o->t0 = T + ops[i].t0;
+        o->t1 = T + ops[i].t1;
+        o->rank = 0;
+    }
+    a->n_ops = 9;
+    a->ops = f->ops;
+    a->kept_lo = a->kept_hi = 3;
+}
+
+static char *capture(pp_status (*fn)(const pp_analysis *, FILE *), const pp_analysis *a)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cr_assert_not_null(m);
+    cr_assert_eq(fn(a, m), PP_OK, "%s", pp_error_message());
+    fclose(m);
+    return buf;
+}
+
+/* Compares with a golden text and, on a difference, names the first differing line. */
+static void expect_golden(const char *got, const char *want, const char *what)
+{
+    if (strcmp(got, want) == 0)
+        return;
+    int line = 1;
+    const char *g = got, *w = want;
+    while (*g && *g == *w) {
+        line += *g == '\n';
+        g++;
+        w++;
+    }
+    cr_expect_fail("%s differs from the golden text at line %d:\n got: %.120s\nwant: %.120s\n"
+                   "(whole output:\n%s)",
+                   what, line, g, w, got);
+}
+
+static const char k_golden_json[] =
+    "{\n"
+    "  \"summary_version\": 1,\n"
+    "  \"generator\": \"pipeprof pprof-report\",\n"
+    "  \"run\": {\n"
+    "    \"files\": [\n"
+    "      {\"path\": \"run/h\\\"ost.12.pft\", \"host\": \"h\\\"ost\", \"pid\": 12, \"rank\": null, "
+    "\"events\": 100, \"dropped\": 0, \"filtered\": 0, \"footer\": true, \"damage\": "
+    "{\"bad_blocks\": 0, \"bytes_skipped\": 0, \"truncated\": false, \"problem\": \"\"}}\n"
+    "    ],\n"
+    "    \"events\": 100,\n"
+    "    \"dropped\": 0,\n"
+    "    \"warnings\": [\n"
+    "      \"first problem\",\n"
+    "      \"second\"\n"
+    "    ]\n"
+    "  },\n"
+    "  \"pipeline\": {\n"
+    "    \"stages\": 2,\n"
+    "    \"microbatches\": 1,\n"
+    "    \"virtual_stages\": 1,\n"
+    "    \"schedule\": \"1f1b\",\n"
+    "    \"samples_per_step\": 8,\n"
+    "    \"tokens_per_step\": null\n"
+    "  },\n"
+    "  \"analysis\": {\n"
+    "    \"steps\": 2,\n"
+    "    \"warmup_skipped\": 0,\n"
+    "    \"first_step\": 2,\n"
+    "    \"last_step\": 3\n"
+    "  },\n"
+    "  \"steps\": [\n"
+    "    {\n"
+    "      \"step\": 2,\n"
+    "      \"start_ms\": 0,\n"
+    "      \"step_ms\": 10,\n"
+    "      \"bubble_ratio\": 0.35,\n"
+    "      \"imbalance\": 1.076923077,\n"
+    "      \"decomposed\": true,\n"
+    "      \"culprit\": 1,\n"
+    "      \"critical_share\": 0.625,\n"
+    "      \"stages\": [\n"
+    "        {\"busy_ms\": 6, \"idle_ms\": 4, \"bubble_ratio\": 0.4, \"fill_drain_ms\": 2, "
+    "\"imbalance_ms\": 1, \"transfer_ms\": 1},\n"
+    "        {\"busy_ms\": 7, \"idle_ms\": 3, \"bubble_ratio\": 0.3, \"fill_drain_ms\": 2, "
+    "\"imbalance_ms\": 0, \"transfer_ms\": 1}\n"
+    "      ]\n"
+    "    },\n"
+    "    {\n"
+    "      \"step\": 3,\n"
+    "      \"start_ms\": 10,\n"
+    "      \"step_ms\": 10,\n"
+    "      \"bubble_ratio\": 0.35,\n"
+    "      \"imbalance\": 1.076923077,\n"
+    "      \"decomposed\": false,\n"
+    "      \"culprit\": null,\n"
+    "      \"critical_share\": null,\n"
+    "      \"stages\": [\n"
+    "        {\"busy_ms\": 6, \"idle_ms\": 4, \"bubble_ratio\": 0.4, \"fill_drain_ms\": null, "
+    "\"imbalance_ms\": null, \"transfer_ms\": null},\n"
+    "        {\"busy_ms\": 7, \"idle_ms\": 3, \"bubble_ratio\": 0.3, \"fill_drain_ms\": null, "
+    "\"imbalance_ms\": null, \"transfer_ms\": null}\n"
+    "      ]\n"
+    "    }\n"
+    "  ],\n"
+    "  \"aggregates\": {\n"
+    "    \"step_ms\": {\"count\": 2, \"mean\": 10, \"median\": 10, \"p95\": 10, \"max\": 10, "
+    "\"min\": 10},\n"
+    "    \"bubble_ratio\": {\"count\": 2, \"mean\": 0.35, \"median\": 0.35, \"p95\": 0.35, "
+    "\"max\": 0.35, \"min\": 0.35},\n"
+    "    \"imbalance\": {\"count\": 2, \"mean\": 1.076923077, \"median\": 1.076923077, "
+    "\"p95\": 1.076923077, \"max\": 1.076923077, \"min\": 1.076923077},\n"
+    "    \"samples_per_s\": 800,\n"
+    "    \"tokens_per_s\": null\n"
+    "  },\n"
+    "  \"stages\": [\n"
+    "    {\n"
+    "      \"stage\": 0,\n"
+    "      \"fwd_ms\": {\"count\": 3, \"mean\": 2, \"median\": 2, \"p95\": 2.9, \"max\": 3, "
+    "\"min\": 1},\n"
+    "      \"bwd_ms\": {\"count\": 3, \"mean\": 4, \"median\": 4, \"p95\": 5.8, \"max\": 6, "
+    "\"min\": 2},\n"
+    "      \"bwd_input_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"bwd_weight_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"opt_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"busy_ms\": 6,\n"
+    "      \"idle_ms\": 4,\n"
+    "      \"bubble_ratio\": 0.4,\n"
+    "      \"fill_drain_ms\": 2,\n"
+    "      \"imbalance_ms\": 1,\n"
+    "      \"transfer_ms\": 1,\n"
+    "      \"imbalance_culprit\": 1\n"
+    "    },\n"
+    "    {\n"
+    "      \"stage\": 1,\n"
+    "      \"fwd_ms\": {\"count\": 3, \"mean\": 2, \"median\": 2, \"p95\": 2.9, \"max\": 3, "
+    "\"min\": 1},\n"
+    "      \"bwd_ms\": {\"count\": 3, \"mean\": 4, \"median\": 4, \"p95\": 5.8, \"max\": 6, "
+    "\"min\": 2},\n"
+    "      \"bwd_input_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"bwd_weight_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"opt_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"busy_ms\": 7,\n"
+    "      \"idle_ms\": 3,\n"
+    "      \"bubble_ratio\": 0.3,\n"
+    "      \"fill_drain_ms\": 2,\n"
+    "      \"imbalance_ms\": 0,\n"
+    "      \"transfer_ms\": 1,\n"
+    "      \"imbalance_culprit\": null\n"
+    "    }\n"
+    "  ],\n"
+    "  \"links\": [\n"
+    "    {\"src\": 0, \"dst\": 1, \"kind\": \"act\", \"messages\": 2, \"bytes\": 2048, "
+    "\"timed\": 2, \"bandwidth_GBps\": 1.024, \"latency_us\": {\"count\": 2, \"mean\": 1, "
+    "\"median\": 1, \"p95\": 1, \"max\": 1, \"min\": 1}, \"transfer_ms\": 0.002, "
+    "\"wait_ms\": 0.5, \"send_ms\": 0.01},\n"
+    "    {\"src\": 1, \"dst\": 0, \"kind\": \"grad\", \"messages\": 2, \"bytes\": 2048, "
+    "\"timed\": 0, \"bandwidth_GBps\": null, \"latency_us\": {\"count\": 0, \"mean\": null, "
+    "\"median\": null, \"p95\": null, \"max\": null, \"min\": null}, \"transfer_ms\": 0, "
+    "\"wait_ms\": 0.5, \"send_ms\": 0.01}\n"
+    "  ],\n"
+    "  \"layers\": [\n"
+    "    {\n"
+    "      \"index\": 0,\n"
+    "      \"name\": \"block0\",\n"
+    "      \"fwd_ms\": {\"count\": 3, \"mean\": 2, \"median\": 2, \"p95\": 2.9, \"max\": 3, "
+    "\"min\": 1},\n"
+    "      \"bwd_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null},\n"
+    "      \"bwd_weight_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
+    "\"max\": null, \"min\": null}\n"
+    "    }\n"
+    "  ]\n"
+    "}\n";
+
+Test(report, golden_summary_json)
+{
+    fake *f = calloc(1, sizeof *f);
+    cr_assert_not_null(f);
+    fake_build(f);
+    char *got = capture(pp_report_json, &f->a);
+    expect_golden(got, k_golden_json, "summary JSON");
+    cJSON *j = cJSON_Parse(got);
+    cr_expect_not_null(j, "the golden summary parses");
+    cJSON_Delete(j);
+    free(got);
+    free(f);
+}
+
+static const char k_golden_gantt[] =
+    "# pipeprof Gantt data (pprof-report): steps 3..3, times in ms from the start of step 3\n"
+    "# stage start_ms end_ms kind mb chunk\n"
+    "0 0.000000 2.000000 fwd 0 0\n"
+    "0 2.000000 2.001000 send_act 0 0\n"
+    "0 2.001000 6.000000 recv_grad 0 0\n"
+    "0 6.000000 9.500000 bwd 0 0\n"
+    "1 0.000000 2.002000 recv_act 0 0\n"
+    "1 2.002000 3.500000 fwd 0 0\n"
+    "1 3.500000 5.999000 bwd 0 0\n"
+    "1 5.999000 6.000000 send_grad 0 0\n"
+    "1 9.600000 10.000000 opt_step -1 0\n";
+
+Test(report, golden_gantt_data_and_transfer_pairs)
+{
+    fake *f = calloc(1, sizeof *f);
+    cr_assert_not_null(f);
+    fake_build(f);
+    char *got = capture(pp_report_gantt_data, &f->a);
+    expect_golden(got, k_golden_gantt, "Gantt data");
+    free(got);
+    long recv_of[9];
+    cr_expect_eq(pp_report_pair_transfers(&f->a, recv_of), 2);
+    cr_expect_eq(recv_of[1], 4, "stage 0's activation send meets stage 1's receive");
+    cr_expect_eq(recv_of[7], 2, "stage 1's gradient send meets stage 0's receive");
+    for (int i = 0; i < 9; i++)
+        if (i != 1 && i != 7)
+            cr_expect_eq(recv_of[i], -1);
+    /* FIFO: the k-th send meets the k-th receive even when listed out of order */
+    f->ops[8] = f->ops[1];
+    f->ops[8].t0 += 100;
+    f->ops[8].t1 += 100;
+    f->ops[6] = f->ops[4];
+    f->ops[6].t0 += 50; /* the second receive of the link */
+    cr_expect_eq(pp_report_pair_transfers(&f->a, recv_of), 3);
+    cr_expect_eq(recv_of[1], 4);
+    cr_expect_eq(recv_of[8], 6);
+    free(f);
+}
+
+Test(report, chrome_of_the_fake_analysis_pairs_flows)
+{
+    fake *f = calloc(1, sizeof *f);
+    cr_assert_not_null(f);
+    fake_build(f);
+    char *got = capture(pp_report_chrome, &f->a);
+    cJSON *j = parse_json(got, "Chrome trace");
+    const cJSON *e;
+    int x = 0, s = 0, fl = 0;
+    double s_ts[2] = {0}, f_ts[2] = {0};
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents"))
+    {
+        const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+        x += strcmp(ph, "X") == 0;
+        if (strcmp(ph, "s") == 0 && s < 2)
+            s_ts[s++] = num(e, "ts");
+        if (strcmp(ph, "f") == 0 && fl < 2)
+            f_ts[fl++] = num(e, "ts");
+    }
+    cr_expect_eq(x, 9);
+    cr_expect_eq(s, 2);
+    cr_expect_eq(fl, 2);
+    /* the activation: sent 2000..2001 us, received 0..2002 us: the arrow ends inside the
+     * receive, at its end */
+    cr_expect(s_ts[0] > 2000 && s_ts[0] < 2001, "%f", s_ts[0]);
+    cr_expect(f_ts[0] > 2001.9 && f_ts[0] < 2002, "%f", f_ts[0]);
+    cJSON_Delete(j);
+    free(got);
+    free(f);
+}

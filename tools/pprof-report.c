@@ -1,0 +1,373 @@
+/* pprof-report: analyzes a run directory written by pprof-run and prints the pipeline summary
+ * (text table, or the summary JSON with --json), and draws the kept timeline as a Gantt picture
+ * (--gantt) and a Chrome trace (--chrome). docs/cli/pprof-report.md. The second step of the
+ * user's loop: pprof-report run1 --gantt run1.png.
+ * Exit codes: 0 ok, 2 bad option or a run directory that cannot be analyzed, 3 runtime error
+ * (gnuplot missing or failing, out of memory). */
+#define _GNU_SOURCE /* open_memstream */
+#include "pp_analyzer.h"
+#include "pp_common.h"
+#include "pp_report.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* The kept timeline covers at most this many steps (memory: every op of a kept step is held). */
+enum { MAX_KEPT_STEPS = 64, MAX_RANKS = 4096 };
+
+static const char *k_usage =
+    "usage: pprof-report [options] DIR\n"
+    "Analyzes the run directory DIR (written by pprof-run) and prints the pipeline summary:\n"
+    "per-stage forward/backward times, busy and idle time, the bubble and its causes, links.\n"
+    "\n"
+    "  -o, --output FILE   write the summary (table or JSON) to FILE instead of stdout\n"
+    "      --json          the summary as JSON (docs/summary-json.md) instead of the table\n"
+    "      --gantt FILE    draw the kept timeline to FILE (.png or .svg) with gnuplot; the data\n"
+    "                      and script are left next to it as FILE's name with .dat and .gp\n"
+    "      --gantt-data F  write the Gantt's data to F instead (the script becomes F with .gp)\n"
+    "      --chrome FILE   the kept timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
+    "      --steps N:M     analyze steps N..M only (N: = from N on); the pictures then show\n"
+    "                      these steps (the Gantt at most 8, the Chrome trace at most 64);\n"
+    "                      without it they show the last analyzed step\n"
+    "      --warmup N      skip the first N steps (default 1; 0 when --steps is given)\n"
+    "      --ranks LIST    only the trace files of these ranks (comma-separated, e.g. 0,2,3)\n"
+    "  -q, --quiet         no table and no notes (JSON and pictures are still written)\n"
+    "  -v, --verbose       say what is read and written\n"
+    "  -h, --help          this help\n"
+    "\n"
+    "exit codes: 0 ok, 2 bad option or a directory that cannot be analyzed,\n"
+    "            3 runtime error (e.g. gnuplot not found)\n";
+
+enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS };
+
+static const struct option k_opts[] = {
+    {"output", required_argument, 0, 'o'},
+    {"json", no_argument, 0, OPT_JSON},
+    {"gantt", required_argument, 0, OPT_GANTT},
+    {"gantt-data", required_argument, 0, OPT_GANTT_DATA},
+    {"chrome", required_argument, 0, OPT_CHROME},
+    {"steps", required_argument, 0, OPT_STEPS},
+    {"warmup", required_argument, 0, OPT_WARMUP},
+    {"ranks", required_argument, 0, OPT_RANKS},
+    {"quiet", no_argument, 0, 'q'},
+    {"verbose", no_argument, 0, 'v'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+typedef struct args {
+    const char *dir;
+    const char *output;     /* -o, NULL = stdout */
+    const char *gantt, *gantt_data, *chrome;
+    int json, quiet, verbose;
+    int64_t step_lo, step_hi; /* 0 = not given / open */
+    int64_t warmup;           /* -1 = not given */
+    const char *ranks_arg;    /* --ranks as given, for messages */
+    int n_ranks;
+    int ranks[MAX_RANKS];
+} args;
+
+static int g_verbose, g_quiet;
+
+static void note(int verbose_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(int verbose_only, const char *fmt, ...)
+{
+    if (g_quiet || (verbose_only && !g_verbose))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pprof-report: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pprof-report: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nTry 'pprof-report --help'.\n", stderr);
+    va_end(ap);
+    return PP_EXIT_USAGE;
+}
+
+static int fail(pp_status st)
+{
+    fprintf(stderr, "pprof-report: %s\n", pp_error_message());
+    if (g_verbose && pp_error_origin()[0])
+        fprintf(stderr, "pprof-report: (raised at %s)\n", pp_error_origin());
+    return pp_status_exit_code(st);
+}
+
+/* --steps N:M or N: (N >= 1, M >= N). */
+static pp_status parse_steps(const char *s, int64_t *lo, int64_t *hi)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon || colon == s)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': expected N:M or N: (first and last step, "
+                                      "e.g. 10:20)", s);
+    char first[32];
+    size_t n = (size_t)(colon - s);
+    if (n >= sizeof first)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': first step is not an integer", s);
+    memcpy(first, s, n);
+    first[n] = '\0';
+    const int64_t max = INT64_C(1) << 40;
+    pp_status st = pp_parse_i64(first, "--steps first step N", 1, max, lo);
+    if (st != PP_OK)
+        return st;
+    *hi = 0;
+    if (colon[1] == '\0')
+        return PP_OK;
+    if ((st = pp_parse_i64(colon + 1, "--steps last step M", 1, max, hi)) != PP_OK)
+        return st;
+    if (*hi < *lo)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': last step %lld is before first step %lld", s,
+                      (long long)*hi, (long long)*lo);
+    return PP_OK;
+}
+
+/* --ranks 0,2,5: distinct ranks >= 0. */
+static pp_status parse_ranks(const char *s, args *a)
+{
+    char buf[8192];
+    if (!s[0] || strlen(s) >= sizeof buf)
+        return PP_ERR(PP_ERR_INVALID, "--ranks '%s': expected a comma-separated list of ranks "
+                                      "(e.g. 0,2,3)", s);
+    snprintf(buf, sizeof buf, "%s", s);
+    a->n_ranks = 0;
+    char *save = NULL;
+    for (char *p = buf;; p = NULL) {
+        char *tok = strtok_r(p, ",", &save);
+        if (!tok)
+            break;
+        int64_t r;
+        pp_status st = pp_parse_i64(tok, "--ranks rank", 0, INT32_MAX, &r);
+        if (st != PP_OK)
+            return st;
+        if (a->n_ranks >= MAX_RANKS)
+            return PP_ERR(PP_ERR_INVALID, "--ranks: more than %d ranks", MAX_RANKS);
+        a->ranks[a->n_ranks++] = (int)r;
+    }
+    if (!a->n_ranks || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
+        return PP_ERR(PP_ERR_INVALID, "--ranks '%s': empty entry in the list", s);
+    return PP_OK;
+}
+
+/* Returns -1 to go on, else an exit code. */
+static int parse_args(int argc, char **argv, args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->warmup = -1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:qvh", k_opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': a->output = optarg; break;
+        case OPT_JSON: a->json = 1; break;
+        case OPT_GANTT: a->gantt = optarg; break;
+        case OPT_GANTT_DATA: a->gantt_data = optarg; break;
+        case OPT_CHROME: a->chrome = optarg; break;
+        case OPT_STEPS:
+            if (parse_steps(optarg, &a->step_lo, &a->step_hi) != PP_OK)
+                return usage_error("%s", pp_error_message());
+            break;
+        case OPT_WARMUP:
+            if (pp_parse_i64(optarg, "--warmup", 0, INT32_MAX, &a->warmup) != PP_OK)
+                return usage_error("%s", pp_error_message());
+            break;
+        case OPT_RANKS:
+            if (parse_ranks(optarg, a) != PP_OK)
+                return usage_error("%s", pp_error_message());
+            a->ranks_arg = optarg;
+            break;
+        case 'q': a->quiet = 1; break;
+        case 'v': a->verbose = 1; break;
+        case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
+        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (optopt)
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("no run directory given (usage: pprof-report [options] DIR)");
+    if (argc - optind > 1)
+        return usage_error("one run directory expected, got '%s' and '%s'", argv[optind],
+                           argv[optind + 1]);
+    a->dir = argv[optind];
+    if (!a->dir[0])
+        return usage_error("empty run directory name");
+    if (a->gantt_data && !a->gantt)
+        return usage_error("--gantt-data needs --gantt");
+    static const char *const outs[] = {"-o", "--gantt", "--gantt-data", "--chrome"};
+    const char *paths[] = {a->output, a->gantt, a->gantt_data, a->chrome};
+    for (int i = 0; i < 4; i++) {
+        if (paths[i] && !paths[i][0])
+            return usage_error("%s: empty file name", outs[i]);
+        for (int j = 0; j < i; j++)
+            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0)
+                return usage_error("%s and %s name the same file '%s'", outs[j], outs[i],
+                                   paths[i]);
+    }
+    if (a->gantt) {
+        const char *dot = strrchr(a->gantt, '.');
+        const char *slash = strrchr(a->gantt, '/');
+        if (!dot || (slash && dot < slash) ||
+            (strcasecmp(dot, ".png") != 0 && strcasecmp(dot, ".svg") != 0))
+            return usage_error("--gantt '%s': the picture's extension must be .png or .svg",
+                               a->gantt);
+    }
+    return -1;
+}
+
+/* Writes the summary (text or JSON) through `fn` to stdout or, with -o, atomically to a file. */
+static pp_status write_summary(const args *a, const pp_analysis *an)
+{
+    if (!a->output) {
+        if (a->json)
+            return pp_report_json(an, stdout);
+        pp_analysis_print(an, stdout);
+        if (fflush(stdout) != 0)
+            return PP_ERR(PP_ERR_IO, "writing the summary: %s", strerror(errno));
+        return PP_OK;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the summary");
+    pp_status st = PP_OK;
+    if (a->json)
+        st = pp_report_json(an, m);
+    else
+        pp_analysis_print(an, m);
+    if (fclose(m) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the summary");
+    if (st == PP_OK)
+        st = pp_write_file_atomic(a->output, buf, len);
+    free(buf);
+    if (st == PP_OK)
+        note(1, "summary written to %s", a->output);
+    return st;
+}
+
+static pp_status write_chrome(const char *path, const pp_analysis *an)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the Chrome trace");
+    pp_status st = pp_report_chrome(an, m);
+    if (fclose(m) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the Chrome trace");
+    if (st == PP_OK)
+        st = pp_write_file_atomic(path, buf, len);
+    free(buf);
+    return st;
+}
+
+/* The analysis' warnings on stderr, when the output itself does not show them (--json, -o). */
+static void echo_warnings(const pp_analysis *an)
+{
+    const char *p = an->warnings;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        if (len)
+            note(0, "warning: %.*s", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    args *a = calloc(1, sizeof *a);
+    if (!a) {
+        fputs("pprof-report: out of memory\n", stderr);
+        return PP_EXIT_RUNTIME;
+    }
+    int rc = parse_args(argc, argv, a);
+    if (rc >= 0) {
+        free(a);
+        return rc;
+    }
+    g_verbose = a->verbose;
+    g_quiet = a->quiet && !a->verbose;
+    pp_log_set_level(a->verbose ? 2 : a->quiet ? 0 : 1);
+
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.step_lo = a->step_lo;
+    o.step_hi = a->step_hi;
+    /* Steps asked for by number are analyzed as asked: no warm-up unless --warmup says so. */
+    o.warmup = a->warmup >= 0 ? (int)a->warmup : a->step_lo ? 0 : 1;
+    if (a->step_lo) {
+        o.keep_lo = a->step_lo;
+        o.keep_hi = a->step_lo + MAX_KEPT_STEPS - 1;
+        if (a->step_hi && a->step_hi < o.keep_hi)
+            o.keep_hi = a->step_hi;
+    }
+    o.rank_filter_n = a->n_ranks;
+    o.rank_filter = a->n_ranks ? a->ranks : NULL;
+    note(1, "analyzing %s (warm-up %d step(s)%s)", a->dir, o.warmup,
+         a->n_ranks ? ", selected ranks" : "");
+
+    pp_analysis *an = NULL;
+    pp_status st = pp_analyze_dir(a->dir, &o, &an);
+    if (st != PP_OK) {
+        if (a->n_ranks)
+            pp_error_wrap(st, "with --ranks %s", a->ranks_arg);
+        rc = fail(st);
+        free(a);
+        return rc;
+    }
+    note(1, "%zu step(s) analyzed, %zu trace file(s), timeline of steps %lld..%lld kept",
+         an->n_steps, an->n_files, (long long)an->kept_lo, (long long)an->kept_hi);
+    if ((a->gantt || a->chrome) && o.keep_hi && an->n_steps &&
+        an->steps[an->n_steps - 1].step > o.keep_hi)
+        note(0, "the pictures hold steps %lld..%lld only (at most %d steps are kept)",
+             (long long)an->kept_lo, (long long)an->kept_hi, MAX_KEPT_STEPS);
+    if (a->json || a->output)
+        echo_warnings(an);
+    if (!a->quiet || a->json || a->output)
+        st = write_summary(a, an);
+    if (st == PP_OK && a->gantt) {
+        st = pp_report_gantt(an, a->gantt, a->gantt_data);
+        if (st == PP_OK) {
+            int64_t hi = an->kept_hi;
+            if (hi - an->kept_lo + 1 > PP_REPORT_GANTT_MAX_STEPS) {
+                hi = an->kept_lo + PP_REPORT_GANTT_MAX_STEPS - 1;
+                note(0, "the Gantt shows steps %lld..%lld only (at most %d steps; the Chrome "
+                        "trace can hold more)",
+                     (long long)an->kept_lo, (long long)hi, PP_REPORT_GANTT_MAX_STEPS);
+            }
+            if (an->kept_lo == hi)
+                note(0, "Gantt of step %lld written to %s", (long long)hi, a->gantt);
+            else
+                note(0, "Gantt of steps %lld..%lld written to %s", (long long)an->kept_lo,
+                     (long long)hi, a->gantt);
+        }
+    }
+    if (st == PP_OK && a->chrome) {
+        st = write_chrome(a->chrome, an);
+        if (st == PP_OK)
+            note(0, "Chrome trace of step(s) %lld..%lld written to %s (open it in "
+                    "https://ui.perfetto.dev or chrome://tracing)",
+                 (long long)an->kept_lo, (long long)an->kept_hi, a->chrome);
+    }
+    rc = st == PP_OK ? PP_EXIT_OK : fail(st);
+    pp_analysis_free(an);
+    free(a);
+    return rc;
+}
