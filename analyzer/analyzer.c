@@ -157,12 +157,22 @@ typedef struct thread_state {
     int32_t cur_mb;     /* enclosing compute range's mb (layer ranges' fallback) */
 } thread_state;
 
+/* What the message grammar says about one registered string (decode_message's fields), worked
+ * out once per string id: every PUSH of the pipeprof domain consults its message, and strings
+ * never change once defined (the first definition wins). */
+typedef struct msg_info {
+    int valid;
+    int kind;
+    int32_t mb, chunk, layer, peer;
+} msg_info;
+
 typedef struct file_state {
     pp_trace_reader *r;
     int done;
     int index;
     int32_t rank;
     vec strings;        /* char* by id */
+    vec msgs;           /* msg_info by string id */
     uint32_t pipeprof_domain; /* 0 = not seen */
     uint64_t off[8];    /* field offsets of pipeprof.event: kind stage mb chunk layer peer bytes step */
     int schema_ok;
@@ -199,6 +209,7 @@ typedef struct link_acc {
     int used;
     pp_alink l;
     series lat;
+    series bw; /* per-message bandwidth of timed messages, bytes/ns = GB/s */
 } link_acc;
 
 typedef struct stage_acc {
@@ -223,6 +234,8 @@ typedef struct state {
     vec links;            /* link_acc */
     vec layers;           /* layer_acc by layer index */
     vec kept_ops, kept_layer_ops;
+    vec xfers;            /* xfer: step_links' scratch, reused from step to step */
+    vec match;            /* size_t by op index: step_links' scratch */
     int64_t kept_step;    /* when keeping "the last step" */
     double bubble_sum, imbalance_sum;
     uint64_t n_decomp;
@@ -528,10 +541,77 @@ static link_acc *link_get(state *st, int src, int dst, int grad)
     return n;
 }
 
-/* Pairs sends and receives of the step: links are FIFO (docs/schedules.md), so the k-th send
- * on (src, dst, kind) meets the k-th receive there. */
+/* A send or receive of a step, keyed by the link it travels: (grad, src, dst). */
+typedef struct xfer {
+    int32_t grad, src, dst;
+    int32_t recv;
+    size_t index; /* in the step's ops */
+} xfer;
+
+static int cmp_xfer(const void *a, const void *b)
+{
+    const xfer *x = a, *y = b;
+    if (x->grad != y->grad)
+        return x->grad < y->grad ? -1 : 1;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    if (x->recv != y->recv)
+        return x->recv < y->recv ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* For each send of ops, the index of its receive (SIZE_MAX when none) in st->match: links are
+ * FIFO (docs/schedules.md), so the k-th send on (src, dst, kind) meets the k-th receive there.
+ * Sorting the transfers by link keeps this O(n log n); scanning the step for every send was
+ * O(n^2) and the analyzer's largest cost on long steps. Returns 0 when out of memory. */
+static int match_transfers(state *st, const pp_aop *ops, size_t n)
+{
+    st->xfers.n = st->match.n = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!vec_push(&st->match))
+            return 0;
+        ((size_t *)st->match.data)[i] = SIZE_MAX;
+        const pp_aop *o = &ops[i];
+        int send = o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD;
+        int recv = o->kind == PP_AOP_RECV_ACT || o->kind == PP_AOP_RECV_GRAD;
+        if (!send && !recv)
+            continue;
+        xfer *x = vec_push(&st->xfers);
+        if (!x)
+            return 0;
+        x->grad = o->kind == PP_AOP_SEND_GRAD || o->kind == PP_AOP_RECV_GRAD;
+        x->src = send ? o->stage : o->peer;
+        x->dst = send ? o->peer : o->stage;
+        x->recv = recv;
+        x->index = i;
+    }
+    xfer *x = st->xfers.data;
+    size_t nx = st->xfers.n, *match = st->match.data;
+    qsort(x, nx, sizeof *x, cmp_xfer);
+    /* per link: its sends in op order, then its receives in op order */
+    for (size_t g = 0; g < nx;) {
+        size_t r = g;
+        while (r < nx && !x[r].recv && x[r].grad == x[g].grad && x[r].src == x[g].src &&
+               x[r].dst == x[g].dst)
+            r++;
+        size_t e = r;
+        while (e < nx && x[e].grad == x[g].grad && x[e].src == x[g].src && x[e].dst == x[g].dst)
+            e++;
+        for (size_t k = 0; g + k < r && r + k < e; k++)
+            match[x[g + k].index] = x[r + k].index;
+        g = e;
+    }
+    return 1;
+}
+
+/* Per-link counts, bytes and times of the step's transfers. */
 static void step_links(state *st, const pp_aop *ops, size_t n)
 {
+    if (!match_transfers(st, ops, n))
+        return;
+    const size_t *match = st->match.data;
     for (size_t i = 0; i < n; i++) {
         const pp_aop *s = &ops[i];
         if (s->kind != PP_AOP_SEND_ACT && s->kind != PP_AOP_SEND_GRAD)
@@ -543,19 +623,9 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
         l->l.messages++;
         l->l.bytes += s->bytes;
         l->l.send_ns += (double)(s->t1 - s->t0);
-        /* the rank of this send among the link's sends, then the receive of the same rank */
-        size_t k = 0;
-        for (size_t j = 0; j < i; j++)
-            k += ops[j].kind == s->kind && ops[j].stage == s->stage && ops[j].peer == s->peer;
-        uint8_t rk = grad ? PP_AOP_RECV_GRAD : PP_AOP_RECV_ACT;
-        const pp_aop *r = NULL;
-        size_t c = 0;
-        for (size_t j = 0; j < n && !r; j++)
-            if (ops[j].kind == rk && ops[j].stage == s->peer && ops[j].peer == s->stage &&
-                c++ == k)
-                r = &ops[j];
-        if (!r)
+        if (match[i] == SIZE_MAX)
             continue;
+        const pp_aop *r = &ops[match[i]];
         double wait = (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
         /* Arrival is observed only when the receiver was waiting for it. */
@@ -564,7 +634,7 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
             l->l.timed++;
             l->l.transfer_ns += t;
             series_add(&l->lat, t);
-            l->l.bandwidth_GBps += (double)s->bytes; /* bytes of timed messages for now */
+            series_add(&l->bw, (double)s->bytes / t);
         }
     }
 }
@@ -878,6 +948,39 @@ static void decode_message(const char *msg, decoded *d)
     }
 }
 
+/* decode_message of string `id`, from the file's cache; d holds decode's defaults. Ids past
+ * MSG_CACHE_IDS are parsed every time, so a hostile id cannot make the cache large. */
+enum { MSG_CACHE_IDS = 1 << 16 };
+
+static void decode_message_id(file_state *f, uint32_t id, decoded *d)
+{
+    if (id == 0 || id >= f->strings.n || !((char **)f->strings.data)[id])
+        return; /* "" : the grammar matches nothing */
+    while (f->msgs.n <= id && id < MSG_CACHE_IDS)
+        if (!vec_push(&f->msgs))
+            break;
+    if (f->msgs.n <= id) {
+        decode_message(str_of(f, id), d);
+        return;
+    }
+    msg_info *m = &((msg_info *)f->msgs.data)[id];
+    if (!m->valid) {
+        decoded x = *d;
+        decode_message(str_of(f, id), &x);
+        m->kind = x.kind;
+        m->mb = x.mb;
+        m->chunk = x.chunk;
+        m->layer = x.layer;
+        m->peer = x.peer;
+        m->valid = 1;
+    }
+    d->kind = m->kind;
+    d->mb = m->mb;
+    d->chunk = m->chunk;
+    d->layer = m->layer;
+    d->peer = m->peer;
+}
+
 static void decode(file_state *f, const open_range *o, decoded *d)
 {
     memset(d, 0, sizeof *d);
@@ -900,7 +1003,7 @@ static void decode(file_state *f, const open_range *o, decoded *d)
             d->kind = K_NONE;
         return;
     }
-    decode_message(str_of(f, o->message), d);
+    decode_message_id(f, o->message, d);
     d->stage = o->category > 0 ? (int32_t)o->category - 1 : -1;
     int is_int = o->payload_type == 1 || o->payload_type == 2 || o->payload_type == 4 ||
                  o->payload_type == 5;
@@ -970,14 +1073,11 @@ static void on_config(state *st, const char *msg)
         ensure_stage(st, st->S_cfg - 1);
 }
 
-/* A closed range of file f on thread t. */
+/* A closed range of file f on thread t, of the pipeprof domain; raw is decode() of it. */
 static void on_range(state *st, file_state *f, thread_state *t, const open_range *o,
-                     uint64_t t1)
+                     uint64_t t1, const decoded *raw)
 {
-    if (!f->pipeprof_domain || o->domain != f->pipeprof_domain)
-        return;
-    decoded d;
-    decode(f, o, &d);
+    decoded d = *raw;
     if (d.kind == K_NONE)
         return;
     if (d.stage < 0)
@@ -1165,10 +1265,15 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 open_range o = s[k];
                 memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
                 t->stack.n--;
-                on_range(st, f, t, &o, h.ts);
+                /* One decode serves the range and the step bookkeeping below (with no pipeprof
+                 * domain seen, a default-domain range is still checked for a step payload). */
+                if (o.domain != f->pipeprof_domain)
+                    break;
                 decoded d;
                 decode(f, &o, &d);
-                if (o.domain == f->pipeprof_domain && d.kind == K_STEP) {
+                if (f->pipeprof_domain)
+                    on_range(st, f, t, &o, h.ts, &d);
+                if (d.kind == K_STEP) {
                     int64_t step = d.step >= 0 ? d.step : t->n_steps;
                     if (d.stage >= 0 && ensure_stage(st, d.stage) &&
                         step > st->stage_max_step[d.stage])
@@ -1193,7 +1298,11 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 open_range o = s[k];
                 s[k] = s[f->starts.n - 1];
                 f->starts.n--;
-                on_range(st, f, t, &o, h.ts);
+                if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
+                    decoded d;
+                    decode(f, &o, &d);
+                    on_range(st, f, t, &o, h.ts, &d);
+                }
                 break;
             }
             break;
@@ -1284,6 +1393,7 @@ static void file_state_free(file_state *f)
     for (size_t i = 0; i < f->strings.n; i++)
         free(s[i]);
     vec_free(&f->strings);
+    vec_free(&f->msgs);
     thread_state *t = f->threads.data;
     for (size_t i = 0; i < f->threads.n; i++)
         vec_free(&t[i].stack);
@@ -1351,8 +1461,9 @@ static void results(state *st)
     for (size_t i = 0; a->links && i < a->n_links; i++) {
         link_acc *l = &((link_acc *)st->links.data)[i];
         a->links[i] = l->l;
-        double timed_bytes = l->l.bandwidth_GBps;
-        a->links[i].bandwidth_GBps = l->l.transfer_ns > 0 ? timed_bytes / l->l.transfer_ns : 0;
+        /* The median over messages: a receiver descheduled when its data arrived (an
+         * oversubscribed CPU) inflates single transfers, not the median. */
+        a->links[i].bandwidth_GBps = series_stats(&l->bw).median;
         a->links[i].latency_ns = series_stats(&l->lat);
     }
     size_t nl = 0;
@@ -1404,8 +1515,10 @@ static void state_free(state *st)
     }
     vec_free(&st->stage_acc);
     link_acc *l = st->links.data;
-    for (size_t i = 0; i < st->links.n; i++)
+    for (size_t i = 0; i < st->links.n; i++) {
         series_free(&l[i].lat);
+        series_free(&l[i].bw);
+    }
     vec_free(&st->links);
     layer_acc *la = st->layers.data;
     for (size_t i = 0; i < st->layers.n; i++) {
@@ -1416,6 +1529,8 @@ static void state_free(state *st)
     vec_free(&st->layers);
     vec_free(&st->kept_ops);
     vec_free(&st->kept_layer_ops);
+    vec_free(&st->xfers);
+    vec_free(&st->match);
 }
 
 pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *opt,
@@ -1440,6 +1555,8 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     st.links.elem = sizeof(link_acc);
     st.layers.elem = sizeof(layer_acc);
     st.kept_ops.elem = st.kept_layer_ops.elem = sizeof(pp_aop);
+    st.xfers.elem = sizeof(xfer);
+    st.match.elem = sizeof(size_t);
     if (!a || !fs) {
         free(a);
         free(fs);
@@ -1455,6 +1572,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         file_state *f = &fs[i];
         f->index = (int)i;
         f->strings.elem = sizeof(char *);
+        f->msgs.elem = sizeof(msg_info);
         f->threads.elem = sizeof(thread_state);
         f->starts.elem = sizeof(open_range);
         /* the convention's layout until (unless) the file registers the schema */

@@ -79,7 +79,7 @@ typedef struct pp_alink {
     uint64_t bytes;
     uint64_t timed;           /* messages whose arrival was observed (the receiver waited) */
     double transfer_ns;       /* sum over timed messages: send start -> data at the receiver */
-    double bandwidth_GBps;    /* bytes of timed messages / transfer time */
+    double bandwidth_GBps;    /* median over timed messages of bytes / transfer time */
     pp_astats latency_ns;     /* per-message transfer time (timed messages) */
     double wait_ns;           /* receivers' time blocked in recv ranges */
     double send_ns;           /* senders' time in send ranges */

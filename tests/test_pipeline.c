@@ -258,7 +258,8 @@ static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_u
         cr_assert_eq(pp_pipe_trainer_step(t, &s, NULL), PP_OK, "%s", pp_error_message());
         ms[i] = s.step_ms;
     }
-    /* median: one step disturbed by the machine does not decide the test */
+    /* The fastest step: a disturbance (another process taking a core) can only make a sim step
+     * later than its deadlines, never earlier, so it is the least disturbed measurement. */
     for (int i = 0; i < steps; i++)
         for (int j = i + 1; j < steps; j++)
             if (ms[j] < ms[i]) {
@@ -269,7 +270,7 @@ static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_u
     pp_pipe_trainer_destroy(t);
     pp_partition_free(&pc.partition);
     pp_costs_destroy(c);
-    return ms[steps / 2];
+    return ms[0];
 }
 
 Test(pipeline, sim_1f1b_step_time_matches_the_formula)

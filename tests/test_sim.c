@@ -122,22 +122,22 @@ Test(sim, predicts_the_sim_backend_within_2_percent, .timeout = 120)
         pc.partition = part;
         pp_pipe_trainer *t = NULL;
         cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
-        double ms[3];
-        for (int s = 0; s < 3; s++) {
+        /* The fastest of 4 steps: on the sim backend a disturbance (another process taking a
+         * core) can only make a step later than its deadlines, never earlier, so the fastest
+         * step is the least disturbed measurement. */
+        double best = 1e300;
+        for (int s = 0; s < 4; s++) {
             pp_step_stats st;
             cr_assert_eq(pp_pipe_trainer_step(t, &st, NULL), PP_OK);
-            ms[s] = st.step_ms;
+            best = st.step_ms < best ? st.step_ms : best;
         }
         pp_pipe_trainer_destroy(t);
-        /* median of three */
-        double a = ms[0], b = ms[1], cc = ms[2];
-        double med = fmax(fmin(a, b), fmin(fmax(a, b), cc));
         cr_log_info("%s S=%d M=%d v=%d comm=%d: predicted %.3f ms, measured %.3f ms (%+.2f%%)",
-                    pp_schedule_kind_name(k->kind), k->S, k->M, k->v, k->comm, predicted, med,
-                    100 * (med / predicted - 1));
-        cr_assert_leq(fabs(med - predicted), 0.02 * predicted,
+                    pp_schedule_kind_name(k->kind), k->S, k->M, k->v, k->comm, predicted, best,
+                    100 * (best / predicted - 1));
+        cr_assert_leq(fabs(best - predicted), 0.02 * predicted,
                       "%s S=%d M=%d: predicted %.3f ms, measured %.3f ms",
-                      pp_schedule_kind_name(k->kind), k->S, k->M, predicted, med);
+                      pp_schedule_kind_name(k->kind), k->S, k->M, predicted, best);
         pp_partition_free(&part);
         pp_costs_destroy(c);
     }
