@@ -1,8 +1,10 @@
-/* crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven with slicing by
- * eight so checksumming checkpoints and trace blocks costs little next to writing them. */
+/* crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the SSE4.2 instruction where
+ * the CPU has it, else tables with slicing by eight, so checksumming checkpoints and trace blocks
+ * costs little next to writing or reading them. */
 #include "pp_common.h"
 
 #include <pthread.h>
+#include <string.h>
 
 static uint32_t g_table[8][256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -20,9 +22,59 @@ static void build_tables(void)
             g_table[t][i] = (g_table[t - 1][i] >> 8) ^ g_table[0][g_table[t - 1][i] & 0xff];
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define PP_HAVE_HW_CRC 1
+
+/* SSE4.2's crc32 instruction computes exactly CRC-32C: 8 bytes per instruction, several times
+ * the table's speed (checksums were a quarter of the analyzer's time). */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *data,
+                                                             size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return ~c32;
+}
+#else
+#define PP_HAVE_HW_CRC 0
+#endif
+
+static int g_hw = -1;
+
+static void detect(void)
+{
+    build_tables();
+#if PP_HAVE_HW_CRC
+    __builtin_cpu_init();
+    g_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#else
+    g_hw = 0;
+#endif
+}
+
 uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n)
 {
-    pthread_once(&g_once, build_tables);
+    pthread_once(&g_once, detect);
+#if PP_HAVE_HW_CRC
+    if (g_hw)
+        return crc32c_hw(crc, data, n);
+#endif
+    return pp_crc32c_sw(crc, data, n);
+}
+
+uint32_t pp_crc32c_sw(uint32_t crc, const void *data, size_t n)
+{
+    pthread_once(&g_once, detect);
     const unsigned char *p = data;
     uint32_t c = ~crc;
     while (n >= 8) {

@@ -78,6 +78,8 @@ double pp_rng_normal(pp_rng *r);
 /* CRC-32C (Castagnoli) of a buffer; pass the previous value to continue a running checksum
  * (start with 0). */
 uint32_t pp_crc32c(uint32_t crc, const void *data, size_t n);
+/* The portable table implementation (tests compare the two). */
+uint32_t pp_crc32c_sw(uint32_t crc, const void *data, size_t n);
 
 /* Strict number parsing for flags and config values: the whole string must be a number in
  * [min, max]. On failure records an error naming `what` and returns PP_ERR_INVALID. */
