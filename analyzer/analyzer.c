@@ -203,6 +203,8 @@ typedef struct layer_acc {
     int used;
     char name[48];
     series fwd, bwd, bwdw;
+    int has_info;
+    uint64_t param_bytes, activation_bytes;
 } layer_acc;
 
 typedef struct link_acc {
@@ -1043,8 +1045,48 @@ static thread_state *thread_of(file_state *f, uint32_t tid)
     return n;
 }
 
+/* "layer index=3 name=block2 param_bytes=197376 activation_bytes=262144" */
+static void on_layer_mark(state *st, const char *msg)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", msg + 5);
+    long long index = -1;
+    unsigned long long params = 0, acts = 0;
+    char name[48] = "";
+    for (char *p = strtok(buf, " "); p; p = strtok(NULL, " ")) {
+        char *eq = strchr(p, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *k = p, *v = eq + 1;
+        if (strcmp(k, "index") == 0)
+            index = strtoll(v, NULL, 10);
+        else if (strcmp(k, "name") == 0)
+            snprintf(name, sizeof name, "%s", v);
+        else if (strcmp(k, "param_bytes") == 0)
+            params = strtoull(v, NULL, 10);
+        else if (strcmp(k, "activation_bytes") == 0)
+            acts = strtoull(v, NULL, 10);
+    }
+    if (index < 0 || index >= 1 << 20)
+        return;
+    while (st->layers.n <= (size_t)index)
+        if (!vec_push(&st->layers))
+            return;
+    layer_acc *la = &((layer_acc *)st->layers.data)[index];
+    la->has_info = 1;
+    la->param_bytes = params;
+    la->activation_bytes = acts;
+    if (name[0])
+        snprintf(la->name, sizeof la->name, "%s", name);
+}
+
 static void on_config(state *st, const char *msg)
 {
+    if (strncmp(msg, "layer ", 6) == 0) {
+        on_layer_mark(st, msg);
+        return;
+    }
     if (strncmp(msg, "config", 6) != 0)
         return;
     pp_analysis *a = st->a;
@@ -1468,11 +1510,11 @@ static void results(state *st)
     }
     size_t nl = 0;
     for (size_t i = 0; i < st->layers.n; i++)
-        nl += ((layer_acc *)st->layers.data)[i].used;
+        nl += ((layer_acc *)st->layers.data)[i].used || ((layer_acc *)st->layers.data)[i].has_info;
     a->layers = calloc(nl ? nl : 1, sizeof(pp_alayer));
     for (size_t i = 0; a->layers && i < st->layers.n; i++) {
         layer_acc *la = &((layer_acc *)st->layers.data)[i];
-        if (!la->used)
+        if (!la->used && !la->has_info)
             continue;
         pp_alayer *o = &a->layers[a->n_layers++];
         o->layer = (int32_t)i;
@@ -1480,6 +1522,9 @@ static void results(state *st)
         o->fwd_ns = series_stats(&la->fwd);
         o->bwd_ns = series_stats(&la->bwd);
         o->bwd_weight_ns = series_stats(&la->bwdw);
+        o->has_info = la->has_info;
+        o->param_bytes = la->param_bytes;
+        o->activation_bytes = la->activation_bytes;
     }
     a->n_ops = st->kept_ops.n;
     a->ops = st->kept_ops.data;

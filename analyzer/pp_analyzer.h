@@ -89,6 +89,9 @@ typedef struct pp_alayer {
     int32_t layer;
     char name[48];
     pp_astats fwd_ns, bwd_ns, bwd_weight_ns;
+    /* from the job's layer mark (docs/nvtx-convention.md), when it emits one */
+    int has_info;
+    uint64_t param_bytes, activation_bytes;
 } pp_alayer;
 
 typedef struct pp_astage {

@@ -177,6 +177,29 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
                      pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
                      c->backend == PP_BACKEND_CPU ? "cpu" : "sim");
             pp_nvtx_mark_config(cfg);
+            /* and what each layer weighs, for the tuner's memory model and cost file */
+            size_t io = c->backend == PP_BACKEND_CPU
+                            ? (size_t)(c->train.batch / M) * c->train.model.seq_len *
+                                  c->train.model.d_model * sizeof(float)
+                            : 0;
+            for (int i = 0; i < L; i++) {
+                unsigned long long params = 0, acts = 0;
+                if (c->backend == PP_BACKEND_SIM) {
+                    params = c->costs->layers[i].param_bytes;
+                    acts = c->costs->layers[i].activation_bytes;
+                } else {
+                    pp_model *probe = NULL;
+                    if (pp_model_create(&c->train.model, i, i + 1, &probe) == PP_OK) {
+                        params = probe->n_params * sizeof(float);
+                        pp_model_destroy(probe);
+                    }
+                    acts = i == L - 1 ? 0 : io;
+                }
+                snprintf(cfg, sizeof cfg,
+                         "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu", i,
+                         names[i], params, acts);
+                pp_nvtx_mark_config(cfg);
+            }
         }
         pp_free(names);
         pp_free(blk);

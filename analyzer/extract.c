@@ -1,0 +1,257 @@
+/* extract.c: measured run -> cost file, partition and transfer model (pp_extract.h). Per-layer
+ * times are medians of the layer ranges over the analyzed steps; activation and parameter sizes
+ * come from the job's layer marks, else from the bytes seen on the links; the link model
+ * latency + bytes / bandwidth is fitted to the timed transfers. */
+#include "pp_extract.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void note(pp_extract *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(pp_extract *e, const char *fmt, ...)
+{
+    size_t len = strlen(e->notes);
+    if (len + 2 >= sizeof e->notes)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->notes + len, sizeof e->notes - len - 1, fmt, ap);
+    va_end(ap);
+    len = strlen(e->notes);
+    if (len + 1 < sizeof e->notes) {
+        e->notes[len] = '\n';
+        e->notes[len + 1] = '\0';
+    }
+}
+
+void pp_extract_free(pp_extract *e)
+{
+    if (!e)
+        return;
+    pp_costs_destroy(e->costs);
+    pp_partition_free(&e->partition);
+    memset(e, 0, sizeof *e);
+}
+
+/* The run's partition, from which stage and chunk each layer's ranges ran on. */
+static pp_status infer_partition(const pp_analysis *a, int L, pp_partition *out)
+{
+    int S = a->S, v = a->v > 0 ? a->v : 1;
+    int *piece = malloc(sizeof(int) * (size_t)L);
+    if (!piece)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < L; l++)
+        piece[l] = -1;
+    /* the kept timeline's layer ops carry stage, chunk and (in chunk) the layer; their chunk
+     * field is the layer index, so the op's own chunk comes from the matching op */
+    for (size_t i = 0; i < a->n_layer_ops; i++) {
+        const pp_aop *o = &a->layer_ops[i];
+        int l = o->chunk;
+        if (l < 0 || l >= L)
+            continue;
+        int c = 0;
+        /* the enclosing compute op of this layer op: same stage and mb, covering its time */
+        for (size_t k = 0; k < a->n_ops; k++) {
+            const pp_aop *x = &a->ops[k];
+            if (x->stage == o->stage && x->mb == o->mb && x->t0 <= o->t0 && o->t1 <= x->t1 &&
+                pp_aop_is_compute((pp_aop_kind)x->kind)) {
+                c = x->chunk;
+                break;
+            }
+        }
+        piece[l] = c * S + o->stage;
+    }
+    pp_status st = PP_OK;
+    int P = S * v;
+    int *bounds = malloc(sizeof(int) * (size_t)(P + 1));
+    if (!bounds) {
+        free(piece);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory");
+    }
+    for (int l = 0; l < L && st == PP_OK; l++) {
+        if (piece[l] < 0)
+            st = PP_ERR(PP_ERR_INVALID, "layer %d has no ranges in the analyzed steps: the "
+                                        "partition cannot be inferred",
+                        l);
+        else if (l > 0 && piece[l] != piece[l - 1] && piece[l] != piece[l - 1] + 1)
+            st = PP_ERR(PP_ERR_INVALID,
+                        "layer %d runs on piece %d right after layer %d on piece %d: not a "
+                        "contiguous pipeline partition",
+                        l, piece[l], l - 1, piece[l - 1]);
+    }
+    if (st == PP_OK && (piece[0] != 0 || piece[L - 1] != P - 1))
+        st = PP_ERR(PP_ERR_INVALID, "the layers cover pieces %d..%d, expected 0..%d", piece[0],
+                    piece[L - 1], P - 1);
+    if (st == PP_OK) {
+        bounds[0] = 0;
+        for (int l = 1; l < L; l++)
+            if (piece[l] != piece[l - 1])
+                bounds[piece[l]] = l;
+        bounds[P] = L;
+        st = pp_partition_from_bounds(bounds, P + 1, L, S, v, out);
+    }
+    free(bounds);
+    free(piece);
+    return st;
+}
+
+/* latency + bytes / bandwidth, least squares over the links' timed transfers. */
+static void fit_links(const pp_analysis *a, pp_extract *e)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    double bw_sum = 0, bw_n = 0;
+    double xmin = INFINITY, xmax = 0;
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        if (!l->timed || !l->messages)
+            continue;
+        double x = (double)l->bytes / (double)l->messages; /* bytes per message */
+        double y = l->latency_ns.median;                     /* ns per message */
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        n += 1;
+        xmin = x < xmin ? x : xmin;
+        xmax = x > xmax ? x : xmax;
+        if (l->bandwidth_GBps > 0) {
+            bw_sum += l->bandwidth_GBps;
+            bw_n += 1;
+        }
+    }
+    e->costs->p2p_GBps = 0;
+    e->costs->p2p_latency_us = 0;
+    if (n == 0) {
+        note(e, "no timed transfers: the transfer model is free (0 latency, no bandwidth term)");
+        return;
+    }
+    if (n >= 2 && xmax > 1.2 * xmin) {
+        double den = n * sxx - sx * sx;
+        double slope = (n * sxy - sx * sy) / den; /* ns per byte */
+        double icpt = (sy - slope * sx) / n;      /* ns */
+        if (slope > 0 && icpt >= 0) {
+            e->costs->p2p_GBps = 1.0 / slope;
+            e->costs->p2p_latency_us = icpt * 1e-3;
+            e->latency_fitted = 1;
+            note(e, "transfers: latency %.1f us + bytes / %.3f GB/s, fitted over %.0f links",
+                 icpt * 1e-3, 1.0 / slope, n);
+            return;
+        }
+    }
+    /* One message size: latency and bandwidth cannot be told apart; the effective bandwidth
+     * (latency included) predicts that size exactly. */
+    e->costs->p2p_GBps = bw_sum / bw_n;
+    note(e, "transfers: one message size seen, effective bandwidth %.3f GB/s with the latency "
+            "folded in",
+         e->costs->p2p_GBps);
+}
+
+pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
+{
+    memset(e, 0, sizeof *e);
+    if (a->n_layers == 0)
+        return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
+                                      "extracted (emit '<layer> fwd' ranges per "
+                                      "docs/nvtx-convention.md)");
+    /* the layer list is 0 .. max index */
+    int L = 0;
+    for (size_t i = 0; i < a->n_layers; i++)
+        if (a->layers[i].layer + 1 > L)
+            L = a->layers[i].layer + 1;
+    pp_status st = pp_costs_uniform(L, 0, 0, 0, &e->costs);
+    if (st != PP_OK)
+        return st;
+    int split = 0, have_info = 1;
+    uint64_t act_seen = 0;
+    for (size_t i = 0; i < a->n_links; i++)
+        if (!a->links[i].grad && a->links[i].messages)
+            act_seen = a->links[i].bytes / a->links[i].messages;
+    for (int l = 0; l < L; l++) {
+        const pp_alayer *al = NULL;
+        for (size_t i = 0; i < a->n_layers; i++)
+            if (a->layers[i].layer == l)
+                al = &a->layers[i];
+        pp_layer_cost *c = &e->costs->layers[l];
+        snprintf(c->name, sizeof c->name, "%s", al && al->name[0] ? al->name : "layer");
+        if (!al || !al->fwd_ns.count) {
+            st = PP_ERR(PP_ERR_INVALID, "layer %d has no forward ranges in the analyzed steps",
+                        l);
+            goto fail;
+        }
+        c->fwd_us = al->fwd_ns.median * 1e-3;
+        double b = al->bwd_ns.median * 1e-3, w = al->bwd_weight_ns.median * 1e-3;
+        if (al->bwd_weight_ns.count) {
+            split = 1;
+            c->bwd_input_us = b;
+            c->bwd_weight_us = w;
+            c->bwd_us = b + w;
+            c->has_split = 1;
+        } else {
+            c->bwd_us = b;
+            c->bwd_input_us = b / 2;
+            c->bwd_weight_us = b / 2;
+            c->has_split = 1; /* halves assumed: see the note */
+        }
+        if (al->has_info) {
+            c->param_bytes = al->param_bytes;
+            c->activation_bytes = al->activation_bytes;
+        } else {
+            have_info = 0;
+            c->activation_bytes = l == L - 1 ? 0 : act_seen;
+        }
+    }
+    if (!split)
+        note(e, "backward not split in this run: input and weight halves assumed equal");
+    e->has_param_bytes = have_info;
+    if (!have_info)
+        note(e, "no layer marks: activation sizes taken from the links (%llu bytes), parameter "
+                "sizes unknown (no memory model)",
+             (unsigned long long)act_seen);
+    double opt = 0;
+    for (int s = 0; s < a->S; s++)
+        if (a->stages[s].opt_ns.count && a->stages[s].opt_ns.median > opt)
+            opt = a->stages[s].opt_ns.median;
+    e->costs->optimizer_us = opt * 1e-3;
+    fit_links(a, e);
+    if ((st = infer_partition(a, L, &e->partition)) != PP_OK)
+        goto fail;
+    if (!a->schedule[0] || pp_schedule_kind_parse(a->schedule, &e->schedule) != PP_OK) {
+        st = PP_ERR(PP_ERR_INVALID, "the run does not name a known schedule (got '%s'): emit "
+                                    "the configuration mark of docs/nvtx-convention.md",
+                    a->schedule);
+        goto fail;
+    }
+    e->M = a->M;
+    if (e->M <= 0) {
+        st = PP_ERR(PP_ERR_INVALID, "the run does not state its micro-batch count (config mark)");
+        goto fail;
+    }
+    e->samples_per_step = a->samples_per_step;
+    e->tokens_per_step = a->tokens_per_step;
+    e->microbatch_size = a->samples_per_step > 0 ? (int)(a->samples_per_step / e->M) : 0;
+    e->costs->microbatch_size = e->microbatch_size;
+    e->measured_step_ns = a->step_ns.median;
+    e->measured_bubble = a->bubble_ratio;
+    return PP_OK;
+fail:
+    pp_extract_free(e);
+    return st;
+}
+
+pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const pp_partition *part,
+                             int M, double *step_ns, double *bubble)
+{
+    pp_sim_result r;
+    pp_status st = pp_sim_file(kind, part, M, e->costs, NULL, &r);
+    if (st != PP_OK)
+        return st;
+    if (step_ns)
+        *step_ns = r.step_ns;
+    if (bubble)
+        *bubble = r.bubble_ratio;
+    pp_sim_result_free(&r);
+    return PP_OK;
+}

@@ -1,0 +1,42 @@
+/* pp_extract.h: from a measured run to the inputs of prediction: per-layer costs (the cost file
+ * the sim backend and the simulator read), the run's own partition, schedule and micro-batching,
+ * and a fitted transfer model. Called by pprof-tune (--export-costs, proposals, --verify). */
+#ifndef PP_EXTRACT_H
+#define PP_EXTRACT_H
+
+#include "pp_analyzer.h"
+#include "pp_pipeline.h"
+#include "pp_schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_extract {
+    pp_costs *costs;          /* per layer, per micro-batch at the run's micro-batch size */
+    pp_partition partition;   /* the run's cut of the layer list (from its layer ranges) */
+    pp_schedule_kind schedule;
+    int M;
+    int microbatch_size;      /* samples per micro-batch, 0 when unknown */
+    double samples_per_step, tokens_per_step;
+    double measured_step_ns;  /* median over the analyzed steps */
+    double measured_bubble;
+    int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
+    int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
+    char notes[1024];         /* the assumptions made, one per line */
+} pp_extract;
+
+/* Extracts from an analysis (which must hold layer ranges: the layer list is what the tuner
+ * cuts). PP_ERR_INVALID with a message naming what is missing. */
+pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *out);
+void pp_extract_free(pp_extract *e);
+
+/* The extracted costs replayed through the simulator: the predicted step of `part` under
+ * (kind, M) with these costs. */
+pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const pp_partition *part,
+                             int M, double *step_ns, double *bubble);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_EXTRACT_H */

@@ -1,0 +1,948 @@
+/* rebalance.c: the rebalancer (pp_tune.h). Branch and bound over the boundaries of the P = S * v
+ * pieces, piece by piece from the first layer; complete partitions are scored by replaying the
+ * schedule's own lists (an exact, allocation-free copy of pp_sim_run's arithmetic over a
+ * schedule compiled once), partial ones are pruned with lower bounds that are longest paths of
+ * that replay, each depending on one piece's layer range only, so that the best bound over all
+ * completions of a prefix is a min-max dynamic program computed once. docs/rebalancer.md has the
+ * method, the proofs of the bounds and measured times. */
+#include "pp_sim.h"
+#include "pp_tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Bounds are scaled down by this much before they are compared with simulated times, so that
+ * rounding in their prefix sums (a different summation order than the replay's) can never make
+ * a bound exceed the value it bounds: pruning stays exact. */
+#define BOUND_SAFETY (1.0 - 1e-12)
+/* A node is pruned when it cannot beat the incumbent by more than this relative amount: step
+ * times are sums of measured costs, far coarser, and without it every tie of the incumbent
+ * (common: many partitions share the bottleneck) would have to be searched to its leaves.
+ * "Exact" therefore means: no partition is faster than step * (1 - PRUNE_TOL). */
+#define PRUNE_TOL 1e-9
+/* The DP table and the per-level child lists hold (P + 1) x (L + 1) entries. */
+#define MAX_TABLE ((int64_t)1 << 25)
+/* piece_bound is tabulated over all (piece, lo, hi) up to this many entries (32 MiB). */
+#define MAX_PIECE_TABLE ((int64_t)1 << 22)
+
+enum { K_F = 0, K_B = 1, K_BI = 2, K_BW = 3, K_RECV = 4, N_COMPUTE = 4 };
+
+/* One step of the compiled replay, in an order where every dependency comes first. */
+typedef struct rb_step {
+    int32_t dep;    /* RECV: the step whose end is the send time (-1: time 0); else unused */
+    int32_t q;      /* RECV: boundary crossed (between piece q and q + 1) */
+    int32_t piece;  /* compute: piece whose cost it takes */
+    int32_t stage;
+    uint8_t kind;   /* K_* */
+} rb_step;
+
+/* A piece's compute ops in its stage's order, for the path bound (piece_bound). */
+typedef struct rb_seq {
+    int n;
+    uint8_t *kind;    /* [n] K_F .. K_BW */
+    int32_t *partner; /* [n] input-gradient ops: the latest earlier FWD of this piece from
+                         which a path through all later pieces leads to this op; -1 none */
+    int total[N_COMPUTE]; /* ops of each kind */
+} rb_seq;
+
+typedef struct rb_child {
+    int e;
+    double bound;
+    double tie;
+} rb_child;
+
+typedef struct rb_ctx {
+    const pp_rebalance_opts *o;
+    const pp_costs *c;
+    int L, S, v, M, P, split;
+    int *peak;         /* [S] peak in-flight (micro-batch-chunks) per stage */
+    rb_step *steps;
+    int n_steps;
+    double *fin;       /* [n_steps] */
+    double *clock;     /* [S] */
+    double *dur;       /* [N_COMPUTE * P] ns */
+    double *tr;        /* [P] ns, boundary q between piece q and q + 1 */
+    double opt_ns;
+    rb_seq *seq;       /* [P] */
+    double *G;         /* [P * (L+1) * (L+1)] piece_bound table, NULL when too large */
+    double *val;       /* scratch of piece_bound: [longest sequence] */
+    double *pre[N_COMPUTE]; /* [L + 1] prefix sums of per-layer op costs, us */
+    double *pre_bb;    /* [L + 1] prefix of the backward op that passes gradients on */
+    double *tl;        /* [L] transfer after layer l, ns */
+    double tmin;       /* smallest transfer over all possible boundaries, ns */
+    uint64_t *pre_param, *pre_act; /* [L + 1] */
+    uint64_t limit;    /* 0 = none */
+    double *D;         /* [(P + 1) * (L + 1)] best bound over completions */
+    /* search state */
+    int *bounds;       /* [P + 1] current partial partition */
+    int *best;         /* [P + 1] incumbent */
+    double best_step;
+    double *stage_work;          /* [S] v > 1: fixed work per stage, ns */
+    uint64_t *stage_param, *stage_act; /* [S] v > 1: fixed params, heaviest fixed chunk */
+    rb_child *kids;    /* [P * (L + 1)] */
+    uint64_t t0, deadline;
+    int aborted;
+    int64_t nodes, evaluated;
+} rb_ctx;
+
+/* ---- saturating byte arithmetic ---- */
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t mem_model(uint64_t params, uint64_t act, int peak)
+{
+    return add_sat(mul_sat(params, 4), mul_sat(act, (uint64_t)(peak > 0 ? peak : 0)));
+}
+
+static uint64_t range_u64(const pp_costs *c, int lo, int hi, int act)
+{
+    uint64_t s = 0;
+    for (int l = lo; l < hi; l++)
+        s = add_sat(s, act ? c->layers[l].activation_bytes : c->layers[l].param_bytes);
+    return s;
+}
+
+uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int stage,
+                               int peak_inflight)
+{
+    uint64_t params = 0, act = 0;
+    for (int ch = 0; ch < p->v; ch++) {
+        int piece = ch * p->S + stage;
+        int lo = p->bounds[piece], hi = p->bounds[piece + 1];
+        params = add_sat(params, range_u64(c, lo, hi, 0));
+        uint64_t a = range_u64(c, lo, hi, 1);
+        act = a > act ? a : act;
+    }
+    return mem_model(params, act, peak_inflight);
+}
+
+/* ---- per-layer op costs, exactly as analyzer/sim.c takes them ---- */
+
+static double layer_us(const pp_layer_cost *l, int kind)
+{
+    switch (kind) {
+    case K_F: return l->fwd_us;
+    case K_B: return l->bwd_us;
+    case K_BI: return l->has_split ? l->bwd_input_us : l->bwd_us / 2;
+    default: return l->has_split ? l->bwd_weight_us : l->bwd_us / 2;
+    }
+}
+
+static int op_kind(uint8_t op)
+{
+    switch (op) {
+    case PP_OP_FWD: return K_F;
+    case PP_OP_BWD: return K_B;
+    case PP_OP_BWD_INPUT: return K_BI;
+    case PP_OP_BWD_WEIGHT: return K_BW;
+    default: return -1;
+    }
+}
+
+/* ---- the compiled replay ---- */
+
+/* Replays the lists once the way pp_sim_run does, recording each compute op and each receive
+ * in an order where what it waits for comes first. Sends only name the step that precedes
+ * them on their stage: in pp_sim_run a message is available at the sender's clock plus the
+ * transfer, and that clock is the end of the sender's previous step. */
+static pp_status compile_schedule(rb_ctx *x, const pp_schedule *sc)
+{
+    pp_status st = PP_OK;
+    int S = sc->S, P = x->P, M = sc->M;
+    size_t n_msgs = 2 * (size_t)M * (size_t)P;
+    int64_t total = 0;
+    for (int s = 0; s < S; s++)
+        total += sc->n_instrs[s];
+    int *cursor = pp_alloc(sizeof(int) * (size_t)S);
+    int *last = pp_alloc(sizeof(int) * (size_t)S);
+    int *msg_step = pp_alloc(sizeof(int) * n_msgs);
+    int *msg_q = pp_alloc(sizeof(int) * n_msgs);
+    char *sent = pp_alloc(n_msgs);
+    x->steps = pp_alloc(sizeof(rb_step) * (size_t)total);
+    x->fin = pp_alloc(sizeof(double) * (size_t)total);
+    if (!cursor || !last || !msg_step || !msg_q || !sent || !x->steps || !x->fin) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory compiling the schedule");
+        goto done;
+    }
+    for (int s = 0; s < S; s++)
+        last[s] = -1;
+    int finished = 0;
+    while (finished < S) {
+        int progressed = 0;
+        for (int s = 0; s < S; s++) {
+            for (;;) {
+                int k = cursor[s];
+                if (k >= sc->n_instrs[s])
+                    break;
+                const pp_instr *in = &sc->instrs[s][k];
+                int piece = in->chunk >= 0 ? pp_schedule_piece(sc, s, in->chunk) : -1;
+                if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
+                    size_t m = ((size_t)(in->op == PP_OP_RECV_GRAD) * (size_t)M +
+                                (size_t)in->mb) * (size_t)P + (size_t)piece;
+                    if (!sent[m])
+                        break;
+                    rb_step *t = &x->steps[x->n_steps];
+                    t->kind = K_RECV;
+                    t->dep = msg_step[m];
+                    t->q = msg_q[m];
+                    t->stage = s;
+                    t->piece = piece;
+                    last[s] = x->n_steps++;
+                } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+                    int grad = in->op == PP_OP_SEND_GRAD;
+                    int to = grad ? piece - 1 : piece + 1;
+                    size_t m = ((size_t)grad * (size_t)M + (size_t)in->mb) * (size_t)P +
+                               (size_t)to;
+                    sent[m] = 1;
+                    msg_step[m] = last[s];
+                    msg_q[m] = grad ? piece - 1 : piece;
+                } else if (in->op != PP_OP_OPT_STEP) {
+                    rb_step *t = &x->steps[x->n_steps];
+                    t->kind = (uint8_t)op_kind(in->op);
+                    t->dep = -1;
+                    t->q = -1;
+                    t->stage = s;
+                    t->piece = piece;
+                    last[s] = x->n_steps++;
+                }
+                cursor[s]++;
+                progressed = 1;
+                if (cursor[s] == sc->n_instrs[s])
+                    finished++;
+            }
+        }
+        if (!progressed && finished < S) {
+            st = PP_ERR(PP_ERR_INVALID, "rebalance: the schedule deadlocks");
+            goto done;
+        }
+    }
+done:
+    pp_free(cursor);
+    pp_free(last);
+    pp_free(msg_step);
+    pp_free(msg_q);
+    pp_free(sent);
+    return st;
+}
+
+/* The simulated step time of partition `b` (P + 1 boundaries): the arithmetic of pp_sim_run
+ * with pp_sim_costs_from_file's costs, operation for operation, so the result is the same double. */
+static double evaluate(rb_ctx *x, const int *b)
+{
+    const pp_costs *c = x->c;
+    for (int p = 0; p < x->P; p++) {
+        for (int k = 0; k < N_COMPUTE; k++) {
+            double us = 0.0;
+            for (int l = b[p]; l < b[p + 1]; l++)
+                us += layer_us(&c->layers[l], k);
+            x->dur[k * x->P + p] = us * 1e3;
+        }
+        if (p < x->P - 1)
+            x->tr[p] = pp_costs_transfer_us(c, c->layers[b[p + 1] - 1].activation_bytes) * 1e3;
+    }
+    for (int s = 0; s < x->S; s++)
+        x->clock[s] = 0.0;
+    for (int i = 0; i < x->n_steps; i++) {
+        const rb_step *t = &x->steps[i];
+        double clk = x->clock[t->stage];
+        if (t->kind == K_RECV) {
+            double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
+            clk = fmax(clk, a);
+        } else {
+            clk += x->dur[t->kind * x->P + t->piece];
+        }
+        x->fin[i] = clk;
+        x->clock[t->stage] = clk;
+    }
+    double barrier = 0.0;
+    for (int s = 0; s < x->S; s++)
+        barrier = fmax(barrier, x->clock[s]);
+    x->evaluated++;
+    return barrier + x->opt_ns;
+}
+
+/* ---- the bounds ---- */
+
+/* Position of each micro-batch's FWD and input-gradient op in one stage's list, for chunk ch. */
+static void op_positions(const pp_schedule *sc, int s, int ch, int *fpos, int *bpos)
+{
+    for (int i = 0; i < sc->n_instrs[s]; i++) {
+        const pp_instr *in = &sc->instrs[s][i];
+        if (in->chunk != ch)
+            continue;
+        if (in->op == PP_OP_FWD)
+            fpos[in->mb] = i;
+        else if (in->op == PP_OP_BWD || in->op == PP_OP_BWD_INPUT)
+            bpos[in->mb] = i;
+    }
+}
+
+/* Builds each piece's op sequence and, for each of its input-gradient ops bwd(m'), the partner
+ * FWD(m): a path can leave the piece after FWD(m), follow m's forward through all later
+ * pieces, walk the last piece's list from FWD(m) to bwd(m') and follow m''s gradient back. It
+ * exists when the last piece runs FWD(m) before bwd(m'). */
+static pp_status extract_paths(rb_ctx *x, const pp_schedule *sc)
+{
+    int M = sc->M, P = x->P, S = sc->S;
+    int *lf = pp_alloc(sizeof(int) * (size_t)M), *lb = pp_alloc(sizeof(int) * (size_t)M);
+    int *mbs = NULL;
+    int longest = 0;
+    pp_status st = PP_OK;
+    for (int s = 0; s < S; s++)
+        longest = sc->n_instrs[s] > longest ? sc->n_instrs[s] : longest;
+    mbs = pp_alloc(sizeof(int) * (size_t)(longest + 1));
+    x->val = pp_alloc(sizeof(double) * (size_t)(longest + 1));
+    if (!lf || !lb || !mbs || !x->val) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the bounds");
+        goto done;
+    }
+    op_positions(sc, pp_schedule_piece_stage(sc, P - 1), pp_schedule_piece_chunk(sc, P - 1), lf,
+                 lb);
+    for (int j = 0; j < P; j++) {
+        int s = pp_schedule_piece_stage(sc, j), ch = pp_schedule_piece_chunk(sc, j);
+        rb_seq *q = &x->seq[j];
+        q->kind = pp_alloc((size_t)sc->n_instrs[s] + 1);
+        q->partner = pp_alloc(sizeof(int32_t) * ((size_t)sc->n_instrs[s] + 1));
+        if (!q->kind || !q->partner) {
+            st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the bounds");
+            goto done;
+        }
+        for (int i = 0; i < sc->n_instrs[s]; i++) {
+            const pp_instr *in = &sc->instrs[s][i];
+            int k = op_kind(in->op);
+            if (in->chunk != ch || k < 0)
+                continue;
+            if (q->n == 0 && k != K_F) {
+                st = PP_ERR(PP_ERR_INVALID, "rebalance: piece %d starts with %s, not FWD", j,
+                            pp_op_name((pp_op)in->op));
+                goto done;
+            }
+            q->kind[q->n] = (uint8_t)k;
+            mbs[q->n] = in->mb;
+            q->partner[q->n] = -1;
+            if (k == K_B || k == K_BI) {
+                for (int f = q->n - 1; f >= 0; f--)
+                    if (q->kind[f] == K_F && lf[mbs[f]] < lb[in->mb]) {
+                        q->partner[q->n] = f;
+                        break;
+                    }
+            }
+            q->total[k]++;
+            q->n++;
+        }
+    }
+done:
+    pp_free(lf);
+    pp_free(lb);
+    pp_free(mbs);
+    return st;
+}
+
+static double dot(const int *n, const double *d)
+{
+    return n[0] * d[0] + n[1] * d[1] + n[2] * d[2] + n[3] * d[3];
+}
+
+/* Lower bound on the step time of every partition in which piece j holds layers [lo, hi): the
+ * longest of a family of paths of the replay that use piece j's ops (docs/rebalancer.md). A path
+ * reaches piece j's first FWD through the forwards of the layers before lo, runs along piece
+ * j's ops in its stage's order, may leave after a FWD(m) and come back at the partner
+ * input-gradient op (through the forward and backward work of every layer after hi), and ends
+ * either at the piece's last op or, after an input-gradient op, with that gradient's way back
+ * through the layers before lo. Ops of other pieces on the path count by the work of their
+ * layers (their split into pieces is unknown), transfers at boundaries other than lo and hi by
+ * the smallest transfer any boundary can have; the optimizer step follows the barrier. */
+static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
+{
+    double d[N_COMPUTE];
+    for (int k = 0; k < N_COMPUTE; k++)
+        d[k] = (x->pre[k][hi] - x->pre[k][lo]) * 1e3;
+    double fpre = x->pre[K_F][lo] * 1e3, bpre = x->pre_bb[lo] * 1e3;
+    double down = (x->pre[K_F][x->L] - x->pre[K_F][hi] + x->pre_bb[x->L] - x->pre_bb[hi]) * 1e3;
+    double tpre = j >= 1 ? x->tl[lo - 1] + (j - 1) * x->tmin : 0.0;
+    double tsuf = j <= x->P - 2 ? x->tl[hi - 1] + (x->P - 2 - j) * x->tmin : 0.0;
+    down += 2 * tsuf;
+    const rb_seq *q = &x->seq[j];
+    double *val = x->val, t = fpre + tpre, best = 0.0;
+    for (int i = 0; i < q->n; i++) {
+        int k = q->kind[i];
+        if (q->partner[i] >= 0)
+            t = fmax(t, val[q->partner[i]] + down);
+        t += d[k];
+        val[i] = t;
+        if (k == K_B || k == K_BI)
+            best = fmax(best, t + bpre + tpre);
+    }
+    best = fmax(best, t);
+    return (best + x->opt_ns) * BOUND_SAFETY;
+}
+
+static double *gcell(const rb_ctx *x, int j, int lo, int hi)
+{
+    return &x->G[((size_t)j * (x->L + 1) + lo) * (x->L + 1) + hi];
+}
+
+static double piece_bound(const rb_ctx *x, int j, int lo, int hi)
+{
+    return x->G ? *gcell(x, j, lo, hi) : piece_bound_dp(x, j, lo, hi);
+}
+
+/* Piece j = [lo, hi) alone already breaks the memory limit (for v > 1: its stage's memory is at
+ * least that of this one chunk). */
+static int piece_over_limit(const rb_ctx *x, int j, int lo, int hi)
+{
+    if (!x->limit)
+        return 0;
+    uint64_t params = x->pre_param[hi] - x->pre_param[lo], act = x->pre_act[hi] - x->pre_act[lo];
+    return mem_model(params, act, x->peak[j % x->S]) > x->limit;
+}
+
+/* Tabulates piece_bound over every range a piece can hold, when the table is small enough. */
+static void build_piece_table(rb_ctx *x)
+{
+    int L = x->L, P = x->P;
+    if ((int64_t)P * (L + 1) * (L + 1) > MAX_PIECE_TABLE)
+        return;
+    x->G = pp_alloc(sizeof(double) * (size_t)P * (size_t)(L + 1) * (size_t)(L + 1));
+    if (!x->G)
+        return; /* computed on demand instead */
+    for (int j = 0; j < P; j++)
+        for (int lo = j; lo <= L - (P - j); lo++)
+            for (int hi = lo + 1; hi <= L - (P - j - 1); hi++)
+                *gcell(x, j, lo, hi) = piece_bound_dp(x, j, lo, hi);
+}
+
+static double *dcell(const rb_ctx *x, int k, int pos) { return &x->D[(size_t)k * (x->L + 1) + pos]; }
+
+/* D[k][pos] = min over partitions of [pos, L) into pieces k .. P-1 of the largest piece_bound:
+ * the best any completion can do against the bounds. +inf where none meets the limit. */
+static void build_table(rb_ctx *x)
+{
+    int L = x->L, P = x->P;
+    for (int pos = 0; pos <= L; pos++)
+        *dcell(x, P, pos) = pos == L ? 0.0 : INFINITY;
+    for (int k = P - 1; k >= 0; k--) {
+        for (int pos = 0; pos <= L; pos++) {
+            double best = INFINITY;
+            int rest = P - k - 1;
+            for (int e = pos + 1; e <= L - rest; e++) {
+                double tail = *dcell(x, k + 1, e);
+                if (tail >= best)
+                    continue;
+                if (piece_over_limit(x, k, pos, e))
+                    continue;
+                double g = fmax(piece_bound(x, k, pos, e), tail);
+                if (g < best)
+                    best = g;
+            }
+            *dcell(x, k, pos) = best;
+        }
+    }
+}
+
+/* ---- setup ---- */
+
+static void ctx_free(rb_ctx *x)
+{
+    pp_free(x->peak);
+    pp_free(x->steps);
+    pp_free(x->fin);
+    pp_free(x->clock);
+    pp_free(x->dur);
+    pp_free(x->tr);
+    if (x->seq)
+        for (int j = 0; j < x->P; j++) {
+            pp_free(x->seq[j].kind);
+            pp_free(x->seq[j].partner);
+        }
+    pp_free(x->seq);
+    pp_free(x->G);
+    pp_free(x->val);
+    for (int k = 0; k < N_COMPUTE; k++)
+        pp_free(x->pre[k]);
+    pp_free(x->pre_bb);
+    pp_free(x->tl);
+    pp_free(x->pre_param);
+    pp_free(x->pre_act);
+    pp_free(x->D);
+    pp_free(x->bounds);
+    pp_free(x->best);
+    pp_free(x->stage_work);
+    pp_free(x->stage_param);
+    pp_free(x->stage_act);
+    pp_free(x->kids);
+    memset(x, 0, sizeof *x);
+}
+
+static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search)
+{
+    memset(x, 0, sizeof *x);
+    pp_schedule *sc = NULL;
+    pp_schedule_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (!o || !o->costs)
+        return PP_ERR(PP_ERR_INVALID, "rebalance: no options or no cost file");
+    pp_status st = pp_schedule_check_args(o->kind, o->S, o->M, o->v);
+    if (st != PP_OK)
+        return st;
+    x->o = o;
+    x->c = o->costs;
+    x->L = o->costs->n_layers;
+    x->S = o->S;
+    x->v = o->v;
+    x->M = o->M;
+    x->P = o->S * o->v;
+    x->split = o->kind == PP_SCHED_ZBH1;
+    x->limit = o->memory_limit_bytes;
+    int L = x->L, P = x->P, S = x->S;
+    if (P > L)
+        return PP_ERR(PP_ERR_INVALID,
+                      "rebalance: %d pieces (%d stages x %d chunks) exceed the model's %d layers; "
+                      "every piece needs at least one layer",
+                      P, S, x->v, L);
+    if ((int64_t)(P + 1) * (L + 1) > MAX_TABLE)
+        return PP_ERR(PP_ERR_INVALID,
+                      "rebalance: %d pieces x %d layers is beyond the rebalancer's tables "
+                      "(%lld entries at most)",
+                      P, L, (long long)MAX_TABLE);
+    if ((st = pp_schedule_create(o->kind, S, o->M, o->v, &sc)) != PP_OK)
+        return st;
+    if ((st = pp_schedule_validate(sc, &rep)) != PP_OK)
+        goto done;
+    x->peak = pp_alloc(sizeof(int) * (size_t)S);
+    x->clock = pp_alloc(sizeof(double) * (size_t)S);
+    x->dur = pp_alloc(sizeof(double) * N_COMPUTE * (size_t)P);
+    x->tr = pp_alloc(sizeof(double) * (size_t)P);
+    x->seq = pp_alloc(sizeof(rb_seq) * (size_t)P);
+    x->pre_bb = pp_alloc(sizeof(double) * (size_t)(L + 1));
+    x->tl = pp_alloc(sizeof(double) * (size_t)L);
+    x->pre_param = pp_alloc(sizeof(uint64_t) * (size_t)(L + 1));
+    x->pre_act = pp_alloc(sizeof(uint64_t) * (size_t)(L + 1));
+    x->bounds = pp_alloc(sizeof(int) * (size_t)(P + 1));
+    x->best = pp_alloc(sizeof(int) * (size_t)(P + 1));
+    x->stage_work = pp_alloc(sizeof(double) * (size_t)S);
+    x->stage_param = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    x->stage_act = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    int ok = x->peak && x->clock && x->dur && x->tr && x->seq && x->pre_bb && x->tl &&
+             x->pre_param && x->pre_act && x->bounds && x->best && x->stage_work &&
+             x->stage_param && x->stage_act;
+    for (int k = 0; k < N_COMPUTE; k++)
+        ok = ok && (x->pre[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))) != NULL;
+    if (with_search) {
+        x->D = pp_alloc(sizeof(double) * (size_t)(P + 1) * (size_t)(L + 1));
+        x->kids = pp_alloc(sizeof(rb_child) * (size_t)P * (size_t)(L + 1));
+        ok = ok && x->D && x->kids;
+    }
+    if (!ok) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for %d pieces x %d layers", P, L);
+        goto done;
+    }
+    for (int s = 0; s < S; s++)
+        x->peak[s] = rep.peak_inflight[s];
+    if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK)
+        goto done;
+    const pp_costs *c = x->c;
+    x->opt_ns = c->optimizer_us * 1e3 * 1.0;
+    x->tmin = INFINITY;
+    for (int l = 0; l < L; l++) {
+        const pp_layer_cost *ly = &c->layers[l];
+        for (int k = 0; k < N_COMPUTE; k++)
+            x->pre[k][l + 1] = x->pre[k][l] + layer_us(ly, k);
+        x->pre_bb[l + 1] = x->pre_bb[l] + layer_us(ly, x->split ? K_BI : K_B);
+        x->pre_param[l + 1] = add_sat(x->pre_param[l], ly->param_bytes);
+        x->pre_act[l + 1] = add_sat(x->pre_act[l], ly->activation_bytes);
+        x->tl[l] = pp_costs_transfer_us(c, ly->activation_bytes) * 1e3;
+        if (l < L - 1)
+            x->tmin = fmin(x->tmin, x->tl[l]);
+    }
+    if (!isfinite(x->tmin))
+        x->tmin = 0.0;
+done:
+    pp_schedule_report_free(&rep);
+    pp_schedule_destroy(sc);
+    if (st != PP_OK)
+        ctx_free(x);
+    return st;
+}
+
+/* Largest stage memory of a complete partition under the model. */
+static uint64_t max_stage_memory(const rb_ctx *x, const int *b)
+{
+    pp_partition p = {.L = x->L, .S = x->S, .v = x->v, .P = x->P, .bounds = (int *)b};
+    uint64_t m = 0;
+    for (int s = 0; s < x->S; s++) {
+        uint64_t ms = pp_stage_memory_bytes(x->c, &p, s, x->peak[s]);
+        m = ms > m ? ms : m;
+    }
+    return m;
+}
+
+static int fits(const rb_ctx *x, const int *b)
+{
+    return !x->limit || max_stage_memory(x, b) <= x->limit;
+}
+
+/* Scores a complete partition and keeps it if it is the best so far. */
+static void offer(rb_ctx *x, const int *b)
+{
+    if (!fits(x, b))
+        return;
+    double t = evaluate(x, b);
+    if (t < x->best_step) {
+        x->best_step = t;
+        memcpy(x->best, b, sizeof(int) * (size_t)(x->P + 1));
+    }
+}
+
+/* ---- the search ---- */
+
+static int over_time(rb_ctx *x)
+{
+    if (x->aborted)
+        return 1;
+    if (x->deadline && (x->nodes & 255) == 0 && pp_now_ns() > x->deadline)
+        x->aborted = 1;
+    return x->aborted;
+}
+
+/* Expands the node whose pieces 0 .. k-1 are fixed (x->bounds[0 .. k]) with bound `nb`.
+ * Returns the smallest bound of the nodes left unexplored below it when the time budget ran
+ * out, +inf when the subtree was searched to the end. */
+static double cutoff(const rb_ctx *x) { return x->best_step * (1.0 - PRUNE_TOL); }
+
+/* Layer work of [lo, hi) for balancing: every op of one micro-batch. */
+static double load_us(const rb_ctx *x, int lo, int hi)
+{
+    double w = x->pre[K_F][hi] - x->pre[K_F][lo] + x->pre_bb[hi] - x->pre_bb[lo];
+    if (x->split)
+        w += x->pre[K_BW][hi] - x->pre[K_BW][lo];
+    return w;
+}
+
+static double search(rb_ctx *x, int k, double nb)
+{
+    int L = x->L, P = x->P, S = x->S, pos = x->bounds[k];
+    x->nodes++;
+    if (over_time(x))
+        return nb;
+    if (k == P - 1) {
+        x->bounds[P] = L;
+        if (!piece_over_limit(x, k, pos, L))
+            offer(x, x->bounds);
+        return INFINITY;
+    }
+    rb_child *kids = &x->kids[(size_t)k * (L + 1)];
+    int n = 0, s = k % S;
+    double share = load_us(x, pos, L) / (P - k);
+    for (int e = pos + 1; e <= L - (P - k - 1); e++) {
+        double tail = *dcell(x, k + 1, e);
+        if (tail >= cutoff(x) || piece_over_limit(x, k, pos, e))
+            continue;
+        double b = fmax(fmax(nb, tail), piece_bound(x, k, pos, e));
+        if (x->v > 1) {
+            /* the stage runs all ops of its fixed chunks one after another */
+            double d[N_COMPUTE];
+            for (int q = 0; q < N_COMPUTE; q++)
+                d[q] = (x->pre[q][e] - x->pre[q][pos]) * 1e3;
+            double work = x->stage_work[s] + dot(x->seq[k].total, d);
+            b = fmax(b, (work + x->opt_ns) * BOUND_SAFETY);
+            if (x->limit) {
+                uint64_t a = x->pre_act[e] - x->pre_act[pos];
+                uint64_t pm = add_sat(x->stage_param[s], x->pre_param[e] - x->pre_param[pos]);
+                if (mem_model(pm, a > x->stage_act[s] ? a : x->stage_act[s], x->peak[s]) > x->limit)
+                    continue;
+            }
+        }
+        if (b >= cutoff(x))
+            continue;
+        /* sorted by bound; ties (weak bounds, interleaved) closest to an even share of the
+         * remaining work first, so the first leaves reached are balanced ones */
+        double tie = fabs(load_us(x, pos, e) - share);
+        int i = n++;
+        while (i > 0 && (kids[i - 1].bound > b || (kids[i - 1].bound == b && kids[i - 1].tie > tie))) {
+            kids[i] = kids[i - 1];
+            i--;
+        }
+        kids[i].e = e;
+        kids[i].bound = b;
+        kids[i].tie = tie;
+    }
+    for (int i = 0; i < n; i++) {
+        if (kids[i].bound >= cutoff(x))
+            break;
+        int e = kids[i].e;
+        x->bounds[k + 1] = e;
+        double sw = 0;
+        uint64_t save_p = 0, save_a = 0;
+        if (x->v > 1) {
+            double d[N_COMPUTE];
+            for (int q = 0; q < N_COMPUTE; q++)
+                d[q] = (x->pre[q][e] - x->pre[q][pos]) * 1e3;
+            sw = x->stage_work[s];
+            save_p = x->stage_param[s];
+            save_a = x->stage_act[s];
+            x->stage_work[s] += dot(x->seq[k].total, d);
+            x->stage_param[s] = add_sat(save_p, x->pre_param[e] - x->pre_param[pos]);
+            uint64_t a = x->pre_act[e] - x->pre_act[pos];
+            x->stage_act[s] = a > save_a ? a : save_a;
+        }
+        double open = search(x, k + 1, kids[i].bound);
+        if (x->v > 1) {
+            x->stage_work[s] = sw;
+            x->stage_param[s] = save_p;
+            x->stage_act[s] = save_a;
+        }
+        if (x->aborted) {
+            /* children are sorted: the next one's bound is the least of the rest */
+            if (i + 1 < n)
+                open = fmin(open, kids[i + 1].bound);
+            return open;
+        }
+    }
+    return INFINITY;
+}
+
+/* ---- seeds for the incumbent ---- */
+
+/* The partition that attains the root of the bound table: a good guess, often the optimum. */
+static void seed_from_table(rb_ctx *x)
+{
+    int *b = x->bounds;
+    b[0] = 0;
+    for (int k = 0; k < x->P; k++) {
+        int pos = b[k], rest = x->P - k - 1, arg = -1;
+        double best = INFINITY;
+        for (int e = pos + 1; e <= x->L - rest; e++) {
+            double tail = *dcell(x, k + 1, e);
+            if (!isfinite(tail) || piece_over_limit(x, k, pos, e))
+                continue;
+            double g = fmax(piece_bound(x, k, pos, e), tail);
+            if (g < best) {
+                best = g;
+                arg = e;
+            }
+        }
+        if (arg < 0)
+            return;
+        b[k + 1] = arg;
+    }
+    offer(x, b);
+}
+
+/* The partition whose heaviest piece (by one micro-batch's work) is lightest among those whose
+ * pieces each fit the limit: the classic balance, a good start where the bounds are weak. */
+static void seed_min_max_load(rb_ctx *x)
+{
+    int L = x->L, P = x->P;
+    double *T = pp_alloc(sizeof(double) * (size_t)(P + 1) * (size_t)(L + 1));
+    int *arg = pp_alloc(sizeof(int) * (size_t)(P + 1) * (size_t)(L + 1));
+    if (!T || !arg)
+        goto done; /* only a seed */
+#define TI(k, p) ((size_t)(k) * (L + 1) + (p))
+    for (int pos = 0; pos <= L; pos++)
+        T[TI(P, pos)] = pos == L ? 0.0 : INFINITY;
+    for (int k = P - 1; k >= 0; k--)
+        for (int pos = 0; pos <= L; pos++) {
+            double best = INFINITY;
+            int a = -1;
+            for (int e = pos + 1; e <= L - (P - k - 1); e++) {
+                if (piece_over_limit(x, k, pos, e))
+                    continue;
+                double g = fmax(load_us(x, pos, e), T[TI(k + 1, e)]);
+                if (g < best) {
+                    best = g;
+                    a = e;
+                }
+            }
+            T[TI(k, pos)] = best;
+            arg[TI(k, pos)] = a;
+        }
+    if (isfinite(T[TI(0, 0)])) {
+        x->bounds[0] = 0;
+        for (int k = 0; k < P; k++)
+            x->bounds[k + 1] = arg[TI(k, x->bounds[k])];
+        offer(x, x->bounds);
+    }
+#undef TI
+done:
+    pp_free(T);
+    pp_free(arg);
+}
+
+/* Moves single boundaries by one layer while that shortens the simulated step. */
+static void local_search(rb_ctx *x)
+{
+    if (!isfinite(x->best_step))
+        return;
+    int *b = x->bounds;
+    for (int pass = 0, improved = 1; improved && pass < 64; pass++) {
+        improved = 0;
+        for (int q = 1; q < x->P; q++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+                memcpy(b, x->best, sizeof(int) * (size_t)(x->P + 1));
+                b[q] += dir;
+                if (b[q] <= b[q - 1] || b[q] >= b[q + 1])
+                    continue;
+                double before = x->best_step;
+                offer(x, b);
+                improved |= x->best_step < before;
+            }
+        }
+        if (x->deadline && pp_now_ns() > x->deadline)
+            break;
+    }
+}
+
+/* ---- the smallest achievable largest stage memory, for the message when nothing fits ---- */
+
+/* v = 1: exact min-max over contiguous pieces. v > 1: the same over pieces, each charged alone
+ * (a lower bound on the stages' memory). */
+static uint64_t min_max_memory(const rb_ctx *x)
+{
+    int L = x->L, P = x->P;
+    uint64_t *T = pp_alloc(sizeof(uint64_t) * (size_t)(P + 1) * (size_t)(L + 1));
+    if (!T)
+        return 0;
+#define TC(k, p) T[(size_t)(k) * (L + 1) + (p)]
+    for (int pos = 0; pos <= L; pos++)
+        TC(P, pos) = pos == L ? 0 : UINT64_MAX;
+    for (int k = P - 1; k >= 0; k--)
+        for (int pos = 0; pos <= L; pos++) {
+            uint64_t best = UINT64_MAX;
+            for (int e = pos + 1; e <= L - (P - k - 1); e++) {
+                uint64_t m = mem_model(x->pre_param[e] - x->pre_param[pos],
+                                       x->pre_act[e] - x->pre_act[pos], x->peak[k % x->S]);
+                uint64_t t = TC(k + 1, e);
+                uint64_t g = m > t ? m : t;
+                best = g < best ? g : best;
+            }
+            TC(k, pos) = best;
+        }
+    uint64_t r = TC(0, 0);
+#undef TC
+    pp_free(T);
+    return r;
+}
+
+/* ---- the API ---- */
+
+void pp_rebalance_result_free(pp_rebalance_result *r)
+{
+    if (!r)
+        return;
+    pp_partition_free(&r->partition);
+    pp_free(r->stage_memory_bytes);
+    memset(r, 0, sizeof *r);
+}
+
+pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
+{
+    memset(r, 0, sizeof *r);
+    uint64_t t0 = pp_now_ns();
+    rb_ctx x;
+    pp_status st = ctx_init(&x, o, 1);
+    if (st != PP_OK)
+        return st;
+    x.t0 = t0;
+    if (o->time_budget_s > 0)
+        x.deadline = t0 + (uint64_t)(o->time_budget_s * 1e9);
+    x.best_step = INFINITY;
+    build_piece_table(&x);
+    build_table(&x);
+    double root = *dcell(&x, 0, 0);
+    r->even_step_ns = -1.0;
+    pp_partition even;
+    if (pp_partition_even(x.L, x.S, x.v, &even) == PP_OK) {
+        r->even_step_ns = evaluate(&x, even.bounds);
+        offer(&x, even.bounds);
+        pp_partition_free(&even);
+    }
+    if (isfinite(root)) {
+        seed_from_table(&x);
+        seed_min_max_load(&x);
+        local_search(&x);
+        x.bounds[0] = 0;
+        for (int s = 0; s < x.S; s++) {
+            x.stage_work[s] = 0;
+            x.stage_param[s] = 0;
+            x.stage_act[s] = 0;
+        }
+        double open = search(&x, 0, root);
+        r->lower_bound_ns = fmin(open, cutoff(&x));
+        r->exact = !x.aborted;
+    }
+    if (!isfinite(x.best_step)) {
+        uint64_t m = min_max_memory(&x);
+        st = PP_ERR(PP_ERR_INVALID,
+                    "rebalance: no partition of %d layers into %d stages%s meets the memory "
+                    "limit of %llu bytes per stage; the smallest achievable largest stage "
+                    "memory is %s%llu bytes (%.3f GiB)%s",
+                    x.L, x.S, x.v > 1 ? " (interleaved)" : "",
+                    (unsigned long long)x.limit, x.v > 1 ? "at least " : "",
+                    (unsigned long long)m, (double)m / (1024.0 * 1024.0 * 1024.0),
+                    x.aborted ? " (the search ran out of time)" : "");
+        goto done;
+    }
+    if ((st = pp_partition_from_bounds(x.best, x.P + 1, x.L, x.S, x.v, &r->partition)) != PP_OK)
+        goto done;
+    r->step_ns = x.best_step;
+    r->stage_memory_bytes = pp_alloc(sizeof(uint64_t) * (size_t)x.S);
+    if (!r->stage_memory_bytes) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+        goto done;
+    }
+    for (int s = 0; s < x.S; s++)
+        r->stage_memory_bytes[s] = pp_stage_memory_bytes(x.c, &r->partition, s, x.peak[s]);
+    r->evaluated = x.evaluated;
+    r->nodes = x.nodes;
+    r->seconds = (double)(pp_now_ns() - t0) * 1e-9;
+done:
+    ctx_free(&x);
+    if (st != PP_OK)
+        pp_rebalance_result_free(r);
+    return st;
+}
+
+pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,
+                               double *bound_ns)
+{
+    rb_ctx x;
+    pp_status st = ctx_init(&x, o, 0);
+    if (st != PP_OK)
+        return st;
+    if (p->L != x.L || p->S != x.S || p->v != x.v || p->P != x.P) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "rebalance: partition of %d layers into %d x %d pieces does not match the "
+                    "options (%d layers, S = %d, v = %d)",
+                    p->L, p->S, p->v, x.L, x.S, x.v);
+        goto done;
+    }
+    if (step_ns)
+        *step_ns = evaluate(&x, p->bounds);
+    if (bound_ns) {
+        double b = 0.0;
+        for (int j = 0; j < x.P; j++)
+            b = fmax(b, piece_bound(&x, j, p->bounds[j], p->bounds[j + 1]));
+        for (int s = 0; s < x.S; s++) {
+            double work = 0.0;
+            for (int ch = 0; ch < x.v; ch++) {
+                int j = ch * x.S + s;
+                double d[N_COMPUTE];
+                for (int q = 0; q < N_COMPUTE; q++)
+                    d[q] = (x.pre[q][p->bounds[j + 1]] - x.pre[q][p->bounds[j]]) * 1e3;
+                work += dot(x.seq[j].total, d);
+            }
+            b = fmax(b, (work + x.opt_ns) * BOUND_SAFETY);
+        }
+        *bound_ns = b;
+    }
+done:
+    ctx_free(&x);
+    return st;
+}
