@@ -247,18 +247,10 @@ typedef struct state {
 static void warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(pp_analysis *a, const char *fmt, ...)
 {
-    size_t len = strlen(a->warnings);
-    if (len + 2 >= sizeof a->warnings)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->warnings + len, sizeof a->warnings - len - 1, fmt, ap);
+    pp_append_linev(a->warnings, sizeof a->warnings, fmt, ap);
     va_end(ap);
-    len = strlen(a->warnings);
-    if (len + 1 < sizeof a->warnings) {
-        a->warnings[len] = '\n';
-        a->warnings[len + 1] = '\0';
-    }
 }
 
 static int ensure_stage(state *st, int s)

@@ -13,18 +13,10 @@
 static void note(pp_extract *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(pp_extract *e, const char *fmt, ...)
 {
-    size_t len = strlen(e->notes);
-    if (len + 2 >= sizeof e->notes)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->notes + len, sizeof e->notes - len - 1, fmt, ap);
+    pp_append_linev(e->notes, sizeof e->notes, fmt, ap);
     va_end(ap);
-    len = strlen(e->notes);
-    if (len + 1 < sizeof e->notes) {
-        e->notes[len] = '\n';
-        e->notes[len + 1] = '\0';
-    }
 }
 
 void pp_extract_free(pp_extract *e)

@@ -100,6 +100,25 @@ void pp_log(int level, const char *fmt, ...)
     va_end(ap);
 }
 
+void pp_append_linev(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    size_t len = strnlen(buf, cap);
+    if (len + 2 >= cap)
+        return;
+    vsnprintf(buf + len, cap - len - 1, fmt, ap);
+    len = strlen(buf);
+    buf[len] = '\n';
+    buf[len + 1] = '\0';
+}
+
+void pp_append_line(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pp_append_linev(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
 uint64_t pp_now_ns(void)
 {
     struct timespec ts;

@@ -8,6 +8,7 @@
 #ifndef PP_COMMON_H
 #define PP_COMMON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,11 @@ int pp_status_exit_code(pp_status st);
 void pp_log_set_level(int level);
 int pp_log_level(void);
 void pp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Appends one formatted line (and '\n') to the NUL-terminated text in buf[cap], as far as it
+ * fits: for lists of warnings and notes that reports print. */
+void pp_append_line(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void pp_append_linev(char *buf, size_t cap, const char *fmt, va_list ap);
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t pp_now_ns(void);
