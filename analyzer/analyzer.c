@@ -696,6 +696,12 @@ static void finalize(state *st, bucket *b)
     if (!sp->stage)
         goto done;
     double kind_sum[PP_AOP_COUNT] = {0}, kind_n[PP_AOP_COUNT] = {0};
+    int *fwd_n = calloc((size_t)S, sizeof(int)), *bwd_n = calloc((size_t)S, sizeof(int));
+    if (!fwd_n || !bwd_n) {
+        free(fwd_n);
+        free(bwd_n);
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
         if (o->stage < 0 || o->stage >= S || !ensure_stage(st, o->stage))
@@ -715,7 +721,24 @@ static void finalize(state *st, bucket *b)
             kind_sum[o->kind] += d;
             kind_n[o->kind] += 1;
         }
+        if (o->kind == PP_AOP_FWD) {
+            sp->stage[o->stage].fwd_ns += d;
+            fwd_n[o->stage]++;
+        } else if (o->kind == PP_AOP_BWD || o->kind == PP_AOP_BWD_INPUT) {
+            sp->stage[o->stage].bwd_ns += d;
+            bwd_n[o->stage]++;
+        } else if (o->kind == PP_AOP_BWD_WEIGHT) {
+            sp->stage[o->stage].bwd_ns += d; /* joins its input half */
+        }
     }
+    for (int s = 0; s < S; s++) {
+        if (fwd_n[s])
+            sp->stage[s].fwd_ns /= fwd_n[s];
+        if (bwd_n[s])
+            sp->stage[s].bwd_ns /= bwd_n[s];
+    }
+    free(fwd_n);
+    free(bwd_n);
     double idle_sum = 0, busy_max = 0, busy_sum = 0;
     for (int s = 0; s < S; s++) {
         pp_stage_step *ss = &sp->stage[s];

@@ -58,6 +58,9 @@ typedef struct pp_astats {
 typedef struct pp_stage_step {
     double busy_ns, idle_ns, bubble_ratio;
     double fill_drain_ns, imbalance_ns, transfer_ns; /* sum to idle_ns */
+    /* this step's mean forward and backward time per micro-batch (the backward counts BWD, or
+     * BWD_INPUT + BWD_WEIGHT when split), 0 when the stage ran none */
+    double fwd_ns, bwd_ns;
 } pp_stage_step;
 
 /* One step's numbers. */
