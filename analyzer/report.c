@@ -334,6 +334,15 @@ static void json_steps(jw *w, const pp_analysis *a)
             jw_num(w, "busy_ms", ms(ss->busy_ns));
             jw_num(w, "idle_ms", ms(ss->idle_ns));
             jw_num(w, "bubble_ratio", ss->bubble_ratio);
+            /* this step's mean per micro-batch: the samples pprof-check tests stage times on */
+            if (ss->fwd_ns > 0)
+                jw_num(w, "fwd_ms", ms(ss->fwd_ns));
+            else
+                jw_null(w, "fwd_ms");
+            if (ss->bwd_ns > 0)
+                jw_num(w, "bwd_ms", ms(ss->bwd_ns));
+            else
+                jw_null(w, "bwd_ms");
             if (sp->decomposed) {
                 jw_num(w, "fill_drain_ms", ms(ss->fill_drain_ns));
                 jw_num(w, "imbalance_ms", ms(ss->imbalance_ns));

@@ -169,7 +169,9 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             pp_nvtx_setup(S, M, v, L, names);
             /* What the analyzer cannot see in the ranges: schedule and batch size. */
             char cfg[256];
-            double samples = c->backend == PP_BACKEND_CPU ? c->train.batch : 0;
+            /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
+             * needs it all the same */
+            double samples = c->train.batch;
             double tokens = samples * (c->backend == PP_BACKEND_CPU ? c->train.model.seq_len : 0);
             snprintf(cfg, sizeof cfg,
                      "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "

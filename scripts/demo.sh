@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # demo.sh: the README's first command. Sets up, builds, and runs the main job on its built-in
-# default: pptrain trains the tiny GPT for 300 steps as a 4-stage 1F1B pipeline, captured by
-# pprof-run; pprof-report then draws the stage timelines (Gantt chart) and writes a Perfetto trace.
+# default: the whole tuning loop on pptrain's tiny GPT as a 4-stage 1F1B pipeline, whose even
+# split (0,1,2,4,6: the embedding alone, the head with the last block) is visibly unbalanced.
+# pprof-tune --auto captures it with pprof-run, proposes better boundaries, re-runs the job with
+# the plan, verifies predicted against measured, and repeats while it gains; then pprof-report
+# writes a Perfetto trace of each iteration. Extra arguments go to pptrain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 mkdir -p runs
-./build/tools/pprof-run -o runs/demo -- \
-  ./build/tools/pptrain --model tiny --steps 300 --stages 4 --microbatches 8 --schedule 1f1b "$@"
-./build/tools/pprof-report runs/demo -q --gantt runs/demo/gantt.png --chrome runs/demo/trace.json
+./build/tools/pprof-tune --auto -o runs/demo -- \
+  ./build/tools/pptrain --model tiny --stages 4 --microbatches 8 --schedule 1f1b --steps 60 "$@"
+for d in runs/demo/iter*/; do
+  ./build/tools/pprof-report "${d%/}" -q --chrome "${d%/}/trace.json"
+done
 echo
-echo "run directory: runs/demo (pprof-report runs/demo for the summary again)"
-echo "Gantt chart:   runs/demo/gantt.png"
-echo "Perfetto:      runs/demo/trace.json (open in https://ui.perfetto.dev or chrome://tracing)"
+echo "iterations:    runs/demo/iter0, iter1, ... (pprof-report runs/demo/iter0 for a summary)"
+echo "Gantt charts:  runs/demo/iter*/gantt.png (before: iter0, after: the best iteration)"
+echo "Perfetto:      runs/demo/iter*/trace.json (open in https://ui.perfetto.dev or chrome://tracing)"
+echo "best plan:     runs/demo/best-plan.json (pptrain --plan runs/demo/best-plan.json)"

@@ -10,6 +10,8 @@ echo "== release build (-Werror) =="
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DPP_WERROR=ON >/dev/null
 cmake --build build-ci -j"$jobs"
 ctest --test-dir build-ci -j"$jobs" --timeout 900
+echo "== performance gate: pprof-check against benchmarks/ci-baseline.json =="
+bash benchmarks/ci_gate.sh --build build-ci
 echo "== ASan + UBSan build =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPP_WERROR=ON -DPP_SANITIZE=ON -DPP_WITH_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"

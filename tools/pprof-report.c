@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* open_memstream */
 #include "pp_analyzer.h"
 #include "pp_common.h"
+#include "pp_tool.h"
 #include "pp_report.h"
 
 #include <errno.h>
@@ -72,40 +73,6 @@ typedef struct args {
     int ranks[MAX_RANKS];
 } args;
 
-static int g_verbose, g_quiet;
-
-static void note(int verbose_only, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(int verbose_only, const char *fmt, ...)
-{
-    if (g_quiet || (verbose_only && !g_verbose))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("pprof-report: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("pprof-report: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\nTry 'pprof-report --help'.\n", stderr);
-    va_end(ap);
-    return PP_EXIT_USAGE;
-}
-
-static int fail(pp_status st)
-{
-    fprintf(stderr, "pprof-report: %s\n", pp_error_message());
-    if (g_verbose && pp_error_origin()[0])
-        fprintf(stderr, "pprof-report: (raised at %s)\n", pp_error_origin());
-    return pp_status_exit_code(st);
-}
 
 /* --steps N:M or N: (N >= 1, M >= N). */
 static pp_status parse_steps(const char *s, int64_t *lo, int64_t *hi)
@@ -178,45 +145,45 @@ static int parse_args(int argc, char **argv, args *a)
         case OPT_CHROME: a->chrome = optarg; break;
         case OPT_STEPS:
             if (parse_steps(optarg, &a->step_lo, &a->step_hi) != PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_WARMUP:
             if (pp_parse_i64(optarg, "--warmup", 0, INT32_MAX, &a->warmup) != PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_RANKS:
             if (parse_ranks(optarg, a) != PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             a->ranks_arg = optarg;
             break;
         case 'q': a->quiet = 1; break;
         case 'v': a->verbose = 1; break;
         case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
-        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+        case ':': return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
             if (optopt)
-                return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+                return pp_tool_usage_error("unknown option '-%c'", optopt);
+            return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error("no run directory given (usage: pprof-report [options] DIR)");
+        return pp_tool_usage_error("no run directory given (usage: pprof-report [options] DIR)");
     if (argc - optind > 1)
-        return usage_error("one run directory expected, got '%s' and '%s'", argv[optind],
+        return pp_tool_usage_error("one run directory expected, got '%s' and '%s'", argv[optind],
                            argv[optind + 1]);
     a->dir = argv[optind];
     if (!a->dir[0])
-        return usage_error("empty run directory name");
+        return pp_tool_usage_error("empty run directory name");
     if (a->gantt_data && !a->gantt)
-        return usage_error("--gantt-data needs --gantt");
+        return pp_tool_usage_error("--gantt-data needs --gantt");
     static const char *const outs[] = {"-o", "--gantt", "--gantt-data", "--chrome"};
     const char *paths[] = {a->output, a->gantt, a->gantt_data, a->chrome};
     for (int i = 0; i < 4; i++) {
         if (paths[i] && !paths[i][0])
-            return usage_error("%s: empty file name", outs[i]);
+            return pp_tool_usage_error("%s: empty file name", outs[i]);
         for (int j = 0; j < i; j++)
             if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0)
-                return usage_error("%s and %s name the same file '%s'", outs[j], outs[i],
+                return pp_tool_usage_error("%s and %s name the same file '%s'", outs[j], outs[i],
                                    paths[i]);
     }
     if (a->gantt) {
@@ -224,7 +191,7 @@ static int parse_args(int argc, char **argv, args *a)
         const char *slash = strrchr(a->gantt, '/');
         if (!dot || (slash && dot < slash) ||
             (strcasecmp(dot, ".png") != 0 && strcasecmp(dot, ".svg") != 0))
-            return usage_error("--gantt '%s': the picture's extension must be .png or .svg",
+            return pp_tool_usage_error("--gantt '%s': the picture's extension must be .png or .svg",
                                a->gantt);
     }
     return -1;
@@ -257,7 +224,7 @@ static pp_status write_summary(const args *a, const pp_analysis *an)
         st = pp_write_file_atomic(a->output, buf, len);
     free(buf);
     if (st == PP_OK)
-        note(1, "summary written to %s", a->output);
+        pp_tool_note(1, "summary written to %s", a->output);
     return st;
 }
 
@@ -285,13 +252,14 @@ static void echo_warnings(const pp_analysis *an)
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p);
         if (len)
-            note(0, "warning: %.*s", len, p);
+            pp_tool_note(0, "warning: %.*s", len, p);
         p += len + (nl ? 1 : 0);
     }
 }
 
 int main(int argc, char **argv)
 {
+    pp_tool_init("pprof-report");
     args *a = calloc(1, sizeof *a);
     if (!a) {
         fputs("pprof-report: out of memory\n", stderr);
@@ -302,8 +270,8 @@ int main(int argc, char **argv)
         free(a);
         return rc;
     }
-    g_verbose = a->verbose;
-    g_quiet = a->quiet && !a->verbose;
+    pp_tool_verbose = a->verbose;
+    pp_tool_quiet = a->quiet && !a->verbose;
     pp_log_set_level(a->verbose ? 2 : a->quiet ? 0 : 1);
 
     pp_analysis_options o;
@@ -320,7 +288,7 @@ int main(int argc, char **argv)
     }
     o.rank_filter_n = a->n_ranks;
     o.rank_filter = a->n_ranks ? a->ranks : NULL;
-    note(1, "analyzing %s (warm-up %d step(s)%s)", a->dir, o.warmup,
+    pp_tool_note(1, "analyzing %s (warm-up %d step(s)%s)", a->dir, o.warmup,
          a->n_ranks ? ", selected ranks" : "");
 
     pp_analysis *an = NULL;
@@ -328,15 +296,15 @@ int main(int argc, char **argv)
     if (st != PP_OK) {
         if (a->n_ranks)
             pp_error_wrap(st, "with --ranks %s", a->ranks_arg);
-        rc = fail(st);
+        rc = pp_tool_fail(st);
         free(a);
         return rc;
     }
-    note(1, "%zu step(s) analyzed, %zu trace file(s), timeline of steps %lld..%lld kept",
+    pp_tool_note(1, "%zu step(s) analyzed, %zu trace file(s), timeline of steps %lld..%lld kept",
          an->n_steps, an->n_files, (long long)an->kept_lo, (long long)an->kept_hi);
     if ((a->gantt || a->chrome) && o.keep_hi && an->n_steps &&
         an->steps[an->n_steps - 1].step > o.keep_hi)
-        note(0, "the pictures hold steps %lld..%lld only (at most %d steps are kept)",
+        pp_tool_note(0, "the pictures hold steps %lld..%lld only (at most %d steps are kept)",
              (long long)an->kept_lo, (long long)an->kept_hi, MAX_KEPT_STEPS);
     if (a->json || a->output)
         echo_warnings(an);
@@ -348,25 +316,25 @@ int main(int argc, char **argv)
             int64_t hi = an->kept_hi;
             if (hi - an->kept_lo + 1 > PP_REPORT_GANTT_MAX_STEPS) {
                 hi = an->kept_lo + PP_REPORT_GANTT_MAX_STEPS - 1;
-                note(0, "the Gantt shows steps %lld..%lld only (at most %d steps; the Chrome "
+                pp_tool_note(0, "the Gantt shows steps %lld..%lld only (at most %d steps; the Chrome "
                         "trace can hold more)",
                      (long long)an->kept_lo, (long long)hi, PP_REPORT_GANTT_MAX_STEPS);
             }
             if (an->kept_lo == hi)
-                note(0, "Gantt of step %lld written to %s", (long long)hi, a->gantt);
+                pp_tool_note(0, "Gantt of step %lld written to %s", (long long)hi, a->gantt);
             else
-                note(0, "Gantt of steps %lld..%lld written to %s", (long long)an->kept_lo,
+                pp_tool_note(0, "Gantt of steps %lld..%lld written to %s", (long long)an->kept_lo,
                      (long long)hi, a->gantt);
         }
     }
     if (st == PP_OK && a->chrome) {
         st = write_chrome(a->chrome, an);
         if (st == PP_OK)
-            note(0, "Chrome trace of step(s) %lld..%lld written to %s (open it in "
+            pp_tool_note(0, "Chrome trace of step(s) %lld..%lld written to %s (open it in "
                     "https://ui.perfetto.dev or chrome://tracing)",
                  (long long)an->kept_lo, (long long)an->kept_hi, a->chrome);
     }
-    rc = st == PP_OK ? PP_EXIT_OK : fail(st);
+    rc = st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
     pp_analysis_free(an);
     free(a);
     return rc;

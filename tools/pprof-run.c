@@ -6,6 +6,7 @@
  * 2 usage or bad input, 3 runtime error. */
 #define _GNU_SOURCE /* prctl, WCOREDUMP, nftw, /proc helpers: Linux-only tool by design */
 #include "pp_common.h"
+#include "pp_tool.h"
 #include "pp_analyzer.h"
 #include "pp_trace.h"
 
@@ -108,40 +109,6 @@ typedef struct child_result {
     size_t n_reaped, cap_reaped;
 } child_result;
 
-static int g_verbose;
-
-static void vlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void vlog(const char *fmt, ...)
-{
-    if (!g_verbose)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("pprof-run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("pprof-run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\nTry 'pprof-run --help'.\n", stderr);
-    va_end(ap);
-    return PP_EXIT_USAGE;
-}
-
-static int fail(pp_status st)
-{
-    fprintf(stderr, "pprof-run: %s\n", pp_error_message());
-    if (g_verbose && pp_error_origin()[0])
-        fprintf(stderr, "pprof-run: (raised at %s)\n", pp_error_origin());
-    return pp_status_exit_code(st);
-}
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -190,35 +157,35 @@ static int parse_args(int argc, char **argv, args *a)
         case 'o': dir = optarg; break;
         case OPT_STEPS:
             if ((st = parse_steps(optarg, a->steps, sizeof a->steps)) != PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_BUFFER_KB:
             if ((st = pp_parse_i64(optarg, "--buffer-kb", 64, INT64_C(1) << 20, &a->buffer_kb)) !=
                 PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_FLUSH_MS:
             if ((st = pp_parse_i64(optarg, "--flush-ms", 1, 10000, &a->flush_ms)) != PP_OK)
-                return usage_error("%s", pp_error_message());
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_LIB: a->lib = optarg; break;
         case 'q': a->quiet = 1; break;
         case 'v': a->verbose = 1; break;
         case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
         case ':':
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
+            return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
             if (optopt)
-                return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+                return pp_tool_usage_error("unknown option '-%c'", optopt);
+            return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error("no command given (usage: pprof-run [-o DIR] [options] -- CMD ...)");
+        return pp_tool_usage_error("no command given (usage: pprof-run [-o DIR] [options] -- CMD ...)");
     if (!dir[0])
-        return usage_error("-o: empty directory name");
+        return pp_tool_usage_error("-o: empty directory name");
     if (strlen(dir) + 8 >= sizeof a->dir)
-        return usage_error("-o: directory name too long");
+        return pp_tool_usage_error("-o: directory name too long");
     snprintf(a->dir, sizeof a->dir, "%s", dir);
     for (size_t n = strlen(a->dir); n > 1 && a->dir[n - 1] == '/'; n--)
         a->dir[n - 1] = '\0'; /* "run/" rotates to "run.old", not "run/.old" */
@@ -454,7 +421,7 @@ static pp_status prepare_dir(const args *a, int launcher, char *abs)
         if (rename(dir, old) != 0)
             return PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", dir, old,
                           strerror(errno));
-        vlog("previous run kept as '%s'", old);
+        pp_tool_note(1, "previous run kept as '%s'", old);
         if (mkdir(dir, 0777) != 0)
             return PP_ERR(PP_ERR_IO, "cannot create run directory '%s': %s", dir,
                           strerror(errno));
@@ -495,7 +462,7 @@ static void forward_signal(pid_t target, int sig, const siginfo_t *si)
         getpgid(target) == getpgrp())
         return;
     if (kill(target, sig) == 0)
-        vlog("forwarded signal %d (%s) to pid %d", sig, strsignal(sig), (int)target);
+        pp_tool_note(1, "forwarded signal %d (%s) to pid %d", sig, strsignal(sig), (int)target);
 }
 
 /* Our current children (CMD's orphans, adopted as subreaper), from /proc; 0 if unknown. */
@@ -542,7 +509,7 @@ static pp_status run_command(const args *a, child_result *r)
     /* Orphans of CMD's tree (a launcher's daemons, a backgrounded writer) become our children,
      * so we can wait for them: their trace files are complete only once they exit. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
-        vlog("PR_SET_CHILD_SUBREAPER failed (%s): orphaned processes are not waited for",
+        pp_tool_note(1, "PR_SET_CHILD_SUBREAPER failed (%s): orphaned processes are not waited for",
              strerror(errno));
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) != 0) {
@@ -581,7 +548,7 @@ static pp_status run_command(const args *a, child_result *r)
     if (got == (ssize_t)sizeof e)
         r->exec_errno = e;
     else
-        vlog("started '%s' as pid %d", a->cmd[0], (int)pid);
+        pp_tool_note(1, "started '%s' as pid %d", a->cmd[0], (int)pid);
 
     int main_done = 0, noticed = 0;
     uint64_t main_done_ns = 0;
@@ -596,10 +563,10 @@ static pp_status run_command(const args *a, child_result *r)
                 r->signaled = WIFSIGNALED(status);
                 r->code = r->signaled ? WTERMSIG(status) : WEXITSTATUS(status);
                 r->core_dumped = r->signaled && WCOREDUMP(status);
-                vlog("'%s' (pid %d) %s %d", a->cmd[0], (int)pid,
+                pp_tool_note(1, "'%s' (pid %d) %s %d", a->cmd[0], (int)pid,
                      r->signaled ? "killed by signal" : "exited with status", r->code);
             } else {
-                vlog("reaped descendant pid %d", (int)w);
+                pp_tool_note(1, "reaped descendant pid %d", (int)w);
             }
         }
         if (w < 0 && errno == ECHILD)
@@ -1001,15 +968,16 @@ static void print_summary(const run_info *ri, const char *manifest)
 
 int main(int argc, char **argv)
 {
+    pp_tool_init("pprof-run");
     args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    g_verbose = a.verbose;
+    pp_tool_verbose = a.verbose;
     pp_status st;
     char lib[PATH_MAX], dir[PATH_MAX];
     if ((st = find_library(a.lib, lib)) != PP_OK)
-        return fail(st);
+        return pp_tool_fail(st);
     int cerr = command_errno(a.cmd[0]);
     if (cerr) {
         fprintf(stderr, "pprof-run: cannot run '%s': %s\n", a.cmd[0], strerror(cerr));
@@ -1018,12 +986,12 @@ int main(int argc, char **argv)
     const char *rank_var = NULL;
     int rank = detect_rank(&rank_var);
     if (rank >= 0)
-        vlog("launched as rank %d (%s): no rotation, writing manifest.%d.json", rank, rank_var,
+        pp_tool_note(1, "launched as rank %d (%s): no rotation, writing manifest.%d.json", rank, rank_var,
              rank);
     if ((st = prepare_dir(&a, rank >= 0, dir)) != PP_OK)
-        return fail(st);
-    vlog("library %s", lib);
-    vlog("run directory %s", dir);
+        return pp_tool_fail(st);
+    pp_tool_note(1, "library %s", lib);
+    pp_tool_note(1, "run directory %s", dir);
 
     /* The contract with libpprof (docs/cli/pprof-run.md): set here, inherited by every
      * process of the tree. Unset options leave a variable the user exported as it is. */
@@ -1057,7 +1025,7 @@ int main(int argc, char **argv)
     ri.end_mono_ns = pp_now_ns();
     if (st != PP_OK) {
         free(r.reaped);
-        return fail(st);
+        return pp_tool_fail(st);
     }
     if (r.exec_errno) {
         fprintf(stderr, "pprof-run: cannot run '%s': %s\n", a.cmd[0], strerror(r.exec_errno));
@@ -1081,7 +1049,7 @@ int main(int argc, char **argv)
         if (ri.exit_code == 0)
             ri.exit_code = PP_EXIT_RUNTIME;
     } else {
-        vlog("wrote %s", manifest);
+        pp_tool_note(1, "wrote %s", manifest);
         const char *slash = strrchr(manifest, '/');
         if (!a.quiet && !r.exec_errno)
             print_summary(&ri, slash ? slash + 1 : manifest);

@@ -5,6 +5,7 @@
 #include "pp_exec.h"
 #include "pp_kernels.h"
 #include "pp_runtime.h"
+#include "pp_tool.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -130,21 +131,8 @@ typedef struct args {
     int slow_stage;
     double slow_factor;
     int print_schedule;
+    int plan_from_env;
 } args;
-
-static int fail(pp_status st)
-{
-    fprintf(stderr, "pptrain: %s\n", pp_error_message());
-    if (pp_log_level() >= 2 && pp_error_origin()[0])
-        fprintf(stderr, "pptrain: (raised at %s)\n", pp_error_origin());
-    return pp_status_exit_code(st);
-}
-
-static int usage_error(const char *msg)
-{
-    fprintf(stderr, "pptrain: %s\nTry 'pptrain --help'.\n", msg);
-    return PP_EXIT_USAGE;
-}
 
 static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -179,41 +167,41 @@ static int parse_args(int argc, char **argv, args *a)
             static const char *names[] = {"--vocab", "--seq", "--d-model", "--heads", "--layers"};
             int k = c - OPT_VOCAB;
             if ((st = parse_int(optarg, names[k], 1, PP_MAX_VOCAB, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->shape[k] = (int)iv;
             a->model_given = 1;
             break;
         }
         case OPT_STEPS:
             if ((st = parse_int(optarg, "--steps", 0, INT64_C(1) << 40, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.steps = iv;
             break;
         case OPT_STOP_AT:
             if ((st = parse_int(optarg, "--stop-at", 1, INT64_C(1) << 40, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->stop_at = iv;
             break;
         case OPT_BATCH:
             if ((st = parse_int(optarg, "--batch", 1, 1 << 20, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.batch = (int)iv;
             a->batch_given = 1;
             break;
         case OPT_MICRO:
             if ((st = parse_int(optarg, "--microbatches", 1, 1 << 20, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.microbatches = (int)iv;
             a->micro_given = 1;
             break;
         case OPT_LR:
             if ((st = pp_parse_f64(optarg, "--lr", 1e-12, 10.0, &dv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.opt.lr = (float)dv;
             break;
         case OPT_WARMUP:
             if ((st = parse_int(optarg, "--warmup", 0, 1 << 30, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.opt.warmup_steps = (int)iv;
             break;
         case OPT_DECAY:
@@ -222,52 +210,52 @@ static int parse_args(int argc, char **argv, args *a)
             else if (strcmp(optarg, "constant") == 0)
                 a->tc.opt.cosine = 0;
             else
-                return usage_error("--lr-decay must be 'cosine' or 'constant'");
+                return pp_tool_usage_error("%s", "--lr-decay must be 'cosine' or 'constant'");
             break;
         case OPT_WD:
             if ((st = pp_parse_f64(optarg, "--weight-decay", 0.0, 10.0, &dv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.opt.weight_decay = (float)dv;
             break;
         case OPT_CLIP:
             if ((st = pp_parse_f64(optarg, "--clip", 0.0, 1e9, &dv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.opt.grad_clip = (float)dv;
             break;
         case OPT_SEED:
             if ((st = parse_int(optarg, "--seed", 0, INT64_MAX, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->tc.seed = (uint64_t)iv;
             break;
         case OPT_DATA: a->data = optarg; break;
         case OPT_BRANCH:
             if ((st = parse_int(optarg, "--markov-branching", 2, PP_MAX_VOCAB, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->branching = (int)iv;
             break;
         case OPT_SAVE: a->save = optarg; break;
         case OPT_SAVE_EVERY:
             if ((st = parse_int(optarg, "--save-every", 1, INT64_C(1) << 40, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->save_every = iv;
             break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_LOG_JSON: a->log_json = optarg; break;
         case OPT_STAGES:
             if ((st = parse_int(optarg, "--stages", 1, PP_SCHED_MAX_S, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->stages = (int)iv;
             break;
         case OPT_BOUNDS: a->boundaries = optarg; break;
         case OPT_PLAN: a->plan = optarg; break;
         case OPT_SCHEDULE:
             if ((st = pp_schedule_kind_parse(optarg, &a->schedule)) != PP_OK)
-                return fail(pp_error_wrap(st, "--schedule"));
+                return pp_tool_fail(pp_error_wrap(st, "--schedule"));
             a->schedule_given = 1;
             break;
         case OPT_VSTAGES:
             if ((st = parse_int(optarg, "--virtual-stages", 1, PP_SCHED_MAX_V, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->v = (int)iv;
             break;
         case OPT_BACKEND:
@@ -276,68 +264,84 @@ static int parse_args(int argc, char **argv, args *a)
             else if (strcmp(optarg, "sim") == 0)
                 a->backend = PP_BACKEND_SIM;
             else
-                return usage_error("--backend must be 'cpu' or 'sim'");
+                return pp_tool_usage_error("%s", "--backend must be 'cpu' or 'sim'");
             break;
         case OPT_COSTS: a->costs = optarg; break;
         case OPT_SLOW: {
             char *eq = strchr(optarg, '=');
             if (!eq)
-                return usage_error("--sim-slow needs STAGE=FACTOR, e.g. 2=1.5");
+                return pp_tool_usage_error("%s", "--sim-slow needs STAGE=FACTOR, e.g. 2=1.5");
             *eq = '\0';
             if ((st = parse_int(optarg, "--sim-slow stage", 0, PP_SCHED_MAX_S - 1, &iv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->slow_stage = (int)iv;
             if ((st = pp_parse_f64(eq + 1, "--sim-slow factor", 1e-3, 1e3, &dv)) != PP_OK)
-                return fail(st);
+                return pp_tool_fail(st);
             a->slow_factor = dv;
             break;
         }
         case OPT_PRINT_SCHED: a->print_schedule = 1; break;
         case 'q': a->quiet = 1; break;
-        case 'v': pp_log_set_level(2); break;
+        case 'v':
+            pp_log_set_level(2);
+            pp_tool_verbose = 1;
+            break;
         case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
         case ':': {
             char msg[128];
             snprintf(msg, sizeof msg, "option '%s' needs a value", argv[optind - 1]);
-            return usage_error(msg);
+            return pp_tool_usage_error("%s", msg);
         }
         default: {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown option '%s'", argv[optind - 1]);
-            return usage_error(msg);
+            return pp_tool_usage_error("%s", msg);
         }
         }
     }
     if (optind < argc) {
         char msg[160];
         snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
-        return usage_error(msg);
+        return pp_tool_usage_error("%s", msg);
     }
     if (a->save_every && !a->save)
-        return usage_error("--save-every needs --save FILE");
+        return pp_tool_usage_error("%s", "--save-every needs --save FILE");
     if (!a->plan) {
         const char *env = getenv("PPROF_PLAN");
-        if (env && *env)
+        if (env && *env) {
+            /* A plan from the environment is how pprof-tune re-runs an unchanged command line:
+             * it replaces the command's own layout flags (said on stderr) instead of
+             * conflicting with them. An explicit --plan with contradicting flags is an error. */
             a->plan = env;
+            a->plan_from_env = 1;
+            if (a->stages || a->boundaries || a->schedule_given || a->micro_given || a->v)
+                fprintf(stderr, "pptrain: PPROF_PLAN=%s replaces the layout flags of this "
+                                "command line\n",
+                        env);
+            a->stages = 0;
+            a->boundaries = NULL;
+            a->schedule_given = a->micro_given = 0;
+            a->v = 0;
+        }
     }
     if (a->backend == PP_BACKEND_SIM) {
         if (!a->costs)
-            return usage_error("--backend sim needs --costs FILE");
+            return pp_tool_usage_error("%s", "--backend sim needs --costs FILE");
         if (a->model_given)
-            return usage_error("--backend sim takes the model from --costs; drop the model "
+            return pp_tool_usage_error("%s", "--backend sim takes the model from --costs; drop the model "
                                "flags");
         if (a->data || a->save || a->resume)
-            return usage_error("--backend sim trains nothing: --data, --save and --resume "
+            return pp_tool_usage_error("%s", "--backend sim trains nothing: --data, --save and --resume "
                                "need --backend cpu");
     } else if (a->costs) {
-        return usage_error("--costs is for --backend sim");
+        return pp_tool_usage_error("%s", "--costs is for --backend sim");
     }
     if (a->slow_stage >= 0 && a->backend != PP_BACKEND_SIM)
-        return usage_error("--sim-slow is for --backend sim");
+        return pp_tool_usage_error("%s", "--sim-slow is for --backend sim");
     if (a->plan && (a->stages || a->boundaries))
-        return usage_error("--plan sets the stages and boundaries: drop --stages/--boundaries");
+        return pp_tool_usage_error("%s", "--plan sets the stages and boundaries: drop --stages/--boundaries");
     if (a->stages && a->boundaries)
-        return usage_error("give --stages or --boundaries, not both");
+        return pp_tool_usage_error("%s", "give --stages or --boundaries, not both");
     return -1;
 }
 
@@ -454,6 +458,7 @@ static void print_pipeline(const args *a, const pp_partition *part, pp_pipe_trai
 
 int main(int argc, char **argv)
 {
+    pp_tool_init("pptrain");
     args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
@@ -468,13 +473,13 @@ int main(int argc, char **argv)
     int L;
     if (sim) {
         if ((st = pp_costs_load(a.costs, &costs)) != PP_OK)
-            return fail(st);
+            return pp_tool_fail(st);
         L = costs->n_layers;
         if ((st = pp_adamw_config_validate(&a.tc.opt)) != PP_OK)
             goto out;
     } else {
         if ((st = build_model_config(&a, &a.tc.model)) != PP_OK)
-            return fail(st);
+            return pp_tool_fail(st);
         L = pp_model_config_num_layers(&a.tc.model);
     }
     if ((st = build_partition(&a, L, &part)) != PP_OK)
@@ -632,5 +637,5 @@ out:
     pp_data_destroy(data);
     pp_costs_destroy(costs);
     pp_partition_free(&part);
-    return st == PP_OK ? PP_EXIT_OK : fail(st);
+    return st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
 }

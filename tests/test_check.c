@@ -1,0 +1,666 @@
+/* test_check.c: pprof-check, the regression gate, as CI relies on it. The statistics against
+ * hand-computed values (Mann-Whitney U and its exact and tie-corrected p-values, Holm, the
+ * bootstrap's determinism); baselines written and read back; and end to end on runs captured
+ * for real (pprof-run + libpprof.so around pptrain's sim backend, whose sleeps to deadlines keep
+ * timing meaningful on a busy machine): reruns of one configuration pass, stage 2 made 5%
+ * slower fails naming its metrics, a 5% faster model is an improvement, differently shaped,
+ * missing and garbage inputs are exit 2 with a message, JUnit and Markdown are written. Without
+ * libpprof.so the capturing tests report themselves skipped. The 20-rerun false-alarm count is
+ * benchmarks/check_false_alarms.sh (too slow for the suite). */
+#define _GNU_SOURCE /* open_memstream, setenv */
+#include "pp_check.h"
+
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+#define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
+
+static char g_dir[64];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_check_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(check, .init = setup, .fini = teardown, .timeout = 180);
+
+static const char *in_dir(const char *name)
+{
+    static char path[16][PATH_MAX];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
+    return path[k];
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    fclose(f);
+    if (buf)
+        buf[got] = '\0';
+    return buf;
+}
+
+typedef struct result {
+    int code; /* exit status; -signal when killed */
+    char *out, *err;
+} result;
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Runs exe with args (NULL-terminated, without argv[0]) in g_dir, capturing stdout and stderr. */
+static result run(const char *exe, const char *const *args)
+{
+    static int slot;
+    slot++;
+    char outp[PATH_MAX], errp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%s/.out%d", g_dir, slot);
+    snprintf(errp, sizeof errp, "%s/.err%d", g_dir, slot);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)exe;
+    while (args[n - 1] && n < 63) {
+        argv[n] = (char *)args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(g_dir) != 0)
+            _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        signal(SIGCHLD, SIG_DFL);
+        unsetenv("PPROF_LIB");
+        execv(exe, argv);
+        _exit(126);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    r.out = slurp(outp);
+    r.err = slurp(errp);
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+/* ======================================================================================== */
+/* Statistics against hand-computed values                                                    */
+/* ======================================================================================== */
+
+Test(check, mann_whitney_exact_small_cases)
+{
+    /* x entirely below y: U = 0, and of the C(6,3) = 20 equally likely orders only this one and
+     * its mirror are as extreme: p = 2/20. */
+    const double x[] = {1, 2, 3}, y[] = {4, 5, 6};
+    pp_check_mwu t;
+    cr_assert_eq(pp_check_mann_whitney(x, 3, y, 3, &t), PP_OK);
+    cr_assert_float_eq(t.u, 0, 1e-12);
+    cr_assert(t.exact);
+    cr_assert_float_eq(t.p, 0.1, 1e-12);
+    /* interleaved: pairs with x > y are 3>2, 5>2, 5>4, so U = 3; the null counts of U = 0..9 for
+     * 3 vs 3 are 1 1 2 3 3 3 3 2 1 1, P(U <= 3) = 7/20, two-sided p = 0.7 */
+    const double a[] = {1, 3, 5}, b[] = {2, 4, 6};
+    cr_assert_eq(pp_check_mann_whitney(a, 3, b, 3, &t), PP_OK);
+    cr_assert_float_eq(t.u, 3, 1e-12);
+    cr_assert_float_eq(t.p, 0.7, 1e-12);
+    /* swapping the samples mirrors U (mn - U) and keeps p */
+    cr_assert_eq(pp_check_mann_whitney(b, 3, a, 3, &t), PP_OK);
+    cr_assert_float_eq(t.u, 6, 1e-12);
+    cr_assert_float_eq(t.p, 0.7, 1e-12);
+    /* 10 vs 10 fully separated: p = 2 / C(20,10) = 2 / 184756 */
+    double lo[10], hi[10];
+    for (int i = 0; i < 10; i++) {
+        lo[i] = i;
+        hi[i] = 100 + i;
+    }
+    cr_assert_eq(pp_check_mann_whitney(hi, 10, lo, 10, &t), PP_OK);
+    cr_assert_float_eq(t.u, 100, 1e-12);
+    cr_assert_float_eq(t.p, 2.0 / 184756.0, 1e-15);
+}
+
+Test(check, mann_whitney_with_ties_uses_the_corrected_normal_approximation)
+{
+    /* merged: 1x 2x 2x 2y 3x 3y 4y 5y; mid-ranks 1, 3, 3, 3, 5.5, 5.5, 7, 8; R1 = 12.5,
+     * U = 12.5 - 4*5/2 = 2.5, mean 8; ties t = 3 and 2: sum t^3 - t = 30;
+     * var = 16/12 (9 - 30/56) = 11.2857142857; z = (|2.5 - 8| - 0.5)/sqrt(var) = 1.48835139;
+     * p = erfc(z / sqrt 2) = 0.1366582477 */
+    const double x[] = {1, 2, 2, 3}, y[] = {2, 3, 4, 5};
+    pp_check_mwu t;
+    cr_assert_eq(pp_check_mann_whitney(x, 4, y, 4, &t), PP_OK);
+    cr_assert_not(t.exact);
+    cr_assert_float_eq(t.u, 2.5, 1e-12);
+    cr_assert_float_eq(fabs(t.z), 1.4883513944689681, 1e-9);
+    cr_assert_float_eq(t.p, 0.13665824773814753, 1e-9);
+    /* all values equal: no evidence at all */
+    const double c[] = {7, 7, 7};
+    cr_assert_eq(pp_check_mann_whitney(c, 3, c, 3, &t), PP_OK);
+    cr_assert_float_eq(t.p, 1.0, 1e-12);
+}
+
+Test(check, median_and_holm)
+{
+    const double odd[] = {3, 1, 2}, even[] = {4, 1, 3, 2}, dup[] = {5, 5, 1, 5, 9, 5};
+    cr_assert_float_eq(pp_check_median(odd, 3), 2, 1e-12);
+    cr_assert_float_eq(pp_check_median(even, 4), 2.5, 1e-12);
+    cr_assert_float_eq(pp_check_median(dup, 6), 5, 1e-12);
+    cr_assert(isnan(pp_check_median(odd, 0)));
+    /* sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04, then made
+     * monotone: 0.02, 0.03, 0.06, 0.06 */
+    const double p[] = {0.01, 0.04, 0.03, 0.005};
+    double adj[4];
+    cr_assert_eq(pp_check_holm(p, 4, adj), PP_OK);
+    const double want[] = {0.03, 0.06, 0.06, 0.02};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(adj[i], want[i], 1e-12, "adj[%d] = %g", i, adj[i]);
+}
+
+Test(check, bootstrap_is_deterministic_and_covers_the_shift)
+{
+    double x[40], y[40];
+    pp_rng r;
+    pp_rng_seed(&r, 7);
+    for (int i = 0; i < 40; i++) {
+        x[i] = 100 + pp_rng_normal(&r);
+        y[i] = 105 + pp_rng_normal(&r);
+    }
+    double lo1, hi1, lo2, hi2, lo3, hi3;
+    cr_assert_eq(pp_check_bootstrap(x, 40, y, 40, 1, 0.99, 2000, 42, &lo1, &hi1), PP_OK);
+    cr_assert_eq(pp_check_bootstrap(x, 40, y, 40, 1, 0.99, 2000, 42, &lo2, &hi2), PP_OK);
+    cr_assert(lo1 == lo2 && hi1 == hi2, "same seed, different interval");
+    cr_assert(lo1 < hi1);
+    /* the ratio of medians is about 1.05: a +5% change, well inside a 99% interval of a few
+     * tenths of a percent of half-width (sd 1 on 100, 40 samples) */
+    cr_assert(lo1 > 0.035 && hi1 < 0.065, "interval [%g, %g]", lo1, hi1);
+    cr_assert_eq(pp_check_bootstrap(x, 40, y, 40, 1, 0.99, 2000, 43, &lo3, &hi3), PP_OK);
+    cr_assert(lo3 != lo1 || hi3 != hi1, "the seed is not used");
+    /* difference of medians for the absolute (bubble) metrics */
+    cr_assert_eq(pp_check_bootstrap(x, 40, y, 40, 0, 0.99, 1000, 1, &lo1, &hi1), PP_OK);
+    cr_assert(lo1 > 3.5 && hi1 < 6.5, "difference interval [%g, %g]", lo1, hi1);
+}
+
+/* ======================================================================================== */
+/* Baseline format and comparison in process                                                  */
+/* ======================================================================================== */
+
+/* A baseline text with n samples of step_ms around `ms` and one stage. */
+static char *baseline_text(double ms, double stage_ms, int n, const char *schedule)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fprintf(f, "{\"baseline_version\": 1, \"shape\": {\"stages\": 1, \"microbatches\": 4, "
+               "\"virtual_stages\": 1, \"schedule\": \"%s\", \"layer_names\": [\"a\", \"b\"]}, "
+               "\"steps\": %d, \"metrics\": [",
+            schedule, n);
+    const char *names[] = {"step_ms", "stage0.fwd_ms"};
+    const char *fam[] = {"step_ms", "fwd_ms"};
+    double c[] = {ms, stage_ms};
+    for (int m = 0; m < 2; m++) {
+        fprintf(f, "%s{\"name\": \"%s\", \"family\": \"%s\", \"unit\": \"ms\", \"samples\": [",
+                m ? ", " : "", names[m], fam[m]);
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s%.6f", i ? ", " : "", c[m] * (1 + 0.002 * ((i * 7) % 11 - 5) / 5.0));
+        fputs("]}", f);
+    }
+    fputs(", {\"name\": \"link0-1.act.bandwidth_GBps\", \"family\": \"bandwidth_GBps\", "
+          "\"unit\": \"GB/s\", \"value\": 10, \"samples\": []}]}",
+          f);
+    fclose(f);
+    return buf;
+}
+
+static pp_check_run *parse_ok(const char *text, const char *ctx)
+{
+    pp_check_run *r = NULL;
+    pp_status st = pp_check_run_parse(text, ctx, &r);
+    cr_assert_eq(st, PP_OK, "%s: %s", ctx, pp_error_message());
+    return r;
+}
+
+static const pp_check_row *row_of(const pp_check_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_rows; i++)
+        if (strcmp(r->rows[i].name, name) == 0)
+            return &r->rows[i];
+    cr_assert_fail("no row %s", name);
+    return NULL;
+}
+
+Test(check, verdicts_need_threshold_and_significance)
+{
+    char *tb = baseline_text(10, 2, 20, "1f1b");
+    char *tslow = baseline_text(10.5, 2.02, 20, "1f1b"); /* +5% step, +1% stage */
+    char *tfew = baseline_text(10.5, 2, 3, "1f1b");      /* +5% on 3 steps: cannot be significant */
+    pp_check_run *b = parse_ok(tb, "base.json"), *s = parse_ok(tslow, "slow.json");
+    pp_check_run *few = parse_ok(tfew, "few.json");
+    cr_assert_eq(b->n_metrics, 3);
+    cr_assert_eq(b->shape.n_layers, 2);
+    pp_check_options o;
+    pp_check_options_default(&o);
+    pp_check_result *r = NULL;
+    cr_assert_eq(pp_check_compare(b, s, &o, &r), PP_OK);
+    cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_REGRESSION);
+    cr_assert_float_eq(row_of(r, "step_ms")->change, 5.0, 1e-6);
+    cr_assert_eq(row_of(r, "stage0.fwd_ms")->verdict, PP_VERDICT_OK); /* significant, but 1% */
+    cr_assert_eq(row_of(r, "link0-1.act.bandwidth_GBps")->tested, 0);
+    cr_assert(pp_check_failed(r));
+    pp_check_result_free(r);
+    /* the reverse direction is an improvement */
+    cr_assert_eq(pp_check_compare(s, b, &o, &r), PP_OK);
+    cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_IMPROVEMENT);
+    cr_assert_not(pp_check_failed(r));
+    pp_check_result_free(r);
+    /* beyond the threshold on 3 steps against 20: p is not small enough after Holm: noise */
+    cr_assert_eq(pp_check_compare(b, few, &o, &r), PP_OK);
+    cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_NOISE);
+    pp_check_result_free(r);
+    /* 3 against 3 can never be significant (smallest p 2/20): a note says so */
+    char *tb3 = baseline_text(10, 2, 3, "1f1b");
+    pp_check_run *b3 = parse_ok(tb3, "base3.json");
+    cr_assert_eq(pp_check_compare(b3, few, &o, &r), PP_OK);
+    pp_check_run_free(b3);
+    free(tb3);
+    cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_NOISE);
+    cr_assert_not_null(strstr(r->notes, "too few steps"));
+    pp_check_result_free(r);
+    /* a raised threshold lets the 5% through */
+    cr_assert_eq(pp_check_threshold_parse(&o, "step_ms=6%"), PP_OK);
+    cr_assert_eq(pp_check_compare(b, s, &o, &r), PP_OK);
+    cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_OK);
+    pp_check_result_free(r);
+    cr_assert_neq(pp_check_threshold_parse(&o, "nosuch=3"), PP_OK);
+    cr_assert_neq(pp_check_threshold_parse(&o, "step_ms=-1"), PP_OK);
+    cr_assert_eq(pp_check_threshold_parse(&o, "stage3.bwd_ms=4"), PP_OK);
+    pp_check_run_free(b);
+    pp_check_run_free(s);
+    pp_check_run_free(few);
+    free(tb);
+    free(tslow);
+    free(tfew);
+}
+
+Test(check, shape_mismatch_is_refused_unless_allowed)
+{
+    char *t1 = baseline_text(10, 2, 10, "1f1b"), *t2 = baseline_text(10, 2, 10, "gpipe");
+    pp_check_run *a = parse_ok(t1, "a.json"), *b = parse_ok(t2, "b.json");
+    pp_check_options o;
+    pp_check_options_default(&o);
+    pp_check_result *r = NULL;
+    cr_assert_eq(pp_check_compare(a, b, &o, &r), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "schedule 1f1b -> gpipe"), "%s",
+                       pp_error_message());
+    o.allow_shape_change = 1;
+    cr_assert_eq(pp_check_compare(a, b, &o, &r), PP_OK);
+    cr_assert(r->shape_differs);
+    pp_check_result_free(r);
+    pp_check_run_free(a);
+    pp_check_run_free(b);
+    free(t1);
+    free(t2);
+}
+
+Test(check, baseline_round_trip_and_bad_texts)
+{
+    char *t = baseline_text(10, 2, 12, "1f1b");
+    pp_check_run *a = parse_ok(t, "a.json");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(pp_check_baseline_write(a, "9.9", f), PP_OK);
+    fclose(f);
+    pp_check_run *b = parse_ok(buf, "written.json");
+    cr_assert_eq(b->n_metrics, a->n_metrics);
+    cr_assert_str_eq(b->shape.layer_fp, a->shape.layer_fp);
+    cr_assert_str_eq(b->version, "9.9");
+    for (size_t i = 0; i < a->n_metrics; i++) {
+        cr_assert_str_eq(b->metrics[i].name, a->metrics[i].name);
+        cr_assert_eq(b->metrics[i].n, a->metrics[i].n);
+        for (size_t k = 0; k < a->metrics[i].n; k++)
+            cr_assert_float_eq(b->metrics[i].samples[k], a->metrics[i].samples[k], 1e-9);
+    }
+    pp_check_run_free(a);
+    pp_check_run_free(b);
+    free(buf);
+    free(t);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"garbage", "invalid JSON"},
+        {"[1, 2]", "expected a JSON object"},
+        {"{\"hello\": 1}", "neither"},
+        {"{\"summary_version\": 2}", "summary_version 2 is not supported"},
+        {"{\"baseline_version\": 3}", "baseline_version 3 is not supported"},
+        {"{\"baseline_version\": 1, \"shape\": {\"stages\": 2}, \"steps\": 1, \"metrics\": "
+         "[{\"name\": \"x\", \"family\": \"bogus\", \"samples\": []}]}", "family"},
+        {"{\"summary_version\": 1, \"pipeline\": {\"stages\": 1}, \"steps\": []}", "empty"},
+        {"{\"summary_version\": 1, \"pipeline\": {\"stages\": 1}, \"steps\": "
+         "[{\"step_ms\": \"fast\"}]}", "step_ms"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pp_check_run *r = NULL;
+        cr_assert_neq(pp_check_run_parse(bad[i].text, "bad.json", &r), PP_OK, "%s", bad[i].text);
+        cr_assert_null(r);
+        cr_assert_not_null(strstr(pp_error_message(), bad[i].says), "'%s': %s", bad[i].text,
+                           pp_error_message());
+        cr_assert_not_null(strstr(pp_error_message(), "bad.json"), "%s", pp_error_message());
+    }
+}
+
+/* ======================================================================================== */
+/* End to end on captured sim runs                                                            */
+/* ======================================================================================== */
+
+/* 4 layers of fwd_us / 2 x fwd_us backward; scale multiplies every cost. */
+static const char *write_costs(const char *name, double scale)
+{
+    char text[512];
+    double f = 1000 * scale, b = 2000 * scale;
+    snprintf(text, sizeof text,
+             "{\"layers\": [{\"name\": \"a\", \"fwd_us\": %g, \"bwd_us\": %g}, "
+             "{\"name\": \"b\", \"fwd_us\": %g, \"bwd_us\": %g}, "
+             "{\"name\": \"c\", \"fwd_us\": %g, \"bwd_us\": %g}, "
+             "{\"name\": \"d\", \"fwd_us\": %g, \"bwd_us\": %g}], "
+             "\"p2p_GBps\": 10, \"p2p_latency_us\": 10}\n",
+             f, b, f, b, f, b, f, b);
+    const char *path = in_dir(name);
+    write_text(path, text);
+    return path;
+}
+
+/* Captures a run of pptrain's sim backend (~33 ms steps at scale 1) into g_dir/name: 4 stages,
+ * M micro-batches unless given otherwise; `slow` is a --sim-slow value or NULL. 25 steps: 24
+ * analyzed samples give the test power to spare (the smallest exact p is ~3e-14) in < 1 s. */
+static const char *capture(const char *name, const char *costs, int S, int M, const char *sched,
+                           int steps, const char *slow)
+{
+    if (access(LIBPPROF, F_OK) != 0)
+        cr_skip_test("libpprof.so not built (no NVTX headers): no run to check");
+    char s[16], m[16], n[16];
+    snprintf(s, sizeof s, "%d", S);
+    snprintf(m, sizeof m, "%d", M);
+    snprintf(n, sizeof n, "%d", steps);
+    const char *dir = in_dir(name);
+    const char *args[32] = {"-q", "-o", dir, "--", PPTRAIN, "--backend", "sim", "--costs", costs,
+                            "--stages", s, "--microbatches", m, "--schedule", sched, "--steps", n,
+                            "-q", NULL};
+    if (slow) {
+        args[18] = "--sim-slow";
+        args[19] = slow;
+        args[20] = NULL;
+    }
+    result r = run(PPRUN, args);
+    cr_assert_eq(r.code, 0, "pprof-run failed (%d): %s", r.code, r.err);
+    result_free(&r);
+    return dir;
+}
+
+static const char *save_baseline(const char *dir, const char *name)
+{
+    const char *out = in_dir(name);
+    const char *args[] = {"--save-baseline", dir, "-o", out, "-q", NULL};
+    result r = run(PPCHECK, args);
+    cr_assert_eq(r.code, 0, "--save-baseline failed (%d): %s", r.code, r.err);
+    result_free(&r);
+    return out;
+}
+
+static result check_json(const char *base, const char *cur)
+{
+    const char *args[] = {"--baseline", base, cur, "--json", NULL};
+    return run(PPCHECK, args);
+}
+
+/* The verdict of metric `name` in pprof-check's JSON output. */
+static const char *verdict_in(const cJSON *j, const char *name)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(j, "metrics"))
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+            return cJSON_GetObjectItemCaseSensitive(m, "verdict")->valuestring;
+    }
+    cr_assert_fail("metric %s not in the output", name);
+    return NULL;
+}
+
+Test(check, reruns_of_the_same_configuration_pass)
+{
+    const char *costs = write_costs("costs.json", 1.0);
+    const char *base = save_baseline(capture("base", costs, 4, 8, "1f1b", 25, NULL), "base.json");
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "rerun%d", i);
+        const char *dir = capture(name, costs, 4, 8, "1f1b", 25, NULL);
+        const char *args[] = {"--baseline", base, dir, NULL};
+        result r = run(PPCHECK, args);
+        cr_assert_eq(r.code, 0, "false alarm on rerun %d:\n%s%s", i, r.out, r.err);
+        cr_assert_not_null(strstr(r.out, "result: PASS"), "%s", r.out);
+        result_free(&r);
+    }
+}
+
+Test(check, one_stage_5_percent_slower_is_a_regression_naming_it)
+{
+    const char *costs = write_costs("costs.json", 1.0);
+    const char *base = save_baseline(capture("base", costs, 4, 8, "1f1b", 25, NULL), "base.json");
+    const char *slow = capture("slow", costs, 4, 8, "1f1b", 25, "2=1.05");
+    result r = check_json(base, slow);
+    cr_assert_eq(r.code, 1, "a 5%% slower stage 2 passed (%d):\n%s%s", r.code, r.out, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j, "not JSON: %s", r.out);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "result")->valuestring, "fail");
+    cr_assert_str_eq(verdict_in(j, "stage2.fwd_ms"), "regression", "%s", r.out);
+    cr_assert_str_eq(verdict_in(j, "stage2.bwd_ms"), "regression", "%s", r.out);
+    /* with 1F1B at M = 8 the slow stage paces the steady state: about +2.6% per step, beyond
+     * the 2% step-time threshold */
+    cr_assert_str_eq(verdict_in(j, "step_ms"), "regression", "%s", r.out);
+    for (int s = 0; s < 4; s++) {
+        if (s == 2)
+            continue;
+        char f[32], b[32];
+        snprintf(f, sizeof f, "stage%d.fwd_ms", s);
+        snprintf(b, sizeof b, "stage%d.bwd_ms", s);
+        cr_assert_str_neq(verdict_in(j, f), "regression", "%s", r.out);
+        cr_assert_str_neq(verdict_in(j, b), "regression", "%s", r.out);
+    }
+    cJSON_Delete(j);
+    result_free(&r);
+    /* the table, JUnit and Markdown say the same */
+    const char *args[] = {"--baseline", base, slow, "--junit", "gate.xml", "--markdown", "gate.md",
+                          NULL};
+    r = run(PPCHECK, args);
+    cr_assert_eq(r.code, 1);
+    cr_assert_not_null(strstr(r.out, "result: FAIL"));
+    cr_assert_not_null(strstr(r.out, "stage2.fwd_ms"));
+    char *xml = slurp(in_dir("gate.xml"));
+    char *md = slurp(in_dir("gate.md"));
+    cr_assert(xml && md);
+    cr_assert_eq(strncmp(xml, "<?xml", 5), 0);
+    int cases = 0, closes = 0, failures = 0;
+    for (const char *p = xml; (p = strstr(p, "<testcase ")); p++)
+        cases++;
+    for (const char *p = xml; (p = strstr(p, "</testcase>")); p++)
+        closes++;
+    for (const char *p = xml; (p = strstr(p, "<failure ")); p++)
+        failures++;
+    cr_assert_eq(cases, 11, "one test case per metric (4 stages x 2 + 3), got %d", cases);
+    cr_assert_eq(closes, cases);
+    cr_assert(failures >= 2 && failures < cases);
+    char want[64];
+    snprintf(want, sizeof want, "failures=\"%d\"", failures);
+    cr_assert_not_null(strstr(xml, want), "%s", xml);
+    cr_assert_not_null(strstr(xml, "name=\"stage2.bwd_ms\""));
+    cr_assert_not_null(strstr(xml, "</testsuites>"));
+    cr_assert_not_null(strstr(md, "### pprof-check: FAIL"));
+    cr_assert_not_null(strstr(md, "| stage2.fwd_ms |"));
+    cr_assert_not_null(strstr(md, "**regression**"));
+    free(xml);
+    free(md);
+    result_free(&r);
+}
+
+Test(check, five_percent_faster_is_an_improvement)
+{
+    const char *costs = write_costs("costs.json", 1.0), *fast = write_costs("fast.json", 0.95);
+    const char *base = capture("base", costs, 4, 8, "1f1b", 25, NULL);
+    const char *cur = capture("fast", fast, 4, 8, "1f1b", 25, NULL);
+    /* directory against directory, no baseline file in between */
+    result r = check_json(base, cur);
+    cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(verdict_in(j, "step_ms"), "improvement", "%s", r.out);
+    cr_assert_str_eq(verdict_in(j, "throughput"), "improvement", "%s", r.out);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "regressions")), 0);
+    cr_assert(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "improvements")) >= 2);
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+Test(check, summary_json_is_accepted_as_input)
+{
+    const char *costs = write_costs("costs.json", 1.0);
+    const char *base = capture("base", costs, 4, 8, "1f1b", 25, NULL);
+    const char *summary = in_dir("base-summary.json");
+    const char *rargs[] = {base, "--json", "-q", "-o", summary, NULL};
+    result r = run(PPREPORT, rargs);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    result_free(&r);
+    const char *cur = capture("cur", costs, 4, 8, "1f1b", 25, NULL);
+    r = check_json(summary, cur);
+    cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetObjectItemCaseSensitive(j, "baseline"), "kind")->valuestring,
+                     "summary");
+    cr_assert_str_eq(verdict_in(j, "step_ms"), "ok");
+    cJSON_Delete(j);
+    result_free(&r);
+    /* and a baseline saved from the summary compares the same way */
+    const char *b2 = save_baseline(summary, "from-summary.json");
+    r = check_json(b2, cur);
+    cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
+    result_free(&r);
+}
+
+Test(check, different_shapes_are_exit_2)
+{
+    const char *costs = write_costs("costs.json", 1.0);
+    const char *base = save_baseline(capture("base", costs, 4, 8, "1f1b", 6, NULL), "base.json");
+    static const struct {
+        int S, M;
+        const char *sched, *says;
+    } other[] = {
+        {4, 4, "1f1b", "micro-batches M 8 -> 4"},
+        {2, 8, "1f1b", "stages S 4 -> 2"},
+        {4, 8, "gpipe", "schedule 1f1b -> gpipe"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "other%zu", i);
+        const char *dir = capture(name, costs, other[i].S, other[i].M, other[i].sched, 6, NULL);
+        const char *args[] = {"--baseline", base, dir, NULL};
+        result r = run(PPCHECK, args);
+        cr_assert_eq(r.code, 2, "%s: exit %d\n%s%s", other[i].says, r.code, r.out, r.err);
+        cr_assert_not_null(strstr(r.err, other[i].says), "%s", r.err);
+        cr_assert_not_null(strstr(r.err, "--allow-shape-change"), "%s", r.err);
+        result_free(&r);
+        const char *allow[] = {"--baseline", base, dir, "--allow-shape-change", NULL};
+        r = run(PPCHECK, allow);
+        cr_assert_neq(r.code, 2, "--allow-shape-change still refused: %s", r.err);
+        cr_assert_not_null(strstr(r.out, "shapes differ"), "%s", r.out);
+        result_free(&r);
+    }
+}
+
+Test(check, missing_and_garbage_inputs_are_exit_2)
+{
+    write_text(in_dir("garbage.json"), "this is not json\n");
+    write_text(in_dir("empty.json"), "");
+    write_text(in_dir("v2.json"), "{\"summary_version\": 2, \"pipeline\": {\"stages\": 4}}\n");
+    write_text(in_dir("array.json"), "[1, 2, 3]\n");
+    cr_assert_eq(mkdir(in_dir("emptydir"), 0755), 0);
+    static const struct {
+        const char *base, *cur, *says;
+    } cases[] = {
+        {"garbage.json", "garbage.json", "garbage.json"},
+        {"empty.json", "garbage.json", "empty.json"},
+        {"v2.json", "garbage.json", "summary_version 2 is not supported"},
+        {"array.json", "garbage.json", "array.json"},
+        {"nosuchdir", "garbage.json", "nosuchdir"},
+        {"emptydir", "garbage.json", "emptydir"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"--baseline", cases[i].base, cases[i].cur, NULL};
+        result r = run(PPCHECK, args);
+        cr_assert_eq(r.code, 2, "%s: exit %d: %s", cases[i].base, r.code, r.err);
+        cr_assert_not_null(strstr(r.err, cases[i].says), "%s: %s", cases[i].base, r.err);
+        result_free(&r);
+    }
+    /* usage errors */
+    static const char *const usage[][6] = {
+        {"garbage.json", NULL},                                  /* no --baseline */
+        {"--baseline", "garbage.json", NULL},                    /* no CURRENT */
+        {"--baseline", "a", "b", "c", NULL},                     /* two CURRENTs */
+        {"--threshold", "bogus=3", "--baseline", "a", "b", NULL},
+        {"--threshold", "step_ms=lots", "--baseline", "a", "b", NULL},
+        {"--alpha", "2", "--baseline", "a", "b", NULL},
+    };
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        result r = run(PPCHECK, usage[i]);
+        cr_assert_eq(r.code, 2, "usage case %zu: exit %d", i, r.code);
+        cr_assert_not_null(strstr(r.err, "pprof-check: "), "%s", r.err);
+        result_free(&r);
+    }
+}
