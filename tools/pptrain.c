@@ -45,7 +45,7 @@ static const char *k_usage =
     "                        (default 1; must divide --batch)\n"
     "  --lr X                peak learning rate (default 3e-3)\n"
     "  --warmup N            linear warm-up steps (default 20)\n"
-    "  --lr-decay KIND       cosine (default, to 10%% of --lr at --steps) or constant\n"
+    "  --lr-decay KIND       cosine (default, to 10% of --lr at --steps) or constant\n"
     "  --weight-decay X      AdamW decoupled weight decay on matrices (default 0.1)\n"
     "  --clip X              global gradient-norm clip, 0 disables (default 1.0)\n"
     "  --seed N              parameter initialisation and synthetic data (default 1)\n"
