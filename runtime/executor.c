@@ -428,6 +428,15 @@ pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_l
 pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr, float grad_clip,
                        pp_exec_result *res)
 {
+    /* A common start a little in the future, so every worker is awake before its first
+     * deadline (matters for the sim backend's timing); a transport spanning processes agrees on
+     * one for all of them. */
+    uint64_t t0 = pp_now_ns() + 300000;
+    if (e->tp->ops->agree_start) {
+        pp_status ast = e->tp->ops->agree_start(e->tp, &t0);
+        if (ast != PP_OK)
+            return ast;
+    }
     pthread_mutex_lock(&e->mu);
     e->step = step;
     e->data = d;
@@ -435,9 +444,7 @@ pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr
     e->grad_clip = grad_clip;
     e->loss_sum = 0.0;
     e->grad_sumsq = 0.0;
-    /* A common start a little in the future, so every worker is awake before its first
-     * deadline (matters for the sim backend's timing). */
-    e->t0_ns = pp_now_ns() + 300000;
+    e->t0_ns = t0;
     e->n_done = 0;
     e->first_failed = -1;
     e->gen++;

@@ -23,6 +23,7 @@ struct pp_pipe_trainer {
     int32_t *inputs, *targets;
     pp_microbatch *mbs;
     int64_t steps_done;
+    int first_local, n_local; /* the stages this process runs */
 };
 
 static pp_status copy_partition(const pp_partition *src, pp_partition *dst)
@@ -53,6 +54,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     pp_status st = PP_OK;
     pp_stage_backend **backends = NULL;
     int S = c->partition.S, v = c->v, M = c->train.microbatches;
+    int first = 0, n_local = S;
     pp_pipe_trainer *t = pp_alloc(sizeof *t);
     if (!t) {
         pp_data_destroy(data);
@@ -120,15 +122,30 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         mb_B = c->train.batch / M;
         max_bytes = (size_t)mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float);
     }
-    if ((st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK)
+    if (c->transport == PP_TRANSPORT_MPI) {
+#ifdef PP_HAVE_MPI
+        /* One stage per rank: this process builds only its own stage's backend. */
+        if ((st = pp_transport_mpi_create(S, t->part.P, M, capacity, max_bytes, &t->tp)) !=
+            PP_OK)
+            goto fail;
+        first = pp_transport_mpi_rank(t->tp);
+        n_local = 1;
+#else
+        st = PP_ERR(PP_ERR_INVALID, "--transport mpi: this build has no MPI");
         goto fail;
-    backends = pp_alloc(sizeof(*backends) * (size_t)S);
+#endif
+    } else if ((st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK) {
+        goto fail;
+    }
+    t->first_local = first;
+    t->n_local = n_local;
+    backends = pp_alloc(sizeof(*backends) * (size_t)n_local);
     if (!backends) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stage backends");
         goto fail;
     }
     int split = c->schedule == PP_SCHED_ZBH1;
-    for (int s = 0; s < S && st == PP_OK; s++) {
+    for (int s = first; s < first + n_local && st == PP_OK; s++) {
         /* One activation slot per micro-batch-chunk the schedule can hold, plus one for a
          * receive that lands before its forward runs. */
         int slots = t->rep.peak_inflight[s] + 1;
@@ -136,16 +153,16 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             slots = M;
         if (c->backend == PP_BACKEND_CPU)
             st = pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt,
-                                       c->train.seed, mb_B, slots, &backends[s]);
+                                       c->train.seed, mb_B, slots, &backends[s - first]);
         else
             st = pp_backend_sim_create(c->costs, &t->part, s,
                                        s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
-                                       &backends[s]);
+                                       &backends[s - first]);
     }
     if (st != PP_OK) {
-        for (int s = 0; s < S; s++)
-            if (backends[s])
-                backends[s]->ops->destroy(backends[s]);
+        for (int i = 0; i < n_local; i++)
+            if (backends[i])
+                backends[i]->ops->destroy(backends[i]);
         goto fail;
     }
     /* The NVTX messages name the layers as the model or cost file does. */
@@ -206,7 +223,8 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         pp_free(names);
         pp_free(blk);
     }
-    st = pp_exec_create(t->sched, t->tp, 0, S, backends, &t->exec); /* owns backends now */
+    /* owns backends now */
+    st = pp_exec_create(t->sched, t->tp, first, n_local, backends, &t->exec);
     if (st != PP_OK)
         goto fail;
     if (c->backend == PP_BACKEND_CPU) {
@@ -273,6 +291,10 @@ pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_re
 }
 
 int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t) { return t->steps_done; }
+int pp_pipe_trainer_local_stage(const pp_pipe_trainer *t)
+{
+    return t->n_local == t->part.S ? -1 : t->first_local;
+}
 const pp_schedule *pp_pipe_trainer_schedule(const pp_pipe_trainer *t) { return t->sched; }
 const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t) { return &t->rep; }
 
@@ -283,6 +305,9 @@ static pp_status for_each_piece(pp_pipe_trainer *t, piece_fn fn, void *ctx)
 {
     if (t->cfg.backend != PP_BACKEND_CPU)
         return PP_ERR(PP_ERR_INVALID, "the sim backend has no parameters to save or load");
+    if (t->n_local != t->part.S)
+        return PP_ERR(PP_ERR_INVALID, "checkpoints and parameter gathering need every stage in "
+                                      "this process: not yet supported with --transport mpi");
     size_t off = 0;
     for (int p = 0; p < t->part.P; p++) {
         pp_stage_backend *b = pp_exec_backend(t->exec, p % t->part.S);

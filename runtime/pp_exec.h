@@ -66,6 +66,10 @@ typedef struct pp_transport_ops {
     /* Wakes every blocked call with PP_ERR_RUNTIME (a stage failed: the step is abandoned). */
     void (*abort)(pp_transport *t);
     void (*destroy)(pp_transport *t);
+    /* Optional (NULL: the local proposal stands). Called by pp_exec_step from the calling
+     * thread while no worker runs: turns this process's proposed step start *t0_ns into one
+     * that every process of the job uses (MPI: the latest proposal plus a margin). */
+    pp_status (*agree_start)(pp_transport *t, uint64_t *t0_ns);
 } pp_transport_ops;
 
 struct pp_transport {
@@ -76,6 +80,22 @@ struct pp_transport {
 /* In-process transport: one bounded mailbox per directed link (capacity messages of at most
  * max_bytes each, preallocated), mutex + condition variables, no spinning. */
 pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out);
+
+#ifdef PP_HAVE_MPI
+/* MPI transport: stage s is rank s of MPI_COMM_WORLD (its size must be S), over a duplicated
+ * communicator. P pieces and M micro-batches size the tag encoding; capacity and max_bytes the
+ * preallocated staging slots, as for the in-process transport. MPI must be initialised with at
+ * least MPI_THREAD_SERIALIZED (pp_mpi_init). abort() only fails this rank's pending calls: the
+ * caller then ends the job with pp_mpi_abort_job. Calls must be serialised (one local stage). */
+pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_bytes,
+                                  pp_transport **out);
+/* The stage (rank) this process runs over an MPI transport. */
+int pp_transport_mpi_rank(const pp_transport *t);
+/* MPI_Init_thread(SERIALIZED) and the world's rank and size; finalize; MPI_Abort of the job. */
+pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size);
+void pp_mpi_finalize(void);
+void pp_mpi_abort_job(int code);
+#endif
 
 /* Blocking conveniences over isend/irecv + wait. */
 pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
@@ -187,6 +207,9 @@ pp_stage_backend *pp_exec_backend(pp_exec *e, int stage);
 /* ======================================================================================== */
 
 typedef enum pp_backend_kind { PP_BACKEND_CPU = 0, PP_BACKEND_SIM = 1 } pp_backend_kind;
+/* inproc: all S stages are threads of this process; mpi: this process runs only the stage of
+ * its MPI rank (PP_HAVE_MPI builds only). */
+typedef enum pp_transport_kind { PP_TRANSPORT_INPROC = 0, PP_TRANSPORT_MPI = 1 } pp_transport_kind;
 
 typedef struct pp_pipe_config {
     pp_train_config train;   /* model, optimizer, batch, M, steps, seed (cpu) */
@@ -198,6 +221,7 @@ typedef struct pp_pipe_config {
     const pp_costs *costs;   /* sim only; borrowed */
     int slow_stage;          /* sim: stage whose costs are multiplied (-1: none) */
     double slow_factor;
+    pp_transport_kind transport; /* 0 (inproc) unless set */
 } pp_pipe_config;
 
 typedef struct pp_pipe_trainer pp_pipe_trainer;
@@ -210,12 +234,14 @@ void pp_pipe_trainer_destroy(pp_pipe_trainer *t);
  * cost model only when known (0 otherwise). */
 pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_result *res);
 int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t);
+/* The stage this process runs (-1: all of them, in-process). */
+int pp_pipe_trainer_local_stage(const pp_pipe_trainer *t);
 const pp_schedule *pp_pipe_trainer_schedule(const pp_pipe_trainer *t);
 const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t);
 /* Parameters of the whole model in layer order, gathered from the stages (cpu): n floats. */
 pp_status pp_pipe_trainer_gather_params(pp_pipe_trainer *t, float *params, size_t n);
 /* Checkpoints in the single-stage format (docs/checkpoint.md), so a run can resume with another
- * stage count or schedule (cpu only). */
+ * stage count or schedule (cpu only; not yet with the MPI transport, nor gather_params). */
 pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path);
 pp_status pp_pipe_trainer_load(pp_pipe_trainer *t, const char *path);
 

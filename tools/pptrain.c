@@ -29,6 +29,8 @@ static const char *k_usage =
     "                        cost file's layer list is the model\n"
     "  --sim-slow S=F        sim: multiply stage S's compute costs by F (a straggler)\n"
     "  --print-schedule      print each stage's instruction list and exit\n"
+    "  --transport NAME      inproc (default): stages are threads of this process; mpi: one\n"
+    "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...\n"
     "\n"
     "model:\n"
     "  --model NAME          built-in preset: tiny (default), small\n"
@@ -70,7 +72,7 @@ enum {
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON, OPT_STAGES,
     OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS, OPT_SLOW,
-    OPT_PRINT_SCHED
+    OPT_PRINT_SCHED, OPT_TRANSPORT
 };
 
 static const struct option k_opts[] = {
@@ -106,6 +108,7 @@ static const struct option k_opts[] = {
     {"costs", required_argument, 0, OPT_COSTS},
     {"sim-slow", required_argument, 0, OPT_SLOW},
     {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
+    {"transport", required_argument, 0, OPT_TRANSPORT},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -132,6 +135,7 @@ typedef struct args {
     double slow_factor;
     int print_schedule;
     int plan_from_env;
+    pp_transport_kind transport;
 } args;
 
 static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
@@ -267,6 +271,14 @@ static int parse_args(int argc, char **argv, args *a)
                 return pp_tool_usage_error("%s", "--backend must be 'cpu' or 'sim'");
             break;
         case OPT_COSTS: a->costs = optarg; break;
+        case OPT_TRANSPORT:
+            if (strcmp(optarg, "inproc") == 0)
+                a->transport = PP_TRANSPORT_INPROC;
+            else if (strcmp(optarg, "mpi") == 0)
+                a->transport = PP_TRANSPORT_MPI;
+            else
+                return pp_tool_usage_error("%s", "--transport must be 'inproc' or 'mpi'");
+            break;
         case OPT_SLOW: {
             char *eq = strchr(optarg, '=');
             if (!eq)
@@ -464,6 +476,27 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     pp_status st;
+    /* With --transport mpi this process is one rank running one stage; rank 0 alone prints the
+     * per-step lines, the summary and the --log-json file (the loss is known on every rank after
+     * the all-reduce). */
+    int mpi = a.transport == PP_TRANSPORT_MPI, rank = 0, world = 1;
+    if (mpi) {
+#ifdef PP_HAVE_MPI
+        if (a.save || a.resume)
+            return pp_tool_usage_error("%s", "--save and --resume are not supported with "
+                                             "--transport mpi yet");
+        if ((st = pp_mpi_init(&argc, &argv, &rank, &world)) != PP_OK)
+            return pp_tool_fail(st);
+        if (rank != 0) {
+            a.quiet = 1;
+            a.log_json = NULL;
+        }
+#else
+        return pp_tool_usage_error("%s", "--transport mpi: this build has no MPI");
+#endif
+    }
+    int trainer_made = 0; /* after this, a failing rank must end the whole MPI job */
+    (void)trainer_made; /* unused without MPI */
     pp_pipe_trainer *tr = NULL;
     pp_data *data = NULL;
     pp_costs *costs = NULL;
@@ -486,7 +519,14 @@ int main(int argc, char **argv)
         goto out;
     if ((st = pp_schedule_check_args(a.schedule, part.S, a.tc.microbatches, part.v)) != PP_OK)
         goto out;
-    if (a.print_schedule) {
+    if (mpi && world != part.S) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "--transport mpi runs one stage per rank: %d stage(s) need mpirun -np %d, "
+                    "this job has %d rank(s)",
+                    part.S, part.S, world);
+        goto out;
+    }
+    if (a.print_schedule && rank == 0) {
         pp_schedule *sc = NULL;
         if ((st = pp_schedule_create(a.schedule, part.S, a.tc.microbatches, part.v, &sc)) ==
             PP_OK) {
@@ -528,6 +568,8 @@ int main(int argc, char **argv)
                          .costs = costs,
                          .slow_stage = a.slow_stage,
                          .slow_factor = a.slow_factor};
+    pc.transport = a.transport;
+    trainer_made = 1;
     st = pp_pipe_trainer_create(&pc, data, &tr);
     data = NULL; /* owned by the trainer now, even on failure */
     if (st != PP_OK)
@@ -608,7 +650,9 @@ int main(int argc, char **argv)
     }
     if (a.save && (st = pp_pipe_trainer_save(tr, a.save)) != PP_OK)
         goto out;
-    if (ran > 0 && sim) {
+    if (rank != 0) {
+        /* the summary is rank 0's */
+    } else if (ran > 0 && sim) {
         printf("done: %lld steps, mean step time %.3f ms (time model %.3f ms)\n", (long long)ran,
                total_ms / ran, total_model_ms / ran);
     } else if (ran > 0) {
@@ -627,7 +671,7 @@ int main(int argc, char **argv)
         printf("done: nothing to do, already at step %lld\n",
                (long long)pp_pipe_trainer_steps_done(tr));
     }
-    if (a.save)
+    if (a.save && rank == 0)
         printf("checkpoint: %s (step %lld)\n", a.save,
                (long long)pp_pipe_trainer_steps_done(tr));
 out:
@@ -637,5 +681,18 @@ out:
     pp_data_destroy(data);
     pp_costs_destroy(costs);
     pp_partition_free(&part);
-    return st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
+    if (!mpi)
+        return st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
+#ifdef PP_HAVE_MPI
+    if (st != PP_OK && trainer_made) {
+        /* The other ranks may be blocked on this one: report, then end the job. */
+        fprintf(stderr, "pptrain: rank %d: %s\n", rank, pp_error_message());
+        fflush(stderr);
+        pp_mpi_abort_job(pp_status_exit_code(st));
+    }
+    /* Errors before the trainer are the same on every rank (flags, files): rank 0 reports. */
+    rc = st == PP_OK ? PP_EXIT_OK : rank == 0 ? pp_tool_fail(st) : pp_status_exit_code(st);
+    pp_mpi_finalize();
+#endif
+    return rc;
 }

@@ -1,0 +1,415 @@
+/* transport_mpi.c: the MPI transport: one pipeline stage per MPI rank (stage s = rank s of a
+ * communicator duplicated from MPI_COMM_WORLD). pp_pipe_trainer creates it when pptrain runs
+ * with --transport mpi; docs/executor.md describes how it plugs into the executor.
+ *
+ * Every message is a 16-byte header (avail_ns, payload bytes) followed by the payload, sent with
+ * MPI_Isend from a preallocated staging slot: a send completes as soon as the data is copied, so
+ * sends never block on the receiver, just as the in-process mailboxes do (blocking rendezvous
+ * sends would deadlock 1F1B, where neighbours send to each other at once). Waits poll with
+ * MPI_Test and short sleeps instead of spinning in MPI_Wait, so oversubscribed ranks leave the
+ * cores to the ranks that compute. The all-reduce gathers every stage's values and sums them in
+ * stage order on every rank, bit-identical to the in-process transport.
+ *
+ * Threads: all calls of one transport must be serialised (MPI_THREAD_SERIALIZED is enough): with
+ * one local stage, its worker and the executor's main thread take turns, ordered by the
+ * executor's mutex. */
+#include "pp_exec.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { PP_MPI_HDR = 16, PP_MPI_MAX_REDUCE = 8 };
+
+typedef struct mpi_slot {
+    MPI_Request rq;
+    int busy;
+    char *buf; /* PP_MPI_HDR + max_bytes */
+} mpi_slot;
+
+typedef struct mpi_tp {
+    pp_transport base;
+    MPI_Comm comm;
+    int rank;
+    int P;          /* model pieces S * v: the tag encoding's stride */
+    int max_mb;     /* micro-batches the tag encoding holds */
+    size_t max_bytes;
+    int n_send, n_recv;
+    mpi_slot *send; /* [n_send] */
+    mpi_slot *recv; /* [n_recv] */
+    char *arena;
+    char *red;      /* S * (PP_MPI_MAX_REDUCE + 1) * 8 bytes gathered */
+    int aborted;
+} mpi_tp;
+
+static pp_status mpi_err(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error %d", rc);
+    return PP_ERR(PP_ERR_RUNTIME, "MPI transport: %s failed: %s", what, msg);
+}
+
+/* Tag (kind, mb, piece) -> kind + 2 * (piece + P * mb); create checked that it fits MPI_TAG_UB. */
+static int encode_tag(const mpi_tp *t, pp_msg_tag tag)
+{
+    return tag.kind + 2 * (tag.piece + t->P * tag.mb);
+}
+
+static void nap(int *round)
+{
+    /* Short first (a neighbour is usually about to send), then up to 50 us: the latency a poll
+     * adds stays small next to an op, and an idle rank costs almost no CPU. */
+    long ns = *round < 64 ? 2000 : 50000;
+    (*round)++;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Completes rq, polling; fails when the transport is aborted meanwhile. */
+static pp_status poll_done(mpi_tp *t, MPI_Request *rq, MPI_Status *status, const char *what)
+{
+    int round = 0;
+    for (;;) {
+        int flag = 0;
+        int rc = MPI_Test(rq, &flag, status);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, what);
+        if (flag)
+            return PP_OK;
+        if (t->aborted)
+            return PP_ERR(PP_ERR_RUNTIME, "transport aborted during %s (rank %d)", what,
+                          t->rank);
+        nap(&round);
+    }
+}
+
+static pp_status check_peer(const mpi_tp *t, int me, int peer, pp_msg_tag tag)
+{
+    if (me != t->rank)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: stage %d is not local (this is rank %d)",
+                      me, t->rank);
+    if (peer < 0 || peer >= t->base.S)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: stage %d out of range [0, %d)", peer,
+                      t->base.S);
+    if (tag.mb < 0 || tag.mb >= t->max_mb || tag.piece < 0 || tag.piece >= t->P ||
+        (tag.kind != PP_MSG_ACT && tag.kind != PP_MSG_GRAD))
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: tag (%d, %d, %d) out of range", tag.kind,
+                      tag.mb, tag.piece);
+    return PP_OK;
+}
+
+static pp_status mp_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, const void *buf,
+                          size_t bytes, uint64_t avail_ns, pp_request *req)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    pp_status st = check_peer(t, src, dst, tag);
+    if (st != PP_OK)
+        return st;
+    if (buf && bytes > t->max_bytes)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: message of %zu bytes exceeds the %zu-byte slot",
+                      bytes, t->max_bytes);
+    /* A free staging slot: one whose earlier send the receiver has taken. The slots outnumber
+     * the messages a link can have queued, so this rarely waits. */
+    mpi_slot *s = NULL;
+    for (int round = 0; !s;) {
+        for (int i = 0; i < t->n_send && !s; i++) {
+            mpi_slot *c = &t->send[i];
+            if (c->busy) {
+                int flag = 0;
+                int rc = MPI_Test(&c->rq, &flag, MPI_STATUS_IGNORE);
+                if (rc != MPI_SUCCESS)
+                    return mpi_err(rc, "MPI_Test of a send");
+                c->busy = !flag;
+            }
+            if (!c->busy)
+                s = c;
+        }
+        if (!s) {
+            if (t->aborted)
+                return PP_ERR(PP_ERR_RUNTIME, "transport aborted while stage %d sent to %d", src,
+                              dst);
+            nap(&round);
+        }
+    }
+    uint64_t hdr[2] = {avail_ns, (uint64_t)bytes};
+    memcpy(s->buf, hdr, sizeof hdr);
+    size_t payload = buf ? bytes : 0;
+    if (payload)
+        memcpy(s->buf + PP_MPI_HDR, buf, payload);
+    int rc = MPI_Isend(s->buf, (int)(PP_MPI_HDR + payload), MPI_BYTE, dst, encode_tag(t, tag),
+                       t->comm, &s->rq);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "MPI_Isend");
+    s->busy = 1;
+    memset(req, 0, sizeof *req);
+    req->kind = 0;
+    req->src = src;
+    req->dst = dst;
+    req->tag = tag;
+    req->bytes = bytes;
+    req->avail_ns = avail_ns;
+    req->done = 1; /* copied: the caller's buffer is free again */
+    return PP_OK;
+}
+
+static pp_status mp_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, void *buf,
+                          size_t bytes, pp_request *req)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    pp_status st = check_peer(t, dst, src, tag);
+    if (st != PP_OK)
+        return st;
+    if (buf && bytes > t->max_bytes)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: receive of %zu bytes exceeds the %zu-byte slot",
+                      bytes, t->max_bytes);
+    mpi_slot *s = NULL;
+    for (int i = 0; i < t->n_recv && !s; i++)
+        if (!t->recv[i].busy)
+            s = &t->recv[i];
+    if (!s)
+        return PP_ERR(PP_ERR_RUNTIME, "MPI transport: more than %d receives pending on stage %d",
+                      t->n_recv, dst);
+    /* Room for a payload even when this side expects none, so a mismatch is reported below
+     * rather than as a truncation. */
+    int rc = MPI_Irecv(s->buf, (int)(PP_MPI_HDR + t->max_bytes), MPI_BYTE, src,
+                       encode_tag(t, tag), t->comm, &s->rq);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "MPI_Irecv");
+    s->busy = 1;
+    memset(req, 0, sizeof *req);
+    req->kind = 1;
+    req->src = src;
+    req->dst = dst;
+    req->tag = tag;
+    req->buf = buf;
+    req->bytes = bytes;
+    req->impl = s;
+    return PP_OK;
+}
+
+static pp_status mp_wait(pp_transport *tp, pp_request *req)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    if (req->done)
+        return PP_OK;
+    mpi_slot *s = req->impl;
+    MPI_Status status;
+    pp_status st = poll_done(t, &s->rq, &status, "a receive");
+    if (st != PP_OK)
+        return st; /* the slot stays busy: its receive may still land */
+    s->busy = 0;
+    req->done = 1;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    uint64_t hdr[2];
+    if (count < PP_MPI_HDR)
+        return PP_ERR(PP_ERR_RUNTIME, "MPI transport: short message (%d bytes) from stage %d",
+                      count, req->src);
+    memcpy(hdr, s->buf, sizeof hdr);
+    size_t payload = (size_t)count - PP_MPI_HDR;
+    if (hdr[1] != req->bytes || (req->buf && payload != req->bytes))
+        return PP_ERR(PP_ERR_RUNTIME,
+                      "transport: stage %d expected %zu bytes from stage %d, got %llu (mb %d)",
+                      req->dst, req->bytes, req->src, (unsigned long long)hdr[1], req->tag.mb);
+    if (req->buf && payload)
+        memcpy(req->buf, s->buf + PP_MPI_HDR, payload);
+    req->avail_ns = hdr[0];
+    return PP_OK;
+}
+
+static pp_status mp_allreduce(pp_transport *tp, int stage, double *vals, int n, uint64_t *max_ns)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    int S = t->base.S;
+    if (n > PP_MPI_MAX_REDUCE)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: all-reduce of %d values (max %d)", n,
+                      PP_MPI_MAX_REDUCE);
+    if (stage != t->rank)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: stage %d is not local (rank %d)", stage,
+                      t->rank);
+    /* Gather, then sum in stage order on every rank: MPI_Allreduce's order is unspecified. */
+    enum { REC = (PP_MPI_MAX_REDUCE + 1) * 8 };
+    char mine[REC];
+    memset(mine, 0, sizeof mine);
+    uint64_t mx = max_ns ? *max_ns : 0;
+    memcpy(mine, &mx, 8);
+    memcpy(mine + 8, vals, (size_t)n * sizeof(double));
+    MPI_Request rq;
+    int rc = MPI_Iallgather(mine, REC, MPI_BYTE, t->red, REC, MPI_BYTE, t->comm, &rq);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "MPI_Iallgather");
+    pp_status st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the all-reduce");
+    if (st != PP_OK)
+        return st;
+    for (int k = 0; k < n; k++) {
+        double sum = 0.0;
+        for (int s = 0; s < S; s++) {
+            double x;
+            memcpy(&x, t->red + (size_t)s * REC + 8 + (size_t)k * 8, 8);
+            sum += x;
+        }
+        vals[k] = sum;
+    }
+    uint64_t out = 0;
+    for (int s = 0; s < S; s++) {
+        uint64_t c;
+        memcpy(&c, t->red + (size_t)s * REC, 8);
+        out = c > out ? c : out;
+    }
+    if (max_ns)
+        *max_ns = out;
+    return PP_OK;
+}
+
+static pp_status mp_agree_start(pp_transport *tp, uint64_t *t0_ns)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    /* The latest proposal, plus time for the gather itself (oversubscribed ranks take turns on
+     * the cores), so every rank is awake before the common start. */
+    uint64_t mine = *t0_ns, all = 0;
+    MPI_Request rq;
+    int rc = MPI_Iallreduce(&mine, &all, 1, MPI_UINT64_T, MPI_MAX, t->comm, &rq);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "MPI_Iallreduce of the step start");
+    pp_status st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the step-start agreement");
+    if (st == PP_OK)
+        *t0_ns = all + 1000000;
+    return st;
+}
+
+static void mp_abort(pp_transport *tp)
+{
+    /* Wakes this rank's pending polls. The other ranks are blocked on messages this one will not
+     * send: the caller ends the job (pptrain prints the error, then MPI_Abort). */
+    ((mpi_tp *)tp)->aborted = 1;
+}
+
+static void mp_destroy(pp_transport *tp)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    if (!t)
+        return;
+    int pending = 0;
+    for (int i = 0; i < t->n_send && t->send; i++)
+        if (t->send[i].busy) {
+            MPI_Status status;
+            if (t->aborted)
+                pending = 1; /* the receiver may never take it: leave it to MPI_Abort */
+            else
+                MPI_Wait(&t->send[i].rq, &status);
+        }
+    for (int i = 0; i < t->n_recv && t->recv; i++)
+        if (t->recv[i].busy) {
+            MPI_Cancel(&t->recv[i].rq);
+            MPI_Wait(&t->recv[i].rq, MPI_STATUS_IGNORE);
+        }
+    if (pending)
+        return; /* MPI still owns the staging buffers; the job is being aborted */
+    if (t->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&t->comm);
+    pp_free(t->send);
+    pp_free(t->recv);
+    pp_free(t->arena);
+    pp_free(t->red);
+    pp_free(t);
+}
+
+static const pp_transport_ops k_mpi_ops = {
+    .name = "mpi",
+    .isend = mp_isend,
+    .irecv = mp_irecv,
+    .wait = mp_wait,
+    .allreduce = mp_allreduce,
+    .abort = mp_abort,
+    .destroy = mp_destroy,
+    .agree_start = mp_agree_start,
+};
+
+pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_bytes,
+                                  pp_transport **out)
+{
+    int inited = 0, size = 0, rank = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: MPI is not initialised");
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (size != S)
+        return PP_ERR(PP_ERR_INVALID,
+                      "--transport mpi runs one stage per rank: %d stages need mpirun -np %d, "
+                      "this job has %d rank(s)",
+                      S, S, size);
+    if (capacity < 1 || P < 1 || M < 1)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport needs capacity, P and M >= 1");
+    int *ub = NULL, found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    long long tag_ub = found && ub ? *ub : 32767; /* the standard's guaranteed minimum */
+    if (2LL * P * M > tag_ub + 1LL)
+        return PP_ERR(PP_ERR_INVALID,
+                      "MPI transport: %d pieces x %d micro-batches need tags up to %lld, this "
+                      "MPI allows %lld",
+                      P, M, 2LL * P * M - 1, tag_ub);
+    mpi_tp *t = pp_alloc(sizeof *t);
+    if (!t)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
+    t->base.ops = &k_mpi_ops;
+    t->base.S = S;
+    t->comm = MPI_COMM_NULL;
+    t->rank = rank;
+    t->P = P;
+    t->max_mb = M;
+    t->max_bytes = max_bytes;
+    /* A stage sends to at most two peers, each link holding up to `capacity` queued messages. */
+    t->n_send = 2 * capacity + 2;
+    t->n_recv = 2;
+    size_t slot_bytes = (PP_MPI_HDR + max_bytes + 63) & ~(size_t)63;
+    t->send = pp_alloc(sizeof(mpi_slot) * (size_t)t->n_send);
+    t->recv = pp_alloc(sizeof(mpi_slot) * (size_t)t->n_recv);
+    t->arena = pp_alloc(slot_bytes * (size_t)(t->n_send + t->n_recv));
+    t->red = pp_alloc((size_t)S * (PP_MPI_MAX_REDUCE + 1) * 8);
+    if (!t->send || !t->recv || !t->arena || !t->red) {
+        mp_destroy(&t->base);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for %d MPI staging slots of %zu bytes",
+                      t->n_send + t->n_recv, slot_bytes);
+    }
+    for (int i = 0; i < t->n_send; i++)
+        t->send[i] = (mpi_slot){MPI_REQUEST_NULL, 0, t->arena + (size_t)i * slot_bytes};
+    for (int i = 0; i < t->n_recv; i++)
+        t->recv[i] = (mpi_slot){MPI_REQUEST_NULL, 0,
+                                t->arena + (size_t)(t->n_send + i) * slot_bytes};
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
+    if (rc != MPI_SUCCESS) {
+        mp_destroy(&t->base);
+        return mpi_err(rc, "MPI_Comm_dup");
+    }
+    /* Errors come back as return codes and become pp_status messages. */
+    MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
+    *out = &t->base;
+    return PP_OK;
+}
+
+int pp_transport_mpi_rank(const pp_transport *t) { return ((const mpi_tp *)t)->rank; }
+
+pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size)
+{
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return PP_ERR(PP_ERR_RUNTIME, "MPI_Init_thread failed");
+    if (provided < MPI_THREAD_SERIALIZED) {
+        MPI_Finalize();
+        return PP_ERR(PP_ERR_RUNTIME,
+                      "this MPI gives thread level %d, the MPI transport needs "
+                      "MPI_THREAD_SERIALIZED (stages run on worker threads)",
+                      provided);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return PP_OK;
+}
+
+void pp_mpi_finalize(void) { MPI_Finalize(); }
+
+void pp_mpi_abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
