@@ -9,6 +9,7 @@
  * later step (or the traces end), reduced to its numbers and its ops freed, so memory follows
  * the steps in flight, not the trace length. */
 #include "pp_analyzer.h"
+#include "pp_clock.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -180,6 +181,8 @@ typedef struct file_state {
     vec starts;         /* open_range with range_id (start/end) */
     uint64_t events;
     pp_afile *info;
+    int32_t min_stage;  /* lowest stage among its ranges (clock pass), -1 none */
+    pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
 } file_state;
 
 /* ======================================================================================== */
@@ -242,6 +245,8 @@ typedef struct state {
     double bubble_sum, imbalance_sum;
     uint64_t n_decomp;
     int late_warned;
+    int collect;          /* clock pass: keep transfers only, in `collected` */
+    vec collected;        /* pp_aop of the transfers, rank = file index */
 } state;
 
 static void warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1141,16 +1146,23 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         d.stage = t->cur_stage;
     if (d.stage < 0 || !ensure_stage(st, d.stage))
         return;
+    if (f->min_stage < 0 || d.stage < f->min_stage)
+        f->min_stage = d.stage;
+    /* onto the reference clock (identity unless this process's clock was estimated) */
+    uint64_t t0 = pp_clock_to_ref(&f->clk, o->t0);
+    t1 = pp_clock_to_ref(&f->clk, t1);
     if (d.kind == K_STEP) {
         if (d.step < 0)
             d.step = t->n_steps + 1; /* fallback numbering */
         t->n_steps++;
+        if (st->collect)
+            return;
         bucket *b = bucket_get(st, d.step);
         if (b) {
             step_range *r = vec_push(&b->ranges);
             if (r) {
                 r->stage = d.stage;
-                r->t0 = o->t0;
+                r->t0 = t0;
                 r->t1 = t1;
             }
         }
@@ -1159,9 +1171,13 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     int64_t step = d.step >= 0 ? d.step : t->cur_step;
     if (step < 0)
         return;
-    bucket *b = bucket_get(st, step);
-    if (!b)
+    bucket *b = NULL;
+    if (st->collect) {
+        if (d.kind < K_SEND_ACT || d.kind > K_RECV_GRAD)
+            return;
+    } else if (!(b = bucket_get(st, step))) {
         return;
+    }
     pp_aop op = {0};
     op.stage = d.stage;
     op.mb = d.mb;
@@ -1169,9 +1185,9 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     op.peer = d.peer;
     op.bytes = d.bytes;
     op.step = step;
-    op.t0 = o->t0;
+    op.t0 = t0;
     op.t1 = t1;
-    op.rank = f->rank >= 0 ? f->rank : f->index;
+    op.rank = st->collect ? f->index : f->rank >= 0 ? f->rank : f->index;
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     switch (d.kind) {
     case K_FWD: op.kind = PP_AOP_FWD; break;
@@ -1213,6 +1229,13 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         }
         return;
     }
+    }
+    if (st->collect) {
+        /* implied peers once every stage is known (clock_align) */
+        pp_aop *p = vec_push(&st->collected);
+        if (p)
+            *p = op;
+        return;
     }
     if (op.peer < 0 && !pp_aop_is_compute((pp_aop_kind)op.kind) && S > 0) {
         /* the neighbour the transfer implies (wrapping for interleaved schedules) */
@@ -1591,6 +1614,190 @@ static void state_free(state *st)
     vec_free(&st->kept_layer_ops);
     vec_free(&st->xfers);
     vec_free(&st->match);
+    vec_free(&st->collected);
+}
+
+static void file_state_init(file_state *f, int index)
+{
+    f->index = index;
+    f->min_stage = -1;
+    f->strings.elem = sizeof(char *);
+    f->msgs.elem = sizeof(msg_info);
+    f->threads.elem = sizeof(thread_state);
+    f->starts.elem = sizeof(open_range);
+    /* the convention's layout until (unless) the file registers the schema */
+    static const uint64_t def_off[8] = {0, 4, 8, 12, 16, 20, 24, 32};
+    memcpy(f->off, def_off, sizeof def_off);
+}
+
+static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
+{
+    memset(st, 0, sizeof *st);
+    st->o = o;
+    st->a = a;
+    st->last_finalized = INT64_MIN;
+    st->buckets.elem = sizeof(bucket);
+    st->steps.elem = sizeof(pp_astep);
+    st->stage_acc.elem = sizeof(stage_acc);
+    st->links.elem = sizeof(link_acc);
+    st->layers.elem = sizeof(layer_acc);
+    st->kept_ops.elem = st->kept_layer_ops.elem = sizeof(pp_aop);
+    st->xfers.elem = sizeof(xfer);
+    st->match.elem = sizeof(size_t);
+    st->collected.elem = sizeof(pp_aop);
+}
+
+static int cmp_collected(const void *a, const void *b)
+{
+    const pp_aop *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->t0 != y->t0)
+        return x->t0 < y->t0 ? -1 : 1;
+    return (x->t1 > y->t1) - (x->t1 < y->t1);
+}
+
+/* Clock alignment (docs/metrics.md): when the wanted files come from more than one host, or one
+ * carries the profiler's clock test hook, a first pass over them collects every transfer, pairs
+ * sends with receives as step_links does, and estimates each file's clock against the reference
+ * (the file holding stage 0, else the lowest rank); fs[i].clk then maps its timestamps in the
+ * analysis pass. Files on one host without the hook share CLOCK_MONOTONIC: nothing is done.
+ * The pass keeps the run's transfers in memory (64 bytes each). */
+static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_analysis_options *o)
+{
+    size_t wanted = 0, first = SIZE_MAX;
+    int needed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fs[i].done)
+            continue;
+        const pp_trace_header *h = pp_trace_reader_header(fs[i].r);
+        if (h->clock_offset_ns != 0 || h->clock_drift != 0.0)
+            needed = 1;
+        if (first == SIZE_MAX)
+            first = i;
+        else if (strncmp(fs[first].info->host, fs[i].info->host, sizeof fs[i].info->host) != 0)
+            needed = 1;
+        wanted++;
+    }
+    if (wanted < 2 || !needed)
+        return PP_OK;
+    pp_status rc = PP_OK;
+    pp_analysis *scratch = calloc(1, sizeof *scratch);
+    file_state *cs = calloc(n, sizeof *cs);
+    pp_clock_pair *pairs = NULL;
+    pp_clock_fit *fits = calloc(n, sizeof *fits);
+    uint64_t *mono0 = calloc(n, sizeof *mono0);
+    state st;
+    state_init(&st, o, scratch);
+    st.collect = 1;
+    if (!scratch || !cs || !fits || !mono0) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        file_state *f = &cs[i];
+        file_state_init(f, (int)i);
+        f->info = fs[i].info;
+        f->rank = fs[i].rank;
+        f->done = fs[i].done || pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
+        mono0[i] = fs[i].r ? pp_trace_reader_header(fs[i].r)->mono_ns : 0;
+        while (!f->done) {
+            pp_trace_block blk;
+            bool got = false;
+            if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got)
+                break;
+            if (blk.h.kind == PP_BLOCK_META)
+                on_meta(f, &blk);
+            else if (blk.h.kind == PP_BLOCK_EVENTS)
+                on_events(&st, f, &blk);
+        }
+    }
+    /* the reference: the file with stage 0, else the lowest rank */
+    int ref = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (fs[i].done)
+            continue;
+        int better = ref < 0;
+        if (!better && (cs[i].min_stage == 0) != (cs[ref].min_stage == 0))
+            better = cs[i].min_stage == 0;
+        else if (!better)
+            better = fs[i].rank < fs[ref].rank;
+        if (better)
+            ref = (int)i;
+    }
+    /* implied peers with every stage known, then the sends and receives paired per step */
+    int S = st.S_cfg > st.S_seen ? st.S_cfg : st.S_seen;
+    pp_aop *ops = st.collected.data;
+    size_t nops = st.collected.n, npairs = 0;
+    for (size_t i = 0; i < nops; i++)
+        if (ops[i].peer < 0 && S > 0) {
+            int up = ops[i].kind == PP_AOP_SEND_ACT || ops[i].kind == PP_AOP_RECV_GRAD;
+            ops[i].peer = (ops[i].stage + (up ? 1 : S - 1)) % S;
+        }
+    qsort(ops, nops, sizeof *ops, cmp_collected);
+    pairs = malloc(sizeof *pairs * (nops ? nops : 1));
+    if (!pairs) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
+        goto done;
+    }
+    for (size_t g = 0; g < nops;) {
+        size_t e = g;
+        while (e < nops && ops[e].step == ops[g].step)
+            e++;
+        if (!match_transfers(&st, ops + g, e - g)) {
+            rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
+            goto done;
+        }
+        const size_t *match = st.match.data;
+        for (size_t k = 0; k < e - g; k++) {
+            const pp_aop *snd = &ops[g + k];
+            if ((snd->kind != PP_AOP_SEND_ACT && snd->kind != PP_AOP_SEND_GRAD) ||
+                match[k] == SIZE_MAX)
+                continue;
+            const pp_aop *rcv = &ops[g + match[k]];
+            pairs[npairs++] = (pp_clock_pair){.src = snd->rank, .dst = rcv->rank,
+                                              .send_ns = snd->t0, .recv_ns = rcv->t1};
+        }
+        g = e;
+    }
+    rc = pp_clock_estimate(pairs, npairs, n, ref, mono0, fits);
+    if (rc != PP_OK)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        if (fs[i].done)
+            continue;
+        pp_afile *info = fs[i].info;
+        fs[i].clk = fits[i];
+        info->clock_status = fits[i].status;
+        info->clock_ref = fs[ref].rank >= 0 ? fs[ref].rank : ref;
+        info->clock_offset_ns = fits[i].offset_ns;
+        info->clock_drift = fits[i].drift;
+        info->clock_uncertainty_ns = fits[i].uncertainty_ns;
+        info->aligned = fits[i].status != PP_CLOCK_UNBOUNDED;
+        if (fits[i].status == PP_CLOCK_UNBOUNDED)
+            warn(a, "%s: clock offset unbounded (%llu message(s) to it, %llu from it from "
+                    "aligned processes need both directions); its times stay on its own clock",
+                 info->path, (unsigned long long)fits[i].n_fwd,
+                 (unsigned long long)fits[i].n_bwd);
+        else if (fits[i].violation_ns > 0)
+            warn(a, "%s: no clock line satisfies every message (best misses by %.1f us): "
+                    "mismatched pairs or a clock that is not linear",
+                 info->path, fits[i].violation_ns * 1e-3);
+    }
+done:
+    for (size_t i = 0; i < n; i++) {
+        if (cs)
+            file_state_free(&cs[i]);
+    }
+    free(cs);
+    state_free(&st);
+    free(scratch);
+    free(pairs);
+    free(fits);
+    free(mono0);
+    return rc;
 }
 
 pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *opt,
@@ -1605,18 +1812,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     pp_analysis *a = calloc(1, sizeof *a);
     file_state *fs = calloc(n ? n : 1, sizeof *fs);
     state st;
-    memset(&st, 0, sizeof st);
-    st.o = opt;
-    st.a = a;
-    st.last_finalized = INT64_MIN;
-    st.buckets.elem = sizeof(bucket);
-    st.steps.elem = sizeof(pp_astep);
-    st.stage_acc.elem = sizeof(stage_acc);
-    st.links.elem = sizeof(link_acc);
-    st.layers.elem = sizeof(layer_acc);
-    st.kept_ops.elem = st.kept_layer_ops.elem = sizeof(pp_aop);
-    st.xfers.elem = sizeof(xfer);
-    st.match.elem = sizeof(size_t);
+    state_init(&st, opt, a);
     if (!a || !fs) {
         free(a);
         free(fs);
@@ -1630,14 +1826,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     size_t readable = 0;
     for (size_t i = 0; i < n; i++) {
         file_state *f = &fs[i];
-        f->index = (int)i;
-        f->strings.elem = sizeof(char *);
-        f->msgs.elem = sizeof(msg_info);
-        f->threads.elem = sizeof(thread_state);
-        f->starts.elem = sizeof(open_range);
-        /* the convention's layout until (unless) the file registers the schema */
-        static const uint64_t def_off[8] = {0, 4, 8, 12, 16, 20, 24, 32};
-        memcpy(f->off, def_off, sizeof def_off);
+        file_state_init(f, (int)i);
         pp_afile *info = &a->files[a->n_files++];
         f->info = info;
         snprintf(info->path, sizeof info->path, "%s", paths[i]);
@@ -1650,6 +1839,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         f->rank = h->rank;
         info->pid = h->pid;
         info->rank = h->rank;
+        info->aligned = 1;
         snprintf(info->host, sizeof info->host, "%.*s", (int)sizeof h->host, h->host);
         if (!rank_wanted(opt, h->rank)) {
             f->done = 1;
@@ -1662,6 +1852,9 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
                     a->warnings);
         goto done;
     }
+    rc = clock_align(fs, n, a, opt);
+    if (rc != PP_OK)
+        goto done;
     /* Round-robin over the files, one block at a time. */
     for (;;) {
         int active = 0;
@@ -1847,6 +2040,29 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
                     l->grad ? "grad" : "act", (unsigned long long)l->messages,
                     (double)l->bytes / 1e6, l->bandwidth_GBps, l->latency_ns.median * 1e-3,
                     ms(l->wait_ns), ms(l->send_ns));
+        }
+    }
+    /* clocks: only when some were estimated (several hosts, or the profiler's test hook) */
+    int estimated = 0;
+    for (size_t i = 0; i < a->n_files; i++)
+        estimated |= a->files[i].clock_status >= PP_CLOCK_ESTIMATED;
+    if (estimated) {
+        fprintf(out, "\n%-8s %-16s %14s %12s %16s\n", "rank", "host", "clock offset us",
+                "drift ppm", "uncertainty us");
+        for (size_t i = 0; i < a->n_files; i++) {
+            const pp_afile *f = &a->files[i];
+            char rank[16];
+            snprintf(rank, sizeof rank, "%d", f->rank >= 0 ? f->rank : (int)i);
+            if (f->clock_status == PP_CLOCK_REFERENCE)
+                fprintf(out, "%-8s %-16.16s %14s %12s %16s\n", rank, f->host, "reference", "-",
+                        "-");
+            else if (f->clock_status == PP_CLOCK_ESTIMATED)
+                fprintf(out, "%-8s %-16.16s %+14.1f %+12.2f %16.1f\n", rank, f->host,
+                        f->clock_offset_ns * 1e-3, f->clock_drift * 1e6,
+                        f->clock_uncertainty_ns * 1e-3);
+            else if (f->clock_status == PP_CLOCK_UNBOUNDED)
+                fprintf(out, "%-8s %-16.16s %14s %12s %16s\n", rank, f->host, "unbounded", "-",
+                        "not aligned");
         }
     }
     if (a->warnings[0])

@@ -10,6 +10,7 @@
 #ifndef PP_ANALYZER_H
 #define PP_ANALYZER_H
 
+#include "pp_clock.h"
 #include "pp_common.h"
 #include "pp_sim.h"
 #include "pp_trace.h"
@@ -114,6 +115,14 @@ typedef struct pp_afile {
     uint64_t events, dropped, filtered;
     int has_footer;
     pp_trace_damage damage;
+    /* Clock alignment (docs/metrics.md): estimated only when the run spans hosts or a trace
+     * carries the profiler's clock test hook; else every file shares CLOCK_MONOTONIC. */
+    int clock_status;            /* pp_clock_status: shared, reference, estimated, unbounded */
+    int32_t clock_ref;           /* rank (else file index) of the reference process */
+    double clock_offset_ns;      /* its clock minus the reference's at its header's mono_ns */
+    double clock_drift;          /* its clock's rate error against the reference (1e-6 = 1 ppm) */
+    double clock_uncertainty_ns; /* half the feasible band's narrowest width (INFINITY: unbounded) */
+    int aligned;                 /* 1: its times are on the run's common clock */
 } pp_afile;
 
 typedef struct pp_analysis_options {
