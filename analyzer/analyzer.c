@@ -224,6 +224,15 @@ typedef struct stage_acc {
     vec culprit_votes; /* int counts by stage */
 } stage_acc;
 
+/* The latest step range a stage opened and the trace it is in: a rank that died leaves a
+ * trace ending steps before the others'. Kept apart from stage_max_step, which drives
+ * finalization. */
+typedef struct stage_seen {
+    int64_t last_step; /* -1: no step range seen */
+    int32_t rank;
+    int file;          /* index into the file states */
+} stage_seen;
+
 typedef struct state {
     const pp_analysis_options *o;
     pp_analysis *a;
@@ -232,6 +241,8 @@ typedef struct state {
     vec buckets;          /* bucket */
     int64_t *stage_max_step; /* [cap_stages] latest step started per stage */
     int cap_stages;
+    stage_seen *seen;     /* [cap_seen] where each stage's step ranges open, for lost ranks */
+    int cap_seen;
     int64_t last_finalized;
     vec steps;            /* pp_astep */
     series step_series;
@@ -256,6 +267,26 @@ static void warn(pp_analysis *a, const char *fmt, ...)
     va_start(ap, fmt);
     pp_append_linev(a->warnings, sizeof a->warnings, fmt, ap);
     va_end(ap);
+}
+
+static void note_step_open(state *st, const file_state *f, int s, int64_t step)
+{
+    if (s < 0 || s >= 4096 || step < 0)
+        return;
+    if (s >= st->cap_seen) {
+        int cap = st->cap_seen ? st->cap_seen : 8;
+        while (cap <= s)
+            cap *= 2;
+        stage_seen *m = realloc(st->seen, sizeof *m * (size_t)cap);
+        if (!m)
+            return; /* only a warning is lost */
+        for (int i = st->cap_seen; i < cap; i++)
+            m[i] = (stage_seen){.last_step = -1, .rank = -1, .file = -1};
+        st->seen = m;
+        st->cap_seen = cap;
+    }
+    if (step > st->seen[s].last_step)
+        st->seen[s] = (stage_seen){.last_step = step, .rank = f->rank, .file = f->index};
 }
 
 static int ensure_stage(state *st, int s)
@@ -1293,6 +1324,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step >= 0 ? d.step : t->n_steps + 1;
                     t->cur_stage = d.stage;
+                    note_step_open(st, f, d.stage, t->cur_step);
                 } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
                     t->cur_mb = d.mb;
                 }
@@ -1322,6 +1354,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step;
                     t->cur_stage = d.stage;
+                    note_step_open(st, f, d.stage, d.step);
                 } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
                     t->cur_mb = d.mb;
                     if (d.stage >= 0)
@@ -1582,6 +1615,7 @@ static void state_free(state *st)
     }
     vec_free(&st->buckets);
     free(st->stage_max_step);
+    free(st->seen);
     pp_astep *sp = st->steps.data;
     for (size_t i = 0; i < st->steps.n; i++)
         free(sp[i].stage);
@@ -1665,6 +1699,35 @@ static int cmp_collected(const void *a, const void *b)
  * (the file holding stage 0, else the lowest rank); fs[i].clk then maps its timestamps in the
  * analysis pass. Files on one host without the hook share CLOCK_MONOTONIC: nothing is done.
  * The pass keeps the run's transfers in memory (64 bytes each). */
+/* Names the stages whose process died: a stage no trace holds, or one whose trace (cut off:
+ * no footer) ends at an earlier step than the others'. */
+static void warn_lost_ranks(state *st, const file_state *fs, size_t n, const pp_analysis_options *o)
+{
+    int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    int64_t last = -1;
+    for (int s = 0; s < S && s < st->cap_seen; s++)
+        if (st->seen[s].last_step > last)
+            last = st->seen[s].last_step;
+    if (last < 0)
+        return;
+    for (int s = 0; s < S; s++) {
+        const stage_seen *x = s < st->cap_seen ? &st->seen[s] : NULL;
+        if (!x || x->last_step < 0) {
+            if (!o->rank_filter_n) /* a filtered-out rank is not missing */
+                warn(st->a, "stage %d: no trace holds its steps (its rank's process died or "
+                            "was not captured?); the other stages reach step %lld",
+                     s, (long long)last);
+            continue;
+        }
+        if (x->last_step >= last || x->file < 0 || (size_t)x->file >= n ||
+            fs[x->file].info->has_footer)
+            continue;
+        warn(st->a, "stage %d (rank %d): its trace ends at step %lld, the other stages reach "
+                    "step %lld: the process died?",
+             s, x->rank, (long long)x->last_step, (long long)last);
+    }
+}
+
 static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_analysis_options *o)
 {
     size_t wanted = 0, first = SIZE_MAX;
@@ -1908,6 +1971,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
                  (unsigned long long)info->damage.blocks_bad,
                  info->damage.truncated ? ", truncated" : "", info->damage.first_problem);
     }
+    warn_lost_ranks(&st, fs, n, opt);
     results(&st);
     if (a->n_steps == 0) {
         int S = a->S;

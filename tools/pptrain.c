@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,6 +469,25 @@ static void print_pipeline(const args *a, const pp_partition *part, pp_pipe_trai
     printf("\n");
 }
 
+/* PPTRAIN_TEST_DIE_RANK=R and PPTRAIN_TEST_DIE_STEP=N: the step at which this process kills
+ * itself with SIGKILL (no cleanup, no trace footer), or 0 for none. R defaults to 0, which is
+ * also the rank of a process without --transport mpi. */
+static int64_t test_die_step(int rank)
+{
+    const char *step = getenv("PPTRAIN_TEST_DIE_STEP");
+    const char *r = getenv("PPTRAIN_TEST_DIE_RANK");
+    if (!step || !*step)
+        return 0;
+    char *end;
+    long die_rank = r && *r ? strtol(r, &end, 10) : 0;
+    if (r && *r && *end)
+        return 0;
+    long long n = strtoll(step, &end, 10);
+    if (*end || n < 1 || die_rank != rank)
+        return 0;
+    return (int64_t)n;
+}
+
 int main(int argc, char **argv)
 {
     pp_tool_init("pptrain");
@@ -495,6 +515,9 @@ int main(int argc, char **argv)
         return pp_tool_usage_error("%s", "--transport mpi: this build has no MPI");
 #endif
     }
+    /* Test hook (docs/pptrain.md): a rank that dies without warning, for the tests of
+     * pprof-run and the analyzer on a job that loses a process mid-run. */
+    int64_t die_step = test_die_step(rank);
     int trainer_made = 0; /* after this, a failing rank must end the whole MPI job */
     (void)trainer_made; /* unused without MPI */
     pp_pipe_trainer *tr = NULL;
@@ -614,6 +637,10 @@ int main(int argc, char **argv)
     pp_exec_result r = {0};
     int64_t last = a.stop_at && a.stop_at < a.tc.steps ? a.stop_at : a.tc.steps;
     while (pp_pipe_trainer_steps_done(tr) < last) {
+        if (die_step > 0 && pp_pipe_trainer_steps_done(tr) + 1 >= die_step) {
+            fflush(NULL);
+            raise(SIGKILL);
+        }
         if ((st = pp_pipe_trainer_step(tr, &s, &r)) != PP_OK)
             goto out;
         tail[ntail++ % TAIL] = s.loss;

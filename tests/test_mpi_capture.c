@@ -1,0 +1,338 @@
+/* test_mpi_capture.c: multi-process pipelines captured end to end: pprof-run around mpirun and
+ * mpirun around pprof-run give the same kind of run directory, on which pprof-report (JSON and
+ * Gantt), pprof-tune and pprof-check work; a rank slowed on purpose is named as the culprit of
+ * the others' waits; a rank that dies mid-run fails the job and leaves readable traces, and a
+ * stage without a trace is named. Skips without MPI, mpirun or libpprof.so. */
+#include "pp_analyzer.h"
+
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPTUNE PP_BUILD_DIR "/tools/pprof-tune"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
+#define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
+
+static char g_dir[256];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pp_test_mpicap_XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", g_dir);
+}
+
+TestSuite(mpi_capture, .init = setup, .fini = teardown, .timeout = 120);
+
+static const char *in_dir(const char *name)
+{
+    static char path[16][320];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
+    return path[k];
+}
+
+typedef struct run_result {
+    int exit_code; /* -signal when killed */
+    char out[65536];
+    char err[32768];
+} run_result;
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+static void skip_without_mpi(void)
+{
+#ifndef PP_HAVE_MPI
+    cr_skip_test("this build has no MPI");
+#endif
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        cr_skip_test("mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
+    if (access(LIBPPROF, R_OK) != 0)
+        cr_skip_test("no libpprof.so in this build (NVTX headers missing)");
+}
+
+/* Runs argv (NULL-terminated, argv[0] searched in PATH) with stdout and stderr captured; the
+ * environment as test_mpi.c sets it for mpirun as root, plus `env` (NAME=VALUE, NULL-ended). */
+static run_result *run(const char *const *argv, const char *const *env)
+{
+    static run_result r;
+    const char *outp = in_dir("stdout"), *errp = in_dir("stderr");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || chdir(g_dir) != 0)
+            _exit(126);
+        dup2(o, 1);
+        dup2(e, 2);
+        unsetenv("PPROF_LIB");
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        /* an ASan build of pptrain reports OpenMPI's own leaks at exit */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", asan ? asan : "",
+                 asan && *asan ? ":" : "");
+        setenv("ASAN_OPTIONS", buf, 1);
+        for (int i = 0; env && env[i]; i++) {
+            char kv[256];
+            snprintf(kv, sizeof kv, "%s", env[i]);
+            char *eq = strchr(kv, '=');
+            if (eq) {
+                *eq = '\0';
+                setenv(kv, eq + 1, 1);
+            }
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    slurp(outp, r.out, sizeof r.out);
+    slurp(errp, r.err, sizeof r.err);
+    return &r;
+}
+
+/* 8 layers of 1 ms / 2 ms with 1 MB activations over a 10 GB/s link: sends and receives show. */
+static const char *write_costs(void)
+{
+    const char *costs = in_dir("costs.json");
+    FILE *f = fopen(costs, "w");
+    cr_assert_not_null(f);
+    fputs("{\"layers\": [", f);
+    for (int i = 0; i < 8; i++)
+        fprintf(f,
+                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
+                "\"activation_bytes\": 1000000}",
+                i ? ", " : "", i);
+    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 50}\n", f);
+    cr_assert_eq(fclose(f), 0);
+    return costs;
+}
+
+#define MPIRUN                                                                                   \
+    "mpirun", "--oversubscribe", "--mca", "btl", "self,vader", "--mca",                          \
+        "btl_vader_single_copy_mechanism", "none", "-np", "4"
+#define TRAIN(costs, steps)                                                                      \
+    PPTRAIN, "--backend", "sim", "--costs", costs, "--stages", "4", "--schedule", "1f1b",        \
+        "--microbatches", "8", "--steps", steps, "--transport", "mpi", "-q"
+
+static pp_analysis *analyze(const char *dir)
+{
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s: %s", dir, pp_error_message());
+    return a;
+}
+
+static cJSON *report_json(const char *dir)
+{
+    const char *argv[] = {PPREPORT, dir, "--json", NULL};
+    run_result *r = run(argv, NULL);
+    cr_assert_eq(r->exit_code, 0, "pprof-report --json: %s", r->err);
+    cJSON *j = cJSON_Parse(r->out);
+    cr_assert_not_null(j, "not JSON: %.300s", r->out);
+    return j;
+}
+
+static void check_run_dir(const char *dir)
+{
+    /* four trace files, ranks 0..3 in their headers */
+    pp_analysis *a = analyze(dir);
+    cr_assert_eq(a->n_files, 4, "%zu trace files", a->n_files);
+    int seen = 0;
+    for (size_t i = 0; i < a->n_files; i++) {
+        cr_assert(a->files[i].rank >= 0 && a->files[i].rank < 4, "rank %d",
+                  (int)a->files[i].rank);
+        seen |= 1 << a->files[i].rank;
+    }
+    cr_assert_eq(seen, 0xf, "ranks seen: mask %#x", seen);
+    cr_assert_eq(a->S, 4);
+    pp_analysis_free(a);
+    cJSON *j = report_json(dir);
+    cJSON *pipe = cJSON_GetObjectItem(j, "pipeline"), *an = cJSON_GetObjectItem(j, "analysis");
+    cr_assert_eq(cJSON_GetObjectItem(pipe, "stages")->valueint, 4);
+    cr_assert_geq(cJSON_GetObjectItem(an, "steps")->valueint, 2);
+    cJSON_Delete(j);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        const char *png = in_dir("gantt.png");
+        const char *g[] = {PPREPORT, dir, "--gantt", png, NULL};
+        run_result *r = run(g, NULL);
+        cr_assert_eq(r->exit_code, 0, "--gantt: %s", r->err);
+        char head[8] = {0};
+        FILE *f = fopen(png, "rb");
+        cr_assert_not_null(f);
+        cr_assert_eq(fread(head, 1, 4, f), 4);
+        fclose(f);
+        cr_assert_eq(memcmp(head, "\x89PNG", 4), 0);
+    }
+    const char *t[] = {PPTUNE, dir, NULL};
+    run_result *r = run(t, NULL);
+    cr_assert_eq(r->exit_code, 0, "pprof-tune: %s", r->err);
+    const char *c[] = {PPCHECK, "--save-baseline", dir, NULL};
+    r = run(c, NULL);
+    cr_assert_eq(r->exit_code, 0, "pprof-check --save-baseline: %s", r->err);
+    cr_assert_not_null(strstr(r->out, "\"baseline_version\""), "%.300s", r->out);
+}
+
+Test(mpi_capture, pprof_run_around_mpirun)
+{
+    skip_without_mpi();
+    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, TRAIN(costs, "4"), NULL};
+    run_result *r = run(argv, NULL);
+    cr_assert_eq(r->exit_code, 0, "pprof-run -- mpirun: %s", r->err);
+    check_run_dir(dir);
+}
+
+Test(mpi_capture, mpirun_around_pprof_run)
+{
+    skip_without_mpi();
+    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *argv[] = {MPIRUN, PPRUN, "-q", "-o", dir, "--", TRAIN(costs, "4"), NULL};
+    run_result *r = run(argv, NULL);
+    cr_assert_eq(r->exit_code, 0, "mpirun pprof-run: %s", r->err);
+    struct stat sb;
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "run/manifest.%d.json", k);
+        cr_assert_eq(stat(in_dir(name), &sb), 0, "no %s", name);
+    }
+    check_run_dir(dir);
+}
+
+/* Stage 2 computes twice as slowly: every stage's imbalance is blamed on it. */
+Test(mpi_capture, straggler_is_the_culprit)
+{
+    skip_without_mpi();
+    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *argv[] = {PPRUN,           "-q",       "-o", dir, "--", MPIRUN, TRAIN(costs, "4"),
+                          "--sim-slow", "2=2", NULL};
+    run_result *r = run(argv, NULL);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cJSON *j = report_json(dir);
+    cJSON *stages = cJSON_GetObjectItem(j, "stages"), *s;
+    cr_assert_eq(cJSON_GetArraySize(stages), 4);
+    cJSON_ArrayForEach(s, stages)
+    {
+        int stage = cJSON_GetObjectItem(s, "stage")->valueint;
+        int culprit = cJSON_GetObjectItem(s, "imbalance_culprit")->valueint;
+        cr_expect_eq(culprit, 2, "stage %d: imbalance culprit %d", stage, culprit);
+    }
+    cJSON_Delete(j);
+}
+
+/* Rank 2 kills itself at step 4: mpirun ends the job, pprof-run returns its failure, and the
+ * traces cut off by the kill are still analyzed. mpirun kills the other ranks as well, all of
+ * them inside step 3's end, so the traces end together; with rank 2's trace removed, the
+ * report names the stage that has none. */
+Test(mpi_capture, dead_rank)
+{
+    skip_without_mpi();
+    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, TRAIN(costs, "6"), NULL};
+    const char *env[] = {"PPTRAIN_TEST_DIE_RANK=2", "PPTRAIN_TEST_DIE_STEP=4", NULL};
+    run_result *r = run(argv, env);
+    cr_assert_neq(r->exit_code, 0, "the job's failure must come back: %s", r->err);
+    pp_analysis *a = analyze(dir);
+    cr_assert_eq(a->n_files, 4);
+    int rank2 = -1;
+    for (size_t i = 0; i < a->n_files; i++) {
+        cr_assert_eq(a->files[i].damage.blocks_bad, 0, "%s damaged", a->files[i].path);
+        if (a->files[i].rank == 2)
+            rank2 = (int)i;
+    }
+    cr_assert_geq(rank2, 0);
+    cr_assert_geq(a->n_steps, 1);
+    cr_assert_not_null(strstr(a->warnings, "no footer"), "warnings: %s", a->warnings);
+    char path[600];
+    snprintf(path, sizeof path, "%s", a->files[rank2].path);
+    pp_analysis_free(a);
+    cr_assert_eq(unlink(path), 0, "%s", path);
+    const char *rep[] = {PPREPORT, dir, NULL};
+    r = run(rep, NULL);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert_not_null(strstr(r->out, "stage 2: no trace holds its steps"), "report: %s%s",
+                       r->out, r->err);
+}
+
+/* The profiler's clock hook shifts rank 1's clock by 5 ms and 50 ppm (an MPMD mpirun gives that
+ * one process the variables); the analyzer must recover both from the send/receive pairs, within
+ * 50 us and 5 ppm, and leave the other ranks near zero. */
+Test(mpi_capture, a_shifted_rank_clock_is_recovered)
+{
+    skip_without_mpi();
+    /* small messages: the causality band is as narrow as the transfers are short */
+    const char *costs = in_dir("clock-costs.json");
+    FILE *cf = fopen(costs, "w");
+    cr_assert_not_null(cf);
+    fputs("{\"layers\": [", cf);
+    for (int i = 0; i < 8; i++)
+        fprintf(cf,
+                "%s{\"name\": \"l%d\", \"fwd_us\": 500, \"bwd_us\": 1000, "
+                "\"activation_bytes\": 65536}",
+                i ? ", " : "", i);
+    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", cf);
+    cr_assert_eq(fclose(cf), 0);
+    const char *dir = in_dir("clock");
+    const char *argv[] = {PPRUN, "-q", "-o", dir, "--", "mpirun", "--oversubscribe", "--mca",
+                          "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none",
+                          "-np", "1", TRAIN(costs, "40"), ":", "-np", "1", "env",
+                          "PPROF_TEST_CLOCK_OFFSET_NS=5000000", "PPROF_TEST_CLOCK_DRIFT=0.00005",
+                          TRAIN(costs, "40"), ":", "-np", "2", TRAIN(costs, "40"), NULL};
+    run_result *r = run(argv, NULL);
+    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    pp_analysis *a = analyze(dir);
+    int found = 0;
+    for (size_t i = 0; i < a->n_files; i++) {
+        const pp_afile *f = &a->files[i];
+        cr_log_info("rank %d: offset %.1f us, drift %.2f ppm, uncertainty %.1f us", f->rank,
+                    f->clock_offset_ns * 1e-3, f->clock_drift * 1e6,
+                    f->clock_uncertainty_ns * 1e-3);
+        if (f->rank == 1) {
+            found = 1;
+            cr_assert_leq(fabs(f->clock_offset_ns - 5e6), 50e3, "offset %.1f us",
+                          f->clock_offset_ns * 1e-3);
+            cr_assert_leq(fabs(f->clock_drift - 50e-6), 5e-6, "drift %.2f ppm",
+                          f->clock_drift * 1e6);
+        } else if (f->rank > 1) {
+            /* not shifted: zero lies within the reported uncertainty */
+            cr_assert_leq(fabs(f->clock_offset_ns), f->clock_uncertainty_ns + 1e3,
+                          "rank %d offset %.1f us, uncertainty %.1f us", f->rank,
+                          f->clock_offset_ns * 1e-3, f->clock_uncertainty_ns * 1e-3);
+        }
+    }
+    cr_assert(found, "no trace of rank 1");
+    /* the merged timeline is the same pipeline: 4 stages, the formula's bubble region */
+    cr_assert_eq(a->S, 4);
+    pp_analysis_free(a);
+}
