@@ -11,6 +11,8 @@
 #include "pp_check.h"
 
 #include <cJSON.h>
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,107 +32,10 @@
 #define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 
-static char g_dir[64];
 
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_check_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
+static void setup(void) { tk_dir_create("pp_check"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(check, .init = setup, .fini = teardown, .timeout = 180);
-
-static const char *in_dir(const char *name)
-{
-    static char path[16][PATH_MAX];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-    fclose(f);
-    if (buf)
-        buf[got] = '\0';
-    return buf;
-}
-
-typedef struct result {
-    int code; /* exit status; -signal when killed */
-    char *out, *err;
-} result;
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs exe with args (NULL-terminated, without argv[0]) in g_dir, capturing stdout and stderr. */
-static result run(const char *exe, const char *const *args)
-{
-    static int slot;
-    slot++;
-    char outp[PATH_MAX], errp[PATH_MAX];
-    snprintf(outp, sizeof outp, "%s/.out%d", g_dir, slot);
-    snprintf(errp, sizeof errp, "%s/.err%d", g_dir, slot);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)exe;
-    while (args[n - 1] && n < 63) {
-        argv[n] = (char *)args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(g_dir) != 0)
-            _exit(126);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        signal(SIGCHLD, SIG_DFL);
-        unsetenv("PPROF_LIB");
-        execv(exe, argv);
-        _exit(126);
-    }
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    r.out = slurp(outp);
-    r.err = slurp(errp);
-    cr_assert(r.out && r.err);
-    return r;
-}
+TestSuite(check, .init = setup, .fini = tk_dir_remove, .timeout = 180);
 
 /* ======================================================================================== */
 /* Statistics against hand-computed values                                                    */
@@ -411,12 +316,12 @@ static const char *write_costs(const char *name, double scale)
              "{\"name\": \"d\", \"fwd_us\": %g, \"bwd_us\": %g}], "
              "\"p2p_GBps\": 10, \"p2p_latency_us\": 10}\n",
              f, b, f, b, f, b, f, b);
-    const char *path = in_dir(name);
-    write_text(path, text);
+    const char *path = tk_path(name);
+    tk_write_text(path, text);
     return path;
 }
 
-/* Captures a run of pptrain's sim backend (~33 ms steps at scale 1) into g_dir/name: 4 stages,
+/* Captures a run of pptrain's sim backend (~33 ms steps at scale 1) into tk_dir/name: 4 stages,
  * M micro-batches unless given otherwise; `slow` is a --sim-slow value or NULL. 25 steps: 24
  * analyzed samples give the test power to spare (the smallest exact p is ~3e-14) in < 1 s. */
 static const char *capture(const char *name, const char *costs, int S, int M, const char *sched,
@@ -428,7 +333,7 @@ static const char *capture(const char *name, const char *costs, int S, int M, co
     snprintf(s, sizeof s, "%d", S);
     snprintf(m, sizeof m, "%d", M);
     snprintf(n, sizeof n, "%d", steps);
-    const char *dir = in_dir(name);
+    const char *dir = tk_path(name);
     const char *args[32] = {"-q", "-o", dir, "--", PPTRAIN, "--backend", "sim", "--costs", costs,
                             "--stages", s, "--microbatches", m, "--schedule", sched, "--steps", n,
                             "-q", NULL};
@@ -437,26 +342,26 @@ static const char *capture(const char *name, const char *costs, int S, int M, co
         args[19] = slow;
         args[20] = NULL;
     }
-    result r = run(PPRUN, args);
+    tk_result r = tk_run(PPRUN, args, NULL);
     cr_assert_eq(r.code, 0, "pprof-run failed (%d): %s", r.code, r.err);
-    result_free(&r);
+    tk_result_free(&r);
     return dir;
 }
 
 static const char *save_baseline(const char *dir, const char *name)
 {
-    const char *out = in_dir(name);
+    const char *out = tk_path(name);
     const char *args[] = {"--save-baseline", dir, "-o", out, "-q", NULL};
-    result r = run(PPCHECK, args);
+    tk_result r = tk_run(PPCHECK, args, NULL);
     cr_assert_eq(r.code, 0, "--save-baseline failed (%d): %s", r.code, r.err);
-    result_free(&r);
+    tk_result_free(&r);
     return out;
 }
 
-static result check_json(const char *base, const char *cur)
+static tk_result check_json(const char *base, const char *cur)
 {
     const char *args[] = {"--baseline", base, cur, "--json", NULL};
-    return run(PPCHECK, args);
+    return tk_run(PPCHECK, args, NULL);
 }
 
 /* The verdict of metric `name` in pprof-check's JSON output. */
@@ -482,10 +387,10 @@ Test(check, reruns_of_the_same_configuration_pass)
         snprintf(name, sizeof name, "rerun%d", i);
         const char *dir = capture(name, costs, 4, 8, "1f1b", 25, NULL);
         const char *args[] = {"--baseline", base, dir, NULL};
-        result r = run(PPCHECK, args);
+        tk_result r = tk_run(PPCHECK, args, NULL);
         cr_assert_eq(r.code, 0, "false alarm on rerun %d:\n%s%s", i, r.out, r.err);
         cr_assert_not_null(strstr(r.out, "result: PASS"), "%s", r.out);
-        result_free(&r);
+        tk_result_free(&r);
     }
 }
 
@@ -494,7 +399,7 @@ Test(check, one_stage_5_percent_slower_is_a_regression_naming_it)
     const char *costs = write_costs("costs.json", 1.0);
     const char *base = save_baseline(capture("base", costs, 4, 8, "1f1b", 25, NULL), "base.json");
     const char *slow = capture("slow", costs, 4, 8, "1f1b", 25, "2=1.05");
-    result r = check_json(base, slow);
+    tk_result r = check_json(base, slow);
     cr_assert_eq(r.code, 1, "a 5%% slower stage 2 passed (%d):\n%s%s", r.code, r.out, r.err);
     cJSON *j = cJSON_Parse(r.out);
     cr_assert_not_null(j, "not JSON: %s", r.out);
@@ -514,16 +419,16 @@ Test(check, one_stage_5_percent_slower_is_a_regression_naming_it)
         cr_assert_str_neq(verdict_in(j, b), "regression", "%s", r.out);
     }
     cJSON_Delete(j);
-    result_free(&r);
+    tk_result_free(&r);
     /* the table, JUnit and Markdown say the same */
     const char *args[] = {"--baseline", base, slow, "--junit", "gate.xml", "--markdown", "gate.md",
                           NULL};
-    r = run(PPCHECK, args);
+    r = tk_run(PPCHECK, args, NULL);
     cr_assert_eq(r.code, 1);
     cr_assert_not_null(strstr(r.out, "result: FAIL"));
     cr_assert_not_null(strstr(r.out, "stage2.fwd_ms"));
-    char *xml = slurp(in_dir("gate.xml"));
-    char *md = slurp(in_dir("gate.md"));
+    char *xml = tk_slurp(tk_path("gate.xml"), NULL);
+    char *md = tk_slurp(tk_path("gate.md"), NULL);
     cr_assert(xml && md);
     cr_assert_eq(strncmp(xml, "<?xml", 5), 0);
     int cases = 0, closes = 0, failures = 0;
@@ -546,7 +451,7 @@ Test(check, one_stage_5_percent_slower_is_a_regression_naming_it)
     cr_assert_not_null(strstr(md, "**regression**"));
     free(xml);
     free(md);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(check, five_percent_faster_is_an_improvement)
@@ -555,7 +460,7 @@ Test(check, five_percent_faster_is_an_improvement)
     const char *base = capture("base", costs, 4, 8, "1f1b", 25, NULL);
     const char *cur = capture("fast", fast, 4, 8, "1f1b", 25, NULL);
     /* directory against directory, no baseline file in between */
-    result r = check_json(base, cur);
+    tk_result r = check_json(base, cur);
     cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
     cJSON *j = cJSON_Parse(r.out);
     cr_assert_not_null(j);
@@ -564,18 +469,18 @@ Test(check, five_percent_faster_is_an_improvement)
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "regressions")), 0);
     cr_assert(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "improvements")) >= 2);
     cJSON_Delete(j);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(check, summary_json_is_accepted_as_input)
 {
     const char *costs = write_costs("costs.json", 1.0);
     const char *base = capture("base", costs, 4, 8, "1f1b", 25, NULL);
-    const char *summary = in_dir("base-summary.json");
+    const char *summary = tk_path("base-summary.json");
     const char *rargs[] = {base, "--json", "-q", "-o", summary, NULL};
-    result r = run(PPREPORT, rargs);
+    tk_result r = tk_run(PPREPORT, rargs, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
     const char *cur = capture("cur", costs, 4, 8, "1f1b", 25, NULL);
     r = check_json(summary, cur);
     cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
@@ -586,12 +491,12 @@ Test(check, summary_json_is_accepted_as_input)
                      "summary");
     cr_assert_str_eq(verdict_in(j, "step_ms"), "ok");
     cJSON_Delete(j);
-    result_free(&r);
+    tk_result_free(&r);
     /* and a baseline saved from the summary compares the same way */
     const char *b2 = save_baseline(summary, "from-summary.json");
     r = check_json(b2, cur);
     cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(check, different_shapes_are_exit_2)
@@ -611,26 +516,26 @@ Test(check, different_shapes_are_exit_2)
         snprintf(name, sizeof name, "other%zu", i);
         const char *dir = capture(name, costs, other[i].S, other[i].M, other[i].sched, 6, NULL);
         const char *args[] = {"--baseline", base, dir, NULL};
-        result r = run(PPCHECK, args);
+        tk_result r = tk_run(PPCHECK, args, NULL);
         cr_assert_eq(r.code, 2, "%s: exit %d\n%s%s", other[i].says, r.code, r.out, r.err);
         cr_assert_not_null(strstr(r.err, other[i].says), "%s", r.err);
         cr_assert_not_null(strstr(r.err, "--allow-shape-change"), "%s", r.err);
-        result_free(&r);
+        tk_result_free(&r);
         const char *allow[] = {"--baseline", base, dir, "--allow-shape-change", NULL};
-        r = run(PPCHECK, allow);
+        r = tk_run(PPCHECK, allow, NULL);
         cr_assert_neq(r.code, 2, "--allow-shape-change still refused: %s", r.err);
         cr_assert_not_null(strstr(r.out, "shapes differ"), "%s", r.out);
-        result_free(&r);
+        tk_result_free(&r);
     }
 }
 
 Test(check, missing_and_garbage_inputs_are_exit_2)
 {
-    write_text(in_dir("garbage.json"), "this is not json\n");
-    write_text(in_dir("empty.json"), "");
-    write_text(in_dir("v2.json"), "{\"summary_version\": 2, \"pipeline\": {\"stages\": 4}}\n");
-    write_text(in_dir("array.json"), "[1, 2, 3]\n");
-    cr_assert_eq(mkdir(in_dir("emptydir"), 0755), 0);
+    tk_write_text(tk_path("garbage.json"), "this is not json\n");
+    tk_write_text(tk_path("empty.json"), "");
+    tk_write_text(tk_path("v2.json"), "{\"summary_version\": 2, \"pipeline\": {\"stages\": 4}}\n");
+    tk_write_text(tk_path("array.json"), "[1, 2, 3]\n");
+    cr_assert_eq(mkdir(tk_path("emptydir"), 0755), 0);
     static const struct {
         const char *base, *cur, *says;
     } cases[] = {
@@ -643,10 +548,10 @@ Test(check, missing_and_garbage_inputs_are_exit_2)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"--baseline", cases[i].base, cases[i].cur, NULL};
-        result r = run(PPCHECK, args);
+        tk_result r = tk_run(PPCHECK, args, NULL);
         cr_assert_eq(r.code, 2, "%s: exit %d: %s", cases[i].base, r.code, r.err);
         cr_assert_not_null(strstr(r.err, cases[i].says), "%s: %s", cases[i].base, r.err);
-        result_free(&r);
+        tk_result_free(&r);
     }
     /* usage errors */
     static const char *const usage[][6] = {
@@ -658,9 +563,9 @@ Test(check, missing_and_garbage_inputs_are_exit_2)
         {"--alpha", "2", "--baseline", "a", "b", NULL},
     };
     for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
-        result r = run(PPCHECK, usage[i]);
+        tk_result r = tk_run(PPCHECK, usage[i], NULL);
         cr_assert_eq(r.code, 2, "usage case %zu: exit %d", i, r.code);
         cr_assert_not_null(strstr(r.err, "pprof-check: "), "%s", r.err);
-        result_free(&r);
+        tk_result_free(&r);
     }
 }

@@ -11,6 +11,8 @@
 #include "pp_report.h"
 
 #include <cJSON.h>
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,128 +32,16 @@
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 #define CAPTURE_APP PP_BUILD_DIR "/tests/capture_app"
 
-static char g_dir[64];
 
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
+static void setup(void) { tk_dir_create("pp_report"); }
 
-static const char *in_dir(const char *name)
-{
-    static char path[16][PATH_MAX];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
-/* The whole file, NUL-terminated (caller frees); NULL when it cannot be read. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-    fclose(f);
-    if (buf)
-        buf[got] = '\0';
-    if (len)
-        *len = got;
-    return buf;
-}
-
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_report_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(report, .init = setup, .fini = teardown, .timeout = 120);
-
-typedef struct result {
-    int code; /* exit status, -signal when killed */
-    char *out, *err;
-} result;
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs exe (absolute path) with args (NULL-terminated, without argv[0]) in the temp directory;
- * path_env, when not NULL, replaces PATH for it. */
-static result run_env(const char *path_env, const char *exe, const char *const *args)
-{
-    static int slot;
-    slot++;
-    char outp[PATH_MAX], errp[PATH_MAX];
-    snprintf(outp, sizeof outp, "%s/out%d.txt", g_dir, slot);
-    snprintf(errp, sizeof errp, "%s/err%d.txt", g_dir, slot);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)exe;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = (char *)args[n - 1];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(g_dir) != 0)
-            _exit(126);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        signal(SIGCHLD, SIG_DFL);
-        unsetenv("PPROF_LIB");
-        if (path_env)
-            setenv("PATH", path_env, 1);
-        execv(exe, argv);
-        _exit(126);
-    }
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    r.out = slurp(outp, NULL);
-    r.err = slurp(errp, NULL);
-    cr_assert(r.out && r.err);
-    return r;
-}
-
-static result run(const char *exe, const char *const *args)
-{
-    return run_env(NULL, exe, args);
-}
+TestSuite(report, .init = setup, .fini = tk_dir_remove, .timeout = 120);
 
 /* Captures a 4-stage run of pptrain's sim backend (each of 4 layers fwd_us / 2 x fwd_us
- * backward) into g_dir/name; skips the test without the capture library. */
+ * backward) into tk_dir/name; skips the test without the capture library. */
 static const char *make_run(const char *name, const char *schedule, int M, int steps, int fwd_us)
 {
-    if (!exists(LIBPPROF))
+    if (!tk_exists(LIBPPROF))
         cr_skip_test("libpprof.so not built (no NVTX headers): no run to report on");
     char costs[512];
     snprintf(costs, sizeof costs,
@@ -161,17 +51,17 @@ static const char *make_run(const char *name, const char *schedule, int M, int s
              "{\"name\": \"d\", \"fwd_us\": %d, \"bwd_us\": %d}], "
              "\"p2p_GBps\": 10, \"p2p_latency_us\": 10}\n",
              fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us, fwd_us, 2 * fwd_us);
-    write_text(in_dir("costs.json"), costs);
+    tk_write_text(tk_path("costs.json"), costs);
     char m[16], st[16];
     snprintf(m, sizeof m, "%d", M);
     snprintf(st, sizeof st, "%d", steps);
-    const char *dir = in_dir(name);
+    const char *dir = tk_path(name);
     const char *args[] = {"-q", "-o", dir, "--", PPTRAIN, "--backend", "sim", "--costs",
-                          in_dir("costs.json"), "--stages", "4", "--microbatches", m,
+                          tk_path("costs.json"), "--stages", "4", "--microbatches", m,
                           "--schedule", schedule, "--steps", st, "-q", NULL};
-    result r = run(PPRUN, args);
+    tk_result r = tk_run(PPRUN, args, NULL);
     cr_assert_eq(r.code, 0, "pprof-run failed (%d): %s", r.code, r.err);
-    result_free(&r);
+    tk_result_free(&r);
     return dir;
 }
 
@@ -244,7 +134,7 @@ static cJSON *parse_json(const char *text, const char *what)
 
 static cJSON *load_json(const char *path)
 {
-    char *text = slurp(path, NULL);
+    char *text = tk_slurp(path, NULL);
     cr_assert_not_null(text, "%s: cannot read", path);
     cJSON *j = parse_json(text, path);
     free(text);
@@ -264,13 +154,13 @@ Test(report, gantt_has_one_bar_per_forward_and_backward)
 {
     const char *dir = make_run("run", "1f1b", 8, 4, 2000);
     const char *args[] = {"-q", dir, "--gantt", "g.png", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_expect_str_empty(r.out, "-q prints no table");
-    result_free(&r);
-    cr_assert(has_png_magic(in_dir("g.png")), "g.png is not a PNG");
-    cr_assert(exists(in_dir("g.gp")), "the gnuplot script is left next to the picture");
-    char *dat = slurp(in_dir("g.dat"), NULL);
+    tk_result_free(&r);
+    cr_assert(has_png_magic(tk_path("g.png")), "g.png is not a PNG");
+    cr_assert(tk_exists(tk_path("g.gp")), "the gnuplot script is left next to the picture");
+    char *dat = tk_slurp(tk_path("g.dat"), NULL);
     cr_assert_not_null(dat, "the Gantt data is left next to the picture as g.dat");
     bar_counts c = count_bars(dat);
     for (int s = 0; s < 4; s++) {
@@ -280,8 +170,8 @@ Test(report, gantt_has_one_bar_per_forward_and_backward)
     cr_expect_gt(c.other, 0, "sends, receives and the optimizer are drawn too");
     free(dat);
     /* nothing left behind but the picture, its data and its script */
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", g_dir);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", tk_dir);
     cr_expect_neq(system(cmd), 0, "no temporary file left");
 }
 
@@ -289,26 +179,26 @@ Test(report, gantt_svg_and_chosen_data_path)
 {
     const char *dir = make_run("run", "1f1b", 8, 4, 2000);
     const char *args[] = {"-q", dir, "--gantt", "pic.svg", "--gantt-data", "bars.txt", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    result_free(&r);
-    char *svg = slurp(in_dir("pic.svg"), NULL);
+    tk_result_free(&r);
+    char *svg = tk_slurp(tk_path("pic.svg"), NULL);
     cr_assert_not_null(svg);
     cr_expect_not_null(strstr(svg, "<svg"), "pic.svg is an SVG");
     cr_expect_not_null(strstr(svg, "S=4, M=8, 1f1b: step "), "the title names the pipeline");
     free(svg);
-    cr_expect(exists(in_dir("bars.txt")) && exists(in_dir("bars.gp")));
-    cr_expect(!exists(in_dir("pic.dat")));
+    cr_expect(tk_exists(tk_path("bars.txt")) && tk_exists(tk_path("bars.gp")));
+    cr_expect(!tk_exists(tk_path("pic.dat")));
 }
 
 Test(report, gantt_of_chosen_steps)
 {
     const char *dir = make_run("run", "1f1b", 4, 4, 1000);
     const char *args[] = {"-q", dir, "--steps", "2:3", "--gantt", "g.png", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    result_free(&r);
-    char *dat = slurp(in_dir("g.dat"), NULL);
+    tk_result_free(&r);
+    char *dat = tk_slurp(tk_path("g.dat"), NULL);
     cr_assert_not_null(dat);
     bar_counts c = count_bars(dat);
     for (int s = 0; s < 4; s++)
@@ -321,18 +211,18 @@ Test(report, gantt_draws_at_most_8_steps_and_says_so)
 {
     const char *dir = make_run("run", "1f1b", 4, 10, 500);
     const char *args[] = {dir, "--steps", "1:10", "--gantt", "g.png", "--chrome", "t.json", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_expect_not_null(strstr(r.err, "at most 8"), "%s", r.err);
-    result_free(&r);
-    char *dat = slurp(in_dir("g.dat"), NULL);
+    tk_result_free(&r);
+    char *dat = tk_slurp(tk_path("g.dat"), NULL);
     cr_assert_not_null(dat);
     bar_counts c = count_bars(dat);
     for (int s = 0; s < 4; s++)
         cr_expect_eq(c.fwd[s], 8 * 4, "stage %d: 8 steps x 4 micro-batches, got %d", s, c.fwd[s]);
     free(dat);
     /* the Chrome trace keeps all ten */
-    char *trace = slurp(in_dir("t.json"), NULL);
+    char *trace = tk_slurp(tk_path("t.json"), NULL);
     cr_assert_not_null(trace);
     int n = 0;
     for (const char *p = trace; (p = strstr(p, "\"cat\": \"fwd\"")) != NULL; p++)
@@ -358,22 +248,25 @@ Test(report, gantt_data_in_process)
     }
     free(buf);
     /* an extension gnuplot is not asked for is refused, naming it */
-    cr_expect_eq(pp_report_gantt(a, in_dir("g.jpg"), NULL), PP_ERR_INVALID);
+    cr_expect_eq(pp_report_gantt(a, tk_path("g.jpg"), NULL), PP_ERR_INVALID);
     cr_expect_not_null(strstr(pp_error_message(), ".jpg"), "%s", pp_error_message());
-    cr_expect(!exists(in_dir("g.dat")), "nothing written for a refused picture");
+    cr_expect(!tk_exists(tk_path("g.dat")), "nothing written for a refused picture");
     pp_analysis_free(a);
 }
 
 Test(report, missing_gnuplot_is_a_clear_error)
 {
     const char *dir = make_run("run", "1f1b", 4, 3, 1000);
-    cr_assert_eq(mkdir(in_dir("emptybin"), 0755), 0);
+    cr_assert_eq(mkdir(tk_path("emptybin"), 0755), 0);
     const char *args[] = {dir, "--gantt", "g.png", NULL};
-    result r = run_env(in_dir("emptybin"), PPREPORT, args);
+    char path_env[PATH_MAX + 8];
+    snprintf(path_env, sizeof path_env, "PATH=%s", tk_path("emptybin"));
+    const char *env[] = {path_env, NULL};
+    tk_result r = tk_run(PPREPORT, args, env);
     cr_expect_eq(r.code, 3, "a missing gnuplot is a runtime error (3), got %d", r.code);
     cr_expect_not_null(strstr(r.err, "gnuplot not found (install gnuplot-nox)"), "%s", r.err);
-    cr_expect(!exists(in_dir("g.png")));
-    result_free(&r);
+    cr_expect(!tk_exists(tk_path("g.png")));
+    tk_result_free(&r);
 }
 
 /* ---- Chrome trace ------------------------------------------------------------------------- */
@@ -382,10 +275,10 @@ Test(report, chrome_trace_has_tracks_ops_and_flows)
 {
     const char *dir = make_run("run", "1f1b", 8, 4, 2000);
     const char *args[] = {"-q", dir, "--chrome", "trace.json", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    result_free(&r);
-    cJSON *j = load_json(in_dir("trace.json"));
+    tk_result_free(&r);
+    cJSON *j = load_json(tk_path("trace.json"));
     cr_expect_str_eq(cJSON_GetObjectItem(j, "displayTimeUnit")->valuestring, "ms");
     const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
     cr_assert(cJSON_IsArray(ev));
@@ -459,10 +352,10 @@ Test(report, json_summary_of_a_1f1b_run)
     /* long ops: the sim's wake-up latencies stay far below the 1.5-point tolerance */
     const char *dir = make_run("run", "1f1b", 8, 3, 10000);
     const char *args[] = {dir, "--json", NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cJSON *j = parse_json(r.out, "pprof-report --json");
-    result_free(&r);
+    tk_result_free(&r);
     cr_expect_eq(num(j, "summary_version"), 1);
     const cJSON *pl = cJSON_GetObjectItem(j, "pipeline");
     cr_expect_eq(num(pl, "stages"), 4);
@@ -495,17 +388,17 @@ Test(report, text_table_and_output_file)
 {
     const char *dir = make_run("run", "1f1b", 4, 3, 1000);
     const char *args[] = {dir, NULL};
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_expect_not_null(strstr(r.out, "pipeline: 4 stage(s), schedule 1f1b"), "%s", r.out);
     cr_expect_not_null(strstr(r.out, "bubble"));
-    result_free(&r);
+    tk_result_free(&r);
     const char *args2[] = {"-o", "sum.json", "--json", "-q", dir, NULL};
-    r = run(PPREPORT, args2);
+    r = tk_run(PPREPORT, args2, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_expect_str_empty(r.out);
-    result_free(&r);
-    cJSON *j = load_json(in_dir("sum.json"));
+    tk_result_free(&r);
+    cJSON *j = load_json(tk_path("sum.json"));
     cr_expect_eq(num(j, "summary_version"), 1);
     cJSON_Delete(j);
 }
@@ -514,36 +407,36 @@ Test(report, text_table_and_output_file)
 
 static void expect_exit2(const char *const *args, const char *msg)
 {
-    result r = run(PPREPORT, args);
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_expect_eq(r.code, 2, "%s %s: exit %d (2 expected); stderr: %s", args[0],
                  args[1] ? args[1] : "", r.code, r.err);
     cr_expect_not_null(strstr(r.err, msg), "stderr lacks '%s': %s", msg, r.err);
     cr_expect_str_empty(r.out, "nothing on stdout for bad input");
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(report, unusable_directories_are_exit_2)
 {
-    const char *a1[] = {in_dir("missing"), NULL};
+    const char *a1[] = {tk_path("missing"), NULL};
     expect_exit2(a1, "cannot open run directory");
-    cr_assert_eq(mkdir(in_dir("empty"), 0755), 0);
-    const char *a2[] = {in_dir("empty"), NULL};
+    cr_assert_eq(mkdir(tk_path("empty"), 0755), 0);
+    const char *a2[] = {tk_path("empty"), NULL};
     expect_exit2(a2, "no trace files");
-    cr_assert_eq(mkdir(in_dir("garbage"), 0755), 0);
-    write_text(in_dir("garbage/x.1.pft"), "this is not a trace file at all, not even close\n");
-    const char *a3[] = {in_dir("garbage"), NULL};
+    cr_assert_eq(mkdir(tk_path("garbage"), 0755), 0);
+    tk_write_text(tk_path("garbage/x.1.pft"), "this is not a trace file at all, not even close\n");
+    const char *a3[] = {tk_path("garbage"), NULL};
     expect_exit2(a3, "no readable trace");
 }
 
 Test(report, run_without_pipeline_ranges_is_exit_2)
 {
-    if (!exists(LIBPPROF) || !exists(CAPTURE_APP))
+    if (!tk_exists(LIBPPROF) || !tk_exists(CAPTURE_APP))
         cr_skip_test("libpprof.so / capture_app not built");
-    const char *dir = in_dir("plain");
+    const char *dir = tk_path("plain");
     const char *cap[] = {"-q", "-o", dir, "--", CAPTURE_APP, "burst", "1000", NULL};
-    result r = run(PPRUN, cap);
+    tk_result r = tk_run(PPRUN, cap, NULL);
     cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
     const char *args[] = {dir, NULL};
     expect_exit2(args, "no pipeline steps found");
 }
@@ -553,32 +446,32 @@ Test(report, truncated_trace_is_reported_with_a_warning)
     const char *dir = make_run("run", "1f1b", 8, 6, 1000);
     char trace[PATH_MAX];
     first_trace(dir, trace, sizeof trace);
-    cr_assert_eq(mkdir(in_dir("cut"), 0755), 0);
+    cr_assert_eq(mkdir(tk_path("cut"), 0755), 0);
     size_t len = 0;
-    char *data = slurp(trace, &len);
+    char *data = tk_slurp(trace, &len);
     cr_assert_not_null(data);
     /* two thirds: a block cut in the middle, no footer, later steps missing */
-    FILE *f = fopen(in_dir("cut/host.1.pft"), "wb");
+    FILE *f = fopen(tk_path("cut/host.1.pft"), "wb");
     cr_assert_not_null(f);
     cr_assert_eq(fwrite(data, 1, len * 2 / 3 + 7, f), len * 2 / 3 + 7);
     fclose(f);
     free(data);
-    const char *args[] = {in_dir("cut"), NULL};
-    result r = run(PPREPORT, args);
+    const char *args[] = {tk_path("cut"), NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
     cr_expect_eq(r.code, 0, "a partial trace is still reported: exit %d, %s", r.code, r.err);
     cr_expect_not_null(strstr(r.out, "warnings:"), "%s", r.out);
     cr_expect_not_null(strstr(r.out, "no footer"), "%s", r.out);
-    result_free(&r);
+    tk_result_free(&r);
     /* --json: in the JSON and echoed on stderr */
-    const char *args2[] = {in_dir("cut"), "--json", NULL};
-    r = run(PPREPORT, args2);
+    const char *args2[] = {tk_path("cut"), "--json", NULL};
+    r = tk_run(PPREPORT, args2, NULL);
     cr_expect_eq(r.code, 0);
     cJSON *j = parse_json(r.out, "--json");
     const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
     cr_expect_gt(cJSON_GetArraySize(w), 0);
     cr_expect_not_null(strstr(r.err, "warning:"), "%s", r.err);
     cJSON_Delete(j);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(report, bad_flags_are_exit_2)
@@ -604,10 +497,10 @@ Test(report, bad_flags_are_exit_2)
         expect_exit2(args, cases[i][3]);
     }
     const char *help[] = {"--help", NULL};
-    result r = run(PPREPORT, help);
+    tk_result r = tk_run(PPREPORT, help, NULL);
     cr_expect_eq(r.code, 0);
     cr_expect_not_null(strstr(r.out, "usage: pprof-report"));
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 Test(report, ranks_filter_to_an_absent_rank_is_exit_2)

@@ -11,6 +11,8 @@
 #include "pp_sim.h"
 #include "pp_tune.h"
 
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <errno.h>
@@ -30,116 +32,14 @@
 #define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 
-static char g_dir[64];
 
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
+static void setup(void) { tk_dir_create("pp_tune"); }
 
-static const char *in_dir(const char *name)
-{
-    static char path[16][PATH_MAX];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-    fclose(f);
-    if (buf)
-        buf[got] = '\0';
-    return buf;
-}
-
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_tune_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(tune, .init = setup, .fini = teardown, .timeout = 240);
-
-typedef struct result {
-    int code; /* exit status, -signal when killed */
-    char *out, *err;
-} result;
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs exe with args (NULL-terminated, without argv[0]) in the temp directory. */
-static result run(const char *exe, const char *const *args)
-{
-    static int slot;
-    slot++;
-    char outp[PATH_MAX], errp[PATH_MAX];
-    snprintf(outp, sizeof outp, "%s/out%d.txt", g_dir, slot);
-    snprintf(errp, sizeof errp, "%s/err%d.txt", g_dir, slot);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)exe;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = (char *)args[n - 1];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(g_dir) != 0)
-            _exit(126);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        signal(SIGCHLD, SIG_DFL);
-        unsetenv("PPROF_LIB");
-        unsetenv("PPROF_PLAN");
-        execv(exe, argv);
-        _exit(126);
-    }
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    r.out = slurp(outp);
-    r.err = slurp(errp);
-    cr_assert(r.out && r.err);
-    return r;
-}
+TestSuite(tune, .init = setup, .fini = tk_dir_remove, .timeout = 240);
 
 static void need_capture(void)
 {
-    if (!exists(LIBPPROF))
+    if (!tk_exists(LIBPPROF))
         cr_skip_test("libpprof.so not built (no NVTX headers): no run to tune");
 }
 
@@ -171,16 +71,16 @@ static void write_gpt_costs(const char *path, int blocks, double fwd_us, double 
              "\"activation_bytes\": 0, \"param_bytes\": 4000000}], "
              "\"p2p_GBps\": 10, \"p2p_latency_us\": 20, \"optimizer_us\": 300}\n",
              head_x * fwd_us * k, 2 * head_x * fwd_us * k);
-    write_text(path, buf);
+    tk_write_text(path, buf);
     free(buf);
 }
 
-/* Captures pptrain's sim backend on `costs` into g_dir/name. `layout` is "--stages" with "4" or
+/* Captures pptrain's sim backend on `costs` into tk_dir/name. `layout` is "--stages" with "4" or
  * "--boundaries" with a list, or "--plan" with a file. */
 static const char *capture(const char *name, const char *costs, const char *flag,
                            const char *value, const char *M, const char *batch, const char *steps)
 {
-    const char *dir = in_dir(name);
+    const char *dir = tk_path(name);
     const char *args[32] = {"-q", "-o", dir, "--", PPTRAIN, "--backend", "sim", "--costs",
                             costs, flag, value, "--steps", steps, "-q"};
     int n = 14;
@@ -195,9 +95,9 @@ static const char *capture(const char *name, const char *costs, const char *flag
         args[n++] = batch;
     }
     args[n] = NULL;
-    result r = run(PPRUN, args);
+    tk_result r = tk_run(PPRUN, args, NULL);
     cr_assert_eq(r.code, 0, "pprof-run failed (%d): %s", r.code, r.err);
-    result_free(&r);
+    tk_result_free(&r);
     return dir;
 }
 
@@ -218,7 +118,7 @@ static double number_after(const char *text, const char *key)
 Test(tune, auto_loop_reaches_the_best_partition)
 {
     need_capture();
-    const char *costs = in_dir("gpt.json");
+    const char *costs = tk_path("gpt.json");
     write_gpt_costs(costs, 14, 500, 5, 1);
     pp_costs *c = NULL;
     cr_assert_eq(pp_costs_load(costs, &c), PP_OK, "%s", pp_error_message());
@@ -227,10 +127,10 @@ Test(tune, auto_loop_reaches_the_best_partition)
     cr_assert_eq(pp_rebalance(&o, &best), PP_OK, "%s", pp_error_message());
     cr_assert(best.exact);
 
-    const char *args[] = {"--auto", "-o", in_dir("auto"), "--", PPTRAIN, "--backend", "sim",
+    const char *args[] = {"--auto", "-o", tk_path("auto"), "--", PPTRAIN, "--backend", "sim",
                           "--costs", costs, "--stages", "4", "--microbatches", "16",
                           "--schedule", "1f1b", "--steps", "4", "-q", NULL};
-    result r = run(PPTUNE, args);
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "pprof-tune --auto failed (%d): %s%s", r.code, r.out, r.err);
     int it = -1;
     double meas = NAN, speedup = NAN;
@@ -251,7 +151,7 @@ Test(tune, auto_loop_reaches_the_best_partition)
     cr_assert(speedup > 1.2, "speedup %.3f:\n%s", speedup, r.out);
     /* the best plan is the rebalancer's partition */
     pp_plan plan;
-    cr_assert_eq(pp_plan_load(in_dir("auto/best-plan.json"), &plan), PP_OK, "%s",
+    cr_assert_eq(pp_plan_load(tk_path("auto/best-plan.json"), &plan), PP_OK, "%s",
                  pp_error_message());
     double plan_sim = NAN;
     pp_sim_result sr;
@@ -260,24 +160,24 @@ Test(tune, auto_loop_reaches_the_best_partition)
     pp_sim_result_free(&sr);
     cr_assert(plan_sim <= best.step_ns * 1.005, "best plan simulates at %.3f ms, optimum %.3f ms",
               plan_sim * 1e-6, best_ms);
-    cr_assert(exists(in_dir("auto/iter0/manifest.json")) && exists(in_dir("auto/plan1.json")));
+    cr_assert(tk_exists(tk_path("auto/iter0/manifest.json")) && tk_exists(tk_path("auto/plan1.json")));
     cr_assert(strstr(r.out, "iter") && strstr(r.out, "speedup"), "no iteration table");
     pp_plan_free(&plan);
     pp_rebalance_result_free(&best);
     pp_costs_destroy(c);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 /* The model's self-check on a captured run, and a plan that pptrain accepts. */
 Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
 {
     need_capture();
-    const char *costs = in_dir("gpt.json");
+    const char *costs = tk_path("gpt.json");
     write_gpt_costs(costs, 14, 500, 5, 1);
     const char *dir = capture("r0", costs, "--stages", "4", "16", NULL, "4");
-    const char *args[] = {dir, "-o", in_dir("plan.json"), "--formula", "--export-costs",
-                          in_dir("exported.json"), NULL};
-    result r = run(PPTUNE, args);
+    const char *args[] = {dir, "-o", tk_path("plan.json"), "--formula", "--export-costs",
+                          tk_path("exported.json"), NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     double err = number_after(strstr(r.out, "self-check"), "(error ");
     cr_log_info("self-check on the even split: error %+.3f%%\n", err);
@@ -287,24 +187,24 @@ Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
     cr_assert(strstr(r.out, "lower bound") && strstr(r.out, "memory(stage) = 4 x params"),
               "--formula terms missing:\n%s", r.out);
     pp_costs *ex = NULL;
-    cr_assert_eq(pp_costs_load(in_dir("exported.json"), &ex), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_costs_load(tk_path("exported.json"), &ex), PP_OK, "%s", pp_error_message());
     cr_assert_eq(ex->n_layers, 16);
     cr_assert(fabs(ex->layers[15].fwd_us - 2500) < 50, "head fwd %.1f us", ex->layers[15].fwd_us);
     pp_costs_destroy(ex);
 
     pp_plan plan;
-    cr_assert_eq(pp_plan_load(in_dir("plan.json"), &plan), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_plan_load(tk_path("plan.json"), &plan), PP_OK, "%s", pp_error_message());
     cr_assert_eq(plan.partition.S, 4);
     cr_assert_eq(plan.microbatches, 16);
     cr_assert_str_eq(plan.schedule, "1f1b");
     cr_assert(plan.predicted_step_ms > 0 && strstr(plan.baseline, "r0"));
     pp_plan_free(&plan);
-    const char *targs[] = {"--backend", "sim", "--costs", costs, "--plan", in_dir("plan.json"),
+    const char *targs[] = {"--backend", "sim", "--costs", costs, "--plan", tk_path("plan.json"),
                            "--steps", "2", "-q", NULL};
-    result t = run(PPTRAIN, targs);
+    tk_result t = tk_run(PPTRAIN, targs, NULL);
     cr_assert_eq(t.code, 0, "pptrain refused the plan: %s", t.err);
-    result_free(&t);
-    result_free(&r);
+    tk_result_free(&t);
+    tk_result_free(&r);
 }
 
 /* --verify: the run of a plan is within 2% of its prediction; a run of another layout is
@@ -312,16 +212,16 @@ Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
 Test(tune, verify_checks_the_run_of_a_plan)
 {
     need_capture();
-    const char *costs = in_dir("gpt.json");
+    const char *costs = tk_path("gpt.json");
     write_gpt_costs(costs, 14, 500, 5, 1);
     const char *before = capture("before", costs, "--stages", "4", "16", NULL, "4");
-    const char *args[] = {before, "-o", in_dir("plan.json"), "-q", NULL};
-    result r = run(PPTUNE, args);
+    const char *args[] = {before, "-o", tk_path("plan.json"), "-q", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    result_free(&r);
-    const char *after = capture("after", costs, "--plan", in_dir("plan.json"), NULL, NULL, "4");
-    const char *vargs[] = {"--verify", in_dir("plan.json"), after, "--baseline", before, NULL};
-    r = run(PPTUNE, vargs);
+    tk_result_free(&r);
+    const char *after = capture("after", costs, "--plan", tk_path("plan.json"), NULL, NULL, "4");
+    const char *vargs[] = {"--verify", tk_path("plan.json"), after, "--baseline", before, NULL};
+    r = tk_run(PPTUNE, vargs, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     double err = number_after(strstr(r.out, "step: measured"), "error ");
     double achieved = number_after(r.out, "speedup: achieved ");
@@ -330,23 +230,23 @@ Test(tune, verify_checks_the_run_of_a_plan)
                 predicted);
     cr_assert(fabs(err) < 2.0, "%s", r.out);
     cr_assert(achieved > 1.2 && fabs(achieved - predicted) < 0.03 * predicted, "%s", r.out);
-    result_free(&r);
+    tk_result_free(&r);
 
-    const char *wargs[] = {"--verify", in_dir("plan.json"), before, NULL};
-    r = run(PPTUNE, wargs);
+    const char *wargs[] = {"--verify", tk_path("plan.json"), before, NULL};
+    r = tk_run(PPTUNE, wargs, NULL);
     cr_assert_eq(r.code, 2, "%s", r.out);
     cr_assert(strstr(r.err, "ran boundaries 0,4,8,12,16, the plan says 0,"), "%s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
 
     /* a plan made for a model of 6 layers */
-    write_text(in_dir("other.json"),
+    tk_write_text(tk_path("other.json"),
                "{\"version\": 1, \"num_layers\": 6, \"stages\": 4, \"boundaries\": [0, 1, 2, 4, "
                "6], \"schedule\": \"1f1b\", \"microbatches\": 16}\n");
-    const char *oargs[] = {"--verify", in_dir("other.json"), after, NULL};
-    r = run(PPTUNE, oargs);
+    const char *oargs[] = {"--verify", tk_path("other.json"), after, NULL};
+    r = tk_run(PPTUNE, oargs, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "model of 16 layers") && strstr(r.err, "made for 6"), "%s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 /* A memory limit that rules out the unconstrained optimum: the plan fits it; an impossible one is
@@ -354,7 +254,7 @@ Test(tune, verify_checks_the_run_of_a_plan)
 Test(tune, memory_limit_is_kept)
 {
     need_capture();
-    const char *costs = in_dir("gpt.json");
+    const char *costs = tk_path("gpt.json");
     write_gpt_costs(costs, 14, 500, 5, 1);
     const char *dir = capture("r0", costs, "--stages", "4", "16", NULL, "4");
     pp_costs *c = NULL;
@@ -368,12 +268,12 @@ Test(tune, memory_limit_is_kept)
     uint64_t limit = peak - 1;
     char lim[32];
     snprintf(lim, sizeof lim, "%llu", (unsigned long long)limit);
-    const char *args[] = {dir, "--memory-limit", lim, "-o", in_dir("plan.json"), "--formula",
+    const char *args[] = {dir, "--memory-limit", lim, "-o", tk_path("plan.json"), "--formula",
                           NULL};
-    result r = run(PPTUNE, args);
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     pp_plan plan;
-    cr_assert_eq(pp_plan_load(in_dir("plan.json"), &plan), PP_OK);
+    cr_assert_eq(pp_plan_load(tk_path("plan.json"), &plan), PP_OK);
     cr_assert_eq(plan.memory_limit_bytes, limit);
     uint64_t mem[4];
     cr_assert_eq(pp_advise_stage_memory(c, &plan.partition, PP_SCHED_1F1B, 16, mem, NULL), PP_OK);
@@ -387,13 +287,13 @@ Test(tune, memory_limit_is_kept)
     cr_log_info("memory limit %llu bytes: unconstrained %s, constrained %s\n",
                 (unsigned long long)limit, fb, pb);
     pp_plan_free(&plan);
-    result_free(&r);
+    tk_result_free(&r);
 
     const char *bargs[] = {dir, "--memory-limit", "1M", NULL};
-    r = run(PPTUNE, bargs);
+    r = tk_run(PPTUNE, bargs, NULL);
     cr_assert_eq(r.code, 2, "%s", r.out);
     cr_assert(strstr(r.err, "memory"), "%s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
     pp_rebalance_result_free(&free_r);
     pp_costs_destroy(c);
 }
@@ -403,13 +303,13 @@ Test(tune, memory_limit_is_kept)
 Test(tune, advise_fits_the_microbatch_size)
 {
     need_capture();
-    write_gpt_costs(in_dir("b1.json"), 14, 500, 5, 1);
-    write_gpt_costs(in_dir("b2.json"), 14, 500, 5, 2);
-    const char *r1 = capture("b1", in_dir("b1.json"), "--stages", "4", "16", "16", "3");
-    const char *r2 = capture("b2", in_dir("b2.json"), "--stages", "4", "8", "16", "3");
+    write_gpt_costs(tk_path("b1.json"), 14, 500, 5, 1);
+    write_gpt_costs(tk_path("b2.json"), 14, 500, 5, 2);
+    const char *r1 = capture("b1", tk_path("b1.json"), "--stages", "4", "16", "16", "3");
+    const char *r2 = capture("b2", tk_path("b2.json"), "--stages", "4", "8", "16", "3");
     const char *args[] = {"--advise", r1, r2, "--microbatch-sizes", "1,2", "--global-batch",
-                          "16", "-o", in_dir("plan.json"), "-v", NULL};
-    result r = run(PPTUNE, args);
+                          "16", "-o", tk_path("plan.json"), "-v", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     /* blocks: fwd 500 x (0.4 + 0.6 b) us: a = 0.200 ms, c = 0.300 ms; bwd twice that. The sim
      * backend's layer ranges split an op's time between its layers only up to its catch-up
@@ -458,12 +358,12 @@ Test(tune, advise_fits_the_microbatch_size)
     }
     cr_assert(seen_M[1] && seen_M[2] && seen_M[4] && seen_M[8] && seen_M[16], "%s", r.out);
     pp_plan plan;
-    cr_assert_eq(pp_plan_load(in_dir("plan.json"), &plan), PP_OK);
+    cr_assert_eq(pp_plan_load(tk_path("plan.json"), &plan), PP_OK);
     cr_assert_eq(plan.microbatches * plan.microbatch_size, 16);
     cr_log_info("advise: %d ranked rows, best M = %d of %d, %s\n", rows, plan.microbatches,
                 plan.microbatch_size, plan.schedule);
     pp_plan_free(&plan);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 /* Bad flags, missing or unusable directories: exit 2 and a message. */
@@ -485,34 +385,34 @@ Test(tune, bad_input_is_exit_2)
         {{"d", "--max-iters", "0", NULL}, "--max-iters"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        result r = run(PPTUNE, k_cases[i].args);
+        tk_result r = tk_run(PPTUNE, k_cases[i].args, NULL);
         cr_expect_eq(r.code, 2, "case %zu: exit %d", i, r.code);
         cr_expect(strstr(r.err, k_cases[i].says), "case %zu: '%s' not in: %s", i,
                   k_cases[i].says, r.err);
-        result_free(&r);
+        tk_result_free(&r);
     }
     /* a directory without traces, and one with a trace file holding no pipeline ranges */
-    cr_assert_eq(mkdir(in_dir("empty"), 0755), 0);
-    const char *eargs[] = {in_dir("empty"), NULL};
-    result r = run(PPTUNE, eargs);
+    cr_assert_eq(mkdir(tk_path("empty"), 0755), 0);
+    const char *eargs[] = {tk_path("empty"), NULL};
+    tk_result r = tk_run(PPTUNE, eargs, NULL);
     cr_assert_eq(r.code, 2, "%s", r.out);
     cr_assert(strstr(r.err, "empty"), "%s", r.err);
-    result_free(&r);
-    const char *margs[] = {in_dir("missing"), NULL};
-    r = run(PPTUNE, margs);
+    tk_result_free(&r);
+    const char *margs[] = {tk_path("missing"), NULL};
+    r = tk_run(PPTUNE, margs, NULL);
     cr_assert_eq(r.code, 2);
-    result_free(&r);
-    if (exists(LIBPPROF)) {
+    tk_result_free(&r);
+    if (tk_exists(LIBPPROF)) {
         /* pptrain with one stage still names no pipeline (no layer cut to tune) is not the case
          * to test here; a job that emits no ranges at all is: */
-        const char *cargs[] = {"-q", "-o", in_dir("noranges"), "--", "/bin/true", NULL};
-        r = run(PPRUN, cargs);
-        result_free(&r);
-        const char *nargs[] = {in_dir("noranges"), NULL};
-        r = run(PPTUNE, nargs);
+        const char *cargs[] = {"-q", "-o", tk_path("noranges"), "--", "/bin/true", NULL};
+        r = tk_run(PPRUN, cargs, NULL);
+        tk_result_free(&r);
+        const char *nargs[] = {tk_path("noranges"), NULL};
+        r = tk_run(PPTUNE, nargs, NULL);
         cr_assert_eq(r.code, 2, "%s", r.out);
         cr_assert(strlen(r.err) > 12, "no message");
-        result_free(&r);
+        tk_result_free(&r);
     }
 }
 
@@ -520,12 +420,12 @@ Test(tune, bad_input_is_exit_2)
 Test(tune, auto_job_failure_is_exit_3)
 {
     need_capture();
-    const char *args[] = {"--auto", "-o", in_dir("auto"), "--", PPTRAIN, "--backend", "sim",
-                          "--costs", in_dir("no-such-costs.json"), "--stages", "2", NULL};
-    result r = run(PPTUNE, args);
+    const char *args[] = {"--auto", "-o", tk_path("auto"), "--", PPTRAIN, "--backend", "sim",
+                          "--costs", tk_path("no-such-costs.json"), "--stages", "2", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 3, "%s%s", r.out, r.err);
     cr_assert(strstr(r.err, "the job failed") && strstr(r.err, "no-such-costs"), "%s", r.err);
-    result_free(&r);
+    tk_result_free(&r);
 }
 
 /* Library pieces: the fit on exact lines, the framework forms. */

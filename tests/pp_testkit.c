@@ -1,0 +1,121 @@
+/* pp_testkit.c: see pp_testkit.h. */
+#define _GNU_SOURCE /* mkdtemp, setenv, putenv */
+#include "pp_testkit.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+char tk_dir[256];
+
+void tk_dir_create(const char *prefix)
+{
+    snprintf(tk_dir, sizeof tk_dir, "/tmp/%s_XXXXXX", prefix);
+    cr_assert_not_null(mkdtemp(tk_dir), "mkdtemp: %s", strerror(errno));
+}
+
+void tk_dir_remove(void)
+{
+    char cmd[320];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tk_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+const char *tk_path(const char *name)
+{
+    static char path[16][PATH_MAX];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(path[k], sizeof path[k], "%s/%s", tk_dir, name);
+    return path[k];
+}
+
+int tk_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+void tk_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+char *tk_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    size_t want = n > 0 ? (size_t)n : 0;
+    char *buf = malloc(want + 1);
+    size_t got = buf ? fread(buf, 1, want, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[got] = '\0';
+    if (len)
+        *len = got;
+    return buf;
+}
+
+tk_result tk_run(const char *exe, const char *const *args, const char *const *env)
+{
+    static int slot;
+    slot++;
+    char outp[PATH_MAX], errp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%s/.out%d", tk_dir, slot);
+    snprintf(errp, sizeof errp, "%s/.err%d", tk_dir, slot);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)exe;
+    while (args && args[n - 1] && n < 63) {
+        argv[n] = (char *)args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(tk_dir) != 0)
+            _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        signal(SIGCHLD, SIG_DFL);
+        unsetenv("PPROF_LIB");
+        unsetenv("PPROF_PLAN");
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(exe, argv);
+        _exit(126);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    tk_result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    r.out = tk_slurp(outp, NULL);
+    r.err = tk_slurp(errp, NULL);
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+void tk_result_free(tk_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
