@@ -46,6 +46,14 @@ typedef struct pp_request {
     void *impl; /* transport's own state */
 } pp_request;
 
+/* Fills a request for a transport: kind 0 send, 1 receive (the rest zeroed). */
+static inline void pp_request_init(pp_request *req, int kind, int src, int dst, pp_msg_tag tag,
+                                   void *buf, size_t bytes)
+{
+    *req = (pp_request){.kind = kind, .src = src, .dst = dst, .tag = tag, .buf = buf,
+                        .bytes = bytes};
+}
+
 typedef struct pp_transport pp_transport;
 
 typedef struct pp_transport_ops {

@@ -99,12 +99,7 @@ static pp_status ip_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, co
     pthread_cond_broadcast(&mb->arrived);
     pthread_mutex_unlock(&mb->mu);
     /* The data is copied: the send is complete as soon as it is queued. */
-    memset(req, 0, sizeof *req);
-    req->kind = 0;
-    req->src = src;
-    req->dst = dst;
-    req->tag = tag;
-    req->bytes = bytes;
+    pp_request_init(req, 0, src, dst, tag, NULL, bytes);
     req->avail_ns = avail_ns;
     req->done = 1;
     return PP_OK;
@@ -117,13 +112,7 @@ static pp_status ip_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, vo
     pp_status st = check_peer(t, src, dst);
     if (st != PP_OK)
         return st;
-    memset(req, 0, sizeof *req);
-    req->kind = 1;
-    req->src = src;
-    req->dst = dst;
-    req->tag = tag;
-    req->buf = buf;
-    req->bytes = bytes;
+    pp_request_init(req, 1, src, dst, tag, buf, bytes);
     return PP_OK;
 }
 

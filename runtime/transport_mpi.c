@@ -144,12 +144,7 @@ static pp_status mp_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, co
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Isend");
     s->busy = 1;
-    memset(req, 0, sizeof *req);
-    req->kind = 0;
-    req->src = src;
-    req->dst = dst;
-    req->tag = tag;
-    req->bytes = bytes;
+    pp_request_init(req, 0, src, dst, tag, NULL, bytes);
     req->avail_ns = avail_ns;
     req->done = 1; /* copied: the caller's buffer is free again */
     return PP_OK;
@@ -179,13 +174,7 @@ static pp_status mp_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, vo
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Irecv");
     s->busy = 1;
-    memset(req, 0, sizeof *req);
-    req->kind = 1;
-    req->src = src;
-    req->dst = dst;
-    req->tag = tag;
-    req->buf = buf;
-    req->bytes = bytes;
+    pp_request_init(req, 1, src, dst, tag, buf, bytes);
     req->impl = s;
     return PP_OK;
 }
