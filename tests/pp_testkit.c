@@ -71,21 +71,13 @@ char *tk_slurp(const char *path, size_t *len)
     return buf;
 }
 
-tk_result tk_run(const char *exe, const char *const *args, const char *const *env)
+tk_result tk_runv(const char *const *argv, const char *const *env)
 {
     static int slot;
     slot++;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/.out%d", tk_dir, slot);
     snprintf(errp, sizeof errp, "%s/.err%d", tk_dir, slot);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)exe;
-    while (args && args[n - 1] && n < 63) {
-        argv[n] = (char *)args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
     fflush(NULL);
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
@@ -101,8 +93,8 @@ tk_result tk_run(const char *exe, const char *const *args, const char *const *en
         unsetenv("PPROF_PLAN");
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        execv(exe, argv);
-        _exit(126);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
     }
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
@@ -114,8 +106,42 @@ tk_result tk_run(const char *exe, const char *const *args, const char *const *en
     return r;
 }
 
+tk_result tk_run(const char *exe, const char *const *args, const char *const *env)
+{
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = exe;
+    while (args && args[n - 1] && n < 63) {
+        argv[n] = args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    return tk_runv(argv, env);
+}
+
+const char *const *tk_mpirun_env(const char *const *extra)
+{
+    static char asan[512];
+    static const char *env[40];
+    const char *have = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "ASAN_OPTIONS=%s%sdetect_leaks=0", have ? have : "",
+             have && *have ? ":" : "");
+    int n = 0;
+    env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+    env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    env[n++] = asan;
+    for (int i = 0; extra && extra[i] && n < 39; i++)
+        env[n++] = extra[i];
+    env[n] = NULL;
+    return env;
+}
+
+const char *const tk_mpirun[] = {"mpirun", "--oversubscribe", "--mca", "btl", "self,vader",
+                                 "--mca", "btl_vader_single_copy_mechanism", "none", NULL};
+
 void tk_result_free(tk_result *r)
 {
     free(r->out);
     free(r->err);
+    r->out = r->err = NULL;
 }

@@ -27,6 +27,17 @@ typedef struct tk_result {
  * stderr captured. PPROF_LIB and PPROF_PLAN are removed from its environment (tests state what
  * they want); `env` (NULL-terminated "NAME=VALUE" strings, or NULL) is added. */
 tk_result tk_run(const char *exe, const char *const *args, const char *const *env);
+/* The same with the whole argv (NULL-terminated); argv[0] without a '/' is searched in PATH. */
+tk_result tk_runv(const char *const *argv, const char *const *env);
+/* Frees out and err and clears them: freeing twice, or a zeroed result, is harmless. */
 void tk_result_free(tk_result *r);
+
+/* mpirun and the flags a root container needs: --oversubscribe (4 ranks on 2 cores), shared
+ * memory without CMA/ptrace (not permitted in most containers). NULL-terminated; append -np. */
+extern const char *const tk_mpirun[];
+/* The environment for mpirun as root: the two OMPI_ALLOW_* variables, and ASAN_OPTIONS with
+ * leak checking off (an ASan build of pptrain reports OpenMPI's own leaks at exit), then
+ * `extra` (NAME=VALUE, NULL-terminated, or NULL). A static array, rebuilt by each call. */
+const char *const *tk_mpirun_env(const char *const *extra);
 
 #endif /* PP_TESTKIT_H */

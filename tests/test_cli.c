@@ -3,6 +3,8 @@
  * prints per-step lines and writes the JSON step log. */
 #include "pp_runtime.h"
 
+#include "pp_testkit.h"
+
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -15,114 +17,53 @@
 
 #define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
 
-static char g_dir[64];
+static void setup(void) { tk_dir_create("pp_cli"); }
 
-static void setup(void)
+TestSuite(cli, .init = setup, .fini = tk_dir_remove);
+
+/* Runs pptrain with args (NULL-terminated, without argv[0]) and `env` added (NAME=VALUE,
+ * NULL-terminated, or NULL). The result lives until the next call. */
+static tk_result *run_env(const char *const *args, const char *const *env)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_cli_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(cli, .init = setup, .fini = teardown);
-
-static const char *in_dir(const char *name)
-{
-    static char path[8][256];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-typedef struct run_result {
-    int exit_code; /* -signal when killed */
-    char out[65536];
-    char err[8192];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-}
-
-/* Runs pptrain with argv (NULL-terminated, without argv[0]). */
-static run_result *run(const char *const *args)
-{
-    static run_result r;
-    const char *outp = in_dir("stdout"), *errp = in_dir("stderr");
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)PPTRAIN;
-    for (; args[n - 1]; n++)
-        argv[n] = (char *)args[n - 1];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(o, 1);
-        dup2(e, 2);
-        execv(PPTRAIN, argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    slurp(outp, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
+    static tk_result r;
+    tk_result_free(&r);
+    r = tk_run(PPTRAIN, args, env);
     return &r;
 }
 
+static tk_result *run(const char *const *args) { return run_env(args, NULL); }
+
+/* Writes text to name in the test's directory; returns the path. */
 static const char *write_text(const char *name, const char *text)
 {
-    const char *p = in_dir(name);
-    FILE *f = fopen(p, "w");
-    fputs(text, f);
-    fclose(f);
+    const char *p = tk_path(name);
+    tk_write_text(p, text);
     return p;
-}
-
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
 }
 
 Test(cli, help_exits_zero)
 {
     const char *a[] = {"--help", NULL};
-    run_result *r = run(a);
-    cr_assert_eq(r->exit_code, 0);
+    tk_result *r = run(a);
+    cr_assert_eq(r->code, 0);
     cr_assert(strstr(r->out, "--microbatches") != NULL);
 }
 
 Test(cli, a_short_run_prints_steps_and_logs_json)
 {
     char log[256], ck[256];
-    snprintf(log, sizeof log, "%s", in_dir("log.jsonl"));
-    snprintf(ck, sizeof ck, "%s", in_dir("run.ckpt"));
+    snprintf(log, sizeof log, "%s", tk_path("log.jsonl"));
+    snprintf(ck, sizeof ck, "%s", tk_path("run.ckpt"));
     const char *a[] = {"--steps", "3", "--batch", "4", "--microbatches", "2", "--log-json", log,
                        "--save", ck, NULL};
-    run_result *r = run(a);
-    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    tk_result *r = run(a);
+    cr_assert_eq(r->code, 0, "stderr: %s", r->err);
     cr_assert(strstr(r->out, "step      3/3") != NULL, "%s", r->out);
     cr_assert(strstr(r->out, "tok/s") != NULL);
     cr_assert(strstr(r->out, "entropy rate") != NULL);
-    cr_assert(exists(ck));
-    char text[8192];
-    slurp(log, text, sizeof text);
+    cr_assert(tk_exists(ck));
+    char *text = tk_slurp(log, NULL);
+    cr_assert_not_null(text, "no log %s", log);
     int lines = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
@@ -135,11 +76,12 @@ Test(cli, a_short_run_prints_steps_and_logs_json)
         cJSON_Delete(j);
         lines++;
     }
+    free(text);
     cr_assert_eq(lines, 3);
     /* resuming to a later step continues from the checkpoint */
     const char *b[] = {"--steps", "5", "--batch", "4", "--resume", ck, NULL};
     r = run(b);
-    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    cr_assert_eq(r->code, 0, "stderr: %s", r->err);
     cr_assert(strstr(r->out, "at step 3") != NULL, "%s", r->out);
     cr_assert(strstr(r->out, "step      4/5") != NULL, "%s", r->out);
 }
@@ -216,16 +158,16 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
     for (int i = 0; i < 200; i++)
         toks[i] = i % 256;
     char tok[256];
-    snprintf(tok, sizeof tok, "%s", in_dir("short.tok"));
+    snprintf(tok, sizeof tok, "%s", tk_path("short.tok"));
     cr_assert_eq(pp_tokfile_write(tok, toks, 200, 2), PP_OK, "%s", pp_error_message());
     struct stat sb;
     stat(tok, &sb);
     cr_assert_eq(truncate(tok, sb.st_size - 1), 0);
     /* a checkpoint with one byte flipped */
     char ck[256];
-    snprintf(ck, sizeof ck, "%s", in_dir("corrupt.ckpt"));
+    snprintf(ck, sizeof ck, "%s", tk_path("corrupt.ckpt"));
     const char *mk[] = {"--steps", "1", "--batch", "2", "--save", ck, "-q", NULL};
-    cr_assert_eq(run(mk)->exit_code, 0);
+    cr_assert_eq(run(mk)->code, 0);
     FILE *f = fopen(ck, "r+b");
     fseek(f, 300, SEEK_SET);
     fputc(0xAB, f);
@@ -237,27 +179,27 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
         for (int k = 0; k < 16; k++) {
             args[k] = k_bad[i].args[k];
             if (args[k] && args[k][0] == '@') {
-                snprintf(paths[k], sizeof paths[k], "%s/%s", g_dir, args[k] + 1);
+                snprintf(paths[k], sizeof paths[k], "%s", tk_path(args[k] + 1));
                 args[k] = paths[k];
             }
             if (!args[k])
                 break;
         }
-        run_result *r = run(args);
-        cr_assert_eq(r->exit_code, 2, "case %zu (%s): exit %d, stderr: %s", i, k_bad[i].args[0],
-                     r->exit_code, r->err);
+        tk_result *r = run(args);
+        cr_assert_eq(r->code, 2, "case %zu (%s): exit %d, stderr: %s", i, k_bad[i].args[0],
+                     r->code, r->err);
         cr_assert(strstr(r->err, k_bad[i].phrase) != NULL, "case %zu: stderr '%s' lacks '%s'", i,
                   r->err, k_bad[i].phrase);
         cr_assert(strncmp(r->err, "pptrain: ", 9) == 0, "case %zu: '%s'", i, r->err);
     }
-    cr_assert(!exists(in_dir("out.ckpt")), "a failed run left a checkpoint behind");
+    cr_assert(!tk_exists(tk_path("out.ckpt")), "a failed run left a checkpoint behind");
 }
 
 /* The loss column of a --log-json file, one value per line, as printed. */
 static void losses_of(const char *log, char *out, size_t cap)
 {
-    char text[16384];
-    slurp(log, text, sizeof text);
+    char *text = tk_slurp(log, NULL);
+    cr_assert_not_null(text, "no log %s", log);
     out[0] = '\0';
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
@@ -267,28 +209,29 @@ static void losses_of(const char *log, char *out, size_t cap)
         strncat(out, v, cap - strlen(out) - 1);
         cJSON_Delete(j);
     }
+    free(text);
 }
 
 Test(cli, resume_matches_a_straight_run)
 {
-    /* in_dir() recycles its buffers and run() uses it too: keep private copies. */
+    /* tk_path() recycles its buffers and run() uses it too: keep private copies. */
     char a_log[256], a_ck[256];
-    snprintf(a_log, sizeof a_log, "%s", in_dir("a.jsonl"));
-    snprintf(a_ck, sizeof a_ck, "%s", in_dir("a.ckpt"));
+    snprintf(a_log, sizeof a_log, "%s", tk_path("a.jsonl"));
+    snprintf(a_ck, sizeof a_ck, "%s", tk_path("a.ckpt"));
     const char *run_a[] = {"--steps", "20", "--batch", "4", "-q", "--log-json", a_log,
                            "--save", a_ck, NULL};
-    cr_assert_eq(run(run_a)->exit_code, 0);
+    cr_assert_eq(run(run_a)->code, 0);
     char b1_log[256], b2_log[256], b_ck[256];
-    snprintf(b1_log, sizeof b1_log, "%s", in_dir("b1.jsonl"));
-    snprintf(b2_log, sizeof b2_log, "%s", in_dir("b2.jsonl"));
-    snprintf(b_ck, sizeof b_ck, "%s", in_dir("b.ckpt"));
+    snprintf(b1_log, sizeof b1_log, "%s", tk_path("b1.jsonl"));
+    snprintf(b2_log, sizeof b2_log, "%s", tk_path("b2.jsonl"));
+    snprintf(b_ck, sizeof b_ck, "%s", tk_path("b.ckpt"));
     const char *run_b1[] = {"--steps", "20", "--stop-at", "10", "--batch", "4", "-q",
                             "--log-json", b1_log, "--save", b_ck, NULL};
-    cr_assert_eq(run(run_b1)->exit_code, 0);
+    cr_assert_eq(run(run_b1)->code, 0);
     const char *run_b2[] = {"--steps", "20", "--batch", "4", "-q", "--resume", b_ck,
                             "--log-json", b2_log, "--save", b_ck, NULL};
-    run_result *r = run(run_b2);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    tk_result *r = run(run_b2);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     char la[4096], lb1[4096], lb2[4096];
     losses_of(a_log, la, sizeof la);
     losses_of(b1_log, lb1, sizeof lb1);
@@ -320,8 +263,8 @@ Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
 {
     const char *cpu[] = {"--stages", "3", "--schedule", "gpipe", "--microbatches", "2", "--batch",
                          "4", "--steps", "2", NULL};
-    run_result *r = run(cpu);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    tk_result *r = run(cpu);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cr_assert(strstr(r->out, "pipeline: 3 stage(s), schedule gpipe, 2 micro-batch(es)") != NULL,
               "%s", r->out);
     cr_assert(strstr(r->out, "boundaries 0,2,4,6") != NULL, "%s", r->out);
@@ -334,7 +277,7 @@ Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
     const char *sim[] = {"--backend", "sim", "--costs", costs, "--stages", "2", "--microbatches",
                          "4", "--steps", "2", NULL};
     r = run(sim);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cr_assert(strstr(r->out, "model: 2 layers from cost file") != NULL, "%s", r->out);
     cr_assert(strstr(r->out, "mean step time") != NULL, "%s", r->out);
 
@@ -343,11 +286,12 @@ Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
     snprintf(plan, sizeof plan, "%s", write_text("p.json",
         "{\"version\": 1, \"num_layers\": 6, \"stages\": 2, \"boundaries\": [0,4,6], "
         "\"schedule\": \"zb-h1\", \"microbatches\": 4, \"microbatch_size\": 1}"));
-    setenv("PPROF_PLAN", plan, 1);
+    char plan_env[300];
+    snprintf(plan_env, sizeof plan_env, "PPROF_PLAN=%s", plan);
     const char *planned[] = {"--steps", "1", NULL};
-    r = run(planned);
-    unsetenv("PPROF_PLAN");
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    const char *planned_env[] = {plan_env, NULL};
+    r = run_env(planned, planned_env);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cr_assert(strstr(r->out, "2 stage(s), schedule zb-h1, 4 micro-batch(es)") != NULL, "%s",
               r->out);
     cr_assert(strstr(r->out, "boundaries 0,4,6") != NULL, "%s", r->out);
@@ -355,6 +299,6 @@ Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
 
     const char *print[] = {"--stages", "2", "--microbatches", "2", "--print-schedule", NULL};
     r = run(print);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cr_assert(strstr(r->out, "s0: ") != NULL && strstr(r->out, "s1: ") != NULL, "%s", r->out);
 }

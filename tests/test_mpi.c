@@ -2,78 +2,34 @@
  * transport: the same losses for 1F1B and interleaved at S = 4, the sim backend's step time, and
  * the world-size check. mpirun runs as a child process with the flags a root container needs;
  * the tests skip when this build has no MPI or mpirun is missing. */
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
 
-static char g_dir[256];
+static void setup(void) { tk_dir_create("pp_test_mpi"); }
 
-static void setup(void)
+TestSuite(mpi, .init = setup, .fini = tk_dir_remove, .timeout = 120);
+
+/* Runs pptrain with args (NULL-terminated); under mpirun -np `np` when np > 0. The result
+ * lives until the next call. */
+static tk_result *run(int np, const char *const *args)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_test_mpi_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", g_dir);
-}
-
-TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 120);
-
-static const char *in_dir(const char *name)
-{
-    static char path[8][320];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-typedef struct run_result {
-    int exit_code; /* -signal when killed */
-    char out[32768];
-    char err[16384];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-}
-
-/* mpirun as root in a container: the two OMPI_ALLOW_* variables, --oversubscribe (4 ranks on
- * 2 cores), shared memory without CMA/ptrace (not permitted in most containers). An ASan build
- * of pptrain reports OpenMPI's own leaks at exit, so leak checking is off for the ranks only. */
-static const char *k_mpirun[] = {"mpirun", "--oversubscribe", "--mca", "btl", "self,vader",
-                                 "--mca", "btl_vader_single_copy_mechanism", "none", NULL};
-
-/* Runs pptrain with args (NULL-terminated); under mpirun -np `np` when np > 0. */
-static run_result *run(int np, const char *const *args)
-{
-    static run_result r;
-    const char *outp = in_dir("stdout"), *errp = in_dir("stderr");
+    static tk_result r;
     const char *argv[80];
     int n = 0;
     char nps[16];
     if (np > 0) {
-        for (int i = 0; k_mpirun[i]; i++)
-            argv[n++] = k_mpirun[i];
+        for (int i = 0; tk_mpirun[i]; i++)
+            argv[n++] = tk_mpirun[i];
         snprintf(nps, sizeof nps, "%d", np);
         argv[n++] = "-np";
         argv[n++] = nps;
@@ -82,30 +38,8 @@ static run_result *run(int np, const char *const *args)
     for (int i = 0; args[i]; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(o, 1);
-        dup2(e, 2);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        if (np > 0) {
-            const char *asan = getenv("ASAN_OPTIONS");
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", asan ? asan : "",
-                     asan && *asan ? ":" : "");
-            setenv("ASAN_OPTIONS", buf, 1);
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    slurp(outp, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
+    tk_result_free(&r);
+    r = tk_runv(argv, np > 0 ? tk_mpirun_env(NULL) : NULL);
     return &r;
 }
 
@@ -144,18 +78,18 @@ static int read_json_values(const char *path, const char *key, double *out, int 
 static void check_same_losses(const char *schedule, const char *v, const char *M)
 {
     skip_without_mpi();
-    const char *log_ip = in_dir("inproc.jsonl");
+    const char *log_ip = tk_path("inproc.jsonl");
     const char *a_ip[] = {MODEL, "--stages", "4", "--schedule", schedule, "--virtual-stages", v,
                           "--microbatches", M, "--batch", "8", "--steps", "3", "-q",
                           "--log-json", log_ip, NULL};
-    run_result *r = run(0, a_ip);
-    cr_assert_eq(r->exit_code, 0, "in-process run failed: %s", r->err);
-    const char *log_mpi = in_dir("mpi.jsonl");
+    tk_result *r = run(0, a_ip);
+    cr_assert_eq(r->code, 0, "in-process run failed: %s", r->err);
+    const char *log_mpi = tk_path("mpi.jsonl");
     const char *a_mpi[] = {MODEL, "--stages", "4", "--schedule", schedule, "--virtual-stages",
                            v, "--microbatches", M, "--batch", "8", "--steps", "3",
                            "--transport", "mpi", "--log-json", log_mpi, NULL};
     r = run(4, a_mpi);
-    cr_assert_eq(r->exit_code, 0, "mpirun failed (%d): %s", r->exit_code, r->err);
+    cr_assert_eq(r->code, 0, "mpirun failed (%d): %s", r->code, r->err);
     /* rank 0 alone prints: one set of step lines and one summary */
     const char *first = strstr(r->out, "step      3/3");
     cr_assert_not_null(first, "no step 3 line in: %s", r->out);
@@ -195,7 +129,7 @@ static double summary_ms(const char *out, const char *key)
 Test(mpi, sim_step_time_matches_inproc)
 {
     skip_without_mpi();
-    const char *costs = in_dir("costs.json");
+    const char *costs = tk_path("costs.json");
     FILE *f = fopen(costs, "w");
     cr_assert_not_null(f);
     fputs("{\"layers\": [", f);
@@ -206,15 +140,15 @@ Test(mpi, sim_step_time_matches_inproc)
     fclose(f);
     const char *a_ip[] = {"--backend", "sim", "--costs", costs, "--stages", "4", "--microbatches",
                           "8", "--steps", "4", "-q", NULL};
-    run_result *r = run(0, a_ip);
-    cr_assert_eq(r->exit_code, 0, "in-process sim failed: %s", r->err);
+    tk_result *r = run(0, a_ip);
+    cr_assert_eq(r->code, 0, "in-process sim failed: %s", r->err);
     double ip_ms = summary_ms(r->out, "mean step time ");
     double ip_model = summary_ms(r->out, "(time model ");
     const char *a_mpi[] = {"--backend", "sim", "--costs", costs, "--stages", "4",
                            "--microbatches", "8", "--steps", "4", "-q", "--transport", "mpi",
                            NULL};
     r = run(4, a_mpi);
-    cr_assert_eq(r->exit_code, 0, "mpirun sim failed (%d): %s", r->exit_code, r->err);
+    cr_assert_eq(r->code, 0, "mpirun sim failed (%d): %s", r->code, r->err);
     double mpi_ms = summary_ms(r->out, "mean step time ");
     double mpi_model = summary_ms(r->out, "(time model ");
     cr_log_info("sim step: in-process %.3f ms (model %.3f), mpi %.3f ms (model %.3f)", ip_ms,
@@ -231,8 +165,8 @@ Test(mpi, world_size_must_equal_stages)
     skip_without_mpi();
     const char *a[] = {MODEL, "--stages", "4", "--batch", "8", "--microbatches", "4", "--steps",
                        "1", "--transport", "mpi", NULL};
-    run_result *r = run(2, a);
-    cr_assert_eq(r->exit_code, 2, "exit %d, stderr: %s", r->exit_code, r->err);
+    tk_result *r = run(2, a);
+    cr_assert_eq(r->code, 2, "exit %d, stderr: %s", r->code, r->err);
     cr_assert_not_null(strstr(r->err, "mpirun -np 4"), "stderr: %s", r->err);
     cr_assert_not_null(strstr(r->err, "2 rank(s)"), "stderr: %s", r->err);
 }
@@ -241,9 +175,9 @@ Test(mpi, save_is_refused_with_mpi)
 {
     skip_without_mpi();
     const char *a[] = {MODEL, "--stages", "2", "--steps", "1", "--transport", "mpi", "--save",
-                       in_dir("ck.bin"), NULL};
-    run_result *r = run(2, a);
-    cr_assert_eq(r->exit_code, 2, "exit %d, stderr: %s", r->exit_code, r->err);
+                       tk_path("ck.bin"), NULL};
+    tk_result *r = run(2, a);
+    cr_assert_eq(r->code, 2, "exit %d, stderr: %s", r->code, r->err);
     cr_assert_not_null(strstr(r->err, "not supported with --transport mpi"), "stderr: %s",
                        r->err);
 }
@@ -251,19 +185,20 @@ Test(mpi, save_is_refused_with_mpi)
 Test(mpi, build_without_mpi_says_so)
 {
 #ifdef PP_HAVE_MPI
+    tk_dir_remove(); /* a skipped test does not reach the suite's .fini */
     cr_skip_test("this build has MPI");
 #endif
     const char *a[] = {MODEL, "--stages", "2", "--steps", "1", "--transport", "mpi", NULL};
-    run_result *r = run(0, a);
-    cr_assert_eq(r->exit_code, 2);
+    tk_result *r = run(0, a);
+    cr_assert_eq(r->code, 2);
     cr_assert_not_null(strstr(r->err, "this build has no MPI"), "stderr: %s", r->err);
 }
 
 Test(mpi, unknown_transport_is_a_usage_error)
 {
     const char *a[] = {"--transport", "tcp", NULL};
-    run_result *r = run(0, a);
-    cr_assert_eq(r->exit_code, 2);
+    tk_result *r = run(0, a);
+    cr_assert_eq(r->code, 2);
     cr_assert_not_null(strstr(r->err, "--transport must be 'inproc' or 'mpi'"), "stderr: %s",
                        r->err);
 }

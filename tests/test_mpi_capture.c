@@ -5,6 +5,8 @@
  * stage without a trace is named. Skips without MPI, mpirun or libpprof.so. */
 #include "pp_analyzer.h"
 
+#include "pp_testkit.h"
+
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -23,47 +25,9 @@
 #define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 
-static char g_dir[256];
+static void setup(void) { tk_dir_create("pp_test_mpicap"); }
 
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_test_mpicap_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", g_dir);
-}
-
-TestSuite(mpi_capture, .init = setup, .fini = teardown, .timeout = 120);
-
-static const char *in_dir(const char *name)
-{
-    static char path[16][320];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(path[k], sizeof path[k], "%s/%s", g_dir, name);
-    return path[k];
-}
-
-typedef struct run_result {
-    int exit_code; /* -signal when killed */
-    char out[65536];
-    char err[32768];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-}
+TestSuite(mpi_capture, .init = setup, .fini = tk_dir_remove, .timeout = 120);
 
 static void skip_without_mpi(void)
 {
@@ -76,55 +40,21 @@ static void skip_without_mpi(void)
         cr_skip_test("no libpprof.so in this build (NVTX headers missing)");
 }
 
-/* Runs argv (NULL-terminated, argv[0] searched in PATH) with stdout and stderr captured; the
- * environment as test_mpi.c sets it for mpirun as root, plus `env` (NAME=VALUE, NULL-ended). */
-static run_result *run(const char *const *argv, const char *const *env)
+/* Runs argv (NULL-terminated, argv[0] searched in PATH) in the test's directory with stdout and
+ * stderr captured; the environment for mpirun as root, plus `env` (NAME=VALUE, NULL-ended). The
+ * result lives until the next call. */
+static tk_result *run(const char *const *argv, const char *const *env)
 {
-    static run_result r;
-    const char *outp = in_dir("stdout"), *errp = in_dir("stderr");
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0 || chdir(g_dir) != 0)
-            _exit(126);
-        dup2(o, 1);
-        dup2(e, 2);
-        unsetenv("PPROF_LIB");
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        /* an ASan build of pptrain reports OpenMPI's own leaks at exit */
-        const char *asan = getenv("ASAN_OPTIONS");
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s%sdetect_leaks=0", asan ? asan : "",
-                 asan && *asan ? ":" : "");
-        setenv("ASAN_OPTIONS", buf, 1);
-        for (int i = 0; env && env[i]; i++) {
-            char kv[256];
-            snprintf(kv, sizeof kv, "%s", env[i]);
-            char *eq = strchr(kv, '=');
-            if (eq) {
-                *eq = '\0';
-                setenv(kv, eq + 1, 1);
-            }
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    slurp(outp, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
+    static tk_result r;
+    tk_result_free(&r);
+    r = tk_runv(argv, tk_mpirun_env(env));
     return &r;
 }
 
 /* 8 layers of 1 ms / 2 ms with 1 MB activations over a 10 GB/s link: sends and receives show. */
 static const char *write_costs(void)
 {
-    const char *costs = in_dir("costs.json");
+    const char *costs = tk_path("costs.json");
     FILE *f = fopen(costs, "w");
     cr_assert_not_null(f);
     fputs("{\"layers\": [", f);
@@ -157,8 +87,8 @@ static pp_analysis *analyze(const char *dir)
 static cJSON *report_json(const char *dir)
 {
     const char *argv[] = {PPREPORT, dir, "--json", NULL};
-    run_result *r = run(argv, NULL);
-    cr_assert_eq(r->exit_code, 0, "pprof-report --json: %s", r->err);
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "pprof-report --json: %s", r->err);
     cJSON *j = cJSON_Parse(r->out);
     cr_assert_not_null(j, "not JSON: %.300s", r->out);
     return j;
@@ -184,10 +114,10 @@ static void check_run_dir(const char *dir)
     cr_assert_geq(cJSON_GetObjectItem(an, "steps")->valueint, 2);
     cJSON_Delete(j);
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
-        const char *png = in_dir("gantt.png");
+        const char *png = tk_path("gantt.png");
         const char *g[] = {PPREPORT, dir, "--gantt", png, NULL};
-        run_result *r = run(g, NULL);
-        cr_assert_eq(r->exit_code, 0, "--gantt: %s", r->err);
+        tk_result *r = run(g, NULL);
+        cr_assert_eq(r->code, 0, "--gantt: %s", r->err);
         char head[8] = {0};
         FILE *f = fopen(png, "rb");
         cr_assert_not_null(f);
@@ -196,36 +126,36 @@ static void check_run_dir(const char *dir)
         cr_assert_eq(memcmp(head, "\x89PNG", 4), 0);
     }
     const char *t[] = {PPTUNE, dir, NULL};
-    run_result *r = run(t, NULL);
-    cr_assert_eq(r->exit_code, 0, "pprof-tune: %s", r->err);
+    tk_result *r = run(t, NULL);
+    cr_assert_eq(r->code, 0, "pprof-tune: %s", r->err);
     const char *c[] = {PPCHECK, "--save-baseline", dir, NULL};
     r = run(c, NULL);
-    cr_assert_eq(r->exit_code, 0, "pprof-check --save-baseline: %s", r->err);
+    cr_assert_eq(r->code, 0, "pprof-check --save-baseline: %s", r->err);
     cr_assert_not_null(strstr(r->out, "\"baseline_version\""), "%.300s", r->out);
 }
 
 Test(mpi_capture, pprof_run_around_mpirun)
 {
     skip_without_mpi();
-    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *costs = write_costs(), *dir = tk_path("run");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, TRAIN(costs, "4"), NULL};
-    run_result *r = run(argv, NULL);
-    cr_assert_eq(r->exit_code, 0, "pprof-run -- mpirun: %s", r->err);
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "pprof-run -- mpirun: %s", r->err);
     check_run_dir(dir);
 }
 
 Test(mpi_capture, mpirun_around_pprof_run)
 {
     skip_without_mpi();
-    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *costs = write_costs(), *dir = tk_path("run");
     const char *argv[] = {MPIRUN, PPRUN, "-q", "-o", dir, "--", TRAIN(costs, "4"), NULL};
-    run_result *r = run(argv, NULL);
-    cr_assert_eq(r->exit_code, 0, "mpirun pprof-run: %s", r->err);
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "mpirun pprof-run: %s", r->err);
     struct stat sb;
     for (int k = 0; k < 4; k++) {
         char name[32];
         snprintf(name, sizeof name, "run/manifest.%d.json", k);
-        cr_assert_eq(stat(in_dir(name), &sb), 0, "no %s", name);
+        cr_assert_eq(stat(tk_path(name), &sb), 0, "no %s", name);
     }
     check_run_dir(dir);
 }
@@ -234,11 +164,11 @@ Test(mpi_capture, mpirun_around_pprof_run)
 Test(mpi_capture, straggler_is_the_culprit)
 {
     skip_without_mpi();
-    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *costs = write_costs(), *dir = tk_path("run");
     const char *argv[] = {PPRUN,           "-q",       "-o", dir, "--", MPIRUN, TRAIN(costs, "4"),
                           "--sim-slow", "2=2", NULL};
-    run_result *r = run(argv, NULL);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cJSON *j = report_json(dir);
     cJSON *stages = cJSON_GetObjectItem(j, "stages"), *s;
     cr_assert_eq(cJSON_GetArraySize(stages), 4);
@@ -258,11 +188,11 @@ Test(mpi_capture, straggler_is_the_culprit)
 Test(mpi_capture, dead_rank)
 {
     skip_without_mpi();
-    const char *costs = write_costs(), *dir = in_dir("run");
+    const char *costs = write_costs(), *dir = tk_path("run");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, TRAIN(costs, "6"), NULL};
     const char *env[] = {"PPTRAIN_TEST_DIE_RANK=2", "PPTRAIN_TEST_DIE_STEP=4", NULL};
-    run_result *r = run(argv, env);
-    cr_assert_neq(r->exit_code, 0, "the job's failure must come back: %s", r->err);
+    tk_result *r = run(argv, env);
+    cr_assert_neq(r->code, 0, "the job's failure must come back: %s", r->err);
     pp_analysis *a = analyze(dir);
     cr_assert_eq(a->n_files, 4);
     int rank2 = -1;
@@ -280,7 +210,7 @@ Test(mpi_capture, dead_rank)
     cr_assert_eq(unlink(path), 0, "%s", path);
     const char *rep[] = {PPREPORT, dir, NULL};
     r = run(rep, NULL);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     cr_assert_not_null(strstr(r->out, "stage 2: no trace holds its steps"), "report: %s%s",
                        r->out, r->err);
 }
@@ -292,7 +222,7 @@ Test(mpi_capture, a_shifted_rank_clock_is_recovered)
 {
     skip_without_mpi();
     /* small messages: the causality band is as narrow as the transfers are short */
-    const char *costs = in_dir("clock-costs.json");
+    const char *costs = tk_path("clock-costs.json");
     FILE *cf = fopen(costs, "w");
     cr_assert_not_null(cf);
     fputs("{\"layers\": [", cf);
@@ -303,14 +233,14 @@ Test(mpi_capture, a_shifted_rank_clock_is_recovered)
                 i ? ", " : "", i);
     fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", cf);
     cr_assert_eq(fclose(cf), 0);
-    const char *dir = in_dir("clock");
+    const char *dir = tk_path("clock");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", "mpirun", "--oversubscribe", "--mca",
                           "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none",
                           "-np", "1", TRAIN(costs, "40"), ":", "-np", "1", "env",
                           "PPROF_TEST_CLOCK_OFFSET_NS=5000000", "PPROF_TEST_CLOCK_DRIFT=0.00005",
                           TRAIN(costs, "40"), ":", "-np", "2", TRAIN(costs, "40"), NULL};
-    run_result *r = run(argv, NULL);
-    cr_assert_eq(r->exit_code, 0, "%s", r->err);
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "%s", r->err);
     pp_analysis *a = analyze(dir);
     /* the span the correction is applied over: every analyzed step plus the warm-up */
     double span_ns = (double)(a->n_steps + (size_t)a->warmup_skipped) * a->step_ns.mean;
