@@ -183,6 +183,7 @@ typedef struct file_state {
     pp_afile *info;
     int32_t min_stage;  /* lowest stage among its ranges (clock pass), -1 none */
     pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
+    int32_t replica;    /* data-parallel replica, from its config mark (0 when none) */
 } file_state;
 
 /* ======================================================================================== */
@@ -194,12 +195,19 @@ typedef struct step_range {
     uint64_t t0, t1;
 } step_range;
 
+/* A data-parallel gradient all-reduce range of a stage. */
+typedef struct ar_range {
+    int32_t stage;
+    uint64_t t0, t1, bytes;
+} ar_range;
+
 typedef struct bucket {
     int64_t step;
     int used;
     vec ops;        /* pp_aop */
     vec layer_ops;  /* pp_aop */
     vec ranges;     /* step_range */
+    vec allred;     /* ar_range */
 } bucket;
 
 typedef struct layer_acc {
@@ -219,7 +227,9 @@ typedef struct link_acc {
 
 typedef struct stage_acc {
     series fwd, bwd, bwd_in, bwd_w, opt;
-    double busy, idle, fill, imb, xfer;
+    series allred;       /* per step: the stage's all-reduce time */
+    double allred_bytes; /* summed over steps */
+    double busy, idle, fill, imb, xfer, ar;
     uint64_t n;
     vec culprit_votes; /* int counts by stage */
 } stage_acc;
@@ -338,6 +348,7 @@ static bucket *bucket_get(state *st, int64_t step)
         return NULL;
     nb->ops.elem = nb->layer_ops.elem = sizeof(pp_aop);
     nb->ranges.elem = sizeof(step_range);
+    nb->allred.elem = sizeof(ar_range);
     nb->used = 1;
     nb->step = step;
     return nb;
@@ -775,6 +786,22 @@ static void finalize(state *st, bucket *b)
     }
     free(fwd_n);
     free(bwd_n);
+    /* data-parallel all-reduce: communication outside the pipeline's schedule */
+    const ar_range *ar = b->allred.data;
+    double *ar_bytes = calloc((size_t)S, sizeof(double));
+    for (size_t i = 0; i < b->allred.n; i++) {
+        if (ar[i].stage < 0 || ar[i].stage >= S || ar[i].t1 < ar[i].t0)
+            continue;
+        sp->stage[ar[i].stage].allreduce_ns += (double)(ar[i].t1 - ar[i].t0);
+        if (ar_bytes)
+            ar_bytes[ar[i].stage] += (double)ar[i].bytes;
+    }
+    for (int s = 0; s < S && b->allred.n; s++) {
+        stage_acc *sa = &((stage_acc *)st->stage_acc.data)[s];
+        series_add(&sa->allred, sp->stage[s].allreduce_ns);
+        sa->allred_bytes += ar_bytes ? ar_bytes[s] : 0;
+    }
+    free(ar_bytes);
     double idle_sum = 0, busy_max = 0, busy_sum = 0;
     for (int s = 0; s < S; s++) {
         pp_stage_step *ss = &sp->stage[s];
@@ -810,7 +837,7 @@ static void finalize(state *st, bucket *b)
                     double idle_bal = bal.step_ns - bal.busy_ns[s];
                     ss->fill_drain_ns = idle_bal;
                     ss->imbalance_ns = idle_nocomm - idle_bal;
-                    ss->transfer_ns = ss->idle_ns - idle_nocomm;
+                    ss->transfer_ns = ss->idle_ns - idle_nocomm - ss->allreduce_ns;
                 }
                 sp->decomposed = 1;
                 r.balanced = 0;
@@ -836,6 +863,7 @@ static void finalize(state *st, bucket *b)
         sa->fill += ss->fill_drain_ns;
         sa->imb += ss->imbalance_ns;
         sa->xfer += ss->transfer_ns;
+        sa->ar += ss->allreduce_ns;
         if (sp->culprit >= 0) {
             sa->culprit_votes.elem = sizeof(int);
             while (sa->culprit_votes.n <= (size_t)sp->culprit)
@@ -868,7 +896,7 @@ static void finalize(state *st, bucket *b)
     }
     keep_ops(st, b);
 done:
-    b->ops.n = b->layer_ops.n = b->ranges.n = 0;
+    b->ops.n = b->layer_ops.n = b->ranges.n = b->allred.n = 0;
     b->used = 0;
 }
 
@@ -915,7 +943,7 @@ int pp_aop_is_compute(pp_aop_kind k) { return k <= PP_AOP_OPT; }
 /* The convention's kinds (pp_nvtx.h numbering) as decoded. */
 enum {
     K_STEP = 0, K_FWD, K_BWD, K_BWD_INPUT, K_BWD_WEIGHT, K_SEND_ACT, K_RECV_ACT, K_SEND_GRAD,
-    K_RECV_GRAD, K_OPT, K_LAYER_FWD, K_LAYER_BWD, K_LAYER_BWD_WEIGHT, K_NONE = -1
+    K_RECV_GRAD, K_OPT, K_LAYER_FWD, K_LAYER_BWD, K_LAYER_BWD_WEIGHT, K_ALLREDUCE, K_NONE = -1
 };
 
 typedef struct decoded {
@@ -965,7 +993,8 @@ static void decode_message(const char *msg, decoded *d)
     } words[] = {{"step", K_STEP},           {"fwd", K_FWD},           {"bwd", K_BWD},
                  {"bwd_input", K_BWD_INPUT}, {"bwd_weight", K_BWD_WEIGHT},
                  {"send_act", K_SEND_ACT},   {"recv_act", K_RECV_ACT}, {"send_grad", K_SEND_GRAD},
-                 {"recv_grad", K_RECV_GRAD}, {"opt_step", K_OPT}};
+                 {"recv_grad", K_RECV_GRAD}, {"opt_step", K_OPT},
+                 {"allreduce", K_ALLREDUCE}};
     char buf[160];
     snprintf(buf, sizeof buf, "%s", msg);
     char *tok[8];
@@ -1052,7 +1081,7 @@ static void decode(file_state *f, const open_range *o, decoded *d)
         d->bytes = get_u(p, n, f->off[6], 8);
         d->has_bytes = 1;
         d->step = (int64_t)get_u(p, n, f->off[7], 8);
-        if (d->kind > K_LAYER_BWD_WEIGHT)
+        if (d->kind > K_ALLREDUCE)
             d->kind = K_NONE;
         return;
     }
@@ -1071,7 +1100,7 @@ static void decode(file_state *f, const open_range *o, decoded *d)
     case K_STEP: d->step = x; break;
     case K_FWD: case K_BWD: case K_BWD_INPUT: case K_BWD_WEIGHT:
     case K_LAYER_FWD: case K_LAYER_BWD: case K_LAYER_BWD_WEIGHT: d->mb = (int32_t)x; break;
-    case K_SEND_ACT: case K_RECV_ACT: case K_SEND_GRAD: case K_RECV_GRAD:
+    case K_SEND_ACT: case K_RECV_ACT: case K_SEND_GRAD: case K_RECV_GRAD: case K_ALLREDUCE:
         d->bytes = (uint64_t)x;
         d->has_bytes = 1;
         break;
@@ -1132,7 +1161,7 @@ static void on_layer_mark(state *st, const char *msg)
         snprintf(la->name, sizeof la->name, "%s", name);
 }
 
-static void on_config(state *st, const char *msg)
+static void on_config(state *st, file_state *f, const char *msg)
 {
     if (strncmp(msg, "layer ", 6) == 0) {
         on_layer_mark(st, msg);
@@ -1161,6 +1190,10 @@ static void on_config(state *st, const char *msg)
             a->samples_per_step = atof(v);
         else if (strcmp(k, "tokens_per_step") == 0)
             a->tokens_per_step = atof(v);
+        else if (strcmp(k, "dp") == 0)
+            a->dp = atoi(v) > 0 && atoi(v) <= 1 << 20 ? atoi(v) : a->dp;
+        else if (strcmp(k, "replica") == 0)
+            f->replica = atoi(v) >= 0 ? atoi(v) : 0;
     }
     if (st->S_cfg)
         ensure_stage(st, st->S_cfg - 1);
@@ -1182,6 +1215,18 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     /* onto the reference clock (identity unless this process's clock was estimated) */
     uint64_t t0 = pp_clock_to_ref(&f->clk, o->t0);
     t1 = pp_clock_to_ref(&f->clk, t1);
+    /* Data-parallel replicas run the same pipeline: one of them is analyzed (the others' clocks
+     * are still aligned, from their own transfers, in the clock pass). */
+    if (f->replica != st->o->replica && !st->collect)
+        return;
+    if (d.kind == K_ALLREDUCE) {
+        int64_t ar_step = d.step >= 0 ? d.step : t->cur_step;
+        bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
+        ar_range *x = ab ? vec_push(&ab->allred) : NULL;
+        if (x)
+            *x = (ar_range){.stage = d.stage, .t0 = t0, .t1 = t1, .bytes = d.bytes};
+        return;
+    }
     if (d.kind == K_STEP) {
         if (d.step < 0)
             d.step = t->n_steps + 1; /* fallback numbering */
@@ -1219,6 +1264,7 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     op.t0 = t0;
     op.t1 = t1;
     op.rank = st->collect ? f->index : f->rank >= 0 ? f->rank : f->index;
+    op.replica = f->replica;
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     switch (d.kind) {
     case K_FWD: op.kind = PP_AOP_FWD; break;
@@ -1309,7 +1355,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                             .payload = r.payload, .range_id = r.range_id};
             if (h.type == PP_REC_MARK) {
                 if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
-                    on_config(st, str_of(f, r.message));
+                    on_config(st, f, str_of(f, r.message));
                 last = NULL;
                 break;
             }
@@ -1324,7 +1370,8 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step >= 0 ? d.step : t->n_steps + 1;
                     t->cur_stage = d.stage;
-                    note_step_open(st, f, d.stage, t->cur_step);
+                    if (f->replica == st->o->replica)
+                        note_step_open(st, f, d.stage, t->cur_step);
                 } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
                     t->cur_mb = d.mb;
                 }
@@ -1529,6 +1576,7 @@ static void results(state *st)
     pp_analysis *a = st->a;
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     a->S = S;
+    a->replica = st->o->replica;
     a->n_steps = st->steps.n;
     a->steps = st->steps.data;
     st->steps.data = NULL;
@@ -1556,12 +1604,20 @@ static void results(state *st)
         o->bwd_input_ns = series_stats(&sa->bwd_in);
         o->bwd_weight_ns = series_stats(&sa->bwd_w);
         o->opt_ns = series_stats(&sa->opt);
+        o->allreduce_ns = series_stats(&sa->allred);
+        if (o->allreduce_ns.count)
+            o->allreduce_bytes = sa->allred_bytes / (double)o->allreduce_ns.count;
+        /* bus bandwidth as nccl-tests defines it for all-reduce: 2 (n - 1) / n x bytes / time */
+        if (o->allreduce_ns.median > 0 && a->dp > 1)
+            o->allreduce_busbw_GBps = o->allreduce_bytes * 2.0 * (a->dp - 1) / a->dp /
+                                      o->allreduce_ns.median;
         if (sa->n) {
             o->busy_ns = sa->busy / sa->n;
             o->idle_ns = sa->idle / sa->n;
             o->fill_drain_ns = sa->fill / sa->n;
             o->imbalance_ns = sa->imb / sa->n;
             o->transfer_ns = sa->xfer / sa->n;
+            o->allreduce_mean_ns = sa->ar / sa->n;
             o->bubble_ratio = a->step_ns.mean > 0 ? o->idle_ns / a->step_ns.mean : 0;
         }
         const int *votes = sa->culprit_votes.data;
@@ -1612,6 +1668,7 @@ static void state_free(state *st)
         vec_free(&b[i].ops);
         vec_free(&b[i].layer_ops);
         vec_free(&b[i].ranges);
+        vec_free(&b[i].allred);
     }
     vec_free(&st->buckets);
     free(st->stage_max_step);
@@ -1628,6 +1685,7 @@ static void state_free(state *st)
         series_free(&sa[i].bwd_in);
         series_free(&sa[i].bwd_w);
         series_free(&sa[i].opt);
+        series_free(&sa[i].allred);
         vec_free(&sa[i].culprit_votes);
     }
     vec_free(&st->stage_acc);
@@ -1686,6 +1744,8 @@ static int cmp_collected(const void *a, const void *b)
     const pp_aop *x = a, *y = b;
     if (x->step != y->step)
         return x->step < y->step ? -1 : 1;
+    if (x->replica != y->replica)
+        return x->replica < y->replica ? -1 : 1;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
     if (x->t0 != y->t0)
@@ -1807,7 +1867,7 @@ static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_
     }
     for (size_t g = 0; g < nops;) {
         size_t e = g;
-        while (e < nops && ops[e].step == ops[g].step)
+        while (e < nops && ops[e].step == ops[g].step && ops[e].replica == ops[g].replica)
             e++;
         if (!match_transfers(&st, ops + g, e - g)) {
             rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
@@ -1973,6 +2033,11 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     }
     warn_lost_ranks(&st, fs, n, opt);
     results(&st);
+    if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1)) {
+        rc = PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "
+                                    "numbered from 0", opt->replica, a->dp > 1 ? a->dp : 1);
+        goto done;
+    }
     if (a->n_steps == 0) {
         int S = a->S;
         rc = PP_ERR(PP_ERR_INVALID,
@@ -2066,6 +2131,8 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
         fprintf(out, ", %d micro-batch(es)", a->M);
     if (a->v > 1)
         fprintf(out, ", %d chunks per stage", a->v);
+    if (a->dp > 1)
+        fprintf(out, ", %d data-parallel replicas (replica %d shown)", a->dp, a->replica);
     fprintf(out, "; %zu step(s) analyzed (%lld warm-up skipped), %zu process(es), %llu events",
             a->n_steps, (long long)a->warmup_skipped, a->n_files,
             (unsigned long long)a->events_total);
@@ -2092,6 +2159,20 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
                 ms(g->fwd_ns.median), ms(bwd), ms(g->busy_ns), ms(g->idle_ns),
                 100 * g->bubble_ratio, ms(g->fill_drain_ns), ms(g->imbalance_ns),
                 ms(g->transfer_ns), cause);
+    }
+    int any_ar = 0;
+    for (int s = 0; s < a->S; s++)
+        any_ar |= a->stages[s].allreduce_ns.count > 0;
+    if (any_ar) {
+        fprintf(out, "\n%-6s %14s %10s %10s %12s %12s\n", "stage", "all-reduce ms", "p95 ms",
+                "MB", "busbw GB/s", "% of step");
+        for (int s = 0; s < a->S; s++) {
+            const pp_astage *g = &a->stages[s];
+            fprintf(out, "%-6d %14.3f %10.3f %10.3f %12.3f %11.1f%%\n", s,
+                    ms(g->allreduce_ns.median), ms(g->allreduce_ns.p95),
+                    g->allreduce_bytes / 1e6, g->allreduce_busbw_GBps,
+                    a->step_ns.mean > 0 ? 100 * g->allreduce_mean_ns / a->step_ns.mean : 0.0);
+        }
     }
     if (a->n_links) {
         fprintf(out, "\n%-12s %-5s %9s %12s %10s %12s %10s %10s\n", "link", "kind", "messages",

@@ -223,7 +223,9 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     }
     e->samples_per_step = a->samples_per_step;
     e->tokens_per_step = a->tokens_per_step;
-    e->microbatch_size = a->samples_per_step > 0 ? (int)(a->samples_per_step / e->M) : 0;
+    /* a data-parallel run states the global batch: each replica trains 1/dp of it */
+    int dp = a->dp > 1 ? a->dp : 1;
+    e->microbatch_size = a->samples_per_step > 0 ? (int)(a->samples_per_step / dp / e->M) : 0;
     e->costs->microbatch_size = e->microbatch_size;
     e->measured_step_ns = a->step_ns.median;
     e->measured_bubble = a->bubble_ratio;

@@ -47,6 +47,7 @@ typedef struct pp_aop {
     int64_t step;
     uint64_t t0, t1;
     int32_t rank; /* process it came from (file's rank, or file index when unknown) */
+    int32_t replica; /* data-parallel replica of that process (0 when none) */
 } pp_aop;
 
 /* Order statistics of a series; median and p95 are exact up to 4096 samples and estimated from a
@@ -58,7 +59,8 @@ typedef struct pp_astats {
 
 typedef struct pp_stage_step {
     double busy_ns, idle_ns, bubble_ratio;
-    double fill_drain_ns, imbalance_ns, transfer_ns; /* sum to idle_ns */
+    double fill_drain_ns, imbalance_ns, transfer_ns; /* with allreduce_ns, sum to idle_ns */
+    double allreduce_ns; /* data-parallel gradient all-reduce (0 without replicas) */
     /* this step's mean forward and backward time per micro-batch (the backward counts BWD, or
      * BWD_INPUT + BWD_WEIGHT when split), 0 when the stage ran none */
     double fwd_ns, bwd_ns;
@@ -103,6 +105,10 @@ typedef struct pp_astage {
     pp_astats fwd_ns, bwd_ns, bwd_input_ns, bwd_weight_ns, opt_ns; /* per micro-batch op */
     double busy_ns, idle_ns, bubble_ratio;                          /* means over steps */
     double fill_drain_ns, imbalance_ns, transfer_ns;                /* means over steps */
+    double allreduce_mean_ns;   /* data-parallel all-reduce, mean over steps (part of idle) */
+    pp_astats allreduce_ns;     /* per step (count 0 without replicas) */
+    double allreduce_bytes;     /* gradient bytes reduced per step */
+    double allreduce_busbw_GBps; /* bus bandwidth of the median all-reduce */
     int imbalance_culprit; /* stage most often on the critical path, -1 unknown */
 } pp_astage;
 
@@ -132,6 +138,7 @@ typedef struct pp_analysis_options {
                                  analyzed step) */
     int rank_filter_n;   /* ranks to include (0 = all) */
     const int *rank_filter;
+    int replica;         /* data-parallel replica whose pipeline is analyzed (default 0) */
 } pp_analysis_options;
 
 void pp_analysis_options_default(pp_analysis_options *o);
@@ -144,6 +151,8 @@ typedef struct pp_analysis {
     char warnings[2048]; /* one line per problem, '\n'-separated */
     /* pipeline shape (from the config mark, else inferred) */
     int S, M, v;
+    int dp;                  /* data-parallel replicas (config mark), 0 when unknown */
+    int replica;             /* the one analyzed */
     char schedule[32];       /* "" when unknown */
     double samples_per_step; /* 0 when unknown */
     double tokens_per_step;  /* 0 when unknown */

@@ -298,6 +298,8 @@ static void json_pipeline(jw *w, const pp_analysis *a)
         jw_null(w, "schedule");
     jw_pos_or_null(w, "samples_per_step", a->samples_per_step);
     jw_pos_or_null(w, "tokens_per_step", a->tokens_per_step);
+    jw_int(w, "data_parallel", a->dp > 1 ? a->dp : 1);
+    jw_int(w, "replica", a->replica);
     jw_close(w, '}');
 }
 
@@ -352,6 +354,7 @@ static void json_steps(jw *w, const pp_analysis *a)
                 jw_null(w, "imbalance_ms");
                 jw_null(w, "transfer_ms");
             }
+            jw_num(w, "allreduce_ms", ms(ss->allreduce_ns));
             jw_close(w, '}');
         }
         jw_close(w, ']');
@@ -402,6 +405,10 @@ static void json_stages(jw *w, const pp_analysis *a)
         jw_num(w, "fill_drain_ms", ms(g->fill_drain_ns));
         jw_num(w, "imbalance_ms", ms(g->imbalance_ns));
         jw_num(w, "transfer_ms", ms(g->transfer_ns));
+        jw_num(w, "allreduce_mean_ms", ms(g->allreduce_mean_ns));
+        jw_stats(w, "allreduce_ms", &g->allreduce_ns, 1e-6);
+        jw_num(w, "allreduce_bytes", g->allreduce_bytes);
+        jw_pos_or_null(w, "allreduce_busbw_GBps", g->allreduce_busbw_GBps);
         if (g->imbalance_culprit >= 0)
             jw_int(w, "imbalance_culprit", g->imbalance_culprit);
         else

@@ -150,6 +150,14 @@ static pp_status cpu_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
     return PP_OK;
 }
 
+static void cpu_grads(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes)
+{
+    pp_model *m = ((cpu_backend *)b)->chunks[chunk].model;
+    *g = m->grads;
+    *n = m->n_params;
+    *bytes = (uint64_t)m->n_params * sizeof(float);
+}
+
 static uint64_t cpu_transfer_ns(pp_stage_backend *b, size_t bytes)
 {
     (void)b;
@@ -187,6 +195,7 @@ static const pp_backend_ops k_cpu_ops = {
     .backward_weight = cpu_backward_weight,
     .grad_stats = cpu_grad_stats,
     .optimizer_step = cpu_optimizer_step,
+    .grads = cpu_grads,
     .transfer_ns = cpu_transfer_ns,
     .destroy = cpu_destroy,
 };

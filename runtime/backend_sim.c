@@ -124,6 +124,17 @@ static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
     return PP_OK;
 }
 
+static void sim_grads(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes)
+{
+    sim_backend *sb = (sim_backend *)b;
+    uint64_t sum = 0;
+    for (int li = sb->lo[chunk]; li < sb->hi[chunk]; li++)
+        sum += sb->costs->layers[li].param_bytes;
+    *g = NULL;
+    *n = 0;
+    *bytes = sum;
+}
+
 static uint64_t sim_transfer_ns(pp_stage_backend *b, size_t bytes)
 {
     sim_backend *sb = (sim_backend *)b;
@@ -150,6 +161,7 @@ static const pp_backend_ops k_sim_ops = {
     .backward_weight = sim_backward_weight,
     .grad_stats = sim_grad_stats,
     .optimizer_step = sim_optimizer_step,
+    .grads = sim_grads,
     .transfer_ns = sim_transfer_ns,
     .destroy = sim_destroy,
 };

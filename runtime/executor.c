@@ -131,6 +131,48 @@ static void clock_after_wait(worker *w, uint64_t avail_ns)
     }
 }
 
+/* The data-parallel gradient all-reduce of a stage, one NVTX range: every chunk's gradients,
+ * and *loss summed over the replicas. The sim backend holds no gradients: its replicas meet
+ * (the latest clock) and then take what a ring all-reduce of the chunk's parameter bytes costs,
+ * 2 (dp - 1) transfers of 1/dp of them. */
+static pp_status dp_allreduce(worker *w, double *loss)
+{
+    pp_transport *tp = w->e->tp;
+    pp_stage_backend *b = w->b;
+    int dp = tp->dp;
+    pp_nvtx_info info = pp_nvtx_info_none();
+    info.step = w->e->step;
+    info.stage = w->stage;
+    uint64_t total = 0;
+    for (int c = 0; c < w->v; c++) {
+        float *g;
+        size_t n;
+        uint64_t bytes;
+        b->ops->grads(b, c, &g, &n, &bytes);
+        total += bytes;
+    }
+    info.bytes = total;
+    pp_nvtx_push(PP_NVTX_ALLREDUCE, &info);
+    pp_status st = PP_OK;
+    uint64_t t = w->clock_ns;
+    for (int c = 0; c < w->v && st == PP_OK; c++) {
+        float *g;
+        size_t n;
+        uint64_t bytes;
+        b->ops->grads(b, c, &g, &n, &bytes);
+        st = tp->ops->dp_allreduce(tp, w->stage, g, n, c == w->v - 1 ? loss : NULL,
+                                   c == w->v - 1 ? 1 : 0, c == 0 ? &t : NULL);
+    }
+    if (st == PP_OK) {
+        uint64_t cost = b->carries_data ? 0
+                                        : 2ull * (uint64_t)(dp - 1) *
+                                              b->ops->transfer_ns(b, (size_t)(total / (uint64_t)dp));
+        clock_after_wait(w, t + cost);
+    }
+    pp_nvtx_pop();
+    return st;
+}
+
 static pp_status run_list(worker *w)
 {
     pp_exec *e = w->e;
@@ -250,6 +292,15 @@ static pp_status run_list(worker *w)
              * optimizer step waits for the norm, as clipping needs it. */
             double vals[2];
             b->ops->grad_stats(b, &vals[0], &vals[1]);
+            if (tp->dp > 1 && tp->ops->dp_allreduce) {
+                /* Data parallelism: the replicas of this stage sum their gradients (and their
+                 * losses) first, so the norm below is the global batch's. */
+                if ((st = dp_allreduce(w, &vals[1])) != PP_OK)
+                    break;
+                double loss = vals[1] / tp->dp; /* each replica's is its own mean */
+                b->ops->grad_stats(b, &vals[0], &vals[1]);
+                vals[1] = loss;
+            }
             uint64_t t = w->clock_ns;
             st = tp->ops->allreduce(tp, s, vals, 2, &t);
             if (st != PP_OK)

@@ -82,11 +82,12 @@ static const nvtxPayloadSchemaEntry_t k_schema_entries[] = {
 };
 
 /* The first word of each kind's message, and its colour (ARGB): forward blue, backward green,
- * weight-gradient teal, sends orange, receives light orange, step and optimizer grey; layer
- * ranges take a lighter shade of their parent. */
+ * weight-gradient teal, sends orange, receives light orange, step and optimizer grey, the
+ * data-parallel all-reduce purple; layer ranges take a lighter shade of their parent. */
 static const char *const k_kind_word[PP_NVTX_KIND_COUNT] = {
     "step",     "fwd",      "bwd",       "bwd_input", "bwd_weight", "send_act", "recv_act",
-    "send_grad", "recv_grad", "opt_step", "fwd",       "bwd",        "bwd_weight"};
+    "send_grad", "recv_grad", "opt_step", "fwd",       "bwd",        "bwd_weight",
+    "allreduce"};
 static const uint32_t k_kind_color[PP_NVTX_KIND_COUNT] = {
     0xFF607D8Bu, /* step: blue grey */
     0xFF1E88E5u, /* fwd: blue */
@@ -101,6 +102,7 @@ static const uint32_t k_kind_color[PP_NVTX_KIND_COUNT] = {
     0xFF90CAF9u, /* layer fwd: light blue */
     0xFFA5D6A7u, /* layer bwd: light green */
     0xFF80CBC4u, /* layer bwd_weight: light teal */
+    0xFF8E24AAu, /* allreduce: purple */
 };
 
 typedef enum { CLASS_PLAIN, CLASS_MB, CLASS_LAYER } kind_class;

@@ -24,6 +24,7 @@ struct pp_pipe_trainer {
     pp_microbatch *mbs;
     int64_t steps_done;
     int first_local, n_local; /* the stages this process runs */
+    int dp, replica;          /* data-parallel replicas and the one this process runs */
 };
 
 static pp_status copy_partition(const pp_partition *src, pp_partition *dst)
@@ -101,6 +102,20 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             goto fail;
         }
     }
+    int dp = c->dp > 1 ? c->dp : 1;
+    if (dp > 1 && c->transport != PP_TRANSPORT_MPI) {
+        st = PP_ERR(PP_ERR_INVALID, "--dp %d: data-parallel replicas need --transport mpi (one "
+                                    "process per stage and replica)", dp);
+        goto fail;
+    }
+    if (dp > 1 && c->backend == PP_BACKEND_CPU &&
+        (c->train.batch % dp != 0 || (c->train.batch / dp) % M != 0)) {
+        st = PP_ERR(PP_ERR_INVALID,
+                    "--batch %d must split into %d replicas of %d micro-batches each (a "
+                    "multiple of %d)",
+                    c->train.batch, dp, M, dp * M);
+        goto fail;
+    }
     if ((st = pp_schedule_create(c->schedule, S, M, v, &t->sched)) != PP_OK)
         goto fail;
     if ((st = pp_schedule_validate(t->sched, &t->rep)) != PP_OK) {
@@ -119,16 +134,17 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     size_t max_bytes = 0;
     int mb_B = 0;
     if (c->backend == PP_BACKEND_CPU) {
-        mb_B = c->train.batch / M;
+        mb_B = c->train.batch / dp / M;
         max_bytes = (size_t)mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float);
     }
     if (c->transport == PP_TRANSPORT_MPI) {
 #ifdef PP_HAVE_MPI
         /* One stage per rank: this process builds only its own stage's backend. */
-        if ((st = pp_transport_mpi_create(S, t->part.P, M, capacity, max_bytes, &t->tp)) !=
+        if ((st = pp_transport_mpi_create(S, dp, t->part.P, M, capacity, max_bytes, &t->tp)) !=
             PP_OK)
             goto fail;
         first = pp_transport_mpi_rank(t->tp);
+        t->replica = t->tp->replica;
         n_local = 1;
 #else
         st = PP_ERR(PP_ERR_INVALID, "--transport mpi: this build has no MPI");
@@ -139,6 +155,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     }
     t->first_local = first;
     t->n_local = n_local;
+    t->dp = dp;
     backends = pp_alloc(sizeof(*backends) * (size_t)n_local);
     if (!backends) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stage backends");
@@ -192,13 +209,13 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             double tokens = samples * (c->backend == PP_BACKEND_CPU ? c->train.model.seq_len : 0);
             snprintf(cfg, sizeof cfg,
                      "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-                     "tokens_per_step=%.0f backend=%s",
+                     "tokens_per_step=%.0f backend=%s dp=%d replica=%d",
                      pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
-                     c->backend == PP_BACKEND_CPU ? "cpu" : "sim");
+                     c->backend == PP_BACKEND_CPU ? "cpu" : "sim", dp, t->replica);
             pp_nvtx_mark_config(cfg);
             /* and what each layer weighs, for the tuner's memory model and cost file */
             size_t io = c->backend == PP_BACKEND_CPU
-                            ? (size_t)(c->train.batch / M) * c->train.model.seq_len *
+                            ? (size_t)mb_B * c->train.model.seq_len *
                                   c->train.model.d_model * sizeof(float)
                             : 0;
             for (int i = 0; i < L; i++) {
@@ -236,8 +253,9 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             st = PP_ERR(PP_ERR_NOMEM, "out of memory for the batch");
             goto fail;
         }
+        /* this replica's share of the global batch: samples [replica, replica + 1) x B / dp */
         for (int m = 0; m < M; m++) {
-            size_t off = (size_t)m * mb_B * c->train.model.seq_len;
+            size_t off = ((size_t)t->replica * M + (size_t)m) * mb_B * c->train.model.seq_len;
             t->mbs[m] = (pp_microbatch){.B = mb_B, .tokens = t->inputs + off,
                                         .targets = t->targets + off};
         }

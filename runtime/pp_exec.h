@@ -78,11 +78,18 @@ typedef struct pp_transport_ops {
      * thread while no worker runs: turns this process's proposed step start *t0_ns into one
      * that every process of the job uses (MPI: the latest proposal plus a margin). */
     pp_status (*agree_start)(pp_transport *t, uint64_t *t0_ns);
+    /* Data parallelism (NULL unless dp > 1): sums buf[0..n) (float32 gradients; buf may be
+     * NULL when n is 0) and vals[0..nvals) over the dp replicas of `stage`, and takes the
+     * maximum of *max_ns. Every replica gets the results. Collective over those replicas. */
+    pp_status (*dp_allreduce)(pp_transport *t, int stage, float *buf, size_t n, double *vals,
+                              int nvals, uint64_t *max_ns);
 } pp_transport_ops;
 
 struct pp_transport {
     const pp_transport_ops *ops;
     int S;
+    int dp;      /* data-parallel replicas of the pipeline (1: none) */
+    int replica; /* which of them this process runs, from 0 */
 };
 
 /* In-process transport: one bounded mailbox per directed link (capacity messages of at most
@@ -90,14 +97,15 @@ struct pp_transport {
 pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out);
 
 #ifdef PP_HAVE_MPI
-/* MPI transport: stage s is rank s of MPI_COMM_WORLD (its size must be S), over a duplicated
- * communicator. P pieces and M micro-batches size the tag encoding; capacity and max_bytes the
+/* MPI transport: S x dp ranks; rank r runs stage r % S of replica r / S. Each replica's
+ * pipeline talks over its own communicator (split from MPI_COMM_WORLD), each stage's replicas
+ * reduce gradients over another (dp_allreduce). P pieces and M micro-batches size the tag encoding; capacity and max_bytes the
  * preallocated staging slots, as for the in-process transport. MPI must be initialised with at
  * least MPI_THREAD_SERIALIZED (pp_mpi_init). abort() only fails this rank's pending calls: the
  * caller then ends the job with pp_mpi_abort_job. Calls must be serialised (one local stage). */
-pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_bytes,
+pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, size_t max_bytes,
                                   pp_transport **out);
-/* The stage (rank) this process runs over an MPI transport. */
+/* The stage this process runs over an MPI transport (its rank in its replica's pipeline). */
 int pp_transport_mpi_rank(const pp_transport *t);
 /* MPI_Init_thread(SERIALIZED) and the world's rank and size; finalize; MPI_Abort of the job. */
 pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size);
@@ -151,6 +159,10 @@ typedef struct pp_backend_ops {
     void (*grad_stats)(pp_stage_backend *b, double *sumsq, double *loss_sum);
     /* Optimizer step with learning rate and gradient scale (clipping). */
     pp_status (*optimizer_step)(pp_stage_backend *b, float lr, float grad_scale, uint64_t *t_ns);
+    /* The gradients of `chunk` that data-parallel replicas sum: *g (NULL when the backend holds
+     * none, as sim) of *n floats, and the bytes a real job would reduce (sim: the cost file's
+     * param_bytes of the chunk's layers). */
+    void (*grads)(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes);
     /* Time a transfer of `bytes` takes from the sender's clock (sim: latency + bytes/BW). */
     uint64_t (*transfer_ns)(pp_stage_backend *b, size_t bytes);
     void (*destroy)(pp_stage_backend *b);
@@ -230,6 +242,8 @@ typedef struct pp_pipe_config {
     int slow_stage;          /* sim: stage whose costs are multiplied (-1: none) */
     double slow_factor;
     pp_transport_kind transport; /* 0 (inproc) unless set */
+    int dp;                  /* data-parallel replicas (mpi transport; 0 or 1: none). The batch
+                                is the global one: each replica trains batch / dp of it */
 } pp_pipe_config;
 
 typedef struct pp_pipe_trainer pp_pipe_trainer;

@@ -29,7 +29,8 @@ typedef enum pp_nvtx_kind {
     PP_NVTX_LAYER_FWD = 10, /* one layer inside a FWD range */
     PP_NVTX_LAYER_BWD = 11, /* one layer inside a BWD / BWD_INPUT range */
     PP_NVTX_LAYER_BWD_WEIGHT = 12, /* one layer inside a BWD_WEIGHT range */
-    PP_NVTX_KIND_COUNT = 13
+    PP_NVTX_ALLREDUCE = 13, /* data-parallel gradient all-reduce of a stage (bytes: gradients) */
+    PP_NVTX_KIND_COUNT = 14
 } pp_nvtx_kind;
 
 /* What a range is about; fields that do not apply are -1 (bytes 0). */

@@ -258,6 +258,7 @@ pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_t
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
     t->base.ops = &k_inproc_ops;
     t->base.S = S;
+    t->base.dp = 1;
     t->capacity = capacity;
     t->max_bytes = max_bytes;
     pthread_mutex_init(&t->red_mu, NULL);

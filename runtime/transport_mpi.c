@@ -1,6 +1,9 @@
-/* transport_mpi.c: the MPI transport: one pipeline stage per MPI rank (stage s = rank s of a
- * communicator duplicated from MPI_COMM_WORLD). pp_pipe_trainer creates it when pptrain runs
- * with --transport mpi; docs/executor.md describes how it plugs into the executor.
+/* transport_mpi.c: the MPI transport: one pipeline stage per MPI rank. With dp data-parallel
+ * replicas the world's S x dp ranks form dp pipelines: rank r runs stage r % S of replica r / S,
+ * each replica's stages talk over their own communicator (split from MPI_COMM_WORLD), and the dp
+ * ranks of each stage sum their gradients over another (dp_allreduce). pp_pipe_trainer creates
+ * it when pptrain runs with --transport mpi; docs/executor.md describes how it plugs into the
+ * executor.
  *
  * Every message is a 16-byte header (avail_ns, payload bytes) followed by the payload, sent with
  * MPI_Isend from a preallocated staging slot: a send completes as soon as the data is copied, so
@@ -30,8 +33,10 @@ typedef struct mpi_slot {
 
 typedef struct mpi_tp {
     pp_transport base;
-    MPI_Comm comm;
-    int rank;
+    MPI_Comm comm;  /* this replica's pipeline: rank = stage */
+    MPI_Comm world; /* every rank: the common step start */
+    MPI_Comm dpc;   /* this stage's replicas (MPI_COMM_NULL when dp = 1) */
+    int rank;       /* the stage */
     int P;          /* model pieces S * v: the tag encoding's stride */
     int max_mb;     /* micro-batches the tag encoding holds */
     size_t max_bytes;
@@ -260,12 +265,53 @@ static pp_status mp_agree_start(pp_transport *tp, uint64_t *t0_ns)
      * the cores), so every rank is awake before the common start. */
     uint64_t mine = *t0_ns, all = 0;
     MPI_Request rq;
-    int rc = MPI_Iallreduce(&mine, &all, 1, MPI_UINT64_T, MPI_MAX, t->comm, &rq);
+    int rc = MPI_Iallreduce(&mine, &all, 1, MPI_UINT64_T, MPI_MAX, t->world, &rq);
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Iallreduce of the step start");
     pp_status st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the step-start agreement");
     if (st == PP_OK)
         *t0_ns = all + 1000000;
+    return st;
+}
+
+/* Gradients summed with MPI_Iallreduce (in place, polled like every wait): with two replicas
+ * a + b = b + a exactly, so every replica ends with bit-identical parameters; with more, MPI's
+ * reduction order is its own, still the same on every rank for a given communicator. */
+static pp_status mp_dp_allreduce(pp_transport *tp, int stage, float *buf, size_t n, double *vals,
+                                 int nvals, uint64_t *max_ns)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    if (stage != t->rank)
+        return PP_ERR(PP_ERR_INVALID, "MPI transport: stage %d is not local (rank %d)", stage,
+                      t->rank);
+    if (t->dpc == MPI_COMM_NULL)
+        return PP_OK;
+    pp_status st = PP_OK;
+    /* MPI counts are ints: large gradient buffers go in pieces */
+    const size_t piece = (size_t)1 << 28;
+    for (size_t off = 0; buf && off < n && st == PP_OK; off += piece) {
+        int cnt = (int)(n - off < piece ? n - off : piece);
+        MPI_Request rq;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, t->dpc, &rq);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Iallreduce of the gradients");
+        st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the gradient all-reduce");
+    }
+    if (st == PP_OK && nvals > 0) {
+        MPI_Request rq;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, nvals, MPI_DOUBLE, MPI_SUM, t->dpc, &rq);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Iallreduce of the replicas' values");
+        st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the replicas' all-reduce");
+    }
+    if (st == PP_OK && max_ns) {
+        MPI_Request rq;
+        uint64_t mine = *max_ns;
+        int rc = MPI_Iallreduce(&mine, max_ns, 1, MPI_UINT64_T, MPI_MAX, t->dpc, &rq);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Iallreduce of the replicas' clocks");
+        st = poll_done(t, &rq, MPI_STATUS_IGNORE, "the replicas' clock all-reduce");
+    }
     return st;
 }
 
@@ -299,6 +345,10 @@ static void mp_destroy(pp_transport *tp)
         return; /* MPI still owns the staging buffers; the job is being aborted */
     if (t->comm != MPI_COMM_NULL)
         MPI_Comm_free(&t->comm);
+    if (t->world != MPI_COMM_NULL)
+        MPI_Comm_free(&t->world);
+    if (t->dpc != MPI_COMM_NULL)
+        MPI_Comm_free(&t->dpc);
     pp_free(t->send);
     pp_free(t->recv);
     pp_free(t->arena);
@@ -315,9 +365,10 @@ static const pp_transport_ops k_mpi_ops = {
     .abort = mp_abort,
     .destroy = mp_destroy,
     .agree_start = mp_agree_start,
+    .dp_allreduce = mp_dp_allreduce,
 };
 
-pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_bytes,
+pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, size_t max_bytes,
                                   pp_transport **out)
 {
     int inited = 0, size = 0, rank = 0;
@@ -326,11 +377,13 @@ pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_
         return PP_ERR(PP_ERR_INVALID, "MPI transport: MPI is not initialised");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (size != S)
+    if (dp < 1)
+        dp = 1;
+    if (S < 1 || size != S * dp)
         return PP_ERR(PP_ERR_INVALID,
-                      "--transport mpi runs one stage per rank: %d stages need mpirun -np %d, "
-                      "this job has %d rank(s)",
-                      S, S, size);
+                      "--transport mpi runs one stage per rank: %d stage(s) x %d replica(s) "
+                      "need mpirun -np %d, this job has %d rank(s)",
+                      S, dp, S * dp, size);
     if (capacity < 1 || P < 1 || M < 1)
         return PP_ERR(PP_ERR_INVALID, "MPI transport needs capacity, P and M >= 1");
     int *ub = NULL, found = 0;
@@ -346,8 +399,10 @@ pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
     t->base.ops = &k_mpi_ops;
     t->base.S = S;
-    t->comm = MPI_COMM_NULL;
-    t->rank = rank;
+    t->base.dp = dp;
+    t->base.replica = rank / S;
+    t->comm = t->world = t->dpc = MPI_COMM_NULL;
+    t->rank = rank % S;
     t->P = P;
     t->max_mb = M;
     t->max_bytes = max_bytes;
@@ -369,13 +424,20 @@ pp_status pp_transport_mpi_create(int S, int P, int M, int capacity, size_t max_
     for (int i = 0; i < t->n_recv; i++)
         t->recv[i] = (mpi_slot){MPI_REQUEST_NULL, 0,
                                 t->arena + (size_t)(t->n_send + i) * slot_bytes};
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &t->world);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_split(MPI_COMM_WORLD, rank / S, rank % S, &t->comm);
+    if (rc == MPI_SUCCESS && dp > 1)
+        rc = MPI_Comm_split(MPI_COMM_WORLD, rank % S, rank / S, &t->dpc);
     if (rc != MPI_SUCCESS) {
         mp_destroy(&t->base);
-        return mpi_err(rc, "MPI_Comm_dup");
+        return mpi_err(rc, "creating the communicators");
     }
     /* Errors come back as return codes and become pp_status messages. */
     MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(t->world, MPI_ERRORS_RETURN);
+    if (t->dpc != MPI_COMM_NULL)
+        MPI_Comm_set_errhandler(t->dpc, MPI_ERRORS_RETURN);
     *out = &t->base;
     return PP_OK;
 }

@@ -1,6 +1,6 @@
 /* test_mpi.c: pptrain --transport mpi under mpirun (one stage per rank) against the in-process
- * transport: the same losses for 1F1B and interleaved at S = 4, the sim backend's step time, and
- * the world-size check. mpirun runs as a child process with the flags a root container needs;
+ * transport: the same losses for 1F1B and interleaved at S = 4, the sim backend's step time,
+ * data-parallel replicas (--dp) against one pipeline, and the world-size checks. mpirun runs as a child process with the flags a root container needs;
  * the tests skip when this build has no MPI or mpirun is missing. */
 #include "pp_testkit.h"
 
@@ -158,6 +158,108 @@ Test(mpi, sim_step_time_matches_inproc)
               ip_model);
     cr_assert(fabs(mpi_ms - ip_ms) <= 0.15 * ip_ms, "step %.3f ms over MPI vs %.3f in-process",
               mpi_ms, ip_ms);
+}
+
+/* Data parallelism: 2 replicas of a 2-stage pipeline (4 ranks), each training half of the
+ * batch with half the micro-batches, against one in-process pipeline over the whole batch with
+ * the same micro-batch size. The gradients are the same sums in another order (each replica
+ * accumulates its micro-batches, then the replicas add up), so losses and norms agree to
+ * float32 accumulation error: 1e-5 relative, the pipeline equivalence tolerance of
+ * docs/schedules.md. */
+static void check_dp_matches(const char *schedule, const char *v, const char *M_dp,
+                             const char *M_one)
+{
+    skip_without_mpi();
+    const char *log_ip = tk_path("one.jsonl");
+    const char *a_ip[] = {MODEL, "--stages", "2", "--schedule", schedule, "--virtual-stages", v,
+                          "--microbatches", M_one, "--batch", "8", "--steps", "3", "-q",
+                          "--log-json", log_ip, NULL};
+    tk_result *r = run(0, a_ip);
+    cr_assert_eq(r->code, 0, "in-process run failed: %s", r->err);
+    const char *log_dp = tk_path("dp.jsonl");
+    const char *a_dp[] = {MODEL, "--stages", "2", "--schedule", schedule, "--virtual-stages", v,
+                          "--microbatches", M_dp, "--batch", "8", "--steps", "3",
+                          "--transport", "mpi", "--dp", "2", "--log-json", log_dp, NULL};
+    r = run(4, a_dp);
+    cr_assert_eq(r->code, 0, "mpirun --dp 2 failed (%d): %s", r->code, r->err);
+    cr_assert_not_null(strstr(r->out, "2 data-parallel replicas"), "%s", r->out);
+    const char *keys[] = {"loss", "grad_norm"};
+    for (int k = 0; k < 2; k++) {
+        double a[8], b[8];
+        cr_assert_eq(read_json_values(log_ip, keys[k], a, 8), 3);
+        cr_assert_eq(read_json_values(log_dp, keys[k], b, 8), 3);
+        for (int i = 0; i < 3; i++)
+            cr_assert(fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]),
+                      "%s, step %d: %s %.9g in one pipeline, %.9g with 2 replicas", schedule,
+                      i + 1, keys[k], a[i], b[i]);
+    }
+    /* training moved: a wrong all-reduce (no sum, or a double count) shows in step 2 on */
+    double l[8];
+    read_json_values(log_dp, "loss", l, 8);
+    cr_assert(l[2] < l[0], "loss did not fall: %g -> %g", l[0], l[2]);
+}
+
+Test(mpi, dp2_one_f_one_b_matches_one_pipeline) { check_dp_matches("1f1b", "1", "2", "4"); }
+
+Test(mpi, dp2_interleaved_matches_one_pipeline)
+{
+    check_dp_matches("interleaved", "2", "2", "4");
+}
+
+/* The sim backend's replicas meet at the all-reduce and then take what a ring all-reduce of
+ * each stage's parameter bytes costs: 2 (dp - 1) transfers of 1/dp of them. The time model is
+ * deterministic, so the step grows by exactly that over the same pipeline without replicas. */
+Test(mpi, dp_sim_adds_the_ring_allreduce)
+{
+    skip_without_mpi();
+    const char *costs = tk_path("dp-costs.json");
+    FILE *f = fopen(costs, "w");
+    cr_assert_not_null(f);
+    fputs("{\"layers\": [", f);
+    for (int i = 0; i < 4; i++)
+        fprintf(f,
+                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
+                "\"activation_bytes\": 100000, \"param_bytes\": 8000000}",
+                i ? ", " : "", i);
+    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", f);
+    fclose(f);
+    const char *a_one[] = {"--backend", "sim", "--costs", costs, "--stages", "2",
+                           "--microbatches", "4", "--steps", "3", "-q", "--transport", "mpi",
+                           NULL};
+    tk_result *r = run(2, a_one);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    double one = summary_ms(r->out, "(time model ");
+    const char *a_dp[] = {"--backend", "sim", "--costs", costs, "--stages", "2",
+                          "--microbatches", "4", "--steps", "3", "-q", "--transport", "mpi",
+                          "--dp", "2", NULL};
+    r = run(4, a_dp);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    double dp = summary_ms(r->out, "(time model ");
+    /* 16 MB per stage: 2 x (10 us + 8 MB / 10 GB/s) = 1.62 ms */
+    cr_log_info("sim model: one pipeline %.3f ms, 2 replicas %.3f ms", one, dp);
+    cr_assert(fabs(dp - one - 1.62) <= 0.01, "2 replicas %.3f ms, one pipeline %.3f ms: the "
+                                              "all-reduce should add 1.62 ms",
+              dp, one);
+}
+
+Test(mpi, dp_needs_mpi_and_the_right_world)
+{
+    const char *a[] = {MODEL, "--stages", "2", "--dp", "2", "--steps", "1", NULL};
+    tk_result *r = run(0, a);
+    cr_assert_eq(r->code, 2, "exit %d, stderr: %s", r->code, r->err);
+    cr_assert_not_null(strstr(r->err, "--transport mpi"), "stderr: %s", r->err);
+    skip_without_mpi();
+    const char *b[] = {MODEL, "--stages", "2", "--dp", "2", "--batch", "8", "--microbatches",
+                       "2", "--steps", "1", "--transport", "mpi", NULL};
+    r = run(2, b);
+    cr_assert_eq(r->code, 2, "exit %d, stderr: %s", r->code, r->err);
+    cr_assert_not_null(strstr(r->err, "need mpirun -np 4"), "stderr: %s", r->err);
+    /* the batch must split into replicas of whole micro-batches */
+    const char *c[] = {MODEL, "--stages", "2", "--dp", "2", "--batch", "6", "--microbatches",
+                       "2", "--steps", "1", "--transport", "mpi", NULL};
+    r = run(4, c);
+    cr_assert_eq(r->code, 2, "exit %d, stderr: %s", r->code, r->err);
+    cr_assert_not_null(strstr(r->err, "must split into 2 replicas"), "stderr: %s", r->err);
 }
 
 Test(mpi, world_size_must_equal_stages)

@@ -215,6 +215,74 @@ Test(mpi_capture, dead_rank)
                        r->out, r->err);
 }
 
+/* Two data-parallel replicas of a 2-stage pipeline under pprof-run: the report analyzes one
+ * replica's pipeline (either), and gives every stage's all-reduce time, bytes and bus
+ * bandwidth; the sim's ring all-reduce of 16 MB per stage over 10 GB/s takes 1.62 ms. */
+Test(mpi_capture, data_parallel_allreduce_is_reported)
+{
+    skip_without_mpi();
+    const char *costs = tk_path("dp-costs.json");
+    FILE *f = fopen(costs, "w");
+    cr_assert_not_null(f);
+    fputs("{\"layers\": [", f);
+    for (int i = 0; i < 4; i++)
+        fprintf(f,
+                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
+                "\"activation_bytes\": 100000, \"param_bytes\": 8000000}",
+                i ? ", " : "", i);
+    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", f);
+    cr_assert_eq(fclose(f), 0);
+    const char *dir = tk_path("dp");
+    const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, PPTRAIN, "--backend", "sim",
+                          "--costs", costs, "--stages", "2", "--microbatches", "4", "--steps",
+                          "6", "--transport", "mpi", "--dp", "2", "-q", NULL};
+    tk_result *r = run(argv, NULL);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    for (int replica = 0; replica < 2; replica++) {
+        pp_analysis_options o;
+        pp_analysis_options_default(&o);
+        o.replica = replica;
+        pp_analysis *a = NULL;
+        cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+        cr_assert_eq(a->n_files, 4);
+        cr_assert_eq(a->S, 2);
+        cr_assert_eq(a->dp, 2);
+        cr_assert_eq(a->n_steps, 5, "replica %d: %zu steps", replica, a->n_steps);
+        /* one pipeline's transfers only: 4 micro-batches each way per step */
+        for (size_t i = 0; i < a->n_links; i++)
+            cr_assert_eq(a->links[i].messages, 4 * a->n_steps, "link %d->%d: %llu messages",
+                         a->links[i].src, a->links[i].dst,
+                         (unsigned long long)a->links[i].messages);
+        for (int s = 0; s < 2; s++) {
+            const pp_astage *g = &a->stages[s];
+            cr_log_info("replica %d stage %d: all-reduce median %.3f ms, %.1f MB, %.2f GB/s",
+                        replica, s, g->allreduce_ns.median * 1e-6, g->allreduce_bytes * 1e-6,
+                        g->allreduce_busbw_GBps);
+            cr_assert_eq(g->allreduce_ns.count, a->n_steps);
+            cr_assert_eq(g->allreduce_bytes, 16e6);
+            /* at least the modelled ring time; waiting for the other replica may add to it */
+            cr_assert_geq(g->allreduce_ns.median, 1.55e6);
+            cr_assert_leq(g->allreduce_ns.median, 4e6);
+            /* the bubble's parts still add up to the idle time */
+            double parts = g->fill_drain_ns + g->imbalance_ns + g->transfer_ns +
+                           g->allreduce_mean_ns;
+            cr_assert(fabs(parts - g->idle_ns) <= 1e-6 * g->idle_ns + 1.0,
+                      "stage %d: parts %.0f ns, idle %.0f ns", s, parts, g->idle_ns);
+        }
+        pp_analysis_free(a);
+    }
+    const char *rep[] = {PPREPORT, dir, NULL};
+    r = run(rep, NULL);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    cr_assert_not_null(strstr(r->out, "2 data-parallel replicas (replica 0 shown)"), "%s",
+                       r->out);
+    cr_assert_not_null(strstr(r->out, "all-reduce ms"), "%s", r->out);
+    const char *bad[] = {PPREPORT, dir, "--replica", "2", NULL};
+    r = run(bad, NULL);
+    cr_assert_eq(r->code, 2, "%s", r->err);
+    cr_assert_not_null(strstr(r->err, "2 data-parallel replica(s)"), "%s", r->err);
+}
+
 /* The profiler's clock hook shifts rank 1's clock by 5 ms and 50 ppm (an MPMD mpirun gives that
  * one process the variables); the analyzer must recover both from the send/receive pairs, within
  * 50 us and 5 ppm, and leave the other ranks near zero. */

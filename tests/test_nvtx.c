@@ -180,6 +180,7 @@ static const struct {
     {PP_NVTX_LAYER_FWD, {5, 1, 3, 0, 1, -1, 0}, "block0 fwd", 0xFF90CAF9u},
     {PP_NVTX_LAYER_BWD, {5, 0, 7, 0, 0, -1, 0}, "embedding bwd", 0xFFA5D6A7u},
     {PP_NVTX_LAYER_BWD_WEIGHT, {5, 3, 0, 0, 3, -1, 0}, "head bwd_weight", 0xFF80CBC4u},
+    {PP_NVTX_ALLREDUCE, {5, 2, -1, -1, -1, -1, 64ull << 20}, "allreduce", 0xFF8E24AAu},
 };
 
 Test(nvtx, every_kind_has_its_message_category_colour_and_payload)

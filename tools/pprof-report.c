@@ -37,6 +37,8 @@ static const char *k_usage =
     "                      without it they show the last analyzed step\n"
     "      --warmup N      skip the first N steps (default 1; 0 when --steps is given)\n"
     "      --ranks LIST    only the trace files of these ranks (comma-separated, e.g. 0,2,3)\n"
+    "      --replica R     with data-parallel replicas (pptrain --dp): analyze replica R's\n"
+    "                      pipeline (default 0)\n"
     "  -q, --quiet         no table and no notes (JSON and pictures are still written)\n"
     "  -v, --verbose       say what is read and written\n"
     "  -h, --help          this help\n"
@@ -44,7 +46,8 @@ static const char *k_usage =
     "exit codes: 0 ok, 2 bad option or a directory that cannot be analyzed,\n"
     "            3 runtime error (e.g. gnuplot not found)\n";
 
-enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS };
+enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS,
+       OPT_REPLICA };
 
 static const struct option k_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -55,6 +58,7 @@ static const struct option k_opts[] = {
     {"steps", required_argument, 0, OPT_STEPS},
     {"warmup", required_argument, 0, OPT_WARMUP},
     {"ranks", required_argument, 0, OPT_RANKS},
+    {"replica", required_argument, 0, OPT_REPLICA},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -68,6 +72,7 @@ typedef struct args {
     int json, quiet, verbose;
     int64_t step_lo, step_hi; /* 0 = not given / open */
     int64_t warmup;           /* -1 = not given */
+    int64_t replica;          /* data-parallel replica to analyze */
     const char *ranks_arg;    /* --ranks as given, for messages */
     int n_ranks;
     int ranks[MAX_RANKS];
@@ -155,6 +160,10 @@ static int parse_args(int argc, char **argv, args *a)
             if (parse_ranks(optarg, a) != PP_OK)
                 return pp_tool_usage_error("%s", pp_error_message());
             a->ranks_arg = optarg;
+            break;
+        case OPT_REPLICA:
+            if (pp_parse_i64(optarg, "--replica", 0, 1 << 20, &a->replica) != PP_OK)
+                return pp_tool_usage_error("%s", pp_error_message());
             break;
         case 'q': a->quiet = 1; break;
         case 'v': a->verbose = 1; break;
@@ -288,6 +297,7 @@ int main(int argc, char **argv)
     }
     o.rank_filter_n = a->n_ranks;
     o.rank_filter = a->n_ranks ? a->ranks : NULL;
+    o.replica = (int)a->replica;
     pp_tool_note(1, "analyzing %s (warm-up %d step(s)%s)", a->dir, o.warmup,
          a->n_ranks ? ", selected ranks" : "");
 

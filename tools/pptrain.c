@@ -32,6 +32,9 @@ static const char *k_usage =
     "  --print-schedule      print each stage's instruction list and exit\n"
     "  --transport NAME      inproc (default): stages are threads of this process; mpi: one\n"
     "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...\n"
+    "  --dp N                data-parallel replicas of the pipeline (needs --transport mpi,\n"
+    "                        mpirun -np S*N): rank r runs stage r % S of replica r / S; each\n"
+    "                        replica trains --batch / N of the batch, gradients all-reduced\n"
     "\n"
     "model:\n"
     "  --model NAME          built-in preset: tiny (default), small\n"
@@ -73,7 +76,7 @@ enum {
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON, OPT_STAGES,
     OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS, OPT_SLOW,
-    OPT_PRINT_SCHED, OPT_TRANSPORT
+    OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP
 };
 
 static const struct option k_opts[] = {
@@ -110,6 +113,7 @@ static const struct option k_opts[] = {
     {"sim-slow", required_argument, 0, OPT_SLOW},
     {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
     {"transport", required_argument, 0, OPT_TRANSPORT},
+    {"dp", required_argument, 0, OPT_DP},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -137,6 +141,7 @@ typedef struct args {
     int print_schedule;
     int plan_from_env;
     pp_transport_kind transport;
+    int dp;
 } args;
 
 static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
@@ -158,6 +163,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->backend = PP_BACKEND_CPU;
     a->slow_stage = -1;
     a->slow_factor = 1.0;
+    a->dp = 1;
     pp_adamw_config_default(&a->tc.opt);
     opterr = 0;
     int c;
@@ -279,6 +285,11 @@ static int parse_args(int argc, char **argv, args *a)
                 a->transport = PP_TRANSPORT_MPI;
             else
                 return pp_tool_usage_error("%s", "--transport must be 'inproc' or 'mpi'");
+            break;
+        case OPT_DP:
+            if ((st = parse_int(optarg, "--dp", 1, 4096, &iv)) != PP_OK)
+                return pp_tool_fail(st);
+            a->dp = (int)iv;
             break;
         case OPT_SLOW: {
             char *eq = strchr(optarg, '=');
@@ -462,6 +473,8 @@ static void print_pipeline(const args *a, const pp_partition *part, pp_pipe_trai
            pp_schedule_kind_name(a->schedule), a->tc.microbatches);
     if (part->v > 1)
         printf(", %d chunks per stage", part->v);
+    if (a->dp > 1)
+        printf(", %d data-parallel replicas", a->dp);
     printf(", backend %s, boundaries %s, peak in-flight", a->backend == PP_BACKEND_SIM ? "sim" : "cpu",
            bounds);
     for (int s = 0; s < part->S; s++)
@@ -500,6 +513,10 @@ int main(int argc, char **argv)
      * per-step lines, the summary and the --log-json file (the loss is known on every rank after
      * the all-reduce). */
     int mpi = a.transport == PP_TRANSPORT_MPI, rank = 0, world = 1;
+    if (a.dp > 1 && !mpi)
+        return pp_tool_usage_error("--dp %d: data-parallel replicas need --transport mpi (and "
+                                   "mpirun -np STAGES*%d)",
+                                   a.dp, a.dp);
     if (mpi) {
 #ifdef PP_HAVE_MPI
         if (a.save || a.resume)
@@ -542,11 +559,17 @@ int main(int argc, char **argv)
         goto out;
     if ((st = pp_schedule_check_args(a.schedule, part.S, a.tc.microbatches, part.v)) != PP_OK)
         goto out;
-    if (mpi && world != part.S) {
-        st = PP_ERR(PP_ERR_INVALID,
-                    "--transport mpi runs one stage per rank: %d stage(s) need mpirun -np %d, "
-                    "this job has %d rank(s)",
-                    part.S, part.S, world);
+    if (mpi && world != part.S * a.dp) {
+        if (a.dp > 1)
+            st = PP_ERR(PP_ERR_INVALID,
+                        "--transport mpi runs one stage per rank: %d stage(s) x %d replica(s) "
+                        "need mpirun -np %d, this job has %d rank(s)",
+                        part.S, a.dp, part.S * a.dp, world);
+        else
+            st = PP_ERR(PP_ERR_INVALID,
+                        "--transport mpi runs one stage per rank: %d stage(s) need mpirun -np "
+                        "%d, this job has %d rank(s)",
+                        part.S, part.S, world);
         goto out;
     }
     if (a.print_schedule && rank == 0) {
@@ -592,6 +615,7 @@ int main(int argc, char **argv)
                          .slow_stage = a.slow_stage,
                          .slow_factor = a.slow_factor};
     pc.transport = a.transport;
+    pc.dp = a.dp;
     trainer_made = 1;
     st = pp_pipe_trainer_create(&pc, data, &tr);
     data = NULL; /* owned by the trainer now, even on failure */
