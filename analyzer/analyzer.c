@@ -268,7 +268,17 @@ typedef struct state {
     int late_warned;
     int collect;          /* clock pass: keep transfers only, in `collected` */
     vec collected;        /* pp_aop of the transfers, rank = file index */
+    vec syncs;            /* sync_mark: the clock ping-pong's marks (clock pass) */
 } state;
+
+/* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
+ * message it brackets: from world rank src to dst. */
+typedef struct sync_mark {
+    int32_t src, dst, phase, seq;
+    int32_t recv;
+    int32_t file;
+    uint64_t ts;
+} sync_mark;
 
 static void warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(pp_analysis *a, const char *fmt, ...)
@@ -1161,8 +1171,28 @@ static void on_layer_mark(state *st, const char *msg)
         snprintf(la->name, sizeof la->name, "%s", name);
 }
 
-static void on_config(state *st, file_state *f, const char *msg)
+static void on_clocksync(state *st, file_state *f, const char *msg, uint64_t ts)
 {
+    char dir[8];
+    int peer, phase, seq;
+    if (!st->collect || f->rank < 0 ||
+        sscanf(msg, "clocksync %7s peer=%d phase=%d seq=%d", dir, &peer, &phase, &seq) != 4)
+        return;
+    int recv = strcmp(dir, "recv") == 0;
+    if (!recv && strcmp(dir, "send") != 0)
+        return;
+    sync_mark *m = vec_push(&st->syncs);
+    if (m)
+        *m = (sync_mark){.src = recv ? peer : f->rank, .dst = recv ? f->rank : peer,
+                         .phase = phase, .seq = seq, .recv = recv, .file = f->index, .ts = ts};
+}
+
+static void on_config(state *st, file_state *f, const char *msg, uint64_t ts)
+{
+    if (strncmp(msg, "clocksync ", 10) == 0) {
+        on_clocksync(st, f, msg, ts);
+        return;
+    }
     if (strncmp(msg, "layer ", 6) == 0) {
         on_layer_mark(st, msg);
         return;
@@ -1355,7 +1385,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                             .payload = r.payload, .range_id = r.range_id};
             if (h.type == PP_REC_MARK) {
                 if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
-                    on_config(st, f, str_of(f, r.message));
+                    on_config(st, f, str_of(f, r.message), h.ts);
                 last = NULL;
                 break;
             }
@@ -1707,6 +1737,7 @@ static void state_free(state *st)
     vec_free(&st->xfers);
     vec_free(&st->match);
     vec_free(&st->collected);
+    vec_free(&st->syncs);
 }
 
 static void file_state_init(file_state *f, int index)
@@ -1737,6 +1768,21 @@ static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->xfers.elem = sizeof(xfer);
     st->match.elem = sizeof(size_t);
     st->collected.elem = sizeof(pp_aop);
+    st->syncs.elem = sizeof(sync_mark);
+}
+
+static int cmp_sync(const void *a, const void *b)
+{
+    const sync_mark *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    if (x->phase != y->phase)
+        return x->phase < y->phase ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return (x->recv > y->recv) - (x->recv < y->recv);
 }
 
 static int cmp_collected(const void *a, const void *b)
@@ -1860,7 +1906,7 @@ static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_
             ops[i].peer = (ops[i].stage + (up ? 1 : S - 1)) % S;
         }
     qsort(ops, nops, sizeof *ops, cmp_collected);
-    pairs = malloc(sizeof *pairs * (nops ? nops : 1));
+    pairs = malloc(sizeof *pairs * (nops + st.syncs.n + 1));
     if (!pairs) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
         goto done;
@@ -1885,6 +1931,21 @@ static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_
         }
         g = e;
     }
+    /* the ping-pong's marks: a send mark and the receive mark of the same message */
+    sync_mark *sm = st.syncs.data;
+    qsort(sm, st.syncs.n, sizeof *sm, cmp_sync);
+    size_t n_sync = 0;
+    for (size_t i = 0; i + 1 < st.syncs.n; i++) {
+        const sync_mark *x = &sm[i], *y = &sm[i + 1];
+        if (x->recv || !y->recv || x->src != y->src || x->dst != y->dst ||
+            x->phase != y->phase || x->seq != y->seq || x->file == y->file)
+            continue;
+        pairs[npairs++] = (pp_clock_pair){.src = x->file, .dst = y->file, .send_ns = x->ts,
+                                          .recv_ns = y->ts};
+        n_sync++;
+        i++;
+    }
+    a->clock_sync_pairs = n_sync;
     rc = pp_clock_estimate(pairs, npairs, n, ref, mono0, fits);
     if (rc != PP_OK)
         goto done;

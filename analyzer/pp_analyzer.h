@@ -152,6 +152,7 @@ typedef struct pp_analysis {
     /* pipeline shape (from the config mark, else inferred) */
     int S, M, v;
     int dp;                  /* data-parallel replicas (config mark), 0 when unknown */
+    size_t clock_sync_pairs; /* ping-pong messages used by the clock alignment */
     int replica;             /* the one analyzed */
     char schedule[32];       /* "" when unknown */
     double samples_per_step; /* 0 when unknown */

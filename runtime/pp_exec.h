@@ -110,6 +110,13 @@ int pp_transport_mpi_rank(const pp_transport *t);
 /* MPI_Init_thread(SERIALIZED) and the world's rank and size; finalize; MPI_Abort of the job. */
 pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size);
 void pp_mpi_finalize(void);
+/* Clock ping-pong for the analyzer's clock alignment (docs/metrics.md): world rank 0 exchanges
+ * `rounds` round trips with every other rank, one at a time, each message bracketed by NVTX marks
+ * "clocksync send|recv peer=P phase=F seq=K" (P the other's world rank) in the pipeprof domain,
+ * so the profiler timestamps them on each process's clock. A collective over MPI_COMM_WORLD;
+ * call it while no stage worker runs (pptrain: after set-up, phase 0, and after the last step,
+ * phase 1). Marks cost nothing without a tool attached. */
+pp_status pp_mpi_clock_sync(int rounds, int phase);
 void pp_mpi_abort_job(int code);
 #endif
 

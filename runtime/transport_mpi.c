@@ -17,6 +17,7 @@
  * one local stage, its worker and the executor's main thread take turns, ordered by the
  * executor's mutex. */
 #include "pp_exec.h"
+#include "pp_nvtx.h"
 
 #include <mpi.h>
 #include <stdlib.h>
@@ -464,3 +465,51 @@ pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size)
 void pp_mpi_finalize(void) { MPI_Finalize(); }
 
 void pp_mpi_abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+static void sync_mark(const char *dir, int peer, int phase, int seq)
+{
+    char msg[96];
+    snprintf(msg, sizeof msg, "clocksync %s peer=%d phase=%d seq=%d", dir, peer, phase, seq);
+    pp_nvtx_mark_config(msg);
+}
+
+pp_status pp_mpi_clock_sync(int rounds, int phase)
+{
+    int rank = 0, size = 1;
+    MPI_Comm c;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &c) != MPI_SUCCESS)
+        return PP_ERR(PP_ERR_RUNTIME, "clock sync: MPI_Comm_dup failed");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c, &rank);
+    MPI_Comm_size(c, &size);
+    int rc = MPI_Barrier(c); /* every rank is here: round trips measure the link, not start-up */
+    enum { TAG = 1 };
+    /* A send mark precedes its send and a receive mark follows its receive, so every pair
+     * brackets the real message: the causality bound the alignment needs. */
+    for (int peer = 1; peer < size && rc == MPI_SUCCESS; peer++) {
+        if (rank != 0 && rank != peer)
+            continue;
+        for (int k = 0; k < rounds && rc == MPI_SUCCESS; k++) {
+            int x = k;
+            if (rank == 0) {
+                sync_mark("send", peer, phase, k);
+                rc = MPI_Send(&x, 1, MPI_INT, peer, TAG, c);
+                if (rc == MPI_SUCCESS)
+                    rc = MPI_Recv(&x, 1, MPI_INT, peer, TAG, c, MPI_STATUS_IGNORE);
+                if (rc == MPI_SUCCESS)
+                    sync_mark("recv", peer, phase, k);
+            } else {
+                rc = MPI_Recv(&x, 1, MPI_INT, 0, TAG, c, MPI_STATUS_IGNORE);
+                if (rc == MPI_SUCCESS) {
+                    sync_mark("recv", 0, phase, k);
+                    sync_mark("send", 0, phase, k);
+                    rc = MPI_Send(&x, 1, MPI_INT, 0, TAG, c);
+                }
+            }
+        }
+    }
+    MPI_Comm_free(&c);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "the clock ping-pong");
+    return PP_OK;
+}

@@ -283,6 +283,52 @@ Test(mpi_capture, data_parallel_allreduce_is_reported)
     cr_assert_not_null(strstr(r->err, "2 data-parallel replica(s)"), "%s", r->err);
 }
 
+/* The start-up and final clock ping-pong: two replicas of a one-stage pipeline exchange no
+ * pipeline messages, only the all-reduce, so without the ping-pong the shifted rank's clock
+ * cannot be bounded; with it (pptrain's default, 8 round trips at start and at end) the analyzer
+ * recovers the 5 ms offset and 50 ppm drift within 50 us over the run. */
+Test(mpi_capture, clock_pingpong_aligns_ranks_without_pipeline_traffic)
+{
+    skip_without_mpi();
+    const char *costs = write_costs();
+    for (int sync = 0; sync < 2; sync++) {
+        const char *dir = tk_path(sync ? "sync" : "nosync");
+        const char *rounds = sync ? "8" : "0";
+#define ONE_STAGE                                                                                \
+    PPTRAIN, "--backend", "sim", "--costs", costs, "--stages", "1", "--dp", "2", "--steps",      \
+        "20", "--transport", "mpi", "-q", "--clock-sync", rounds
+        const char *argv[] = {PPRUN, "-q", "-o", dir, "--", "mpirun", "--oversubscribe", "--mca",
+                              "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism",
+                              "none", "-np", "1", ONE_STAGE, ":", "-np", "1", "env",
+                              "PPROF_TEST_CLOCK_OFFSET_NS=5000000",
+                              "PPROF_TEST_CLOCK_DRIFT=0.00005", ONE_STAGE, NULL};
+#undef ONE_STAGE
+        tk_result *r = run(argv, NULL);
+        cr_assert_eq(r->code, 0, "%s", r->err);
+        pp_analysis *a = analyze(dir);
+        cr_assert_eq(a->n_files, 2);
+        const pp_afile *f = a->files[0].rank == 1 ? &a->files[0] : &a->files[1];
+        cr_assert_eq(f->rank, 1);
+        if (!sync) {
+            cr_assert_eq(a->clock_sync_pairs, 0);
+            cr_assert_eq(f->clock_status, PP_CLOCK_UNBOUNDED);
+            cr_assert_not_null(strstr(a->warnings, "unbounded"), "%s", a->warnings);
+        } else {
+            /* 8 round trips = 16 messages, at start and at end */
+            cr_assert_eq(a->clock_sync_pairs, 32);
+            cr_assert_eq(f->clock_status, PP_CLOCK_ESTIMATED);
+            double span_ns = (double)(a->n_steps + (size_t)a->warmup_skipped) * a->step_ns.mean;
+            double err_ns = fabs(f->clock_offset_ns - 5e6) + fabs(f->clock_drift - 50e-6) * span_ns;
+            cr_log_info("ping-pong: offset %.1f us, drift %.2f ppm, uncertainty %.1f us, "
+                        "largest error over the run %.1f us",
+                        f->clock_offset_ns * 1e-3, f->clock_drift * 1e6,
+                        f->clock_uncertainty_ns * 1e-3, err_ns * 1e-3);
+            cr_assert_leq(err_ns, 50e3);
+        }
+        pp_analysis_free(a);
+    }
+}
+
 /* The profiler's clock hook shifts rank 1's clock by 5 ms and 50 ppm (an MPMD mpirun gives that
  * one process the variables); the analyzer must recover both from the send/receive pairs, within
  * 50 us and 5 ppm, and leave the other ranks near zero. */

@@ -35,6 +35,9 @@ static const char *k_usage =
     "  --dp N                data-parallel replicas of the pipeline (needs --transport mpi,\n"
     "                        mpirun -np S*N): rank r runs stage r % S of replica r / S; each\n"
     "                        replica trains --batch / N of the batch, gradients all-reduced\n"
+    "  --clock-sync N        mpi: N ping-pong round trips between rank 0 and every rank at\n"
+    "                        start and end, NVTX-marked for the analyzer's clock alignment\n"
+    "                        across hosts (default 8, 0: none)\n"
     "\n"
     "model:\n"
     "  --model NAME          built-in preset: tiny (default), small\n"
@@ -76,7 +79,7 @@ enum {
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON, OPT_STAGES,
     OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS, OPT_SLOW,
-    OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP
+    OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC
 };
 
 static const struct option k_opts[] = {
@@ -114,6 +117,7 @@ static const struct option k_opts[] = {
     {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
     {"transport", required_argument, 0, OPT_TRANSPORT},
     {"dp", required_argument, 0, OPT_DP},
+    {"clock-sync", required_argument, 0, OPT_CLOCK_SYNC},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -142,6 +146,7 @@ typedef struct args {
     int plan_from_env;
     pp_transport_kind transport;
     int dp;
+    int clock_sync; /* ping-pong rounds per rank at start and end (mpi) */
 } args;
 
 static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
@@ -164,6 +169,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->slow_stage = -1;
     a->slow_factor = 1.0;
     a->dp = 1;
+    a->clock_sync = 8;
     pp_adamw_config_default(&a->tc.opt);
     opterr = 0;
     int c;
@@ -290,6 +296,11 @@ static int parse_args(int argc, char **argv, args *a)
             if ((st = parse_int(optarg, "--dp", 1, 4096, &iv)) != PP_OK)
                 return pp_tool_fail(st);
             a->dp = (int)iv;
+            break;
+        case OPT_CLOCK_SYNC:
+            if ((st = parse_int(optarg, "--clock-sync", 0, 1000, &iv)) != PP_OK)
+                return pp_tool_fail(st);
+            a->clock_sync = (int)iv;
             break;
         case OPT_SLOW: {
             char *eq = strchr(optarg, '=');
@@ -623,6 +634,10 @@ int main(int argc, char **argv)
         goto out;
     if (a.resume && (st = pp_pipe_trainer_load(tr, a.resume)) != PP_OK)
         goto out;
+#ifdef PP_HAVE_MPI
+    if (mpi && a.clock_sync > 0 && (st = pp_mpi_clock_sync(a.clock_sync, 0)) != PP_OK)
+        goto out;
+#endif
     if (a.log_json) {
         log = fopen(a.log_json, "w");
         if (!log) {
@@ -701,6 +716,11 @@ int main(int argc, char **argv)
     }
     if (a.save && (st = pp_pipe_trainer_save(tr, a.save)) != PP_OK)
         goto out;
+#ifdef PP_HAVE_MPI
+    /* again at the end: two exchanges far apart pin the clock's drift as well as its offset */
+    if (mpi && a.clock_sync > 0 && (st = pp_mpi_clock_sync(a.clock_sync, 1)) != PP_OK)
+        goto out;
+#endif
     if (rank != 0) {
         /* the summary is rank 0's */
     } else if (ran > 0 && sim) {
