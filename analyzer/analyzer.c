@@ -1905,7 +1905,8 @@ static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_
             int up = ops[i].kind == PP_AOP_SEND_ACT || ops[i].kind == PP_AOP_RECV_GRAD;
             ops[i].peer = (ops[i].stage + (up ? 1 : S - 1)) % S;
         }
-    qsort(ops, nops, sizeof *ops, cmp_collected);
+    if (nops)
+        qsort(ops, nops, sizeof *ops, cmp_collected);
     pairs = malloc(sizeof *pairs * (nops + st.syncs.n + 1));
     if (!pairs) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
@@ -1933,7 +1934,8 @@ static pp_status clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_
     }
     /* the ping-pong's marks: a send mark and the receive mark of the same message */
     sync_mark *sm = st.syncs.data;
-    qsort(sm, st.syncs.n, sizeof *sm, cmp_sync);
+    if (st.syncs.n)
+        qsort(sm, st.syncs.n, sizeof *sm, cmp_sync);
     size_t n_sync = 0;
     for (size_t i = 0; i + 1 < st.syncs.n; i++) {
         const sync_mark *x = &sm[i], *y = &sm[i + 1];
