@@ -640,7 +640,8 @@ static int match_transfers(state *st, const pp_aop *ops, size_t n)
     }
     xfer *x = st->xfers.data;
     size_t nx = st->xfers.n, *match = st->match.data;
-    qsort(x, nx, sizeof *x, cmp_xfer);
+    if (nx)
+        qsort(x, nx, sizeof *x, cmp_xfer);
     /* per link: its sends in op order, then its receives in op order */
     for (size_t g = 0; g < nx;) {
         size_t r = g;
@@ -741,7 +742,8 @@ static void finalize(state *st, bucket *b)
         goto done;
     pp_aop *ops = b->ops.data;
     size_t n = b->ops.n;
-    qsort(ops, n, sizeof *ops, cmp_op_time);
+    if (n)
+        qsort(ops, n, sizeof *ops, cmp_op_time);
     pp_astep *sp = vec_push(&st->steps);
     if (!sp)
         goto done;
