@@ -1,7 +1,9 @@
 /* layers.c: the three layer kinds of the GPT-style model (embedding, transformer block, head)
  * with forward, input-gradient and weight-gradient passes over one micro-batch. The model, the
- * trainer and (later) the pipeline executor call these; the math lives in kernels/. */
-#include "pp_kernels.h"
+ * trainer and the pipeline backends call these; the math lives in kernels/, reached through a
+ * kernel table (pp_kops.h): the CPU kernels on host memory, or CUDA kernels on one stream and
+ * device memory, with the same sequence of operations either way. */
+#include "pp_kops.h"
 #include "pp_runtime.h"
 
 #include <math.h>
@@ -19,6 +21,7 @@ struct pp_layer_acts {
     pp_layer_kind kind;
     int max_B;
     size_t bytes;
+    const pp_kops *k; /* the kernels, and the memory space of every buffer below */
     float *mem; /* one allocation, carved into the buffers below */
     /* shared */
     float *in, *out, *din;
@@ -31,7 +34,8 @@ struct pp_layer_acts {
     float *dproj2, *dgelu, *dfc, *dln2, *dr2, *datty, *dqkv, *dln1, *scratch;
     /* head */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses, *dlogits, *dlnf;
-    float loss;
+    float *loss_mean; /* [1] in the kernels' memory space */
+    float loss;       /* host copy (host tables only) */
 };
 
 static float *P(const pp_layer *L, int t) { return L->params + L->tensors[t].offset; }
@@ -43,7 +47,8 @@ void pp_layer_acts_destroy(pp_layer_acts *a)
 {
     if (!a)
         return;
-    pp_free(a->mem);
+    if (a->mem)
+        a->k->free(a->k->ctx, a->mem);
     pp_free(a);
 }
 
@@ -62,6 +67,7 @@ static float *carve(float **cursor, size_t *total, size_t n)
 
 static void layout(pp_layer_acts *a, const pp_layer *L, float *base, size_t *total)
 {
+    const pp_kops *k = a->k;
     size_t B = (size_t)a->max_B, T = (size_t)L->cfg.seq_len, C = (size_t)L->cfg.d_model;
     size_t NH = (size_t)L->cfg.n_heads, V = (size_t)L->cfg.vocab_size, N = B * T;
     float *cur = base;
@@ -95,7 +101,7 @@ static void layout(pp_layer_acts *a, const pp_layer *L, float *base, size_t *tot
         a->datty = carve(&cur, total, N * C);
         a->dqkv = carve(&cur, total, N * 3 * C);
         a->dln1 = carve(&cur, total, N * C);
-        a->scratch = carve(&cur, total, T * T);
+        a->scratch = carve(&cur, total, k->attention_scratch_floats((int)B, (int)T, (int)NH));
         break;
     case PP_LAYER_HEAD:
         a->in = carve(&cur, total, N * C);
@@ -108,11 +114,13 @@ static void layout(pp_layer_acts *a, const pp_layer *L, float *base, size_t *tot
         a->losses = carve(&cur, total, N);
         a->dlogits = carve(&cur, total, N * V);
         a->dlnf = carve(&cur, total, N * C);
+        a->loss_mean = carve(&cur, total, 1);
         break;
     }
 }
 
-pp_status pp_layer_acts_create(const pp_layer *L, int max_B, pp_layer_acts **out)
+pp_status pp_layer_acts_create_k(const pp_layer *L, int max_B, const pp_kops *k,
+                                 pp_layer_acts **out)
 {
     if (max_B < 1)
         return PP_ERR(PP_ERR_INVALID, "activation buffers need max_B >= 1 (got %d)", max_B);
@@ -121,61 +129,68 @@ pp_status pp_layer_acts_create(const pp_layer *L, int max_B, pp_layer_acts **out
         return PP_ERR(PP_ERR_NOMEM, "out of memory for layer %s activations", L->name);
     a->kind = L->kind;
     a->max_B = max_B;
+    a->k = k;
     size_t total = 0;
     layout(a, L, NULL, &total);
     a->bytes = total * sizeof(float);
-    a->mem = pp_alloc(a->bytes);
+    a->mem = k->alloc(k->ctx, a->bytes);
     if (!a->mem) {
         pp_free(a);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory: layer %s needs %.1f MiB of activations",
-                      L->name, (double)total * sizeof(float) / 1048576.0);
+        return PP_ERR(PP_ERR_NOMEM, "out of %s memory: layer %s needs %.1f MiB of activations",
+                      k->name, L->name, (double)total * sizeof(float) / 1048576.0);
     }
     layout(a, L, a->mem, &total);
     *out = a;
     return PP_OK;
 }
 
+pp_status pp_layer_acts_create(const pp_layer *L, int max_B, pp_layer_acts **out)
+{
+    return pp_layer_acts_create_k(L, max_B, &pp_kops_cpu, out);
+}
+
 const float *pp_layer_acts_output(const pp_layer_acts *a) { return a->out; }
+const float *pp_layer_acts_loss_mean(const pp_layer_acts *a) { return a->loss_mean; }
 const float *pp_layer_acts_dinput(const pp_layer_acts *a) { return a->din; }
 float pp_layer_acts_loss(const pp_layer_acts *a) { return a->loss; }
 
 void pp_layer_forward(const pp_layer *L, pp_layer_acts *a, const pp_microbatch *mb,
                       const float *in)
 {
+    const pp_kops *K = a->k;
     int B = mb->B, T = L->cfg.seq_len, C = L->cfg.d_model, NH = L->cfg.n_heads;
     int V = L->cfg.vocab_size, N = B * T;
     size_t NC = (size_t)N * C;
     switch (L->kind) {
     case PP_LAYER_EMBED:
-        pp_embed_forward(a->out, mb->tokens, P(L, EMB_WTE), P(L, EMB_WPE), B, T, C);
+        K->embed_forward(K->ctx, a->out, mb->tokens, P(L, EMB_WTE), P(L, EMB_WPE), B, T, C);
         break;
     case PP_LAYER_BLOCK:
-        memcpy(a->in, in, NC * sizeof(float));
-        pp_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->in, P(L, BLK_LN1_W),
+        K->copy(K->ctx, a->in, in, NC * sizeof(float));
+        K->layernorm_forward(K->ctx, a->ln1, a->ln1_mean, a->ln1_rstd, a->in, P(L, BLK_LN1_W),
                              P(L, BLK_LN1_B), N, C);
-        pp_linear_forward(a->qkv, a->ln1, P(L, BLK_QKV_W), P(L, BLK_QKV_B), N, C, 3 * C);
-        pp_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+        K->linear_forward(K->ctx, a->qkv, a->ln1, P(L, BLK_QKV_W), P(L, BLK_QKV_B), N, C, 3 * C);
+        K->attention_forward(K->ctx, a->atty, a->att, a->qkv, B, T, C, NH);
         /* r2 = in + proj(atty); the projection is written to out, which is free until the
          * MLP writes the block's output. */
-        pp_linear_forward(a->out, a->atty, P(L, BLK_PROJ_W), P(L, BLK_PROJ_B), N, C, C);
-        pp_residual_forward(a->r2, a->in, a->out, NC);
-        pp_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->r2, P(L, BLK_LN2_W),
+        K->linear_forward(K->ctx, a->out, a->atty, P(L, BLK_PROJ_W), P(L, BLK_PROJ_B), N, C, C);
+        K->residual_forward(K->ctx, a->r2, a->in, a->out, NC);
+        K->layernorm_forward(K->ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->r2, P(L, BLK_LN2_W),
                              P(L, BLK_LN2_B), N, C);
-        pp_linear_forward(a->fc, a->ln2, P(L, BLK_FC_W), P(L, BLK_FC_B), N, C, 4 * C);
-        pp_gelu_forward(a->gelu, a->fc, NC * 4);
-        pp_linear_forward(a->out, a->gelu, P(L, BLK_FCPROJ_W), P(L, BLK_FCPROJ_B), N, 4 * C, C);
-        pp_residual_forward(a->out, a->r2, a->out, NC);
+        K->linear_forward(K->ctx, a->fc, a->ln2, P(L, BLK_FC_W), P(L, BLK_FC_B), N, C, 4 * C);
+        K->gelu_forward(K->ctx, a->gelu, a->fc, NC * 4);
+        K->linear_forward(K->ctx, a->out, a->gelu, P(L, BLK_FCPROJ_W), P(L, BLK_FCPROJ_B), N, 4 * C, C);
+        K->residual_forward(K->ctx, a->out, a->r2, a->out, NC);
         break;
     case PP_LAYER_HEAD: {
-        memcpy(a->in, in, NC * sizeof(float));
-        pp_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->in, P(L, HEAD_LNF_W),
+        K->copy(K->ctx, a->in, in, NC * sizeof(float));
+        K->layernorm_forward(K->ctx, a->lnf, a->lnf_mean, a->lnf_rstd, a->in, P(L, HEAD_LNF_W),
                              P(L, HEAD_LNF_B), N, C);
-        pp_linear_forward(a->logits, a->lnf, P(L, HEAD_LM_W), NULL, N, C, V);
-        pp_xent_forward(a->losses, a->probs, a->logits, mb->targets, N, V);
-        double sum = 0.0;
-        for (int i = 0; i < N; i++)
-            sum += a->losses[i];
-        a->loss = (float)(sum / N);
+        K->linear_forward(K->ctx, a->logits, a->lnf, P(L, HEAD_LM_W), NULL, N, C, V);
+        K->xent_forward(K->ctx, a->losses, a->probs, a->logits, mb->targets, N, V);
+        K->loss_mean(K->ctx, a->loss_mean, a->losses, N);
+        if (!K->on_device)
+            a->loss = *a->loss_mean;
         break;
     }
     }
@@ -184,43 +199,44 @@ void pp_layer_forward(const pp_layer *L, pp_layer_acts *a, const pp_microbatch *
 void pp_layer_backward_input(const pp_layer *L, pp_layer_acts *a, const pp_microbatch *mb,
                              const float *dout, float loss_scale)
 {
+    const pp_kops *K = a->k;
     int B = mb->B, T = L->cfg.seq_len, C = L->cfg.d_model, NH = L->cfg.n_heads;
     int V = L->cfg.vocab_size, N = B * T;
     size_t NC = (size_t)N * C, bytes = NC * sizeof(float);
     switch (L->kind) {
     case PP_LAYER_EMBED:
-        memcpy(a->demb, dout, bytes);
+        K->copy(K->ctx, a->demb, dout, bytes);
         break;
     case PP_LAYER_BLOCK:
         /* MLP branch: out = r2 + fcproj(gelu(fc(ln2(r2)))) */
-        memcpy(a->dproj2, dout, bytes);
-        memset(a->dgelu, 0, bytes * 4);
-        pp_linear_backward_input(a->dgelu, a->dproj2, P(L, BLK_FCPROJ_W), N, 4 * C, C);
-        memset(a->dfc, 0, bytes * 4);
-        pp_gelu_backward(a->dfc, a->dgelu, a->fc, NC * 4);
-        memset(a->dln2, 0, bytes);
-        pp_linear_backward_input(a->dln2, a->dfc, P(L, BLK_FC_W), N, C, 4 * C);
-        memcpy(a->dr2, dout, bytes); /* the residual path */
-        pp_layernorm_backward_input(a->dr2, a->dln2, a->r2, P(L, BLK_LN2_W), a->ln2_mean,
+        K->copy(K->ctx, a->dproj2, dout, bytes);
+        K->zero(K->ctx, a->dgelu, bytes * 4);
+        K->linear_backward_input(K->ctx, a->dgelu, a->dproj2, P(L, BLK_FCPROJ_W), N, 4 * C, C);
+        K->zero(K->ctx, a->dfc, bytes * 4);
+        K->gelu_backward(K->ctx, a->dfc, a->dgelu, a->fc, NC * 4);
+        K->zero(K->ctx, a->dln2, bytes);
+        K->linear_backward_input(K->ctx, a->dln2, a->dfc, P(L, BLK_FC_W), N, C, 4 * C);
+        K->copy(K->ctx, a->dr2, dout, bytes); /* the residual path */
+        K->layernorm_backward_input(K->ctx, a->dr2, a->dln2, a->r2, P(L, BLK_LN2_W), a->ln2_mean,
                                     a->ln2_rstd, N, C);
         /* attention branch: r2 = in + proj(attn(qkv(ln1(in)))) */
-        memset(a->datty, 0, bytes);
-        pp_linear_backward_input(a->datty, a->dr2, P(L, BLK_PROJ_W), N, C, C);
-        memset(a->dqkv, 0, bytes * 3);
-        pp_attention_backward(a->dqkv, a->scratch, a->datty, a->qkv, a->att, B, T, C, NH);
-        memset(a->dln1, 0, bytes);
-        pp_linear_backward_input(a->dln1, a->dqkv, P(L, BLK_QKV_W), N, C, 3 * C);
-        memcpy(a->din, a->dr2, bytes);
-        pp_layernorm_backward_input(a->din, a->dln1, a->in, P(L, BLK_LN1_W), a->ln1_mean,
+        K->zero(K->ctx, a->datty, bytes);
+        K->linear_backward_input(K->ctx, a->datty, a->dr2, P(L, BLK_PROJ_W), N, C, C);
+        K->zero(K->ctx, a->dqkv, bytes * 3);
+        K->attention_backward(K->ctx, a->dqkv, a->scratch, a->datty, a->qkv, a->att, B, T, C, NH);
+        K->zero(K->ctx, a->dln1, bytes);
+        K->linear_backward_input(K->ctx, a->dln1, a->dqkv, P(L, BLK_QKV_W), N, C, 3 * C);
+        K->copy(K->ctx, a->din, a->dr2, bytes);
+        K->layernorm_backward_input(K->ctx, a->din, a->dln1, a->in, P(L, BLK_LN1_W), a->ln1_mean,
                                     a->ln1_rstd, N, C);
         break;
     case PP_LAYER_HEAD:
-        memset(a->dlogits, 0, (size_t)N * V * sizeof(float));
-        pp_xent_backward(a->dlogits, a->probs, mb->targets, loss_scale, N, V);
-        memset(a->dlnf, 0, bytes);
-        pp_linear_backward_input(a->dlnf, a->dlogits, P(L, HEAD_LM_W), N, C, V);
-        memset(a->din, 0, bytes);
-        pp_layernorm_backward_input(a->din, a->dlnf, a->in, P(L, HEAD_LNF_W), a->lnf_mean,
+        K->zero(K->ctx, a->dlogits, (size_t)N * V * sizeof(float));
+        K->xent_backward(K->ctx, a->dlogits, a->probs, mb->targets, loss_scale, N, V);
+        K->zero(K->ctx, a->dlnf, bytes);
+        K->linear_backward_input(K->ctx, a->dlnf, a->dlogits, P(L, HEAD_LM_W), N, C, V);
+        K->zero(K->ctx, a->din, bytes);
+        K->layernorm_backward_input(K->ctx, a->din, a->dlnf, a->in, P(L, HEAD_LNF_W), a->lnf_mean,
                                     a->lnf_rstd, N, C);
         break;
     }
@@ -228,26 +244,27 @@ void pp_layer_backward_input(const pp_layer *L, pp_layer_acts *a, const pp_micro
 
 void pp_layer_backward_weight(pp_layer *L, pp_layer_acts *a, const pp_microbatch *mb)
 {
+    const pp_kops *K = a->k;
     int B = mb->B, T = L->cfg.seq_len, C = L->cfg.d_model, V = L->cfg.vocab_size, N = B * T;
     switch (L->kind) {
     case PP_LAYER_EMBED:
-        pp_embed_backward(G(L, EMB_WTE), G(L, EMB_WPE), a->demb, mb->tokens, B, T, C);
+        K->embed_backward(K->ctx, G(L, EMB_WTE), G(L, EMB_WPE), a->demb, mb->tokens, B, T, C);
         break;
     case PP_LAYER_BLOCK:
-        pp_linear_backward_weight(G(L, BLK_FCPROJ_W), G(L, BLK_FCPROJ_B), a->dproj2, a->gelu, N,
+        K->linear_backward_weight(K->ctx, G(L, BLK_FCPROJ_W), G(L, BLK_FCPROJ_B), a->dproj2, a->gelu, N,
                                   4 * C, C);
-        pp_linear_backward_weight(G(L, BLK_FC_W), G(L, BLK_FC_B), a->dfc, a->ln2, N, C, 4 * C);
-        pp_layernorm_backward_weight(G(L, BLK_LN2_W), G(L, BLK_LN2_B), a->dln2, a->r2,
+        K->linear_backward_weight(K->ctx, G(L, BLK_FC_W), G(L, BLK_FC_B), a->dfc, a->ln2, N, C, 4 * C);
+        K->layernorm_backward_weight(K->ctx, G(L, BLK_LN2_W), G(L, BLK_LN2_B), a->dln2, a->r2,
                                      a->ln2_mean, a->ln2_rstd, N, C);
-        pp_linear_backward_weight(G(L, BLK_PROJ_W), G(L, BLK_PROJ_B), a->dr2, a->atty, N, C, C);
-        pp_linear_backward_weight(G(L, BLK_QKV_W), G(L, BLK_QKV_B), a->dqkv, a->ln1, N, C,
+        K->linear_backward_weight(K->ctx, G(L, BLK_PROJ_W), G(L, BLK_PROJ_B), a->dr2, a->atty, N, C, C);
+        K->linear_backward_weight(K->ctx, G(L, BLK_QKV_W), G(L, BLK_QKV_B), a->dqkv, a->ln1, N, C,
                                   3 * C);
-        pp_layernorm_backward_weight(G(L, BLK_LN1_W), G(L, BLK_LN1_B), a->dln1, a->in,
+        K->layernorm_backward_weight(K->ctx, G(L, BLK_LN1_W), G(L, BLK_LN1_B), a->dln1, a->in,
                                      a->ln1_mean, a->ln1_rstd, N, C);
         break;
     case PP_LAYER_HEAD:
-        pp_linear_backward_weight(G(L, HEAD_LM_W), NULL, a->dlogits, a->lnf, N, C, V);
-        pp_layernorm_backward_weight(G(L, HEAD_LNF_W), G(L, HEAD_LNF_B), a->dlnf, a->in,
+        K->linear_backward_weight(K->ctx, G(L, HEAD_LM_W), NULL, a->dlogits, a->lnf, N, C, V);
+        K->layernorm_backward_weight(K->ctx, G(L, HEAD_LNF_W), G(L, HEAD_LNF_B), a->dlnf, a->in,
                                      a->lnf_mean, a->lnf_rstd, N, C);
         break;
     }

@@ -99,6 +99,14 @@ typedef struct pp_microbatch {
 typedef struct pp_layer_acts pp_layer_acts;
 
 pp_status pp_layer_acts_create(const pp_layer *L, int max_B, pp_layer_acts **out);
+/* The same with the kernels of `k` (kernels/pp_kops.h): buffers in k's memory space, every pass
+ * of the layer through k (a device table enqueues on its stream). L's params and grads must be in
+ * that space too. */
+struct pp_kops;
+pp_status pp_layer_acts_create_k(const pp_layer *L, int max_B, const struct pp_kops *k,
+                                 pp_layer_acts **out);
+/* The head's mean loss after forward, in the kernels' memory space ([1] float). */
+const float *pp_layer_acts_loss_mean(const pp_layer_acts *a);
 void pp_layer_acts_destroy(pp_layer_acts *a);
 /* Bytes held by one acts object (for memory accounting). */
 size_t pp_layer_acts_bytes(const pp_layer_acts *a);
