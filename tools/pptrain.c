@@ -40,7 +40,7 @@ static const char *k_usage =
     "                        across hosts (default 8, 0: none)\n"
     "\n"
     "model:\n"
-    "  --model NAME          built-in preset: tiny (default), small\n"
+    "  --model NAME          built-in preset: tiny (default), small, gpt2 (124M, GPUs)\n"
     "  --config FILE         JSON model config (docs/model.md); applied after --model\n"
     "  --vocab N, --seq N, --d-model N, --heads N, --layers N\n"
     "                        override single fields of the model config\n"
