@@ -1,33 +1,63 @@
-/* backend_cpu.c: the CPU stage backend. A stage holds the layers of its chunks (one contiguous
- * slice of the layer list per chunk, each with its own parameters and AdamW state) and a pool of
- * activation slots per chunk, one per micro-batch it may hold at once. The math is the same
- * layer code the single-stage trainer runs, so a pipeline reproduces its results. */
+/* backend_cpu.c: the compute stage backends, cpu and cuda. A stage holds the layers of its
+ * chunks (one contiguous slice of the layer list per chunk, each with its own parameters and
+ * AdamW state) and a pool of activation slots per chunk, one per micro-batch it may hold at
+ * once. The math is the layer code of the single-stage trainer (runtime/layers.c) run through a
+ * kernel table (kernels/pp_kops.h): the CPU kernels on host memory, so a pipeline reproduces the
+ * single-stage trainer's results, or (PP_HAVE_CUDA) CUDA kernels on the stage's own stream with
+ * every tensor in device memory. On a device every op is only enqueued; the host waits for the
+ * stream once per step, when the executor asks for the gradient statistics. */
 #include "pp_exec.h"
 #include "pp_nvtx.h"
+
+#ifdef PP_HAVE_CUDA
+#include "pp_cuda.h"
+#endif
 
 #include <string.h>
 
 typedef struct cpu_chunk {
     int piece;
-    pp_model *model;
-    pp_optimizer *opt;
+    pp_model *model;     /* host: configuration, layer list, initial parameters */
+    pp_optimizer *opt;   /* host: step count (and moments for the cpu table) */
+    pp_layer *layers;    /* the layers the kernels run: the model's, or device copies */
+    float *params, *grads, *m, *v; /* in the table's memory space */
     pp_layer_acts **acts; /* [n_slots * model->n_layers] */
 } cpu_chunk;
 
 typedef struct cpu_backend {
     pp_stage_backend base;
+    const pp_kops *k;
+    pp_kops *owned; /* a device table this backend created (NULL for cpu) */
     pp_model_config cfg;
     int S, P, mb_B;
     cpu_chunk *chunks;
     const pp_step_data *d;
+    const pp_microbatch *mbs; /* the step's micro-batches as the kernels see them */
     int64_t step;
     double loss_sum;
     size_t io_bytes; /* [mb_B, T, C] float32 */
+    /* device tables: the step's tokens and targets, staged through pinned memory */
+    int max_M;
+    pp_microbatch *dmbs;  /* [max_M] pointing into dtok */
+    int32_t *dtok;        /* device: max_M x (tokens, targets) of mb_B x T each */
+    int32_t *htok;        /* pinned host staging of the same */
+    float *dloss, *hloss; /* device loss accumulator and its pinned host copy */
 } cpu_backend;
 
 static pp_layer_acts *acts_of(cpu_chunk *c, int slot, int li)
 {
     return c->acts[(size_t)slot * c->model->n_layers + li];
+}
+
+/* The first error of the device table since the last check (PP_OK on the cpu). */
+static pp_status device_status(cpu_backend *cb)
+{
+#ifdef PP_HAVE_CUDA
+    if (cb->owned)
+        return pp_cuda_kops_error(cb->owned);
+#endif
+    (void)cb;
+    return PP_OK;
 }
 
 static size_t cpu_act_bytes(pp_stage_backend *b, int chunk)
@@ -45,14 +75,36 @@ static size_t cpu_grad_bytes(pp_stage_backend *b, int chunk)
 static pp_status cpu_begin_step(pp_stage_backend *b, int64_t step, const pp_step_data *d)
 {
     cpu_backend *cb = (cpu_backend *)b;
+    const pp_kops *k = cb->k;
     if (!d || !d->mbs)
-        return PP_ERR(PP_ERR_RUNTIME, "cpu backend needs the step's micro-batches");
+        return PP_ERR(PP_ERR_RUNTIME, "%s backend needs the step's micro-batches", k->name);
     cb->d = d;
+    cb->mbs = d->mbs;
     cb->step = step;
     cb->loss_sum = 0.0;
     for (int c = 0; c < b->n_chunks; c++)
-        pp_model_zero_grads(cb->chunks[c].model);
-    return PP_OK;
+        k->zero(k->ctx, cb->chunks[c].grads, cb->chunks[c].model->n_params * sizeof(float));
+#ifdef PP_HAVE_CUDA
+    if (cb->owned) {
+        if (d->M > cb->max_M)
+            return PP_ERR(PP_ERR_RUNTIME, "cuda backend: %d micro-batches, set up for %d", d->M,
+                          cb->max_M);
+        /* The previous step's copies are done (the host waited in grad_stats), so the
+         * staging buffer is free to overwrite. */
+        size_t per = (size_t)cb->mb_B * cb->cfg.seq_len;
+        for (int m = 0; m < d->M; m++) {
+            if (d->mbs[m].B != cb->mb_B)
+                return PP_ERR(PP_ERR_RUNTIME, "cuda backend: micro-batch of %d sequences, set "
+                                              "up for %d", d->mbs[m].B, cb->mb_B);
+            memcpy(cb->htok + 2 * m * per, d->mbs[m].tokens, per * sizeof(int32_t));
+            memcpy(cb->htok + (2 * m + 1) * per, d->mbs[m].targets, per * sizeof(int32_t));
+        }
+        pp_cuda_h2d(cb->owned, cb->dtok, cb->htok, 2 * (size_t)d->M * per * sizeof(int32_t));
+        k->zero(k->ctx, cb->dloss, sizeof(float));
+        cb->mbs = cb->dmbs;
+    }
+#endif
+    return device_status(cb);
 }
 
 static pp_nvtx_info layer_info(cpu_backend *cb, int chunk, int mb, int layer)
@@ -71,10 +123,10 @@ static pp_status cpu_forward(pp_stage_backend *b, int chunk, int mb, int slot, c
 {
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
-    const pp_microbatch *m = &cb->d->mbs[mb];
+    const pp_microbatch *m = &cb->mbs[mb];
     const float *x = in;
     for (int li = 0; li < c->model->n_layers; li++) {
-        pp_layer *L = &c->model->layers[li];
+        pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_FWD, &info);
         pp_layer_forward(L, acts_of(c, slot, li), m, x);
@@ -84,13 +136,19 @@ static pp_status cpu_forward(pp_stage_backend *b, int chunk, int mb, int slot, c
     if (c->piece == cb->P - 1) {
         /* each micro-batch's mean loss weighted by its share of the batch */
         pp_layer_acts *head = acts_of(c, slot, c->model->n_layers - 1);
-        cb->loss_sum += (double)pp_layer_acts_loss(head) / cb->d->M;
+#ifdef PP_HAVE_CUDA
+        if (cb->owned)
+            pp_cuda_accumulate(cb->owned, cb->dloss, pp_layer_acts_loss_mean(head),
+                               1.0f / (float)cb->d->M);
+        else
+#endif
+            cb->loss_sum += (double)pp_layer_acts_loss(head) / cb->d->M;
         *out = NULL;
     } else {
         *out = x;
     }
     *t_ns = pp_now_ns();
-    return PP_OK;
+    return device_status(cb);
 }
 
 static pp_status cpu_backward_input(pp_stage_backend *b, int chunk, int mb, int slot,
@@ -98,10 +156,10 @@ static pp_status cpu_backward_input(pp_stage_backend *b, int chunk, int mb, int 
 {
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
-    const pp_microbatch *m = &cb->d->mbs[mb];
+    const pp_microbatch *m = &cb->mbs[mb];
     const float *dx = dout;
     for (int li = c->model->n_layers - 1; li >= 0; li--) {
-        pp_layer *L = &c->model->layers[li];
+        pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_BWD, &info);
         pp_layer_backward_input(L, acts_of(c, slot, li), m, dx, cb->d->loss_scale);
@@ -110,7 +168,7 @@ static pp_status cpu_backward_input(pp_stage_backend *b, int chunk, int mb, int 
     }
     *din = c->piece == 0 ? NULL : dx;
     *t_ns = pp_now_ns();
-    return PP_OK;
+    return device_status(cb);
 }
 
 static pp_status cpu_backward_weight(pp_stage_backend *b, int chunk, int mb, int slot,
@@ -118,44 +176,56 @@ static pp_status cpu_backward_weight(pp_stage_backend *b, int chunk, int mb, int
 {
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
-    const pp_microbatch *m = &cb->d->mbs[mb];
+    const pp_microbatch *m = &cb->mbs[mb];
     for (int li = c->model->n_layers - 1; li >= 0; li--) {
-        pp_layer *L = &c->model->layers[li];
+        pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_BWD_WEIGHT, &info);
         pp_layer_backward_weight(L, acts_of(c, slot, li), m);
         pp_nvtx_pop();
     }
     *t_ns = pp_now_ns();
-    return PP_OK;
+    return device_status(cb);
 }
 
 static void cpu_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
 {
     cpu_backend *cb = (cpu_backend *)b;
+    const pp_kops *k = cb->k;
     double s = 0.0;
     for (int c = 0; c < b->n_chunks; c++)
-        s += pp_model_grad_sumsq(cb->chunks[c].model);
+        s += k->sumsq(k->ctx, cb->chunks[c].grads, cb->chunks[c].model->n_params);
     *sumsq = s;
     *loss_sum = cb->loss_sum;
+#ifdef PP_HAVE_CUDA
+    if (cb->owned) {
+        pp_cuda_d2h(cb->owned, cb->hloss, cb->dloss, sizeof(float));
+        /* an error shows at the optimizer step, which returns a status */
+        if (pp_cuda_kops_sync(cb->owned) == PP_OK)
+            *loss_sum = *cb->hloss;
+    }
+#endif
 }
 
 static pp_status cpu_optimizer_step(pp_stage_backend *b, float lr, float grad_scale,
                                     uint64_t *t_ns)
 {
     cpu_backend *cb = (cpu_backend *)b;
-    for (int c = 0; c < b->n_chunks; c++)
-        pp_optimizer_step(cb->chunks[c].opt, cb->chunks[c].model, lr, grad_scale);
+    for (int c = 0; c < b->n_chunks; c++) {
+        cpu_chunk *ch = &cb->chunks[c];
+        pp_optimizer_step_k(ch->opt, ch->model, ch->params, ch->grads, ch->m, ch->v, cb->k, lr,
+                            grad_scale);
+    }
     *t_ns = pp_now_ns();
-    return PP_OK;
+    return device_status(cb);
 }
 
 static void cpu_grads(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes)
 {
-    pp_model *m = ((cpu_backend *)b)->chunks[chunk].model;
-    *g = m->grads;
-    *n = m->n_params;
-    *bytes = (uint64_t)m->n_params * sizeof(float);
+    cpu_chunk *c = &((cpu_backend *)b)->chunks[chunk];
+    *g = c->grads;
+    *n = c->model->n_params;
+    *bytes = (uint64_t)c->model->n_params * sizeof(float);
 }
 
 static uint64_t cpu_transfer_ns(pp_stage_backend *b, size_t bytes)
@@ -170,6 +240,7 @@ static void cpu_destroy(pp_stage_backend *b)
     cpu_backend *cb = (cpu_backend *)b;
     if (!cb)
         return;
+    const pp_kops *k = cb->k;
     if (cb->chunks) {
         for (int c = 0; c < b->n_chunks; c++) {
             cpu_chunk *ch = &cb->chunks[c];
@@ -177,11 +248,30 @@ static void cpu_destroy(pp_stage_backend *b)
                 for (int i = 0; i < b->n_slots * ch->model->n_layers; i++)
                     pp_layer_acts_destroy(ch->acts[i]);
             pp_free(ch->acts);
+            if (cb->owned) {
+                float *dev[] = {ch->params, ch->grads, ch->m, ch->v};
+                for (int i = 0; i < 4; i++)
+                    if (dev[i])
+                        k->free(k->ctx, dev[i]);
+                pp_free(ch->layers);
+            }
             pp_optimizer_destroy(ch->opt);
             pp_model_destroy(ch->model);
         }
     }
     pp_free(cb->chunks);
+#ifdef PP_HAVE_CUDA
+    if (cb->owned) {
+        if (cb->dtok)
+            k->free(k->ctx, cb->dtok);
+        if (cb->dloss)
+            k->free(k->ctx, cb->dloss);
+        pp_cuda_host_free(cb->htok);
+        pp_cuda_host_free(cb->hloss);
+        pp_free(cb->dmbs);
+        pp_cuda_kops_destroy(cb->owned);
+    }
+#endif
     pp_free(cb);
 }
 
@@ -200,25 +290,62 @@ static const pp_backend_ops k_cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
-                                const pp_adamw_config *opt, uint64_t seed, int mb_B,
-                                int n_slots, pp_stage_backend **out)
+/* Device copies of a chunk: parameters, zeroed gradients and moments, and layers pointing at
+ * them. */
+static pp_status chunk_to_device(cpu_backend *cb, cpu_chunk *ch)
+{
+#ifdef PP_HAVE_CUDA
+    const pp_kops *k = cb->k;
+    size_t bytes = ch->model->n_params * sizeof(float);
+    ch->params = k->alloc(k->ctx, bytes);
+    ch->grads = k->alloc(k->ctx, bytes);
+    ch->m = k->alloc(k->ctx, bytes);
+    ch->v = k->alloc(k->ctx, bytes);
+    ch->layers = pp_alloc(sizeof(pp_layer) * (size_t)ch->model->n_layers);
+    if (!ch->params || !ch->grads || !ch->m || !ch->v || !ch->layers)
+        return PP_ERR(PP_ERR_NOMEM, "out of device memory for stage %d's %zu parameters",
+                      cb->base.stage, ch->model->n_params);
+    pp_cuda_h2d(cb->owned, ch->params, ch->model->params, bytes);
+    for (int li = 0; li < ch->model->n_layers; li++) {
+        const pp_layer *L = &ch->model->layers[li];
+        ch->layers[li] = *L;
+        ch->layers[li].params = ch->params + (L->params - ch->model->params);
+        ch->layers[li].grads = ch->grads + (L->grads - ch->model->grads);
+    }
+    return pp_cuda_kops_sync(cb->owned); /* the host parameters may change after this */
+#else
+    (void)ch;
+    return PP_ERR(PP_ERR_INVALID, "stage %d: this build has no CUDA", cb->base.stage);
+#endif
+}
+
+static pp_status compute_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
+                                pp_kops *device, int max_M, pp_stage_backend **out)
 {
     pp_status st = PP_OK;
+    const char *name = device ? "cuda" : "cpu";
     if (part->L != pp_model_config_num_layers(cfg))
-        return PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the model's %d",
-                      part->L, pp_model_config_num_layers(cfg));
-    if (stage < 0 || stage >= part->S || n_slots < 1 || mb_B < 1)
-        return PP_ERR(PP_ERR_INVALID, "cpu backend: bad stage %d, slots %d or batch %d", stage,
-                      n_slots, mb_B);
-    cpu_backend *cb = pp_alloc(sizeof *cb);
-    if (!cb)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
+        st = PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the model's %d",
+                    part->L, pp_model_config_num_layers(cfg));
+    else if (stage < 0 || stage >= part->S || n_slots < 1 || mb_B < 1)
+        st = PP_ERR(PP_ERR_INVALID, "%s backend: bad stage %d, slots %d or batch %d", name,
+                    stage, n_slots, mb_B);
+    cpu_backend *cb = st == PP_OK ? pp_alloc(sizeof *cb) : NULL;
+    if (!cb) {
+#ifdef PP_HAVE_CUDA
+        pp_cuda_kops_destroy(device);
+#endif
+        return st != PP_OK ? st : PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
+    }
     cb->base.ops = &k_cpu_ops;
     cb->base.stage = stage;
     cb->base.n_chunks = part->v;
     cb->base.n_slots = n_slots;
     cb->base.carries_data = 1;
+    cb->owned = device;
+    cb->k = device ? device : &pp_kops_cpu;
+    cb->base.mem = device;
     cb->cfg = *cfg;
     cb->S = part->S;
     cb->P = part->P;
@@ -239,6 +366,16 @@ pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *
         pp_model_init_params(ch->model, seed);
         if ((st = pp_optimizer_create(opt, ch->model, &ch->opt)) != PP_OK)
             goto fail;
+        if (device) {
+            if ((st = chunk_to_device(cb, ch)) != PP_OK)
+                goto fail;
+        } else {
+            ch->layers = ch->model->layers;
+            ch->params = ch->model->params;
+            ch->grads = ch->model->grads;
+            ch->m = ch->opt->m;
+            ch->v = ch->opt->v;
+        }
         size_t n = (size_t)n_slots * ch->model->n_layers;
         ch->acts = pp_alloc(sizeof(pp_layer_acts *) * n);
         if (!ch->acts) {
@@ -247,18 +384,60 @@ pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *
         }
         for (int sl = 0; sl < n_slots; sl++)
             for (int li = 0; li < ch->model->n_layers; li++) {
-                st = pp_layer_acts_create(&ch->model->layers[li], mb_B,
-                                          &ch->acts[(size_t)sl * ch->model->n_layers + li]);
+                st = pp_layer_acts_create_k(&ch->layers[li], mb_B, cb->k,
+                                            &ch->acts[(size_t)sl * ch->model->n_layers + li]);
                 if (st != PP_OK)
                     goto fail;
             }
     }
+#ifdef PP_HAVE_CUDA
+    if (device) {
+        size_t per = (size_t)mb_B * cfg->seq_len;
+        cb->max_M = max_M;
+        cb->dtok = cb->k->alloc(cb->k->ctx, 2 * (size_t)max_M * per * sizeof(int32_t));
+        cb->htok = pp_cuda_host_alloc(2 * (size_t)max_M * per * sizeof(int32_t));
+        cb->dloss = cb->k->alloc(cb->k->ctx, sizeof(float));
+        cb->hloss = pp_cuda_host_alloc(sizeof(float));
+        cb->dmbs = pp_alloc(sizeof(pp_microbatch) * (size_t)max_M);
+        if (!cb->dtok || !cb->htok || !cb->dloss || !cb->hloss || !cb->dmbs) {
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's token buffers", stage);
+            goto fail;
+        }
+        for (int m = 0; m < max_M; m++)
+            cb->dmbs[m] = (pp_microbatch){.B = mb_B, .tokens = cb->dtok + 2 * m * per,
+                                          .targets = cb->dtok + (2 * m + 1) * per};
+    }
+#else
+    (void)max_M;
+#endif
     *out = &cb->base;
     return PP_OK;
 fail:
     cpu_destroy(&cb->base);
     return st;
 }
+
+pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                const pp_adamw_config *opt, uint64_t seed, int mb_B,
+                                int n_slots, pp_stage_backend **out)
+{
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, 0, out);
+}
+
+#ifdef PP_HAVE_CUDA
+pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
+                                 int device, int precision, int max_M, pp_stage_backend **out)
+{
+    pp_kops *k = NULL;
+    pp_status st = pp_cuda_kops_create(device, (pp_cuda_precision)precision, &k);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "stage %d on GPU %d", stage, device);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, max_M, out);
+}
+
+pp_kops *pp_backend_cuda_kops(pp_stage_backend *b) { return ((cpu_backend *)b)->owned; }
+#endif
 
 pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk)
 {

@@ -402,7 +402,15 @@ static pp_status worker_init(worker *w)
         act_total += w->in_bytes[c] * (size_t)w->n_slots;
         grad_total += w->out_bytes[c] * (size_t)w->n_slots;
     }
-    if (b->carries_data) {
+    if (b->carries_data && b->mem) {
+        /* in the backend's memory space (a GPU's) */
+        w->recv_act = b->mem->alloc(b->mem->ctx, act_total);
+        w->recv_grad = b->mem->alloc(b->mem->ctx, grad_total);
+        if (!w->recv_act || !w->recv_grad)
+            return PP_ERR(PP_ERR_NOMEM, "out of %s memory: stage %d needs %.1f MiB of receive "
+                                        "buffers",
+                          b->mem->name, w->stage, (double)(act_total + grad_total) / 1048576.0);
+    } else if (b->carries_data) {
         w->recv_act = pp_alloc(act_total);
         w->recv_grad = pp_alloc(grad_total);
         if (!w->recv_act || !w->recv_grad)
@@ -416,8 +424,15 @@ static void worker_free(worker *w)
 {
     pp_free(w->slot_of);
     pp_free(w->slots);
-    pp_free(w->recv_act);
-    pp_free(w->recv_grad);
+    if (w->b && w->b->mem) {
+        if (w->recv_act)
+            w->b->mem->free(w->b->mem->ctx, w->recv_act);
+        if (w->recv_grad)
+            w->b->mem->free(w->b->mem->ctx, w->recv_grad);
+    } else {
+        pp_free(w->recv_act);
+        pp_free(w->recv_grad);
+    }
     pp_free(w->in_bytes);
     pp_free(w->out_bytes);
     pp_free(w->act_off);

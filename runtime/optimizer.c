@@ -1,6 +1,7 @@
 /* optimizer.c: AdamW over a model's parameter tensors, with warm-up and cosine learning-rate
  * schedule and global gradient-norm clipping. Called once per optimizer step by the trainer. */
 #include "pp_kernels.h"
+#include "pp_kops.h"
 #include "pp_runtime.h"
 
 #include <math.h>
@@ -85,21 +86,29 @@ void pp_optimizer_destroy(pp_optimizer *o)
     pp_free(o);
 }
 
-void pp_optimizer_step(pp_optimizer *o, pp_model *model, float lr, float grad_scale)
+void pp_optimizer_step_k(pp_optimizer *o, const pp_model *model, float *params,
+                         const float *grads, float *m, float *v, const pp_kops *k, float lr,
+                         float grad_scale)
 {
     o->t++;
     size_t base = 0;
     for (int i = 0; i < model->n_layers; i++) {
-        pp_layer *L = &model->layers[i];
-        for (int k = 0; k < L->n_tensors; k++) {
-            const pp_tensor_desc *d = &L->tensors[k];
+        const pp_layer *L = &model->layers[i];
+        for (int j = 0; j < L->n_tensors; j++) {
+            const pp_tensor_desc *d = &L->tensors[j];
             size_t off = base + d->offset;
-            pp_adamw_update(model->params + off, model->grads + off, o->m + off, o->v + off,
-                            d->size, lr, o->cfg.beta1, o->cfg.beta2, o->cfg.eps,
+            k->adamw_update(k->ctx, params + off, grads + off, m + off, v + off, d->size, lr,
+                            o->cfg.beta1, o->cfg.beta2, o->cfg.eps,
                             d->decay ? o->cfg.weight_decay : 0.0f, grad_scale, o->t);
         }
         base += L->n_params;
     }
+}
+
+void pp_optimizer_step(pp_optimizer *o, pp_model *model, float lr, float grad_scale)
+{
+    pp_optimizer_step_k(o, model, model->params, model->grads, o->m, o->v, &pp_kops_cpu, lr,
+                        grad_scale);
 }
 
 float pp_grad_clip_scale(float grad_clip, double grad_norm)

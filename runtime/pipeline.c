@@ -6,6 +6,10 @@
 #include "pp_nvtx.h"
 #include "trainer_internal.h"
 
+#ifdef PP_HAVE_CUDA
+#include "pp_cuda.h"
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +29,17 @@ struct pp_pipe_trainer {
     int64_t steps_done;
     int first_local, n_local; /* the stages this process runs */
     int dp, replica;          /* data-parallel replicas and the one this process runs */
+    pp_copy_ops *copy;        /* cuda in-process: device copies between the stages' streams */
+    pp_kops **stage_kops;     /* [n_local] their kernel tables (borrowed from the backends) */
 };
+
+/* Backends that train a model on data (cpu, cuda), as opposed to sim. */
+static int computes(pp_backend_kind k) { return k == PP_BACKEND_CPU || k == PP_BACKEND_CUDA; }
+
+static const char *backend_name(pp_backend_kind k)
+{
+    return k == PP_BACKEND_CPU ? "cpu" : k == PP_BACKEND_CUDA ? "cuda" : "sim";
+}
 
 static pp_status copy_partition(const pp_partition *src, pp_partition *dst)
 {
@@ -39,6 +53,10 @@ void pp_pipe_trainer_destroy(pp_pipe_trainer *t)
     pp_exec_destroy(t->exec);
     if (t->tp)
         t->tp->ops->destroy(t->tp);
+#ifdef PP_HAVE_CUDA
+    pp_cuda_copy_ops_destroy(t->copy);
+#endif
+    pp_free(t->stage_kops);
     if (t->have_rep)
         pp_schedule_report_free(&t->rep);
     pp_schedule_destroy(t->sched);
@@ -71,7 +89,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
                     c->partition.v, v);
         goto fail;
     }
-    if (c->backend == PP_BACKEND_CPU) {
+    if (computes(c->backend)) {
         if ((st = pp_train_config_validate(&c->train)) != PP_OK)
             goto fail;
         int L = pp_model_config_num_layers(&c->train.model);
@@ -108,7 +126,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
                                     "process per stage and replica)", dp);
         goto fail;
     }
-    if (dp > 1 && c->backend == PP_BACKEND_CPU &&
+    if (dp > 1 && computes(c->backend) &&
         (c->train.batch % dp != 0 || (c->train.batch / dp) % M != 0)) {
         st = PP_ERR(PP_ERR_INVALID,
                     "--batch %d must split into %d replicas of %d micro-batches each (a "
@@ -133,9 +151,17 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     }
     size_t max_bytes = 0;
     int mb_B = 0;
-    if (c->backend == PP_BACKEND_CPU) {
+    if (computes(c->backend)) {
         mb_B = c->train.batch / dp / M;
         max_bytes = (size_t)mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float);
+    }
+    /* CUDA stages of one process: the transport copies on their streams, so it is made once
+     * their backends exist */
+    int cuda_inproc = c->backend == PP_BACKEND_CUDA && c->transport == PP_TRANSPORT_INPROC;
+    if (c->backend == PP_BACKEND_CUDA && dp > 1) {
+        st = PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradient all-reduce of "
+                                    "device memory needs NCCL, not supported yet");
+        goto fail;
     }
     if (c->transport == PP_TRANSPORT_MPI) {
 #ifdef PP_HAVE_MPI
@@ -150,7 +176,8 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         st = PP_ERR(PP_ERR_INVALID, "--transport mpi: this build has no MPI");
         goto fail;
 #endif
-    } else if ((st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK) {
+    } else if (!cuda_inproc &&
+               (st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK) {
         goto fail;
     }
     t->first_local = first;
@@ -171,11 +198,34 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         if (c->backend == PP_BACKEND_CPU)
             st = pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt,
                                        c->train.seed, mb_B, slots, &backends[s - first]);
+        else if (c->backend == PP_BACKEND_CUDA)
+#ifdef PP_HAVE_CUDA
+            st = pp_backend_cuda_create(&c->train.model, &t->part, s, &c->train.opt,
+                                        c->train.seed, mb_B, slots, c->cuda_device,
+                                        c->cuda_precision, M, &backends[s - first]);
+#else
+            st = PP_ERR(PP_ERR_INVALID, "--backend cuda: this build has no CUDA (the CUDA "
+                                        "toolkit was not found at configure time)");
+#endif
         else
             st = pp_backend_sim_create(c->costs, &t->part, s,
                                        s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
                                        &backends[s - first]);
     }
+#ifdef PP_HAVE_CUDA
+    if (st == PP_OK && cuda_inproc) {
+        t->stage_kops = pp_alloc(sizeof(pp_kops *) * (size_t)n_local);
+        if (!t->stage_kops)
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stages' kernel tables");
+        for (int i = 0; st == PP_OK && i < n_local; i++)
+            t->stage_kops[i] = pp_backend_cuda_kops(backends[i]);
+        if (st == PP_OK)
+            st = pp_cuda_copy_ops_create(t->stage_kops, S, pp_transport_inproc_slots(S, capacity),
+                                         &t->copy);
+        if (st == PP_OK)
+            st = pp_transport_inproc_create_ex(S, capacity, max_bytes, t->copy, &t->tp);
+    }
+#endif
     if (st != PP_OK) {
         for (int i = 0; i < n_local; i++)
             if (backends[i])
@@ -206,15 +256,15 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
              * needs it all the same */
             double samples = c->train.batch;
-            double tokens = samples * (c->backend == PP_BACKEND_CPU ? c->train.model.seq_len : 0);
+            double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
             snprintf(cfg, sizeof cfg,
                      "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
                      "tokens_per_step=%.0f backend=%s dp=%d replica=%d",
                      pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
-                     c->backend == PP_BACKEND_CPU ? "cpu" : "sim", dp, t->replica);
+                     backend_name(c->backend), dp, t->replica);
             pp_nvtx_mark_config(cfg);
             /* and what each layer weighs, for the tuner's memory model and cost file */
-            size_t io = c->backend == PP_BACKEND_CPU
+            size_t io = computes(c->backend)
                             ? (size_t)mb_B * c->train.model.seq_len *
                                   c->train.model.d_model * sizeof(float)
                             : 0;
@@ -244,7 +294,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     st = pp_exec_create(t->sched, t->tp, first, n_local, backends, &t->exec);
     if (st != PP_OK)
         goto fail;
-    if (c->backend == PP_BACKEND_CPU) {
+    if (computes(c->backend)) {
         size_t ntok = (size_t)c->train.batch * c->train.model.seq_len;
         t->inputs = pp_alloc(ntok * sizeof(int32_t));
         t->targets = pp_alloc(ntok * sizeof(int32_t));
@@ -276,7 +326,7 @@ pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_re
     pp_step_data d = {.M = c->train.microbatches, .mbs = NULL, .loss_scale = 0.0f};
     float lr = 0.0f;
     int T = c->train.model.seq_len;
-    if (c->backend == PP_BACKEND_CPU) {
+    if (computes(c->backend)) {
         /* Same batch, same split and same loss scaling as the single-stage trainer. */
         pp_data_next_batch(t->data, c->train.batch, T, t->inputs, t->targets);
         d.mbs = t->mbs;
@@ -287,7 +337,7 @@ pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_re
     pp_status s = pp_exec_step(t->exec, step, &d, lr, c->train.opt.grad_clip, &r);
     if (s != PP_OK)
         return s;
-    if (c->backend == PP_BACKEND_CPU && (!isfinite(r.loss) || !isfinite(r.grad_norm)))
+    if (computes(c->backend) && (!isfinite(r.loss) || !isfinite(r.grad_norm)))
         return PP_ERR(PP_ERR_RUNTIME,
                       "training diverged at step %lld (loss %g, gradient norm %g); try a lower "
                       "--lr",
@@ -299,7 +349,7 @@ pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_re
         st->lr = lr;
         st->grad_norm = r.grad_norm;
         st->step_ms = r.step_ms;
-        st->tokens_per_s = c->backend == PP_BACKEND_CPU && r.step_ms > 0
+        st->tokens_per_s = computes(c->backend) && r.step_ms > 0
                                ? (double)c->train.batch * T / (r.step_ms * 1e-3)
                                : 0.0;
     }
@@ -363,7 +413,7 @@ pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path)
 {
     if (t->cfg.backend != PP_BACKEND_CPU)
         return PP_ERR(PP_ERR_INVALID, "--save needs the cpu backend (the sim backend trains "
-                                      "nothing)");
+                                      "nothing; the cuda backend's parameters stay on the GPU)");
     size_t n = pp_model_config_num_params(&t->cfg.train.model);
     gather_ctx g = {pp_alloc(n * sizeof(float)), pp_alloc(n * sizeof(float)),
                     pp_alloc(n * sizeof(float))};

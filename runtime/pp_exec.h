@@ -9,6 +9,7 @@
 #define PP_EXEC_H
 
 #include "pp_common.h"
+#include "pp_kops.h"
 #include "pp_pipeline.h"
 #include "pp_runtime.h"
 #include "pp_schedule.h"
@@ -96,6 +97,27 @@ struct pp_transport {
  * max_bytes each, preallocated), mutex + condition variables, no spinning. */
 pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out);
 
+/* How the in-process transport moves message data when it is not in host memory (a GPU's):
+ * each mailbox slot gets a buffer from alloc; put copies a sender's buffer into a slot, get a
+ * slot into a receiver's buffer. slot_id numbers the slots of the transport from 0 (below
+ * n_slots_hint of create_ex). Both may be asynchronous (enqueued on the stage's stream) as long as
+ * they keep the order: a get after the put of the same message, a put into a slot after the get
+ * that emptied it. */
+typedef struct pp_copy_ops {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void (*put)(void *ctx, int src, int slot_id, void *slot_buf, const void *buf, size_t bytes);
+    void (*get)(void *ctx, int dst, int slot_id, void *buf, const void *slot_buf, size_t bytes);
+} pp_copy_ops;
+
+/* With copy ops (NULL: host memcpy, as pp_transport_inproc_create). The ops must outlive the
+ * transport. */
+pp_status pp_transport_inproc_create_ex(int S, int capacity, size_t max_bytes,
+                                        const pp_copy_ops *copy, pp_transport **out);
+/* Slots of a transport of S stages and this capacity (the slot_id range of pp_copy_ops). */
+int pp_transport_inproc_slots(int S, int capacity);
+
 #ifdef PP_HAVE_MPI
 /* MPI transport: S x dp ranks; rank r runs stage r % S of replica r / S. Each replica's
  * pipeline talks over its own communicator (split from MPI_COMM_WORLD), each stage's replicas
@@ -181,6 +203,8 @@ struct pp_stage_backend {
     int n_chunks;     /* v */
     int n_slots;      /* activation slots per chunk */
     int carries_data; /* 0 for sim: messages carry byte counts, not tensors */
+    const pp_kops *mem; /* where its tensors live (the executor's receive buffers too); NULL:
+                           host memory */
 };
 
 /* CPU backend for stage s: the layers of each of its chunks (pieces s, s + S, ...) with their
@@ -191,6 +215,25 @@ pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *
 /* The cpu backend's model slice of `chunk` (for checkpoints and tests). */
 pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk);
 pp_optimizer *pp_backend_cpu_optimizer(pp_stage_backend *b, int chunk);
+
+#ifdef PP_HAVE_CUDA
+/* CUDA backend for stage s: the cpu backend's layers and math on GPU `device`, through a kernel
+ * table with the stage's own stream (kernels/cuda/pp_cuda.h): parameters, gradients, AdamW
+ * moments and activations in device memory, every op enqueued without waiting for the GPU; the
+ * host waits only at the step's end (gradient statistics). Initial parameters are the cpu
+ * backend's (same seed), so the two backends start identical. max_M: the most micro-batches a
+ * step has (their tokens are staged on the device). precision: pp_cuda_precision. */
+pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
+                                 int device, int precision, int max_M, pp_stage_backend **out);
+/* The stage's kernel table (its stream), for transports that order copies on it. */
+pp_kops *pp_backend_cuda_kops(pp_stage_backend *b);
+/* Copy ops for the in-process transport between the CUDA stages of one process: device-to-
+ * device copies on the sender's and the receiver's streams, ordered by CUDA events, no host
+ * waiting. kops[s] is stage s's table; n_slots from pp_transport_inproc_slots. */
+pp_status pp_cuda_copy_ops_create(pp_kops *const *kops, int S, int n_slots, pp_copy_ops **out);
+void pp_cuda_copy_ops_destroy(pp_copy_ops *c);
+#endif
 
 /* Sim backend for stage s: every layer op sleeps to its deadline per the cost file; the
  * multiplier scales this stage's compute costs (1.0 = as in the file; stragglers). With
@@ -233,7 +276,11 @@ pp_stage_backend *pp_exec_backend(pp_exec *e, int stage);
 /* Pipeline trainer: pptrain's engine for any S, schedule and backend                        */
 /* ======================================================================================== */
 
-typedef enum pp_backend_kind { PP_BACKEND_CPU = 0, PP_BACKEND_SIM = 1 } pp_backend_kind;
+typedef enum pp_backend_kind {
+    PP_BACKEND_CPU = 0,
+    PP_BACKEND_SIM = 1,
+    PP_BACKEND_CUDA = 2 /* PP_HAVE_CUDA builds */
+} pp_backend_kind;
 /* inproc: all S stages are threads of this process; mpi: this process runs only the stage of
  * its MPI rank (PP_HAVE_MPI builds only). */
 typedef enum pp_transport_kind { PP_TRANSPORT_INPROC = 0, PP_TRANSPORT_MPI = 1 } pp_transport_kind;
@@ -251,6 +298,8 @@ typedef struct pp_pipe_config {
     pp_transport_kind transport; /* 0 (inproc) unless set */
     int dp;                  /* data-parallel replicas (mpi transport; 0 or 1: none). The batch
                                 is the global one: each replica trains batch / dp of it */
+    int cuda_device;         /* cuda: the GPU of stage 0 in-process, or of this rank */
+    int cuda_precision;      /* cuda: pp_cuda_precision (0 fp32) */
 } pp_pipe_config;
 
 typedef struct pp_pipe_trainer pp_pipe_trainer;

@@ -192,6 +192,11 @@ void pp_optimizer_destroy(pp_optimizer *o);
 /* One AdamW step over every tensor of the model with the given learning rate, gradients first
  * multiplied by grad_scale (clipping). */
 void pp_optimizer_step(pp_optimizer *o, pp_model *model, float lr, float grad_scale);
+/* The same update over parameter, gradient and moment arrays laid out as model's, with the
+ * kernels of k (k's memory space: a device backend keeps them on its GPU). */
+void pp_optimizer_step_k(pp_optimizer *o, const pp_model *model, float *params,
+                         const float *grads, float *m, float *v, const struct pp_kops *k,
+                         float lr, float grad_scale);
 /* The clipping factor for a global gradient norm: min(1, clip / norm), 1 when clip is 0. */
 float pp_grad_clip_scale(float grad_clip, double grad_norm);
 

@@ -11,6 +11,7 @@
 
 typedef struct slot {
     int used;
+    int id; /* pp_copy_ops slot id */
     pp_msg_tag tag;
     size_t bytes;
     uint64_t avail_ns;
@@ -28,6 +29,7 @@ typedef struct inproc {
     pp_transport base;
     int capacity;
     size_t max_bytes;
+    const pp_copy_ops *copy; /* NULL: host memcpy */
     mailbox *boxes; /* [S * S], index src * S + dst */
     char *arena;
     /* all-reduce: contributions kept per stage and summed in stage order, so the result does not
@@ -93,8 +95,12 @@ static pp_status ip_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, co
     s->tag = tag;
     s->bytes = bytes;
     s->avail_ns = avail_ns;
-    if (buf && bytes)
-        memcpy(s->data, buf, bytes);
+    if (buf && bytes) {
+        if (t->copy)
+            t->copy->put(t->copy->ctx, src, s->id, s->data, buf, bytes);
+        else
+            memcpy(s->data, buf, bytes);
+    }
     mb->n_used++;
     pthread_cond_broadcast(&mb->arrived);
     pthread_mutex_unlock(&mb->mu);
@@ -144,6 +150,8 @@ static pp_status ip_wait(pp_transport *tp, pp_request *req)
         st = PP_ERR(PP_ERR_RUNTIME,
                     "transport: stage %d expected %zu bytes from stage %d, got %zu (mb %d)",
                     req->dst, req->bytes, req->src, s->bytes, req->tag.mb);
+    else if (req->buf && s->bytes && t->copy)
+        t->copy->get(t->copy->ctx, req->dst, s->id, req->buf, s->data, s->bytes);
     else if (req->buf && s->bytes)
         memcpy(req->buf, s->data, s->bytes);
     req->avail_ns = s->avail_ns;
@@ -227,6 +235,10 @@ static void ip_destroy(pp_transport *tp)
             pthread_mutex_destroy(&t->boxes[i].mu);
             pthread_cond_destroy(&t->boxes[i].arrived);
             pthread_cond_destroy(&t->boxes[i].freed);
+            if (t->copy && t->boxes[i].slots)
+                for (int k = 0; k < t->capacity; k++)
+                    if (t->boxes[i].slots[k].data)
+                        t->copy->free(t->copy->ctx, t->boxes[i].slots[k].data);
             pp_free(t->boxes[i].slots);
         }
     }
@@ -249,7 +261,15 @@ static const pp_transport_ops k_inproc_ops = {
     .destroy = ip_destroy,
 };
 
+int pp_transport_inproc_slots(int S, int capacity) { return S * S * capacity; }
+
 pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out)
+{
+    return pp_transport_inproc_create_ex(S, capacity, max_bytes, NULL, out);
+}
+
+pp_status pp_transport_inproc_create_ex(int S, int capacity, size_t max_bytes,
+                                        const pp_copy_ops *copy, pp_transport **out)
 {
     if (S < 1 || capacity < 1)
         return PP_ERR(PP_ERR_INVALID, "in-process transport needs S >= 1 and capacity >= 1");
@@ -261,6 +281,7 @@ pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_t
     t->base.dp = 1;
     t->capacity = capacity;
     t->max_bytes = max_bytes;
+    t->copy = copy;
     pthread_mutex_init(&t->red_mu, NULL);
     pthread_cond_init(&t->red_cv, NULL);
     t->boxes = pp_alloc(sizeof(mailbox) * (size_t)S * S);
@@ -273,7 +294,8 @@ pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_t
         for (int b = 0; b < S; b++)
             links_with_data += (a != b && (abs(a - b) == 1 || abs(a - b) == S - 1));
     size_t slot_bytes = (max_bytes + 63) & ~(size_t)63;
-    t->arena = pp_alloc(links_with_data * (size_t)capacity * slot_bytes + 64);
+    t->arena = copy ? pp_alloc(64) /* slots come from copy->alloc */
+                    : pp_alloc(links_with_data * (size_t)capacity * slot_bytes + 64);
     if (!t->boxes || !t->red_vals || !t->red_max || !t->arena) {
         ip_destroy(&t->base);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for %zu transport slots of %zu bytes",
@@ -293,6 +315,16 @@ pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_t
             }
             int data = a != b && (abs(a - b) == 1 || abs(a - b) == S - 1);
             for (int i = 0; i < capacity; i++) {
+                m->slots[i].id = (a * S + b) * capacity + i;
+                if (copy && data) {
+                    m->slots[i].data = copy->alloc(copy->ctx, slot_bytes);
+                    if (!m->slots[i].data) {
+                        ip_destroy(&t->base);
+                        return PP_ERR(PP_ERR_NOMEM, "out of device memory for transport slots "
+                                                    "of %zu bytes", slot_bytes);
+                    }
+                    continue;
+                }
                 m->slots[i].data = data ? cursor : NULL;
                 if (data)
                     cursor += slot_bytes;

@@ -3,6 +3,9 @@
  * sim backend. A thin main over runtime/: flags -> pp_pipe_config, then the step loop, logging
  * and checkpoints. Exit codes: 0 ok, 2 usage or bad input, 3 runtime error. */
 #include "pp_exec.h"
+#ifdef PP_HAVE_CUDA
+#include "pp_cuda.h"
+#endif
 #include "pp_kernels.h"
 #include "pp_runtime.h"
 #include "pp_tool.h"
@@ -25,7 +28,11 @@ static const char *k_usage =
     "  --plan FILE           a plan from pprof-tune (docs/plan-file.md); also $PPROF_PLAN\n"
     "  --schedule NAME       gpipe, 1f1b (default), interleaved, zb-h1\n"
     "  --virtual-stages V    model chunks per stage for interleaved (default 2 there, else 1)\n"
-    "  --backend NAME        cpu (default): compute; sim: sleep per --costs\n"
+    "  --backend NAME        cpu (default): compute; sim: sleep per --costs; cuda: compute on\n"
+    "                        a GPU, one stream per stage (CUDA builds)\n"
+    "  --precision P         cuda: fp32 (default), tf32 (TF32 tensor-core GEMMs) or bf16\n"
+    "                        (bf16 GEMM operands, float32 accumulation and master weights)\n"
+    "  --device N            cuda: the GPU (default 0; under mpirun the node-local rank)\n"
     "  --costs FILE          per-layer costs for the sim backend (docs/cost-file.md); the\n"
     "                        cost file's layer list is the model\n"
     "  --sim-slow S=F        sim: multiply stage S's compute costs by F (a straggler)\n"
@@ -79,7 +86,7 @@ enum {
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON, OPT_STAGES,
     OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS, OPT_SLOW,
-    OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC
+    OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC, OPT_PRECISION, OPT_DEVICE
 };
 
 static const struct option k_opts[] = {
@@ -118,6 +125,8 @@ static const struct option k_opts[] = {
     {"transport", required_argument, 0, OPT_TRANSPORT},
     {"dp", required_argument, 0, OPT_DP},
     {"clock-sync", required_argument, 0, OPT_CLOCK_SYNC},
+    {"precision", required_argument, 0, OPT_PRECISION},
+    {"device", required_argument, 0, OPT_DEVICE},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -147,6 +156,8 @@ typedef struct args {
     pp_transport_kind transport;
     int dp;
     int clock_sync; /* ping-pong rounds per rank at start and end (mpi) */
+    int precision;  /* cuda: pp_cuda_precision */
+    int device;     /* cuda: -1 = default (0, or the node-local rank under mpirun) */
 } args;
 
 static pp_status parse_int(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out)
@@ -170,6 +181,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->slow_factor = 1.0;
     a->dp = 1;
     a->clock_sync = 8;
+    a->device = -1;
     pp_adamw_config_default(&a->tc.opt);
     opterr = 0;
     int c;
@@ -280,8 +292,25 @@ static int parse_args(int argc, char **argv, args *a)
                 a->backend = PP_BACKEND_CPU;
             else if (strcmp(optarg, "sim") == 0)
                 a->backend = PP_BACKEND_SIM;
+            else if (strcmp(optarg, "cuda") == 0)
+                a->backend = PP_BACKEND_CUDA;
             else
-                return pp_tool_usage_error("%s", "--backend must be 'cpu' or 'sim'");
+                return pp_tool_usage_error("%s", "--backend must be 'cpu', 'sim' or 'cuda'");
+            break;
+        case OPT_PRECISION:
+            if (strcmp(optarg, "fp32") == 0)
+                a->precision = 0;
+            else if (strcmp(optarg, "tf32") == 0)
+                a->precision = 1;
+            else if (strcmp(optarg, "bf16") == 0)
+                a->precision = 2;
+            else
+                return pp_tool_usage_error("%s", "--precision must be 'fp32', 'tf32' or 'bf16'");
+            break;
+        case OPT_DEVICE:
+            if ((st = parse_int(optarg, "--device", 0, 1023, &iv)) != PP_OK)
+                return pp_tool_fail(st);
+            a->device = (int)iv;
             break;
         case OPT_COSTS: a->costs = optarg; break;
         case OPT_TRANSPORT:
@@ -486,7 +515,8 @@ static void print_pipeline(const args *a, const pp_partition *part, pp_pipe_trai
         printf(", %d chunks per stage", part->v);
     if (a->dp > 1)
         printf(", %d data-parallel replicas", a->dp);
-    printf(", backend %s, boundaries %s, peak in-flight", a->backend == PP_BACKEND_SIM ? "sim" : "cpu",
+    printf(", backend %s, boundaries %s, peak in-flight",
+           a->backend == PP_BACKEND_SIM ? "sim" : a->backend == PP_BACKEND_CUDA ? "cuda" : "cpu",
            bounds);
     for (int s = 0; s < part->S; s++)
         printf("%s%d", s ? "," : " ", rep->peak_inflight[s]);
@@ -627,6 +657,32 @@ int main(int argc, char **argv)
                          .slow_factor = a.slow_factor};
     pc.transport = a.transport;
     pc.dp = a.dp;
+    pc.cuda_precision = a.precision;
+    pc.cuda_device = a.device >= 0 ? a.device : 0;
+    if (a.backend == PP_BACKEND_CUDA) {
+#ifdef PP_HAVE_CUDA
+        char why[256] = "";
+        int ndev = pp_cuda_device_count(why, sizeof why);
+        if (ndev < 1) {
+            st = PP_ERR(PP_ERR_INVALID, "--backend cuda: %s", why);
+            goto out;
+        }
+        if (a.device < 0 && mpi) {
+            /* one process per GPU: the node-local rank picks it */
+            const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+            pc.cuda_device = lr ? atoi(lr) % ndev : 0;
+        }
+        if (pc.cuda_device >= ndev) {
+            st = PP_ERR(PP_ERR_INVALID, "--device %d: this machine has %d CUDA device(s)",
+                        pc.cuda_device, ndev);
+            goto out;
+        }
+#else
+        st = PP_ERR(PP_ERR_INVALID, "--backend cuda: this build has no CUDA (no CUDA toolkit "
+                                    "at configure time)");
+        goto out;
+#endif
+    }
     trainer_made = 1;
     st = pp_pipe_trainer_create(&pc, data, &tr);
     data = NULL; /* owned by the trainer now, even on failure */

@@ -894,6 +894,27 @@ void pp_cuda_accumulate(pp_kops *k, float *dst, const float *src, float scale)
     LAUNCHED(c, "accumulate");
 }
 
+void *pp_cuda_dev_alloc(int device, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+        cudaFree(p);
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void pp_cuda_dev_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
 void *pp_cuda_host_alloc(size_t bytes)
 {
     void *p = NULL;

@@ -61,6 +61,9 @@ void pp_cuda_h2d(pp_kops *k, void *dst, const void *src, size_t bytes);
 void pp_cuda_d2h(pp_kops *k, void *dst, const void *src, size_t bytes);
 /* dst (device float) += scale * src (device float), one element, on the stream. */
 void pp_cuda_accumulate(pp_kops *k, float *dst, const float *src, float scale);
+/* Device memory of `device` (zeroed), NULL when out of memory; free it with pp_cuda_dev_free. */
+void *pp_cuda_dev_alloc(int device, size_t bytes);
+void pp_cuda_dev_free(void *p);
 /* Pinned host memory (zeroed), NULL when out of memory. */
 void *pp_cuda_host_alloc(size_t bytes);
 void pp_cuda_host_free(void *p);
