@@ -33,6 +33,56 @@ struct pp_pipe_trainer {
     pp_kops **stage_kops;     /* [n_local] their kernel tables (borrowed from the backends) */
 };
 
+/* The tag a message carries, as the executor builds it: (kind, mb, receiving piece). */
+static pp_msg_tag instr_tag(const pp_schedule *sc, int s, const pp_instr *in)
+{
+    int piece = pp_schedule_piece(sc, s, in->chunk);
+    switch (in->op) {
+    case PP_OP_SEND_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece + 1};
+    case PP_OP_RECV_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece};
+    case PP_OP_SEND_GRAD: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece - 1};
+    default: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece};
+    }
+}
+
+int pp_schedule_links_fifo(const pp_schedule *sc, char *why, size_t n)
+{
+    /* for every directed link a -> b: the k-th send of a to b is the k-th receive of b from a */
+    for (int a = 0; a < sc->S; a++)
+        for (int b = 0; b < sc->S; b++) {
+            if (a == b)
+                continue;
+            int i = 0, j = 0, k = 0;
+            for (;;) {
+                while (i < sc->n_instrs[a] &&
+                       !((sc->instrs[a][i].op == PP_OP_SEND_ACT ||
+                          sc->instrs[a][i].op == PP_OP_SEND_GRAD) &&
+                         sc->instrs[a][i].peer == b))
+                    i++;
+                while (j < sc->n_instrs[b] &&
+                       !((sc->instrs[b][j].op == PP_OP_RECV_ACT ||
+                          sc->instrs[b][j].op == PP_OP_RECV_GRAD) &&
+                         sc->instrs[b][j].peer == a))
+                    j++;
+                if (i >= sc->n_instrs[a] || j >= sc->n_instrs[b])
+                    break;
+                pp_msg_tag x = instr_tag(sc, a, &sc->instrs[a][i]);
+                pp_msg_tag y = instr_tag(sc, b, &sc->instrs[b][j]);
+                if (x.kind != y.kind || x.mb != y.mb || x.piece != y.piece) {
+                    if (why && n)
+                        snprintf(why, n,
+                                 "link %d -> %d: message %d is sent as %s of micro-batch %d but "
+                                 "received as %s of micro-batch %d",
+                                 a, b, k, x.kind == PP_MSG_ACT ? "activations" : "gradients",
+                                 x.mb, y.kind == PP_MSG_ACT ? "activations" : "gradients", y.mb);
+                    return 0;
+                }
+                i++, j++, k++;
+            }
+        }
+    return 1;
+}
+
 /* Backends that train a model on data (cpu, cuda), as opposed to sim. */
 static int computes(pp_backend_kind k) { return k == PP_BACKEND_CPU || k == PP_BACKEND_CUDA; }
 
@@ -158,6 +208,21 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     /* CUDA stages of one process: the transport copies on their streams, so it is made once
      * their backends exist */
     int cuda_inproc = c->backend == PP_BACKEND_CUDA && c->transport == PP_TRANSPORT_INPROC;
+    if (c->transport == PP_TRANSPORT_NCCL) {
+        char why[256] = "";
+        if (c->backend != PP_BACKEND_CUDA) {
+            st = PP_ERR(PP_ERR_INVALID, "--transport nccl moves GPU memory: it needs --backend "
+                                        "cuda");
+            goto fail;
+        }
+        if (!pp_schedule_links_fifo(t->sched, why, sizeof why)) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "--transport nccl: the %s schedule receives out of send order (%s); "
+                        "NCCL matches messages in order: use --transport mpi or another schedule",
+                        pp_schedule_kind_name(c->schedule), why);
+            goto fail;
+        }
+    }
     if (c->backend == PP_BACKEND_CUDA && dp > 1) {
         st = PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradient all-reduce of "
                                     "device memory needs NCCL, not supported yet");
@@ -174,6 +239,18 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         n_local = 1;
 #else
         st = PP_ERR(PP_ERR_INVALID, "--transport mpi: this build has no MPI");
+        goto fail;
+#endif
+    } else if (c->transport == PP_TRANSPORT_NCCL) {
+#ifdef PP_HAVE_NCCL
+        if ((st = pp_transport_nccl_create(S, t->part.P, M, capacity, max_bytes, &t->tp)) !=
+            PP_OK)
+            goto fail;
+        first = pp_transport_nccl_rank(t->tp);
+        n_local = 1;
+#else
+        st = PP_ERR(PP_ERR_INVALID, "--transport nccl: this build has no NCCL (needs the CUDA "
+                                    "toolkit's NCCL and MPI at configure time)");
         goto fail;
 #endif
     } else if (!cuda_inproc &&
@@ -225,6 +302,10 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         if (st == PP_OK)
             st = pp_transport_inproc_create_ex(S, capacity, max_bytes, t->copy, &t->tp);
     }
+#endif
+#ifdef PP_HAVE_NCCL
+    if (st == PP_OK && c->transport == PP_TRANSPORT_NCCL)
+        st = pp_transport_nccl_bind(t->tp, pp_backend_cuda_kops(backends[0]));
 #endif
     if (st != PP_OK) {
         for (int i = 0; i < n_local; i++)

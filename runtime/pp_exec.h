@@ -142,6 +142,25 @@ pp_status pp_mpi_clock_sync(int rounds, int phase);
 void pp_mpi_abort_job(int code);
 #endif
 
+#ifdef PP_HAVE_NCCL
+/* NCCL transport (CUDA stages, one per MPI rank and GPU; runtime/transport_nccl.c): created with
+ * the sizes of the MPI transport, then bound to the stage's kernel table, which sets up the NCCL
+ * communicator (ncclUniqueId broadcast over MPI; collective over the world). Activations and
+ * gradients move with ncclSend/ncclRecv on per-link streams; the host collectives go over MPI.
+ * The schedule's links must be FIFO (pp_schedule_links_fifo). */
+pp_status pp_transport_nccl_create(int S, int P, int M, int capacity, size_t max_bytes,
+                                   pp_transport **out);
+int pp_transport_nccl_rank(const pp_transport *t);
+pp_status pp_transport_nccl_bind(pp_transport *t, pp_kops *k);
+/* A one-rank communicator on `device` sending `bytes` to itself (send and receive grouped):
+ * checks NCCL works where only one GPU is, and measures the copy (GB/s). */
+pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps);
+#endif
+
+/* 1 when every link of the schedule receives its messages in the order they were sent (what
+ * NCCL's in-order matching needs); else 0, with the first link that reorders in why. */
+int pp_schedule_links_fifo(const pp_schedule *sched, char *why, size_t n);
+
 /* Blocking conveniences over isend/irecv + wait. */
 pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
                             size_t bytes, uint64_t avail_ns);
@@ -283,7 +302,11 @@ typedef enum pp_backend_kind {
 } pp_backend_kind;
 /* inproc: all S stages are threads of this process; mpi: this process runs only the stage of
  * its MPI rank (PP_HAVE_MPI builds only). */
-typedef enum pp_transport_kind { PP_TRANSPORT_INPROC = 0, PP_TRANSPORT_MPI = 1 } pp_transport_kind;
+typedef enum pp_transport_kind {
+    PP_TRANSPORT_INPROC = 0,
+    PP_TRANSPORT_MPI = 1,
+    PP_TRANSPORT_NCCL = 2 /* cuda backend, one stage per MPI rank (PP_HAVE_NCCL builds) */
+} pp_transport_kind;
 
 typedef struct pp_pipe_config {
     pp_train_config train;   /* model, optimizer, batch, M, steps, seed (cpu) */

@@ -38,7 +38,8 @@ static const char *k_usage =
     "  --sim-slow S=F        sim: multiply stage S's compute costs by F (a straggler)\n"
     "  --print-schedule      print each stage's instruction list and exit\n"
     "  --transport NAME      inproc (default): stages are threads of this process; mpi: one\n"
-    "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...\n"
+    "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...;\n"
+    "                        nccl: one stage per rank and GPU, ncclSend/ncclRecv (cuda)\n"
     "  --dp N                data-parallel replicas of the pipeline (needs --transport mpi,\n"
     "                        mpirun -np S*N): rank r runs stage r % S of replica r / S; each\n"
     "                        replica trains --batch / N of the batch, gradients all-reduced\n"
@@ -318,8 +319,11 @@ static int parse_args(int argc, char **argv, args *a)
                 a->transport = PP_TRANSPORT_INPROC;
             else if (strcmp(optarg, "mpi") == 0)
                 a->transport = PP_TRANSPORT_MPI;
+            else if (strcmp(optarg, "nccl") == 0)
+                a->transport = PP_TRANSPORT_NCCL;
             else
-                return pp_tool_usage_error("%s", "--transport must be 'inproc' or 'mpi'");
+                return pp_tool_usage_error("%s",
+                                           "--transport must be 'inproc', 'mpi' or 'nccl'");
             break;
         case OPT_DP:
             if ((st = parse_int(optarg, "--dp", 1, 4096, &iv)) != PP_OK)
@@ -553,7 +557,9 @@ int main(int argc, char **argv)
     /* With --transport mpi this process is one rank running one stage; rank 0 alone prints the
      * per-step lines, the summary and the --log-json file (the loss is known on every rank after
      * the all-reduce). */
-    int mpi = a.transport == PP_TRANSPORT_MPI, rank = 0, world = 1;
+    /* nccl: one stage per MPI rank as well, MPI bootstrapping NCCL */
+    int mpi = a.transport == PP_TRANSPORT_MPI || a.transport == PP_TRANSPORT_NCCL, rank = 0,
+        world = 1;
     if (a.dp > 1 && !mpi)
         return pp_tool_usage_error("--dp %d: data-parallel replicas need --transport mpi (and "
                                    "mpirun -np STAGES*%d)",
