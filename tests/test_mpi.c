@@ -301,6 +301,6 @@ Test(mpi, unknown_transport_is_a_usage_error)
     const char *a[] = {"--transport", "tcp", NULL};
     tk_result *r = run(0, a);
     cr_assert_eq(r->code, 2);
-    cr_assert_not_null(strstr(r->err, "--transport must be 'inproc' or 'mpi'"), "stderr: %s",
+    cr_assert_not_null(strstr(r->err, "--transport must be 'inproc', 'mpi' or 'nccl'"), "stderr: %s",
                        r->err);
 }

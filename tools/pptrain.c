@@ -560,6 +560,9 @@ int main(int argc, char **argv)
     /* nccl: one stage per MPI rank as well, MPI bootstrapping NCCL */
     int mpi = a.transport == PP_TRANSPORT_MPI || a.transport == PP_TRANSPORT_NCCL, rank = 0,
         world = 1;
+    if (a.transport == PP_TRANSPORT_NCCL && a.backend != PP_BACKEND_CUDA)
+        return pp_tool_usage_error("%s", "--transport nccl moves GPU memory: it needs --backend "
+                                         "cuda");
     if (a.dp > 1 && !mpi)
         return pp_tool_usage_error("--dp %d: data-parallel replicas need --transport mpi (and "
                                    "mpirun -np STAGES*%d)",
