@@ -12,9 +12,11 @@
  *   of K products partly cancel;
  * - bf16: 3e-2. Operands keep 7 mantissa bits (2^-8 ~ 3.9e-3 each), accumulation in fp32. */
 #include "pp_cuda.h"
+#include "pp_exec.h"
 #include "pp_kernels.h"
 #include "pp_kops.h"
 #include "pp_runtime.h"
+#include "pp_testkit.h"
 
 #include <criterion/criterion.h>
 #include <criterion/options.h>
@@ -287,6 +289,68 @@ Test(cuda, a_block_layer_matches_the_cpu)
     pp_model_destroy(m);
     free(tok), free(in), free(dout);
 }
+
+/* pptrain --backend cuda against --backend cpu, every schedule, 4 stages on one GPU (one
+ * stream each): the same losses and gradient norms within float32 tolerance (1e-4 relative:
+ * cuBLAS's summation order, compounded over 3 optimizer steps). */
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+
+static int read_losses(const char *path, const char *key, double *out, int cap)
+{
+    char *text = tk_slurp(path, NULL);
+    cr_assert_not_null(text, "no log %s", path);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    int n = 0;
+    for (char *p = strstr(text, pat); p && n < cap; p = strstr(p + 1, pat))
+        out[n++] = strtod(p + strlen(pat), NULL);
+    free(text);
+    return n;
+}
+
+static void same_as_cpu(const char *schedule, const char *v)
+{
+    tk_dir_create("pp_test_cuda");
+    const char *logs[2] = {tk_path("cpu.jsonl"), tk_path("cuda.jsonl")};
+    const char *backends[2] = {"cpu", "cuda"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {PPTRAIN, "--backend", backends[i], "--stages", "4", "--schedule",
+                              schedule, "--virtual-stages", v, "--layers", "6", "--batch", "8",
+                              "--microbatches", "8", "--steps", "3", "-q", "--log-json", logs[i],
+                              NULL};
+        tk_result r = tk_runv(args, NULL);
+        cr_assert_eq(r.code, 0, "%s %s: %s", backends[i], schedule, r.err);
+        tk_result_free(&r);
+    }
+    const char *keys[] = {"loss", "grad_norm"};
+    for (int k = 0; k < 2; k++) {
+        double a[8], b[8];
+        cr_assert_eq(read_losses(logs[0], keys[k], a, 8), 3);
+        cr_assert_eq(read_losses(logs[1], keys[k], b, 8), 3);
+        for (int i = 0; i < 3; i++) {
+            cr_log_info("%s step %d %s: cpu %.7g cuda %.7g", schedule, i + 1, keys[k], a[i],
+                        b[i]);
+            cr_expect_leq(fabs(a[i] - b[i]), 1e-4 * fabs(a[i]), "%s step %d %s: %.7g vs %.7g",
+                          schedule, i + 1, keys[k], a[i], b[i]);
+        }
+    }
+    tk_dir_remove();
+}
+
+Test(cuda, pipeline_gpipe_matches_cpu) { same_as_cpu("gpipe", "1"); }
+Test(cuda, pipeline_1f1b_matches_cpu) { same_as_cpu("1f1b", "1"); }
+Test(cuda, pipeline_interleaved_matches_cpu) { same_as_cpu("interleaved", "2"); }
+Test(cuda, pipeline_zbh1_matches_cpu) { same_as_cpu("zb-h1", "1"); }
+
+#ifdef PP_HAVE_NCCL
+/* NCCL on one GPU: a one-rank communicator sending 64 MiB to itself. */
+Test(cuda, nccl_self_send_receive)
+{
+    double gbps = 0;
+    cr_assert_eq(pp_nccl_selftest(0, 64u << 20, &gbps), PP_OK, "%s", pp_error_message());
+    cr_log_info("NCCL self send/receive of 64 MiB: %.1f GB/s", gbps);
+}
+#endif
 
 int main(int argc, char *argv[])
 {

@@ -519,3 +519,37 @@ Test(pipeline, a_failing_stage_aborts_the_step_without_deadlock, .timeout = 30)
     pp_partition_free(&part);
     pp_costs_destroy(c);
 }
+
+/* NCCL matches a link's messages in posting order: which schedules keep every link FIFO, and the
+ * check catches a reordered one. */
+Test(pipeline, links_fifo_check_for_the_nccl_transport)
+{
+    const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                      PP_SCHED_ZBH1};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int v = kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1;
+        pp_schedule *sc = NULL;
+        cr_assert_eq(pp_schedule_create(kinds[k], 4, 8, v, &sc), PP_OK);
+        char why[256] = "";
+        int fifo = pp_schedule_links_fifo(sc, why, sizeof why);
+        cr_log_info("%s: links %s%s%s", pp_schedule_kind_name(kinds[k]),
+                    fifo ? "FIFO" : "reordered", why[0] ? ": " : "", why);
+        cr_assert(fifo, "%s: %s", pp_schedule_kind_name(kinds[k]), why);
+        /* swap stage 1's first two activation receives: no longer FIFO, and named */
+        int first = -1;
+        for (int i = 0; i < sc->n_instrs[1]; i++)
+            if (sc->instrs[1][i].op == PP_OP_RECV_ACT) {
+                if (first < 0) {
+                    first = i;
+                } else {
+                    pp_instr tmp = sc->instrs[1][first];
+                    sc->instrs[1][first] = sc->instrs[1][i];
+                    sc->instrs[1][i] = tmp;
+                    break;
+                }
+            }
+        cr_assert_eq(pp_schedule_links_fifo(sc, why, sizeof why), 0);
+        cr_assert_not_null(strstr(why, "link 0 -> 1"), "%s", why);
+        pp_schedule_destroy(sc);
+    }
+}
