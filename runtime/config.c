@@ -77,6 +77,16 @@ size_t pp_model_config_num_params(const pp_model_config *c)
     return embed + (size_t)c->n_layers * block + head;
 }
 
+double pp_model_config_train_flops_per_token(const pp_model_config *c)
+{
+    double V = c->vocab_size, T = c->seq_len, C = c->d_model, L = c->n_layers;
+    /* docs/metrics.md, "Model FLOPs": 6 per weight of every matrix product (2 forward, 4
+     * backward), plus the attention products q k^T and att v, 2 T C each per token and layer
+     * forward (the full T x T, as computed), times 3 for training */
+    double matmul_weights = L * 12.0 * C * C + V * C;
+    return 6.0 * matmul_weights + 12.0 * L * T * C;
+}
+
 static const char *const k_int_keys[] = {"vocab_size", "seq_len", "d_model", "n_heads",
                                          "n_layers"};
 

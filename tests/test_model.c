@@ -222,3 +222,13 @@ Test(model, whole_model_gradient_matches_finite_differences)
         pp_layer_acts_destroy(acts[i]);
     pp_model_destroy(m);
 }
+
+/* docs/metrics.md "Model FLOPs and MFU", for the gpt2 preset worked by hand:
+ * W = 12 x 12 x 768^2 + 50257 x 768 = 123,532,032; F = 6 W + 12 x 12 x 1024 x 768. */
+Test(model, train_flops_per_token_follow_the_documented_formula)
+{
+    pp_model_config c;
+    cr_assert_eq(pp_model_config_preset("gpt2", &c), PP_OK);
+    cr_assert_eq(pp_model_config_train_flops_per_token(&c), 854438400.0);
+    cr_assert_eq(pp_model_config_num_params(&c), 163037184u);
+}

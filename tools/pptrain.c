@@ -803,6 +803,22 @@ int main(int argc, char **argv)
         if (!isnan(entropy))
             printf("; entropy rate %.4f, gap %+.1f%%", entropy, 100.0 * (mean / entropy - 1.0));
         printf("\n");
+#ifdef PP_HAVE_CUDA
+        if (a.backend == PP_BACKEND_CUDA) {
+            /* docs/metrics.md "Model FLOPs and MFU": every GPU of the job counts in the peak */
+            int gpus = mpi ? world : 1;
+            double peak = pp_cuda_peak_flops(pc.cuda_device, (pp_cuda_precision)a.precision);
+            double flops = total_tokens / (total_ms / 1e3) * pp_model_config_train_flops_per_token(mc);
+            char dev[160] = "";
+            pp_cuda_device_describe(pc.cuda_device, dev, sizeof dev);
+            printf("gpu: %s, %s; model %.2f TFLOP/s", dev,
+                   pp_cuda_precision_name((pp_cuda_precision)a.precision), flops * 1e-12);
+            if (peak > 0)
+                printf(", MFU %.1f%% of %d x %.0f TFLOP/s peak", 100.0 * flops / (gpus * peak),
+                       gpus, peak * 1e-12);
+            printf("\n");
+        }
+#endif
     } else {
         printf("done: nothing to do, already at step %lld\n",
                (long long)pp_pipe_trainer_steps_done(tr));
