@@ -811,8 +811,9 @@ int main(int argc, char **argv)
             double flops = total_tokens / (total_ms / 1e3) * pp_model_config_train_flops_per_token(mc);
             char dev[160] = "";
             pp_cuda_device_describe(pc.cuda_device, dev, sizeof dev);
-            printf("gpu: %s, %s; model %.2f TFLOP/s", dev,
-                   pp_cuda_precision_name((pp_cuda_precision)a.precision), flops * 1e-12);
+            printf("gpu: %s, %s; %.4g GFLOP/token, model %.2f TFLOP/s", dev,
+                   pp_cuda_precision_name((pp_cuda_precision)a.precision),
+                   pp_model_config_train_flops_per_token(mc) * 1e-9, flops * 1e-12);
             if (peak > 0)
                 printf(", MFU %.1f%% of %d x %.0f TFLOP/s peak", 100.0 * flops / (gpus * peak),
                        gpus, peak * 1e-12);
