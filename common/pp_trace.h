@@ -81,7 +81,12 @@ typedef enum pp_trace_rec_type {
     PP_REC_CATEGORY = 18,   /* pp_rec_category */
     PP_REC_THREAD_NAME = 19,/* pp_rec_thread_name */
     PP_REC_SCHEMA = 20,     /* pp_rec_schema */
-    PP_REC_FOOTER = 32      /* pp_rec_footer */
+    PP_REC_FOOTER = 32,     /* pp_rec_footer */
+    /* GPU capture (pprof-run --cuda / --nccl). Their h.ts is 0: the times are in the body, in
+     * CLOCK_MONOTONIC ns like every other timestamp of the file. */
+    PP_REC_GPU = 40,        /* pp_rec_gpu: a kernel, copy, memset or synchronisation on a GPU */
+    PP_REC_API = 41,        /* pp_rec_api: a CUDA runtime/driver call that launched GPU work */
+    PP_REC_NCCL = 42        /* pp_rec_nccl: one NCCL point-to-point or collective operation */
 } pp_trace_rec_type;
 
 typedef struct pp_rec_header {
@@ -178,6 +183,59 @@ typedef struct pp_rec_footer {
     uint64_t threads;      /* threads that recorded */
 } pp_rec_footer;       /* 64 bytes */
 
+typedef enum pp_gpu_kind {
+    PP_GPU_KERNEL = 1,
+    PP_GPU_MEMCPY = 2,
+    PP_GPU_MEMSET = 3,
+    PP_GPU_SYNC = 4
+} pp_gpu_kind;
+
+typedef struct pp_rec_gpu {
+    pp_rec_header h;      /* ts 0; tid: the thread that delivered the record */
+    uint8_t kind;         /* pp_gpu_kind */
+    uint8_t copy_kind;    /* memcpy: CUPTI's CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD,
+                             10 PtoP ...), else 0 */
+    uint16_t reserved0;
+    uint32_t device;
+    uint32_t stream;
+    uint32_t correlation; /* the API call that launched it (pp_rec_api), 0 unknown */
+    uint64_t start, end;  /* CLOCK_MONOTONIC ns */
+    uint64_t bytes;       /* memcpy, memset; 0 for kernels */
+    uint32_t name;        /* string id of the kernel's (mangled) name, 0 none */
+    uint32_t reserved1;
+} pp_rec_gpu;          /* 64 bytes */
+
+typedef struct pp_rec_api {
+    pp_rec_header h;      /* ts 0 */
+    uint32_t correlation;
+    uint32_t thread;      /* OS thread id that made the call */
+    uint32_t cbid;        /* CUPTI callback id of the call */
+    uint32_t driver;      /* 1: driver API, 0: runtime API */
+    uint64_t start, end;  /* CLOCK_MONOTONIC ns */
+} pp_rec_api;          /* 48 bytes */
+
+typedef enum pp_nccl_func {
+    PP_NCCL_SEND = 1,
+    PP_NCCL_RECV = 2,
+    PP_NCCL_COLL = 3
+} pp_nccl_func;
+
+typedef struct pp_rec_nccl {
+    pp_rec_header h;      /* ts 0; tid: the thread that stopped the event */
+    uint8_t func;         /* pp_nccl_func */
+    uint8_t timed;        /* 1: gpu_start/gpu_end hold the operation's GPU-side span */
+    uint16_t channels;
+    int32_t peer;         /* point-to-point: the peer's rank in the communicator, else -1 */
+    int32_t rank;         /* this process's rank in the communicator */
+    int32_t nranks;
+    uint64_t comm;        /* the communicator's hash */
+    uint64_t bytes;       /* count x datatype size */
+    uint64_t start, end;  /* host: the operation's profiler event, CLOCK_MONOTONIC ns */
+    uint64_t gpu_start, gpu_end; /* GPU-side span (kernel channel timers), CLOCK_MONOTONIC ns */
+    uint32_t name;        /* string id: "Send", "Recv", "AllReduce" ... */
+    uint32_t reserved;
+} pp_rec_nccl;         /* 96 bytes */
+
 /* ======================================================================================== */
 /* Writer                                                                                     */
 /* ======================================================================================== */
@@ -255,6 +313,17 @@ typedef struct pp_trace_damage {
     char first_problem[256];   /* human-readable description of the first problem, "" if none */
 } pp_trace_damage;
 
+/* GPU records as pp_trace_load keeps them (names resolved). */
+typedef struct pp_trace_gpu {
+    pp_rec_gpu r;
+    const char *name; /* "" when none */
+} pp_trace_gpu;
+
+typedef struct pp_trace_nccl {
+    pp_rec_nccl r;
+    const char *name;
+} pp_trace_nccl;
+
 typedef struct pp_trace {
     pp_trace_header header;
     pp_rec_footer footer;      /* valid when damage.has_footer */
@@ -270,6 +339,13 @@ typedef struct pp_trace {
     struct { uint32_t tid; const char *name; } *threads;
     size_t n_schemas;
     pp_trace_schema *schemas;
+    /* GPU capture, in file order */
+    size_t n_gpu;
+    pp_trace_gpu *gpu;
+    size_t n_api;
+    pp_rec_api *api;
+    size_t n_nccl;
+    pp_trace_nccl *nccl;
     void *impl; /* owned storage */
 } pp_trace;
 

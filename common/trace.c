@@ -75,6 +75,9 @@ static const char *rec_check(const uint8_t *p, size_t avail, pp_rec_header *h, i
     case PP_REC_THREAD_NAME: fixed = sizeof(pp_rec_thread_name); break;
     case PP_REC_SCHEMA: fixed = sizeof(pp_rec_schema); break;
     case PP_REC_FOOTER: fixed = sizeof(pp_rec_footer); break;
+    case PP_REC_GPU: fixed = sizeof(pp_rec_gpu); break;
+    case PP_REC_API: fixed = sizeof(pp_rec_api); break;
+    case PP_REC_NCCL: fixed = sizeof(pp_rec_nccl); break;
     default: *known = 0; return NULL;
     }
     if (h->size < fixed)
@@ -705,6 +708,7 @@ typedef struct trace_impl {
     vec strings; /* def_string, sorted by id at the end, first definition kept */
     vec domains, threads, cats, schemas;
     vec msg;     /* uint32_t message id per event, resolved at the end */
+    vec gpu, api, nccl; /* pp_trace_gpu, pp_rec_api, pp_trace_nccl (names resolved at the end) */
     uint64_t order;
 } trace_impl;
 
@@ -936,6 +940,27 @@ static pp_status load_block(pp_trace *t, trace_impl *im, vec *events, const pp_t
             d->order = im->order++;
             break;
         }
+        case PP_REC_GPU: {
+            pp_trace_gpu *g = vec_push(&im->gpu, sizeof *g);
+            if (!g)
+                return PP_ERR(PP_ERR_NOMEM, "trace: out of memory for GPU records");
+            memcpy(&g->r, rec, sizeof g->r);
+            break;
+        }
+        case PP_REC_API: {
+            pp_rec_api *a = vec_push(&im->api, sizeof *a);
+            if (!a)
+                return PP_ERR(PP_ERR_NOMEM, "trace: out of memory for API records");
+            memcpy(a, rec, sizeof *a);
+            break;
+        }
+        case PP_REC_NCCL: {
+            pp_trace_nccl *c = vec_push(&im->nccl, sizeof *c);
+            if (!c)
+                return PP_ERR(PP_ERR_NOMEM, "trace: out of memory for NCCL records");
+            memcpy(&c->r, rec, sizeof c->r);
+            break;
+        }
         case PP_REC_FOOTER: {
             /* The last footer wins; a well-formed file has one, at its end. */
             memcpy(&t->footer, rec, sizeof t->footer);
@@ -1008,6 +1033,19 @@ static pp_status load_finish(pp_trace *t, trace_impl *im, vec *events)
     t->n_events = events->n;
     t->events = events->v;
     events->v = NULL;
+    t->n_gpu = im->gpu.n;
+    t->gpu = im->gpu.v;
+    im->gpu.v = NULL;
+    for (size_t i = 0; i < t->n_gpu; i++)
+        t->gpu[i].name = string_of(im, t->gpu[i].r.name);
+    t->n_api = im->api.n;
+    t->api = im->api.v;
+    im->api.v = NULL;
+    t->n_nccl = im->nccl.n;
+    t->nccl = im->nccl.v;
+    im->nccl.v = NULL;
+    for (size_t i = 0; i < t->n_nccl; i++)
+        t->nccl[i].name = string_of(im, t->nccl[i].r.name);
     const uint32_t *msg = im->msg.v;
     for (size_t i = 0; i < t->n_events; i++)
         t->events[i].message = string_of(im, msg[i]);
@@ -1065,6 +1103,9 @@ static void impl_free(trace_impl *im)
     free(im->cats.v);
     free(im->schemas.v);
     free(im->msg.v);
+    free(im->gpu.v);
+    free(im->api.v);
+    free(im->nccl.v);
     free(im);
 }
 
@@ -1151,6 +1192,9 @@ void pp_trace_free(pp_trace *t)
     if (!t)
         return;
     free(t->events);
+    free(t->gpu);
+    free(t->api);
+    free(t->nccl);
     free(t->domains);
     free(t->threads);
     free(t->categories);

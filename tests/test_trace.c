@@ -1066,3 +1066,66 @@ Test(trace, a_killed_writer_leaves_every_complete_block_readable)
         pp_trace_free(t);
     }
 }
+
+/* The GPU capture's records (pprof-run --cuda/--nccl) round-trip with their names resolved; a
+ * GPU record cut below its fixed size makes its block bad, as every known type does. */
+Test(trace, gpu_api_and_nccl_records_round_trip)
+{
+    recs meta = {0}, ev = {0};
+    put_string(&meta, 1, "ncclDevKernel_SendRecv");
+    put_string(&meta, 2, "Send");
+    pp_rec_api api = {.h = rh(PP_REC_API, sizeof(pp_rec_api), 77, 0), .correlation = 5,
+                      .thread = 42, .cbid = 211, .driver = 0, .start = 1000, .end = 1500};
+    pp_rec_gpu k = {.h = rh(PP_REC_GPU, sizeof(pp_rec_gpu), 77, 0), .kind = PP_GPU_KERNEL,
+                    .device = 3, .stream = 14, .correlation = 5, .start = 2000, .end = 9000,
+                    .name = 1};
+    pp_rec_gpu m = {.h = rh(PP_REC_GPU, sizeof(pp_rec_gpu), 77, 0), .kind = PP_GPU_MEMCPY,
+                    .copy_kind = 8, .device = 3, .stream = 15, .correlation = 6,
+                    .start = 9500, .end = 9900, .bytes = 1 << 20};
+    pp_rec_nccl n = {.h = rh(PP_REC_NCCL, sizeof(pp_rec_nccl), 78, 0), .func = PP_NCCL_SEND,
+                     .timed = 1, .channels = 2, .peer = 1, .rank = 0, .nranks = 2,
+                     .comm = 0xabcdef, .bytes = 4u << 20, .start = 1100, .end = 1200,
+                     .gpu_start = 2100, .gpu_end = 8100, .name = 2};
+    put(&ev, &api, sizeof api);
+    put(&ev, &k, sizeof k);
+    put(&ev, &m, sizeof m);
+    put(&ev, &n, sizeof n);
+    pp_trace_header h = sample_header();
+    pp_trace_writer *w = NULL;
+    cr_assert_eq(pp_trace_writer_open(tmp_path("gpu.pft"), &h, &w), PP_OK);
+    cr_assert_eq(pp_trace_writer_block(w, PP_BLOCK_META, 0, meta.b, meta.n, meta.count), PP_OK);
+    cr_assert_eq(pp_trace_writer_block(w, PP_BLOCK_EVENTS, 77, ev.b, ev.n, ev.count), PP_OK);
+    pp_trace_writer_close(w);
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(tmp_path("gpu.pft"), &t), PP_OK);
+    cr_assert_eq(t->damage.records_unknown, 0);
+    cr_assert_eq(t->n_api, 1);
+    cr_assert_eq(t->api[0].correlation, 5);
+    cr_assert_eq(t->api[0].thread, 42);
+    cr_assert_eq(t->n_gpu, 2);
+    cr_assert_eq(t->gpu[0].r.kind, PP_GPU_KERNEL);
+    cr_assert_str_eq(t->gpu[0].name, "ncclDevKernel_SendRecv");
+    cr_assert_eq(t->gpu[0].r.end, 9000);
+    cr_assert_eq(t->gpu[1].r.bytes, 1u << 20);
+    cr_assert_str_eq(t->gpu[1].name, "");
+    cr_assert_eq(t->n_nccl, 1);
+    cr_assert_eq(t->nccl[0].r.peer, 1);
+    cr_assert_eq(t->nccl[0].r.bytes, 4u << 20);
+    cr_assert_str_eq(t->nccl[0].name, "Send");
+    pp_trace_free(t);
+
+    /* a GPU record claiming 56 bytes (below its 64-byte fixed part) */
+    recs bad = {0};
+    pp_rec_gpu b = k;
+    b.h.size = 56;
+    put(&bad, &b, 56);
+    FILE *f = fopen(tmp_path("bad.pft"), "wb");
+    cr_assert_not_null(f);
+    fwrite(&h, sizeof h, 1, f);
+    fclose(f);
+    cr_assert_eq(unlink(tmp_path("bad.pft")), 0);
+    cr_assert_eq(pp_trace_writer_open(tmp_path("bad.pft"), &h, &w), PP_OK);
+    cr_assert_neq(pp_trace_writer_block(w, PP_BLOCK_EVENTS, 77, bad.b, bad.n, bad.count), PP_OK,
+                  "the writer refuses a record a reader would reject");
+    pp_trace_writer_close(w);
+}
