@@ -269,6 +269,7 @@ typedef struct state {
     int collect;          /* clock pass: keep transfers only, in `collected` */
     vec collected;        /* pp_aop of the transfers, rank = file index */
     vec syncs;            /* sync_mark: the clock ping-pong's marks (clock pass) */
+    pp_gpu_proj *gpu;     /* GPU records and the ranges they project onto (main pass) */
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -1253,6 +1254,8 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         return;
     if (d.kind == K_ALLREDUCE) {
         int64_t ar_step = d.step >= 0 ? d.step : t->cur_step;
+        if (st->gpu && !st->collect && ar_step >= 0)
+            pp_gpu_proj_range(st->gpu, f->index, t->tid, ar_step, d.stage, PP_GOP_COMM, t0, t1);
         bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
         ar_range *x = ab ? vec_push(&ab->allred) : NULL;
         if (x)
@@ -1297,6 +1300,13 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     op.t1 = t1;
     op.rank = st->collect ? f->index : f->rank >= 0 ? f->rank : f->index;
     op.replica = f->replica;
+    if (st->gpu && d.kind >= K_FWD && d.kind <= K_OPT && d.kind != K_STEP) {
+        pp_gpu_op g = d.kind == K_FWD                          ? PP_GOP_FWD
+                      : d.kind >= K_BWD && d.kind <= K_BWD_WEIGHT ? PP_GOP_BWD
+                      : d.kind == K_OPT                         ? PP_GOP_OPT
+                                                                : PP_GOP_COMM;
+        pp_gpu_proj_range(st->gpu, f->index, t->tid, step, d.stage, g, t0, t1);
+    }
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     switch (d.kind) {
     case K_FWD: op.kind = PP_AOP_FWD; break;
@@ -1356,6 +1366,34 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         *p = op;
 }
 
+static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t *rec,
+                          uint16_t size)
+{
+    if (type == PP_REC_GPU && size >= sizeof(pp_rec_gpu)) {
+        pp_rec_gpu g;
+        memcpy(&g, rec, sizeof g);
+        g.start = pp_clock_to_ref(&f->clk, g.start);
+        g.end = pp_clock_to_ref(&f->clk, g.end);
+        pp_gpu_proj_gpu(st->gpu, f->index, &g);
+    } else if (type == PP_REC_API && size >= sizeof(pp_rec_api)) {
+        pp_rec_api a;
+        memcpy(&a, rec, sizeof a);
+        a.start = pp_clock_to_ref(&f->clk, a.start);
+        a.end = pp_clock_to_ref(&f->clk, a.end);
+        pp_gpu_proj_api(st->gpu, f->index, &a);
+    } else if (type == PP_REC_NCCL && size >= sizeof(pp_rec_nccl)) {
+        pp_rec_nccl n;
+        memcpy(&n, rec, sizeof n);
+        n.start = pp_clock_to_ref(&f->clk, n.start);
+        n.end = pp_clock_to_ref(&f->clk, n.end);
+        if (n.timed) {
+            n.gpu_start = pp_clock_to_ref(&f->clk, n.gpu_start);
+            n.gpu_end = pp_clock_to_ref(&f->clk, n.gpu_end);
+        }
+        pp_gpu_proj_nccl(st->gpu, f->index, &n);
+    }
+}
+
 /* Pushes, pops, starts and ends of one EVENTS block. */
 static void on_events(state *st, file_state *f, const pp_trace_block *blk)
 {
@@ -1410,6 +1448,13 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
             }
             break;
         }
+        case PP_REC_GPU:
+        case PP_REC_API:
+        case PP_REC_NCCL:
+            /* GPU capture: onto the common clock, then to the projection (analyzed replica) */
+            if (st->gpu && f->replica == st->o->replica)
+                on_gpu_record(st, f, h.type, rec, h.size);
+            break;
         case PP_REC_EXT_PAYLOAD: {
             pp_rec_ext e;
             if (h.size < sizeof e || !last || last->has_ext)
@@ -1433,7 +1478,8 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step;
                     t->cur_stage = d.stage;
-                    note_step_open(st, f, d.stage, d.step);
+                    if (f->replica == st->o->replica)
+                        note_step_open(st, f, d.stage, d.step);
                 } else if (d.kind >= K_FWD && d.kind <= K_BWD_WEIGHT) {
                     t->cur_mb = d.mb;
                     if (d.stage >= 0)
@@ -1740,6 +1786,8 @@ static void state_free(state *st)
     vec_free(&st->match);
     vec_free(&st->collected);
     vec_free(&st->syncs);
+    pp_gpu_proj_destroy(st->gpu);
+    st->gpu = NULL;
 }
 
 static void file_state_init(file_state *f, int index)
@@ -2001,6 +2049,11 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     file_state *fs = calloc(n ? n : 1, sizeof *fs);
     state st;
     state_init(&st, opt, a);
+    if (a && fs && pp_gpu_proj_create(&st.gpu) != PP_OK) {
+        free(a);
+        free(fs);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
+    }
     if (!a || !fs) {
         free(a);
         free(fs);
@@ -2098,6 +2151,29 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     }
     warn_lost_ranks(&st, fs, n, opt);
     results(&st);
+    if (st.gpu) {
+        size_t ns = a->n_steps ? a->n_steps : 1;
+        int64_t *steps = malloc(ns * sizeof *steps);
+        uint64_t *w0 = malloc(ns * sizeof *w0), *w1 = malloc(ns * sizeof *w1);
+        if (!steps || !w0 || !w1) {
+            free(steps), free(w0), free(w1);
+            rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+            goto done;
+        }
+        for (size_t i = 0; i < a->n_steps; i++) {
+            steps[i] = a->steps[i].step;
+            w0[i] = (uint64_t)a->steps[i].t0_ns;
+            w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].step_ns);
+        }
+        rc = pp_gpu_proj_finish(st.gpu, steps, w0, w1, a->n_steps, a->S, &a->gpu);
+        free(steps), free(w0), free(w1);
+        if (rc != PP_OK)
+            goto done;
+        if (a->gpu.present && a->gpu.unattributed)
+            warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
+                    "(launched outside the NVTX ranges, or their API record was lost)",
+                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
+    }
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1)) {
         rc = PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "
                                     "numbered from 0", opt->replica, a->dp > 1 ? a->dp : 1);
@@ -2178,6 +2254,7 @@ void pp_analysis_free(pp_analysis *a)
     free(a->layers);
     free(a->ops);
     free(a->layer_ops);
+    pp_gpu_result_free(&a->gpu);
     free(a);
 }
 
@@ -2238,6 +2315,32 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
                     g->allreduce_bytes / 1e6, g->allreduce_busbw_GBps,
                     a->step_ns.mean > 0 ? 100 * g->allreduce_mean_ns / a->step_ns.mean : 0.0);
         }
+    }
+    if (a->gpu.present) {
+        const pp_gpu_result *g = &a->gpu;
+        fprintf(out, "\nGPU time: %llu records, %llu projected onto pipeline ranges, %llu "
+                     "unattributed; step on the GPU %.3f ms; projected %.3f ms of %.3f ms of GPU "
+                     "work per step\n",
+                (unsigned long long)g->records, (unsigned long long)g->projected,
+                (unsigned long long)g->unattributed, ms(g->step_ns), ms(g->projected_ns),
+                ms(g->work_ns));
+        fprintf(out, "%-6s %12s %12s %12s %12s %10s %14s\n", "stage", "gpu fwd ms",
+                "gpu bwd ms", "gpu busy ms", "host busy ms", "gpu bubble", "launch lag us");
+        for (int s = 0; s < g->S && s < a->S; s++) {
+            const pp_gpu_stage *x = &g->stages[s];
+            fprintf(out, "%-6d %12.3f %12.3f %12.3f %12.3f %9.1f%% %14.1f\n", s,
+                    ms(x->fwd_median_ns), ms(x->bwd_median_ns), ms(x->busy_ns),
+                    ms(a->stages[s].busy_ns), 100 * x->bubble_ratio, x->launch_lag_ns * 1e-3);
+        }
+        for (size_t i = 0; i < g->n_devices; i++)
+            fprintf(out, "device %u: busy %.3f ms of %.3f ms, utilisation %.1f%%\n",
+                    g->devices[i].device, ms(g->devices[i].busy_ns), ms(g->devices[i].span_ns),
+                    100 * g->devices[i].utilisation);
+        for (size_t i = 0; i < g->n_links; i++)
+            fprintf(out, "nccl %d -> %d: %llu sends, %.3f MB, algbw %.3f GB/s, busbw %.3f GB/s\n",
+                    g->links[i].src, g->links[i].dst, (unsigned long long)g->links[i].messages,
+                    (double)g->links[i].bytes / 1e6, g->links[i].algbw_GBps,
+                    g->links[i].busbw_GBps);
     }
     if (a->n_links) {
         fprintf(out, "\n%-12s %-5s %9s %12s %10s %12s %10s %10s\n", "link", "kind", "messages",

@@ -12,6 +12,7 @@
 
 #include "pp_clock.h"
 #include "pp_common.h"
+#include "pp_gpu.h"
 #include "pp_sim.h"
 #include "pp_trace.h"
 
@@ -178,6 +179,8 @@ typedef struct pp_analysis {
     pp_aop *layer_ops;       /* layer ranges of the kept steps (kind = FWD/BWD/BWD_WEIGHT,
                                 chunk = layer index) */
     int64_t kept_lo, kept_hi;
+    /* GPU time (pprof-run --cuda / --nccl), gpu.present = 0 without GPU records */
+    pp_gpu_result gpu;
     void *impl;
 } pp_analysis;
 

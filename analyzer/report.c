@@ -455,6 +455,62 @@ static void json_links_layers(jw *w, const pp_analysis *a)
     jw_close(w, ']');
 }
 
+/* GPU time (docs/summary-json.md "gpu"): null without GPU records. */
+static void json_gpu(jw *w, const pp_analysis *a)
+{
+    const pp_gpu_result *g = &a->gpu;
+    if (!g->present) {
+        jw_null(w, "gpu");
+        return;
+    }
+    jw_open(w, "gpu", '{', 0);
+    jw_u64(w, "records", g->records);
+    jw_u64(w, "projected", g->projected);
+    jw_u64(w, "unattributed", g->unattributed);
+    jw_num(w, "step_ms", ms(g->step_ns));
+    jw_num(w, "projected_ms", ms(g->projected_ns));
+    jw_num(w, "work_ms", ms(g->work_ns));
+    jw_num(w, "device_busy_ms", ms(g->device_busy_ns));
+    jw_open(w, "stages", '[', 0);
+    for (int s = 0; s < g->S; s++) {
+        const pp_gpu_stage *x = &g->stages[s];
+        jw_open(w, NULL, '{', 1);
+        jw_int(w, "stage", s);
+        jw_num(w, "fwd_ms", ms(x->fwd_median_ns));
+        jw_num(w, "bwd_ms", ms(x->bwd_median_ns));
+        jw_num(w, "busy_ms", ms(x->busy_ns));
+        jw_num(w, "bubble_ratio", x->bubble_ratio);
+        jw_num(w, "launch_lag_ms", ms(x->launch_lag_ns));
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_open(w, "devices", '[', 0);
+    for (size_t i = 0; i < g->n_devices; i++) {
+        jw_open(w, NULL, '{', 1);
+        jw_u64(w, "device", g->devices[i].device);
+        jw_num(w, "busy_ms", ms(g->devices[i].busy_ns));
+        jw_num(w, "span_ms", ms(g->devices[i].span_ns));
+        jw_num(w, "utilisation", g->devices[i].utilisation);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_open(w, "nccl_links", '[', 0);
+    for (size_t i = 0; i < g->n_links; i++) {
+        const pp_gpu_link *l = &g->links[i];
+        jw_open(w, NULL, '{', 1);
+        jw_int(w, "src", l->src);
+        jw_int(w, "dst", l->dst);
+        jw_u64(w, "messages", l->messages);
+        jw_u64(w, "bytes", l->bytes);
+        jw_u64(w, "timed", l->timed);
+        jw_pos_or_null(w, "algbw_GBps", l->algbw_GBps);
+        jw_pos_or_null(w, "busbw_GBps", l->busbw_GBps);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 pp_status pp_report_json(const pp_analysis *a, FILE *out)
 {
     if (!a || !out)
@@ -472,6 +528,7 @@ pp_status pp_report_json(const pp_analysis *a, FILE *out)
         return st;
     json_stages(&w, a);
     json_links_layers(&w, a);
+    json_gpu(&w, a);
     jw_close(&w, '}');
     fputc('\n', out);
     if (fflush(out) != 0 || ferror(out))

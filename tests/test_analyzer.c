@@ -4,6 +4,7 @@
  * named, link bandwidth matches the cost file, and damaged or foreign run directories give a
  * partial report or a clear error. */
 #include "pp_analyzer.h"
+#include "pp_report.h"
 #include "pp_trace.h"
 
 #include <criterion/criterion.h>
@@ -294,10 +295,66 @@ static void pop(tw *t, uint32_t tid, uint64_t ts)
     tw_rec(t, &r, sizeof r);
 }
 
-/* A 2-stage GPipe job written by "another framework": registered messages, category = stage + 1,
- * integer payloads, no pipeprof.event payload. Each op takes 1 ms; stage 1 starts 1 ms late. */
-static void write_foreign_trace(const char *path)
+/* GPU capture of the foreign job below: every forward launches one 600 us kernel and every
+ * backward one 1200 us kernel, 50 us after its range opens (the launch call 10 us after), on
+ * device 0, stream stage + 1; one kernel is launched outside any range; each activation send is
+ * an NCCL send of 4 MiB whose GPU side takes 1 ms. */
+static uint32_t g_corr;
+
+static void gpu_launch(tw *g, uint32_t tid, uint64_t range_t0, uint64_t dur, uint32_t stream)
 {
+    pp_rec_api a;
+    memset(&a, 0, sizeof a);
+    a.h.type = PP_REC_API;
+    a.h.size = sizeof a;
+    a.h.tid = 999;
+    a.correlation = ++g_corr;
+    a.thread = tid;
+    a.cbid = 211;
+    a.start = range_t0 + 10000;
+    a.end = range_t0 + 20000;
+    tw_rec(g, &a, sizeof a);
+    pp_rec_gpu k;
+    memset(&k, 0, sizeof k);
+    k.h.type = PP_REC_GPU;
+    k.h.size = sizeof k;
+    k.h.tid = 999;
+    k.kind = PP_GPU_KERNEL;
+    k.stream = stream;
+    k.correlation = g_corr;
+    k.start = range_t0 + 50000;
+    k.end = k.start + dur;
+    tw_rec(g, &k, sizeof k);
+}
+
+static void nccl_send(tw *g, uint64_t t0, int peer)
+{
+    pp_rec_nccl n;
+    memset(&n, 0, sizeof n);
+    n.h.type = PP_REC_NCCL;
+    n.h.size = sizeof n;
+    n.h.tid = 998;
+    n.func = PP_NCCL_SEND;
+    n.timed = 1;
+    n.peer = peer;
+    n.rank = 0;
+    n.nranks = 2;
+    n.bytes = 4u << 20;
+    n.start = t0;
+    n.end = t0 + 5000;
+    n.gpu_start = t0 + 100000;
+    n.gpu_end = n.gpu_start + 1000000;
+    tw_rec(g, &n, sizeof n);
+}
+
+/* A 2-stage GPipe job written by "another framework": registered messages, category = stage + 1,
+ * integer payloads, no pipeprof.event payload. Each op takes 1 ms; stage 1 starts 1 ms late.
+ * With `gpu`, the GPU capture above goes with it. */
+static void write_foreign_trace_gpu(const char *path, int gpu)
+{
+    static tw g;
+    memset(&g, 0, sizeof g);
+    g_corr = 0;
     static tw t;
     memset(&t, 0, sizeof t);
     g_next_str = 0;
@@ -309,6 +366,7 @@ static void write_foreign_trace(const char *path)
     h.pid = 42;
     h.rank = -1;
     cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    g.w = t.w;
     const char *fwd[2] = {"fwd mb0", "fwd mb1"}, *bwd[2] = {"bwd mb0", "bwd mb1"};
     uint32_t dom = sid(&t, "pipeprof"), s_step = sid(&t, "step");
     uint32_t s_fwd[2] = {sid(&t, fwd[0]), sid(&t, fwd[1])};
@@ -330,12 +388,18 @@ static void write_foreign_trace(const char *path)
             pop(&t, 100, b + (m + 1) * ms);
             push(&t, 100, b + (m + 1) * ms, s_sa[m], 1, 4096);
             pop(&t, 100, b + (m + 1) * ms + 1000);
+            if (gpu) {
+                gpu_launch(&g, 100, b + m * ms, 600000, 1);
+                nccl_send(&g, b + (m + 1) * ms, 1);
+            }
         }
         for (int m = 0; m < 2; m++) {
             push(&t, 100, b + (2 + 2 * m) * ms, s_rg[m], 1, 4096);
             pop(&t, 100, b + (4 + m) * ms);
             push(&t, 100, b + (4 + m) * ms, s_bwd[m], 1, (uint64_t)m);
             pop(&t, 100, b + (5 + m) * ms);
+            if (gpu)
+                gpu_launch(&g, 100, b + (4 + m) * ms, 1200000, 1);
         }
         pop(&t, 100, b + 6 * ms);
         tw_flush(&t, PP_BLOCK_EVENTS, 100);
@@ -345,18 +409,29 @@ static void write_foreign_trace(const char *path)
             pop(&t, 101, b + (m + 1) * ms);
             push(&t, 101, b + (m + 1) * ms, s_fwd[m], 2, (uint64_t)m);
             pop(&t, 101, b + (m + 2) * ms);
+            if (gpu)
+                gpu_launch(&g, 101, b + (m + 1) * ms, 600000, 2);
         }
         for (int m = 0; m < 2; m++) {
             push(&t, 101, b + (3 + m) * ms, s_bwd[m], 2, (uint64_t)m);
             pop(&t, 101, b + (4 + m) * ms);
             push(&t, 101, b + (4 + m) * ms, s_sg[m], 2, 4096);
             pop(&t, 101, b + (4 + m) * ms + 1000);
+            if (gpu)
+                gpu_launch(&g, 101, b + (3 + m) * ms, 1200000, 2);
         }
         pop(&t, 101, b + 6 * ms);
         tw_flush(&t, PP_BLOCK_EVENTS, 101);
+        if (gpu) {
+            /* a launch from a thread with no pipeline range open */
+            gpu_launch(&g, 555, b + 7 * ms, 100000, 3);
+            tw_flush(&g, PP_BLOCK_EVENTS, 999);
+        }
     }
     pp_trace_writer_close(t.w);
 }
+
+static void write_foreign_trace(const char *path) { write_foreign_trace_gpu(path, 0); }
 
 Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
 {
@@ -444,4 +519,69 @@ Test(analyzer, a_job_without_pipeline_ranges_is_a_clear_error)
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
     cr_assert(strstr(pp_error_message(), "no pipeline steps") != NULL, "%s", pp_error_message());
+}
+
+/* GPU time: the kernels land on the ranges that launched them (by the launching thread and the
+ * launch call's time), per-stage forward/backward GPU times are the kernels', the bubble in GPU
+ * time follows from the stages' busy time over the step's GPU span, the device's busy time is
+ * the union of its kernels, and NCCL's sends give the link's bandwidth. Numbers worked by hand
+ * from write_foreign_trace_gpu's layout (steps 2 and 3 analyzed). */
+Test(analyzer, gpu_records_project_onto_the_pipeline_ranges)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
+    write_foreign_trace_gpu(path, 1);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    const pp_gpu_result *g = &a->gpu;
+    cr_assert(g->present);
+    cr_assert_eq(a->n_steps, 2);
+    /* 3 steps x (8 pipeline kernels + 1 outside): 2 x 8 projected in analyzed steps, 8 in the
+     * warm-up step, 3 unattributed */
+    cr_assert_eq(g->records, 27);
+    cr_assert_eq(g->projected, 16);
+    cr_assert_eq(g->outside_steps, 8);
+    cr_assert_eq(g->unattributed, 3);
+    cr_assert_not_null(strstr(a->warnings, "could not be projected"), "%s", a->warnings);
+    for (int s = 0; s < 2; s++) {
+        const pp_gpu_stage *st = &g->stages[s];
+        cr_assert_eq(st->fwd_median_ns, 600000.0, "stage %d fwd %.0f", s, st->fwd_median_ns);
+        cr_assert_eq(st->bwd_median_ns, 1200000.0, "stage %d bwd %.0f", s, st->bwd_median_ns);
+        cr_assert_eq(st->fwd_ranges, 4, "stage %d: %llu forward ranges", s, (unsigned long long)st->fwd_ranges);
+        cr_assert_eq(st->busy_ns, 3600000.0);
+        cr_assert_eq(st->launch_lag_ns, 50000.0);
+        /* GPU span of a step: 0.05 ms .. 6.25 ms */
+        cr_assert(fabs(st->bubble_ratio - (1.0 - 3.6 / 6.2)) < 1e-9, "bubble %.6f",
+                  st->bubble_ratio);
+    }
+    cr_assert_eq(g->step_ns, 6200000.0);
+    /* both stages' work (7.2 ms a step) is all the work inside the analyzed steps (the stray
+     * kernel runs after the step's ranges close) */
+    cr_assert_eq(g->projected_ns, 7200000.0);
+    cr_assert_eq(g->work_ns, 7200000.0);
+    /* device 0: union 0.6 + 0.6 + 0.6 + 3.2 ms per step */
+    cr_assert_eq(g->n_devices, 1);
+    cr_assert_eq(g->devices[0].busy_ns, 2 * 5000000.0);
+    cr_assert_eq(g->device_busy_ns, 5000000.0);
+    cr_assert(fabs(g->devices[0].utilisation - 10.0 / 16.2) < 1e-9);
+    /* NCCL: 6 sends 0 -> 1 of 4 MiB, 1 ms each on the GPU: 4.194 GB/s */
+    cr_assert_eq(g->n_links, 1);
+    cr_assert_eq(g->links[0].messages, 6);
+    cr_assert_eq(g->links[0].bytes, 6u * (4u << 20));
+    cr_assert(fabs(g->links[0].algbw_GBps - 4.194304) < 1e-9);
+    /* the summary JSON carries it (docs/summary-json.md "gpu"), and the table */
+    char *json = NULL, *table = NULL;
+    size_t jn = 0, tn = 0;
+    FILE *f = open_memstream(&json, &jn);
+    cr_assert_eq(pp_report_json(a, f), PP_OK);
+    fclose(f);
+    cr_assert_not_null(strstr(json, "\"gpu\": {"), "%s", json);
+    cr_assert_not_null(strstr(json, "\"algbw_GBps\": 4.194304"), "%s", json);
+    f = open_memstream(&table, &tn);
+    pp_analysis_print(a, f);
+    fclose(f);
+    cr_assert_not_null(strstr(table, "GPU time: 27 records, 16 projected"), "%s", table);
+    free(json);
+    free(table);
+    pp_analysis_free(a);
 }

@@ -821,7 +821,8 @@ static const char k_golden_json[] =
     "      \"bwd_weight_ms\": {\"count\": 0, \"mean\": null, \"median\": null, \"p95\": null, "
     "\"max\": null, \"min\": null}\n"
     "    }\n"
-    "  ]\n"
+    "  ],\n"
+    "  \"gpu\": null\n"
     "}\n";
 
 Test(report, golden_summary_json)

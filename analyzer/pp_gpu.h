@@ -1,0 +1,98 @@
+/* pp_gpu.h: GPU time for the pipeline (pprof-run --cuda / --nccl; docs/metrics.md "GPU time").
+ * The analyzer feeds it, per trace file, the pipeline ranges it found (thread, step, stage, kind,
+ * times), the CUDA API calls (correlation id, calling thread, start) and the GPU activity
+ * (kernels, copies, memsets with their correlation ids), and NCCL's operations. At the end it
+ * projects every GPU record onto the pipeline range that launched it: the range open on the
+ * launching thread when the API call began (the innermost one: pipeline op ranges do not nest).
+ * From that come per-stage forward/backward times, busy time and bubble in GPU time, device
+ * utilisation, and per-link NCCL bandwidth.
+ *
+ * Memory: the records are kept until the end (ranges 48 bytes, API calls 24, GPU records 48
+ * each), unlike the analyzer's streaming host metrics. Not thread-safe: one analysis, one user. */
+#ifndef PP_GPU_H
+#define PP_GPU_H
+
+#include "pp_common.h"
+#include "pp_trace.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_gpu_proj pp_gpu_proj;
+
+/* The kinds of pipeline range GPU work is projected onto. */
+typedef enum pp_gpu_op {
+    PP_GOP_FWD = 0,
+    PP_GOP_BWD = 1,   /* BWD, BWD_INPUT and BWD_WEIGHT together */
+    PP_GOP_OPT = 2,
+    PP_GOP_COMM = 3,  /* sends, receives, all-reduce */
+    PP_GOP_COUNT = 4
+} pp_gpu_op;
+
+typedef struct pp_gpu_stage {
+    /* GPU time (sum of the kernels, copies and memsets projected onto the range) per range */
+    double fwd_median_ns, bwd_median_ns;
+    uint64_t fwd_ranges, bwd_ranges;
+    /* means over the analyzed steps */
+    double busy_ns;             /* all of the stage's projected GPU work in a step */
+    double kind_ns[PP_GOP_COUNT];
+    double bubble_ratio;        /* 1 - busy / the step's GPU span */
+    double launch_lag_ns;       /* median: range start (host) -> its first GPU work */
+} pp_gpu_stage;
+
+typedef struct pp_gpu_device {
+    uint32_t device;
+    uint64_t records;
+    double busy_ns;      /* union of its GPU intervals over the analyzed steps' span */
+    double span_ns;      /* first start to last end of that work */
+    double utilisation;  /* busy / span */
+} pp_gpu_device;
+
+typedef struct pp_gpu_link {
+    int src, dst;               /* communicator ranks (the stages of a pipeline communicator) */
+    uint64_t messages, bytes, timed;
+    double algbw_GBps;          /* median over timed sends of bytes / GPU time */
+    double busbw_GBps;          /* nccl-tests' bus bandwidth: equal to algbw for send/recv */
+} pp_gpu_link;
+
+typedef struct pp_gpu_result {
+    int present;                /* any GPU or NCCL record at all */
+    uint64_t records, api_calls, projected, unattributed, outside_steps;
+    double step_ns;             /* mean GPU span of an analyzed step (first to last GPU work) */
+    double projected_ns;        /* mean per step of all stages' projected GPU time */
+    double work_ns;             /* mean per step of all GPU work starting inside the analyzed
+                                   steps (projected or not): what projected_ns should cover */
+    double device_busy_ns;      /* mean per step of the devices' union busy time */
+    int S;
+    pp_gpu_stage *stages;       /* [S] */
+    size_t n_devices;
+    pp_gpu_device *devices;
+    size_t n_links;
+    pp_gpu_link *links;
+    uint64_t nccl_ops;
+} pp_gpu_result;
+
+pp_status pp_gpu_proj_create(pp_gpu_proj **out);
+void pp_gpu_proj_destroy(pp_gpu_proj *p);
+/* A pipeline range of trace file `file` on OS thread `tid`. */
+void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int stage,
+                       pp_gpu_op kind, uint64_t t0, uint64_t t1);
+/* The records of the GPU capture (times already on the analysis' common clock). */
+void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a);
+void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g);
+void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n);
+/* Projects everything over the analyzed steps (sorted; n of them, with their host time windows
+ * [win0, win1] on the common clock) of a pipeline of S stages. out is owned by the caller
+ * (pp_gpu_result_free). Fails only when out of memory. */
+pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
+                             const uint64_t *win1, size_t n, int S, pp_gpu_result *out);
+void pp_gpu_result_free(pp_gpu_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_GPU_H */
