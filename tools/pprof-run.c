@@ -12,6 +12,7 @@
 
 #include <cJSON.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -35,6 +36,29 @@
 
 enum { MANIFEST_VERSION = 1, EXIT_CANNOT_RUN = 127 };
 
+/* Whether a CUDA driver with at least one device is there: libcuda.so.1 loaded (not linked:
+ * pprof-run runs everywhere), cuInit and cuDeviceGetCount. why says what is missing. */
+static int cuda_device_present(char *why, size_t n)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(why, n, "no CUDA driver (libcuda.so.1 not found)");
+        return 0;
+    }
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+    int c = 0, rc = init && count ? init(0) : -1;
+    if (rc == 0)
+        rc = count(&c);
+    dlclose(lib);
+    if (rc != 0 || c < 1) {
+        snprintf(why, n, rc != 0 ? "no CUDA device found (cuInit error %d)" : "no CUDA device found",
+                 rc);
+        return 0;
+    }
+    return 1;
+}
+
 static const char *k_usage =
     "usage: pprof-run [-o DIR] [options] [--] CMD [ARGS...]\n"
     "Runs CMD with the pipeprof capture library injected into every process it starts, then\n"
@@ -46,6 +70,10 @@ static const char *k_usage =
     "      --buffer-kb K   per-thread event buffer in KiB, 64..1048576 (library default 4096)\n"
     "      --flush-ms MS   how often buffers are written out, 1..10000 ms\n"
     "      --lib PATH      the capture library (default: $PPROF_LIB, else next to pprof-run)\n"
+    "      --cuda          also capture GPU activity with CUPTI (CUDA_INJECTION64_PATH): kernels,\n"
+    "                      copies, memsets and the launching calls, for GPU-time metrics\n"
+    "      --nccl          also capture NCCL operations with pipeprof's NCCL profiler plugin\n"
+    "                      (NCCL_PROFILER_PLUGIN): bytes, peers and GPU-side timing\n"
     "  -q, --quiet         no summary; the library stays quiet too (PPROF_QUIET=1)\n"
     "  -v, --verbose       say what pprof-run does (library, directory, signals, processes)\n"
     "  -h, --help          this help\n"
@@ -57,7 +85,7 @@ static const char *k_usage =
     "exit codes: CMD's status (128+N if signal N killed it), 127 CMD cannot be run,\n"
     "            2 bad option or run directory, 3 runtime error\n";
 
-enum { OPT_STEPS = 256, OPT_BUFFER_KB, OPT_FLUSH_MS, OPT_LIB };
+enum { OPT_STEPS = 256, OPT_BUFFER_KB, OPT_FLUSH_MS, OPT_LIB, OPT_CUDA, OPT_NCCL };
 
 static const struct option k_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -65,6 +93,8 @@ static const struct option k_opts[] = {
     {"buffer-kb", required_argument, 0, OPT_BUFFER_KB},
     {"flush-ms", required_argument, 0, OPT_FLUSH_MS},
     {"lib", required_argument, 0, OPT_LIB},
+    {"cuda", no_argument, 0, OPT_CUDA},
+    {"nccl", no_argument, 0, OPT_NCCL},
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
@@ -78,6 +108,7 @@ typedef struct args {
     int64_t buffer_kb;   /* 0 = not given */
     int64_t flush_ms;    /* 0 = not given */
     int quiet, verbose;
+    int cuda, nccl;      /* --cuda, --nccl */
     char **cmd;          /* NULL-terminated, from argv */
     int ncmd;
 } args;
@@ -169,6 +200,8 @@ static int parse_args(int argc, char **argv, args *a)
                 return pp_tool_usage_error("%s", pp_error_message());
             break;
         case OPT_LIB: a->lib = optarg; break;
+        case OPT_CUDA: a->cuda = 1; break;
+        case OPT_NCCL: a->nccl = 1; break;
         case 'q': a->quiet = 1; break;
         case 'v': a->verbose = 1; break;
         case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
@@ -1009,6 +1042,20 @@ int main(int argc, char **argv)
         envok = envok && setenv("PPROF_STEPS", a.steps, 1) == 0;
     if (a.quiet)
         envok = envok && setenv("PPROF_QUIET", "1", 1) == 0;
+    if (a.cuda || a.nccl) {
+        /* Both go through the same library: CUPTI's entry point InitializeInjection and NCCL's
+         * profiler symbol ncclProfiler_v5 are exported by libpprof.so next to NVTX's. Without a
+         * device the job still runs, with NVTX capture only. */
+        char why[256];
+        if (!cuda_device_present(why, sizeof why) && !a.quiet)
+            fprintf(stderr, "pprof-run: %s%s: %s; the job runs with NVTX capture only\n",
+                    a.cuda ? "--cuda" : "", a.cuda && a.nccl ? " --nccl" : a.nccl ? "--nccl" : "",
+                    why);
+        if (a.cuda)
+            envok = envok && setenv("CUDA_INJECTION64_PATH", lib, 1) == 0;
+        if (a.nccl)
+            envok = envok && setenv("NCCL_PROFILER_PLUGIN", lib, 1) == 0;
+    }
     if (!envok) {
         fprintf(stderr, "pprof-run: cannot set the environment: %s\n", strerror(errno));
         return PP_EXIT_RUNTIME;

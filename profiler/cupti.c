@@ -1,0 +1,209 @@
+/* cupti.c: GPU activity capture in libpprof.so (pprof-run --cuda; docs/profiler.md "GPU").
+ * pprof-run names this library in CUDA_INJECTION64_PATH; libcuda calls InitializeInjection at
+ * cuInit. libcupti is dlopened then (never linked: NVTX-only captures never map it, and a
+ * missing libcupti only turns GPU capture off). CUPTI timestamps come through a registered
+ * callback on CLOCK_MONOTONIC, the NVTX ranges' clock; completed activity buffers are encoded
+ * (cupti_encode.c) into the delivering thread's ring like any other event, so the writer
+ * thread, the drop counting and the file format are the capture's own.
+ *
+ * Never harm the job: every CUPTI failure (no driver, no device, another CUPTI client such as
+ * Nsight or torch.profiler already subscribed) is said once on stderr, GPU capture stays off,
+ * NVTX capture goes on, and InitializeInjection returns 1. */
+#include "cupti_encode.h"
+#include "pprof_internal.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cupti_fns {
+    CUptiResult (*GetVersion)(uint32_t *);
+    CUptiResult (*GetResultString)(CUptiResult, const char **);
+    CUptiResult (*RegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
+    CUptiResult (*SetThreadIdType)(CUpti_ActivityThreadIdType);
+    CUptiResult (*RegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+                                     CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*Enable)(CUpti_ActivityKind);
+    CUptiResult (*GetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*GetNumDropped)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*FlushAll)(uint32_t);
+} cupti_fns;
+
+static cupti_fns C;
+static _Atomic int g_cupti_on;
+static pthread_mutex_t g_cupti_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_cupti_tried;
+static _Atomic uint64_t g_cupti_dropped; /* records CUPTI itself dropped */
+
+enum { PPROF_CUPTI_BUFFER = 8 << 20 };
+
+static uint64_t CUPTIAPI monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static const char *result_string(CUptiResult r)
+{
+    const char *s = NULL;
+    if (C.GetResultString && C.GetResultString(r, &s) == CUPTI_SUCCESS && s)
+        return s;
+    return "unknown CUPTI error";
+}
+
+static uint32_t name_id(void *u, const char *name)
+{
+    (void)u;
+    struct nvtxStringRegistration_st *e = pprof_intern_cstr(name);
+    return e ? e->id : 0;
+}
+
+static uint64_t trace_clock(void *u, uint64_t ns)
+{
+    (void)u;
+    unsigned flags = atomic_load_explicit(&g_pprof.flags, memory_order_relaxed);
+    return flags & PPROF_F_CLOCK ? pprof_clock_adjust(ns) : ns;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *buf = aligned_alloc(8, PPROF_CUPTI_BUFFER);
+    *size = *buf ? PPROF_CUPTI_BUFFER : 0;
+    *max_records = 0;
+}
+
+/* Encodes every record of a completed buffer into this thread's ring (dropped and counted when
+ * the ring is full, as any event). */
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+                                      size_t valid)
+{
+    (void)size;
+    pprof_thread *t = atomic_load_explicit(&g_cupti_on, memory_order_acquire) ? pprof_self()
+                                                                              : NULL;
+    if (t && valid) {
+        pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
+                               .tid = atomic_load_explicit(&t->tid, memory_order_relaxed)};
+        CUpti_Activity *rec = NULL;
+        while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+            uint8_t tmp[sizeof(pp_rec_gpu) > sizeof(pp_rec_api) ? sizeof(pp_rec_gpu)
+                                                                 : sizeof(pp_rec_api)];
+            size_t n = pprof_cupti_encode(rec, &env, tmp, sizeof tmp);
+            if (n == 0 || n == (size_t)-1)
+                continue;
+            uint8_t *p = pprof_ring_reserve(t, (uint32_t)n);
+            if (!p) {
+                pprof_drop(t);
+                continue;
+            }
+            memcpy(p, tmp, n);
+            pprof_ring_commit(t, (uint32_t)n);
+        }
+        size_t dropped = 0;
+        if (C.GetNumDropped && C.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+            atomic_fetch_add(&g_cupti_dropped, dropped);
+    }
+    free(buf);
+}
+
+static void flush_at_exit(void)
+{
+    if (atomic_load(&g_cupti_on) && C.FlushAll)
+        C.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    uint64_t d = atomic_load(&g_cupti_dropped);
+    if (d)
+        pprof_log("pprof: CUPTI dropped %llu GPU activity records (its buffers were full)",
+                  (unsigned long long)d);
+}
+
+#define LOAD(field, sym)                                                                         \
+    do {                                                                                         \
+        *(void **)(&C.field) = dlsym(lib, sym);                                                  \
+        if (!C.field) {                                                                          \
+            pprof_log("pprof: --cuda: %s lacks %s; GPU activity not captured, NVTX capture "   \
+                      "goes on",                                                                 \
+                      path, sym);                                                                \
+            return 0;                                                                            \
+        }                                                                                        \
+    } while (0)
+
+static int cupti_start(void)
+{
+    const char *path = getenv("PPROF_CUPTI_LIB");
+    if (!path || !*path)
+        path = "libcupti.so.13";
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        pprof_log("pprof: --cuda: cannot load %s (%s); GPU activity not captured, NVTX capture "
+                  "goes on",
+                  path, dlerror());
+        return 0;
+    }
+    /* never dlclosed: CUDA 13.0/13.1's libcupti crashes when unloaded (INSTRUMENTATION.md 5) */
+    LOAD(GetVersion, "cuptiGetVersion");
+    LOAD(GetResultString, "cuptiGetResultString");
+    LOAD(RegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+    LOAD(SetThreadIdType, "cuptiSetThreadIdType");
+    LOAD(RegisterCallbacks, "cuptiActivityRegisterCallbacks");
+    LOAD(Enable, "cuptiActivityEnable");
+    LOAD(GetNextRecord, "cuptiActivityGetNextRecord");
+    LOAD(GetNumDropped, "cuptiActivityGetNumDroppedRecords");
+    LOAD(FlushAll, "cuptiActivityFlushAll");
+    uint32_t version = 0;
+    C.GetVersion(&version);
+    if (version && version < 130001)
+        pprof_log("pprof: --cuda: CUPTI API version %u is older than 13.0 Update 1 (130001), "
+                  "whose fixes GPU capture relies on",
+                  version);
+    /* the clock first: every record after this is on CLOCK_MONOTONIC */
+    CUptiResult r = C.RegisterTimestampCallback(monotonic_ns);
+    if (r != CUPTI_SUCCESS) {
+        pprof_log("pprof: --cuda: no GPU tracing (%s: no device or driver?); NVTX capture goes "
+                  "on",
+                  result_string(r));
+        return 0;
+    }
+    C.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM); /* gettid, as the NVTX records */
+    if ((r = C.RegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
+        pprof_log("pprof: --cuda: CUPTI buffer callbacks refused (%s); NVTX capture goes on",
+                  result_string(r));
+        return 0;
+    }
+    atomic_store(&g_cupti_on, 1);
+    static const CUpti_ActivityKind kinds[] = {
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        r = C.Enable(kinds[i]);
+        if (r == CUPTI_SUCCESS)
+            continue;
+        atomic_store(&g_cupti_on, 0);
+        if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            pprof_log("pprof: --cuda: another CUPTI client is attached (Nsight Systems, "
+                      "torch.profiler ...); GPU activity not captured, NVTX capture goes on");
+        else
+            pprof_log("pprof: --cuda: no GPU tracing (enabling activity kind %d: %s); NVTX "
+                      "capture goes on",
+                      (int)kinds[i], result_string(r));
+        return 0;
+    }
+    atexit(flush_at_exit);
+    return 1;
+}
+
+/* Called by libcuda at cuInit through CUDA_INJECTION64_PATH (once per process). */
+PPROF_EXPORT int InitializeInjection(void)
+{
+    pthread_mutex_lock(&g_cupti_mu);
+    if (!g_cupti_tried) {
+        g_cupti_tried = 1;
+        if (pprof_global_init())
+            cupti_start();
+    }
+    pthread_mutex_unlock(&g_cupti_mu);
+    return 1; /* always: 0's effect is undocumented (INSTRUMENTATION.md 2.1) */
+}

@@ -1,0 +1,164 @@
+/* test_cupti.c: GPU activity capture without a GPU. Synthetic CUPTI activity buffers (records
+ * laid out as CUDA 13's structs, 8-byte aligned) walked by the real libcupti
+ * (cuptiActivityGetNextRecord works without a driver) and encoded by libpprof's encoder into
+ * trace records; the records written as a trace and projected by the analyzer; and the
+ * library's CUPTI start-up on a machine without a driver, which must say so and leave NVTX
+ * capture running. */
+#include "cupti_encode.h"
+#include "pp_analyzer.h"
+#include "pp_trace.h"
+#include "pp_testkit.h"
+
+#include <criterion/criterion.h>
+#include <cupti.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TestSuite(cupti);
+
+typedef struct names {
+    const char *s[16];
+    uint32_t n;
+} names;
+
+static uint32_t name_id(void *u, const char *name)
+{
+    names *nm = u;
+    for (uint32_t i = 0; i < nm->n; i++)
+        if (strcmp(nm->s[i], name) == 0)
+            return i + 1;
+    nm->s[nm->n++] = name;
+    return nm->n;
+}
+
+static uint64_t shift_clock(void *u, uint64_t ns)
+{
+    (void)u;
+    return ns + 7; /* a visible mapping: the encoder must apply it to every time */
+}
+
+/* A buffer holding an API record, a kernel and a copy, the layout CUPTI 13 produces. */
+static size_t build_buffer(uint8_t *buf, size_t cap)
+{
+    size_t off = 0;
+    CUpti_ActivityAPI api;
+    memset(&api, 0, sizeof api);
+    api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    api.cbid = 211;
+    api.start = 1000;
+    api.end = 1400;
+    api.processId = 55;
+    api.threadId = 4321;
+    api.correlationId = 9;
+    memcpy(buf + off, &api, sizeof api);
+    off += (sizeof api + 7) & ~(size_t)7;
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof k);
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = 2000;
+    k.end = 5000;
+    k.deviceId = 1;
+    k.streamId = 13;
+    k.correlationId = 9;
+    k.name = "k_attention_softmax";
+    memcpy(buf + off, &k, sizeof k);
+    off += (sizeof k + 7) & ~(size_t)7;
+    CUpti_ActivityMemcpy6 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+    m.bytes = 1 << 20;
+    m.start = 5100;
+    m.end = 5600;
+    m.deviceId = 1;
+    m.streamId = 14;
+    m.correlationId = 10;
+    memcpy(buf + off, &m, sizeof m);
+    off += (sizeof m + 7) & ~(size_t)7;
+    cr_assert_leq(off, cap);
+    return off;
+}
+
+Test(cupti, libcupti_walks_a_synthetic_buffer_and_the_encoder_converts_it)
+{
+    _Alignas(8) static uint8_t buf[4096];
+    size_t valid = build_buffer(buf, sizeof buf);
+    names nm = {0};
+    pprof_cupti_env env = {.name_id = name_id, .clock = shift_clock, .u = &nm, .tid = 77};
+    CUpti_Activity *rec = NULL;
+    uint8_t out[3][128];
+    size_t lens[3] = {0};
+    int n = 0;
+    CUptiResult r;
+    while ((r = cuptiActivityGetNextRecord(buf, valid, &rec)) == CUPTI_SUCCESS && n < 3) {
+        size_t len = pprof_cupti_encode(rec, &env, out[n], sizeof out[n]);
+        cr_assert(len != 0 && len != (size_t)-1, "record %d (kind %d) not encoded", n,
+                  (int)rec->kind);
+        lens[n++] = len;
+    }
+    cr_assert_eq(n, 3, "libcupti walked %d records", n);
+    cr_assert_eq(r, CUPTI_ERROR_MAX_LIMIT_REACHED);
+    pp_rec_api api;
+    cr_assert_eq(lens[0], sizeof api);
+    memcpy(&api, out[0], sizeof api);
+    cr_assert_eq(api.h.type, PP_REC_API);
+    cr_assert_eq(api.h.tid, 77);
+    cr_assert_eq(api.correlation, 9);
+    cr_assert_eq(api.thread, 4321);
+    cr_assert_eq(api.cbid, 211);
+    cr_assert_eq(api.driver, 0);
+    cr_assert_eq(api.start, 1007);
+    cr_assert_eq(api.end, 1407);
+    pp_rec_gpu k, m;
+    memcpy(&k, out[1], sizeof k);
+    memcpy(&m, out[2], sizeof m);
+    cr_assert_eq(k.h.type, PP_REC_GPU);
+    cr_assert_eq(k.h.ts, 0, "GPU records carry their times in the body");
+    cr_assert_eq(k.kind, PP_GPU_KERNEL);
+    cr_assert_eq(k.device, 1);
+    cr_assert_eq(k.stream, 13);
+    cr_assert_eq(k.correlation, 9);
+    cr_assert_eq(k.start, 2007);
+    cr_assert_eq(k.end, 5007);
+    cr_assert_eq(k.name, 1);
+    cr_assert_str_eq(nm.s[0], "k_attention_softmax");
+    cr_assert_eq(m.kind, PP_GPU_MEMCPY);
+    cr_assert_eq(m.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
+    cr_assert_eq(m.bytes, 1u << 20);
+    cr_assert_eq(m.stream, 14);
+    /* a record kind that is not captured, and a full output */
+    CUpti_ActivityAPI other;
+    memset(&other, 0, sizeof other);
+    other.kind = CUPTI_ACTIVITY_KIND_MARKER;
+    cr_assert_eq(pprof_cupti_encode(&other, &env, out[0], sizeof out[0]), 0);
+    cr_assert_eq(pprof_cupti_encode(buf, &env, out[0], 8), (size_t)-1);
+}
+
+/* libpprof's CUDA entry point on this driverless machine, called the way libcuda calls it
+ * (dlopen of CUDA_INJECTION64_PATH, then InitializeInjection): it must return 1, say on stderr
+ * that GPU tracing is off, and leave the NVTX capture of the same process intact. */
+#define CUDA_INJECT_APP PP_BUILD_DIR "/tests/pp_cuda_inject_app"
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+
+Test(cupti, without_a_driver_gpu_capture_says_so_and_nvtx_capture_goes_on)
+{
+    if (access(PP_BUILD_DIR "/profiler/libpprof.so", R_OK) != 0)
+        cr_skip_test("no libpprof.so in this build");
+    tk_dir_create("pp_test_cupti");
+    const char *dir = tk_path("run");
+    const char *argv[] = {PPRUN, "--cuda", "-o", dir, "--", CUDA_INJECT_APP, NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "the job must not fail: %s", r.err);
+    cr_assert_not_null(strstr(r.out, "InitializeInjection returned 1"), "%s", r.out);
+    cr_assert(strstr(r.err, "no GPU tracing") || strstr(r.err, "no CUDA device"),
+              "stderr: %s", r.err);
+    tk_result_free(&r);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_geq(a->n_steps, 1, "NVTX capture still works");
+    cr_assert_eq(a->gpu.present, 0);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
