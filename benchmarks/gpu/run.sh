@@ -4,7 +4,9 @@
 # block layer, the cuda backend against the cpu one for every schedule, NCCL on one GPU), trains
 # `small` and `gpt2` (GPT-2 small's shape) with 4 stages on one GPU in fp32, tf32 and bf16, and
 # writes a short report: kernel errors, equivalence, step time, tokens/s, MFU
-# (docs/metrics.md "Model FLOPs and MFU").
+# (docs/metrics.md "Model FLOPs and MFU"); then runs `small` under pprof-run --cuda --nccl and
+# reports the GPU records captured, the projected per-stage GPU times, the GPU bubble, and the
+# profiler's overhead as the ratio of median step times with and without it.
 #
 # usage: bash benchmarks/gpu/run.sh            (report in $OUT/report.md, else gpu-report/)
 # Without a GPU it says so and exits 0 after the build, so CI can run it too.
@@ -118,5 +120,47 @@ for f in "$OUTDIR"/train-*.txt; do
     echo "$(basename "$f" .txt): $(grep -E '^gpu:' "$f" | sed 's/.*; //') | $(grep -E '^done:' "$f" | sed 's/.*final loss/final loss/')"
 done | tee -a "$REPORT"
 say '```'
+# ---- GPU capture (issue 10): small, 4 stages, under pprof-run --cuda --nccl -----------------
+say ""
+say "## GPU capture: pprof-run --cuda --nccl, small, 4 stages on one GPU (tf32)"
+say ""
+PPRUN=$BUILD/tools/pprof-run
+PPREPORT=$BUILD/tools/pprof-report
+cap_args=(--backend cuda --model small --stages 4 --schedule 1f1b --microbatches 8 --batch 32
+          --steps "$STEPS_SMALL" --precision tf32)
+# the same run with and without the profiler, alternated to share the machine's drift
+for rep in 1 2; do
+    timeout 240 "$PPTRAIN" "${cap_args[@]}" -q --log-json "$OUTDIR/plain-$rep.jsonl" \
+        >"$OUTDIR/plain-$rep.txt" 2>&1
+    rm -rf "$OUTDIR/capture-run"
+    timeout 300 "$PPRUN" --cuda --nccl -q -o "$OUTDIR/capture-run" -- "$PPTRAIN" "${cap_args[@]}" \
+        -q --log-json "$OUTDIR/captured-$rep.jsonl" >"$OUTDIR/captured-$rep.txt" 2>&1
+done
+plain=$( (median_ms "$OUTDIR/plain-1.jsonl"; median_ms "$OUTDIR/plain-2.jsonl") | sort -g | head -1)
+captured=$( (median_ms "$OUTDIR/captured-1.jsonl"; median_ms "$OUTDIR/captured-2.jsonl") | sort -g | head -1)
+say "- median step: $plain ms without the profiler, $captured ms under pprof-run --cuda --nccl:" \
+    "overhead ratio $(awk -v a="$captured" -v b="$plain" 'BEGIN { printf "%.4f (%+.2f%%)", a / b, 100 * (a / b - 1) }')"
+"$PPREPORT" "$OUTDIR/capture-run" >"$OUTDIR/capture-report.txt" 2>&1
+"$PPREPORT" "$OUTDIR/capture-run" --json -o "$OUTDIR/capture-report.json" >/dev/null 2>&1
+say ""
+say '```'
+sed -n '/^GPU time/,/^$/p' "$OUTDIR/capture-report.txt" | tee -a "$REPORT"
+grep -E "^(pipeline|step time|bubble):" "$OUTDIR/capture-report.txt" | tee -a "$REPORT"
+say '```'
+if command -v python3 >/dev/null 2>&1 && [ -s "$OUTDIR/capture-report.json" ]; then
+    python3 - "$OUTDIR/capture-report.json" <<'PY' | tee -a "$REPORT"
+import json, sys
+g = json.load(open(sys.argv[1])).get("gpu")
+if not g:
+    print("- no GPU records in the capture")
+else:
+    fb = sum(s["fwd_ms"] + s["bwd_ms"] for s in g["stages"])
+    print(f"- records {g['records']}, projected {g['projected']}, unattributed {g['unattributed']}")
+    ratio = g["projected_ms"] / g["work_ms"] if g["work_ms"] else float("nan")
+    print(f"- projected stage time {g['projected_ms']:.3f} ms of {g['work_ms']:.3f} ms GPU work per step: "
+          f"{100 * ratio:.1f}% (the issue's bar: within 5%)")
+PY
+fi
+
 say ""
 say "Total time: $(( $(date +%s) - t_start )) s"
