@@ -23,6 +23,9 @@ static void spin_us(long us)
     nanosleep(&ts, NULL);
 }
 
+/* tests/fake_cupti.c's launch hook, when the capture loaded the fake CUPTI */
+static void (*g_launch)(uint64_t);
+
 static const pp_nccl_profiler_v5 *g_plugin;
 static void *g_comm;
 
@@ -106,6 +109,10 @@ int main(void)
             return 1;
         }
         printf("InitializeInjection returned %d\n", init());
+        const char *fake = getenv("PPROF_CUPTI_LIB");
+        void *f = fake ? dlopen(fake, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (f)
+            *(void **)&g_launch = dlsym(f, "fake_cupti_launch");
     }
     pp_nvtx_setup(1, 2, 1, 0, NULL);
     for (int step = 1; step <= 3; step++) {
@@ -117,12 +124,16 @@ int main(void)
             in.mb = mb;
             in.chunk = 0;
             pp_nvtx_push(PP_NVTX_FWD, &in);
+            if (g_launch)
+                g_launch(150000);
             spin_us(200);
             pp_nvtx_pop();
         }
         for (int mb = 0; mb < 2; mb++) {
             in.mb = mb;
             pp_nvtx_push(PP_NVTX_BWD, &in);
+            if (g_launch)
+                g_launch(300000);
             spin_us(400);
             pp_nvtx_pop();
         }

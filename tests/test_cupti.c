@@ -223,3 +223,58 @@ Test(cupti, nccl_plugin_records_sends_with_bytes_peer_and_gpu_time)
     cr_assert_eq(found, 3);
     tk_dir_remove();
 }
+
+/* The whole CUPTI path of libpprof with a stand-in libcupti (tests/fake_cupti.c through
+ * PPROF_CUPTI_LIB): start-up, buffer callbacks, the flush at exit, encoding, and the analyzer's
+ * projection of the kernels onto the job's forward and backward ranges. */
+#define FAKE_CUPTI PP_BUILD_DIR "/tests/libfakecupti.so"
+
+static pp_analysis *run_with_fake_cupti(const char *mode, tk_result *out)
+{
+    tk_dir_create("pp_test_fakecupti");
+    const char *dir = tk_path("run");
+    const char *argv[] = {PPRUN, "--cuda", "-o", dir, "--", CUDA_INJECT_APP, NULL};
+    char m[64];
+    snprintf(m, sizeof m, "FAKE_CUPTI_MODE=%s", mode);
+    const char *env[] = {"PPROF_CUPTI_LIB=" FAKE_CUPTI, m, NULL};
+    *out = tk_runv(argv, env);
+    cr_assert_eq(out->code, 0, "%s%s", out->out, out->err);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    return a;
+}
+
+Test(cupti, gpu_capture_end_to_end_with_a_stand_in_cupti)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti("ok", &r);
+    cr_assert_null(strstr(r.err, "NVTX capture goes on"), "%s", r.err);
+    tk_result_free(&r);
+    const pp_gpu_result *g = &a->gpu;
+    cr_assert(g->present);
+    /* 3 steps x (2 forward + 2 backward launches); steps 2 and 3 analyzed */
+    cr_assert_eq(g->records, 12);
+    cr_assert_eq(g->api_calls, 12);
+    cr_assert_eq(g->projected, 8);
+    cr_assert_eq(g->outside_steps, 4);
+    cr_assert_eq(g->unattributed, 0);
+    cr_assert_eq(g->stages[0].fwd_median_ns, 150000.0);
+    cr_assert_eq(g->stages[0].bwd_median_ns, 300000.0);
+    cr_assert_geq(g->stages[0].launch_lag_ns, 10000.0);
+    cr_assert_leq(g->stages[0].launch_lag_ns, 1e6);
+    cr_assert_eq(g->stages[0].busy_ns, 2 * 150000.0 + 2 * 300000.0);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
+Test(cupti, another_cupti_client_leaves_nvtx_capture_running)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti("busy", &r);
+    cr_assert_not_null(strstr(r.err, "another CUPTI client is attached"), "%s", r.err);
+    tk_result_free(&r);
+    cr_assert_eq(a->gpu.present, 0);
+    cr_assert_geq(a->n_steps, 1);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}

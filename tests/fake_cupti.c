@@ -1,0 +1,145 @@
+/* fake_cupti.c: a stand-in for libcupti.so.13 (libpprof loads it through PPROF_CUPTI_LIB), so
+ * that the GPU capture's glue runs end to end on a machine without a GPU: the start-up
+ * sequence, the buffer callbacks, the flush at exit and the encoding into the trace.
+ *
+ * FAKE_CUPTI_MODE=busy: cuptiActivityEnable answers CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+ * as when Nsight Systems or torch.profiler already holds CUPTI. Otherwise every call succeeds,
+ * and fake_cupti_launch(dur_ns) (called by the test job inside its NVTX ranges) records a
+ * runtime API call on the calling thread and a kernel of dur_ns starting 10 us later, with the
+ * clock libpprof registered; cuptiActivityFlushAll hands them over through the registered
+ * buffer callbacks, as CUPTI does. Records are laid out as CUDA 13's structs. */
+#define _GNU_SOURCE
+#include <cupti.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static CUpti_TimestampCallbackFunc g_clock;
+static CUpti_BuffersCallbackRequestFunc g_request;
+static CUpti_BuffersCallbackCompleteFunc g_complete;
+static CUpti_ActivityAPI g_api[256];
+static CUpti_ActivityKernel10 g_kern[256];
+static int g_n;
+static uint32_t g_corr;
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
+
+FAKE_EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
+{
+    *v = 130001;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+{
+    *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+             ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+             : "fake";
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f)
+{
+    g_clock = f;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
+{
+    (void)t;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                       CUpti_BuffersCallbackCompleteFunc done)
+{
+    g_request = req;
+    g_complete = done;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    (void)kind;
+    const char *m = getenv("FAKE_CUPTI_MODE");
+    return m && strcmp(m, "busy") == 0 ? CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                                       : CUPTI_SUCCESS;
+}
+
+/* Records in the buffer follow each other at 8-byte-aligned sizes of their structs. */
+static size_t rec_size(const CUpti_Activity *a)
+{
+    size_t s = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? sizeof(CUpti_ActivityAPI)
+                                                      : sizeof(CUpti_ActivityKernel10);
+    return (s + 7) & ~(size_t)7;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid,
+                                                   CUpti_Activity **rec)
+{
+    uint8_t *next = *rec ? (uint8_t *)*rec + rec_size(*rec) : buf;
+    if (next >= buf + valid)
+        return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *rec = (CUpti_Activity *)next;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t *n)
+{
+    (void)c;
+    (void)s;
+    *n = 0;
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+    (void)flag;
+    if (!g_request || !g_complete || !g_n)
+        return CUPTI_SUCCESS;
+    uint8_t *buf = NULL;
+    size_t size = 0, max = 0, used = 0;
+    g_request(&buf, &size, &max);
+    if (!buf)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < g_n; i++) {
+        size_t a = rec_size((const CUpti_Activity *)&g_api[i]);
+        size_t k = rec_size((const CUpti_Activity *)&g_kern[i]);
+        if (used + a + k > size)
+            break;
+        memcpy(buf + used, &g_api[i], sizeof g_api[i]);
+        used += a;
+        memcpy(buf + used, &g_kern[i], sizeof g_kern[i]);
+        used += k;
+    }
+    g_n = 0;
+    g_complete(NULL, 0, buf, size, used);
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT void fake_cupti_launch(uint64_t dur_ns)
+{
+    if (!g_clock || g_n >= 256)
+        return;
+    uint64_t t = g_clock();
+    CUpti_ActivityAPI *a = &g_api[g_n];
+    CUpti_ActivityKernel10 *k = &g_kern[g_n];
+    memset(a, 0, sizeof *a);
+    memset(k, 0, sizeof *k);
+    a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a->cbid = 211;
+    a->start = t;
+    a->end = t + 5000;
+    a->processId = (uint32_t)getpid();
+    a->threadId = (uint32_t)syscall(SYS_gettid);
+    a->correlationId = ++g_corr;
+    k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k->start = t + 10000;
+    k->end = k->start + dur_ns;
+    k->streamId = 7;
+    k->correlationId = g_corr;
+    k->name = "fake_kernel";
+    g_n++;
+}
