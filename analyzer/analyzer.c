@@ -2165,6 +2165,15 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
             w0[i] = (uint64_t)a->steps[i].t0_ns;
             w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].step_ns);
         }
+        /* the pictures' window: the kept steps */
+        uint64_t k0 = UINT64_MAX, k1 = 0;
+        for (size_t i = 0; i < a->n_steps; i++)
+            if (a->steps[i].step >= a->kept_lo && a->steps[i].step <= a->kept_hi) {
+                k0 = w0[i] < k0 ? w0[i] : k0;
+                k1 = w1[i] > k1 ? w1[i] : k1;
+            }
+        if (k0 < k1)
+            pp_gpu_proj_keep(st.gpu, a->kept_lo, a->kept_hi, k0, k1);
         rc = pp_gpu_proj_finish(st.gpu, steps, w0, w1, a->n_steps, a->S, &a->gpu);
         free(steps), free(w0), free(w1);
         if (rc != PP_OK)

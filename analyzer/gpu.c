@@ -25,7 +25,7 @@ typedef struct gapi {
 
 typedef struct grec {
     int32_t file;
-    uint32_t device, corr;
+    uint32_t device, corr, stream;
     uint64_t start, end;
 } grec;
 
@@ -42,7 +42,26 @@ typedef struct gvec {
 struct pp_gpu_proj {
     gvec ranges, api, recs, nccl;
     int oom;
+    int keep;
+    int64_t keep_lo, keep_hi;
+    uint64_t keep_t0, keep_t1;
+    gvec spans; /* pp_gpu_span */
 };
+
+void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1)
+{
+    p->keep = 1;
+    p->keep_lo = lo;
+    p->keep_hi = hi;
+    p->keep_t0 = t0;
+    p->keep_t1 = t1;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const pp_gpu_span *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
 
 static void *gpush(pp_gpu_proj *p, gvec *a, size_t size)
 {
@@ -73,6 +92,7 @@ void pp_gpu_proj_destroy(pp_gpu_proj *p)
     free(p->api.v);
     free(p->recs.v);
     free(p->nccl.v);
+    free(p->spans.v);
     free(p);
 }
 
@@ -99,7 +119,7 @@ void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g)
     grec *x = gpush(p, &p->recs, sizeof *x);
     if (x)
         *x = (grec){.file = file, .device = g->device, .corr = g->correlation,
-                    .start = g->start, .end = g->end};
+                    .stream = g->stream, .start = g->start, .end = g->end};
 }
 
 void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n)
@@ -224,6 +244,7 @@ void pp_gpu_result_free(pp_gpu_result *r)
     free(r->stages);
     free(r->devices);
     free(r->links);
+    free(r->spans);
     memset(r, 0, sizeof *r);
 }
 
@@ -272,7 +293,29 @@ static pp_status project(pp_gpu_proj *p, const int64_t *steps, const uint64_t *w
         if (g[i].end > span1[si])
             span1[si] = g[i].end;
         ivls[(*n_ivls)++] = (ivl){g[i].device, g[i].start, g[i].end};
+        if (p->keep && r->step >= p->keep_lo && r->step <= p->keep_hi) {
+            pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
+            if (sp)
+                *sp = (pp_gpu_span){.file = g[i].file, .device = g[i].device,
+                                    .stream = g[i].stream, .stage = r->stage, .kind = r->kind,
+                                    .step = r->step, .start = g[i].start, .end = g[i].end,
+                                    .peer = -1};
+        }
     }
+    /* NCCL operations' GPU spans in the kept window */
+    const gnccl *c = p->nccl.v;
+    for (size_t i = 0; p->keep && i < p->nccl.n; i++) {
+        const pp_rec_nccl *n = &c[i].r;
+        if (!n->timed || n->gpu_start < p->keep_t0 || n->gpu_start > p->keep_t1)
+            continue;
+        pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
+        if (sp)
+            *sp = (pp_gpu_span){.file = c[i].file, .stage = -1, .kind = n->func, .step = -1,
+                                .start = n->gpu_start, .end = n->gpu_end, .nccl = 1,
+                                .peer = n->peer, .bytes = n->bytes};
+    }
+    if (p->oom)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory keeping GPU spans");
     return PP_OK;
 }
 
@@ -477,7 +520,15 @@ pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_
         with_work += span1[i] > span0[i];
     if ((st = device_metrics(out, iv, n_iv, with_work)) != PP_OK)
         goto done;
-    st = nccl_links(p, out);
+    if ((st = nccl_links(p, out)) != PP_OK)
+        goto done;
+    if (p->spans.n) {
+        qsort(p->spans.v, p->spans.n, sizeof(pp_gpu_span), cmp_span);
+        out->spans = p->spans.v;
+        out->n_spans = p->spans.n;
+        p->spans.v = NULL;
+        p->spans.n = p->spans.cap = 0;
+    }
 done:
     free(busy);
     free(span0);

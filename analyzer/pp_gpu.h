@@ -59,6 +59,19 @@ typedef struct pp_gpu_link {
     double busbw_GBps;          /* nccl-tests' bus bandwidth: equal to algbw for send/recv */
 } pp_gpu_link;
 
+/* GPU work of the kept steps, for the pictures: a projected GPU record, or an NCCL operation's
+ * GPU span. */
+typedef struct pp_gpu_span {
+    int32_t file;          /* trace file index */
+    uint32_t device, stream;
+    int32_t stage, kind;   /* pp_gpu_op; -1 for NCCL */
+    int64_t step;
+    uint64_t start, end;
+    int nccl;              /* 1: an NCCL operation (func in kind: pp_nccl_func) */
+    int32_t peer;
+    uint64_t bytes;
+} pp_gpu_span;
+
 typedef struct pp_gpu_result {
     int present;                /* any GPU or NCCL record at all */
     uint64_t records, api_calls, projected, unattributed, outside_steps;
@@ -74,6 +87,8 @@ typedef struct pp_gpu_result {
     size_t n_links;
     pp_gpu_link *links;
     uint64_t nccl_ops;
+    size_t n_spans;
+    pp_gpu_span *spans;     /* of the kept steps (pp_gpu_proj_keep), by start time */
 } pp_gpu_result;
 
 pp_status pp_gpu_proj_create(pp_gpu_proj **out);
@@ -91,6 +106,9 @@ void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n);
 pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
                              const uint64_t *win1, size_t n, int S, pp_gpu_result *out);
 void pp_gpu_result_free(pp_gpu_result *r);
+/* Before finish: keep the GPU work of steps [lo, hi], whose host time is [t0, t1] (NCCL
+ * operations are kept by time), for pictures. Default: none. */
+void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1);
 
 #ifdef __cplusplus
 }

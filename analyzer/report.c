@@ -1221,6 +1221,77 @@ static void chrome_flow(jw *w, const window *win, const pp_aop *s, const pp_aop 
     }
 }
 
+/* GPU work of the kept steps (pprof-run --cuda / --nccl): one track per device stream and one
+ * for NCCL in the process that captured it, after its stage tracks. */
+enum { CHROME_GPU_TID = 1000, CHROME_NCCL_TID = 900 };
+
+static int32_t rank_of_file(const pp_analysis *a, int32_t file)
+{
+    if (file < 0 || (size_t)file >= a->n_files)
+        return file;
+    return a->files[file].rank >= 0 ? a->files[file].rank : file;
+}
+
+static void chrome_gpu(jw *w, const pp_analysis *a, const window *win)
+{
+    static const char *const gop[] = {"fwd", "bwd", "opt", "comm"};
+    static const char *const nfunc[] = {"?", "Send", "Recv", "collective"};
+    const pp_gpu_result *g = &a->gpu;
+    /* track names, once per (process, track) */
+    for (size_t i = 0; i < g->n_spans; i++) {
+        const pp_gpu_span *s = &g->spans[i];
+        int32_t pid = rank_of_file(a, s->file);
+        int32_t tid = s->nccl ? CHROME_NCCL_TID : CHROME_GPU_TID + (int32_t)(s->stream % 100000);
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) {
+            const pp_gpu_span *t = &g->spans[j];
+            seen = rank_of_file(a, t->file) == pid &&
+                   (t->nccl ? CHROME_NCCL_TID : CHROME_GPU_TID + (int32_t)(t->stream % 100000)) ==
+                       tid;
+        }
+        if (seen)
+            continue;
+        char name[64];
+        if (s->nccl)
+            snprintf(name, sizeof name, "NCCL (GPU)");
+        else
+            snprintf(name, sizeof name, "GPU %u stream %u", s->device, s->stream);
+        chrome_meta(w, "thread_name", pid, tid, "name", name, 0);
+        chrome_meta(w, "thread_sort_index", pid, tid, "sort_index", NULL, tid);
+    }
+    for (size_t i = 0; i < g->n_spans; i++) {
+        const pp_gpu_span *s = &g->spans[i];
+        char name[64];
+        if (s->nccl)
+            snprintf(name, sizeof name, "%s%s%d", nfunc[s->kind >= 1 && s->kind <= 3 ? s->kind : 0],
+                     s->peer >= 0 ? " peer " : "", s->peer >= 0 ? s->peer : 0);
+        else
+            snprintf(name, sizeof name, "gpu %s (stage %d)",
+                     gop[s->kind >= 0 && s->kind < 4 ? s->kind : 3], s->stage);
+        if (s->nccl && s->peer < 0)
+            snprintf(name, sizeof name, "%s", nfunc[s->kind >= 1 && s->kind <= 3 ? s->kind : 0]);
+        jw_open(w, NULL, '{', 1);
+        jw_str(w, "name", name);
+        jw_str(w, "cat", s->nccl ? "nccl" : "gpu");
+        jw_str(w, "ph", "X");
+        jw_int(w, "pid", rank_of_file(a, s->file));
+        jw_int(w, "tid", s->nccl ? CHROME_NCCL_TID : CHROME_GPU_TID + (int32_t)(s->stream % 100000));
+        jw_us(w, "ts", us_at(win, s->start));
+        jw_us(w, "dur", s->end > s->start ? (double)(s->end - s->start) * 1e-3 : 0);
+        jw_open(w, "args", '{', 1);
+        if (s->nccl) {
+            jw_u64(w, "bytes", s->bytes);
+            if (s->end > s->start)
+                jw_num(w, "GBps", (double)s->bytes / (double)(s->end - s->start));
+        } else {
+            jw_int(w, "step", s->step);
+            jw_u64(w, "device", s->device);
+        }
+        jw_close(w, '}');
+        jw_close(w, '}');
+    }
+}
+
 pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
 {
     if (!a || !out)
@@ -1312,6 +1383,7 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
     for (size_t i = 0; i < a->n_ops; i++)
         if (recv_of[i] >= 0)
             chrome_flow(&w, &win, &a->ops[i], &a->ops[recv_of[i]], ++id);
+    chrome_gpu(&w, a, &win);
     jw_close(&w, ']');
     jw_close(&w, '}');
     fputc('\n', out);

@@ -581,6 +581,20 @@ Test(analyzer, gpu_records_project_onto_the_pipeline_ranges)
     pp_analysis_print(a, f);
     fclose(f);
     cr_assert_not_null(strstr(table, "GPU time: 27 records, 16 projected"), "%s", table);
+    /* the Chrome trace shows the kept step's GPU work on per-stream tracks, and NCCL's sends:
+     * 8 kernels and 2 sends in step 3 */
+    char *chrome = NULL;
+    size_t cn = 0;
+    f = open_memstream(&chrome, &cn);
+    cr_assert_eq(pp_report_chrome(a, f), PP_OK);
+    fclose(f);
+    cr_assert_eq(a->gpu.n_spans, 10);
+    cr_assert_not_null(strstr(chrome, "\"GPU 0 stream 1\""), "%s", chrome);
+    cr_assert_not_null(strstr(chrome, "\"GPU 0 stream 2\""), "%s", chrome);
+    cr_assert_not_null(strstr(chrome, "\"gpu bwd (stage 1)\""), "%s", chrome);
+    cr_assert_not_null(strstr(chrome, "\"NCCL (GPU)\""), "%s", chrome);
+    cr_assert_not_null(strstr(chrome, "\"Send peer 1\""), "%s", chrome);
+    free(chrome);
     free(json);
     free(table);
     pp_analysis_free(a);
