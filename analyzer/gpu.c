@@ -312,7 +312,7 @@ static pp_status project(pp_gpu_proj *p, const int64_t *steps, const uint64_t *w
         if (sp)
             *sp = (pp_gpu_span){.file = c[i].file, .stage = -1, .kind = n->func, .step = -1,
                                 .start = n->gpu_start, .end = n->gpu_end, .nccl = 1,
-                                .peer = n->peer, .bytes = n->bytes};
+                                .rank = n->rank, .peer = n->peer, .bytes = n->bytes};
     }
     if (p->oom)
         return PP_ERR(PP_ERR_NOMEM, "out of memory keeping GPU spans");

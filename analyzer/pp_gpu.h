@@ -68,6 +68,7 @@ typedef struct pp_gpu_span {
     int64_t step;
     uint64_t start, end;
     int nccl;              /* 1: an NCCL operation (func in kind: pp_nccl_func) */
+    int32_t rank;          /* NCCL: this process's communicator rank */
     int32_t peer;
     uint64_t bytes;
 } pp_gpu_span;

@@ -698,6 +698,16 @@ static pp_status gantt_data(const pp_analysis *a, const window *win, FILE *out)
                 ms((double)o->t1 - win->origin), pp_aop_kind_name((pp_aop_kind)o->kind), o->mb,
                 o->chunk);
     }
+    /* GPU capture: the stage's GPU work, and NCCL's GPU spans on the sender's row (its
+     * communicator rank is its stage in a pipeline communicator) */
+    for (size_t i = 0; i < a->gpu.n_spans; i++) {
+        const pp_gpu_span *sp = &a->gpu.spans[i];
+        int row = sp->nccl ? sp->rank : sp->stage;
+        if (row < 0 || row >= a->S || (!sp->nccl && (sp->step < win->lo || sp->step > win->hi)))
+            continue;
+        fprintf(out, "%d %.6f %.6f %s -1 -1\n", row, ms((double)sp->start - win->origin),
+                ms((double)sp->end - win->origin), sp->nccl ? "nccl" : "gpu");
+    }
     if (fflush(out) != 0 || ferror(out))
         return PP_ERR(PP_ERR_IO, "writing the Gantt data: %s", strerror(errno));
     return PP_OK;
@@ -754,7 +764,7 @@ typedef struct gantt_kind {
     const char *kinds[2]; /* data-file kinds drawn by this plot element */
     const char *title;
     const char *colour;
-    int transfer;         /* drawn as a thin bar at the bottom of the row */
+    int transfer;         /* 1: a thin bar at the bottom of the row; 2: a thin bar at its top */
 } gantt_kind;
 
 static const gantt_kind k_gantt_kinds[] = {
@@ -765,10 +775,15 @@ static const gantt_kind k_gantt_kinds[] = {
     {{"opt_step", NULL}, "optimizer", "#55a868", 0},
     {{"send_act", "send_grad"}, "send", "#3a3a3a", 1},
     {{"recv_act", "recv_grad"}, "recv (waiting)", "#b5a36a", 1},
+    {{"gpu", NULL}, "GPU work (--cuda)", "#2ca02c", 2},
+    {{"nccl", NULL}, "NCCL on the GPU (--nccl)", "#17becf", 1},
 };
 
 static int kind_present(const pp_analysis *a, const window *win, const gantt_kind *g)
 {
+    for (size_t i = 0; i < a->gpu.n_spans; i++)
+        if (strcmp(g->kinds[0], a->gpu.spans[i].nccl ? "nccl" : "gpu") == 0)
+            return 1;
     for (size_t i = 0; i < a->n_ops; i++) {
         const pp_aop *o = &a->ops[i];
         if (o->step < win->lo || o->step > win->hi)
@@ -878,7 +893,8 @@ static pp_status gantt_script(const pp_analysis *a, const window *win, FILE *f, 
                      k->kinds[1]);
         else
             snprintf(cond, sizeof cond, "(strcol(4) eq '%s')", k->kinds[0]);
-        double y0 = k->transfer ? 0.20 : -0.42, y1 = k->transfer ? 0.42 : 0.16;
+        double y0 = k->transfer == 1 ? 0.20 : k->transfer == 2 ? -0.50 : -0.42;
+        double y1 = k->transfer == 1 ? 0.42 : k->transfer == 2 ? -0.43 : 0.16;
         fprintf(f, "%s  data using (%s ? ($2+$3)/2 : NaN):1:2:3:($1%+.2f):($1%+.2f) with "
                    "boxxyerror fc rgb '%s' title '%s'",
                 first ? "" : ", \\\n", cond, y0, y1, k->colour, k->title);

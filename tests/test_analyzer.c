@@ -599,3 +599,30 @@ Test(analyzer, gpu_records_project_onto_the_pipeline_ranges)
     free(table);
     pp_analysis_free(a);
 }
+
+/* The Gantt draws the GPU capture too: the stages' GPU work in a thin band at the top of their
+ * rows and NCCL's GPU spans on the sender's row (data file kinds gpu and nccl). */
+Test(analyzer, gantt_data_carries_gpu_work_and_nccl_spans)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
+    write_foreign_trace_gpu(path, 1);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    char *data = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&data, &n);
+    cr_assert_eq(pp_report_gantt_data(a, f), PP_OK);
+    fclose(f);
+    int gpu = 0, nccl = 0;
+    for (char *p = data; (p = strstr(p, " gpu ")); p++)
+        gpu++;
+    for (char *p = data; (p = strstr(p, " nccl ")); p++)
+        nccl++;
+    cr_assert_eq(gpu, 8, "%s", data);
+    cr_assert_eq(nccl, 2, "%s", data);
+    /* stage 1's first backward kernel: step 3 starts at 1020 ms, launched at +3.05 ms */
+    cr_assert_not_null(strstr(data, "1 3.050000 4.250000 gpu -1 -1"), "%s", data);
+    free(data);
+    pp_analysis_free(a);
+}
