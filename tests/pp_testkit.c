@@ -145,3 +145,25 @@ void tk_result_free(tk_result *r)
     free(r->err);
     r->out = r->err = NULL;
 }
+
+const char *tk_write_costs(const char *name, int n, double fwd_us, double bwd_us,
+                           unsigned long long act_bytes, unsigned long long param_bytes,
+                           double gbps, double latency_us)
+{
+    const char *path = tk_path(name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs("{\"layers\": [", f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"name\": \"l%d\", \"fwd_us\": %g, \"bwd_us\": %g", i ? ", " : "", i,
+                fwd_us, bwd_us);
+        if (act_bytes)
+            fprintf(f, ", \"activation_bytes\": %llu", act_bytes);
+        if (param_bytes)
+            fprintf(f, ", \"param_bytes\": %llu", param_bytes);
+        fputc('}', f);
+    }
+    fprintf(f, "], \"p2p_GBps\": %g, \"p2p_latency_us\": %g}\n", gbps, latency_us);
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}

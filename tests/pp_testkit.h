@@ -18,6 +18,13 @@ void tk_write_text(const char *path, const char *text);
 /* The whole file, NUL-terminated, malloc'ed (NULL when it cannot be read); len may be NULL. */
 char *tk_slurp(const char *path, size_t *len);
 
+/* A sim cost file (docs/cost-file.md) of n identical layers "l0".."l<n-1>": forward and
+ * backward times, activation and parameter bytes (0: left out), link speed and latency. Returns
+ * tk_path(name). */
+const char *tk_write_costs(const char *name, int n, double fwd_us, double bwd_us,
+                           unsigned long long act_bytes, unsigned long long param_bytes,
+                           double gbps, double latency_us);
+
 typedef struct tk_result {
     int code; /* exit status; -signal when killed */
     char *out, *err;

@@ -212,17 +212,8 @@ Test(mpi, dp2_interleaved_matches_one_pipeline)
 Test(mpi, dp_sim_adds_the_ring_allreduce)
 {
     skip_without_mpi();
-    const char *costs = tk_path("dp-costs.json");
-    FILE *f = fopen(costs, "w");
-    cr_assert_not_null(f);
-    fputs("{\"layers\": [", f);
-    for (int i = 0; i < 4; i++)
-        fprintf(f,
-                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
-                "\"activation_bytes\": 100000, \"param_bytes\": 8000000}",
-                i ? ", " : "", i);
-    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", f);
-    fclose(f);
+    /* 16 MB of parameters per stage (2 layers), a 10 GB/s link */
+    const char *costs = tk_write_costs("dp-costs.json", 4, 1000, 2000, 100000, 8000000, 10.0, 10);
     const char *a_one[] = {"--backend", "sim", "--costs", costs, "--stages", "2",
                            "--microbatches", "4", "--steps", "3", "-q", "--transport", "mpi",
                            NULL};

@@ -54,18 +54,7 @@ static tk_result *run(const char *const *argv, const char *const *env)
 /* 8 layers of 1 ms / 2 ms with 1 MB activations over a 10 GB/s link: sends and receives show. */
 static const char *write_costs(void)
 {
-    const char *costs = tk_path("costs.json");
-    FILE *f = fopen(costs, "w");
-    cr_assert_not_null(f);
-    fputs("{\"layers\": [", f);
-    for (int i = 0; i < 8; i++)
-        fprintf(f,
-                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
-                "\"activation_bytes\": 1000000}",
-                i ? ", " : "", i);
-    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 50}\n", f);
-    cr_assert_eq(fclose(f), 0);
-    return costs;
+    return tk_write_costs("costs.json", 8, 1000, 2000, 1000000, 0, 10.0, 50);
 }
 
 #define MPIRUN                                                                                   \
@@ -221,17 +210,8 @@ Test(mpi_capture, dead_rank)
 Test(mpi_capture, data_parallel_allreduce_is_reported)
 {
     skip_without_mpi();
-    const char *costs = tk_path("dp-costs.json");
-    FILE *f = fopen(costs, "w");
-    cr_assert_not_null(f);
-    fputs("{\"layers\": [", f);
-    for (int i = 0; i < 4; i++)
-        fprintf(f,
-                "%s{\"name\": \"l%d\", \"fwd_us\": 1000, \"bwd_us\": 2000, "
-                "\"activation_bytes\": 100000, \"param_bytes\": 8000000}",
-                i ? ", " : "", i);
-    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", f);
-    cr_assert_eq(fclose(f), 0);
+    /* 16 MB of parameters per stage (2 layers), a 10 GB/s link */
+    const char *costs = tk_write_costs("dp-costs.json", 4, 1000, 2000, 100000, 8000000, 10.0, 10);
     const char *dir = tk_path("dp");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, PPTRAIN, "--backend", "sim",
                           "--costs", costs, "--stages", "2", "--microbatches", "4", "--steps",
@@ -336,17 +316,7 @@ Test(mpi_capture, a_shifted_rank_clock_is_recovered)
 {
     skip_without_mpi();
     /* small messages: the causality band is as narrow as the transfers are short */
-    const char *costs = tk_path("clock-costs.json");
-    FILE *cf = fopen(costs, "w");
-    cr_assert_not_null(cf);
-    fputs("{\"layers\": [", cf);
-    for (int i = 0; i < 8; i++)
-        fprintf(cf,
-                "%s{\"name\": \"l%d\", \"fwd_us\": 500, \"bwd_us\": 1000, "
-                "\"activation_bytes\": 65536}",
-                i ? ", " : "", i);
-    fputs("], \"p2p_GBps\": 10.0, \"p2p_latency_us\": 10}\n", cf);
-    cr_assert_eq(fclose(cf), 0);
+    const char *costs = tk_write_costs("clock-costs.json", 8, 500, 1000, 65536, 0, 10.0, 10);
     const char *dir = tk_path("clock");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", "mpirun", "--oversubscribe", "--mca",
                           "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none",
