@@ -434,7 +434,19 @@ void gemm(cuda_ctx *c, bool ta, bool tb, int m, int n, int k, float alpha, const
 
 // ---- the table's operations -----------------------------------------------------------------
 
-cuda_ctx *C_(void *ctx) { return (cuda_ctx *)ctx; }
+// Every operation goes through here: the calling thread (a stage worker) is bound to the
+// table's device once, as CUDA's current device is per thread.
+thread_local int t_device = -1;
+
+cuda_ctx *C_(void *ctx)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (t_device != c->device) {
+        note(c, cudaSetDevice(c->device), "cudaSetDevice");
+        t_device = c->device;
+    }
+    return c;
+}
 
 void *d_alloc(void *ctx, size_t bytes)
 {
