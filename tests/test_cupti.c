@@ -13,6 +13,7 @@
 #include <cupti.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,10 +145,25 @@ Test(cupti, libcupti_walks_a_synthetic_buffer_and_the_encoder_converts_it)
 #define CUDA_INJECT_APP PP_BUILD_DIR "/tests/pp_cuda_inject_app"
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
 
+/* 1 when this machine has a CUDA driver and a device. */
+static int gpu_present(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return 0;
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+    int n = 0, ok = init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+    dlclose(lib);
+    return ok;
+}
+
 Test(cupti, without_a_driver_gpu_capture_says_so_and_nvtx_capture_goes_on)
 {
     if (access(PP_BUILD_DIR "/profiler/libpprof.so", R_OK) != 0)
         cr_skip_test("no libpprof.so in this build");
+    if (gpu_present())
+        cr_skip_test("this machine has a GPU: the test is for machines without one");
     tk_dir_create("pp_test_cupti");
     const char *dir = tk_path("run");
     const char *argv[] = {PPRUN, "--cuda", "-o", dir, "--", CUDA_INJECT_APP, NULL};
