@@ -450,16 +450,36 @@ const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t) { ret
 /* Visits the model pieces in layer order: piece p is chunk p / S of stage p % S. */
 typedef void (*piece_fn)(pp_model *m, pp_optimizer *o, size_t off, void *ctx);
 
+/* Parameters of piece p (layers bounds[p] .. bounds[p+1]), without holding them. */
+static pp_status piece_params(const pp_pipe_trainer *t, int p, size_t *n)
+{
+    pp_model *probe = NULL;
+    pp_status st = pp_model_create(&t->cfg.train.model, t->part.bounds[p], t->part.bounds[p + 1],
+                                   &probe);
+    if (st == PP_OK)
+        *n = probe->n_params;
+    pp_model_destroy(probe);
+    return st;
+}
+
+/* Calls fn for every piece this process holds, with its offset in the whole model's parameter
+ * array (pieces of other processes only advance the offset). */
 static pp_status for_each_piece(pp_pipe_trainer *t, piece_fn fn, void *ctx)
 {
     if (t->cfg.backend != PP_BACKEND_CPU)
-        return PP_ERR(PP_ERR_INVALID, "the sim backend has no parameters to save or load");
-    if (t->n_local != t->part.S)
-        return PP_ERR(PP_ERR_INVALID, "checkpoints and parameter gathering need every stage in "
-                                      "this process: not yet supported with --transport mpi");
+        return PP_ERR(PP_ERR_INVALID, "only the cpu backend's parameters can be saved or loaded "
+                                      "(sim has none; cuda's stay on the GPU)");
     size_t off = 0;
     for (int p = 0; p < t->part.P; p++) {
         pp_stage_backend *b = pp_exec_backend(t->exec, p % t->part.S);
+        if (!b) {
+            size_t n = 0;
+            pp_status st = piece_params(t, p, &n);
+            if (st != PP_OK)
+                return st;
+            off += n;
+            continue;
+        }
         pp_model *m = pp_backend_cpu_model(b, p / t->part.S);
         fn(m, pp_backend_cpu_optimizer(b, p / t->part.S), off, ctx);
         off += m->n_params;
@@ -505,6 +525,20 @@ pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path)
     }
     if ((st = for_each_piece(t, gather_piece, &g)) != PP_OK)
         goto done;
+#ifdef PP_HAVE_MPI
+    if (t->cfg.transport == PP_TRANSPORT_MPI) {
+        /* One stage per rank: replica 0's stage 0 collects every piece (the replicas hold the
+         * same parameters) and writes the file; each array holds only this rank's pieces, the
+         * rest zero bits, so OR-ing the bit patterns assembles them exactly. */
+        if (t->replica != 0)
+            goto done;
+        float *arrays[3] = {g.params, g.m, g.v};
+        for (int k = 0; k < 3 && st == PP_OK; k++)
+            st = pp_transport_mpi_gather_bits(t->tp, arrays[k], n);
+        if (st != PP_OK || t->first_local != 0)
+            goto done;
+    }
+#endif
     pp_ckpt_image img;
     memset(&img, 0, sizeof img);
     img.cfg = t->cfg.train.model;

@@ -127,6 +127,10 @@ int pp_transport_inproc_slots(int S, int capacity);
  * caller then ends the job with pp_mpi_abort_job. Calls must be serialised (one local stage). */
 pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, size_t max_bytes,
                                   pp_transport **out);
+/* Assembles on stage 0 of this replica an array of n 32-bit words that each stage filled only
+ * where it holds data (zero elsewhere): a bitwise-OR reduction over the replica's pipeline, exact
+ * for any bit pattern. Collective over the replica's S ranks; the result is valid on stage 0. */
+pp_status pp_transport_mpi_gather_bits(pp_transport *t, void *words, size_t n);
 /* The stage this process runs over an MPI transport (its rank in its replica's pipeline). */
 int pp_transport_mpi_rank(const pp_transport *t);
 /* MPI_Init_thread(SERIALIZED) and the world's rank and size; finalize; MPI_Abort of the job. */
@@ -342,7 +346,10 @@ const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t);
 /* Parameters of the whole model in layer order, gathered from the stages (cpu): n floats. */
 pp_status pp_pipe_trainer_gather_params(pp_pipe_trainer *t, float *params, size_t n);
 /* Checkpoints in the single-stage format (docs/checkpoint.md), so a run can resume with another
- * stage count or schedule (cpu only; not yet with the MPI transport, nor gather_params). */
+ * stage count, schedule or transport (cpu only). Over MPI, save is collective: replica 0's
+ * stages send their pieces to its stage 0, which writes the file; load reads the file on every
+ * rank (a file system they share) and each takes its own pieces. gather_params returns only
+ * this process's pieces over MPI (zeros elsewhere). */
 pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path);
 pp_status pp_pipe_trainer_load(pp_pipe_trainer *t, const char *path);
 

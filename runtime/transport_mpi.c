@@ -445,6 +445,21 @@ pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, siz
 
 int pp_transport_mpi_rank(const pp_transport *t) { return ((const mpi_tp *)t)->rank; }
 
+pp_status pp_transport_mpi_gather_bits(pp_transport *tp, void *words, size_t n)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    const size_t piece = (size_t)1 << 28; /* MPI counts are ints */
+    for (size_t off = 0; off < n; off += piece) {
+        int cnt = (int)(n - off < piece ? n - off : piece);
+        uint32_t *w = (uint32_t *)words + off;
+        int rc = t->rank == 0 ? MPI_Reduce(MPI_IN_PLACE, w, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm)
+                              : MPI_Reduce(w, NULL, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "gathering the checkpoint");
+    }
+    return PP_OK;
+}
+
 pp_status pp_mpi_init(int *argc, char ***argv, int *rank, int *size)
 {
     int provided = 0;

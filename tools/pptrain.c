@@ -569,9 +569,6 @@ int main(int argc, char **argv)
                                    a.dp, a.dp);
     if (mpi) {
 #ifdef PP_HAVE_MPI
-        if (a.save || a.resume)
-            return pp_tool_usage_error("%s", "--save and --resume are not supported with "
-                                             "--transport mpi yet");
         if ((st = pp_mpi_init(&argc, &argv, &rank, &world)) != PP_OK)
             return pp_tool_fail(st);
         if (rank != 0) {
