@@ -197,7 +197,7 @@ typedef struct step_range {
 
 /* A data-parallel gradient all-reduce range of a stage. */
 typedef struct ar_range {
-    int32_t stage;
+    int32_t stage, rank;
     uint64_t t0, t1, bytes;
 } ar_range;
 
@@ -259,7 +259,7 @@ typedef struct state {
     vec stage_acc;        /* stage_acc by stage */
     vec links;            /* link_acc */
     vec layers;           /* layer_acc by layer index */
-    vec kept_ops, kept_layer_ops;
+    vec kept_ops, kept_layer_ops, kept_ar_ops;
     vec xfers;            /* xfer: step_links' scratch, reused from step to step */
     vec match;            /* size_t by op index: step_links' scratch */
     int64_t kept_step;    /* when keeping "the last step" */
@@ -699,6 +699,7 @@ static void keep_ops(state *st, bucket *b)
     if (keep_last) {
         st->kept_ops.n = 0;
         st->kept_layer_ops.n = 0;
+        st->kept_ar_ops.n = 0;
         st->kept_step = b->step;
     } else if (!in_range) {
         return;
@@ -712,6 +713,15 @@ static void keep_ops(state *st, bucket *b)
         pp_aop *d = vec_push(&st->kept_layer_ops);
         if (d)
             *d = ((pp_aop *)b->layer_ops.data)[i];
+    }
+    /* data-parallel all-reduce ranges (kind PP_AOP_OPT is a placeholder: they are kept apart) */
+    for (size_t i = 0; i < b->allred.n; i++) {
+        const ar_range *r = &((const ar_range *)b->allred.data)[i];
+        pp_aop *d = vec_push(&st->kept_ar_ops);
+        if (d)
+            *d = (pp_aop){.kind = PP_AOP_OPT, .stage = r->stage, .mb = -1, .chunk = -1,
+                          .peer = -1, .bytes = r->bytes, .step = b->step, .t0 = r->t0,
+                          .t1 = r->t1, .rank = r->rank};
     }
     if (!st->a->kept_lo || b->step < st->a->kept_lo)
         st->a->kept_lo = b->step;
@@ -1259,7 +1269,8 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
         ar_range *x = ab ? vec_push(&ab->allred) : NULL;
         if (x)
-            *x = (ar_range){.stage = d.stage, .t0 = t0, .t1 = t1, .bytes = d.bytes};
+            *x = (ar_range){.stage = d.stage, .rank = f->rank >= 0 ? f->rank : f->index,
+                            .t0 = t0, .t1 = t1, .bytes = d.bytes};
         return;
     }
     if (d.kind == K_STEP) {
@@ -1737,6 +1748,9 @@ static void results(state *st)
     a->n_layer_ops = st->kept_layer_ops.n;
     a->layer_ops = st->kept_layer_ops.data;
     st->kept_layer_ops.data = NULL;
+    a->n_allreduce_ops = st->kept_ar_ops.n;
+    a->allreduce_ops = st->kept_ar_ops.data;
+    st->kept_ar_ops.data = NULL;
 }
 
 static void state_free(state *st)
@@ -1782,6 +1796,7 @@ static void state_free(state *st)
     vec_free(&st->layers);
     vec_free(&st->kept_ops);
     vec_free(&st->kept_layer_ops);
+    vec_free(&st->kept_ar_ops);
     vec_free(&st->xfers);
     vec_free(&st->match);
     vec_free(&st->collected);
@@ -1814,7 +1829,7 @@ static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->stage_acc.elem = sizeof(stage_acc);
     st->links.elem = sizeof(link_acc);
     st->layers.elem = sizeof(layer_acc);
-    st->kept_ops.elem = st->kept_layer_ops.elem = sizeof(pp_aop);
+    st->kept_ops.elem = st->kept_layer_ops.elem = st->kept_ar_ops.elem = sizeof(pp_aop);
     st->xfers.elem = sizeof(xfer);
     st->match.elem = sizeof(size_t);
     st->collected.elem = sizeof(pp_aop);
@@ -2263,6 +2278,7 @@ void pp_analysis_free(pp_analysis *a)
     free(a->layers);
     free(a->ops);
     free(a->layer_ops);
+    free(a->allreduce_ops);
     pp_gpu_result_free(&a->gpu);
     free(a);
 }

@@ -178,6 +178,9 @@ typedef struct pp_analysis {
     size_t n_layer_ops;
     pp_aop *layer_ops;       /* layer ranges of the kept steps (kind = FWD/BWD/BWD_WEIGHT,
                                 chunk = layer index) */
+    size_t n_allreduce_ops;
+    pp_aop *allreduce_ops;   /* data-parallel all-reduce ranges of the kept steps (bytes set;
+                                kind is not meaningful) */
     int64_t kept_lo, kept_hi;
     /* GPU time (pprof-run --cuda / --nccl), gpu.present = 0 without GPU records */
     pp_gpu_result gpu;

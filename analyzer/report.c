@@ -698,6 +698,13 @@ static pp_status gantt_data(const pp_analysis *a, const window *win, FILE *out)
                 ms((double)o->t1 - win->origin), pp_aop_kind_name((pp_aop_kind)o->kind), o->mb,
                 o->chunk);
     }
+    for (size_t i = 0; i < a->n_allreduce_ops; i++) {
+        const pp_aop *o = &a->allreduce_ops[i];
+        if (o->step < win->lo || o->step > win->hi)
+            continue;
+        fprintf(out, "%d %.6f %.6f allreduce -1 -1\n", o->stage, ms((double)o->t0 - win->origin),
+                ms((double)o->t1 - win->origin));
+    }
     /* GPU capture: the stage's GPU work, and NCCL's GPU spans on the sender's row (its
      * communicator rank is its stage in a pipeline communicator) */
     for (size_t i = 0; i < a->gpu.n_spans; i++) {
@@ -775,12 +782,15 @@ static const gantt_kind k_gantt_kinds[] = {
     {{"opt_step", NULL}, "optimizer", "#55a868", 0},
     {{"send_act", "send_grad"}, "send", "#3a3a3a", 1},
     {{"recv_act", "recv_grad"}, "recv (waiting)", "#b5a36a", 1},
+    {{"allreduce", NULL}, "gradient all-reduce (dp)", "#937860", 0},
     {{"gpu", NULL}, "GPU work (--cuda)", "#2ca02c", 2},
     {{"nccl", NULL}, "NCCL on the GPU (--nccl)", "#17becf", 1},
 };
 
 static int kind_present(const pp_analysis *a, const window *win, const gantt_kind *g)
 {
+    if (strcmp(g->kinds[0], "allreduce") == 0)
+        return a->n_allreduce_ops > 0;
     for (size_t i = 0; i < a->gpu.n_spans; i++)
         if (strcmp(g->kinds[0], a->gpu.spans[i].nccl ? "nccl" : "gpu") == 0)
             return 1;
@@ -1399,6 +1409,22 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
     for (size_t i = 0; i < a->n_ops; i++)
         if (recv_of[i] >= 0)
             chrome_flow(&w, &win, &a->ops[i], &a->ops[recv_of[i]], ++id);
+    for (size_t i = 0; i < a->n_allreduce_ops; i++) {
+        const pp_aop *o = &a->allreduce_ops[i];
+        jw_open(&w, NULL, '{', 1);
+        jw_str(&w, "name", "allreduce");
+        jw_str(&w, "cat", "allreduce");
+        jw_str(&w, "ph", "X");
+        jw_int(&w, "pid", o->rank);
+        jw_int(&w, "tid", o->stage);
+        jw_us(&w, "ts", us_at(&win, o->t0));
+        jw_us(&w, "dur", o->t1 > o->t0 ? (double)(o->t1 - o->t0) * 1e-3 : 0);
+        jw_open(&w, "args", '{', 1);
+        jw_int(&w, "step", o->step);
+        jw_u64(&w, "bytes", o->bytes);
+        jw_close(&w, '}');
+        jw_close(&w, '}');
+    }
     chrome_gpu(&w, a, &win);
     jw_close(&w, ']');
     jw_close(&w, '}');

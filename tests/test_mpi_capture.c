@@ -251,6 +251,17 @@ Test(mpi_capture, data_parallel_allreduce_is_reported)
         }
         pp_analysis_free(a);
     }
+    /* the pictures draw the kept step's all-reduce, one per stage */
+    pp_analysis *k = analyze(dir);
+    cr_assert_eq(k->n_allreduce_ops, 2);
+    pp_analysis_free(k);
+    const char *gantt[] = {PPREPORT, dir, "--gantt", tk_path("dp.png"), "-q", NULL};
+    r = run(gantt, NULL);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    char *dat = tk_slurp(tk_path("dp.dat"), NULL);
+    cr_assert_not_null(dat);
+    cr_assert_not_null(strstr(dat, " allreduce "), "%s", dat);
+    free(dat);
     const char *rep[] = {PPREPORT, dir, NULL};
     r = run(rep, NULL);
     cr_assert_eq(r->code, 0, "%s", r->err);
