@@ -171,9 +171,9 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
         }
     }
     int dp = c->dp > 1 ? c->dp : 1;
-    if (dp > 1 && c->transport != PP_TRANSPORT_MPI) {
-        st = PP_ERR(PP_ERR_INVALID, "--dp %d: data-parallel replicas need --transport mpi (one "
-                                    "process per stage and replica)", dp);
+    if (dp > 1 && c->transport == PP_TRANSPORT_INPROC) {
+        st = PP_ERR(PP_ERR_INVALID, "--dp %d: data-parallel replicas need --transport mpi or nccl "
+                                    "(one process per stage and replica)", dp);
         goto fail;
     }
     if (dp > 1 && computes(c->backend) &&
@@ -223,9 +223,9 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             goto fail;
         }
     }
-    if (c->backend == PP_BACKEND_CUDA && dp > 1) {
-        st = PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradient all-reduce of "
-                                    "device memory needs NCCL, not supported yet");
+    if (c->backend == PP_BACKEND_CUDA && dp > 1 && c->transport != PP_TRANSPORT_NCCL) {
+        st = PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradients live on the GPUs, "
+                                    "their all-reduce needs --transport nccl");
         goto fail;
     }
     if (c->transport == PP_TRANSPORT_MPI) {
@@ -243,10 +243,11 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
 #endif
     } else if (c->transport == PP_TRANSPORT_NCCL) {
 #ifdef PP_HAVE_NCCL
-        if ((st = pp_transport_nccl_create(S, t->part.P, M, capacity, max_bytes, &t->tp)) !=
+        if ((st = pp_transport_nccl_create(S, dp, t->part.P, M, capacity, max_bytes, &t->tp)) !=
             PP_OK)
             goto fail;
         first = pp_transport_nccl_rank(t->tp);
+        t->replica = t->tp->replica;
         n_local = 1;
 #else
         st = PP_ERR(PP_ERR_INVALID, "--transport nccl: this build has no NCCL (needs the CUDA "

@@ -148,12 +148,14 @@ void pp_mpi_abort_job(int code);
 
 #ifdef PP_HAVE_NCCL
 /* NCCL transport (CUDA stages, one per MPI rank and GPU; runtime/transport_nccl.c): created with
- * the sizes of the MPI transport, then bound to the stage's kernel table, which sets up the NCCL
- * communicator (ncclUniqueId broadcast over MPI; collective over the world). Activations and
- * gradients move with ncclSend/ncclRecv on per-link streams; the host collectives go over MPI.
+ * the sizes of the MPI transport (S x dp ranks as there), then bound to the stage's kernel table,
+ * which sets up the NCCL communicators (ncclUniqueIds broadcast over MPI; collective over the
+ * world): one per replica's pipeline, one per stage's replicas. Activations and gradients move
+ * with ncclSend/ncclRecv on per-link streams, data-parallel gradients are summed with
+ * ncclAllReduce on the compute stream; the host collectives go over MPI.
  * The schedule's links must be FIFO (pp_schedule_links_fifo). */
-pp_status pp_transport_nccl_create(int S, int P, int M, int capacity, size_t max_bytes,
-                                   pp_transport **out);
+pp_status pp_transport_nccl_create(int S, int dp, int P, int M, int capacity,
+                                   size_t max_bytes, pp_transport **out);
 int pp_transport_nccl_rank(const pp_transport *t);
 pp_status pp_transport_nccl_bind(pp_transport *t, pp_kops *k);
 /* A one-rank communicator on `device` sending `bytes` to itself (send and receive grouped):

@@ -44,7 +44,8 @@ typedef struct nccl_link {
 typedef struct nccl_tp {
     pp_transport base;
     pp_transport *mpi; /* host collectives */
-    ncclComm_t comm;
+    ncclComm_t comm;    /* this replica's pipeline: rank = stage */
+    ncclComm_t dp_comm; /* this stage's replicas (NULL when dp = 1) */
     int rank, device, capacity;
     size_t max_bytes;
     pp_kops *k;         /* the stage's table (bound after the backend exists) */
@@ -220,6 +221,23 @@ static pp_status nc_wait(pp_transport *tp, pp_request *req)
     return PP_OK;
 }
 
+/* Data parallelism: the gradients (device memory) summed over this stage's replicas with
+ * ncclAllReduce in place on the compute stream, after the backward kernels that produced them
+ * and before the optimizer's; the host values (loss, clock) over MPI. */
+static pp_status nc_dp_allreduce(pp_transport *tp, int stage, float *buf, size_t n, double *vals,
+                                 int nvals, uint64_t *max_ns)
+{
+    nccl_tp *t = (nccl_tp *)tp;
+    if (t->dp_comm && buf && n) {
+        ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, t->dp_comm, t->compute);
+        if (r != ncclSuccess)
+            return nccl_fail(r, "ncclAllReduce of the gradients");
+    }
+    if (!nvals && !max_ns)
+        return PP_OK;
+    return t->mpi->ops->dp_allreduce(t->mpi, stage, NULL, 0, vals, nvals, max_ns);
+}
+
 static pp_status nc_allreduce(pp_transport *tp, int stage, double *vals, int n, uint64_t *max_ns)
 {
     nccl_tp *t = (nccl_tp *)tp;
@@ -240,7 +258,9 @@ static void nc_abort(pp_transport *tp)
     /* pending NCCL operations may never complete: the communicator is aborted, not destroyed */
     if (t->comm)
         ncclCommAbort(t->comm);
-    t->comm = NULL;
+    if (t->dp_comm)
+        ncclCommAbort(t->dp_comm);
+    t->comm = t->dp_comm = NULL;
 }
 
 static void nc_destroy(pp_transport *tp)
@@ -253,6 +273,8 @@ static void nc_destroy(pp_transport *tp)
             link_free(&t->links[i]);
     if (t->comm)
         ncclCommDestroy(t->comm);
+    if (t->dp_comm)
+        ncclCommDestroy(t->dp_comm);
     if (t->mpi)
         t->mpi->ops->destroy(t->mpi);
     pp_free(t);
@@ -267,32 +289,69 @@ static const pp_transport_ops k_nccl_ops = {
     .abort = nc_abort,
     .destroy = nc_destroy,
     .agree_start = nc_agree_start,
+    .dp_allreduce = nc_dp_allreduce,
 };
 
-pp_status pp_transport_nccl_create(int S, int P, int M, int capacity, size_t max_bytes,
-                                   pp_transport **out)
+pp_status pp_transport_nccl_create(int S, int dp, int P, int M, int capacity,
+                                   size_t max_bytes, pp_transport **out)
 {
     nccl_tp *t = pp_alloc(sizeof *t);
     if (!t)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the NCCL transport");
     t->base.ops = &k_nccl_ops;
     t->base.S = S;
-    t->base.dp = 1;
     t->capacity = capacity;
     t->max_bytes = max_bytes;
-    /* the MPI transport checks the world size and gives the rank */
-    pp_status st = pp_transport_mpi_create(S, 1, P, M, 1, 0, &t->mpi);
+    /* the MPI transport checks the world size and gives the stage and replica */
+    pp_status st = pp_transport_mpi_create(S, dp, P, M, 1, 0, &t->mpi);
     if (st != PP_OK) {
         pp_free(t);
         return st;
     }
     t->rank = pp_transport_mpi_rank(t->mpi);
+    t->base.dp = t->mpi->dp;
+    t->base.replica = t->mpi->replica;
     t->device = -1;
     *out = &t->base;
     return PP_OK;
 }
 
 int pp_transport_nccl_rank(const pp_transport *tp) { return ((const nccl_tp *)tp)->rank; }
+
+/* One NCCL communicator over the world's ranks of the same `color` (ordered by `key`): its
+ * member 0 creates the id, MPI carries it to the others. Collective over the world. */
+static pp_status comm_init(nccl_tp *t, int color, int key, int n, ncclComm_t *out,
+                           const char *what)
+{
+    (void)t;
+    MPI_Comm sub;
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub) != MPI_SUCCESS)
+        return PP_ERR(PP_ERR_RUNTIME, "NCCL: splitting MPI_COMM_WORLD for the %s communicator",
+                      what);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r = ncclSuccess;
+    if (key == 0)
+        r = ncclGetUniqueId(&id);
+    /* every member learns whether member 0 got an id, so none waits forever in init */
+    int ok = r == ncclSuccess, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, sub);
+    pp_status st = PP_OK;
+    if (!all_ok) {
+        st = r != ncclSuccess ? nccl_fail(r, "ncclGetUniqueId")
+                              : PP_ERR(PP_ERR_RUNTIME, "NCCL: no id for the %s communicator",
+                                       what);
+    } else {
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, sub);
+        r = ncclCommInitRank(out, n, id, key);
+        if (r != ncclSuccess) {
+            *out = NULL;
+            st = nccl_fail(r, "ncclCommInitRank");
+        }
+    }
+    MPI_Comm_free(&sub);
+    return st;
+}
 
 pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k)
 {
@@ -303,24 +362,11 @@ pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k)
     cudaError_t e = cudaSetDevice(t->device);
     if (e != cudaSuccess)
         return cuda_fail(e, "cudaSetDevice");
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    ncclResult_t r = ncclSuccess;
-    if (t->rank == 0)
-        r = ncclGetUniqueId(&id);
-    /* every rank learns whether rank 0 got an id, so none waits forever in init */
-    int ok = r == ncclSuccess, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok)
-        return r != ncclSuccess ? nccl_fail(r, "ncclGetUniqueId")
-                                : PP_ERR(PP_ERR_RUNTIME, "NCCL: rank 0 could not create an id");
-    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    r = ncclCommInitRank(&t->comm, t->base.S, id, t->rank);
-    if (r != ncclSuccess) {
-        t->comm = NULL;
-        return nccl_fail(r, "ncclCommInitRank");
-    }
-    return PP_OK;
+    /* the pipeline of this replica (members: its stages), then the replicas of this stage */
+    pp_status st = comm_init(t, t->base.replica, t->rank, t->base.S, &t->comm, "pipeline");
+    if (st == PP_OK && t->base.dp > 1)
+        st = comm_init(t, t->rank, t->base.replica, t->base.dp, &t->dp_comm, "data-parallel");
+    return st;
 }
 
 pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps)

@@ -564,8 +564,8 @@ int main(int argc, char **argv)
         return pp_tool_usage_error("%s", "--transport nccl moves GPU memory: it needs --backend "
                                          "cuda");
     if (a.dp > 1 && !mpi)
-        return pp_tool_usage_error("--dp %d: data-parallel replicas need --transport mpi (and "
-                                   "mpirun -np STAGES*%d)",
+        return pp_tool_usage_error("--dp %d: data-parallel replicas need --transport mpi or nccl "
+                                   "(and mpirun -np STAGES*%d)",
                                    a.dp, a.dp);
     if (mpi) {
 #ifdef PP_HAVE_MPI
