@@ -240,8 +240,10 @@ Test(mpi_capture, data_parallel_allreduce_is_reported)
                         g->allreduce_busbw_GBps);
             cr_assert_eq(g->allreduce_ns.count, a->n_steps);
             cr_assert_eq(g->allreduce_bytes, 16e6);
-            /* at least the modelled ring time; waiting for the other replica may add to it */
-            cr_assert_geq(g->allreduce_ns.median, 1.55e6);
+            /* about the modelled ring time (1.62 ms): waiting for the other replica adds to
+             * it, a rank that reaches the all-reduce late (ASan, 4 ranks on 2 cores) sleeps
+             * less of it, as the sim's deadlines absorb lateness */
+            cr_assert_geq(g->allreduce_ns.median, 0.8e6);
             cr_assert_leq(g->allreduce_ns.median, 4e6);
             /* the bubble's parts still add up to the idle time */
             double parts = g->fill_drain_ns + g->imbalance_ns + g->transfer_ns +
