@@ -131,11 +131,11 @@ static void clock_after_wait(worker *w, uint64_t avail_ns)
     }
 }
 
-/* The data-parallel gradient all-reduce of a stage, one NVTX range: every chunk's gradients,
- * and *loss summed over the replicas. The sim backend holds no gradients: its replicas meet
+/* The data-parallel gradient all-reduce of a stage, one NVTX range: every chunk's gradients
+ * summed over the replicas. The sim backend holds no gradients: its replicas meet
  * (the latest clock) and then take what a ring all-reduce of the chunk's parameter bytes costs,
  * 2 (dp - 1) transfers of 1/dp of them. */
-static pp_status dp_allreduce(worker *w, double *loss)
+static pp_status dp_allreduce(worker *w)
 {
     pp_transport *tp = w->e->tp;
     pp_stage_backend *b = w->b;
@@ -160,8 +160,7 @@ static pp_status dp_allreduce(worker *w, double *loss)
         size_t n;
         uint64_t bytes;
         b->ops->grads(b, c, &g, &n, &bytes);
-        st = tp->ops->dp_allreduce(tp, w->stage, g, n, c == w->v - 1 ? loss : NULL,
-                                   c == w->v - 1 ? 1 : 0, c == 0 ? &t : NULL);
+        st = tp->ops->dp_allreduce(tp, w->stage, g, n, NULL, 0, c == 0 ? &t : NULL);
     }
     if (st == PP_OK) {
         uint64_t cost = b->carries_data ? 0
@@ -290,19 +289,19 @@ static pp_status run_list(worker *w)
         case PP_OP_OPT_STEP: {
             /* Global gradient norm and loss across all stages, and the latest stage clock: the
              * optimizer step waits for the norm, as clipping needs it. */
+            /* Data parallelism: the replicas of this stage sum their gradients first, so the
+             * norm below is the global batch's. */
+            int dp = tp->dp > 1 && tp->ops->dp_allreduce;
+            if (dp && (st = dp_allreduce(w)) != PP_OK)
+                break;
             double vals[2];
             b->ops->grad_stats(b, &vals[0], &vals[1]);
-            if (tp->dp > 1 && tp->ops->dp_allreduce) {
-                /* Data parallelism: the replicas of this stage sum their gradients (and their
-                 * losses) first, so the norm below is the global batch's. */
-                if ((st = dp_allreduce(w, &vals[1])) != PP_OK)
-                    break;
-                double loss = vals[1] / tp->dp; /* each replica's is its own mean */
-                b->ops->grad_stats(b, &vals[0], &vals[1]);
-                vals[1] = loss;
-            }
             uint64_t t = w->clock_ns;
             st = tp->ops->allreduce(tp, s, vals, 2, &t);
+            /* ... and the replicas' losses, each its own batch share's mean */
+            if (st == PP_OK && dp &&
+                (st = tp->ops->dp_allreduce(tp, s, NULL, 0, &vals[1], 1, NULL)) == PP_OK)
+                vals[1] /= tp->dp;
             if (st != PP_OK)
                 break;
             clock_after_wait(w, t);
