@@ -67,14 +67,23 @@ pp_status pp_model_config_validate(const pp_model_config *c)
 
 int pp_model_config_num_layers(const pp_model_config *c) { return c->n_layers + 2; }
 
-size_t pp_model_config_num_params(const pp_model_config *c)
+size_t pp_model_config_layer_params(const pp_model_config *c, int layer)
 {
     size_t V = (size_t)c->vocab_size, T = (size_t)c->seq_len, C = (size_t)c->d_model;
-    size_t embed = V * C + T * C;
-    size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C +
-                   4 * C * C + C;
-    size_t head = 2 * C + V * C;
-    return embed + (size_t)c->n_layers * block + head;
+    if (layer == 0)
+        return V * C + T * C; /* token and position embeddings */
+    if (layer == c->n_layers + 1)
+        return 2 * C + V * C; /* final layernorm, LM head */
+    /* ln1, qkv, projection, ln2, MLP up, MLP down, with biases */
+    return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+}
+
+size_t pp_model_config_num_params(const pp_model_config *c)
+{
+    size_t n = 0;
+    for (int i = 0; i < pp_model_config_num_layers(c); i++)
+        n += pp_model_config_layer_params(c, i);
+    return n;
 }
 
 double pp_model_config_train_flops_per_token(const pp_model_config *c)

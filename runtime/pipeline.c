@@ -356,11 +356,7 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
                     params = c->costs->layers[i].param_bytes;
                     acts = c->costs->layers[i].activation_bytes;
                 } else {
-                    pp_model *probe = NULL;
-                    if (pp_model_create(&c->train.model, i, i + 1, &probe) == PP_OK) {
-                        params = probe->n_params * sizeof(float);
-                        pp_model_destroy(probe);
-                    }
+                    params = pp_model_config_layer_params(&c->train.model, i) * sizeof(float);
                     acts = i == L - 1 ? 0 : io;
                 }
                 snprintf(cfg, sizeof cfg,
@@ -451,17 +447,6 @@ const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t) { ret
 /* Visits the model pieces in layer order: piece p is chunk p / S of stage p % S. */
 typedef void (*piece_fn)(pp_model *m, pp_optimizer *o, size_t off, void *ctx);
 
-/* Parameters of piece p (layers bounds[p] .. bounds[p+1]), without holding them. */
-static pp_status piece_params(const pp_pipe_trainer *t, int p, size_t *n)
-{
-    pp_model *probe = NULL;
-    pp_status st = pp_model_create(&t->cfg.train.model, t->part.bounds[p], t->part.bounds[p + 1],
-                                   &probe);
-    if (st == PP_OK)
-        *n = probe->n_params;
-    pp_model_destroy(probe);
-    return st;
-}
 
 /* Calls fn for every piece this process holds, with its offset in the whole model's parameter
  * array (pieces of other processes only advance the offset). */
@@ -473,12 +458,9 @@ static pp_status for_each_piece(pp_pipe_trainer *t, piece_fn fn, void *ctx)
     size_t off = 0;
     for (int p = 0; p < t->part.P; p++) {
         pp_stage_backend *b = pp_exec_backend(t->exec, p % t->part.S);
-        if (!b) {
-            size_t n = 0;
-            pp_status st = piece_params(t, p, &n);
-            if (st != PP_OK)
-                return st;
-            off += n;
+        if (!b) { /* another process's piece: only its size matters here */
+            for (int i = t->part.bounds[p]; i < t->part.bounds[p + 1]; i++)
+                off += pp_model_config_layer_params(&t->cfg.train.model, i);
             continue;
         }
         pp_model *m = pp_backend_cpu_model(b, p / t->part.S);

@@ -54,6 +54,8 @@ pp_status pp_model_config_validate(const pp_model_config *cfg);
 int pp_model_config_num_layers(const pp_model_config *cfg);
 /* Parameter count of the whole model. */
 size_t pp_model_config_num_params(const pp_model_config *cfg);
+/* Parameters of layer `layer` of the layer list (0 embedding, 1..n_layers blocks, then head). */
+size_t pp_model_config_layer_params(const pp_model_config *cfg, int layer);
 /* Model FLOPs of one training token (forward + backward), docs/metrics.md "Model FLOPs":
  * 6 x (weights of the matrix products) + 12 x layers x T x C; the basis of MFU. */
 double pp_model_config_train_flops_per_token(const pp_model_config *cfg);

@@ -232,3 +232,20 @@ Test(model, train_flops_per_token_follow_the_documented_formula)
     cr_assert_eq(pp_model_config_train_flops_per_token(&c), 854438400.0);
     cr_assert_eq(pp_model_config_num_params(&c), 163037184u);
 }
+
+/* The per-layer counts the pipeline uses for other processes' pieces and the layer marks are
+ * the allocated layers' sizes, and add up to the model's. */
+Test(model, layer_parameter_counts_match_the_allocated_layers)
+{
+    pp_model_config c;
+    cr_assert_eq(pp_model_config_preset("tiny", &c), PP_OK);
+    size_t sum = 0;
+    for (int i = 0; i < pp_model_config_num_layers(&c); i++) {
+        pp_model *m = NULL;
+        cr_assert_eq(pp_model_create(&c, i, i + 1, &m), PP_OK);
+        cr_assert_eq(pp_model_config_layer_params(&c, i), m->n_params, "layer %d", i);
+        sum += m->n_params;
+        pp_model_destroy(m);
+    }
+    cr_assert_eq(sum, pp_model_config_num_params(&c));
+}
