@@ -381,7 +381,6 @@ static pp_status stage_metrics(pp_gpu_proj *p, const int64_t *steps, size_t n_st
     }
     out->projected_ns = proj_total;
     free(fwd), free(bwd), free(lag);
-    (void)steps_with_work;
     return PP_OK;
 }
 

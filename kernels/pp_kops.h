@@ -74,6 +74,17 @@ struct pp_kops {
     double (*sumsq)(void *ctx, const float *x, size_t n);
 };
 
+/* GEMM precision of a device table (kernels/cuda/pp_cuda.h); the CPU kernels are float32. */
+typedef enum pp_cuda_precision {
+    PP_CUDA_FP32 = 0,
+    PP_CUDA_TF32 = 1,
+    PP_CUDA_BF16 = 2
+} pp_cuda_precision;
+
+/* "fp32", "tf32", "bf16" <-> the enum; -1 for an unknown name. */
+const char *pp_cuda_precision_name(pp_cuda_precision p);
+int pp_cuda_precision_parse(const char *s);
+
 /* The CPU kernels on host memory. */
 extern const pp_kops pp_kops_cpu;
 

@@ -299,13 +299,7 @@ static int parse_args(int argc, char **argv, args *a)
                 return pp_tool_usage_error("%s", "--backend must be 'cpu', 'sim' or 'cuda'");
             break;
         case OPT_PRECISION:
-            if (strcmp(optarg, "fp32") == 0)
-                a->precision = 0;
-            else if (strcmp(optarg, "tf32") == 0)
-                a->precision = 1;
-            else if (strcmp(optarg, "bf16") == 0)
-                a->precision = 2;
-            else
+            if ((a->precision = pp_cuda_precision_parse(optarg)) < 0)
                 return pp_tool_usage_error("%s", "--precision must be 'fp32', 'tf32' or 'bf16'");
             break;
         case OPT_DEVICE:

@@ -171,3 +171,21 @@ const pp_kops pp_kops_cpu = {
     .adamw_update = c_adamw_update,
     .sumsq = c_sumsq,
 };
+
+const char *pp_cuda_precision_name(pp_cuda_precision p)
+{
+    switch (p) {
+    case PP_CUDA_FP32: return "fp32";
+    case PP_CUDA_TF32: return "tf32";
+    case PP_CUDA_BF16: return "bf16";
+    }
+    return "?";
+}
+
+int pp_cuda_precision_parse(const char *s)
+{
+    for (int p = PP_CUDA_FP32; s && p <= PP_CUDA_BF16; p++)
+        if (strcmp(s, pp_cuda_precision_name((pp_cuda_precision)p)) == 0)
+            return p;
+    return -1;
+}

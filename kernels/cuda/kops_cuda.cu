@@ -734,29 +734,6 @@ struct pp_cuda_event {
 
 extern "C" {
 
-const char *pp_cuda_precision_name(pp_cuda_precision p)
-{
-    switch (p) {
-    case PP_CUDA_FP32: return "fp32";
-    case PP_CUDA_TF32: return "tf32";
-    case PP_CUDA_BF16: return "bf16";
-    }
-    return "?";
-}
-
-int pp_cuda_precision_parse(const char *s)
-{
-    if (!s)
-        return -1;
-    if (strcmp(s, "fp32") == 0)
-        return PP_CUDA_FP32;
-    if (strcmp(s, "tf32") == 0)
-        return PP_CUDA_TF32;
-    if (strcmp(s, "bf16") == 0)
-        return PP_CUDA_BF16;
-    return -1;
-}
-
 int pp_cuda_device_count(char *why, size_t n)
 {
     int count = 0;

@@ -26,15 +26,7 @@
 extern "C" {
 #endif
 
-typedef enum pp_cuda_precision {
-    PP_CUDA_FP32 = 0,
-    PP_CUDA_TF32 = 1,
-    PP_CUDA_BF16 = 2
-} pp_cuda_precision;
-
-/* "fp32", "tf32", "bf16" <-> the enum; -1 for an unknown name. */
-const char *pp_cuda_precision_name(pp_cuda_precision p);
-int pp_cuda_precision_parse(const char *s);
+/* pp_cuda_precision and its names: pp_kops.h (built without CUDA too, for the flags). */
 
 /* Usable devices (0 with a reason in why[n] when there is no driver or no device). */
 int pp_cuda_device_count(char *why, size_t n);
