@@ -3,6 +3,8 @@
  * way a file can be rejected. */
 #include "pp_runtime.h"
 
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
@@ -11,37 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Every test gets a fresh directory for its files, removed afterwards. */
-static char g_dir[64];
-
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_test_data_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    DIR *dir = opendir(g_dir);
-    if (dir) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(dir)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
-            unlink(path);
-        }
-        closedir(dir);
-    }
-    rmdir(g_dir);
-}
+/* Every test gets a fresh directory for its files (pp_testkit), removed afterwards. */
+static void setup(void) { tk_dir_create("pp_test_data"); }
+static void teardown(void) { tk_dir_remove(); }
 
 TestSuite(data, .init = setup, .fini = teardown);
 
 static void tmp_path(char *out, size_t n, const char *name)
 {
-    snprintf(out, n, "%s/%s", g_dir, name);
+    snprintf(out, n, "%s", tk_path(name));
 }
 
 static pp_data *markov(int V, int k, uint64_t seed)

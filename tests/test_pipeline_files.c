@@ -3,6 +3,8 @@
  * plan file, including every way each can be rejected and the message the user then sees. */
 #include "pp_pipeline.h"
 
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
@@ -11,31 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Every test gets a fresh directory for its files, removed afterwards. */
-static char g_dir[64];
-
-static void setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/pp_test_pipeline_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    DIR *dir = opendir(g_dir);
-    if (dir) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(dir)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
-            unlink(path);
-        }
-        closedir(dir);
-    }
-    rmdir(g_dir);
-}
+/* Every test gets a fresh directory for its files (pp_testkit), removed afterwards. */
+static void setup(void) { tk_dir_create("pp_test_pipeline"); }
+static void teardown(void) { tk_dir_remove(); }
 
 TestSuite(partition);
 TestSuite(costs, .init = setup, .fini = teardown);
@@ -43,7 +23,7 @@ TestSuite(plan, .init = setup, .fini = teardown);
 
 static void path_in_dir(char *buf, size_t cap, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", g_dir, name);
+    snprintf(buf, cap, "%s", tk_path(name));
 }
 
 static void write_text(const char *path, const char *text)
