@@ -1,17 +1,26 @@
-/* cuda_inject_app.c: a job for tests/test_cupti.c. It emits three pipeline steps through the
- * runtime's NVTX annotations, and
+/* cuda_inject_app.c: a job for tests/test_cupti.c and tests/test_nccl_plugin.c. It emits three
+ * pipeline steps through the runtime's NVTX annotations, and
  * - does what libcuda does at cuInit when CUDA_INJECTION64_PATH is set: dlopen the library and
  *   call InitializeInjection, printing what it returned (on a machine without a driver libpprof
  *   must report that GPU tracing is off and keep capturing);
  * - when NCCL_PROFILER_PLUGIN is set, loads the plugin as NCCL 2.28 does (dlopen RTLD_NOW |
- *   RTLD_LOCAL, the data symbol ncclProfiler_v5) and drives its ABI as NCCL would for one
- *   communicator of 2 ranks: per step one Send of 1 Mi float32 to rank 1 over 2 kernel channels
- *   whose GPU timers span 1 ms (the second channel's stop arriving after the operation's own
- *   stop, as from NCCL's proxy thread), and one AllReduce without channels. */
+ *   RTLD_LOCAL, the data symbol ncclProfiler_v5) and drives its ABI in NCCL's order for one
+ *   communicator of 2 ranks (NCCL 2.28.9: src/enqueue.cc hostStreamPlanTask starts the P2p/Coll
+ *   task events, hands the work to the proxy and stops them at once; the proxy thread's
+ *   profiler progress, src/transport/profiler.cc, starts each kernel channel (parentObj: the
+ *   task event) once the kernel reports it started and records ncclProfilerKernelChStop and
+ *   stops it once the kernel finished; src/init.cc commFree destroys the proxy before it calls
+ *   the plugin's finalize). Per step: one Send of 1 Mi float32 to rank 1 over 2 kernel
+ *   channels whose GPU timers span 1 ms, both channels started and stopped by a second thread
+ *   (the proxy) after the Send's own stop, and one AllReduce without channels. After the steps:
+ *   a Recv announced with 1 channel whose channel never comes (the plugin must write it at
+ *   finalize, untimed), and a kernel channel naming an operation that has already ended (the
+ *   plugin must ignore it). */
 #include "pp_nccl_abi.h"
 #include "pp_nvtx.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,37 +65,74 @@ static uint64_t gpu_now(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* What NCCL's proxy thread does for one operation's kernel channels. */
+typedef struct proxy_work {
+    void *op;
+    int n_channels;
+    uint64_t t0;
+} proxy_work;
+
+static void *proxy_main(void *arg)
+{
+    proxy_work *w = arg;
+    void *ch[2] = {NULL, NULL};
+    for (int c = 0; c < w->n_channels; c++) {
+        pp_nccl_descr_v5 k;
+        memset(&k, 0, sizeof k);
+        k.type = PP_NCCL_EV_KERNEL_CH;
+        k.parentObj = w->op;
+        k.kernelCh.channelId = (uint8_t)c;
+        k.kernelCh.pTimer = w->t0 + (uint64_t)c * 100000; /* the second starts 0.1 ms later */
+        g_plugin->startEvent(g_comm, &ch[c], &k);
+    }
+    for (int c = 0; c < w->n_channels; c++) {
+        /* the first ends at 0.8 ms, the second at 1 ms */
+        pp_nccl_state_args_v5 stop = {.kernelCh = {.pTimer = w->t0 + 800000 + (uint64_t)c * 200000}};
+        if (ch[c]) {
+            g_plugin->recordEventState(ch[c], PP_NCCL_STATE_KERNEL_CH_STOP, &stop);
+            g_plugin->stopEvent(ch[c]);
+        }
+    }
+    return NULL;
+}
+
+static void run_proxy(void *op, int n_channels, uint64_t t0)
+{
+    proxy_work w = {op, n_channels, t0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, proxy_main, &w) != 0) {
+        printf("cannot start the proxy thread\n");
+        exit(1);
+    }
+    pthread_join(th, NULL);
+}
+
+static void *start_p2p(const char *func, int peer, size_t count, int n_channels)
+{
+    pp_nccl_descr_v5 d;
+    memset(&d, 0, sizeof d);
+    d.type = PP_NCCL_EV_P2P;
+    d.p2p.func = func;
+    d.p2p.datatype = "ncclFloat32";
+    d.p2p.count = count;
+    d.p2p.peer = peer;
+    d.p2p.nChannels = (uint8_t)n_channels;
+    void *op = NULL;
+    g_plugin->startEvent(g_comm, &op, &d);
+    return op;
+}
+
 static void nccl_step(void)
 {
     if (!g_plugin)
         return;
-    pp_nccl_descr_v5 d;
-    memset(&d, 0, sizeof d);
-    d.type = PP_NCCL_EV_P2P;
-    d.p2p.func = "Send";
-    d.p2p.datatype = "ncclFloat32";
-    d.p2p.count = 1u << 20;
-    d.p2p.peer = 1;
-    d.p2p.nChannels = 2;
-    void *op = NULL, *ch[2] = {NULL, NULL};
-    g_plugin->startEvent(g_comm, &op, &d);
+    /* hostStreamPlanTask: the task event starts, the work goes to the proxy, the event stops */
+    void *op = start_p2p("Send", 1, 1u << 20, 2);
     uint64_t t0 = gpu_now();
-    for (int c = 0; c < 2; c++) {
-        pp_nccl_descr_v5 k;
-        memset(&k, 0, sizeof k);
-        k.type = PP_NCCL_EV_KERNEL_CH;
-        k.parentObj = op;
-        k.kernelCh.channelId = (uint8_t)c;
-        k.kernelCh.pTimer = t0 + (uint64_t)c * 100000; /* the second starts 0.1 ms later */
-        g_plugin->startEvent(g_comm, &ch[c], &k);
-    }
-    pp_nccl_state_args_v5 stop0 = {.kernelCh = {.pTimer = t0 + 800000}};
-    pp_nccl_state_args_v5 stop1 = {.kernelCh = {.pTimer = t0 + 1000000}};
-    g_plugin->recordEventState(ch[0], PP_NCCL_STATE_KERNEL_CH_STOP, &stop0);
-    g_plugin->stopEvent(ch[0]);
-    g_plugin->stopEvent(op); /* the host side ends before the last channel */
-    g_plugin->recordEventState(ch[1], PP_NCCL_STATE_KERNEL_CH_STOP, &stop1);
-    g_plugin->stopEvent(ch[1]);
+    g_plugin->stopEvent(op);
+    /* then the proxy thread follows the kernel's channels */
+    run_proxy(op, 2, t0);
+    pp_nccl_descr_v5 d;
     memset(&d, 0, sizeof d);
     d.type = PP_NCCL_EV_COLL;
     d.coll.func = "AllReduce";
@@ -95,6 +141,21 @@ static void nccl_step(void)
     void *coll = NULL;
     g_plugin->startEvent(g_comm, &coll, &d);
     g_plugin->stopEvent(coll);
+}
+
+/* Before finalize: an operation whose channel never reports, and a channel naming an operation
+ * that has already been written (its handle is stale: the plugin must not touch it). */
+static void nccl_last(void)
+{
+    if (!g_plugin)
+        return;
+    void *recv = start_p2p("Recv", 1, 256, 1);
+    g_plugin->stopEvent(recv);
+    void *done = start_p2p("Send", 1, 256, 1);
+    g_plugin->stopEvent(done);
+    uint64_t t0 = gpu_now();
+    run_proxy(done, 1, t0); /* ends it: written and freed */
+    run_proxy(done, 1, t0); /* a late channel with the stale parent */
 }
 
 int main(void)
@@ -144,6 +205,7 @@ int main(void)
         pp_nvtx_pop();
         pp_nvtx_pop();
     }
+    nccl_last();
     if (g_plugin)
         g_plugin->finalize(g_comm);
     return 0;
