@@ -13,6 +13,8 @@
 #ifndef PP_KOPS_H
 #define PP_KOPS_H
 
+#include "pp_common.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +74,11 @@ struct pp_kops {
                          float weight_decay, float grad_scale, int64_t t);
     /* Sum of squares in double, returned to the host: a device table waits for its stream. */
     double (*sumsq)(void *ctx, const float *x, size_t n);
+    /* Optional (NULL: nothing runs behind the caller's back, as on the host). Waits for the
+     * work enqueued so far and returns the first error the table saw since the last call
+     * (clearing it), with a message naming the call and the device's error: the one place a
+     * device table reports a fault of an asynchronous kernel or copy. */
+    pp_status (*sync)(void *ctx);
 };
 
 /* GEMM precision of a device table (kernels/cuda/pp_cuda.h); the CPU kernels are float32. */

@@ -188,7 +188,7 @@ static pp_status cpu_backward_weight(pp_stage_backend *b, int chunk, int mb, int
     return device_status(cb);
 }
 
-static void cpu_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
+static pp_status cpu_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
 {
     cpu_backend *cb = (cpu_backend *)b;
     const pp_kops *k = cb->k;
@@ -198,13 +198,19 @@ static void cpu_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
     *sumsq = s;
     *loss_sum = cb->loss_sum;
 #ifdef PP_HAVE_CUDA
-    if (cb->owned) {
+    if (cb->owned)
         pp_cuda_d2h(cb->owned, cb->hloss, cb->dloss, sizeof(float));
-        /* an error shows at the optimizer step, which returns a status */
-        if (pp_cuda_kops_sync(cb->owned) == PP_OK)
-            *loss_sum = *cb->hloss;
-    }
 #endif
+    /* The step's one wait for a device table: a fault of any kernel or copy enqueued since the
+     * last check comes back here (the table clears it, so it is returned or lost). */
+    pp_status st = k->sync ? k->sync(k->ctx) : PP_OK;
+    if (st != PP_OK)
+        return st;
+#ifdef PP_HAVE_CUDA
+    if (cb->owned)
+        *loss_sum = *cb->hloss;
+#endif
+    return PP_OK;
 }
 
 static pp_status cpu_optimizer_step(pp_stage_backend *b, float lr, float grad_scale,
@@ -321,11 +327,15 @@ static pp_status chunk_to_device(cpu_backend *cb, cpu_chunk *ch)
 
 static pp_status compute_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
-                                pp_kops *device, int max_M, pp_stage_backend **out)
+                                pp_kops *device, const pp_kops *host, int max_M,
+                                pp_stage_backend **out)
 {
     pp_status st = PP_OK;
     const char *name = device ? "cuda" : "cpu";
-    if (part->L != pp_model_config_num_layers(cfg))
+    if (host && host->on_device)
+        st = PP_ERR(PP_ERR_INVALID, "cpu backend: the %s kernel table is not a host table",
+                    host->name);
+    else if (part->L != pp_model_config_num_layers(cfg))
         st = PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the model's %d",
                     part->L, pp_model_config_num_layers(cfg));
     else if (stage < 0 || stage >= part->S || n_slots < 1 || mb_B < 1)
@@ -344,7 +354,7 @@ static pp_status compute_create(const pp_model_config *cfg, const pp_partition *
     cb->base.n_slots = n_slots;
     cb->base.carries_data = 1;
     cb->owned = device;
-    cb->k = device ? device : &pp_kops_cpu;
+    cb->k = device ? device : host ? host : &pp_kops_cpu;
     cb->base.mem = device;
     cb->cfg = *cfg;
     cb->S = part->S;
@@ -421,7 +431,15 @@ pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B,
                                 int n_slots, pp_stage_backend **out)
 {
-    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, 0, out);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, NULL, 0, out);
+}
+
+pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partition *part,
+                                     int stage, const pp_adamw_config *opt, uint64_t seed,
+                                     int mb_B, int n_slots, const pp_kops *k,
+                                     pp_stage_backend **out)
+{
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, k, 0, out);
 }
 
 #ifdef PP_HAVE_CUDA
@@ -433,7 +451,7 @@ pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition 
     pp_status st = pp_cuda_kops_create(device, (pp_cuda_precision)precision, &k);
     if (st != PP_OK)
         return pp_error_wrap(st, "stage %d on GPU %d", stage, device);
-    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, max_M, out);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, NULL, max_M, out);
 }
 
 pp_kops *pp_backend_cuda_kops(pp_stage_backend *b) { return ((cpu_backend *)b)->owned; }

@@ -106,11 +106,12 @@ static pp_status sim_backward_weight(pp_stage_backend *b, int chunk, int mb, int
     return PP_OK;
 }
 
-static void sim_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
+static pp_status sim_grad_stats(pp_stage_backend *b, double *sumsq, double *loss_sum)
 {
     (void)b;
     *sumsq = 0.0;
     *loss_sum = 0.0;
+    return PP_OK;
 }
 
 static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_scale,

@@ -295,7 +295,8 @@ static pp_status run_list(worker *w)
             if (dp && (st = dp_allreduce(w)) != PP_OK)
                 break;
             double vals[2];
-            b->ops->grad_stats(b, &vals[0], &vals[1]);
+            if ((st = b->ops->grad_stats(b, &vals[0], &vals[1])) != PP_OK)
+                break;
             uint64_t t = w->clock_ns;
             st = tp->ops->allreduce(tp, s, vals, 2, &t);
             /* ... and the replicas' losses, each its own batch share's mean */

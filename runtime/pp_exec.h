@@ -209,8 +209,10 @@ typedef struct pp_backend_ops {
                                 const void *dout, const void **din, uint64_t *t_ns);
     pp_status (*backward_weight)(pp_stage_backend *b, int chunk, int mb, int slot,
                                  uint64_t *t_ns);
-    /* Sum of squared gradients of this stage and its summed micro-batch losses (last piece). */
-    void (*grad_stats)(pp_stage_backend *b, double *sumsq, double *loss_sum);
+    /* Sum of squared gradients of this stage and its summed micro-batch losses (last piece).
+     * A device backend waits here for the step's work: a device error in it is returned (the
+     * step fails with it) and the values are then undefined. */
+    pp_status (*grad_stats)(pp_stage_backend *b, double *sumsq, double *loss_sum);
     /* Optimizer step with learning rate and gradient scale (clipping). */
     pp_status (*optimizer_step)(pp_stage_backend *b, float lr, float grad_scale, uint64_t *t_ns);
     /* The gradients of `chunk` that data-parallel replicas sum: *g (NULL when the backend holds
@@ -237,6 +239,12 @@ struct pp_stage_backend {
 pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B,
                                 int n_slots, pp_stage_backend **out);
+/* The same on another host kernel table (k->on_device 0; borrowed: it outlives the backend),
+ * e.g. one that checks or injects faults, as tests do. */
+pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partition *part,
+                                     int stage, const pp_adamw_config *opt, uint64_t seed,
+                                     int mb_B, int n_slots, const pp_kops *k,
+                                     pp_stage_backend **out);
 /* The cpu backend's model slice of `chunk` (for checkpoints and tests). */
 pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk);
 pp_optimizer *pp_backend_cpu_optimizer(pp_stage_backend *b, int chunk);

@@ -520,6 +520,73 @@ Test(pipeline, a_failing_stage_aborts_the_step_without_deadlock, .timeout = 30)
     pp_costs_destroy(c);
 }
 
+/* A host kernel table whose sync reports what a CUDA table reports after a kernel faulted
+ * asynchronously (kernels/pp_kops.h: the fault surfaces at the step's one wait). */
+static pp_kops g_faulted_table;
+static int g_syncs;
+
+static pp_status faulted_sync(void *ctx)
+{
+    (void)ctx;
+    g_syncs++;
+    return PP_ERR(PP_ERR_RUNTIME, "CUDA: cudaStreamSynchronize failed: an illegal memory access "
+                                  "was encountered");
+}
+
+/* A device error found when the step waits for a stage's device (the gradient statistics)
+ * fails the step with the device's message, naming the stage, instead of being cleared; the
+ * optimizer step never runs on that stage (its parameters stay as they were). */
+Test(pipeline, a_device_error_at_the_step_sync_fails_the_step, .timeout = 60)
+{
+    enum { S = 2, M = 2, mb_B = 2 };
+    pp_model_config cfg = {.vocab_size = 64, .seq_len = 8, .d_model = 16, .n_heads = 2,
+                           .n_layers = 2};
+    pp_adamw_config opt;
+    pp_adamw_config_default(&opt);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(pp_model_config_num_layers(&cfg), S, 1, &part), PP_OK);
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(PP_SCHED_1F1B, S, M, 1, &sc), PP_OK);
+    pp_transport *tp = NULL;
+    /* messages of mb_B x T x C float32 */
+    cr_assert_eq(pp_transport_inproc_create(S, 4, mb_B * 8 * 16 * sizeof(float), &tp), PP_OK);
+    g_faulted_table = pp_kops_cpu;
+    g_faulted_table.name = "faulted";
+    g_faulted_table.sync = faulted_sync;
+    g_syncs = 0;
+    pp_stage_backend *bs[S];
+    cr_assert_eq(pp_backend_cpu_create(&cfg, &part, 0, &opt, 3, mb_B, M, &bs[0]), PP_OK);
+    cr_assert_eq(pp_backend_cpu_create_kops(&cfg, &part, 1, &opt, 3, mb_B, M, &g_faulted_table,
+                                            &bs[1]),
+                 PP_OK, "%s", pp_error_message());
+    pp_model *m1 = pp_backend_cpu_model(bs[1], 0);
+    float *before = malloc(m1->n_params * sizeof(float));
+    memcpy(before, m1->params, m1->n_params * sizeof(float));
+    pp_exec *e = NULL;
+    cr_assert_eq(pp_exec_create(sc, tp, 0, S, bs, &e), PP_OK);
+    static int32_t tok[M][mb_B * 8];
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < mb_B * 8; i++)
+            tok[m][i] = (m * 7 + i) % 64;
+    pp_microbatch mbs[M];
+    for (int m = 0; m < M; m++)
+        mbs[m] = (pp_microbatch){.B = mb_B, .tokens = tok[m], .targets = tok[(m + 1) % M]};
+    pp_step_data d = {.M = M, .mbs = mbs, .loss_scale = 1.0f / (M * mb_B * 8)};
+    pp_status st = pp_exec_step(e, 1, &d, 1e-2f, 1.0f, NULL);
+    cr_assert_eq(st, PP_ERR_RUNTIME);
+    cr_assert_not_null(strstr(pp_error_message(), "stage 1: CUDA: cudaStreamSynchronize failed: "
+                                                  "an illegal memory access"),
+                       "%s", pp_error_message());
+    cr_assert_eq(g_syncs, 1);
+    cr_assert_eq(memcmp(before, m1->params, m1->n_params * sizeof(float)), 0,
+                 "no optimizer step after the fault");
+    free(before);
+    pp_exec_destroy(e);
+    tp->ops->destroy(tp);
+    pp_schedule_destroy(sc);
+    pp_partition_free(&part);
+}
+
 /* NCCL matches a link's messages in posting order: which schedules keep every link FIFO, and the
  * check catches a reordered one. */
 Test(pipeline, links_fifo_check_for_the_nccl_transport)

@@ -684,6 +684,26 @@ double d_sumsq(void *ctx, const float *x, size_t n)
     return h;
 }
 
+// The first error since the last check as a status, and cleared.
+pp_status take_error(cuda_ctx *c)
+{
+    pp_status st = PP_OK;
+    if (c->err != cudaSuccess)
+        st = PP_ERR(PP_ERR_RUNTIME, "CUDA: %s failed: %s", c->where, cudaGetErrorString(c->err));
+    else if (c->berr != CUBLAS_STATUS_SUCCESS)
+        st = PP_ERR(PP_ERR_RUNTIME, "cuBLAS: %s failed (status %d)", c->where, (int)c->berr);
+    c->err = cudaSuccess;
+    c->berr = CUBLAS_STATUS_SUCCESS;
+    return st;
+}
+
+pp_status d_sync(void *ctx)
+{
+    cuda_ctx *c = C_(ctx);
+    note(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+    return take_error(c);
+}
+
 pp_kops make_table(cuda_ctx *c)
 {
     pp_kops k;
@@ -714,6 +734,7 @@ pp_kops make_table(cuda_ctx *c)
     k.loss_mean = d_loss_mean;
     k.adamw_update = d_adamw_update;
     k.sumsq = d_sumsq;
+    k.sync = d_sync;
     return k;
 }
 
@@ -840,25 +861,9 @@ void pp_cuda_kops_destroy(pp_kops *k)
 void *pp_cuda_kops_stream(const pp_kops *k) { return (void *)C_(k->ctx)->stream; }
 int pp_cuda_kops_device(const pp_kops *k) { return C_(k->ctx)->device; }
 
-pp_status pp_cuda_kops_error(pp_kops *k)
-{
-    cuda_ctx *c = C_(k->ctx);
-    pp_status st = PP_OK;
-    if (c->err != cudaSuccess)
-        st = PP_ERR(PP_ERR_RUNTIME, "CUDA: %s failed: %s", c->where, cudaGetErrorString(c->err));
-    else if (c->berr != CUBLAS_STATUS_SUCCESS)
-        st = PP_ERR(PP_ERR_RUNTIME, "cuBLAS: %s failed (status %d)", c->where, (int)c->berr);
-    c->err = cudaSuccess;
-    c->berr = CUBLAS_STATUS_SUCCESS;
-    return st;
-}
+pp_status pp_cuda_kops_error(pp_kops *k) { return take_error(C_(k->ctx)); }
 
-pp_status pp_cuda_kops_sync(pp_kops *k)
-{
-    cuda_ctx *c = C_(k->ctx);
-    note(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
-    return pp_cuda_kops_error(k);
-}
+pp_status pp_cuda_kops_sync(pp_kops *k) { return d_sync(k->ctx); }
 
 void pp_cuda_h2d(pp_kops *k, void *dst, const void *src, size_t bytes)
 {
