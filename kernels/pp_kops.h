@@ -29,7 +29,9 @@ struct pp_kops {
     int on_device; /* 1: every pointer passed to the table is device memory */
     void *ctx;     /* the table's own state */
 
-    /* memory, in the table's space: zeroed allocation (NULL when out of memory), copy, zero */
+    /* memory, in the table's space: zeroed allocation (NULL when out of memory; a device table
+     * zeroes it on its stream, so it reads as zero to everything enqueued on the table after
+     * the call), copy, zero */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
@@ -91,6 +93,18 @@ typedef enum pp_cuda_precision {
 /* "fp32", "tf32", "bf16" <-> the enum; -1 for an unknown name. */
 const char *pp_cuda_precision_name(pp_cuda_precision p);
 int pp_cuda_precision_parse(const char *s);
+
+/* A GPU's peak dense FLOP/s for GEMMs in precision p, from what the device reports (name,
+ * compute capability, SMs, the clock in kHz the driver gives): NVIDIA's datasheet figure for the
+ * products it knows (source "datasheet"), else the architecture's dense rate per SM and clock x
+ * SMs x that clock (source "clock": a boost clock, so an upper bound), else 0 (source
+ * "unknown"). Pure (kernels/gpu_peak.c); pp_cuda_peak_flops asks the device. */
+typedef struct pp_gpu_peak {
+    double flops;
+    const char *source; /* "datasheet", "clock" or "unknown" (static) */
+} pp_gpu_peak;
+pp_gpu_peak pp_gpu_peak_lookup(const char *name, int major, int minor, int sms, int clock_khz,
+                               pp_cuda_precision p);
 
 /* The CPU kernels on host memory. */
 extern const pp_kops pp_kops_cpu;

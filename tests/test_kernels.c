@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pp_kernels.h"
+#include "pp_kops.h"
 
 /* Gradient checks: the analytic gradient is float32 (relative rounding ~1e-7 per operation, a
  * few dozen operations deep), the numeric one is a central difference of the float64 reference
@@ -940,4 +941,53 @@ Test(stats, disabled_leaves_counters_unchanged)
     pp_kernels_stats_reset();
     pp_kernel_stats zero = pp_kernels_stats_get();
     cr_expect(zero.gemm_calls == 0 && zero.gemm_flops == 0 && zero.gemm_ns == 0);
+}
+
+/* The peak behind MFU (docs/metrics.md "Model FLOPs and MFU"): datasheet dense figures for the
+ * products NVIDIA publishes, told apart by compute capability, SMs and name; the clock formula
+ * only for other devices of a known architecture; nothing for unknown ones. */
+typedef struct peak_case {
+    const char *name;
+    int major, minor, sms, clock_khz;
+    pp_cuda_precision p;
+    double tflops;
+    const char *source;
+} peak_case;
+
+Test(gpu_peak, datasheet_figures_per_product_and_clock_only_for_unknown_ones)
+{
+    static const peak_case cases[] = {
+        {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1980000, PP_CUDA_BF16, 989.4, "datasheet"},
+        {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1980000, PP_CUDA_TF32, 494.7, "datasheet"},
+        {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1980000, PP_CUDA_FP32, 67.0, "datasheet"},
+        {"NVIDIA H200", 9, 0, 132, 1980000, PP_CUDA_BF16, 989.4, "datasheet"},
+        {"NVIDIA GH200 480GB", 9, 0, 132, 1980000, PP_CUDA_TF32, 494.7, "datasheet"},
+        {"NVIDIA H100 NVL", 9, 0, 132, 1785000, PP_CUDA_BF16, 835.5, "datasheet"},
+        {"NVIDIA H200 NVL", 9, 0, 132, 1785000, PP_CUDA_FP32, 60.0, "datasheet"},
+        {"NVIDIA H100 PCIe", 9, 0, 114, 1755000, PP_CUDA_BF16, 756.0, "datasheet"},
+        {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 1410000, PP_CUDA_BF16, 312.0, "datasheet"},
+        {"NVIDIA A100-SXM4-40GB", 8, 0, 108, 1410000, PP_CUDA_TF32, 156.0, "datasheet"},
+        {"NVIDIA A100 80GB PCIe", 8, 0, 108, 1410000, PP_CUDA_FP32, 19.5, "datasheet"},
+        {"NVIDIA A30", 8, 0, 56, 1440000, PP_CUDA_BF16, 165.0, "datasheet"},
+        /* a MIG slice of an H100: 60 SMs at the reported clock, 4096 FLOP/SM/clock in bf16 */
+        {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 9, 0, 60, 1980000, PP_CUDA_BF16,
+         4096.0 * 60 * 1.98e9 * 1e-12, "clock"},
+        /* an sm_80 part that is not an A100 or A30 */
+        {"NVIDIA A800 40GB Active", 8, 0, 84, 1500000, PP_CUDA_FP32, 128.0 * 84 * 1.5e9 * 1e-12,
+         "clock"},
+        {"NVIDIA RTX A6000", 8, 6, 84, 1800000, PP_CUDA_BF16, 0.0, "unknown"},
+        {"NVIDIA H100 80GB HBM3", 9, 0, 132, 0, 99, 0.0, "unknown"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const peak_case *c = &cases[i];
+        pp_gpu_peak g = pp_gpu_peak_lookup(c->name, c->major, c->minor, c->sms, c->clock_khz,
+                                           c->p);
+        cr_assert_str_eq(g.source, c->source, "%s precision %d", c->name, (int)c->p);
+        cr_assert(fabs(g.flops * 1e-12 - c->tflops) < 1e-6 * (c->tflops + 1), "%s: %.4f vs %.4f",
+                  c->name, g.flops * 1e-12, c->tflops);
+    }
+    /* the boost-clock formula overstates an H100 SXM's dense bf16 peak by about 8% */
+    double clock = 4096.0 * 132 * 1.98e9;
+    pp_gpu_peak h = pp_gpu_peak_lookup("NVIDIA H100 80GB HBM3", 9, 0, 132, 1980000, PP_CUDA_BF16);
+    cr_assert(clock / h.flops > 1.07 && clock / h.flops < 1.09, "%.4f", clock / h.flops);
 }

@@ -798,7 +798,9 @@ int main(int argc, char **argv)
         if (a.backend == PP_BACKEND_CUDA) {
             /* docs/metrics.md "Model FLOPs and MFU": every GPU of the job counts in the peak */
             int gpus = mpi ? world : 1;
-            double peak = pp_cuda_peak_flops(pc.cuda_device, (pp_cuda_precision)a.precision);
+            const char *peak_source = "unknown";
+            double peak = pp_cuda_peak_flops(pc.cuda_device, (pp_cuda_precision)a.precision,
+                                             &peak_source);
             double flops = total_tokens / (total_ms / 1e3) * pp_model_config_train_flops_per_token(mc);
             char dev[160] = "";
             pp_cuda_device_describe(pc.cuda_device, dev, sizeof dev);
@@ -806,8 +808,10 @@ int main(int argc, char **argv)
                    pp_cuda_precision_name((pp_cuda_precision)a.precision),
                    pp_model_config_train_flops_per_token(mc) * 1e-9, flops * 1e-12);
             if (peak > 0)
-                printf(", MFU %.1f%% of %d x %.0f TFLOP/s peak", 100.0 * flops / (gpus * peak),
-                       gpus, peak * 1e-12);
+                printf(", MFU %.1f%% of %d x %.1f TFLOP/s peak (%s)",
+                       100.0 * flops / (gpus * peak), gpus, peak * 1e-12, peak_source);
+            else
+                printf(", no MFU (peak of this GPU unknown)");
             printf("\n");
         }
 #endif

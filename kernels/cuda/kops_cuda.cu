@@ -448,16 +448,22 @@ cuda_ctx *C_(void *ctx)
     return c;
 }
 
+// Zeroed on the table's own stream: the table's stream is non-blocking, so a cudaMemset (the
+// legacy stream) would not be ordered before the uploads and kernels enqueued on it next (the
+// parameters uploaded, the AdamW moments updated, could then be zeroed after). Other streams
+// that touch the memory (the transports') wait for this stream before they do.
 void *d_alloc(void *ctx, size_t bytes)
 {
     cuda_ctx *c = C_(ctx);
     void *p = NULL;
+    size_t n = bytes ? bytes : 1;
     cudaSetDevice(c->device);
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaMalloc(&p, n) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
-    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaMemsetAsync(p, 0, n, c->stream) != cudaSuccess) {
+        cudaGetLastError();
         cudaFree(p);
         return NULL;
     }
@@ -781,26 +787,22 @@ pp_status pp_cuda_device_describe(int device, char *out, size_t n)
     return PP_OK;
 }
 
-double pp_cuda_peak_flops(int device, pp_cuda_precision prec)
+double pp_cuda_peak_flops(int device, pp_cuda_precision prec, const char **source)
 {
     cudaDeviceProp p;
     int clock_khz = 0;
+    if (source)
+        *source = "unknown";
     if (cudaGetDeviceProperties(&p, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device) != cudaSuccess) {
         cudaGetLastError();
         return 0.0;
     }
-    // dense FLOP per SM per clock (FMA = 2 FLOP), from NVIDIA's architecture whitepapers:
-    // sm_80 (A100): fp32 128, tf32 1024, bf16 2048; sm_90 (H100/H200): fp32 256, tf32 2048,
-    // bf16 4096.
-    double per_sm = 0.0;
-    if (p.major == 8 && p.minor == 0)
-        per_sm = prec == PP_CUDA_FP32 ? 128 : prec == PP_CUDA_TF32 ? 1024 : 2048;
-    else if (p.major == 9)
-        per_sm = prec == PP_CUDA_FP32 ? 256 : prec == PP_CUDA_TF32 ? 2048 : 4096;
-    else
-        return 0.0;
-    return per_sm * p.multiProcessorCount * (double)clock_khz * 1e3;
+    pp_gpu_peak g = pp_gpu_peak_lookup(p.name, p.major, p.minor, p.multiProcessorCount, clock_khz,
+                                       prec);
+    if (source)
+        *source = g.source;
+    return g.flops;
 }
 
 pp_status pp_cuda_kops_create(int device, pp_cuda_precision prec, pp_kops **out)
@@ -888,14 +890,18 @@ void pp_cuda_accumulate(pp_kops *k, float *dst, const float *src, float scale)
     LAUNCHED(c, "accumulate");
 }
 
+// No table, no stream: the zeroing is waited for here, as the streams that use the memory next
+// are non-blocking ones that would not be ordered after the legacy stream's memset.
 void *pp_cuda_dev_alloc(int device, size_t bytes)
 {
     void *p = NULL;
-    if (cudaSetDevice(device) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    size_t n = bytes ? bytes : 1;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMalloc(&p, n) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
-    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaMemsetAsync(p, 0, n, cudaStreamLegacy) != cudaSuccess ||
+        cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
         cudaFree(p);
         cudaGetLastError();
         return NULL;

@@ -32,9 +32,10 @@ extern "C" {
 int pp_cuda_device_count(char *why, size_t n);
 /* "NVIDIA H200, sm_90, 139 GiB" */
 pp_status pp_cuda_device_describe(int device, char *out, size_t n);
-/* Peak dense throughput of the device in FLOP/s for a precision (for MFU): from the device's
- * SM count and clock and the tensor-core rate of its architecture; 0 when unknown. */
-double pp_cuda_peak_flops(int device, pp_cuda_precision p);
+/* Peak dense throughput of the device in FLOP/s for a precision (for MFU): pp_gpu_peak_lookup
+ * (pp_kops.h) on what the device reports; *source (may be NULL) says where it came from
+ * ("datasheet", "clock", "unknown"); 0 when unknown. */
+double pp_cuda_peak_flops(int device, pp_cuda_precision p, const char **source);
 
 /* A kernel table on `device` with its own stream (non-blocking) and cuBLAS handle. */
 pp_status pp_cuda_kops_create(int device, pp_cuda_precision prec, pp_kops **out);
@@ -53,7 +54,8 @@ void pp_cuda_h2d(pp_kops *k, void *dst, const void *src, size_t bytes);
 void pp_cuda_d2h(pp_kops *k, void *dst, const void *src, size_t bytes);
 /* dst (device float) += scale * src (device float), one element, on the stream. */
 void pp_cuda_accumulate(pp_kops *k, float *dst, const float *src, float scale);
-/* Device memory of `device` (zeroed), NULL when out of memory; free it with pp_cuda_dev_free. */
+/* Device memory of `device` (zeroed before it returns), NULL when out of memory; free it with
+ * pp_cuda_dev_free. */
 void *pp_cuda_dev_alloc(int device, size_t bytes);
 void pp_cuda_dev_free(void *p);
 /* Pinned host memory (zeroed), NULL when out of memory. */
