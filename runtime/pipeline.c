@@ -83,6 +83,28 @@ int pp_schedule_links_fifo(const pp_schedule *sc, char *why, size_t n)
     return 1;
 }
 
+int pp_schedule_peers(const pp_schedule *sc, int stage, int *peers, int max)
+{
+    int n = 0;
+    for (int i = 0; i < sc->n_instrs[stage]; i++) {
+        const pp_instr *in = &sc->instrs[stage][i];
+        if (in->op != PP_OP_SEND_ACT && in->op != PP_OP_SEND_GRAD && in->op != PP_OP_RECV_ACT &&
+            in->op != PP_OP_RECV_GRAD)
+            continue;
+        int j = 0;
+        while (j < n && peers[j] < in->peer)
+            j++;
+        if (j < n && peers[j] == in->peer)
+            continue;
+        if (n == max)
+            return -1;
+        memmove(peers + j + 1, peers + j, sizeof *peers * (size_t)(n - j));
+        peers[j] = in->peer;
+        n++;
+    }
+    return n;
+}
+
 /* Backends that train a model on data (cpu, cuda), as opposed to sim. */
 static int computes(pp_backend_kind k) { return k == PP_BACKEND_CPU || k == PP_BACKEND_CUDA; }
 
@@ -305,8 +327,12 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     }
 #endif
 #ifdef PP_HAVE_NCCL
-    if (st == PP_OK && c->transport == PP_TRANSPORT_NCCL)
-        st = pp_transport_nccl_bind(t->tp, pp_backend_cuda_kops(backends[0]));
+    if (st == PP_OK && c->transport == PP_TRANSPORT_NCCL) {
+        /* -1 (more than 2) is refused by bind, on every rank alike */
+        int peers[2];
+        int n_peers = pp_schedule_peers(t->sched, first, peers, 2);
+        st = pp_transport_nccl_bind(t->tp, pp_backend_cuda_kops(backends[0]), peers, n_peers);
+    }
 #endif
     if (st != PP_OK) {
         for (int i = 0; i < n_local; i++)

@@ -148,16 +148,17 @@ void pp_mpi_abort_job(int code);
 
 #ifdef PP_HAVE_NCCL
 /* NCCL transport (CUDA stages, one per MPI rank and GPU; runtime/transport_nccl.c): created with
- * the sizes of the MPI transport (S x dp ranks as there), then bound to the stage's kernel table,
- * which sets up the NCCL communicators (ncclUniqueIds broadcast over MPI; collective over the
- * world): one per replica's pipeline, one per stage's replicas. Activations and gradients move
- * with ncclSend/ncclRecv on per-link streams, data-parallel gradients are summed with
- * ncclAllReduce on the compute stream; the host collectives go over MPI.
+ * the sizes of the MPI transport (S x dp ranks as there), then bound to the stage's kernel table
+ * and the stages it exchanges messages with (pp_schedule_peers), which sets up the NCCL
+ * communicators (ids exchanged over MPI; collective over the world): two per link, one for each
+ * direction, and one per stage's replicas. Activations and gradients move with
+ * ncclSend/ncclRecv on per-link streams, data-parallel gradients are summed with ncclAllReduce
+ * on the compute stream; the host collectives go over MPI.
  * The schedule's links must be FIFO (pp_schedule_links_fifo). */
 pp_status pp_transport_nccl_create(int S, int dp, int P, int M, int capacity,
                                    size_t max_bytes, pp_transport **out);
 int pp_transport_nccl_rank(const pp_transport *t);
-pp_status pp_transport_nccl_bind(pp_transport *t, pp_kops *k);
+pp_status pp_transport_nccl_bind(pp_transport *t, pp_kops *k, const int *peers, int n_peers);
 /* A one-rank communicator on `device` sending `bytes` to itself (send and receive grouped):
  * checks NCCL works where only one GPU is, and measures the copy (GB/s). */
 pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps);
@@ -166,6 +167,10 @@ pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps);
 /* 1 when every link of the schedule receives its messages in the order they were sent (what
  * NCCL's in-order matching needs); else 0, with the first link that reorders in why. */
 int pp_schedule_links_fifo(const pp_schedule *sched, char *why, size_t n);
+/* The stages `stage` sends to or receives from in the schedule, ascending, into peers[max];
+ * returns how many (-1 when there are more than max). The relation is symmetric: the NCCL
+ * transport makes a communicator per direction of each such pair. */
+int pp_schedule_peers(const pp_schedule *sched, int stage, int *peers, int max);
 
 /* Blocking conveniences over isend/irecv + wait. */
 pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,

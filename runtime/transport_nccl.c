@@ -18,6 +18,22 @@
  * pipeline trainer only uses this transport for schedules whose links are FIFO
  * (pp_schedule_links_fifo).
  *
+ * One communicator per direction of each link. NCCL runs the operations of one communicator
+ * one after another in the order they were issued, whatever their streams (each kernel of a
+ * communicator waits for its previous one), and a large send completes only when its receive
+ * runs. With one communicator for both directions, 1F1B neighbours deadlock: stage s issues
+ * send(activation) then recv(gradient), stage s+1 send(gradient) then recv(activation); each
+ * send waits for a receive queued behind the peer's own send. The executor issues sends and
+ * receives at the times the schedule says, often instructions apart, so they cannot be put in
+ * one ncclGroupStart/End either. A communicator per (link, direction) holds only that
+ * direction's sends on one side and its receives on the other, both in schedule order (FIFO
+ * links), so its serialisation orders nothing that the schedule does not already order. Each is
+ * a 2-rank communicator (the sender is rank 0), its id made by the sender and sent to the
+ * receiver over MPI, all of a rank's created in one group; their connections are made in one
+ * group at bind too (NCCL connects a peer at its first operation, a host-side exchange, which
+ * lazily could wait on a peer that waits on another link). NCCL_LAUNCH_ORDER_IMPLICIT=1 would
+ * order kernels across communicators again: leave it unset.
+ *
  * Threads: one local stage; its worker posts sends and receives, the main thread the MPI
  * collectives, never at the same time (the executor's mutex orders them). */
 #include "pp_cuda.h"
@@ -32,6 +48,8 @@ enum { RING = 64 }; /* receive events in flight per link */
 
 typedef struct nccl_link {
     int peer;
+    ncclComm_t send_comm; /* this stage -> peer (this stage is rank 0) */
+    ncclComm_t recv_comm; /* peer -> this stage (this stage is rank 1) */
     cudaStream_t send_stream, recv_stream;
     int n_slots, next_slot;
     char **slot;             /* [n_slots] device staging buffers */
@@ -44,7 +62,6 @@ typedef struct nccl_link {
 typedef struct nccl_tp {
     pp_transport base;
     pp_transport *mpi; /* host collectives */
-    ncclComm_t comm;    /* this replica's pipeline: rank = stage */
     ncclComm_t dp_comm; /* this stage's replicas (NULL when dp = 1) */
     int rank, device, capacity;
     size_t max_bytes;
@@ -89,6 +106,10 @@ static void link_free(nccl_link *l)
         cudaStreamDestroy(l->send_stream);
     if (l->recv_stream)
         cudaStreamDestroy(l->recv_stream);
+    if (l->send_comm)
+        ncclCommDestroy(l->send_comm);
+    if (l->recv_comm)
+        ncclCommDestroy(l->recv_comm);
     pp_free(l->slot);
     pp_free(l->slot_ready);
     pp_free(l->slot_done);
@@ -129,8 +150,6 @@ static pp_status get_link(nccl_tp *t, int me, int peer, nccl_link **out)
     if (me != t->rank)
         return PP_ERR(PP_ERR_INVALID, "NCCL transport: stage %d is not local (rank %d)", me,
                       t->rank);
-    if (peer < 0 || peer >= t->base.S || peer == me)
-        return PP_ERR(PP_ERR_INVALID, "NCCL transport: bad peer stage %d", peer);
     if (!t->k)
         return PP_ERR(PP_ERR_RUNTIME, "NCCL transport: no stage bound");
     for (int i = 0; i < t->n_links; i++)
@@ -138,13 +157,8 @@ static pp_status get_link(nccl_tp *t, int me, int peer, nccl_link **out)
             *out = &t->links[i];
             return PP_OK;
         }
-    if (t->n_links == 2)
-        return PP_ERR(PP_ERR_INVALID, "NCCL transport: stage %d talks to a third peer (%d)", me,
-                      peer);
-    nccl_link *l = &t->links[t->n_links++];
-    pp_status st = link_init(t, l, peer);
-    *out = l;
-    return st;
+    return PP_ERR(PP_ERR_INVALID, "NCCL transport: stage %d has no link to stage %d (not its "
+                                  "neighbour in the schedule)", me, peer);
 }
 
 static pp_status nc_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, const void *buf,
@@ -169,7 +183,8 @@ static pp_status nc_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, co
         e = cudaStreamWaitEvent(l->send_stream, l->slot_ready[s], 0);
     if (e != cudaSuccess)
         return cuda_fail(e, "staging a send");
-    ncclResult_t r = ncclSend(l->slot[s], bytes, ncclUint8, dst, t->comm, l->send_stream);
+    /* the link's send communicator: the peer is its rank 1 */
+    ncclResult_t r = ncclSend(l->slot[s], bytes, ncclUint8, 1, l->send_comm, l->send_stream);
     if (r != ncclSuccess)
         return nccl_fail(r, "ncclSend");
     if ((e = cudaEventRecord(l->slot_done[s], l->send_stream)) != cudaSuccess)
@@ -195,7 +210,8 @@ static pp_status nc_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, vo
         e = cudaStreamWaitEvent(l->recv_stream, l->buf_free[i], 0);
     if (e != cudaSuccess)
         return cuda_fail(e, "ordering a receive");
-    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, src, t->comm, l->recv_stream);
+    /* the link's receive communicator: the peer is its rank 0 */
+    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, 0, l->recv_comm, l->recv_stream);
     if (r != ncclSuccess)
         return nccl_fail(r, "ncclRecv");
     if ((e = cudaEventRecord(l->recv_done[i], l->recv_stream)) != cudaSuccess)
@@ -255,12 +271,19 @@ static void nc_abort(pp_transport *tp)
     nccl_tp *t = (nccl_tp *)tp;
     t->aborted = 1;
     t->mpi->ops->abort(t->mpi);
-    /* pending NCCL operations may never complete: the communicator is aborted, not destroyed */
-    if (t->comm)
-        ncclCommAbort(t->comm);
+    /* pending NCCL operations may never complete: the communicators are aborted, not
+     * destroyed */
+    for (int i = 0; i < t->n_links; i++) {
+        nccl_link *l = &t->links[i];
+        if (l->send_comm)
+            ncclCommAbort(l->send_comm);
+        if (l->recv_comm)
+            ncclCommAbort(l->recv_comm);
+        l->send_comm = l->recv_comm = NULL;
+    }
     if (t->dp_comm)
         ncclCommAbort(t->dp_comm);
-    t->comm = t->dp_comm = NULL;
+    t->dp_comm = NULL;
 }
 
 static void nc_destroy(pp_transport *tp)
@@ -271,8 +294,6 @@ static void nc_destroy(pp_transport *tp)
     if (!t->aborted)
         for (int i = 0; i < t->n_links; i++)
             link_free(&t->links[i]);
-    if (t->comm)
-        ncclCommDestroy(t->comm);
     if (t->dp_comm)
         ncclCommDestroy(t->dp_comm);
     if (t->mpi)
@@ -353,18 +374,133 @@ static pp_status comm_init(nccl_tp *t, int color, int key, int n, ncclComm_t *ou
     return st;
 }
 
-pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k)
+/* The two communicators of every link: for each peer, this rank makes the id of the direction
+ * it sends in and learns the peer's over MPI (the replica's pipeline, ranks = stages), then
+ * creates all of them in one group (ncclCommInitRank blocks until both ranks join; grouped,
+ * the order in which the ranks reach them does not matter). Collective over the replica's
+ * stages. */
+static pp_status link_comms_init(nccl_tp *t)
+{
+    typedef struct id_msg {
+        int ok;
+        ncclUniqueId id;
+    } id_msg;
+    id_msg out[2], in[2];
+    MPI_Request req[4];
+    MPI_Comm pipe;
+    memset(out, 0, sizeof out);
+    memset(in, 0, sizeof in);
+    if (MPI_Comm_split(MPI_COMM_WORLD, t->base.replica, t->rank, &pipe) != MPI_SUCCESS)
+        return PP_ERR(PP_ERR_RUNTIME, "NCCL: splitting MPI_COMM_WORLD for the links");
+    ncclResult_t r = ncclSuccess;
+    int nreq = 0;
+    for (int i = 0; i < t->n_links; i++) {
+        ncclResult_t ri = ncclGetUniqueId(&out[i].id);
+        out[i].ok = ri == ncclSuccess;
+        if (ri != ncclSuccess && r == ncclSuccess)
+            r = ri;
+        MPI_Isend(&out[i], (int)sizeof out[i], MPI_BYTE, t->links[i].peer, 0, pipe, &req[nreq++]);
+        MPI_Irecv(&in[i], (int)sizeof in[i], MPI_BYTE, t->links[i].peer, 0, pipe, &req[nreq++]);
+    }
+    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    /* every stage learns whether all ids exist, so none waits forever in init */
+    int ok = r == ncclSuccess, all_ok = 0;
+    for (int i = 0; i < t->n_links; i++)
+        ok = ok && in[i].ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, pipe);
+    MPI_Comm_free(&pipe);
+    if (!all_ok)
+        return r != ncclSuccess ? nccl_fail(r, "ncclGetUniqueId")
+                                : PP_ERR(PP_ERR_RUNTIME, "NCCL: a neighbour has no id for its "
+                                                         "link communicator");
+    if ((r = ncclGroupStart()) != ncclSuccess)
+        return nccl_fail(r, "ncclGroupStart");
+    for (int i = 0; i < t->n_links && r == ncclSuccess; i++) {
+        nccl_link *l = &t->links[i];
+        r = ncclCommInitRank(&l->send_comm, 2, out[i].id, 0);
+        if (r == ncclSuccess)
+            r = ncclCommInitRank(&l->recv_comm, 2, in[i].id, 1);
+    }
+    ncclResult_t re = ncclGroupEnd();
+    if (r == ncclSuccess)
+        r = re;
+    if (r != ncclSuccess) {
+        for (int i = 0; i < t->n_links; i++) {
+            nccl_link *l = &t->links[i];
+            if (l->send_comm)
+                ncclCommAbort(l->send_comm);
+            if (l->recv_comm)
+                ncclCommAbort(l->recv_comm);
+            l->send_comm = l->recv_comm = NULL;
+        }
+        return nccl_fail(r, "ncclCommInitRank (link communicators)");
+    }
+    return PP_OK;
+}
+
+/* One byte each way on every link, in one group, so NCCL connects all of a rank's peers at
+ * once here instead of at each communicator's first operation during the step. */
+static pp_status links_connect(nccl_tp *t)
+{
+    char *d_tmp = NULL;
+    cudaError_t e = cudaMalloc((void **)&d_tmp, 2);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaMalloc (connecting the links)");
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < t->n_links && r == ncclSuccess; i++) {
+        nccl_link *l = &t->links[i];
+        r = ncclSend(l->slot[0], 1, ncclUint8, 1, l->send_comm, l->send_stream);
+        if (r == ncclSuccess)
+            r = ncclRecv(d_tmp + i, 1, ncclUint8, 0, l->recv_comm, l->recv_stream);
+    }
+    ncclResult_t re = ncclGroupEnd();
+    if (r == ncclSuccess)
+        r = re;
+    for (int i = 0; i < t->n_links && r == ncclSuccess && e == cudaSuccess; i++)
+        if ((e = cudaStreamSynchronize(t->links[i].send_stream)) == cudaSuccess)
+            e = cudaStreamSynchronize(t->links[i].recv_stream);
+    cudaFree(d_tmp);
+    if (r != ncclSuccess)
+        return nccl_fail(r, "connecting the links");
+    return e == cudaSuccess ? PP_OK : cuda_fail(e, "cudaStreamSynchronize (connecting the links)");
+}
+
+/* Every rank's outcome of a set-up phase: the next phase is collective, so a rank that failed
+ * must not leave the others waiting in it. Collective over the world. */
+static pp_status agree(pp_status st)
+{
+    int ok = st == PP_OK, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (st != PP_OK || all_ok)
+        return st;
+    return PP_ERR(PP_ERR_RUNTIME, "NCCL transport: another rank failed to set up its links");
+}
+
+pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k, const int *peers, int n_peers)
 {
     nccl_tp *t = (nccl_tp *)tp;
     t->k = k;
     t->compute = (cudaStream_t)pp_cuda_kops_stream(k);
     t->device = pp_cuda_kops_device(k);
+    pp_status st = PP_OK;
     cudaError_t e = cudaSetDevice(t->device);
-    if (e != cudaSuccess)
-        return cuda_fail(e, "cudaSetDevice");
-    /* the pipeline of this replica (members: its stages), then the replicas of this stage */
-    pp_status st = comm_init(t, t->base.replica, t->rank, t->base.S, &t->comm, "pipeline");
-    if (st == PP_OK && t->base.dp > 1)
+    if (n_peers < 0 || n_peers > 2)
+        st = PP_ERR(PP_ERR_INVALID, "NCCL transport: stage %d talks to more than 2 stages",
+                    t->rank);
+    else if (e != cudaSuccess)
+        st = cuda_fail(e, "cudaSetDevice");
+    for (int i = 0; i < n_peers && st == PP_OK; i++) {
+        if (peers[i] < 0 || peers[i] >= t->base.S || peers[i] == t->rank)
+            st = PP_ERR(PP_ERR_INVALID, "NCCL transport: bad peer stage %d", peers[i]);
+        else
+            st = link_init(t, &t->links[t->n_links++], peers[i]);
+    }
+    /* the links (both directions of each), then the replicas of this stage */
+    if ((st = agree(st)) == PP_OK)
+        st = link_comms_init(t);
+    if ((st = agree(st)) == PP_OK)
+        st = links_connect(t);
+    if ((st = agree(st)) == PP_OK && t->base.dp > 1)
         st = comm_init(t, t->rank, t->base.replica, t->base.dp, &t->dp_comm, "data-parallel");
     return st;
 }

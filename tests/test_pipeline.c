@@ -587,6 +587,194 @@ Test(pipeline, a_device_error_at_the_step_sync_fails_the_step, .timeout = 60)
     pp_partition_free(&part);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* The NCCL transport's communicators: a model of how NCCL orders what the transport posts   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The dependencies among what runtime/transport_nccl.c enqueues for a schedule, when every
+ * message is large (a send completes only together with its receive) and NCCL runs the
+ * operations of one communicator in the order they were issued (on a rank, whatever the stream).
+ * Nodes: each instruction's compute-stream item (a kernel, a send's staging copy, a receive's
+ * wait) and each NCCL operation, a matched send and receive being one node. Edges: compute
+ * stream order; a send after its staging copy; a receive after the compute work issued before
+ * it (its buffer is free) and the wait after the receive; each link's send stream and receive
+ * stream in order; and per communicator, a rank's operations in issue order. The GPUs deadlock
+ * exactly when this graph has a cycle. `per_direction`: a communicator per (sender, receiver),
+ * as the transport has; else one communicator for all of a pipeline's messages. */
+typedef struct nccl_model {
+    int n_nodes, n_edges, cap;
+    int (*edge)[2];
+} nccl_model;
+
+static void model_edge(nccl_model *m, int a, int b)
+{
+    if (m->n_edges == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 1024;
+        m->edge = realloc(m->edge, sizeof *m->edge * (size_t)m->cap);
+        cr_assert_not_null(m->edge);
+    }
+    m->edge[m->n_edges][0] = a;
+    m->edge[m->n_edges][1] = b;
+    m->n_edges++;
+}
+
+static int is_send(int op) { return op == PP_OP_SEND_ACT || op == PP_OP_SEND_GRAD; }
+static int is_recv(int op) { return op == PP_OP_RECV_ACT || op == PP_OP_RECV_GRAD; }
+
+static int nccl_order_completes(const pp_schedule *sc, int per_direction)
+{
+    int S = sc->S;
+    int *base = calloc((size_t)S + 1, sizeof *base);
+    for (int r = 0; r < S; r++)
+        base[r + 1] = base[r] + sc->n_instrs[r];
+    int n_compute = base[S];
+    /* nccl[base[r] + k]: the NCCL node of instruction k of rank r (-1: none) */
+    int *nccl = malloc(sizeof *nccl * (size_t)(n_compute ? n_compute : 1));
+    for (int i = 0; i < n_compute; i++)
+        nccl[i] = -1;
+    nccl_model m = {.n_nodes = n_compute};
+    /* the j-th send of a to b is the j-th receive of b from a (FIFO links) */
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++) {
+            int i = 0, j = 0;
+            for (;;) {
+                while (i < sc->n_instrs[a] &&
+                       !(is_send(sc->instrs[a][i].op) && sc->instrs[a][i].peer == b))
+                    i++;
+                while (j < sc->n_instrs[b] &&
+                       !(is_recv(sc->instrs[b][j].op) && sc->instrs[b][j].peer == a))
+                    j++;
+                if (i >= sc->n_instrs[a] || j >= sc->n_instrs[b])
+                    break;
+                nccl[base[a] + i] = nccl[base[b] + j] = m.n_nodes++;
+                i++, j++;
+            }
+        }
+    for (int r = 0; r < S; r++) {
+        int last_send[2 * 64], last_recv[2 * 64], last_comm[2 * 64 + 1];
+        for (int i = 0; i < 2 * 64 + 1; i++)
+            last_comm[i] = -1;
+        for (int i = 0; i < 2 * 64; i++)
+            last_send[i] = last_recv[i] = -1;
+        for (int k = 0; k < sc->n_instrs[r]; k++) {
+            const pp_instr *in = &sc->instrs[r][k];
+            int c = base[r] + k, nd = nccl[c];
+            if (k > 0)
+                model_edge(&m, c - 1, c);
+            if (!is_send(in->op) && !is_recv(in->op))
+                continue;
+            cr_assert_geq(nd, 0, "rank %d instruction %d has no partner", r, k);
+            cr_assert_lt(in->peer, 64);
+            /* the communicator on this rank: per direction, (peer, send or receive) */
+            int comm = per_direction ? 2 * in->peer + is_send(in->op) : 2 * 64;
+            if (is_send(in->op)) {
+                model_edge(&m, c, nd); /* after the staging copy */
+                if (last_send[in->peer] >= 0)
+                    model_edge(&m, last_send[in->peer], nd);
+                last_send[in->peer] = nd;
+            } else {
+                if (k > 0)
+                    model_edge(&m, c - 1, nd); /* the buffer is free */
+                model_edge(&m, nd, c);         /* the compute stream waits for it */
+                if (last_recv[in->peer] >= 0)
+                    model_edge(&m, last_recv[in->peer], nd);
+                last_recv[in->peer] = nd;
+            }
+            if (last_comm[comm] >= 0)
+                model_edge(&m, last_comm[comm], nd);
+            last_comm[comm] = nd;
+        }
+    }
+    /* Kahn: every node retires iff there is no cycle */
+    int *indeg = calloc((size_t)m.n_nodes, sizeof *indeg), *start = calloc((size_t)m.n_nodes + 1,
+                                                                             sizeof *start);
+    int *adj = malloc(sizeof *adj * (size_t)(m.n_edges ? m.n_edges : 1));
+    int *queue = malloc(sizeof *queue * (size_t)m.n_nodes);
+    for (int e = 0; e < m.n_edges; e++) {
+        indeg[m.edge[e][1]]++;
+        start[m.edge[e][0] + 1]++;
+    }
+    for (int v = 0; v < m.n_nodes; v++)
+        start[v + 1] += start[v];
+    int *fill = calloc((size_t)m.n_nodes, sizeof *fill);
+    for (int e = 0; e < m.n_edges; e++) {
+        int a = m.edge[e][0];
+        adj[start[a] + fill[a]++] = m.edge[e][1];
+    }
+    int qh = 0, qt = 0;
+    for (int v = 0; v < m.n_nodes; v++)
+        if (indeg[v] == 0)
+            queue[qt++] = v;
+    while (qh < qt) {
+        int v = queue[qh++];
+        for (int e = start[v]; e < start[v + 1]; e++)
+            if (--indeg[adj[e]] == 0)
+                queue[qt++] = adj[e];
+    }
+    int done = qt == m.n_nodes;
+    free(base), free(nccl), free(m.edge), free(indeg), free(start), free(adj), free(queue);
+    free(fill);
+    return done;
+}
+
+/* The NCCL transport's links: every stage of the built-in schedules talks to at most 2 others
+ * (its neighbours; the interleaved schedule's last stage also to the first), symmetrically;
+ * and with a communicator per direction the transport's operations complete for every
+ * schedule, while one communicator for both directions deadlocks 1F1B (stage s: send(act) then
+ * recv(grad); stage s+1: send(grad) then recv(act)), which is why the transport has two. */
+Test(pipeline, nccl_links_per_direction_never_deadlock_one_shared_communicator_does)
+{
+    const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                      PP_SCHED_ZBH1};
+    const int Ss[] = {2, 3, 4, 8};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t i = 0; i < sizeof Ss / sizeof Ss[0]; i++) {
+            int S = Ss[i], v = kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1, M = 2 * S;
+            pp_schedule *sc = NULL;
+            cr_assert_eq(pp_schedule_create(kinds[k], S, M, v, &sc), PP_OK, "%s",
+                         pp_error_message());
+            const char *name = pp_schedule_kind_name(kinds[k]);
+            for (int s = 0; s < S; s++) {
+                int peers[2], n = pp_schedule_peers(sc, s, peers, 2);
+                int want[2], nw = 0;
+                if (s > 0)
+                    want[nw++] = s - 1;
+                if (s < S - 1)
+                    want[nw++] = s + 1;
+                if (v > 1 && S > 2 && s == 0)
+                    want[nw++] = S - 1; /* the last piece of a chunk hands to the next chunk */
+                if (v > 1 && S > 2 && s == S - 1) {
+                    want[1] = want[0];
+                    want[0] = 0;
+                    nw = 2;
+                }
+                cr_assert_eq(n, nw, "%s S=%d stage %d: %d peers", name, S, s, n);
+                for (int j = 0; j < n; j++) {
+                    cr_assert_eq(peers[j], want[j], "%s S=%d stage %d", name, S, s);
+                    int back[2], nb = pp_schedule_peers(sc, peers[j], back, 2);
+                    cr_assert(nb >= 1 && (back[0] == s || (nb == 2 && back[1] == s)),
+                              "%s S=%d: %d -> %d but not back", name, S, s, peers[j]);
+                }
+            }
+            cr_assert(nccl_order_completes(sc, 1), "%s S=%d M=%d: per-direction communicators "
+                                                   "deadlock", name, S, M);
+            if (kinds[k] == PP_SCHED_1F1B)
+                cr_assert_not(nccl_order_completes(sc, 0),
+                              "1F1B S=%d M=%d completes with one communicator", S, M);
+            /* the model is not vacuous: GPipe's phases (all sends, then all receives) are in
+             * the same order on both ends even on one communicator */
+            if (kinds[k] == PP_SCHED_GPIPE)
+                cr_assert(nccl_order_completes(sc, 0), "GPipe S=%d M=%d", S, M);
+            pp_schedule_destroy(sc);
+        }
+    /* a stage that would need a third link is reported */
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(PP_SCHED_1F1B, 4, 4, 1, &sc), PP_OK);
+    int peers[1];
+    cr_assert_eq(pp_schedule_peers(sc, 1, peers, 1), -1);
+    pp_schedule_destroy(sc);
+}
+
 /* NCCL matches a link's messages in posting order: which schedules keep every link FIFO, and the
  * check catches a reordered one. */
 Test(pipeline, links_fifo_check_for_the_nccl_transport)
