@@ -481,12 +481,78 @@ static pp_status nccl_links(pp_gpu_proj *p, pp_gpu_result *out)
     return PP_OK;
 }
 
+/* NCCL numbers a record's rank and peer within its communicator. Point-to-point messages often
+ * go over 2-rank communicators (pptrain's NCCL transport has one per link and direction, PyTorch
+ * one per pair of ranks), whose ranks are 0 and 1 whatever the stages. So a record's rank
+ * becomes the stage of its process (the one stage of that trace file's pipeline ranges), and its
+ * peer the stage of the process that holds the same communicator at the peer's rank (seen in
+ * that process's own records). A record whose process, or whose peer's process, has no single
+ * stage keeps the communicator's numbers (a pipeline-wide communicator, where they are the
+ * stages, or a one-process job). */
+static void nccl_ranks_as_stages(pp_gpu_proj *p)
+{
+    typedef struct member {
+        uint64_t comm;
+        int32_t rank, file;
+    } member;
+    gnccl *c = p->nccl.v;
+    const grange *g = p->ranges.v;
+    size_t n = p->nccl.n;
+    int32_t n_files = 0;
+    for (size_t i = 0; i < p->ranges.n; i++)
+        if (g[i].file >= n_files)
+            n_files = g[i].file + 1;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].file >= n_files)
+            n_files = c[i].file + 1;
+    int32_t *stage = malloc((size_t)(n_files ? n_files : 1) * sizeof *stage);
+    member *m = malloc((n ? n : 1) * sizeof *m);
+    if (!n || !stage || !m) {
+        free(stage), free(m);
+        return;
+    }
+    for (int32_t f = 0; f < n_files; f++)
+        stage[f] = -1; /* -1: none seen, -2: several */
+    for (size_t i = 0; i < p->ranges.n; i++) {
+        int32_t *s = &stage[g[i].file];
+        if (g[i].stage < 0 || *s == -2)
+            continue;
+        *s = *s == -1 || *s == g[i].stage ? g[i].stage : -2;
+    }
+    size_t nm = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < nm && !(m[j].comm == c[i].r.comm && m[j].rank == c[i].r.rank))
+            j++;
+        if (j == nm)
+            m[nm++] = (member){c[i].r.comm, c[i].r.rank, c[i].file};
+    }
+    for (size_t i = 0; i < n; i++) {
+        pp_rec_nccl *r = &c[i].r;
+        int32_t self = stage[c[i].file], peer = -1;
+        if (self < 0)
+            continue;
+        if (r->peer >= 0) {
+            size_t j = 0;
+            while (j < nm && !(m[j].comm == r->comm && m[j].rank == r->peer))
+                j++;
+            if (j == nm || (peer = stage[m[j].file]) < 0)
+                continue;
+        }
+        r->rank = self;
+        if (r->peer >= 0)
+            r->peer = peer;
+    }
+    free(stage), free(m);
+}
+
 pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
                              const uint64_t *win1, size_t n, int S, pp_gpu_result *out)
 {
     memset(out, 0, sizeof *out);
     if (p->oom)
         return PP_ERR(PP_ERR_NOMEM, "out of memory collecting GPU records");
+    nccl_ranks_as_stages(p);
     out->records = p->recs.n;
     out->api_calls = p->api.n;
     out->present = p->recs.n > 0 || p->nccl.n > 0;

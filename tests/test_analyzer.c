@@ -626,3 +626,66 @@ Test(analyzer, gantt_data_carries_gpu_work_and_nccl_spans)
     free(data);
     pp_analysis_free(a);
 }
+
+/* NCCL ranks are communicator ranks: over 2-rank link communicators (pptrain's NCCL transport,
+ * one per link and direction) stage 1 sends to stage 2 as rank 0 to peer 1, and stage 2 sends
+ * back as rank 0 too. The links are reported between stages, from each process's pipeline
+ * ranges and which process holds the peer's rank of the communicator; a process that runs
+ * several stages keeps the communicator's numbers. */
+Test(analyzer, nccl_links_between_stages_over_two_rank_communicators)
+{
+    pp_gpu_proj *p = NULL;
+    cr_assert_eq(pp_gpu_proj_create(&p), PP_OK);
+    const uint64_t ms = 1000000;
+    /* files 0, 1, 2: the processes of stages 0, 1, 2; file 3 runs stages 0 and 1 */
+    for (int f = 0; f < 3; f++)
+        pp_gpu_proj_range(p, f, 100 + f, 1, f, PP_GOP_FWD, ms, 2 * ms);
+    pp_gpu_proj_range(p, 3, 200, 1, 0, PP_GOP_FWD, ms, 2 * ms);
+    pp_gpu_proj_range(p, 3, 201, 1, 1, PP_GOP_FWD, ms, 2 * ms);
+    /* comm 0xa: 1 -> 2 (stage 1 is rank 0), 0xb: 2 -> 1 (stage 2 is rank 0), 0xc: 0 -> 1 with
+     * the sender as rank 1 */
+    struct {
+        int file;
+        uint64_t comm;
+        int rank, peer, func;
+    } recs[] = {{1, 0xa, 0, 1, PP_NCCL_SEND}, {2, 0xa, 1, 0, PP_NCCL_RECV},
+                {2, 0xb, 0, 1, PP_NCCL_SEND}, {1, 0xb, 1, 0, PP_NCCL_RECV},
+                {0, 0xc, 1, 0, PP_NCCL_SEND}, {1, 0xc, 0, 1, PP_NCCL_RECV},
+                {3, 0xd, 0, 1, PP_NCCL_SEND}};
+    for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++) {
+        pp_rec_nccl n;
+        memset(&n, 0, sizeof n);
+        n.h.type = PP_REC_NCCL;
+        n.h.size = sizeof n;
+        n.func = (uint8_t)recs[i].func;
+        n.comm = recs[i].comm;
+        n.rank = recs[i].rank;
+        n.peer = recs[i].peer;
+        n.nranks = 2;
+        n.bytes = 1u << 20;
+        n.timed = 1;
+        n.start = ms;
+        n.end = ms + 1000;
+        n.gpu_start = ms + 2000;
+        n.gpu_end = ms + 2000 + 1000000;
+        pp_gpu_proj_nccl(p, recs[i].file, &n);
+    }
+    int64_t steps[1] = {1};
+    uint64_t w0[1] = {0}, w1[1] = {10 * ms};
+    pp_gpu_result g;
+    cr_assert_eq(pp_gpu_proj_finish(p, steps, w0, w1, 1, 3, &g), PP_OK);
+    int want[4][2] = {{1, 2}, {2, 1}, {0, 1}, {0, 1}};
+    int seen[4] = {0, 0, 0, 0};
+    cr_assert_eq(g.n_links, 3, "1 -> 2, 2 -> 1, 0 -> 1 (twice: stages, and file 3's numbers)");
+    for (size_t i = 0; i < g.n_links; i++) {
+        int k = 0;
+        while (k < 3 && !(g.links[i].src == want[k][0] && g.links[i].dst == want[k][1]))
+            k++;
+        cr_assert_lt(k, 3, "unexpected link %d -> %d", g.links[i].src, g.links[i].dst);
+        seen[k]++;
+        cr_assert_eq(g.links[i].messages, k == 2 ? 2 : 1);
+    }
+    cr_assert(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+    pp_gpu_result_free(&g);
+    pp_gpu_proj_destroy(p);
+}
