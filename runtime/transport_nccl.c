@@ -521,8 +521,9 @@ pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps)
     cudaEvent_t e0 = NULL, e1 = NULL;
     if ((e = cudaMalloc(&a, bytes)) != cudaSuccess || (e = cudaMalloc(&b, bytes)) != cudaSuccess ||
         (e = cudaStreamCreate(&s)) != cudaSuccess || (e = cudaEventCreate(&e0)) != cudaSuccess ||
-        (e = cudaEventCreate(&e1)) != cudaSuccess || (e = cudaMemset(a, 0x5a, bytes)) != cudaSuccess ||
-        (e = cudaMemset(b, 0, bytes)) != cudaSuccess) {
+        (e = cudaEventCreate(&e1)) != cudaSuccess ||
+        (e = cudaMemsetAsync(a, 0x5a, bytes, s)) != cudaSuccess ||
+        (e = cudaMemsetAsync(b, 0, bytes, s)) != cudaSuccess) {
         st = cuda_fail(e, "setting up the NCCL self-test");
         goto done;
     }
