@@ -263,6 +263,9 @@ typedef struct state {
     vec xfers;            /* xfer: step_links' scratch, reused from step to step */
     vec match;            /* size_t by op index: step_links' scratch */
     int64_t kept_step;    /* when keeping "the last step" */
+    uint64_t *prev_bound; /* [2 cap_prev] the stages' starts, then ends, of step prev_step */
+    int cap_prev;
+    int64_t prev_step;    /* the step finalized last (its bounds in prev_bound), -1 none */
     double bubble_sum, imbalance_sum;
     uint64_t n_decomp;
     int late_warned;
@@ -681,9 +684,13 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
         const pp_aop *r = &ops[match[i]];
         double wait = (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
-        /* Arrival is observed only when the receiver was waiting for it. */
-        if (wait > 1000.0 && r->t1 > s->t0) {
-            double t = (double)(r->t1 - s->t0);
+        /* Arrival is observed only when the receive overlaps the send: the receiver was
+         * there before the sender had handed the data over, so the data cannot have been
+         * waiting for it. In flight: from the later of the two starts to the receive's end
+         * (docs/metrics.md). A receive that began after the send ended found its data waiting
+         * (a queue, a mailbox): its length is the receiver's own cost, not the link's. */
+        if (r->t0 <= s->t1 && r->t1 > s->t0 && r->t1 > r->t0) {
+            double t = (double)(r->t1 - (r->t0 > s->t0 ? r->t0 : s->t0));
             l->l.timed++;
             l->l.transfer_ns += t;
             series_add(&l->lat, t);
@@ -731,13 +738,95 @@ static void keep_ops(state *st, bucket *b)
         st->a->kept_lo = st->a->kept_hi = b->step;
 }
 
+/* Each stage's start and end of b's step into t0[S], t1[S] (UINT64_MAX / 0: no step range of
+ * that stage). */
+static void stage_bounds(const bucket *b, uint64_t *t0, uint64_t *t1, int S)
+{
+    for (int s = 0; s < S; s++) {
+        t0[s] = UINT64_MAX;
+        t1[s] = 0;
+    }
+    const step_range *rg = b->ranges.data;
+    for (size_t i = 0; i < b->ranges.n; i++) {
+        int s = rg[i].stage;
+        if (s < 0 || s >= S)
+            continue;
+        t0[s] = rg[i].t0 < t0[s] ? rg[i].t0 : t0[s];
+        t1[s] = rg[i].t1 > t1[s] ? rg[i].t1 : t1[s];
+    }
+}
+
+static const bucket *bucket_find(const state *st, int64_t step)
+{
+    const bucket *b = st->buckets.data;
+    for (size_t i = 0; i < st->buckets.n; i++)
+        if (b[i].used && b[i].step == step)
+            return &b[i];
+    return NULL;
+}
+
+/* The mean over stages of b - a where both are known and b > a (0 when none). */
+static double mean_spacing(const uint64_t *a, const uint64_t *b, int S, uint64_t none, int *n)
+{
+    double sum = 0;
+    *n = 0;
+    for (int s = 0; s < S; s++)
+        if (a[s] != none && b[s] != none && b[s] > a[s]) {
+            sum += (double)(b[s] - a[s]);
+            (*n)++;
+        }
+    return *n ? sum / *n : 0.0;
+}
+
+/* The pipeline's period at b's step (docs/metrics.md): the mean over stages of the spacing of
+ * a stage's step starts, from this step to the next; for the last step of the traces (no next
+ * start), the spacing of the stage's step ends, from the previous step to this one; the step's
+ * window when neither is known (a lone step). A job without a barrier before its optimizer step
+ * runs its stages' step ranges into each other, so their union is longer than a step takes.
+ * bd[4 S]: b's starts and ends (filled by the caller), then scratch. */
+static double step_period_ns(const state *st, const bucket *b, uint64_t *bd, int S,
+                             double window_ns)
+{
+    int n = 0;
+    double p = 0;
+    const bucket *nb = b->step < INT64_MAX ? bucket_find(st, b->step + 1) : NULL;
+    if (nb) {
+        stage_bounds(nb, bd + 2 * S, bd + 3 * S, S);
+        p = mean_spacing(bd, bd + 2 * S, S, UINT64_MAX, &n);
+    }
+    if (!n && st->prev_step >= 0 && st->prev_step == b->step - 1 && st->cap_prev >= S)
+        p = mean_spacing(st->prev_bound + S, bd + S, S, 0, &n);
+    return n ? p : window_ns;
+}
+
+/* Keeps b's stage starts and ends for the next step's period (a step with no ranges forgets
+ * them). */
+static void remember_bounds(state *st, const uint64_t *bd, int S, int64_t step)
+{
+    st->prev_step = -1;
+    if (!bd || S <= 0)
+        return;
+    if (S != st->cap_prev) {
+        uint64_t *m = realloc(st->prev_bound, sizeof *m * 2 * (size_t)S);
+        if (!m)
+            return;
+        st->prev_bound = m;
+        st->cap_prev = S;
+    }
+    memcpy(st->prev_bound, bd, sizeof *bd * 2 * (size_t)S);
+    st->prev_step = step;
+}
+
 static void finalize(state *st, bucket *b)
 {
     pp_analysis *a = st->a;
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+    uint64_t *bd = NULL; /* [4 S]: the stages' starts and ends of this step, scratch */
     if (b->step > st->last_finalized)
         st->last_finalized = b->step;
-    if (!step_wanted(st, b->step) || b->ranges.n == 0 || S <= 0)
+    if (b->ranges.n && S > 0 && (bd = malloc(4 * sizeof *bd * (size_t)S)) != NULL)
+        stage_bounds(b, bd, bd + S, S);
+    if (!step_wanted(st, b->step) || b->ranges.n == 0 || S <= 0 || !bd)
         goto done;
     if (a->warmup_skipped < st->o->warmup) {
         a->warmup_skipped++;
@@ -760,7 +849,8 @@ static void finalize(state *st, bucket *b)
         goto done;
     sp->step = b->step;
     sp->t0_ns = (double)t0;
-    sp->step_ns = (double)(t1 - t0);
+    sp->window_ns = (double)(t1 - t0);
+    sp->step_ns = step_period_ns(st, b, bd, S, sp->window_ns);
     sp->culprit = -1;
     sp->stage = calloc((size_t)S, sizeof(pp_stage_step));
     if (!sp->stage)
@@ -919,6 +1009,8 @@ static void finalize(state *st, bucket *b)
     }
     keep_ops(st, b);
 done:
+    remember_bounds(st, bd, S, b->step);
+    free(bd);
     b->ops.n = b->layer_ops.n = b->ranges.n = b->allred.n = 0;
     b->used = 0;
 }
@@ -1765,6 +1857,7 @@ static void state_free(state *st)
     vec_free(&st->buckets);
     free(st->stage_max_step);
     free(st->seen);
+    free(st->prev_bound);
     pp_astep *sp = st->steps.data;
     for (size_t i = 0; i < st->steps.n; i++)
         free(sp[i].stage);
@@ -1824,6 +1917,7 @@ static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->o = o;
     st->a = a;
     st->last_finalized = INT64_MIN;
+    st->prev_step = -1;
     st->buckets.elem = sizeof(bucket);
     st->steps.elem = sizeof(pp_astep);
     st->stage_acc.elem = sizeof(stage_acc);
@@ -2178,7 +2272,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         for (size_t i = 0; i < a->n_steps; i++) {
             steps[i] = a->steps[i].step;
             w0[i] = (uint64_t)a->steps[i].t0_ns;
-            w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].step_ns);
+            w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].window_ns);
         }
         /* the pictures' window: the kept steps */
         uint64_t k0 = UINT64_MAX, k1 = 0;

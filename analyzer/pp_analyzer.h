@@ -71,7 +71,9 @@ typedef struct pp_stage_step {
 typedef struct pp_astep {
     int64_t step;
     double t0_ns;        /* start on the common clock */
-    double step_ns;      /* from the first stage's step start to the last stage's end */
+    double step_ns;      /* the pipeline's period: mean spacing of a stage's step starts
+                            (docs/metrics.md) */
+    double window_ns;    /* from the first stage's step start to the last stage's end */
     double bubble_ratio; /* sum of idle / (S x step) */
     int decomposed;      /* 0 when the step's ranges could not be replayed (partial data) */
     int culprit;         /* stage with the largest share of the critical path, -1 unknown */

@@ -647,6 +647,13 @@ static const pp_astep *step_of(const pp_analysis *a, int64_t step)
 }
 
 /* The kept steps, at most max_steps of them (0: no cap). Fails when nothing was kept. */
+/* How far a step's ranges reach from its start: its window (the union of the stages' step
+ * ranges), which the pictures draw; the step time is the pipeline's period instead. */
+static double step_extent_ns(const pp_astep *sp)
+{
+    return sp->window_ns > 0 ? sp->window_ns : sp->step_ns;
+}
+
 static pp_status window_of(const pp_analysis *a, int64_t max_steps, window *w)
 {
     if (!a->n_ops)
@@ -670,8 +677,8 @@ static pp_status window_of(const pp_analysis *a, int64_t max_steps, window *w)
     w->origin = s0 && s0->t0_ns <= first_op ? s0->t0_ns : first_op;
     for (int64_t s = w->lo; s <= w->hi; s++) {
         const pp_astep *sp = step_of(a, s);
-        if (sp && sp->t0_ns + sp->step_ns > w->end)
-            w->end = sp->t0_ns + sp->step_ns;
+        if (sp && sp->t0_ns + step_extent_ns(sp) > w->end)
+            w->end = sp->t0_ns + step_extent_ns(sp);
     }
     if (!isfinite(w->origin))
         return PP_ERR(PP_ERR_INVALID, "no timeline kept for steps %lld..%lld: nothing to draw",
@@ -875,7 +882,8 @@ static pp_status gantt_script(const pp_analysis *a, const window *win, FILE *f, 
         const pp_astep *sp = step_of(a, st);
         if (!sp)
             continue;
-        double x0 = ms(sp->t0_ns - win->origin), x1 = ms(sp->t0_ns + sp->step_ns - win->origin);
+        double x0 = ms(sp->t0_ns - win->origin),
+               x1 = ms(sp->t0_ns + step_extent_ns(sp) - win->origin);
         fprintf(f, "set arrow from %.6f, graph 0 to %.6f, graph 1 nohead dt 2 lw 1.2 lc rgb "
                    "'#202020' front\n",
                 x0, x0);
@@ -1221,18 +1229,53 @@ static void chrome_op(jw *w, const pp_analysis *a, const window *win, const pp_a
     jw_close(w, '}');
 }
 
-static void chrome_flow(jw *w, const window *win, const pp_aop *s, const pp_aop *r, long id)
+/* One send -> receive arrow, bound the way Perfetto's JSON importer binds flow events (and
+ * chrome://tracing, which it follows): a flow start ("ph":"s") attaches to the innermost slice
+ * open on its track at its timestamp, a flow end with "bp":"e" likewise, and the arrow is
+ * oriented from the slice that begins first to the one that begins later, whatever the events
+ * say. A receive that was posted before the send began (its receiver waited) begins first, so
+ * an arrow into it would point receiver -> sender: such a receive gets a child slice,
+ * "<act|grad> s->d in flight", from just after the send began to the receive's end (the part of
+ * the receive the data was in flight, docs/metrics.md), and the arrow ends there. The start
+ * sits 1 ns into the send, the end 1 ns before the receive's end. A receive that ended before
+ * its send began (clocks that disagree) gets no arrow: none could point forward. Returns 1 when
+ * the arrow was written. */
+static int chrome_flow(jw *w, const window *win, const pp_aop *s, const pp_aop *r, long id)
 {
+    const double ns = 0.001; /* us */
+    double s0 = us_at(win, s->t0), s_dur = s->t1 > s->t0 ? (double)(s->t1 - s->t0) * 1e-3 : 0;
+    double r0 = us_at(win, r->t0), r1 = us_at(win, r->t1);
+    double from = s0 + (s_dur > 2 * ns ? ns : s_dur * 0.5);
+    double bind0 = r0; /* where the slice the arrow ends in begins */
+    if (r0 <= from)
+        bind0 = from + ns; /* the in-flight child */
+    if (r1 - bind0 < 2 * ns)
+        return 0;
     char name[64];
     int grad = s->kind == PP_AOP_SEND_GRAD;
     snprintf(name, sizeof name, "%s %d->%d", grad ? "grad" : "act", s->stage, s->peer);
-    /* The arrow leaves the send's middle and arrives just before the receive's end (when the
-     * data was there); both points lie inside their slices, so viewers bind them to those. */
+    if (bind0 > r0) {
+        char cname[80];
+        snprintf(cname, sizeof cname, "%s in flight", name);
+        jw_open(w, NULL, '{', 1);
+        jw_str(w, "name", cname);
+        jw_str(w, "cat", "transfer");
+        jw_str(w, "ph", "X");
+        jw_int(w, "pid", r->rank);
+        jw_int(w, "tid", r->stage);
+        jw_us(w, "ts", bind0);
+        jw_us(w, "dur", r1 - bind0);
+        jw_open(w, "args", '{', 1);
+        jw_int(w, "step", r->step);
+        if (r->mb >= 0)
+            jw_int(w, "mb", r->mb);
+        jw_u64(w, "bytes", s->bytes);
+        jw_close(w, '}');
+        jw_close(w, '}');
+    }
     const pp_aop *ends[2] = {s, r};
+    const double at[2] = {from, r1 - ns};
     for (int k = 0; k < 2; k++) {
-        const pp_aop *o = ends[k];
-        double dur_us = o->t1 > o->t0 ? (double)(o->t1 - o->t0) * 1e-3 : 0;
-        double at = k ? dur_us - (dur_us > 0.002 ? 0.001 : dur_us * 0.5) : dur_us * 0.5;
         jw_open(w, NULL, '{', 1);
         jw_str(w, "name", name);
         jw_str(w, "cat", "transfer");
@@ -1240,11 +1283,12 @@ static void chrome_flow(jw *w, const window *win, const pp_aop *s, const pp_aop 
         if (k)
             jw_str(w, "bp", "e");
         jw_int(w, "id", id);
-        jw_int(w, "pid", o->rank);
-        jw_int(w, "tid", o->stage);
-        jw_us(w, "ts", us_at(win, o->t0) + at);
+        jw_int(w, "pid", ends[k]->rank);
+        jw_int(w, "tid", ends[k]->stage);
+        jw_us(w, "ts", at[k]);
         jw_close(w, '}');
     }
+    return 1;
 }
 
 /* GPU work of the kept steps (pprof-run --cuda / --nccl): one track per device stream and one
@@ -1407,8 +1451,8 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
         chrome_op(&w, a, &win, &a->layer_ops[i], 1);
     long id = 0;
     for (size_t i = 0; i < a->n_ops; i++)
-        if (recv_of[i] >= 0)
-            chrome_flow(&w, &win, &a->ops[i], &a->ops[recv_of[i]], ++id);
+        if (recv_of[i] >= 0 && chrome_flow(&w, &win, &a->ops[i], &a->ops[recv_of[i]], id + 1))
+            id++;
     for (size_t i = 0; i < a->n_allreduce_ops; i++) {
         const pp_aop *o = &a->allreduce_ops[i];
         jw_open(&w, NULL, '{', 1);

@@ -442,19 +442,127 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
     cr_assert_eq(a->S, 2);
     cr_assert_eq(a->n_steps, 2u);
-    cr_assert_float_eq(a->step_ns.mean, 6e6, 1.0);
-    /* each stage busy 4 of 6 ms */
+    /* steps start 10 ms apart and their ranges last 6 ms: the step time is the period */
+    cr_assert_float_eq(a->step_ns.mean, 10e6, 1.0);
+    for (size_t i = 0; i < a->n_steps; i++)
+        cr_assert_float_eq(a->steps[i].window_ns, 6e6, 1.0);
+    /* each stage busy 4 of the 10 ms */
     for (int s = 0; s < 2; s++) {
         cr_assert_float_eq(a->stages[s].busy_ns, 4e6, 1.0);
         cr_assert_float_eq(a->stages[s].fwd_ns.median, 1e6, 1.0);
         cr_assert_eq(a->stages[s].fwd_ns.count, 4u, "2 micro-batches x 2 steps");
     }
-    cr_assert_float_eq(a->bubble_ratio, 2.0 / 6.0, 1e-9);
+    cr_assert_float_eq(a->bubble_ratio, 6.0 / 10.0, 1e-9);
     /* peers implied by the neighbour rule; bytes from the payload */
     cr_assert_eq(a->n_links, 2u);
     for (size_t i = 0; i < a->n_links; i++) {
         cr_assert_eq(a->links[i].messages, 4u);
         cr_assert_eq(a->links[i].bytes, 4u * 4096u);
+    }
+    pp_analysis_free(a);
+}
+
+/* A 2-stage job of the kind a Python framework writes (queues between threads, no barrier
+ * before the optimizer step), steps 10 ms apart, worked by hand (us from each step's base b):
+ *   stage 0  step [0, 8000]: fwd0 [0, 1000], send_act0 [1000, 1003], fwd1 [1003, 2000],
+ *            send_act1 [2000, 2003], recv_grad0 [2003, 5040] (waits: grad0 sent at 5000),
+ *            bwd0 [5040, 6000], recv_grad1 [6000, 6005] (finds grad1, sent at 5900, waiting),
+ *            bwd1 [6005, 7000], opt [7000, 8000]
+ *   stage 1  step [-3000, 7000] (opens its step early and waits: the windows overlap),
+ *            recv_act0 [-3000, 1040] (waits: act0 sent at 1000), fwd0 [1040, 2540],
+ *            recv_act1 [2540, 2545] (finds act1, sent at 2000, waiting), fwd1 [2545, 4045],
+ *            bwd0 [4045, 5000], send_grad0 [5000, 5003], bwd1 [5003, 5900],
+ *            send_grad1 [5900, 5903], opt [5903, 7000]
+ * Each receive that waited saw its message 40 us in flight; the two that found their data
+ * waiting took 5 us (a queue's get), which says nothing of the link. */
+static void write_queue_job(const char *path)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    g_next_str = 0;
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 43;
+    h.rank = -1;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    uint32_t dom = sid(&t, "pipeprof"), s_step = sid(&t, "step"), s_opt = sid(&t, "opt_step");
+    uint32_t s_fwd[2] = {sid(&t, "fwd mb0"), sid(&t, "fwd mb1")};
+    uint32_t s_bwd[2] = {sid(&t, "bwd mb0"), sid(&t, "bwd mb1")};
+    uint32_t s_sa[2] = {sid(&t, "send_act mb0"), sid(&t, "send_act mb1")};
+    uint32_t s_ra[2] = {sid(&t, "recv_act mb0"), sid(&t, "recv_act mb1")};
+    uint32_t s_sg[2] = {sid(&t, "send_grad mb0"), sid(&t, "send_grad mb1")};
+    uint32_t s_rg[2] = {sid(&t, "recv_grad mb0"), sid(&t, "recv_grad mb1")};
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    const uint64_t us = 1000, T0 = 1000000 * us;
+    typedef struct { uint32_t msg; int64_t t0, t1; uint64_t payload; } r;
+    for (int step = 1; step <= 3; step++) {
+        uint64_t b = T0 + (uint64_t)(step - 1) * 10000 * us;
+        const r st0[] = {{s_fwd[0], 0, 1000, 0},     {s_sa[0], 1000, 1003, 4096},
+                         {s_fwd[1], 1003, 2000, 1},  {s_sa[1], 2000, 2003, 4096},
+                         {s_rg[0], 2003, 5040, 4096}, {s_bwd[0], 5040, 6000, 0},
+                         {s_rg[1], 6000, 6005, 4096}, {s_bwd[1], 6005, 7000, 1},
+                         {s_opt, 7000, 8000, 0}};
+        const r st1[] = {{s_ra[0], -3000, 1040, 4096}, {s_fwd[0], 1040, 2540, 0},
+                         {s_ra[1], 2540, 2545, 4096},  {s_fwd[1], 2545, 4045, 1},
+                         {s_bwd[0], 4045, 5000, 0},    {s_sg[0], 5000, 5003, 4096},
+                         {s_bwd[1], 5003, 5900, 1},    {s_sg[1], 5900, 5903, 4096},
+                         {s_opt, 5903, 7000, 0}};
+        push(&t, 100, b, s_step, 1, (uint64_t)step);
+        for (size_t i = 0; i < sizeof st0 / sizeof st0[0]; i++) {
+            push(&t, 100, b + (uint64_t)st0[i].t0 * us, st0[i].msg, 1, st0[i].payload);
+            pop(&t, 100, b + (uint64_t)st0[i].t1 * us);
+        }
+        pop(&t, 100, b + 8000 * us);
+        tw_flush(&t, PP_BLOCK_EVENTS, 100);
+        push(&t, 101, b - 3000 * us, s_step, 2, (uint64_t)step);
+        for (size_t i = 0; i < sizeof st1 / sizeof st1[0]; i++) {
+            push(&t, 101, (uint64_t)((int64_t)b + st1[i].t0 * (int64_t)us), st1[i].msg, 2,
+                 st1[i].payload);
+            pop(&t, 101, b + (uint64_t)st1[i].t1 * us);
+        }
+        pop(&t, 101, b + 7000 * us);
+        tw_flush(&t, PP_BLOCK_EVENTS, 101);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/queues.pft", g_dir);
+    write_queue_job(path);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 2);
+    cr_assert_eq(a->n_steps, 2u, "3 steps, 1 warm-up");
+    /* the windows overlap (11 ms: stage 1 opens 3 ms early), the period is 10 ms */
+    for (size_t i = 0; i < a->n_steps; i++) {
+        cr_assert_float_eq(a->steps[i].window_ns, 11e6, 1.0);
+        cr_assert_float_eq(a->steps[i].step_ns, 10e6, 1.0, "step %lld: %.0f ns",
+                           (long long)a->steps[i].step, a->steps[i].step_ns);
+        /* the bubble follows: idle = period - busy */
+        for (int s = 0; s < 2; s++)
+            cr_assert_float_eq(a->steps[i].stage[s].idle_ns,
+                               10e6 - a->steps[i].stage[s].busy_ns, 1.0);
+    }
+    cr_assert_float_eq(a->stages[0].busy_ns, 4.952e6, 1.0);
+    cr_assert_float_eq(a->stages[1].busy_ns, 5.949e6, 1.0);
+    /* one message per link and step was observed in flight, for 40 us; the receives that found
+     * their data waiting are not timed (from the send they would read 545 us and 105 us) */
+    cr_assert_eq(a->n_links, 2u);
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        cr_assert_eq(l->messages, 4u, "2 micro-batches x 2 steps");
+        cr_assert_eq(l->timed, 2u, "%d -> %d", l->src, l->dst);
+        cr_assert_float_eq(l->latency_ns.median, 40e3, 1.0, "%d -> %d: %.0f ns", l->src,
+                           l->dst, l->latency_ns.median);
+        cr_assert_float_eq(l->latency_ns.max, 40e3, 1.0);
+        cr_assert_float_eq(l->bandwidth_GBps, 4096.0 / 40e3, 1e-9);
     }
     pp_analysis_free(a);
 }

@@ -345,6 +345,100 @@ Test(report, chrome_trace_has_tracks_ops_and_flows)
     cJSON_Delete(j);
 }
 
+/* A slice of a Chrome trace, for checking how Perfetto binds flow events. */
+typedef struct cslice {
+    int pid, tid;
+    double ts, dur;
+    const char *name;
+} cslice;
+
+/* The innermost slice open on (pid, tid) at ts (Perfetto binds "s" and "f" with "bp":"e" to
+ * the topmost open slice): the latest-starting slice strictly around ts. */
+static const cslice *slice_at(const cslice *v, int n, int pid, int tid, double ts)
+{
+    const cslice *best = NULL;
+    for (int i = 0; i < n; i++)
+        if (v[i].pid == pid && v[i].tid == tid && v[i].ts < ts && ts < v[i].ts + v[i].dur &&
+            (!best || v[i].ts > best->ts || (v[i].ts == best->ts && v[i].dur < best->dur)))
+            best = &v[i];
+    return best;
+}
+
+/* Every send -> receive arrow binds where Perfetto will keep it and points forward: its start
+ * lies in the send's slice, its end in a slice that begins after the start (the receive, or
+ * the receive's in-flight part when the receive was posted before the send), which Perfetto
+ * then orients sender -> receiver. */
+Test(report, chrome_flows_start_in_the_send_and_end_in_a_later_slice_of_the_receive)
+{
+    const char *dir = make_run("run", "1f1b", 8, 3, 1000);
+    const char *args[] = {"-q", dir, "--chrome", "trace.json", NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    tk_result_free(&r);
+    cJSON *j = load_json(tk_path("trace.json"));
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    int n = cJSON_GetArraySize(ev), nx = 0, sends = 0, in_flight = 0;
+    cslice *x = calloc((size_t)n, sizeof *x);
+    cr_assert_not_null(x);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X") != 0)
+            continue;
+        x[nx] = (cslice){(int)num(e, "pid"), (int)num(e, "tid"), num(e, "ts"), num(e, "dur"),
+                         cJSON_GetObjectItem(e, "name")->valuestring};
+        sends += strncmp(x[nx].name, "send_", 5) == 0;
+        in_flight += strstr(x[nx].name, " in flight") != NULL;
+        nx++;
+    }
+    int flows = 0;
+    cJSON_ArrayForEach(e, ev)
+    {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "s") != 0)
+            continue;
+        flows++;
+        double id = num(e, "id"), ts = num(e, "ts");
+        const cslice *from = slice_at(x, nx, (int)num(e, "pid"), (int)num(e, "tid"), ts);
+        cr_assert_not_null(from, "flow %.0f: its start at %.3f us lies in no slice", id, ts);
+        cr_assert(strncmp(from->name, "send_", 5) == 0, "flow %.0f starts in '%s'", id,
+                  from->name);
+        const cJSON *f = NULL, *g;
+        cJSON_ArrayForEach(g, ev)
+        {
+            if (strcmp(cJSON_GetObjectItem(g, "ph")->valuestring, "f") == 0 && num(g, "id") == id)
+                f = g;
+        }
+        cr_assert_not_null(f, "flow %.0f has no end", id);
+        cr_assert_str_eq(cJSON_GetObjectItem(f, "bp")->valuestring, "e");
+        double fts = num(f, "ts");
+        const cslice *to = slice_at(x, nx, (int)num(f, "pid"), (int)num(f, "tid"), fts);
+        cr_assert_not_null(to, "flow %.0f: its end at %.3f us lies in no slice", id, fts);
+        cr_assert_gt(fts, ts, "flow %.0f ends (%.3f) before it starts (%.3f)", id, fts, ts);
+        cr_assert_gt(to->ts, ts, "flow %.0f ends in '%s', which begins at %.3f, before the "
+                                 "flow's start at %.3f (Perfetto would point it backwards)",
+                     id, to->name, to->ts, ts);
+        cr_assert_gt(to->ts, from->ts);
+        /* the end is the receive or its in-flight part */
+        if (strstr(to->name, " in flight")) {
+            const cslice *recv = NULL;
+            for (int i = 0; i < nx; i++)
+                if (x[i].pid == to->pid && x[i].tid == to->tid && x[i].ts < to->ts &&
+                    fabs(x[i].ts + x[i].dur - (to->ts + to->dur)) < 0.0015)
+                    recv = &x[i];
+            cr_assert_not_null(recv, "flow %.0f: '%s' is inside no receive", id, to->name);
+            cr_assert(strncmp(recv->name, "recv_", 5) == 0, "%s", recv->name);
+        } else {
+            cr_assert(strncmp(to->name, "recv_", 5) == 0, "flow %.0f ends in '%s'", id, to->name);
+        }
+    }
+    cr_log_info("%d flows, %d of them into a receive posted before its send", flows, in_flight);
+    cr_expect_eq(sends, 6 * 8, "3 links x 2 directions x 8 micro-batches");
+    cr_expect_eq(flows, sends, "one arrow per message");
+    cr_expect_gt(in_flight, 0, "1F1B's receivers wait for some messages");
+    free(x);
+    cJSON_Delete(j);
+}
+
 /* ---- summary JSON ------------------------------------------------------------------------ */
 
 Test(report, json_summary_of_a_1f1b_run)
@@ -898,11 +992,12 @@ Test(report, chrome_of_the_fake_analysis_pairs_flows)
         if (strcmp(ph, "f") == 0 && fl < 2)
             f_ts[fl++] = num(e, "ts");
     }
-    cr_expect_eq(x, 9);
+    /* 9 ops, and both messages' in-flight parts: the activation was sent 2000..2001 us and
+     * received 0..2002 us, the receive was posted first, so the arrow ends in a child slice of
+     * it that begins after the send, at the receive's end (the gradient likewise) */
+    cr_expect_eq(x, 11);
     cr_expect_eq(s, 2);
     cr_expect_eq(fl, 2);
-    /* the activation: sent 2000..2001 us, received 0..2002 us: the arrow ends inside the
-     * receive, at its end */
     cr_expect(s_ts[0] > 2000 && s_ts[0] < 2001, "%f", s_ts[0]);
     cr_expect(f_ts[0] > 2001.9 && f_ts[0] < 2002, "%f", f_ts[0]);
     cJSON_Delete(j);
