@@ -15,3 +15,32 @@ if ((${#missing[@]})); then
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The Python fixture of the tests (tests/py: a pipeline in another language) needs the PyPI
+# `nvtx` package. It goes into a venv kept outside the clone, created once and reused by later
+# runs and other clones: /var/cache/pipeprof/venv when that is writable (root), else
+# ${XDG_CACHE_HOME:-~/.cache}/pipeprof/venv; PPROF_VENV chooses another place. tests/test_pyjob.c
+# looks in the same places (PPROF_PYTHON names an interpreter directly). A failure here only
+# costs those tests (they skip); nothing else needs Python.
+if [[ -n "${PPROF_VENV:-}" ]]; then
+  venv=$PPROF_VENV
+elif mkdir -p /var/cache/pipeprof 2>/dev/null && [[ -w /var/cache/pipeprof ]]; then
+  venv=/var/cache/pipeprof/venv
+else
+  venv=${XDG_CACHE_HOME:-$HOME/.cache}/pipeprof/venv
+fi
+if ! "$venv/bin/python" -c 'import nvtx' 2>/dev/null; then
+  py=${PPROF_SETUP_PYTHON:-python3}
+  if ! "$py" -c 'import ensurepip, venv' 2>/dev/null && command -v apt-get >/dev/null; then
+    echo "setup: installing python3-venv" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv || true
+  fi
+  echo "setup: creating $venv with the nvtx package" >&2
+  if mkdir -p "$(dirname "$venv")" && "$py" -m venv "$venv" &&
+     "$venv/bin/pip" install -q --disable-pip-version-check nvtx; then
+    echo "setup: $venv/bin/python has nvtx" >&2
+  else
+    echo "setup: could not install nvtx into $venv; the Python fixture's tests will skip" >&2
+  fi
+fi
