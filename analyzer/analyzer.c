@@ -2299,11 +2299,23 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     }
     if (a->n_steps == 0) {
         int S = a->S;
-        rc = PP_ERR(PP_ERR_INVALID,
-                    "no pipeline steps found in the traces (%d stage(s) seen, %lld warm-up "
-                    "step(s) skipped): does the job emit the NVTX convention of "
-                    "docs/nvtx-convention.md?",
-                    S, (long long)a->warmup_skipped);
+        uint64_t all = a->events_total + a->dropped_total;
+        /* Heavy drops (a tenth of the events or more) explain missing steps better than the
+         * convention does: the step ranges were likely among the events lost. */
+        if (a->dropped_total > 0 && a->dropped_total >= all / 10)
+            rc = PP_ERR(PP_ERR_INVALID,
+                        "no pipeline steps found in the traces (%d stage(s) seen): the capture "
+                        "dropped %llu of %llu events (%.0f%%; its buffers were full), so the "
+                        "steps' ranges were likely lost; capture again with a larger "
+                        "PPROF_BUFFER_KB or PPROF_FLUSH_MS smaller (docs/profiler.md)",
+                        S, (unsigned long long)a->dropped_total, (unsigned long long)all,
+                        100.0 * (double)a->dropped_total / (double)all);
+        else
+            rc = PP_ERR(PP_ERR_INVALID,
+                        "no pipeline steps found in the traces (%d stage(s) seen, %lld warm-up "
+                        "step(s) skipped): does the job emit the NVTX convention of "
+                        "docs/nvtx-convention.md?",
+                        S, (long long)a->warmup_skipped);
         goto done;
     }
 done:
@@ -2402,9 +2414,20 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
             ms(a->step_ns.mean), ms(a->step_ns.median), ms(a->step_ns.p95), ms(a->step_ns.max));
     fprintf(out, "bubble: %.1f%% of stage time idle; imbalance (max/mean busy) %.3f",
             100 * a->bubble_ratio, a->imbalance);
-    if (a->samples_per_s > 0)
-        fprintf(out, "; throughput %.1f samples/s, %.0f tokens/s", a->samples_per_s,
-                a->tokens_per_s);
+    /* counts the job did not announce are unknown, never 0 */
+    if (a->samples_per_s > 0 || a->tokens_per_s > 0) {
+        fprintf(out, "; throughput ");
+        if (a->samples_per_s > 0)
+            fprintf(out, "%.1f samples/s", a->samples_per_s);
+        else
+            fprintf(out, "unknown samples/s");
+        if (a->tokens_per_s > 0)
+            fprintf(out, ", %.0f tokens/s", a->tokens_per_s);
+        else
+            fprintf(out, ", unknown tokens/s");
+    } else {
+        fprintf(out, "; throughput unknown (no samples or tokens per step in a config mark)");
+    }
     fprintf(out, "\n\n");
     fprintf(out, "%-6s %10s %10s %10s %10s %8s %11s %11s %10s  %s\n", "stage", "fwd ms",
             "bwd ms", "busy ms", "idle ms", "bubble", "fill/drain", "imbalance", "transfer",
@@ -2468,10 +2491,15 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
             const pp_alink *l = &a->links[i];
             char name[24];
             snprintf(name, sizeof name, "%d -> %d", l->src, l->dst);
-            fprintf(out, "%-12s %-5s %9llu %12.3f %10.3f %12.1f %10.3f %10.3f\n", name,
+            /* no message timed (or no bytes announced): bandwidth and latency unknown */
+            char gbps[16] = "-", lat[16] = "-";
+            if (l->timed && l->bandwidth_GBps > 0)
+                snprintf(gbps, sizeof gbps, "%.3f", l->bandwidth_GBps);
+            if (l->timed)
+                snprintf(lat, sizeof lat, "%.1f", l->latency_ns.median * 1e-3);
+            fprintf(out, "%-12s %-5s %9llu %12.3f %10s %12s %10.3f %10.3f\n", name,
                     l->grad ? "grad" : "act", (unsigned long long)l->messages,
-                    (double)l->bytes / 1e6, l->bandwidth_GBps, l->latency_ns.median * 1e-3,
-                    ms(l->wait_ns), ms(l->send_ns));
+                    (double)l->bytes / 1e6, gbps, lat, ms(l->wait_ns), ms(l->send_ns));
         }
     }
     /* clocks: only when some were estimated (several hosts, or the profiler's test hook) */

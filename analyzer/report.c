@@ -303,6 +303,13 @@ static void json_pipeline(jw *w, const pp_analysis *a)
     jw_close(w, '}');
 }
 
+/* How far a step's ranges reach from its start: its window (the union of the stages' step
+ * ranges), which the pictures draw; the step time is the pipeline's period instead. */
+static double step_extent_ns(const pp_astep *sp)
+{
+    return sp->window_ns > 0 ? sp->window_ns : sp->step_ns;
+}
+
 static void json_steps(jw *w, const pp_analysis *a)
 {
     jw_open(w, "analysis", '{', 0);
@@ -319,6 +326,7 @@ static void json_steps(jw *w, const pp_analysis *a)
         jw_int(w, "step", sp->step);
         jw_num(w, "start_ms", ms(sp->t0_ns - origin));
         jw_num(w, "step_ms", ms(sp->step_ns));
+        jw_num(w, "window_ms", ms(step_extent_ns(sp)));
         jw_num(w, "bubble_ratio", sp->bubble_ratio);
         jw_num(w, "imbalance", step_imbalance(a, sp));
         jw_bool(w, "decomposed", sp->decomposed);
@@ -647,13 +655,6 @@ static const pp_astep *step_of(const pp_analysis *a, int64_t step)
 }
 
 /* The kept steps, at most max_steps of them (0: no cap). Fails when nothing was kept. */
-/* How far a step's ranges reach from its start: its window (the union of the stages' step
- * ranges), which the pictures draw; the step time is the pipeline's period instead. */
-static double step_extent_ns(const pp_astep *sp)
-{
-    return sp->window_ns > 0 ? sp->window_ns : sp->step_ns;
-}
-
 static pp_status window_of(const pp_analysis *a, int64_t max_steps, window *w)
 {
     if (!a->n_ops)

@@ -567,6 +567,79 @@ Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
     pp_analysis_free(a);
 }
 
+/* A job that announced neither samples nor tokens per step: its throughput is unknown, and the
+ * table says so instead of printing 0 (the JSON has null, tests/test_report.c). */
+Test(analyzer, unannounced_counts_print_as_unknown)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/queues.pft", g_dir);
+    write_queue_job(path);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->samples_per_step, 0.0);
+    cr_assert_eq(a->tokens_per_step, 0.0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    pp_analysis_print(a, f);
+    fclose(f);
+    cr_assert(strstr(text, "throughput unknown") != NULL, "%s", text);
+    cr_assert(strstr(text, "0 tokens/s") == NULL && strstr(text, "0.0 samples/s") == NULL, "%s",
+              text);
+    free(text);
+    /* announced samples but no tokens: samples/s known, tokens/s unknown */
+    a->samples_per_s = 100;
+    text = NULL;
+    f = open_memstream(&text, &len);
+    pp_analysis_print(a, f);
+    fclose(f);
+    cr_assert(strstr(text, "throughput 100.0 samples/s, unknown tokens/s") != NULL, "%s", text);
+    free(text);
+    pp_analysis_free(a);
+}
+
+/* A capture that lost most of its events (full buffers) and kept no step: the error names the
+ * drops as the likely reason, not the convention. */
+Test(analyzer, heavy_drops_are_named_when_no_steps_are_found)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    g_next_str = 0;
+    char path[256];
+    snprintf(path, sizeof path, "%s/dropped.pft", g_dir);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK);
+    uint32_t dom = sid(&t, "pipeprof"), s_fwd = sid(&t, "fwd mb0");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    /* a few forwards survived; their step ranges did not */
+    for (int i = 0; i < 5; i++) {
+        push(&t, 7, 1000000 + (uint64_t)i * 2000, s_fwd, 1, 0);
+        pop(&t, 7, 1001000 + (uint64_t)i * 2000);
+    }
+    tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    pp_rec_footer ft;
+    memset(&ft, 0, sizeof ft);
+    ft.events = 10;
+    ft.dropped = 90;
+    ft.threads = 1;
+    cr_assert_eq(pp_trace_writer_footer(t.w, &ft), PP_OK, "%s", pp_error_message());
+    pp_trace_writer_close(t.w);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
+    const char *m = pp_error_message();
+    cr_assert(strstr(m, "no pipeline steps") != NULL, "%s", m);
+    cr_assert(strstr(m, "dropped 90 of 100 events") != NULL, "%s", m);
+    cr_assert(strstr(m, "PPROF_BUFFER_KB") != NULL, "%s", m);
+    cr_assert(strstr(m, "NVTX convention") == NULL, "%s", m);
+}
+
 Test(analyzer, damaged_and_foreign_run_directories)
 {
     pp_analysis *a = NULL;
