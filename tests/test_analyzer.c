@@ -193,6 +193,43 @@ Test(analyzer, link_bandwidth_matches_the_cost_file, .timeout = 120)
     pp_analysis_free(a);
 }
 
+/* pptrain's own activations and gradients on the sim backend, whose link model is known
+ * (docs/cost-file.md: p2p_latency_us + bytes / p2p_GBps): both directions' latency is the
+ * model's, so activations read like gradients. A receive that found its activation waiting in
+ * the mailbox (common in both schedules) must not count the time it sat there. */
+Test(analyzer, pptrain_activations_latency_is_the_link_model_like_gradients, .timeout = 120)
+{
+    need_capture();
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s/lat.json", g_dir);
+    /* 64 KiB at 10 GB/s after 200 us: 206.6 us per message */
+    write_costs(costs, 4, 2000, 10.0, 200, 64u << 10);
+    const double model_ns = 200e3 + (double)(64u << 10) / 10.0;
+    static const char *const kinds[] = {"1f1b", "gpipe"};
+    for (int k = 0; k < 2; k++) {
+        pp_analysis *a = capture(kinds[k], costs, kinds[k], 4, 8, 3, NULL);
+        cr_assert_eq(a->n_links, 6u);
+        double lat[2] = {0}, n[2] = {0};
+        for (size_t i = 0; i < a->n_links; i++) {
+            const pp_alink *l = &a->links[i];
+            cr_log_info("%s %d -> %d %s: latency %.1f us (model %.1f), %llu of %llu timed",
+                        kinds[k], l->src, l->dst, l->grad ? "grad" : "act",
+                        l->latency_ns.median * 1e-3, model_ns * 1e-3,
+                        (unsigned long long)l->timed, (unsigned long long)l->messages);
+            cr_assert_gt(l->timed, 0u);
+            cr_assert_leq(fabs(l->latency_ns.median - model_ns), 0.25 * model_ns,
+                          "%s %d -> %d: %.1f us, the model's %.1f us", kinds[k], l->src, l->dst,
+                          l->latency_ns.median * 1e-3, model_ns * 1e-3);
+            lat[l->grad] += l->latency_ns.median;
+            n[l->grad]++;
+        }
+        double act = lat[0] / n[0], grad = lat[1] / n[1];
+        cr_assert_leq(fabs(act - grad), 0.25 * grad, "%s: activations %.1f us, gradients %.1f us",
+                      kinds[k], act * 1e-3, grad * 1e-3);
+        pp_analysis_free(a);
+    }
+}
+
 Test(analyzer, kept_timeline_has_every_op_of_the_last_step)
 {
     need_capture();
