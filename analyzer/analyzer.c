@@ -1315,6 +1315,8 @@ static void on_config(state *st, file_state *f, const char *msg, uint64_t ts)
         const char *k = p, *v = eq + 1;
         if (strcmp(k, "schedule") == 0)
             snprintf(a->schedule, sizeof a->schedule, "%s", v);
+        else if (strcmp(k, "schedules") == 0 && strlen(v) < sizeof a->schedules)
+            snprintf(a->schedules, sizeof a->schedules, "%s", v);
         else if (strcmp(k, "S") == 0)
             st->S_cfg = atoi(v) > 0 && atoi(v) <= 4096 ? atoi(v) : 0;
         else if (strcmp(k, "M") == 0)

@@ -216,6 +216,22 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
                     a->schedule);
         goto fail;
     }
+    e->runnable = 1u << e->schedule;
+    if (a->schedules[0]) {
+        /* names the tuner does not know (a framework's own schedules) are not proposable */
+        char buf[sizeof a->schedules], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", a->schedules);
+        for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            pp_schedule_kind k;
+            if (pp_schedule_kind_parse(p, &k) == PP_OK)
+                e->runnable |= 1u << k;
+        }
+        e->runnable_announced = 1;
+    } else {
+        note(e, "the run does not announce the schedules it can run (config mark schedules=): "
+                "only its own, %s, is proposed",
+             pp_schedule_kind_name(e->schedule));
+    }
     e->M = a->M;
     if (e->M <= 0) {
         st = PP_ERR(PP_ERR_INVALID, "the run does not state its micro-batch count (config mark)");

@@ -158,6 +158,8 @@ typedef struct pp_analysis {
     size_t clock_sync_pairs; /* ping-pong messages used by the clock alignment */
     int replica;             /* the one analyzed */
     char schedule[32];       /* "" when unknown */
+    char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,
+                                comma-separated), "" when it did not say */
     double samples_per_step; /* 0 when unknown */
     double tokens_per_step;  /* 0 when unknown */
     /* steps */

@@ -16,6 +16,11 @@ typedef struct pp_extract {
     pp_costs *costs;          /* per layer, per micro-batch at the run's micro-batch size */
     pp_partition partition;   /* the run's cut of the layer list (from its layer ranges) */
     pp_schedule_kind schedule;
+    /* The schedules the job can run, bit k for pp_schedule_kind k: those its config mark
+     * announces (`schedules=`, docs/nvtx-convention.md), its own always; only its own when it
+     * announces none. pprof-tune proposes no other. */
+    unsigned runnable;
+    int runnable_announced;   /* 1: from the config mark */
     int M;
     int microbatch_size;      /* samples per micro-batch, 0 when unknown */
     double samples_per_step, tokens_per_step;

@@ -360,16 +360,23 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
             }
             pp_nvtx_setup(S, M, v, L, names);
             /* What the analyzer cannot see in the ranges: schedule and batch size. */
-            char cfg[256];
+            char cfg[320];
             /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
              * needs it all the same */
             double samples = c->train.batch;
             double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
+            /* every schedule pptrain runs, for the tuner (docs/nvtx-convention.md); the sim
+             * backend splits the backward (zb-h1) only when its cost file gives both halves */
+            int split = 1;
+            if (c->backend == PP_BACKEND_SIM)
+                for (int i = 0; i < c->costs->n_layers; i++)
+                    split &= c->costs->layers[i].has_split != 0;
             snprintf(cfg, sizeof cfg,
                      "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-                     "tokens_per_step=%.0f backend=%s dp=%d replica=%d",
+                     "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
+                     "schedules=gpipe,1f1b,interleaved%s",
                      pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
-                     backend_name(c->backend), dp, t->replica);
+                     backend_name(c->backend), dp, t->replica, split ? ",zb-h1" : "");
             pp_nvtx_mark_config(cfg);
             /* and what each layer weighs, for the tuner's memory model and cost file */
             size_t io = computes(c->backend)

@@ -178,6 +178,15 @@ static pp_status parse_bytes(const char *s, uint64_t *out)
     return PP_OK;
 }
 
+/* Why a schedule the user listed is not proposed to this run. */
+static const char *not_runnable(const pp_extract *e)
+{
+    return e->runnable_announced
+               ? "the job's config mark does not list it among the schedules it can run"
+               : "the job does not announce the schedules it can run (config mark "
+                 "schedules=, docs/nvtx-convention.md), so only its own is proposed";
+}
+
 /* "all" or a comma-separated list of schedule names; duplicates dropped. */
 static pp_status parse_schedules(const char *s, pp_schedule_kind *kinds, int *n)
 {
@@ -744,19 +753,26 @@ static pp_status tune_run(const args *a, const char *dir, const pp_extract *e, i
     pp_schedule_kind kinds[MAX_KINDS];
     int n_kinds = 1;
     kinds[0] = e->schedule;
+    char skipped[MAX_KINDS][256];
+    int n_skipped = 0;
     if (a->schedules) {
         pp_schedule_kind listed[MAX_KINDS];
         int n;
         parse_schedules(a->schedules, listed, &n);
-        /* the run's own schedule first: it is always a candidate (no change of schedule) */
-        for (int i = 0; i < n; i++)
-            if (listed[i] != e->schedule)
+        /* the run's own schedule first: it is always a candidate (no change of schedule); the
+         * others only when the job says it can run them */
+        for (int i = 0; i < n; i++) {
+            if (listed[i] == e->schedule)
+                continue;
+            if (e->runnable & (1u << listed[i]))
                 kinds[n_kinds++] = listed[i];
+            else
+                fmt_into(skipped[n_skipped++], sizeof skipped[0], "%s: %s",
+                         pp_schedule_kind_name(listed[i]), not_runnable(e));
+        }
     }
     proposal cands[MAX_KINDS * 4];
     int n_cands = 0;
-    char skipped[MAX_KINDS][256];
-    int n_skipped = 0;
     pp_status first_fail = PP_OK;
     char first_msg[512] = "";
     for (int k = 0; k < n_kinds; k++) {
@@ -1032,8 +1048,25 @@ static int run_advise(const args *a)
         fputs("  residuals: 0\n", o);
 
     pp_schedule_kind kinds[MAX_KINDS];
-    int n_kinds;
-    parse_schedules(a->schedules ? a->schedules : "all", kinds, &n_kinds);
+    int n_kinds = 0;
+    {
+        pp_schedule_kind listed[MAX_KINDS];
+        int n;
+        parse_schedules(a->schedules ? a->schedules : "all", listed, &n);
+        /* only what the job can run (its config mark's schedules=, else its own schedule) */
+        for (int i = 0; i < n; i++) {
+            if (e0->runnable & (1u << listed[i]))
+                kinds[n_kinds++] = listed[i];
+            else if (a->schedules || e0->runnable_announced)
+                pp_tool_note(0, "%s not considered: %s", pp_schedule_kind_name(listed[i]),
+                             not_runnable(e0));
+        }
+        if (!e0->runnable_announced)
+            pp_tool_note(0, "run '%s' does not announce the schedules it can run (config mark "
+                            "schedules=, docs/nvtx-convention.md): only its own, %s, is "
+                            "considered",
+                         a->dirs[0], pp_schedule_kind_name(e0->schedule));
+    }
     int cap = 64;
     cands = calloc((size_t)cap, sizeof *cands);
     if (!cands) {
