@@ -24,7 +24,9 @@ typedef struct pp_extract {
     int M;
     int microbatch_size;      /* samples per micro-batch, 0 when unknown */
     double samples_per_step, tokens_per_step;
-    double measured_step_ns;  /* median over the analyzed steps */
+    double measured_step_ns;  /* median over the analyzed steps (the period) */
+    double between_steps_ns;  /* the job's time between steps (period - window, median), which
+                                 costs->optimizer_us includes */
     double measured_bubble;
     int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
