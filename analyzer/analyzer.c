@@ -37,7 +37,7 @@ static void *vec_push(vec *v)
 {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 16;
-        void *d = realloc(v->data, cap * v->elem);
+        void *d = cap > v->cap ? pp_realloc_array(v->data, cap, v->elem) : NULL;
         if (!d)
             return NULL;
         v->data = d;
@@ -61,7 +61,7 @@ typedef struct series {
     uint64_t count;
     double sum, max, min;
     double *res;
-    size_t n_res;
+    size_t n_res, cap_res; /* the reservoir grows with the samples, up to RESERVOIR */
     uint64_t rng;
 } series;
 
@@ -76,11 +76,16 @@ static void series_add(series *s, double x)
         s->max = x;
     if (x < s->min)
         s->min = x;
-    if (!s->res) {
-        s->res = malloc(RESERVOIR * sizeof(double));
-        if (!s->res)
+    if (s->n_res == s->cap_res && s->cap_res < RESERVOIR) {
+        /* grown by what is added: a series of a few samples costs a few doubles, not 32 KB */
+        size_t cap = s->cap_res ? s->cap_res * 2 : 8;
+        double *r = realloc(s->res, cap * sizeof(double));
+        if (!r)
             return;
-        s->rng = 0x9e3779b97f4a7c15ull;
+        if (!s->res)
+            s->rng = 0x9e3779b97f4a7c15ull;
+        s->res = r;
+        s->cap_res = cap;
     }
     if (s->n_res < RESERVOIR) {
         s->res[s->n_res++] = x;
@@ -131,6 +136,7 @@ static void series_free(series *s)
 {
     free(s->res);
     s->res = NULL;
+    s->n_res = s->cap_res = 0;
 }
 
 /* ======================================================================================== */
@@ -164,15 +170,24 @@ typedef struct thread_state {
 typedef struct msg_info {
     int valid;
     int kind;
-    int32_t mb, chunk, layer, peer;
+    int64_t mb, chunk, layer, peer;
 } msg_info;
+
+/* A string whose id is far beyond the number of strings defined: kept apart, so that one
+ * large id cannot size the table of ids. */
+typedef struct far_string {
+    uint32_t id;
+    char *s;
+} far_string;
 
 typedef struct file_state {
     pp_trace_reader *r;
     int done;
     int index;
     int32_t rank;
-    vec strings;        /* char* by id */
+    vec strings;        /* char* by id, for ids up to what the strings defined justify */
+    vec far_strings;    /* far_string sorted by id: ids beyond that (string_slot) */
+    size_t n_strings;   /* strings defined */
     vec msgs;           /* msg_info by string id */
     uint32_t pipeprof_domain; /* 0 = not seen */
     uint64_t off[8];    /* field offsets of pipeprof.event: kind stage mb chunk layer peer bytes step */
@@ -247,6 +262,8 @@ typedef struct state {
     const pp_analysis_options *o;
     pp_analysis *a;
     int S_cfg;            /* from the config mark, 0 unknown */
+    int M_cfg, v_cfg, L_cfg; /* its M, v and layers: the bounds of check_bounds (0 unknown) */
+    char oob_first[320];  /* the first range out of bounds, for the warning */
     int S_seen;
     vec buckets;          /* bucket */
     int64_t *stage_max_step; /* [cap_stages] latest step started per stage */
@@ -255,6 +272,8 @@ typedef struct state {
     int cap_seen;
     int64_t last_finalized;
     vec steps;            /* pp_astep */
+    vec steps_S;          /* int by step: the stages its stage[] was allocated for (the set of
+                             stages can grow after a step is finalized; results() widens) */
     series step_series;
     vec stage_acc;        /* stage_acc by stage */
     vec links;            /* link_acc */
@@ -450,26 +469,56 @@ static void replay_free(replay *r, int S)
     free(r->dur);
 }
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The micro-batch ids of the step's ops, sorted and distinct, into mbs (capacity n): the
+ * replay numbers them 0 .. count-1, so its message table follows the micro-batches the step
+ * really ran, not the largest id a trace states. */
+static size_t distinct_mbs(const pp_aop *ops, size_t n, int32_t *mbs)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].mb >= 0)
+            mbs[k++] = ops[i].mb;
+    if (k)
+        qsort(mbs, k, sizeof *mbs, cmp_i32);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || mbs[i] != mbs[u - 1])
+            mbs[u++] = mbs[i];
+    return u;
+}
+
 /* Builds the replay from ops sorted by (stage, t0). Returns 0 when the data cannot form one. */
 static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
 {
     memset(r, 0, sizeof *r);
     r->sc.S = S;
     r->sc.kind = PP_SCHED_1F1B; /* not used by the simulator */
-    int M = 0, v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ops[i].mb + 1 > M)
-            M = ops[i].mb + 1;
-        if (ops[i].chunk + 1 > v)
+    if (n > INT32_MAX)
+        return 0; /* a list longer than the schedule's int counts */
+    int32_t *mbs = malloc((n ? n : 1) * sizeof *mbs);
+    if (!mbs)
+        return 0;
+    size_t n_mbs = distinct_mbs(ops, n, mbs);
+    int v = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].chunk >= v) /* bounded by check_bounds: < 64 or the announced v */
             v = ops[i].chunk + 1;
-    }
-    r->sc.M = M > 0 ? M : 1;
+    r->sc.M = n_mbs > 0 ? (int)n_mbs : 1;
     r->sc.v = v > 0 ? v : 1;
     r->sc.n_instrs = calloc((size_t)S, sizeof(int));
     r->sc.instrs = calloc((size_t)S, sizeof(pp_instr *));
     r->dur = calloc((size_t)S, sizeof(double *));
-    if (!r->sc.n_instrs || !r->sc.instrs || !r->dur)
+    if (!r->sc.n_instrs || !r->sc.instrs || !r->dur) {
+        free(mbs);
         return 0;
+    }
+    int ok = 1;
     size_t i = 0;
     for (int s = 0; s < S; s++) {
         size_t j = i;
@@ -478,26 +527,31 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
         size_t cnt = j - i;
         r->sc.instrs[s] = calloc(cnt + 1, sizeof(pp_instr));
         r->dur[s] = calloc(cnt + 1, sizeof(double));
-        if (!r->sc.instrs[s] || !r->dur[s])
-            return 0;
-        for (size_t k = 0; k < cnt; k++) {
+        if (!r->sc.instrs[s] || !r->dur[s]) {
+            ok = 0;
+            break;
+        }
+        for (size_t k = 0; k < cnt && ok; k++) {
             const pp_aop *o = &ops[i + k];
             pp_instr *in = &r->sc.instrs[s][k];
             in->op = op_of(o->kind);
             int opt = o->kind == PP_AOP_OPT;
-            in->mb = opt ? -1 : o->mb;
+            const int32_t *m = o->mb >= 0 ? bsearch(&o->mb, mbs, n_mbs, sizeof *mbs, cmp_i32)
+                                          : NULL;
+            if (!opt && !m)
+                ok = 0; /* a micro-batch op without its micro-batch */
+            if (!pp_aop_is_compute((pp_aop_kind)o->kind) && (o->peer < 0 || o->peer >= S))
+                ok = 0;
+            in->mb = opt || !m ? -1 : (int32_t)(m - mbs);
             in->chunk = (int16_t)(opt ? -1 : (o->chunk >= 0 ? o->chunk : 0));
             in->peer = (int16_t)(pp_aop_is_compute((pp_aop_kind)o->kind) ? -1 : o->peer);
-            if (!opt && (o->mb < 0 || o->mb >= r->sc.M))
-                return 0;
-            if (!pp_aop_is_compute((pp_aop_kind)o->kind) && (o->peer < 0 || o->peer >= S))
-                return 0;
             r->dur[s][k] = (double)(o->t1 - o->t0);
         }
         r->sc.n_instrs[s] = (int)cnt;
         i = j;
     }
-    return 1;
+    free(mbs);
+    return ok;
 }
 
 /* Walks the critical path of a replay back from its last instruction and returns the stage
@@ -853,8 +907,15 @@ static void finalize(state *st, bucket *b)
     sp->step_ns = step_period_ns(st, b, bd, S, sp->window_ns);
     sp->culprit = -1;
     sp->stage = calloc((size_t)S, sizeof(pp_stage_step));
-    if (!sp->stage)
+    int *sp_S = vec_push(&st->steps_S);
+    if (!sp->stage || !sp_S) {
+        free(sp->stage);
+        st->steps.n--; /* not a step without its stages */
+        if (sp_S)
+            st->steps_S.n--;
         goto done;
+    }
+    *sp_S = S;
     double kind_sum[PP_AOP_COUNT] = {0}, kind_n[PP_AOP_COUNT] = {0};
     int *fwd_n = calloc((size_t)S, sizeof(int)), *bwd_n = calloc((size_t)S, sizeof(int));
     if (!fwd_n || !bwd_n) {
@@ -1061,20 +1122,68 @@ enum {
     K_RECV_GRAD, K_OPT, K_LAYER_FWD, K_LAYER_BWD, K_LAYER_BWD_WEIGHT, K_ALLREDUCE, K_NONE = -1
 };
 
+/* A range's fields as the trace states them, wide enough for any value it can hold: they are
+ * checked against the bounds (check_bounds) before any of them is narrowed or used. */
 typedef struct decoded {
     int kind;
     int64_t step;
-    int32_t stage, mb, chunk, layer, peer;
+    int64_t stage, mb, chunk, layer, peer;
     uint64_t bytes;
     int has_bytes;
+    const char *oob; /* which bound a field broke (check_bounds), NULL when none */
 } decoded;
+
+static int cmp_far(const void *a, const void *b)
+{
+    uint32_t x = ((const far_string *)a)->id, y = ((const far_string *)b)->id;
+    return (x > y) - (x < y);
+}
 
 static const char *str_of(file_state *f, uint32_t id)
 {
-    if (id == 0 || id >= f->strings.n)
+    if (id == 0)
         return "";
-    const char *s = ((char **)f->strings.data)[id];
-    return s ? s : "";
+    if (id < f->strings.n && ((char **)f->strings.data)[id])
+        return ((char **)f->strings.data)[id];
+    far_string key = {.id = id};
+    const far_string *x = f->far_strings.n ? bsearch(&key, f->far_strings.data, f->far_strings.n,
+                                                     sizeof key, cmp_far)
+                                           : NULL;
+    return x && x->s ? x->s : "";
+}
+
+/* Where string `id` is stored: the dense table while the id stays within four times the
+ * strings defined (plus 4096: the capture library numbers them 1, 2, ...), else the sorted
+ * far list. NULL when out of memory. */
+static char **string_slot(file_state *f, uint32_t id)
+{
+    /* an id stored far before the table grew past it stays there */
+    far_string key = {.id = id};
+    far_string *fs = f->far_strings.data;
+    size_t lo = 0, hi = f->far_strings.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->far_strings.n && fs[lo].id == id)
+        return &fs[lo].s;
+    if (id < f->strings.n)
+        return &((char **)f->strings.data)[id];
+    if ((size_t)id < 4 * f->n_strings + 4096) {
+        while (f->strings.n <= id)
+            if (!vec_push(&f->strings))
+                return NULL;
+        return &((char **)f->strings.data)[id];
+    }
+    if (!vec_push(&f->far_strings))
+        return NULL;
+    fs = f->far_strings.data;
+    memmove(&fs[lo + 1], &fs[lo], (f->far_strings.n - 1 - lo) * sizeof *fs);
+    fs[lo] = key;
+    return &fs[lo].s;
 }
 
 static uint64_t get_u(const uint8_t *p, size_t n, uint64_t off, int bytes)
@@ -1086,6 +1195,8 @@ static uint64_t get_u(const uint8_t *p, size_t n, uint64_t off, int bytes)
     return v;
 }
 
+/* "<prefix><digits>": the number, saturated at INT64_MAX (strtoll's overflow value), so that
+ * a number too large for any bound reads as too large, never as a smaller one. */
 static int parse_int_after(const char *tok, const char *prefix, int64_t *out)
 {
     size_t n = strlen(prefix);
@@ -1131,17 +1242,17 @@ static void decode_message(const char *msg, decoded *d)
             d->kind = K_LAYER_BWD_WEIGHT;
         int64_t li;
         if (d->kind != K_NONE && parse_int_after(tok[0], "layer", &li))
-            d->layer = (int32_t)li;
+            d->layer = li;
         return;
     }
     for (int i = 1; i < nt; i++) {
         int64_t x;
         if (parse_int_after(tok[i], "mb", &x))
-            d->mb = (int32_t)x;
+            d->mb = x;
         else if (parse_int_after(tok[i], "c", &x))
-            d->chunk = (int32_t)x;
+            d->chunk = x;
         else if (parse_int_after(tok[i], "peer", &x))
-            d->peer = (int32_t)x;
+            d->peer = x;
     }
 }
 
@@ -1151,8 +1262,14 @@ enum { MSG_CACHE_IDS = 1 << 16 };
 
 static void decode_message_id(file_state *f, uint32_t id, decoded *d)
 {
-    if (id == 0 || id >= f->strings.n || !((char **)f->strings.data)[id])
+    if (id == 0)
         return; /* "" : the grammar matches nothing */
+    if (id >= f->strings.n || !((char **)f->strings.data)[id]) {
+        const char *m = str_of(f, id); /* a far id (string_slot): parsed every time */
+        if (*m)
+            decode_message(m, d);
+        return;
+    }
     while (f->msgs.n <= id && id < MSG_CACHE_IDS)
         if (!vec_push(&f->msgs))
             break;
@@ -1178,7 +1295,42 @@ static void decode_message_id(file_state *f, uint32_t id, decoded *d)
     d->peer = m->peer;
 }
 
-static void decode(file_state *f, const open_range *o, decoded *d)
+/* Checks a decoded range against the bounds of pp_analyzer.h (the configuration mark's S, M, v
+ * and layers where it stated them). -1 is "unset" for every field. On a broken bound the
+ * range becomes K_NONE, so no caller uses any of its values, and d->oob says which bound. */
+static void check_bounds(const state *st, decoded *d)
+{
+    if (d->kind == K_NONE)
+        return;
+    int64_t S = st->S_cfg > 0 ? st->S_cfg : PP_ANALYSIS_MAX_STAGES;
+    int64_t M = st->M_cfg > 0 ? st->M_cfg : PP_ANALYSIS_MAX_MB;
+    int64_t v = st->v_cfg > 0 ? st->v_cfg : PP_ANALYSIS_MAX_CHUNKS;
+    int64_t L = st->L_cfg > 0 ? st->L_cfg : PP_ANALYSIS_MAX_LAYERS;
+    if (d->stage < -1 || d->stage >= S)
+        d->oob = st->S_cfg > 0 ? "stage >= the announced S" : "stage outside [0, 4096)";
+    else if (d->peer < -1 || d->peer >= S)
+        d->oob = st->S_cfg > 0 ? "peer >= the announced S" : "peer outside [0, 4096)";
+    else if (d->mb < -1 || d->mb >= M)
+        d->oob = st->M_cfg > 0 ? "micro-batch >= the announced M"
+                               : "micro-batch outside [0, 2^20)";
+    else if (d->chunk < -1 || d->chunk >= v)
+        d->oob = st->v_cfg > 0 ? "chunk >= the announced v" : "chunk outside [0, 64)";
+    else if (d->layer < -1 || d->layer >= L)
+        d->oob = st->L_cfg > 0 ? "layer >= the announced layers"
+                               : "layer outside [0, 2^16)";
+    else if (d->step < -1 || d->step > PP_ANALYSIS_MAX_STEP)
+        d->oob = "step outside [0, 2^48]";
+    if (d->oob)
+        d->kind = K_NONE;
+}
+
+/* A 32-bit signed field of the extended payload, widened. */
+static int64_t get_i32(const uint8_t *p, size_t n, uint64_t off)
+{
+    return (int64_t)(int32_t)(uint32_t)get_u(p, n, off, 4);
+}
+
+static void decode(const state *st, file_state *f, const open_range *o, decoded *d)
 {
     memset(d, 0, sizeof *d);
     d->kind = K_NONE;
@@ -1187,40 +1339,46 @@ static void decode(file_state *f, const open_range *o, decoded *d)
     if (o->has_ext && f->schema_ok) {
         const uint8_t *p = o->ext;
         size_t n = o->ext_bytes;
-        d->kind = (int)(uint32_t)get_u(p, n, f->off[0], 4);
-        d->stage = (int32_t)get_u(p, n, f->off[1], 4);
-        d->mb = (int32_t)get_u(p, n, f->off[2], 4);
-        d->chunk = (int32_t)get_u(p, n, f->off[3], 4);
-        d->layer = (int32_t)get_u(p, n, f->off[4], 4);
-        d->peer = (int32_t)get_u(p, n, f->off[5], 4);
+        uint32_t kind = (uint32_t)get_u(p, n, f->off[0], 4);
+        d->kind = kind > K_ALLREDUCE ? K_NONE : (int)kind; /* a later kind: not ours to read */
+        d->stage = get_i32(p, n, f->off[1]);
+        d->mb = get_i32(p, n, f->off[2]);
+        d->chunk = get_i32(p, n, f->off[3]);
+        d->layer = get_i32(p, n, f->off[4]);
+        d->peer = get_i32(p, n, f->off[5]);
         d->bytes = get_u(p, n, f->off[6], 8);
         d->has_bytes = 1;
         d->step = (int64_t)get_u(p, n, f->off[7], 8);
-        if (d->kind > K_ALLREDUCE)
-            d->kind = K_NONE;
+        check_bounds(st, d);
         return;
     }
     decode_message_id(f, o->message, d);
-    d->stage = o->category > 0 ? (int32_t)o->category - 1 : -1;
+    /* the category is a uint32: stage = category - 1 computed wide (no overflow) */
+    d->stage = o->category > 0 ? (int64_t)o->category - 1 : -1;
     int is_int = o->payload_type == 1 || o->payload_type == 2 || o->payload_type == 4 ||
                  o->payload_type == 5;
-    if (!is_int)
-        return;
-    int64_t x = (int64_t)o->payload;
-    if (o->payload_type == 4)
-        x = (uint32_t)o->payload;
-    if (o->payload_type == 5)
-        x = (int32_t)o->payload;
-    switch (d->kind) {
-    case K_STEP: d->step = x; break;
-    case K_FWD: case K_BWD: case K_BWD_INPUT: case K_BWD_WEIGHT:
-    case K_LAYER_FWD: case K_LAYER_BWD: case K_LAYER_BWD_WEIGHT: d->mb = (int32_t)x; break;
-    case K_SEND_ACT: case K_RECV_ACT: case K_SEND_GRAD: case K_RECV_GRAD: case K_ALLREDUCE:
-        d->bytes = (uint64_t)x;
-        d->has_bytes = 1;
-        break;
-    default: break;
+    if (is_int) {
+        /* an unsigned 64-bit payload past INT64_MAX reads as INT64_MAX: too large, not
+         * negative */
+        int64_t x = o->payload > (uint64_t)INT64_MAX && o->payload_type == 1
+                        ? INT64_MAX
+                        : (int64_t)o->payload;
+        if (o->payload_type == 4)
+            x = (uint32_t)o->payload;
+        if (o->payload_type == 5)
+            x = (int32_t)o->payload;
+        switch (d->kind) {
+        case K_STEP: d->step = x; break;
+        case K_FWD: case K_BWD: case K_BWD_INPUT: case K_BWD_WEIGHT:
+        case K_LAYER_FWD: case K_LAYER_BWD: case K_LAYER_BWD_WEIGHT: d->mb = x; break;
+        case K_SEND_ACT: case K_RECV_ACT: case K_SEND_GRAD: case K_RECV_GRAD: case K_ALLREDUCE:
+            d->bytes = o->payload_type == 1 ? o->payload : (uint64_t)x;
+            d->has_bytes = 1;
+            break;
+        default: break;
+        }
     }
+    check_bounds(st, d);
 }
 
 static thread_state *thread_of(file_state *f, uint32_t tid)
@@ -1292,6 +1450,31 @@ static void on_clocksync(state *st, file_state *f, const char *msg, uint64_t ts)
                          .phase = phase, .seq = seq, .recv = recv, .file = f->index, .ts = ts};
 }
 
+/* A whole-number config value in [lo, max] (lo: 0 for replica, else 1); a value outside, or
+ * not a number, is warned about once per key and not used. */
+static int config_int(pp_analysis *a, const char *key, const char *v, int64_t max, int64_t *out)
+{
+    int64_t lo = strcmp(key, "replica") == 0 ? 0 : 1;
+    if (pp_parse_i64(v, key, lo, max, out) == PP_OK)
+        return 1;
+    pp_error_clear();
+    if (strcmp(v, "0") == 0)
+        return 0; /* 0: unknown, as for the counts */
+    char line[96];
+    snprintf(line, sizeof line, "config mark: %s=", key);
+    if (!strstr(a->warnings, line))
+        warn(a, "config mark: %s=%.32s is not a whole number in [%lld, %lld]: ignored", key, v,
+             (long long)lo, (long long)max);
+    return 0;
+}
+
+/* samples_per_step / tokens_per_step: a finite count >= 0, else 0 (unknown). */
+static double config_count(const char *v)
+{
+    double x = atof(v);
+    return isfinite(x) && x >= 0 && x < 1e18 ? x : 0.0;
+}
+
 static void on_config(state *st, file_state *f, const char *msg, uint64_t ts)
 {
     if (strncmp(msg, "clocksync ", 10) == 0) {
@@ -1313,34 +1496,54 @@ static void on_config(state *st, file_state *f, const char *msg, uint64_t ts)
             continue;
         *eq = '\0';
         const char *k = p, *v = eq + 1;
+        /* numbers outside their bounds are not announced (docs/nvtx-convention.md) */
+        int64_t x = 0;
         if (strcmp(k, "schedule") == 0)
             snprintf(a->schedule, sizeof a->schedule, "%s", v);
         else if (strcmp(k, "schedules") == 0 && strlen(v) < sizeof a->schedules)
             snprintf(a->schedules, sizeof a->schedules, "%s", v);
         else if (strcmp(k, "S") == 0)
-            st->S_cfg = atoi(v) > 0 && atoi(v) <= 4096 ? atoi(v) : 0;
+            st->S_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_STAGES, &x) ? (int)x : 0;
         else if (strcmp(k, "M") == 0)
-            a->M = atoi(v);
+            a->M = st->M_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_MB, &x) ? (int)x : 0;
         else if (strcmp(k, "v") == 0)
-            a->v = atoi(v);
+            a->v = st->v_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_CHUNKS, &x) ? (int)x : 0;
+        else if (strcmp(k, "layers") == 0)
+            st->L_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_LAYERS, &x) ? (int)x : 0;
         else if (strcmp(k, "samples_per_step") == 0)
-            a->samples_per_step = atof(v);
+            a->samples_per_step = config_count(v);
         else if (strcmp(k, "tokens_per_step") == 0)
-            a->tokens_per_step = atof(v);
+            a->tokens_per_step = config_count(v);
         else if (strcmp(k, "dp") == 0)
-            a->dp = atoi(v) > 0 && atoi(v) <= 1 << 20 ? atoi(v) : a->dp;
+            a->dp = config_int(a, k, v, 1 << 20, &x) ? (int)x : a->dp;
         else if (strcmp(k, "replica") == 0)
-            f->replica = atoi(v) >= 0 ? atoi(v) : 0;
+            f->replica = config_int(a, k, v, (1 << 20) - 1, &x) ? (int)x : 0;
     }
     if (st->S_cfg)
         ensure_stage(st, st->S_cfg - 1);
 }
 
 /* A closed range of file f on thread t, of the pipeprof domain; raw is decode() of it. */
+/* Counts a pipeline range that broke a bound (check_bounds, or its end before its start) and
+ * describes the first one in the warnings. */
+static void note_out_of_bounds(state *st, file_state *f, const open_range *o, const char *why)
+{
+    if (st->a->ranges_out_of_bounds++ == 0)
+        snprintf(st->oob_first, sizeof st->oob_first, "'%.60s' (category %u) in %.200s: %s",
+                 str_of(f, o->message), o->category, f->info ? f->info->path : "?", why);
+}
+
 static void on_range(state *st, file_state *f, thread_state *t, const open_range *o,
                      uint64_t t1, const decoded *raw)
 {
     decoded d = *raw;
+    if (!d.oob && d.kind != K_NONE && t1 < o->t0)
+        d.oob = "it ends before it starts";
+    if (d.oob) {
+        if (!st->collect)
+            note_out_of_bounds(st, f, o, d.oob);
+        return;
+    }
     if (d.kind == K_NONE)
         return;
     if (d.stage < 0)
@@ -1541,7 +1744,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
             /* what the enclosing ranges say, for layer ranges and fallback step numbers */
             if (h.type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain) {
                 decoded d;
-                decode(f, &o, &d);
+                decode(st, f, &o, &d);
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step >= 0 ? d.step : t->n_steps + 1;
                     t->cur_stage = d.stage;
@@ -1579,7 +1782,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
             if (last->domain == f->pipeprof_domain && t->stack.n &&
                 last == &((open_range *)t->stack.data)[t->stack.n - 1]) {
                 decoded d;
-                decode(f, last, &d);
+                decode(st, f, last, &d);
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step;
                     t->cur_stage = d.stage;
@@ -1613,7 +1816,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 if (o.domain != f->pipeprof_domain)
                     break;
                 decoded d;
-                decode(f, &o, &d);
+                decode(st, f, &o, &d);
                 if (f->pipeprof_domain)
                     on_range(st, f, t, &o, h.ts, &d);
                 if (d.kind == K_STEP) {
@@ -1643,7 +1846,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 f->starts.n--;
                 if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
                     decoded d;
-                    decode(f, &o, &d);
+                    decode(st, f, &o, &d);
                     on_range(st, f, t, &o, h.ts, &d);
                 }
                 break;
@@ -1672,15 +1875,15 @@ static void on_meta(file_state *f, const pp_trace_block *blk)
             if (h.size < sizeof s)
                 continue;
             memcpy(&s, rec, sizeof s);
-            if (s.id == 0 || s.id > (1u << 26) || sizeof s + s.len > h.size)
+            if (s.id == 0 || sizeof s + s.len > h.size)
                 continue;
-            while (f->strings.n <= s.id)
-                if (!vec_push(&f->strings))
-                    return;
-            char **slot = &((char **)f->strings.data)[s.id];
+            char **slot = string_slot(f, s.id);
+            if (!slot)
+                return;
             if (*slot)
                 continue; /* first definition wins */
             *slot = malloc(s.len + 1);
+            f->n_strings++;
             if (*slot) {
                 memcpy(*slot, rec + sizeof s, s.len);
                 (*slot)[s.len] = '\0';
@@ -1736,6 +1939,10 @@ static void file_state_free(file_state *f)
     for (size_t i = 0; i < f->strings.n; i++)
         free(s[i]);
     vec_free(&f->strings);
+    far_string *fs = f->far_strings.data;
+    for (size_t i = 0; i < f->far_strings.n; i++)
+        free(fs[i].s);
+    vec_free(&f->far_strings);
     vec_free(&f->msgs);
     thread_state *t = f->threads.data;
     for (size_t i = 0; i < f->threads.n; i++)
@@ -1760,6 +1967,24 @@ static void results(state *st)
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     a->S = S;
     a->replica = st->o->replica;
+    /* every step's stage[] holds a->S entries (zeros for stages first seen after it) */
+    pp_astep *sps = st->steps.data;
+    const int *sps_S = st->steps_S.data;
+    for (size_t i = 0; i < st->steps.n; i++) {
+        if (i < st->steps_S.n && sps_S[i] >= S)
+            continue;
+        int had = i < st->steps_S.n ? sps_S[i] : 0;
+        pp_stage_step *w = pp_realloc_array(sps[i].stage, (size_t)S, sizeof *w);
+        if (!w) {
+            for (size_t k = i; k < st->steps.n; k++)
+                free(sps[k].stage);
+            st->steps.n = i; /* out of memory: the steps up to here */
+            warn(a, "out of memory widening the steps to %d stages: %zu step(s) kept", S, i);
+            break;
+        }
+        memset(w + had, 0, (size_t)(S - had) * sizeof *w);
+        sps[i].stage = w;
+    }
     a->n_steps = st->steps.n;
     a->steps = st->steps.data;
     st->steps.data = NULL;
@@ -1864,6 +2089,7 @@ static void state_free(state *st)
     for (size_t i = 0; i < st->steps.n; i++)
         free(sp[i].stage);
     vec_free(&st->steps);
+    vec_free(&st->steps_S);
     series_free(&st->step_series);
     stage_acc *sa = st->stage_acc.data;
     for (size_t i = 0; i < st->stage_acc.n; i++) {
@@ -1905,6 +2131,7 @@ static void file_state_init(file_state *f, int index)
     f->index = index;
     f->min_stage = -1;
     f->strings.elem = sizeof(char *);
+    f->far_strings.elem = sizeof(far_string);
     f->msgs.elem = sizeof(msg_info);
     f->threads.elem = sizeof(thread_state);
     f->starts.elem = sizeof(open_range);
@@ -1922,6 +2149,7 @@ static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->prev_step = -1;
     st->buckets.elem = sizeof(bucket);
     st->steps.elem = sizeof(pp_astep);
+    st->steps_S.elem = sizeof(int);
     st->stage_acc.elem = sizeof(stage_acc);
     st->links.elem = sizeof(link_acc);
     st->layers.elem = sizeof(layer_acc);
@@ -2261,6 +2489,10 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
                  info->damage.truncated ? ", truncated" : "", info->damage.first_problem);
     }
     warn_lost_ranks(&st, fs, n, opt);
+    if (a->ranges_out_of_bounds)
+        warn(a, "%llu pipeline range(s) ignored: a value outside the bounds of "
+                "docs/nvtx-convention.md (first: %s)",
+             (unsigned long long)a->ranges_out_of_bounds, st.oob_first);
     results(&st);
     if (st.gpu) {
         size_t ns = a->n_steps ? a->n_steps : 1;

@@ -140,7 +140,10 @@ pp_status pp_clock_estimate(const pp_clock_pair *pairs, size_t n, size_t n_files
     if (!fits || !mono0_ns || (n && !pairs) || ref < 0 || (size_t)ref >= n_files)
         return PP_ERR(PP_ERR_INVALID, "pp_clock_estimate: bad arguments");
     pp_status rc = PP_OK;
-    uint64_t *count = calloc(n_files * n_files, sizeof *count); /* [src * n_files + dst] */
+    size_t n_pairs_of_files = 0; /* checked: n_files comes from the directory */
+    uint64_t *count = pp_size_mul(n_files, n_files, &n_pairs_of_files)
+                          ? calloc(n_pairs_of_files, sizeof *count) /* [src * n_files + dst] */
+                          : NULL;
     int *queue = malloc(sizeof *queue * n_files);
     if (!count || !queue) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning %zu clocks", n_files);

@@ -67,7 +67,7 @@ static void *gpush(pp_gpu_proj *p, gvec *a, size_t size)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 64;
-        void *v = realloc(a->v, cap * size);
+        void *v = pp_realloc_array(a->v, cap, size);
         if (!v) {
             p->oom = 1;
             return NULL;
@@ -558,9 +558,18 @@ pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_
     out->present = p->recs.n > 0 || p->nccl.n > 0;
     out->S = S > 0 ? S : 0;
     out->stages = calloc(out->S ? (size_t)out->S : 1, sizeof *out->stages);
-    double *busy = calloc((n ? n : 1) * (size_t)(S > 0 ? S : 1) * PP_GOP_COUNT, sizeof *busy);
-    uint64_t *span0 = malloc((n ? n : 1) * sizeof *span0), *span1 = calloc(n ? n : 1, sizeof *span1);
-    ivl *iv = malloc((p->recs.n ? p->recs.n : 1) * sizeof *iv);
+    /* [step][stage][kind]: only with GPU records (without, a run of many steps and stages would
+     * pay for a table of zeros); the size checked, steps and stages come from the trace */
+    size_t cells = 1;
+    if (out->present &&
+        !pp_size_mul3(n ? n : 1, (size_t)(S > 0 ? S : 1), PP_GOP_COUNT, &cells)) {
+        pp_gpu_result_free(out);
+        return PP_ERR(PP_ERR_NOMEM, "GPU projection: %zu steps x %d stages is too large", n, S);
+    }
+    double *busy = calloc(cells, sizeof *busy);
+    uint64_t *span0 = pp_realloc_array(NULL, n ? n : 1, sizeof *span0);
+    uint64_t *span1 = calloc(n ? n : 1, sizeof *span1);
+    ivl *iv = pp_realloc_array(NULL, p->recs.n ? p->recs.n : 1, sizeof *iv);
     pp_status st = PP_OK;
     if (!out->stages || !busy || !span0 || !span1 || !iv) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory projecting %zu GPU records", p->recs.n);

@@ -23,6 +23,19 @@
 extern "C" {
 #endif
 
+/* Bounds on the values a trace states (docs/nvtx-convention.md, "Bounds"). A range whose
+ * stage, peer, micro-batch, chunk, layer or step lies outside them, or that ends before it
+ * starts, is counted in pp_analysis.ranges_out_of_bounds and otherwise ignored: a trace is
+ * outside input, and no value of it sizes memory unchecked. The configuration mark's S, M, v
+ * and layers, when stated, replace the caps (and must lie within them themselves). */
+enum {
+    PP_ANALYSIS_MAX_STAGES = 4096,  /* stage, peer: [0, S) with S announced, else [0, 4096) */
+    PP_ANALYSIS_MAX_MB = 1 << 20,   /* micro-batch: [0, M) announced, else [0, 2^20) */
+    PP_ANALYSIS_MAX_CHUNKS = 64,    /* chunk: [0, v) announced, else [0, 64) */
+    PP_ANALYSIS_MAX_LAYERS = 1 << 16 /* layer index: [0, layers) announced, else [0, 2^16) */
+};
+#define PP_ANALYSIS_MAX_STEP (INT64_C(1) << 48) /* step number: [0, 2^48] */
+
 /* What a pipeline range is (the convention's kinds that the analyzer uses). */
 typedef enum pp_aop_kind {
     PP_AOP_FWD = 0,
@@ -152,6 +165,9 @@ typedef struct pp_analysis {
     pp_afile *files;
     uint64_t events_total, dropped_total;
     char warnings[2048]; /* one line per problem, '\n'-separated */
+    /* pipeline ranges ignored because a value broke the bounds above (or the range ended
+     * before it started); the first of them is described in warnings */
+    uint64_t ranges_out_of_bounds;
     /* pipeline shape (from the config mark, else inferred) */
     int S, M, v;
     int dp;                  /* data-parallel replicas (config mark), 0 when unknown */

@@ -266,6 +266,7 @@ static void json_run(jw *w, const pp_analysis *a)
     jw_close(w, ']');
     jw_u64(w, "events", a->events_total);
     jw_u64(w, "dropped", a->dropped_total);
+    jw_u64(w, "ranges_out_of_bounds", a->ranges_out_of_bounds);
     jw_open(w, "warnings", '[', 0);
     const char *p = a->warnings;
     while (*p) {

@@ -39,23 +39,68 @@ static int is_compute(uint8_t op)
            op == PP_OP_OPT_STEP;
 }
 
+/* Every index the replay will take from the lists lies inside its tables, and the message
+ * table is no larger than the lists can use: a validated schedule has a forward per
+ * (micro-batch, piece), so 2 M P messages never exceed twice its instructions; lists built
+ * from a trace (the analyzer's replay) are held to the same, so no shape a trace states can
+ * size the table past what its ranges justify. */
+static pp_status check_lists(const pp_schedule *sc, size_t *n_msgs)
+{
+    int S = sc->S;
+    if (S < 1 || sc->M < 1 || sc->v < 1 || !sc->n_instrs || !sc->instrs)
+        return PP_ERR(PP_ERR_INVALID, "simulator: empty schedule (S = %d, M = %d, v = %d)", S,
+                      sc->M, sc->v);
+    size_t P, total = 0;
+    if (!pp_size_mul(S, sc->v, &P) || P > INT32_MAX || !pp_size_mul3(2, sc->M, P, n_msgs))
+        return PP_ERR(PP_ERR_INVALID, "simulator: S = %d x v = %d x M = %d is too large", S,
+                      sc->v, sc->M);
+    for (int s = 0; s < S; s++) {
+        if (sc->n_instrs[s] < 0 || sc->n_instrs[s] == INT32_MAX)
+            return PP_ERR(PP_ERR_INVALID, "simulator: stage %d has %d instructions", s,
+                          sc->n_instrs[s]);
+        total += (size_t)sc->n_instrs[s];
+        for (int k = 0; k < sc->n_instrs[s]; k++) {
+            const pp_instr *in = &sc->instrs[s][k];
+            if (in->op == PP_OP_OPT_STEP)
+                continue;
+            int piece = in->chunk >= 0 && in->chunk < sc->v ? pp_schedule_piece(sc, s, in->chunk)
+                                                            : -1;
+            int to = in->op == PP_OP_SEND_ACT    ? piece + 1
+                     : in->op == PP_OP_SEND_GRAD ? piece - 1
+                                                 : piece;
+            if (in->mb < 0 || in->mb >= sc->M || piece < 0 || to < 0 || (size_t)to >= P)
+                return PP_ERR(PP_ERR_INVALID,
+                              "simulator: stage %d instruction %d (%s mb %d chunk %d) is outside "
+                              "the schedule's M = %d, v = %d, S = %d",
+                              s, k, pp_op_name((pp_op)in->op), in->mb, in->chunk, sc->M, sc->v, S);
+        }
+    }
+    if (*n_msgs > 2 * total + 64)
+        return PP_ERR(PP_ERR_INVALID,
+                      "simulator: M = %d x S = %d x v = %d messages for %zu instructions: more "
+                      "micro-batches or pieces than the lists hold",
+                      sc->M, S, sc->v, total);
+    return PP_OK;
+}
+
 pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_result *res)
 {
-    pp_status st = PP_OK;
-    int S = sc->S;
-    size_t P = (size_t)S * (size_t)sc->v;
-    size_t n_msgs = 2 * (size_t)sc->M * P;
     memset(res, 0, sizeof *res);
+    size_t n_msgs = 0;
+    pp_status st = check_lists(sc, &n_msgs);
+    if (st != PP_OK)
+        return st;
+    int S = sc->S;
     res->S = S;
-    double *avail = pp_alloc(n_msgs * sizeof(double));
-    int *cursor = pp_alloc(sizeof(int) * (size_t)S);
-    double *clock = pp_alloc(sizeof(double) * (size_t)S);
-    int *arrived = pp_alloc(sizeof(int) * (size_t)S);
-    res->busy_ns = pp_alloc(sizeof(double) * (size_t)S);
-    res->idle_ns = pp_alloc(sizeof(double) * (size_t)S);
-    res->end_ns = pp_alloc(sizeof(double) * (size_t)S);
-    res->start_ns = pp_alloc(sizeof(double *) * (size_t)S);
-    res->finish_ns = pp_alloc(sizeof(double *) * (size_t)S);
+    double *avail = pp_alloc_array(n_msgs, sizeof(double));
+    int *cursor = pp_alloc_array((size_t)S, sizeof(int));
+    double *clock = pp_alloc_array((size_t)S, sizeof(double));
+    int *arrived = pp_alloc_array((size_t)S, sizeof(int));
+    res->busy_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->idle_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->end_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->start_ns = pp_alloc_array((size_t)S, sizeof(double *));
+    res->finish_ns = pp_alloc_array((size_t)S, sizeof(double *));
     if (!avail || !cursor || !clock || !arrived || !res->busy_ns || !res->idle_ns || !res->end_ns ||
         !res->start_ns || !res->finish_ns) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory simulating %d stages x %d micro-batches", S,
@@ -65,8 +110,8 @@ pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_re
     for (size_t i = 0; i < n_msgs; i++)
         avail[i] = -1.0; /* not sent yet */
     for (int s = 0; s < S; s++) {
-        res->start_ns[s] = pp_alloc(sizeof(double) * (size_t)(sc->n_instrs[s] + 1));
-        res->finish_ns[s] = pp_alloc(sizeof(double) * (size_t)(sc->n_instrs[s] + 1));
+        res->start_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
+        res->finish_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
         if (!res->start_ns[s] || !res->finish_ns[s]) {
             st = PP_ERR(PP_ERR_NOMEM, "out of memory for the simulated timeline");
             goto done;

@@ -126,6 +126,37 @@ uint64_t pp_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+bool pp_size_mul(size_t a, size_t b, size_t *out)
+{
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *out = SIZE_MAX;
+        return false;
+    }
+    *out = r;
+    return true;
+}
+
+bool pp_size_mul3(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t ab;
+    return pp_size_mul(a, b, &ab) && pp_size_mul(ab, c, out) ? true : (*out = SIZE_MAX, false);
+}
+
+void *pp_alloc_array(size_t n, size_t elem)
+{
+    size_t bytes;
+    return pp_size_mul(n, elem, &bytes) ? pp_alloc(bytes) : NULL;
+}
+
+void *pp_realloc_array(void *p, size_t n, size_t elem)
+{
+    size_t bytes;
+    if (!pp_size_mul(n, elem, &bytes))
+        return NULL;
+    return realloc(p, bytes ? bytes : 1);
+}
+
 void *pp_alloc(size_t bytes)
 {
     if (bytes == 0)

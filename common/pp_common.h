@@ -66,6 +66,17 @@ uint64_t pp_now_ns(void);
 void *pp_alloc(size_t bytes);
 void pp_free(void *p);
 
+/* Checked sizes for allocations whose counts come from outside data (a trace, a file, a flag):
+ * pp_size_mul stores a * b in *out and returns true, or returns false (leaving *out SIZE_MAX)
+ * when the product does not fit in size_t; pp_size_mul3 does a * b * c. pp_alloc_array is
+ * calloc(n, elem) for pp_free()'s allocator (zeroed, 64-byte aligned): NULL when n * elem
+ * overflows or the memory is not there. pp_realloc_array is realloc(p, n * elem) for malloc'ed
+ * memory (not pp_alloc's), NULL on overflow or failure with p left untouched. */
+bool pp_size_mul(size_t a, size_t b, size_t *out);
+bool pp_size_mul3(size_t a, size_t b, size_t c, size_t *out);
+void *pp_alloc_array(size_t n, size_t elem);
+void *pp_realloc_array(void *p, size_t n, size_t elem);
+
 /* Deterministic pseudo-random numbers: xoshiro256** seeded through splitmix64. The state is plain
  * data so checkpoints can save and restore it. */
 typedef struct pp_rng {

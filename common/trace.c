@@ -741,7 +741,7 @@ static void *vec_push(vec *a, size_t size)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 16;
-        void *nv = realloc(a->v, cap * size);
+        void *nv = pp_realloc_array(a->v, cap, size);
         if (!nv)
             return NULL;
         a->v = nv;

@@ -149,3 +149,29 @@ Test(common, error_wrap_prefixes_context)
     cr_assert(strstr(pp_error_origin(), "test_common.c") != NULL);
     cr_assert_eq(pp_status_exit_code(PP_ERR_NOMEM), PP_EXIT_RUNTIME);
 }
+
+Test(common, checked_sizes_refuse_products_that_overflow)
+{
+    size_t r = 0;
+    cr_assert(pp_size_mul(1u << 20, 4096, &r));
+    cr_assert_eq(r, (size_t)1 << 32);
+    cr_assert_not(pp_size_mul(SIZE_MAX / 2 + 1, 2, &r), "2^63 x 2 wraps to 0");
+    cr_assert_eq(r, SIZE_MAX);
+    cr_assert(pp_size_mul(0, SIZE_MAX, &r));
+    cr_assert_eq(r, 0u);
+    /* the heap overflow of issue 14: 2 x 2^30 micro-batches x 2^30 pieces x 8 bytes */
+    cr_assert_not(pp_size_mul3(2, (size_t)1 << 30, (size_t)1 << 34, &r));
+    cr_assert(pp_size_mul3(2, 3, 7, &r));
+    cr_assert_eq(r, 42u);
+    cr_assert_null(pp_alloc_array(SIZE_MAX / 8 + 1, 16), "an overflowing count allocates nothing");
+    double *d = pp_alloc_array(1000, sizeof *d);
+    cr_assert_not_null(d);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(d[i], 0.0, "zeroed");
+    pp_free(d);
+    int *p = pp_realloc_array(NULL, 4, sizeof *p);
+    cr_assert_not_null(p);
+    cr_assert_null(pp_realloc_array(p, SIZE_MAX / 2, sizeof *p), "overflow: p left as it was");
+    p[3] = 7;
+    free(p);
+}

@@ -777,6 +777,7 @@ static const char k_golden_json[] =
     "    ],\n"
     "    \"events\": 100,\n"
     "    \"dropped\": 0,\n"
+    "    \"ranges_out_of_bounds\": 0,\n"
     "    \"warnings\": [\n"
     "      \"first problem\",\n"
     "      \"second\"\n"
