@@ -1,40 +1,82 @@
 #!/usr/bin/env bash
-# fuzz.sh: fuzzes the .pft trace reader (common/trace.c) with libFuzzer for a bounded time.
-# Builds tests/fuzz_trace.c with clang (ASan + UBSan) into build-fuzz/, writes valid seed traces,
-# then runs. Usage: scripts/fuzz.sh [seconds=30]. Called by scripts/test.sh; exits non-zero on a
-# crash, leaving the input that caused it in build-fuzz/artifacts/ (replay it with
-# build-fuzz/fuzz_trace_driver FILE).
+# fuzz.sh: fuzzes, with libFuzzer for a bounded time, the .pft trace reader (tests/fuzz_trace.c,
+# common/trace.c) and the whole analysis of a run directory (tests/fuzz_analysis.c: decode,
+# steps, metrics, the simulator's replay, the reports, the tuner's extraction). Builds both with
+# clang (ASan + UBSan, the sources compiled in so the coverage instrumentation sees them) into
+# build-fuzz/, writes the reader's seed traces, takes the analysis's seeds from
+# tests/data/fuzz/analysis/ (real captures, one process and multi-rank, plus regression inputs),
+# then runs each target for its share of the time under an RSS and a malloc limit.
+# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis]   (all: the seconds split in two)
+# Called by scripts/test.sh; exits non-zero on a finding, leaving the input that caused it in
+# build-fuzz/artifacts/ (replay it with build-fuzz/fuzz_trace_driver FILE or
+# build-fuzz/fuzz_analysis_driver FILE). FUZZ_RUNS=N runs N inputs per target instead of a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-30}
+secs=${1:-60}
+which=${2:-all}
 out=build-fuzz
 cc=${CLANG:-clang}
 if ! command -v "$cc" >/dev/null; then
   echo "fuzz: $cc not found (scripts/setup.sh installs it)" >&2
   exit 3
 fi
-mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts"
-srcs=(common/common.c common/rng.c common/crc32c.c common/trace.c tests/fuzz_trace.c)
+case "$which" in
+  all) share=$(( (secs + 1) / 2 )) ;;
+  trace|analysis) share=$secs ;;
+  *) echo "fuzz: unknown target '$which' (all, trace, analysis)" >&2; exit 2 ;;
+esac
+mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis"
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
        -fno-omit-frame-pointer -fno-sanitize-recover=all)
+common_srcs=(common/common.c common/rng.c common/crc32c.c common/trace.c)
+analysis_srcs=("${common_srcs[@]}" common/json.c
+               runtime/schedule.c runtime/partition.c runtime/costs.c runtime/plan.c
+               analyzer/sim.c analyzer/clock.c analyzer/gpu.c analyzer/analyzer.c
+               analyzer/report.c analyzer/rebalance.c analyzer/extract.c analyzer/advise.c
+               analyzer/check.c tests/fuzz_analysis.c)
+analysis_flags=(-Iruntime -Ianalyzer $(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
+analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lm -lpthread)
+# Each run's summary (or the crash report) is printed; libFuzzer's progress goes to a log.
+run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
+  local name=$1 bin=$2 corpus=$3 seeds=$4 max_len=$5 rss=$6 mal=$7 log="$out/fuzz-$1.log" rc=0
+  local limit=(-max_total_time="$share")
+  if [ -n "${FUZZ_RUNS:-}" ]; then limit=(-runs="$FUZZ_RUNS"); fi
+  echo "== fuzz: ${limit[*]} on the $name =="
+  # a smaller quarantine than ASan's 256 MB default, so that the RSS limit measures the code
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=64 \
+  UBSAN_OPTIONS=print_stacktrace=1 \
+    "$bin" "${limit[@]}" -max_len="$max_len" -timeout=10 -rss_limit_mb="$rss" \
+    -malloc_limit_mb="$mal" -print_final_stats=1 -artifact_prefix="$out/artifacts/" \
+    "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 60 "$log" >&2
+    echo "fuzz: the $name failed (exit $rc); input in $out/artifacts/" >&2
+    exit "$rc"
+  fi
+  grep -E "^Done |stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb" \
+    "$log" || tail -n 3 "$log"
+  echo "fuzz: no finding in the $name"
+}
 echo "== fuzz: building with $cc =="
-"$cc" "${flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" -o "$out/fuzz_trace" -lm -lpthread
-"$cc" "${flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE "${srcs[@]}" \
-  -o "$out/fuzz_trace_driver" -lm -lpthread
-"$out/fuzz_trace_driver" --seeds "$out/seeds"
-echo "== fuzz: ${secs}s on the trace reader =="
-# New inputs go to corpus/ (kept between runs); seeds/ is regenerated each time.
-# libFuzzer's progress lines go to a log; the summary (or the crash report) is printed.
-log="$out/fuzz.log"
-rc=0
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  "$out/fuzz_trace" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" "$out/seeds" \
-  >"$log" 2>&1 || rc=$?
-if [ "$rc" -ne 0 ]; then
-  tail -n 60 "$log" >&2
-  echo "fuzz: the trace reader failed (exit $rc); input in $out/artifacts/" >&2
-  exit "$rc"
+if [ "$which" != analysis ]; then
+  srcs=("${common_srcs[@]}" tests/fuzz_trace.c)
+  "$cc" "${flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" -o "$out/fuzz_trace" -lm -lpthread
+  "$cc" "${flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE "${srcs[@]}" \
+    -o "$out/fuzz_trace_driver" -lm -lpthread
+  "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
-grep -E "^Done |stat::number_of_executed_units|stat::peak_rss_mb" "$log" || tail -n 3 "$log"
-echo "fuzz: no crash in ${secs}s"
+if [ "$which" != trace ]; then
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
+    "${analysis_srcs[@]}" -o "$out/fuzz_analysis" "${analysis_libs[@]}"
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+    "${analysis_srcs[@]}" -o "$out/fuzz_analysis_driver" "${analysis_libs[@]}"
+fi
+# New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
+# from the tree each time.
+if [ "$which" != analysis ]; then
+  run_target "trace reader" "$out/fuzz_trace" "$out/corpus" "$out/seeds" 65536 2048 2048
+fi
+if [ "$which" != trace ]; then
+  run_target "analysis" "$out/fuzz_analysis" "$out/corpus-analysis" tests/data/fuzz/analysis \
+    65536 512 256
+fi

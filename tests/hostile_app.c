@@ -3,14 +3,14 @@
  * job may legally pass to NVTX. tests/test_hostile.c runs it under pprof-run and the analysis
  * tools must survive it.
  *
- *   hostile_app [-r RANKS] [-s STEPS] [-m MB] [-c CONFIG] [-x] [SPEC...]
+ *   hostile_app [-r RANKS] [-s STEPS] [-m MB] [-c CONFIG] [-x] [-t STEP] [SPEC...]
  *
  * RANKS processes (default 1), process r being stage r (PPROF_RANK=r), connected by pipes: a
  * GPipe schedule of MB micro-batches (default 2) for STEPS steps (default 4), each op a short
  * sleep. CONFIG, when given, is emitted as the configuration mark (e.g. "config S=2 M=2").
  * With -x the pipeline's ranges carry the pipeprof.event extended payload as pptrain's do;
  * without, the message grammar and one integer payload (the fallback).
- * Each SPEC is one more range that stage 0 emits inside its step 2:
+ * Each SPEC is one more range that stage 0 emits inside its step STEP (default 2):
  *   "MESSAGE"                 ASCII message, category 1, no payload
  *   "MESSAGE|CATEGORY"        the category given (an unsigned 32-bit number)
  *   "MESSAGE|CATEGORY|VALUE"  and a signed 64-bit integer payload
@@ -44,6 +44,7 @@ enum { K_STEP = 0, K_FWD = 1, K_BWD = 2, K_SEND_ACT = 5, K_RECV_ACT = 6, K_SEND_
 static nvtxDomainHandle_t g_dom;
 static int g_rank, g_ranks, g_ext;
 static int64_t g_step;
+static int g_spec_step = 2;
 
 static void sleep_us(long us)
 {
@@ -220,7 +221,7 @@ static int run_stage(int steps, int M, const char *config, char **specs, int n_s
                 pop();
             }
         }
-        if (s == 2 && g_rank == 0)
+        if (s == g_spec_step && g_rank == 0)
             for (int i = 0; i < n_specs; i++)
                 if (emit_spec(specs[i]))
                     return 2;
@@ -237,13 +238,14 @@ int main(int argc, char **argv)
     int steps = 4, M = 2, opt;
     const char *config = NULL;
     g_ranks = 1;
-    while ((opt = getopt(argc, argv, "r:s:m:c:x")) != -1) {
+    while ((opt = getopt(argc, argv, "r:s:m:c:xt:")) != -1) {
         switch (opt) {
         case 'r': g_ranks = atoi(optarg); break;
         case 's': steps = atoi(optarg); break;
         case 'm': M = atoi(optarg); break;
         case 'c': config = optarg; break;
         case 'x': g_ext = 1; break;
+        case 't': g_spec_step = atoi(optarg); break;
         default: return 2;
         }
     }

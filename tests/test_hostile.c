@@ -233,6 +233,31 @@ Test(hostile, a_config_mark_out_of_its_bounds_is_not_announced)
     pp_analysis_free(a);
 }
 
+Test(hostile, a_stage_first_seen_late_widens_the_earlier_steps)
+{
+    need_capture();
+    /* nothing announced; a range of stage 1 in step 6 of 7, after steps 1.. were reduced with
+     * one stage: every step must still hold a->S stages (the report's per-step imbalance
+     * reads them all) */
+    const char *extra[] = {"-s", "7", "-t", "6", "fwd mb0|2", NULL};
+    const char *dir = capture("late", extra);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 2, "the late stage counts");
+    cr_assert_eq(a->n_steps, 6u);
+    for (size_t i = 0; i < a->n_steps; i++) {
+        cr_expect_gt(a->steps[i].stage[0].busy_ns, 0.0);
+        if (a->steps[i].step < 6)
+            cr_expect_eq(a->steps[i].stage[1].busy_ns, 0.0, "step %lld: stage 1 did nothing",
+                         (long long)a->steps[i].step);
+    }
+    FILE *null = fopen("/dev/null", "w");
+    cr_assert_not_null(null);
+    cr_expect_eq(pp_report_json(a, null), PP_OK, "the JSON's per-step imbalance over 2 stages");
+    fclose(null);
+    pp_analysis_free(a);
+}
+
 /* Recomputes the checksums of the header and of every block found at an 8-aligned offset whose
  * sizes fit (as a writer would have), so an edit reaches the records. */
 static void repair_checksums(uint8_t *p, size_t size)
