@@ -1188,7 +1188,7 @@ static char **string_slot(file_state *f, uint32_t id)
 
 static uint64_t get_u(const uint8_t *p, size_t n, uint64_t off, int bytes)
 {
-    if (off + (uint64_t)bytes > n)
+    if (off > n || (uint64_t)bytes > n - off) /* off is the trace's schema offset: no wrap */
         return 0;
     uint64_t v = 0;
     memcpy(&v, p + off, (size_t)bytes);

@@ -694,7 +694,10 @@ static pp_status read_summary(const cJSON *root, pp_check_run *r)
     size_t nn = (size_t)n;
     double *step_ms = malloc(nn * sizeof *step_ms), *bubble = malloc(nn * sizeof *bubble);
     double *tmp = malloc(nn * sizeof *tmp);
-    double *sf = calloc(nn * (size_t)S * 2, sizeof *sf); /* [s][fwd|bwd][step], NAN = none */
+    size_t n_sf = 0; /* steps and stages come from the file: the product checked */
+    double *sf = S >= 0 && pp_size_mul3(nn, (size_t)S, 2, &n_sf)
+                     ? calloc(n_sf ? n_sf : 1, sizeof *sf) /* [s][fwd|bwd][step], NAN = none */
+                     : NULL;
     if (!step_ms || !bubble || !tmp || !sf) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory reading %s", ctx);
         goto done;

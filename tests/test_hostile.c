@@ -29,13 +29,9 @@
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 #define HOSTILE PP_BUILD_DIR "/tests/hostile_app"
 
-/* Peak RSS allowed to each tool. The sanitizers' shadow memory and quarantine add a constant
- * of their own; the bloat this guards against was gigabytes. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_LIMIT_KB (400L * 1024)
-#else
+/* Peak RSS allowed to each tool (the bloat this guards against was gigabytes); under ASan
+ * too, whose shadow memory and quarantine stay well below it for these small runs. */
 #define RSS_LIMIT_KB (100L * 1024)
-#endif
 
 static void setup(void) { tk_dir_create("pp_hostile"); }
 static void teardown(void) { tk_dir_remove(); }
