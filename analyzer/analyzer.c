@@ -49,6 +49,20 @@ static void *vec_push(vec *v)
     return p;
 }
 
+/* vec_push without zeroing: for the hot paths that set every field they read. */
+static void *vec_push_raw(vec *v)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void *d = realloc(v->data, cap * v->elem);
+        if (!d)
+            return NULL;
+        v->data = d;
+        v->cap = cap;
+    }
+    return (char *)v->data + v->n++ * v->elem;
+}
+
 static void vec_free(vec *v)
 {
     free(v->data);
@@ -98,20 +112,58 @@ static void series_add(series *s, double x)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Rearranges v so that v[k] is the value a sort would put there, smaller ones before it and
+ * larger ones after (Hoare's selection): the order statistics without sorting the reservoir,
+ * which was the analysis' largest cost after decoding. */
+static void select_nth(double *v, size_t n, size_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        /* median of three as the pivot */
+        double a = v[lo], b = v[mid], c = v[hi];
+        double pivot = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
 }
 
-static double quantile_sorted(const double *v, size_t n, double q)
+/* The q-quantile of v[0, n) with linear interpolation between order statistics (the value a
+ * sorted array gives at q (n - 1)); reorders v. */
+static double quantile_select(double *v, size_t n, double q)
 {
     if (n == 0)
         return 0.0;
     double pos = q * (double)(n - 1);
     size_t i = (size_t)pos;
     double f = pos - (double)i;
-    return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[n - 1];
+    select_nth(v, n, i);
+    if (i + 1 >= n)
+        return v[i];
+    double next = v[i + 1]; /* the smallest of what lies above v[i] */
+    for (size_t k = i + 2; k < n; k++)
+        next = v[k] < next ? v[k] : next;
+    return v[i] * (1 - f) + next * f;
 }
 
 static pp_astats series_stats(series *s)
@@ -125,9 +177,8 @@ static pp_astats series_stats(series *s)
     st.max = s->max;
     st.min = s->min;
     if (s->res && s->n_res) {
-        qsort(s->res, s->n_res, sizeof(double), cmp_double);
-        st.median = quantile_sorted(s->res, s->n_res, 0.5);
-        st.p95 = quantile_sorted(s->res, s->n_res, 0.95);
+        st.median = quantile_select(s->res, s->n_res, 0.5);
+        st.p95 = quantile_select(s->res, s->n_res, 0.95);
     }
     return st;
 }
@@ -143,6 +194,18 @@ static void series_free(series *s)
 /* Per-file decoding state                                                                    */
 /* ======================================================================================== */
 
+/* What decode() makes of a range. */
+/* A range's fields as the trace states them, wide enough for any value it can hold: they are
+ * checked against the bounds (check_bounds) before any of them is narrowed or used. */
+typedef struct decoded {
+    int kind;
+    int64_t step;
+    int64_t stage, mb, chunk, layer, peer;
+    uint64_t bytes;
+    int has_bytes;
+    const char *oob; /* which bound a field broke (check_bounds), NULL when none */
+} decoded;
+
 typedef struct open_range {
     uint32_t domain;
     uint64_t t0;
@@ -153,6 +216,11 @@ typedef struct open_range {
     uint8_t ext[64];
     uint32_t ext_bytes;
     uint64_t range_id; /* START */
+    /* decode() of it, once its extended payload is in: a range is decoded once, not at its push,
+     * its payload and its pop (valid while the file's definitions are those of dec_gen) */
+    int has_dec;
+    uint32_t dec_gen, dec_cfg; /* the file's meta_gen and the run's cfg_gen it was made with */
+    decoded dec;
 } open_range;
 
 typedef struct thread_state {
@@ -199,6 +267,7 @@ typedef struct file_state {
     int32_t min_stage;  /* lowest stage among its ranges (clock pass), -1 none */
     pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
     int32_t replica;    /* data-parallel replica, from its config mark (0 when none) */
+    uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
 } file_state;
 
 /* ======================================================================================== */
@@ -281,6 +350,9 @@ typedef struct state {
     vec kept_ops, kept_layer_ops, kept_ar_ops;
     vec xfers;            /* xfer: step_links' scratch, reused from step to step */
     vec match;            /* size_t by op index: step_links' scratch */
+    void *scratch;        /* the per-step sorts' scratch (sort_scratch) */
+    size_t last_bucket;   /* index of the bucket bucket_get found last */
+    size_t scratch_bytes;
     int64_t kept_step;    /* when keeping "the last step" */
     uint64_t *prev_bound; /* [2 cap_prev] the stages' starts, then ends, of step prev_step */
     int cap_prev;
@@ -291,7 +363,10 @@ typedef struct state {
     int collect;          /* clock pass: keep transfers only, in `collected` */
     vec collected;        /* pp_aop of the transfers, rank = file index */
     vec syncs;            /* sync_mark: the clock ping-pong's marks (clock pass) */
-    pp_gpu_proj *gpu;     /* GPU records and the ranges they project onto (main pass) */
+    pp_gpu_proj *gpu;     /* GPU pass: the projection the ranges and records go to */
+    int gpu_pass;         /* GPU pass: ranges go to `gpu` only */
+    uint64_t gpu_records; /* host pass: GPU-capture records of the analyzed replica */
+    uint32_t cfg_gen;     /* configuration marks read: decode()'s bounds depend on them */
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -334,6 +409,8 @@ static void note_step_open(state *st, const file_state *f, int s, int64_t step)
 
 static int ensure_stage(state *st, int s)
 {
+    if (s >= 0 && s < st->S_seen && s < st->cap_stages && (size_t)s < st->stage_acc.n)
+        return 1; /* known already: every range asks */
     if (s < 0 || s >= 4096)
         return 0;
     if (s >= st->cap_stages) {
@@ -359,9 +436,15 @@ static int ensure_stage(state *st, int s)
 static bucket *bucket_get(state *st, int64_t step)
 {
     bucket *b = st->buckets.data;
+    /* consecutive ranges mostly belong to one step */
+    if (st->last_bucket < st->buckets.n && b[st->last_bucket].used &&
+        b[st->last_bucket].step == step)
+        return &b[st->last_bucket];
     for (size_t i = 0; i < st->buckets.n; i++)
-        if (b[i].used && b[i].step == step)
+        if (b[i].used && b[i].step == step) {
+            st->last_bucket = i;
             return &b[i];
+        }
     if (step <= st->last_finalized) {
         if (!st->late_warned) {
             warn(st->a, "ranges of step %lld arrived after it was analyzed (ignored)",
@@ -400,14 +483,98 @@ static int step_wanted(const state *st, int64_t step)
     return 1;
 }
 
-static int cmp_op_time(const void *a, const void *b)
+/* A stable merge sort of n T's by LESS(const T *, const T *), the comparison inlined: the two
+ * per-step sorts (ops by stage and time, transfers by link) through qsort's callback were a
+ * tenth of the analysis. Runs of 16 by insertion, then merges; an already ordered pair of runs
+ * costs one comparison, and a step's ranges arrive nearly ordered. tmp holds n elements. */
+#define DEFINE_STABLE_SORT(name, T, LESS)                                                      \
+    static void name(T *v, size_t n, T *tmp)                                                   \
+    {                                                                                          \
+        enum { RUN = 16 };                                                                     \
+        for (size_t lo = 0; lo < n; lo += RUN) {                                               \
+            size_t hi = lo + RUN < n ? lo + RUN : n;                                           \
+            for (size_t i = lo + 1; i < hi; i++) {                                             \
+                if (!LESS(&v[i], &v[i - 1]))                                                   \
+                    continue;                                                                  \
+                T x = v[i];                                                                    \
+                size_t j = i;                                                                  \
+                for (; j > lo && LESS(&x, &v[j - 1]); j--)                                     \
+                    v[j] = v[j - 1];                                                           \
+                v[j] = x;                                                                      \
+            }                                                                                  \
+        }                                                                                      \
+        for (size_t w = RUN; w < n; w *= 2)                                                    \
+            for (size_t lo = 0; lo + w < n; lo += 2 * w) {                                     \
+                size_t mid = lo + w, hi = lo + 2 * w < n ? lo + 2 * w : n;                     \
+                if (!LESS(&v[mid], &v[mid - 1]))                                               \
+                    continue;                                                                  \
+                memcpy(tmp, v + lo, (mid - lo) * sizeof(T));                                   \
+                size_t a = 0, na = mid - lo, b = mid, k = lo;                                  \
+                while (a < na && b < hi)                                                       \
+                    v[k++] = LESS(&v[b], &tmp[a]) ? v[b++] : tmp[a++];                         \
+                while (a < na)                                                                 \
+                    v[k++] = tmp[a++];                                                         \
+            }                                                                                  \
+    }
+
+static inline int op_time_less(const pp_aop *x, const pp_aop *y)
 {
-    const pp_aop *x = a, *y = b;
     if (x->stage != y->stage)
-        return x->stage - y->stage;
+        return x->stage < y->stage;
     if (x->t0 != y->t0)
-        return x->t0 < y->t0 ? -1 : 1;
-    return (x->t1 > y->t1) - (x->t1 < y->t1);
+        return x->t0 < y->t0;
+    return x->t1 < y->t1;
+}
+
+DEFINE_STABLE_SORT(sort_ops_by_time, pp_aop, op_time_less)
+
+/* sort_ops_by_time, faster on a step's ops: stable counting by stage (the ops of the stages
+ * arrive interleaved, each stage's nearly in time order), then each stage's run by time. tmp
+ * holds n ops. Falls back to the merge sort when a stage lies outside [0, S). */
+static void sort_ops(pp_aop *v, size_t n, pp_aop *tmp, int S)
+{
+    size_t *start = S > 0 ? calloc((size_t)S + 1, sizeof *start) : NULL;
+    for (size_t i = 0; start && i < n; i++) {
+        if (v[i].stage < 0 || v[i].stage >= S) {
+            free(start);
+            start = NULL;
+        } else {
+            start[v[i].stage + 1]++;
+        }
+    }
+    if (!start) {
+        sort_ops_by_time(v, n, tmp);
+        return;
+    }
+    for (int s = 0; s < S; s++)
+        start[s + 1] += start[s];
+    size_t *at = tmp == NULL ? NULL : start; /* start[s]: next slot of stage s, advanced */
+    for (size_t i = 0; i < n; i++)
+        tmp[at[v[i].stage]++] = v[i];
+    memcpy(v, tmp, n * sizeof *v);
+    /* at[s] is now the end of stage s, which is where stage s + 1 begins */
+    size_t lo = 0;
+    for (int s = 0; s < S; s++) {
+        size_t hi = at[s];
+        if (hi > lo + 1)
+            sort_ops_by_time(v + lo, hi - lo, tmp);
+        lo = hi;
+    }
+    free(start);
+}
+
+/* Scratch of at least `bytes` for the per-step sorts, kept from step to step; NULL when out of
+ * memory. */
+static void *sort_scratch(state *st, size_t bytes)
+{
+    if (bytes > st->scratch_bytes) {
+        void *p = realloc(st->scratch, bytes);
+        if (!p)
+            return NULL;
+        st->scratch = p;
+        st->scratch_bytes = bytes;
+    }
+    return st->scratch;
 }
 
 /* The observed lists of one step as a schedule the simulator can replay. */
@@ -657,19 +824,19 @@ typedef struct xfer {
     size_t index; /* in the step's ops */
 } xfer;
 
-static int cmp_xfer(const void *a, const void *b)
+/* By link, then sends before receives; the sort is stable, so each group stays in op order. */
+static inline int xfer_less(const xfer *x, const xfer *y)
 {
-    const xfer *x = a, *y = b;
     if (x->grad != y->grad)
-        return x->grad < y->grad ? -1 : 1;
+        return x->grad < y->grad;
     if (x->src != y->src)
-        return x->src < y->src ? -1 : 1;
+        return x->src < y->src;
     if (x->dst != y->dst)
-        return x->dst < y->dst ? -1 : 1;
-    if (x->recv != y->recv)
-        return x->recv < y->recv ? -1 : 1;
-    return (x->index > y->index) - (x->index < y->index);
+        return x->dst < y->dst;
+    return x->recv < y->recv;
 }
+
+DEFINE_STABLE_SORT(sort_xfers, xfer, xfer_less)
 
 /* For each send of ops, the index of its receive (SIZE_MAX when none) in st->match: links are
  * FIFO (docs/schedules.md), so the k-th send on (src, dst, kind) meets the k-th receive there.
@@ -698,8 +865,12 @@ static int match_transfers(state *st, const pp_aop *ops, size_t n)
     }
     xfer *x = st->xfers.data;
     size_t nx = st->xfers.n, *match = st->match.data;
-    if (nx)
-        qsort(x, nx, sizeof *x, cmp_xfer);
+    if (nx) {
+        xfer *tmp = sort_scratch(st, nx * sizeof *x);
+        if (!tmp)
+            return 0;
+        sort_xfers(x, nx, tmp);
+    }
     /* per link: its sends in op order, then its receives in op order */
     for (size_t g = 0; g < nx;) {
         size_t r = g;
@@ -896,8 +1067,11 @@ static void finalize(state *st, bucket *b)
         goto done;
     pp_aop *ops = b->ops.data;
     size_t n = b->ops.n;
+    pp_aop *tmp = n ? sort_scratch(st, n * sizeof *ops) : NULL;
+    if (n && !tmp)
+        goto done;
     if (n)
-        qsort(ops, n, sizeof *ops, cmp_op_time);
+        sort_ops(ops, n, tmp, S);
     pp_astep *sp = vec_push(&st->steps);
     if (!sp)
         goto done;
@@ -1121,17 +1295,6 @@ enum {
     K_STEP = 0, K_FWD, K_BWD, K_BWD_INPUT, K_BWD_WEIGHT, K_SEND_ACT, K_RECV_ACT, K_SEND_GRAD,
     K_RECV_GRAD, K_OPT, K_LAYER_FWD, K_LAYER_BWD, K_LAYER_BWD_WEIGHT, K_ALLREDUCE, K_NONE = -1
 };
-
-/* A range's fields as the trace states them, wide enough for any value it can hold: they are
- * checked against the bounds (check_bounds) before any of them is narrowed or used. */
-typedef struct decoded {
-    int kind;
-    int64_t step;
-    int64_t stage, mb, chunk, layer, peer;
-    uint64_t bytes;
-    int has_bytes;
-    const char *oob; /* which bound a field broke (check_bounds), NULL when none */
-} decoded;
 
 static int cmp_far(const void *a, const void *b)
 {
@@ -1519,8 +1682,28 @@ static void on_config(state *st, file_state *f, const char *msg, uint64_t ts)
         else if (strcmp(k, "replica") == 0)
             f->replica = config_int(a, k, v, (1 << 20) - 1, &x) ? (int)x : 0;
     }
+    st->cfg_gen++; /* the bounds decode() checks may have changed */
     if (st->S_cfg)
         ensure_stage(st, st->S_cfg - 1);
+}
+
+/* GPU pass: a pipeline range the GPU work it launched is projected onto (the step numbering
+ * as the host pass has it). */
+static void gpu_range(state *st, file_state *f, thread_state *t, const decoded *d, uint64_t t0,
+                      uint64_t t1)
+{
+    if (d->kind == K_STEP) {
+        t->n_steps++; /* fallback numbering */
+        return;
+    }
+    int64_t step = d->step >= 0 ? d->step : t->cur_step;
+    if (step < 0 || !((d->kind >= K_FWD && d->kind <= K_OPT) || d->kind == K_ALLREDUCE))
+        return;
+    pp_gpu_op g = d->kind == K_FWD                            ? PP_GOP_FWD
+                  : d->kind >= K_BWD && d->kind <= K_BWD_WEIGHT ? PP_GOP_BWD
+                  : d->kind == K_OPT                           ? PP_GOP_OPT
+                                                               : PP_GOP_COMM;
+    pp_gpu_proj_range(st->gpu, f->index, t->tid, step, d->stage, g, t0, t1);
 }
 
 /* A closed range of file f on thread t, of the pipeprof domain; raw is decode() of it. */
@@ -1559,10 +1742,12 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
      * are still aligned, from their own transfers, in the clock pass). */
     if (f->replica != st->o->replica && !st->collect)
         return;
+    if (st->gpu_pass) {
+        gpu_range(st, f, t, &d, t0, t1);
+        return;
+    }
     if (d.kind == K_ALLREDUCE) {
         int64_t ar_step = d.step >= 0 ? d.step : t->cur_step;
-        if (st->gpu && !st->collect && ar_step >= 0)
-            pp_gpu_proj_range(st->gpu, f->index, t->tid, ar_step, d.stage, PP_GOP_COMM, t0, t1);
         bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
         ar_range *x = ab ? vec_push(&ab->allred) : NULL;
         if (x)
@@ -1608,13 +1793,6 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
     op.t1 = t1;
     op.rank = st->collect ? f->index : f->rank >= 0 ? f->rank : f->index;
     op.replica = f->replica;
-    if (st->gpu && d.kind >= K_FWD && d.kind <= K_OPT && d.kind != K_STEP) {
-        pp_gpu_op g = d.kind == K_FWD                          ? PP_GOP_FWD
-                      : d.kind >= K_BWD && d.kind <= K_BWD_WEIGHT ? PP_GOP_BWD
-                      : d.kind == K_OPT                         ? PP_GOP_OPT
-                                                                : PP_GOP_COMM;
-        pp_gpu_proj_range(st->gpu, f->index, t->tid, step, d.stage, g, t0, t1);
-    }
     int S = st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
     switch (d.kind) {
     case K_FWD: op.kind = PP_AOP_FWD; break;
@@ -1634,7 +1812,7 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         op.chunk = d.layer;
         if (op.mb < 0)
             op.mb = t->cur_mb;
-        pp_aop *lp = vec_push(&b->layer_ops);
+        pp_aop *lp = vec_push_raw(&b->layer_ops);
         if (lp)
             *lp = op;
         if (d.layer >= 0) {
@@ -1669,7 +1847,7 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         int up = op.kind == PP_AOP_SEND_ACT || op.kind == PP_AOP_RECV_GRAD;
         op.peer = (op.stage + (up ? 1 : S - 1)) % S;
     }
-    pp_aop *p = vec_push(&b->ops);
+    pp_aop *p = vec_push_raw(&b->ops);
     if (p)
         *p = op;
 }
@@ -1702,6 +1880,20 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
     }
 }
 
+/* Whether the record after the one ending at `off` is a pipeprof.event extended payload (which
+ * then belongs to it). */
+static int ext_follows(const uint8_t *p, size_t bytes, size_t off)
+{
+    pp_rec_ext e;
+    if (off + sizeof e > bytes)
+        return 0;
+    memcpy(&e, p + off, sizeof e);
+    const size_t keep = sizeof ((open_range *)0)->ext; /* what a range keeps of it */
+    size_t nb = e.data_bytes < keep ? e.data_bytes : keep;
+    return e.h.type == PP_REC_EXT_PAYLOAD && e.h.size >= sizeof e && off + e.h.size <= bytes &&
+           e.schema_id == PIPEPROF_SCHEMA_ID && sizeof e + nb <= e.h.size;
+}
+
 /* Pushes, pops, starts and ends of one EVENTS block. */
 static void on_events(state *st, file_state *f, const pp_trace_block *blk)
 {
@@ -1728,23 +1920,34 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 break;
             memcpy(&r, rec, sizeof r);
             f->events++;
-            open_range o = {.domain = r.domain, .t0 = h.ts, .message = r.message,
-                            .category = r.category, .payload_type = r.payload_type,
-                            .payload = r.payload, .range_id = r.range_id};
             if (h.type == PP_REC_MARK) {
                 if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
                     on_config(st, f, str_of(f, r.message), h.ts);
                 last = NULL;
                 break;
             }
+            /* every field but the payload's bytes and the cached decode (flagged unset): this
+             * runs for every range of the trace */
+            open_range spare;
             vec *target = h.type == PP_REC_PUSH ? &t->stack : &f->starts;
-            last = vec_push(target);
-            if (last)
-                *last = o;
-            /* what the enclosing ranges say, for layer ranges and fallback step numbers */
-            if (h.type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain) {
+            last = vec_push_raw(target);
+            open_range *o = last ? last : &spare;
+            o->domain = r.domain;
+            o->t0 = h.ts;
+            o->message = r.message;
+            o->category = r.category;
+            o->payload_type = r.payload_type;
+            o->payload = r.payload;
+            o->range_id = r.range_id;
+            o->has_ext = 0;
+            o->ext_bytes = 0;
+            o->has_dec = 0;
+            /* what the enclosing ranges say, for layer ranges and fallback step numbers; when its
+             * pipeprof.event payload follows, the payload's case below does this */
+            if (h.type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain &&
+                !ext_follows(p, blk->h.payload_bytes, off)) {
                 decoded d;
-                decode(st, f, &o, &d);
+                decode(st, f, o, &d);
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step >= 0 ? d.step : t->n_steps + 1;
                     t->cur_stage = d.stage;
@@ -1759,9 +1962,14 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
         case PP_REC_GPU:
         case PP_REC_API:
         case PP_REC_NCCL:
-            /* GPU capture: onto the common clock, then to the projection (analyzed replica) */
-            if (st->gpu && f->replica == st->o->replica)
+            /* GPU capture: onto the common clock, then to the projection (analyzed replica);
+             * the host pass only counts them */
+            if (f->replica != st->o->replica)
+                break;
+            if (st->gpu)
                 on_gpu_record(st, f, h.type, rec, h.size);
+            else
+                st->gpu_records++;
             break;
         case PP_REC_EXT_PAYLOAD: {
             pp_rec_ext e;
@@ -1783,6 +1991,10 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
                 last == &((open_range *)t->stack.data)[t->stack.n - 1]) {
                 decoded d;
                 decode(st, f, last, &d);
+                last->dec = d;
+                last->dec_gen = f->meta_gen;
+                last->dec_cfg = st->cfg_gen;
+                last->has_dec = 1;
                 if (d.kind == K_STEP) {
                     t->cur_step = d.step;
                     t->cur_stage = d.stage;
@@ -1808,24 +2020,28 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
             for (size_t k = t->stack.n; k-- > 0;) {
                 if (s[k].domain != r.domain)
                     continue;
-                open_range o = s[k];
+                /* One decode serves the range and the step bookkeeping below (with no pipeprof
+                 * domain seen, a default-domain range is still checked for a step payload).
+                 * The range is used in place (nothing below touches the stack), then removed. */
+                const open_range *o = &s[k];
+                if (o->domain == f->pipeprof_domain) {
+                    decoded d;
+                    if (o->has_dec && o->dec_gen == f->meta_gen && o->dec_cfg == st->cfg_gen)
+                        d = o->dec;
+                    else
+                        decode(st, f, o, &d);
+                    if (f->pipeprof_domain)
+                        on_range(st, f, t, o, h.ts, &d);
+                    if (d.kind == K_STEP) {
+                        int64_t step = d.step >= 0 ? d.step : t->n_steps;
+                        if (d.stage >= 0 && ensure_stage(st, d.stage) &&
+                            step > st->stage_max_step[d.stage])
+                            st->stage_max_step[d.stage] = step;
+                        t->cur_step = -1;
+                    }
+                }
                 memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
                 t->stack.n--;
-                /* One decode serves the range and the step bookkeeping below (with no pipeprof
-                 * domain seen, a default-domain range is still checked for a step payload). */
-                if (o.domain != f->pipeprof_domain)
-                    break;
-                decoded d;
-                decode(st, f, &o, &d);
-                if (f->pipeprof_domain)
-                    on_range(st, f, t, &o, h.ts, &d);
-                if (d.kind == K_STEP) {
-                    int64_t step = d.step >= 0 ? d.step : t->n_steps;
-                    if (d.stage >= 0 && ensure_stage(st, d.stage) &&
-                        step > st->stage_max_step[d.stage])
-                        st->stage_max_step[d.stage] = step;
-                    t->cur_step = -1;
-                }
                 break;
             }
             break;
@@ -1860,6 +2076,7 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
 
 static void on_meta(file_state *f, const pp_trace_block *blk)
 {
+    f->meta_gen++;
     const uint8_t *p = blk->payload;
     size_t off = 0;
     for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= blk->h.payload_bytes;
@@ -2120,6 +2337,8 @@ static void state_free(state *st)
     vec_free(&st->kept_ar_ops);
     vec_free(&st->xfers);
     vec_free(&st->match);
+    free(st->scratch);
+    st->scratch = NULL;
     vec_free(&st->collected);
     vec_free(&st->syncs);
     pp_gpu_proj_destroy(st->gpu);
@@ -2375,6 +2594,93 @@ done:
     return rc;
 }
 
+/* GPU time (docs/metrics.md "GPU time"): a second pass over the files, run only when the host
+ * pass saw GPU-capture records, now that the analyzed steps and their host windows are known.
+ * It decodes the ranges again (the same step numbering) and hands them, the API calls and the
+ * GPU and NCCL records to the projection, which keeps only a window of them (pp_gpu.h). */
+static pp_status gpu_pass(const file_state *fs, size_t n, pp_analysis *a,
+                          const pp_analysis_options *o)
+{
+    pp_status rc = PP_OK;
+    size_t ns = a->n_steps ? a->n_steps : 1;
+    int64_t *steps = malloc(ns * sizeof *steps);
+    uint64_t *w0 = malloc(ns * sizeof *w0), *w1 = malloc(ns * sizeof *w1);
+    pp_analysis *scratch = calloc(1, sizeof *scratch);
+    file_state *gs = calloc(n ? n : 1, sizeof *gs);
+    state st;
+    state_init(&st, o, scratch);
+    st.gpu_pass = 1;
+    if (!steps || !w0 || !w1 || !scratch || !gs) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+        goto done;
+    }
+    for (size_t i = 0; i < a->n_steps; i++) {
+        steps[i] = a->steps[i].step;
+        w0[i] = (uint64_t)a->steps[i].t0_ns;
+        w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].window_ns);
+    }
+    if ((rc = pp_gpu_proj_create(&st.gpu, steps, w0, w1, a->n_steps, a->S, o->gpu_window)) !=
+        PP_OK)
+        goto done;
+    /* the pictures' window: the kept steps */
+    uint64_t k0 = UINT64_MAX, k1 = 0;
+    for (size_t i = 0; i < a->n_steps; i++)
+        if (a->steps[i].step >= a->kept_lo && a->steps[i].step <= a->kept_hi) {
+            k0 = w0[i] < k0 ? w0[i] : k0;
+            k1 = w1[i] > k1 ? w1[i] : k1;
+        }
+    if (k0 < k1)
+        pp_gpu_proj_keep(st.gpu, a->kept_lo, a->kept_hi, k0, k1);
+    for (size_t i = 0; i < n; i++) {
+        file_state *f = &gs[i];
+        file_state_init(f, (int)i);
+        f->info = fs[i].info;
+        f->rank = fs[i].rank;
+        f->clk = fs[i].clk;
+        f->done = !fs[i].r || !rank_wanted(o, fs[i].rank) ||
+                  pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
+    }
+    /* round-robin as in the host pass, so the files' windows advance together */
+    for (int active = 1; active;) {
+        active = 0;
+        for (size_t i = 0; i < n; i++) {
+            file_state *f = &gs[i];
+            pp_trace_block blk;
+            bool got = false;
+            if (f->done)
+                continue;
+            if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got) {
+                f->done = 1;
+                continue;
+            }
+            active = 1;
+            if (blk.h.kind == PP_BLOCK_META)
+                on_meta(f, &blk);
+            else if (blk.h.kind == PP_BLOCK_EVENTS)
+                on_events(&st, f, &blk);
+        }
+    }
+    if ((rc = pp_gpu_proj_finish(st.gpu, &a->gpu)) != PP_OK)
+        goto done;
+    if (a->gpu.present && a->gpu.unattributed)
+        warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
+                "(launched outside the NVTX ranges, or their API record was lost)",
+             (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
+    if (a->gpu.late)
+        warn(a, "%llu GPU records arrived after the range that launched them had left the "
+                "projection's window (%zu ranges per trace file): not projected",
+             (unsigned long long)a->gpu.late, o->gpu_window ? o->gpu_window
+                                                            : (size_t)PP_GPU_WINDOW_RANGES);
+done:
+    for (size_t i = 0; gs && i < n; i++)
+        file_state_free(&gs[i]);
+    free(gs);
+    state_free(&st);
+    free(scratch);
+    free(steps), free(w0), free(w1);
+    return rc;
+}
+
 pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *opt,
                            pp_analysis **out)
 {
@@ -2388,11 +2694,6 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     file_state *fs = calloc(n ? n : 1, sizeof *fs);
     state st;
     state_init(&st, opt, a);
-    if (a && fs && pp_gpu_proj_create(&st.gpu) != PP_OK) {
-        free(a);
-        free(fs);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
-    }
     if (!a || !fs) {
         free(a);
         free(fs);
@@ -2494,38 +2795,8 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
                 "docs/nvtx-convention.md (first: %s)",
              (unsigned long long)a->ranges_out_of_bounds, st.oob_first);
     results(&st);
-    if (st.gpu) {
-        size_t ns = a->n_steps ? a->n_steps : 1;
-        int64_t *steps = malloc(ns * sizeof *steps);
-        uint64_t *w0 = malloc(ns * sizeof *w0), *w1 = malloc(ns * sizeof *w1);
-        if (!steps || !w0 || !w1) {
-            free(steps), free(w0), free(w1);
-            rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
-            goto done;
-        }
-        for (size_t i = 0; i < a->n_steps; i++) {
-            steps[i] = a->steps[i].step;
-            w0[i] = (uint64_t)a->steps[i].t0_ns;
-            w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].window_ns);
-        }
-        /* the pictures' window: the kept steps */
-        uint64_t k0 = UINT64_MAX, k1 = 0;
-        for (size_t i = 0; i < a->n_steps; i++)
-            if (a->steps[i].step >= a->kept_lo && a->steps[i].step <= a->kept_hi) {
-                k0 = w0[i] < k0 ? w0[i] : k0;
-                k1 = w1[i] > k1 ? w1[i] : k1;
-            }
-        if (k0 < k1)
-            pp_gpu_proj_keep(st.gpu, a->kept_lo, a->kept_hi, k0, k1);
-        rc = pp_gpu_proj_finish(st.gpu, steps, w0, w1, a->n_steps, a->S, &a->gpu);
-        free(steps), free(w0), free(w1);
-        if (rc != PP_OK)
-            goto done;
-        if (a->gpu.present && a->gpu.unattributed)
-            warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
-                    "(launched outside the NVTX ranges, or their API record was lost)",
-                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
-    }
+    if (st.gpu_records && (rc = gpu_pass(fs, n, a, opt)) != PP_OK)
+        goto done;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1)) {
         rc = PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "
                                     "numbered from 0", opt->replica, a->dp > 1 ? a->dp : 1);

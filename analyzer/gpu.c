@@ -1,11 +1,28 @@
 /* gpu.c: projection of GPU activity onto the pipeline's NVTX ranges, and the GPU-time metrics
  * (pp_gpu.h, docs/metrics.md "GPU time"). Timestamp containment: a GPU record's launching API
  * call (by correlation id) ran on some thread at some time; the pipeline range open on that
- * thread at that time launched the work. */
+ * thread at that time launched the work.
+ *
+ * Streaming: the analyzed steps are known before the records arrive (the analyzer's GPU pass
+ * runs after its host pass), so every projected record is reduced at once to per-step and
+ * per-stage sums. What has to wait is the join itself: a GPU record reaches the trace after the
+ * range that launched it has closed, in the CUPTI buffer its API record is in. Ranges and API
+ * records are therefore kept for a window of the latest `window` ranges (2 x window API records)
+ * of each file; pending GPU records are joined in batches, and a range that leaves the window
+ * gives its per-range numbers (GPU time, launch lag) to the stage's order statistics. A record
+ * whose range already left the window counts as `late`. */
 #include "pp_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+enum {
+    RESERVOIR = 4096,      /* samples of a stage's order statistics: exact up to this many */
+    LINK_RESERVOIR = 1024, /* samples of a link's per-message bandwidth */
+    MAX_LINKS = 4096,      /* (rank, peer) pairs tracked: a hostile trace cannot grow more */
+    MAX_DEVICES = 1024,
+    DEVICE_IVLS = 4096     /* unmerged intervals per device before the oldest are retired */
+};
 
 typedef struct grange {
     int32_t file;
@@ -13,6 +30,7 @@ typedef struct grange {
     int64_t step;
     int32_t stage, kind;
     uint64_t t0, t1;
+    uint64_t seq;   /* arrival number in its file: the window keeps the latest */
     double gpu_ns;
     uint64_t first; /* earliest start of its GPU work, UINT64_MAX none */
 } grange;
@@ -21,47 +39,88 @@ typedef struct gapi {
     int32_t file;
     uint32_t corr, tid;
     uint64_t start;
+    uint64_t seq;
 } gapi;
 
 typedef struct grec {
     int32_t file;
     uint32_t device, corr, stream;
     uint64_t start, end;
+    uint64_t arrival; /* its number among the GPU records: an early one waits a window */
 } grec;
-
-typedef struct gnccl {
-    int32_t file;
-    pp_rec_nccl r;
-} gnccl;
 
 typedef struct gvec {
     void *v;
     size_t n, cap;
 } gvec;
 
+/* Order statistics over a bounded uniform reservoir (deterministic replacement). */
+typedef struct gseries {
+    uint64_t count;
+    double *res;
+    size_t n_res, cap;
+    uint64_t rng;
+} gseries;
+
+typedef struct gfile {
+    uint64_t range_seq, api_seq;
+    size_t ranges, apis;    /* of this file in the window */
+    uint64_t evicted_t1;    /* latest end of a range that left the window */
+} gfile;
+
+typedef struct gdevice {
+    uint32_t device;
+    uint64_t records;
+    uint64_t first, last;
+    double busy_ns;         /* retired, merged */
+    uint64_t frontier;      /* end of the retired part: later intervals count from here */
+    gvec ivl;               /* ivl, not yet merged */
+} gdevice;
+
+typedef struct ivl {
+    uint64_t start, end;
+} ivl;
+
+typedef struct glink {
+    int src, dst;
+    uint64_t messages, bytes, timed;
+    gseries bw;
+} glink;
+
+typedef struct gstage {
+    gseries fwd, bwd, lag;
+    double kind_ns[PP_GOP_COUNT];
+} gstage;
+
 struct pp_gpu_proj {
-    gvec ranges, api, recs, nccl;
+    /* the analyzed steps */
+    size_t n_steps;
+    int64_t *steps;
+    uint64_t *win0, *win1;
+    int S;
+    size_t window;
+    /* the join's window */
+    gvec ranges, api, pending;
+    int ranges_sorted;
+    gfile *files;
+    size_t n_files;
+    /* the reductions */
+    double *busy;         /* [n_steps][S] */
+    uint64_t *span0, *span1; /* [n_steps] */
+    double work;
+    gstage *stages;       /* [S] */
+    gdevice *devices;
+    size_t n_devices;
+    glink *links;
+    size_t n_links;
+    uint64_t records, api_calls, projected, unattributed, outside, late, nccl_ops;
+    uint64_t arrivals; /* GPU records seen by the join */
     int oom;
     int keep;
     int64_t keep_lo, keep_hi;
     uint64_t keep_t0, keep_t1;
     gvec spans; /* pp_gpu_span */
 };
-
-void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1)
-{
-    p->keep = 1;
-    p->keep_lo = lo;
-    p->keep_hi = hi;
-    p->keep_t0 = t0;
-    p->keep_t1 = t1;
-}
-
-static int cmp_span(const void *a, const void *b)
-{
-    const pp_gpu_span *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
-}
 
 static void *gpush(pp_gpu_proj *p, gvec *a, size_t size)
 {
@@ -78,57 +137,166 @@ static void *gpush(pp_gpu_proj *p, gvec *a, size_t size)
     return (char *)a->v + a->n++ * size;
 }
 
-pp_status pp_gpu_proj_create(pp_gpu_proj **out)
+static void gseries_add(pp_gpu_proj *p, gseries *s, size_t cap, double x)
 {
-    *out = calloc(1, sizeof **out);
-    return *out ? PP_OK : PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+    if (!s->res) {
+        s->res = malloc(cap * sizeof *s->res);
+        if (!s->res) {
+            p->oom = 1;
+            return;
+        }
+        s->cap = cap;
+        s->rng = 0x9e3779b97f4a7c15ull;
+    }
+    s->count++;
+    if (s->n_res < s->cap) {
+        s->res[s->n_res++] = x;
+        return;
+    }
+    /* keep each of the count samples with probability cap / count */
+    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t j = (s->rng >> 11) % s->count;
+    if (j < s->cap)
+        s->res[j] = x;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double gseries_median(gseries *s)
+{
+    size_t n = s->n_res;
+    if (!n)
+        return 0.0;
+    qsort(s->res, n, sizeof *s->res, cmp_double);
+    return n % 2 ? s->res[n / 2] : 0.5 * (s->res[n / 2 - 1] + s->res[n / 2]);
+}
+
+void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1)
+{
+    p->keep = 1;
+    p->keep_lo = lo;
+    p->keep_hi = hi;
+    p->keep_t0 = t0;
+    p->keep_t1 = t1;
+}
+
+pp_status pp_gpu_proj_create(pp_gpu_proj **out, const int64_t *steps, const uint64_t *win0,
+                             const uint64_t *win1, size_t n, int S, size_t window)
+{
+    pp_gpu_proj *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+    p->S = S > 0 ? S : 0;
+    p->n_steps = n;
+    p->window = window ? window : PP_GPU_WINDOW_RANGES;
+    size_t ns = n ? n : 1, cells = 0;
+    /* [step][stage]: steps and stages come from the trace, the size is checked */
+    if (!pp_size_mul(ns, (size_t)(p->S ? p->S : 1), &cells)) {
+        pp_gpu_proj_destroy(p);
+        return PP_ERR(PP_ERR_NOMEM, "GPU projection: %zu steps x %d stages is too large", n, S);
+    }
+    p->steps = pp_alloc_array(ns, sizeof *p->steps);
+    p->win0 = pp_alloc_array(ns, sizeof *p->win0);
+    p->win1 = pp_alloc_array(ns, sizeof *p->win1);
+    p->span0 = pp_alloc_array(ns, sizeof *p->span0);
+    p->span1 = calloc(ns, sizeof *p->span1);
+    p->busy = calloc(cells, sizeof *p->busy);
+    p->stages = calloc(p->S ? (size_t)p->S : 1, sizeof *p->stages);
+    if (!p->steps || !p->win0 || !p->win1 || !p->span0 || !p->span1 || !p->busy || !p->stages) {
+        pp_gpu_proj_destroy(p);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection of %zu steps", n);
+    }
+    if (n) {
+        memcpy(p->steps, steps, n * sizeof *steps);
+        memcpy(p->win0, win0, n * sizeof *win0);
+        memcpy(p->win1, win1, n * sizeof *win1);
+    }
+    for (size_t i = 0; i < n; i++)
+        p->span0[i] = UINT64_MAX;
+    *out = p;
+    return PP_OK;
 }
 
 void pp_gpu_proj_destroy(pp_gpu_proj *p)
 {
     if (!p)
         return;
+    free(p->steps);
+    free(p->win0);
+    free(p->win1);
+    free(p->span0);
+    free(p->span1);
+    free(p->busy);
+    for (int s = 0; p->stages && s < p->S; s++) {
+        free(p->stages[s].fwd.res);
+        free(p->stages[s].bwd.res);
+        free(p->stages[s].lag.res);
+    }
+    free(p->stages);
+    for (size_t i = 0; i < p->n_devices; i++)
+        free(p->devices[i].ivl.v);
+    free(p->devices);
+    for (size_t i = 0; i < p->n_links; i++)
+        free(p->links[i].bw.res);
+    free(p->links);
     free(p->ranges.v);
     free(p->api.v);
-    free(p->recs.v);
-    free(p->nccl.v);
+    free(p->pending.v);
+    free(p->files);
     free(p->spans.v);
     free(p);
 }
 
-void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int stage,
-                       pp_gpu_op kind, uint64_t t0, uint64_t t1)
+static gfile *file_of(pp_gpu_proj *p, int file)
 {
-    grange *r = gpush(p, &p->ranges, sizeof *r);
-    if (r)
-        *r = (grange){.file = file, .tid = tid, .step = step, .stage = stage, .kind = (int)kind,
-                      .t0 = t0, .t1 = t1, .first = UINT64_MAX};
-}
-
-void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a)
-{
-    gapi *x = gpush(p, &p->api, sizeof *x);
-    if (x)
-        *x = (gapi){.file = file, .corr = a->correlation, .tid = a->thread, .start = a->start};
-}
-
-void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g)
-{
-    if (g->kind == PP_GPU_SYNC || g->end < g->start)
-        return; /* a wait is not work */
-    grec *x = gpush(p, &p->recs, sizeof *x);
-    if (x)
-        *x = (grec){.file = file, .device = g->device, .corr = g->correlation,
-                    .stream = g->stream, .start = g->start, .end = g->end};
-}
-
-void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n)
-{
-    gnccl *x = gpush(p, &p->nccl, sizeof *x);
-    if (x) {
-        x->file = file;
-        x->r = *n;
+    if (file < 0)
+        return NULL;
+    if ((size_t)file >= p->n_files) {
+        size_t n = (size_t)file + 1;
+        gfile *f = realloc(p->files, n * sizeof *f);
+        if (!f) {
+            p->oom = 1;
+            return NULL;
+        }
+        memset(f + p->n_files, 0, (n - p->n_files) * sizeof *f);
+        p->files = f;
+        p->n_files = n;
     }
+    return &p->files[file];
+}
+
+static long step_index(const pp_gpu_proj *p, int64_t step)
+{
+    size_t lo = 0, hi = p->n_steps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->steps[mid] == step)
+            return (long)mid;
+        if (p->steps[mid] < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* Whether t lies in one of the analyzed steps' (sorted, disjoint) host windows. */
+static int in_windows(const pp_gpu_proj *p, uint64_t t)
+{
+    size_t lo = 0, hi = p->n_steps;
+    while (lo < hi) { /* first window starting after t */
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->win0[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && t <= p->win1[lo - 1];
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -138,7 +306,9 @@ static int cmp_range(const void *a, const void *b)
         return x->file < y->file ? -1 : 1;
     if (x->tid != y->tid)
         return x->tid < y->tid ? -1 : 1;
-    return (x->t0 > y->t0) - (x->t0 < y->t0);
+    if (x->t0 != y->t0)
+        return x->t0 < y->t0 ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
 static int cmp_api(const void *a, const void *b)
@@ -146,44 +316,23 @@ static int cmp_api(const void *a, const void *b)
     const gapi *x = a, *y = b;
     if (x->file != y->file)
         return x->file < y->file ? -1 : 1;
-    return (x->corr > y->corr) - (x->corr < y->corr);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct ivl {
-    uint32_t device;
-    uint64_t start, end;
-} ivl;
-
-static int cmp_ivl(const void *a, const void *b)
-{
-    const ivl *x = a, *y = b;
-    if (x->device != y->device)
-        return x->device < y->device ? -1 : 1;
-    return (x->start > y->start) - (x->start < y->start);
+    if (x->corr != y->corr)
+        return x->corr < y->corr ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
 static const gapi *find_api(const pp_gpu_proj *p, int file, uint32_t corr)
 {
     const gapi *a = p->api.v;
     size_t lo = 0, hi = p->api.n;
-    while (lo < hi) {
+    while (lo < hi) { /* first entry with key >= (file, corr) */
         size_t mid = lo + (hi - lo) / 2;
-        int c = a[mid].file != file ? (a[mid].file < file ? -1 : 1)
-                                    : (a[mid].corr > corr) - (a[mid].corr < corr);
-        if (c == 0)
-            return &a[mid];
-        if (c < 0)
+        if (a[mid].file < file || (a[mid].file == file && a[mid].corr < corr))
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return lo < p->api.n && a[lo].file == file && a[lo].corr == corr ? &a[lo] : NULL;
 }
 
 /* The range of (file, tid) open at t: the last one starting at or before t, if it is still
@@ -214,27 +363,279 @@ static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
     return c;
 }
 
-static long step_index(const int64_t *steps, size_t n, int64_t step)
+static gdevice *device_of(pp_gpu_proj *p, uint32_t device)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (steps[mid] == step)
-            return (long)mid;
-        if (steps[mid] < step)
-            lo = mid + 1;
-        else
-            hi = mid;
+    for (size_t i = 0; i < p->n_devices; i++)
+        if (p->devices[i].device == device)
+            return &p->devices[i];
+    if (p->n_devices >= MAX_DEVICES)
+        return NULL;
+    gdevice *d = realloc(p->devices, (p->n_devices + 1) * sizeof *d);
+    if (!d) {
+        p->oom = 1;
+        return NULL;
     }
-    return -1;
+    p->devices = d;
+    d = &p->devices[p->n_devices++];
+    memset(d, 0, sizeof *d);
+    d->device = device;
+    d->first = UINT64_MAX;
+    return d;
 }
 
-static double median_of(double *v, size_t n)
+static int cmp_ivl(const void *a, const void *b)
 {
+    const ivl *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Merges a device's pending intervals; retires (adds to busy) those wholly before the last
+ * `keep` of them, so that late arrivals still merge with the recent ones. */
+static void device_merge(gdevice *d, size_t keep)
+{
+    ivl *v = d->ivl.v;
+    size_t n = d->ivl.n;
     if (!n)
-        return 0.0;
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        return;
+    qsort(v, n, sizeof *v, cmp_ivl);
+    size_t m = 0; /* merge in place */
+    for (size_t i = 0; i < n; i++) {
+        if (m && v[i].start <= v[m - 1].end) {
+            if (v[i].end > v[m - 1].end)
+                v[m - 1].end = v[i].end;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    size_t retire = m > keep ? m - keep : 0;
+    for (size_t i = 0; i < retire; i++) {
+        uint64_t s = v[i].start > d->frontier ? v[i].start : d->frontier;
+        if (v[i].end > s)
+            d->busy_ns += (double)(v[i].end - s);
+        if (v[i].end > d->frontier)
+            d->frontier = v[i].end;
+    }
+    memmove(v, v + retire, (m - retire) * sizeof *v);
+    d->ivl.n = m - retire;
+}
+
+/* A projected record of an analyzed step onto its device's busy time. */
+static void device_add(pp_gpu_proj *p, uint32_t device, uint64_t start, uint64_t end)
+{
+    gdevice *d = device_of(p, device);
+    if (!d)
+        return;
+    d->records++;
+    if (start < d->first)
+        d->first = start;
+    if (end > d->last)
+        d->last = end;
+    if (d->ivl.n >= DEVICE_IVLS)
+        device_merge(d, DEVICE_IVLS / 2);
+    ivl *x = gpush(p, &d->ivl, sizeof *x);
+    if (x)
+        *x = (ivl){start, end};
+}
+
+static void project_one(pp_gpu_proj *p, const grec *g, grange *r)
+{
+    long si = step_index(p, r->step);
+    if (si < 0 || r->stage < 0 || r->stage >= p->S) {
+        p->outside++;
+        return;
+    }
+    p->projected++;
+    double d = (double)(g->end - g->start);
+    r->gpu_ns += d;
+    if (g->start < r->first)
+        r->first = g->start;
+    p->busy[(size_t)si * (size_t)p->S + (size_t)r->stage] += d;
+    p->stages[r->stage].kind_ns[r->kind] += d;
+    if (g->start < p->span0[si])
+        p->span0[si] = g->start;
+    if (g->end > p->span1[si])
+        p->span1[si] = g->end;
+    device_add(p, g->device, g->start, g->end);
+    if (p->keep && r->step >= p->keep_lo && r->step <= p->keep_hi) {
+        pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
+        if (sp)
+            *sp = (pp_gpu_span){.file = g->file, .device = g->device, .stream = g->stream,
+                                .stage = r->stage, .kind = r->kind, .step = r->step,
+                                .start = g->start, .end = g->end, .peer = -1};
+    }
+}
+
+/* Joins the pending GPU records with the API records and ranges in the window. A record that
+ * finds neither may still be early (its API record in a later block, its range not closed
+ * yet): it waits until `window` later GPU records have arrived, unless `final`. */
+static void join(pp_gpu_proj *p, int final)
+{
+    if (!p->ranges_sorted && p->ranges.n) {
+        qsort(p->ranges.v, p->ranges.n, sizeof(grange), cmp_range);
+        p->ranges_sorted = 1;
+    }
+    if (p->api.n)
+        qsort(p->api.v, p->api.n, sizeof(gapi), cmp_api);
+    grec *g = p->pending.v;
+    size_t kept = 0;
+    for (size_t i = 0; i < p->pending.n; i++) {
+        const gapi *a = find_api(p, g[i].file, g[i].corr);
+        grange *r = a ? find_range(p, a->file, a->tid, a->start) : NULL;
+        if (r) {
+            project_one(p, &g[i], r);
+            continue;
+        }
+        if (!final && g[i].arrival + p->window > p->arrivals) {
+            g[kept++] = g[i];
+            continue;
+        }
+        const gfile *f = a && (size_t)a->file < p->n_files ? &p->files[a->file] : NULL;
+        if (f && a->start <= f->evicted_t1)
+            p->late++;
+        else
+            p->unattributed++;
+    }
+    p->pending.n = kept;
+}
+
+/* A range leaving the window: its GPU time and launch lag are final. */
+static void range_retire(pp_gpu_proj *p, const grange *r)
+{
+    if (r->gpu_ns <= 0 || r->stage < 0 || r->stage >= p->S || step_index(p, r->step) < 0)
+        return;
+    gstage *st = &p->stages[r->stage];
+    if (r->kind == PP_GOP_FWD)
+        gseries_add(p, &st->fwd, RESERVOIR, r->gpu_ns);
+    else if (r->kind == PP_GOP_BWD)
+        gseries_add(p, &st->bwd, RESERVOIR, r->gpu_ns);
+    if (r->kind != PP_GOP_COMM && r->first != UINT64_MAX && r->first >= r->t0)
+        gseries_add(p, &st->lag, RESERVOIR, (double)(r->first - r->t0));
+}
+
+/* After a join: each file keeps its latest `window` ranges and 2 x window API records. */
+static void evict(pp_gpu_proj *p, int all)
+{
+    grange *r = p->ranges.v;
+    size_t k = 0;
+    for (size_t i = 0; i < p->ranges.n; i++) {
+        gfile *f = &p->files[r[i].file];
+        if (all || r[i].seq + p->window < f->range_seq) {
+            range_retire(p, &r[i]);
+            if (r[i].t1 > f->evicted_t1)
+                f->evicted_t1 = r[i].t1;
+            f->ranges--;
+        } else {
+            r[k++] = r[i]; /* stays sorted */
+        }
+    }
+    p->ranges.n = k;
+    gapi *a = p->api.v;
+    k = 0;
+    for (size_t i = 0; i < p->api.n; i++) {
+        gfile *f = &p->files[a[i].file];
+        if (all || a[i].seq + 2 * p->window < f->api_seq)
+            f->apis--;
+        else
+            a[k++] = a[i];
+    }
+    p->api.n = k;
+}
+
+static void join_and_evict(pp_gpu_proj *p)
+{
+    join(p, 0);
+    evict(p, 0);
+}
+
+void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int stage,
+                       pp_gpu_op kind, uint64_t t0, uint64_t t1)
+{
+    gfile *f = file_of(p, file);
+    if (!f)
+        return;
+    if (f->ranges >= 2 * p->window)
+        join_and_evict(p);
+    grange *r = gpush(p, &p->ranges, sizeof *r);
+    if (!r)
+        return;
+    *r = (grange){.file = file, .tid = tid, .step = step, .stage = stage, .kind = (int)kind,
+                  .t0 = t0, .t1 = t1, .seq = f->range_seq++, .first = UINT64_MAX};
+    f->ranges++;
+    p->ranges_sorted = 0;
+}
+
+void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a)
+{
+    gfile *f = file_of(p, file);
+    if (!f)
+        return;
+    p->api_calls++;
+    if (f->apis >= 4 * p->window)
+        join_and_evict(p);
+    gapi *x = gpush(p, &p->api, sizeof *x);
+    if (!x)
+        return;
+    *x = (gapi){.file = file, .corr = a->correlation, .tid = a->thread, .start = a->start,
+                .seq = f->api_seq++};
+    f->apis++;
+}
+
+void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g)
+{
+    if (g->kind == PP_GPU_SYNC || g->end < g->start)
+        return; /* a wait is not work */
+    if (!file_of(p, file))
+        return;
+    p->records++;
+    if (in_windows(p, g->start))
+        p->work += (double)(g->end - g->start);
+    if (p->pending.n >= 2 * p->window)
+        join_and_evict(p);
+    grec *x = gpush(p, &p->pending, sizeof *x);
+    if (x)
+        *x = (grec){.file = file, .device = g->device, .corr = g->correlation,
+                    .stream = g->stream, .start = g->start, .end = g->end,
+                    .arrival = p->arrivals++};
+}
+
+void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n)
+{
+    p->nccl_ops++;
+    if (p->keep && n->timed && n->gpu_start >= p->keep_t0 && n->gpu_start <= p->keep_t1) {
+        pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
+        if (sp)
+            *sp = (pp_gpu_span){.file = file, .stage = -1, .kind = n->func, .step = -1,
+                                .start = n->gpu_start, .end = n->gpu_end, .nccl = 1,
+                                .rank = n->rank, .peer = n->peer, .bytes = n->bytes};
+    }
+    /* sends define the links (each message once) */
+    if (n->func != PP_NCCL_SEND || n->peer < 0)
+        return;
+    glink *l = NULL;
+    for (size_t j = 0; j < p->n_links && !l; j++)
+        if (p->links[j].src == n->rank && p->links[j].dst == n->peer)
+            l = &p->links[j];
+    if (!l) {
+        if (p->n_links >= MAX_LINKS)
+            return;
+        glink *v = realloc(p->links, (p->n_links + 1) * sizeof *v);
+        if (!v) {
+            p->oom = 1;
+            return;
+        }
+        p->links = v;
+        l = &p->links[p->n_links++];
+        memset(l, 0, sizeof *l);
+        l->src = n->rank;
+        l->dst = n->peer;
+    }
+    l->messages++;
+    l->bytes += n->bytes;
+    if (n->timed && n->gpu_end > n->gpu_start) {
+        l->timed++;
+        gseries_add(p, &l->bw, LINK_RESERVOIR,
+                    (double)n->bytes / (double)(n->gpu_end - n->gpu_start));
+    }
 }
 
 void pp_gpu_result_free(pp_gpu_result *r)
@@ -248,354 +649,101 @@ void pp_gpu_result_free(pp_gpu_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Whether t lies in one of the (sorted, disjoint) windows. */
-static int in_windows(const uint64_t *w0, const uint64_t *w1, size_t n, uint64_t t)
+static int cmp_span(const void *a, const void *b)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) { /* first window starting after t */
-        size_t mid = lo + (hi - lo) / 2;
-        if (w0[mid] <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > 0 && t <= w1[lo - 1];
+    const pp_gpu_span *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
 }
 
-static pp_status project(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
-                         const uint64_t *win1, size_t n_steps, int S, pp_gpu_result *out,
-                         double *busy, uint64_t *span0, uint64_t *span1, ivl *ivls,
-                         size_t *n_ivls, double *work)
+static int cmp_device(const void *a, const void *b)
 {
-    const grec *g = p->recs.v;
-    for (size_t i = 0; i < p->recs.n; i++) {
-        if (in_windows(win0, win1, n_steps, g[i].start))
-            *work += (double)(g[i].end - g[i].start);
-        const gapi *a = find_api(p, g[i].file, g[i].corr);
-        grange *r = a ? find_range(p, a->file, a->tid, a->start) : NULL;
-        if (!r) {
-            out->unattributed++;
-            continue;
-        }
-        long si = step_index(steps, n_steps, r->step);
-        if (si < 0 || r->stage < 0 || r->stage >= S) {
-            out->outside_steps++;
-            continue;
-        }
-        out->projected++;
-        double d = (double)(g[i].end - g[i].start);
-        r->gpu_ns += d;
-        if (g[i].start < r->first)
-            r->first = g[i].start;
-        busy[(size_t)si * S * PP_GOP_COUNT + (size_t)r->stage * PP_GOP_COUNT + (size_t)r->kind] += d;
-        if (g[i].start < span0[si])
-            span0[si] = g[i].start;
-        if (g[i].end > span1[si])
-            span1[si] = g[i].end;
-        ivls[(*n_ivls)++] = (ivl){g[i].device, g[i].start, g[i].end};
-        if (p->keep && r->step >= p->keep_lo && r->step <= p->keep_hi) {
-            pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
-            if (sp)
-                *sp = (pp_gpu_span){.file = g[i].file, .device = g[i].device,
-                                    .stream = g[i].stream, .stage = r->stage, .kind = r->kind,
-                                    .step = r->step, .start = g[i].start, .end = g[i].end,
-                                    .peer = -1};
-        }
-    }
-    /* NCCL operations' GPU spans in the kept window */
-    const gnccl *c = p->nccl.v;
-    for (size_t i = 0; p->keep && i < p->nccl.n; i++) {
-        const pp_rec_nccl *n = &c[i].r;
-        if (!n->timed || n->gpu_start < p->keep_t0 || n->gpu_start > p->keep_t1)
-            continue;
-        pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);
-        if (sp)
-            *sp = (pp_gpu_span){.file = c[i].file, .stage = -1, .kind = n->func, .step = -1,
-                                .start = n->gpu_start, .end = n->gpu_end, .nccl = 1,
-                                .rank = n->rank, .peer = n->peer, .bytes = n->bytes};
-    }
+    const pp_gpu_device *x = a, *y = b;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
+pp_status pp_gpu_proj_finish(pp_gpu_proj *p, pp_gpu_result *out)
+{
+    memset(out, 0, sizeof *out);
+    join(p, 1);
+    evict(p, 1);
     if (p->oom)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory keeping GPU spans");
-    return PP_OK;
-}
-
-static pp_status stage_metrics(pp_gpu_proj *p, const int64_t *steps, size_t n_steps, int S,
-                               pp_gpu_result *out, const double *busy, const uint64_t *span0,
-                               const uint64_t *span1)
-{
-    size_t nr = p->ranges.n;
-    double *fwd = malloc((nr ? nr : 1) * sizeof *fwd), *bwd = malloc((nr ? nr : 1) * sizeof *bwd);
-    double *lag = malloc((nr ? nr : 1) * sizeof *lag);
-    if (!fwd || !bwd || !lag) {
-        free(fwd), free(bwd), free(lag);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for GPU stage metrics");
+        return PP_ERR(PP_ERR_NOMEM, "out of memory projecting %llu GPU records",
+                      (unsigned long long)p->records);
+    int S = p->S;
+    out->records = p->records;
+    out->api_calls = p->api_calls;
+    out->projected = p->projected;
+    out->unattributed = p->unattributed;
+    out->outside_steps = p->outside;
+    out->late = p->late;
+    out->nccl_ops = p->nccl_ops;
+    out->present = p->records > 0 || p->nccl_ops > 0;
+    out->S = S;
+    out->stages = calloc(S ? (size_t)S : 1, sizeof *out->stages);
+    out->devices = calloc(p->n_devices ? p->n_devices : 1, sizeof *out->devices);
+    out->links = calloc(p->n_links ? p->n_links : 1, sizeof *out->links);
+    if (!out->stages || !out->devices || !out->links) {
+        pp_gpu_result_free(out);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU metrics");
     }
-    const grange *r = p->ranges.v;
-    size_t steps_with_work = 0;
+    size_t with_work = 0;
     double span_sum = 0.0;
-    for (size_t si = 0; si < n_steps; si++)
-        if (span1[si] > span0[si]) {
-            steps_with_work++;
-            span_sum += (double)(span1[si] - span0[si]);
+    for (size_t si = 0; si < p->n_steps; si++)
+        if (p->span1[si] > p->span0[si]) {
+            with_work++;
+            span_sum += (double)(p->span1[si] - p->span0[si]);
         }
-    out->step_ns = steps_with_work ? span_sum / (double)steps_with_work : 0.0;
+    out->step_ns = with_work ? span_sum / (double)with_work : 0.0;
+    out->work_ns = p->n_steps ? p->work / (double)p->n_steps : 0.0;
     double proj_total = 0.0;
     for (int s = 0; s < S; s++) {
+        gstage *g = &p->stages[s];
         pp_gpu_stage *st = &out->stages[s];
-        size_t nf = 0, nb = 0, nl = 0;
-        for (size_t i = 0; i < nr; i++) {
-            if (r[i].stage != s || r[i].gpu_ns <= 0 || step_index(steps, n_steps, r[i].step) < 0)
-                continue;
-            if (r[i].kind == PP_GOP_FWD)
-                fwd[nf++] = r[i].gpu_ns;
-            else if (r[i].kind == PP_GOP_BWD)
-                bwd[nb++] = r[i].gpu_ns;
-            if (r[i].kind != PP_GOP_COMM && r[i].first != UINT64_MAX && r[i].first >= r[i].t0)
-                lag[nl++] = (double)(r[i].first - r[i].t0);
-        }
-        st->fwd_ranges = nf;
-        st->bwd_ranges = nb;
-        st->fwd_median_ns = median_of(fwd, nf);
-        st->bwd_median_ns = median_of(bwd, nb);
-        st->launch_lag_ns = median_of(lag, nl);
+        st->fwd_ranges = g->fwd.count;
+        st->bwd_ranges = g->bwd.count;
+        st->fwd_median_ns = gseries_median(&g->fwd);
+        st->bwd_median_ns = gseries_median(&g->bwd);
+        st->launch_lag_ns = gseries_median(&g->lag);
         double bubble = 0.0;
-        for (size_t si = 0; si < n_steps; si++) {
-            if (span1[si] <= span0[si])
+        for (size_t si = 0; si < p->n_steps; si++) {
+            if (p->span1[si] <= p->span0[si])
                 continue;
-            double b = 0.0;
-            for (int k = 0; k < PP_GOP_COUNT; k++) {
-                double x = busy[si * (size_t)S * PP_GOP_COUNT + (size_t)s * PP_GOP_COUNT + (size_t)k];
-                st->kind_ns[k] += x;
-                b += x;
-            }
+            double b = p->busy[si * (size_t)S + (size_t)s];
             st->busy_ns += b;
-            bubble += 1.0 - b / (double)(span1[si] - span0[si]);
+            bubble += 1.0 - b / (double)(p->span1[si] - p->span0[si]);
         }
-        if (steps_with_work) {
-            st->busy_ns /= (double)steps_with_work;
+        if (with_work) {
+            st->busy_ns /= (double)with_work;
             for (int k = 0; k < PP_GOP_COUNT; k++)
-                st->kind_ns[k] /= (double)steps_with_work;
-            st->bubble_ratio = bubble / (double)steps_with_work;
+                st->kind_ns[k] = g->kind_ns[k] / (double)with_work;
+            st->bubble_ratio = bubble / (double)with_work;
         }
         proj_total += st->kind_ns[PP_GOP_FWD] + st->kind_ns[PP_GOP_BWD] + st->kind_ns[PP_GOP_OPT];
     }
     out->projected_ns = proj_total;
-    free(fwd), free(bwd), free(lag);
-    return PP_OK;
-}
-
-static pp_status device_metrics(pp_gpu_result *out, ivl *iv, size_t n, size_t n_steps_work)
-{
-    if (n)
-        qsort(iv, n, sizeof *iv, cmp_ivl);
-    size_t nd = 0;
-    for (size_t i = 0; i < n; i++)
-        nd += i == 0 || iv[i].device != iv[i - 1].device;
-    out->devices = calloc(nd ? nd : 1, sizeof *out->devices);
-    if (!out->devices)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for GPU device metrics");
     double busy_all = 0.0;
-    for (size_t i = 0; i < n;) {
-        pp_gpu_device *d = &out->devices[out->n_devices++];
-        d->device = iv[i].device;
-        uint64_t first = iv[i].start, last = iv[i].end, cur0 = iv[i].start, cur1 = iv[i].end;
-        size_t j = i;
-        for (; j < n && iv[j].device == d->device; j++) {
-            d->records++;
-            if (iv[j].end > last)
-                last = iv[j].end;
-            if (iv[j].start > cur1) { /* a gap: close the merged interval */
-                d->busy_ns += (double)(cur1 - cur0);
-                cur0 = iv[j].start;
-                cur1 = iv[j].end;
-            } else if (iv[j].end > cur1) {
-                cur1 = iv[j].end;
-            }
-        }
-        d->busy_ns += (double)(cur1 - cur0);
-        d->span_ns = (double)(last - first);
-        d->utilisation = d->span_ns > 0 ? d->busy_ns / d->span_ns : 0.0;
-        busy_all += d->busy_ns;
-        i = j;
+    for (size_t i = 0; i < p->n_devices; i++) {
+        gdevice *d = &p->devices[i];
+        device_merge(d, 0);
+        pp_gpu_device *o = &out->devices[out->n_devices++];
+        o->device = d->device;
+        o->records = d->records;
+        o->busy_ns = d->busy_ns;
+        o->span_ns = d->last > d->first ? (double)(d->last - d->first) : 0.0;
+        o->utilisation = o->span_ns > 0 ? o->busy_ns / o->span_ns : 0.0;
+        busy_all += o->busy_ns;
     }
-    out->device_busy_ns = n_steps_work ? busy_all / (double)n_steps_work : 0.0;
-    return PP_OK;
-}
-
-typedef struct link_key {
-    int src, dst;
-    double *bw;
-    size_t n_bw;
-    pp_gpu_link l;
-} link_key;
-
-static pp_status nccl_links(pp_gpu_proj *p, pp_gpu_result *out)
-{
-    const gnccl *c = p->nccl.v;
-    size_t n = p->nccl.n;
-    out->nccl_ops = n;
-    link_key *k = calloc(n ? n : 1, sizeof *k);
-    double *bw = malloc((n ? n : 1) * sizeof *bw);
-    if (!k || !bw) {
-        free(k), free(bw);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for NCCL links");
+    if (out->n_devices > 1)
+        qsort(out->devices, out->n_devices, sizeof *out->devices, cmp_device);
+    out->device_busy_ns = with_work ? busy_all / (double)with_work : 0.0;
+    for (size_t j = 0; j < p->n_links; j++) {
+        glink *l = &p->links[j];
+        pp_gpu_link *o = &out->links[out->n_links++];
+        *o = (pp_gpu_link){.src = l->src, .dst = l->dst, .messages = l->messages,
+                           .bytes = l->bytes, .timed = l->timed};
+        o->algbw_GBps = gseries_median(&l->bw);
+        o->busbw_GBps = o->algbw_GBps; /* nccl-tests: busbw = algbw for send/recv */
     }
-    size_t nk = 0, nbw = 0;
-    /* sends define the links (each message once); a receive without its send's trace still
-     * counts bytes on the link it names */
-    for (size_t i = 0; i < n; i++) {
-        const pp_rec_nccl *r = &c[i].r;
-        if (r->func != PP_NCCL_SEND || r->peer < 0)
-            continue;
-        size_t j = 0;
-        while (j < nk && !(k[j].src == r->rank && k[j].dst == r->peer))
-            j++;
-        if (j == nk) {
-            k[nk].src = k[nk].l.src = r->rank;
-            k[nk].dst = k[nk].l.dst = r->peer;
-            nk++;
-        }
-        k[j].l.messages++;
-        k[j].l.bytes += r->bytes;
-        if (r->timed && r->gpu_end > r->gpu_start)
-            k[j].l.timed++;
-    }
-    out->links = calloc(nk ? nk : 1, sizeof *out->links);
-    if (!out->links) {
-        free(k), free(bw);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for NCCL links");
-    }
-    for (size_t j = 0; j < nk; j++) {
-        nbw = 0;
-        for (size_t i = 0; i < n; i++) {
-            const pp_rec_nccl *r = &c[i].r;
-            if (r->func == PP_NCCL_SEND && r->rank == k[j].src && r->peer == k[j].dst &&
-                r->timed && r->gpu_end > r->gpu_start)
-                bw[nbw++] = (double)r->bytes / (double)(r->gpu_end - r->gpu_start);
-        }
-        k[j].l.algbw_GBps = median_of(bw, nbw);
-        k[j].l.busbw_GBps = k[j].l.algbw_GBps; /* nccl-tests: busbw = algbw for send/recv */
-        out->links[out->n_links++] = k[j].l;
-    }
-    free(k), free(bw);
-    return PP_OK;
-}
-
-/* NCCL numbers a record's rank and peer within its communicator. Point-to-point messages often
- * go over 2-rank communicators (pptrain's NCCL transport has one per link and direction, PyTorch
- * one per pair of ranks), whose ranks are 0 and 1 whatever the stages. So a record's rank
- * becomes the stage of its process (the one stage of that trace file's pipeline ranges), and its
- * peer the stage of the process that holds the same communicator at the peer's rank (seen in
- * that process's own records). A record whose process, or whose peer's process, has no single
- * stage keeps the communicator's numbers (a pipeline-wide communicator, where they are the
- * stages, or a one-process job). */
-static void nccl_ranks_as_stages(pp_gpu_proj *p)
-{
-    typedef struct member {
-        uint64_t comm;
-        int32_t rank, file;
-    } member;
-    gnccl *c = p->nccl.v;
-    const grange *g = p->ranges.v;
-    size_t n = p->nccl.n;
-    int32_t n_files = 0;
-    for (size_t i = 0; i < p->ranges.n; i++)
-        if (g[i].file >= n_files)
-            n_files = g[i].file + 1;
-    for (size_t i = 0; i < n; i++)
-        if (c[i].file >= n_files)
-            n_files = c[i].file + 1;
-    int32_t *stage = malloc((size_t)(n_files ? n_files : 1) * sizeof *stage);
-    member *m = malloc((n ? n : 1) * sizeof *m);
-    if (!n || !stage || !m) {
-        free(stage), free(m);
-        return;
-    }
-    for (int32_t f = 0; f < n_files; f++)
-        stage[f] = -1; /* -1: none seen, -2: several */
-    for (size_t i = 0; i < p->ranges.n; i++) {
-        int32_t *s = &stage[g[i].file];
-        if (g[i].stage < 0 || *s == -2)
-            continue;
-        *s = *s == -1 || *s == g[i].stage ? g[i].stage : -2;
-    }
-    size_t nm = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < nm && !(m[j].comm == c[i].r.comm && m[j].rank == c[i].r.rank))
-            j++;
-        if (j == nm)
-            m[nm++] = (member){c[i].r.comm, c[i].r.rank, c[i].file};
-    }
-    for (size_t i = 0; i < n; i++) {
-        pp_rec_nccl *r = &c[i].r;
-        int32_t self = stage[c[i].file], peer = -1;
-        if (self < 0)
-            continue;
-        if (r->peer >= 0) {
-            size_t j = 0;
-            while (j < nm && !(m[j].comm == r->comm && m[j].rank == r->peer))
-                j++;
-            if (j == nm || (peer = stage[m[j].file]) < 0)
-                continue;
-        }
-        r->rank = self;
-        if (r->peer >= 0)
-            r->peer = peer;
-    }
-    free(stage), free(m);
-}
-
-pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
-                             const uint64_t *win1, size_t n, int S, pp_gpu_result *out)
-{
-    memset(out, 0, sizeof *out);
-    if (p->oom)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory collecting GPU records");
-    nccl_ranks_as_stages(p);
-    out->records = p->recs.n;
-    out->api_calls = p->api.n;
-    out->present = p->recs.n > 0 || p->nccl.n > 0;
-    out->S = S > 0 ? S : 0;
-    out->stages = calloc(out->S ? (size_t)out->S : 1, sizeof *out->stages);
-    /* [step][stage][kind]: only with GPU records (without, a run of many steps and stages would
-     * pay for a table of zeros); the size checked, steps and stages come from the trace */
-    size_t cells = 1;
-    if (out->present &&
-        !pp_size_mul3(n ? n : 1, (size_t)(S > 0 ? S : 1), PP_GOP_COUNT, &cells)) {
-        pp_gpu_result_free(out);
-        return PP_ERR(PP_ERR_NOMEM, "GPU projection: %zu steps x %d stages is too large", n, S);
-    }
-    double *busy = calloc(cells, sizeof *busy);
-    uint64_t *span0 = pp_realloc_array(NULL, n ? n : 1, sizeof *span0);
-    uint64_t *span1 = calloc(n ? n : 1, sizeof *span1);
-    ivl *iv = pp_realloc_array(NULL, p->recs.n ? p->recs.n : 1, sizeof *iv);
-    pp_status st = PP_OK;
-    if (!out->stages || !busy || !span0 || !span1 || !iv) {
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory projecting %zu GPU records", p->recs.n);
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++)
-        span0[i] = UINT64_MAX;
-    if (p->ranges.n)
-        qsort(p->ranges.v, p->ranges.n, sizeof(grange), cmp_range);
-    if (p->api.n)
-        qsort(p->api.v, p->api.n, sizeof(gapi), cmp_api);
-    size_t n_iv = 0;
-    double work = 0.0;
-    if ((st = project(p, steps, win0, win1, n, out->S, out, busy, span0, span1, iv, &n_iv,
-                      &work)) != PP_OK)
-        goto done;
-    out->work_ns = n ? work / (double)n : 0.0;
-    if ((st = stage_metrics(p, steps, n, out->S, out, busy, span0, span1)) != PP_OK)
-        goto done;
-    size_t with_work = 0;
-    for (size_t i = 0; i < n; i++)
-        with_work += span1[i] > span0[i];
-    if ((st = device_metrics(out, iv, n_iv, with_work)) != PP_OK)
-        goto done;
-    if ((st = nccl_links(p, out)) != PP_OK)
-        goto done;
     if (p->spans.n) {
         qsort(p->spans.v, p->spans.n, sizeof(pp_gpu_span), cmp_span);
         out->spans = p->spans.v;
@@ -603,12 +751,5 @@ pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_
         p->spans.v = NULL;
         p->spans.n = p->spans.cap = 0;
     }
-done:
-    free(busy);
-    free(span0);
-    free(span1);
-    free(iv);
-    if (st != PP_OK)
-        pp_gpu_result_free(out);
-    return st;
+    return PP_OK;
 }

@@ -6,7 +6,8 @@
  *
  * Streaming: traces are read block by block; a step's ranges are kept only until every stage
  * has moved past it, then reduced to per-step numbers. Memory is bounded by the steps in flight
- * (plus the steps kept for drawing), not by the trace's length. */
+ * (plus the steps kept for drawing), not by the trace's length. Traces with GPU-capture records
+ * are read a second time for the GPU projection, which keeps a window of ranges (pp_gpu.h). */
 #ifndef PP_ANALYZER_H
 #define PP_ANALYZER_H
 
@@ -155,6 +156,8 @@ typedef struct pp_analysis_options {
     int rank_filter_n;   /* ranks to include (0 = all) */
     const int *rank_filter;
     int replica;         /* data-parallel replica whose pipeline is analyzed (default 0) */
+    size_t gpu_window;   /* GPU projection: ranges kept per trace file (0 = PP_GPU_WINDOW_RANGES;
+                            pp_gpu.h) */
 } pp_analysis_options;
 
 void pp_analysis_options_default(pp_analysis_options *o);

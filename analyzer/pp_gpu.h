@@ -1,14 +1,20 @@
 /* pp_gpu.h: GPU time for the pipeline (pprof-run --cuda / --nccl; docs/metrics.md "GPU time").
  * The analyzer feeds it, per trace file, the pipeline ranges it found (thread, step, stage, kind,
  * times), the CUDA API calls (correlation id, calling thread, start) and the GPU activity
- * (kernels, copies, memsets with their correlation ids), and NCCL's operations. At the end it
- * projects every GPU record onto the pipeline range that launched it: the range open on the
- * launching thread when the API call began (the innermost one: pipeline op ranges do not nest).
+ * (kernels, copies, memsets with their correlation ids), and NCCL's operations. It projects
+ * every GPU record onto the pipeline range that launched it: the range open on the launching
+ * thread when the API call began (the innermost one: pipeline op ranges do not nest).
  * From that come per-stage forward/backward times, busy time and bubble in GPU time, device
  * utilisation, and per-link NCCL bandwidth.
  *
- * Memory: the records are kept until the end (ranges 48 bytes, API calls 24, GPU records 48
- * each), unlike the analyzer's streaming host metrics. Not thread-safe: one analysis, one user. */
+ * Streaming: created with the analyzed steps (the analyzer's GPU pass follows its host pass),
+ * it reduces each record as it is joined. Ranges and API calls are kept only for a window: the
+ * latest `window` pipeline ranges of each trace file (PP_GPU_WINDOW_RANGES by default, about 56
+ * bytes each, at most twice that between joins) and twice as many API calls; GPU records wait
+ * for their API call and range at most `window` records. Work launched from a range that has
+ * left the window is counted as `late`. Memory is bounded by the window and the analyzed steps
+ * (8 bytes per step and stage), not by the trace's length. Not thread-safe: one analysis, one
+ * user. */
 #ifndef PP_GPU_H
 #define PP_GPU_H
 
@@ -23,6 +29,11 @@ extern "C" {
 #endif
 
 typedef struct pp_gpu_proj pp_gpu_proj;
+
+/* Pipeline ranges of one trace file that GPU records can still be projected onto. CUPTI hands
+ * the records over in 8 MB buffers (about 30 000 launches): a window of 16384 ranges covers one
+ * buffer's launches when each range launches two kernels or more. */
+enum { PP_GPU_WINDOW_RANGES = 16384 };
 
 /* The kinds of pipeline range GPU work is projected onto. */
 typedef enum pp_gpu_op {
@@ -76,6 +87,7 @@ typedef struct pp_gpu_span {
 typedef struct pp_gpu_result {
     int present;                /* any GPU or NCCL record at all */
     uint64_t records, api_calls, projected, unattributed, outside_steps;
+    uint64_t late;              /* launched from a range that had left the window */
     double step_ns;             /* mean GPU span of an analyzed step (first to last GPU work) */
     double projected_ns;        /* mean per step of all stages' projected GPU time */
     double work_ns;             /* mean per step of all GPU work starting inside the analyzed
@@ -92,7 +104,10 @@ typedef struct pp_gpu_result {
     pp_gpu_span *spans;     /* of the kept steps (pp_gpu_proj_keep), by start time */
 } pp_gpu_result;
 
-pp_status pp_gpu_proj_create(pp_gpu_proj **out);
+/* Over the analyzed steps (sorted; n of them, with their host time windows [win0, win1] on the
+ * common clock, copied) of a pipeline of S stages; window: ranges per file, 0 = the default. */
+pp_status pp_gpu_proj_create(pp_gpu_proj **out, const int64_t *steps, const uint64_t *win0,
+                             const uint64_t *win1, size_t n, int S, size_t window);
 void pp_gpu_proj_destroy(pp_gpu_proj *p);
 /* A pipeline range of trace file `file` on OS thread `tid`. */
 void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int stage,
@@ -101,14 +116,12 @@ void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int
 void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a);
 void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g);
 void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n);
-/* Projects everything over the analyzed steps (sorted; n of them, with their host time windows
- * [win0, win1] on the common clock) of a pipeline of S stages. out is owned by the caller
+/* Joins what is still pending and computes the metrics. out is owned by the caller
  * (pp_gpu_result_free). Fails only when out of memory. */
-pp_status pp_gpu_proj_finish(pp_gpu_proj *p, const int64_t *steps, const uint64_t *win0,
-                             const uint64_t *win1, size_t n, int S, pp_gpu_result *out);
+pp_status pp_gpu_proj_finish(pp_gpu_proj *p, pp_gpu_result *out);
 void pp_gpu_result_free(pp_gpu_result *r);
-/* Before finish: keep the GPU work of steps [lo, hi], whose host time is [t0, t1] (NCCL
- * operations are kept by time), for pictures. Default: none. */
+/* Before the first record: keep the GPU work of steps [lo, hi], whose host time is [t0, t1]
+ * (NCCL operations are kept by time), for pictures. Default: none. */
 void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1);
 
 #ifdef __cplusplus

@@ -476,6 +476,7 @@ static void json_gpu(jw *w, const pp_analysis *a)
     jw_u64(w, "records", g->records);
     jw_u64(w, "projected", g->projected);
     jw_u64(w, "unattributed", g->unattributed);
+    jw_u64(w, "late", g->late);
     jw_num(w, "step_ms", ms(g->step_ns));
     jw_num(w, "projected_ms", ms(g->projected_ns));
     jw_num(w, "work_ms", ms(g->work_ns));
