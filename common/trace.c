@@ -324,10 +324,16 @@ size_t pp_trace_enc_ext(void *buf, size_t cap, uint32_t tid, uint64_t ts, uint64
 enum { SCAN_CHUNK = 65536 };
 
 /* A view: bytes [off, off+n) of the input, from a buffer or read into one of two scratch
- * buffers (one for blocks, one for the resync scan, so a scan survives checking a candidate). */
+ * buffers (one for blocks, one for the resync scan, so a scan survives checking a candidate).
+ * A file is read READ_AHEAD bytes at a time: two small reads per block (its header, then all of
+ * it) cost the analyzer more system time than the copy itself. */
+enum { READ_AHEAD = 256 << 10 };
+
 typedef struct view_buf {
     uint8_t *p;
     size_t cap;
+    uint64_t off; /* input offset of p[0] */
+    size_t len;   /* bytes of p holding input from off (0: none) */
 } view_buf;
 
 struct pp_trace_reader {
@@ -350,9 +356,20 @@ static pp_status src_view(pp_trace_reader *r, view_buf *vb, uint64_t off, size_t
         *out = r->mem + off;
         return PP_OK;
     }
-    if (n > vb->cap) {
+    if (vb->len && off >= vb->off && off - vb->off + n <= vb->len) {
+        *out = vb->p + (off - vb->off);
+        return PP_OK;
+    }
+    /* n bytes, and as much more up to READ_AHEAD as the file had when opened */
+    size_t want = n;
+    if (want < READ_AHEAD && off < r->len)
+        want = r->len - off < READ_AHEAD ? (size_t)(r->len - off) : READ_AHEAD;
+    if (want < n)
+        want = n;
+    vb->len = 0;
+    if (want > vb->cap) {
         size_t cap = vb->cap ? vb->cap : 4096;
-        while (cap < n)
+        while (cap < want)
             cap *= 2;
         uint8_t *nb = realloc(vb->p, cap);
         if (!nb)
@@ -361,19 +378,23 @@ static pp_status src_view(pp_trace_reader *r, view_buf *vb, uint64_t off, size_t
         vb->cap = cap;
     }
     size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(r->fd, vb->p + got, n - got, (off_t)(off + got));
+    while (got < want) {
+        ssize_t k = pread(r->fd, vb->p + got, want - got, (off_t)(off + got));
         if (k < 0) {
             if (errno == EINTR)
                 continue;
             return PP_ERR(PP_ERR_IO, "trace: read at offset %llu: %s",
                           (unsigned long long)(off + got), strerror(errno));
         }
-        if (k == 0)
+        if (k == 0 && got < n)
             return PP_ERR(PP_ERR_IO, "trace: file shrank while being read (offset %llu)",
                           (unsigned long long)(off + got));
+        if (k == 0)
+            break;
         got += (size_t)k;
     }
+    vb->off = off;
+    vb->len = got;
     *out = vb->p;
     return PP_OK;
 }
