@@ -2777,7 +2777,11 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
             info->events = f->events;
         a->events_total += info->events;
         a->dropped_total += info->dropped;
-        if (f->r && !info->has_footer)
+        if (f->r && !info->has_footer && info->rank >= 0)
+            warn(a, "%s: no footer: rank %d died (its process was killed?); analyzed what it "
+                    "holds",
+                 info->path, info->rank);
+        else if (f->r && !info->has_footer)
             warn(a, "%s: no footer (the process was killed?); analyzed what it holds",
                  info->path);
         if (info->dropped)

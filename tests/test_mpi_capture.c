@@ -193,6 +193,22 @@ Test(mpi_capture, dead_rank)
     cr_assert_geq(rank2, 0);
     cr_assert_geq(a->n_steps, 1);
     cr_assert_not_null(strstr(a->warnings, "no footer"), "warnings: %s", a->warnings);
+    cr_assert_not_null(strstr(a->warnings, "rank 2 died"), "warnings: %s", a->warnings);
+    /* the manifest names the rank whose process died among its lost processes */
+    char *text = tk_slurp(tk_path("run/manifest.json"), NULL);
+    cr_assert_not_null(text);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(m);
+    int named = 0;
+    cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(m, "lost"))
+    {
+        cJSON *rk = cJSON_GetObjectItem(x, "rank");
+        named |= cJSON_IsNumber(rk) && rk->valueint == 2;
+    }
+    cJSON_Delete(m);
+    cr_assert(named, "rank 2 is not in the manifest's lost processes");
     char path[600];
     snprintf(path, sizeof path, "%s", a->files[rank2].path);
     pp_analysis_free(a);

@@ -2,7 +2,8 @@
  * the way the job died, forwards signals, waits for every process the job left behind, keeps
  * the previous run as DIR.old and refuses directories that are not runs, hands the capture
  * library its environment, and writes a manifest and summary that show every trace file and
- * every dropped event. The jobs are tests/exit_app.c, `sh`, and (when built) pptrain under the
+ * every dropped event, never replace another instance's manifest, stream long traces, and keep
+ * the job's status when the summary crashes or the manifest cannot be written. The jobs are tests/exit_app.c, `sh`, and (when built) pptrain under the
  * real libpprof.so. */
 #define _GNU_SOURCE /* realpath, putenv */
 #include "pp_common.h"
@@ -17,12 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
 #define EXIT_APP PP_BUILD_DIR "/tests/pp_exit_app"
 #define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
@@ -87,6 +90,7 @@ TestSuite(pprof_run, .init = setup, .fini = teardown, .timeout = 120);
 typedef struct run_result {
     int exit_code; /* -signal when pprof-run itself was killed */
     double secs;
+    long maxrss_kb; /* peak RSS of it or of any process it waited for (wait4) */
     char out[65536];
     char err[16384];
 } run_result;
@@ -96,9 +100,12 @@ typedef struct spawn_opts {
     const char *env[8];     /* "NAME=VALUE" added to the environment */
     int slot;               /* output files out<slot>.txt / err<slot>.txt */
     int ignore_sigchld;     /* start pprof-run with SIGCHLD ignored, as some parents do */
+    long fsize_limit;       /* > 0: RLIMIT_FSIZE in bytes (ulimit -f), a disk that fills up */
 } spawn_opts;
 
 static const char *const k_rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                          "MV2_COMM_WORLD_RANK", "PALS_RANKID",
+                                          "FLUX_TASK_RANK", "JSM_NAMESPACE_RANK",
                                           "SLURM_PROCID", "SLURM_STEP_ID", "SLURM_STEPID",
                                           "RANK", "PPROF_LIB", "PPROF_STEPS", "PPROF_QUIET",
                                           "PPROF_BUFFER_KB", "PPROF_FLUSH_MS"};
@@ -134,6 +141,11 @@ static pid_t spawn(const spawn_opts *o, const char *const *args)
             signal(sigs[i], SIG_DFL);
         if (o && o->ignore_sigchld)
             signal(SIGCHLD, SIG_IGN);
+        if (o && o->fsize_limit > 0) {
+            struct rlimit rl = {(rlim_t)o->fsize_limit, (rlim_t)o->fsize_limit};
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(126);
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -160,7 +172,9 @@ static run_result *finish(const spawn_opts *o, pid_t pid, double t0)
     static int k;
     run_result *r = &results[k = (k + 1) % 4];
     int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    struct rusage ru;
+    cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
+    r->maxrss_kb = ru.ru_maxrss;
     r->secs = now_s() - t0;
     r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     char p[PATH_MAX];
@@ -713,6 +727,11 @@ Test(pprof_run, manifest_and_summary_describe_the_run_and_every_trace_file)
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(f3, "readable")));
     cr_assert_eq((int)json_num(f3, "pid"), 104, "the pid comes from the name when unreadable");
     cr_assert_not_null(json_str(f3, "problem"));
+    /* the process that died, named */
+    cJSON *lost = cJSON_GetObjectItem(m, "lost");
+    cr_assert_eq(cJSON_GetArraySize(lost), 1);
+    cr_assert_str_eq(json_str(cJSON_GetArrayItem(lost, 0), "name"), "nodeA.103.pft");
+    cr_assert_eq((int)json_num(cJSON_GetArrayItem(lost, 0), "pid"), 103);
     cJSON *tot = cJSON_GetObjectItem(m, "totals");
     cr_assert_eq((int)json_num(tot, "files"), 4);
     cr_assert_eq((int)json_num(tot, "dropped"), 5);
@@ -726,6 +745,7 @@ Test(pprof_run, manifest_and_summary_describe_the_run_and_every_trace_file)
     cr_assert(strstr(r->out, "total: 4 files") != NULL, "%s", r->out);
     cr_assert(strstr(r->out, "5 dropped") != NULL, "%s", r->out);
     cr_assert(strstr(r->err, "warning: 5 events dropped") != NULL, "%s", r->err);
+    cr_assert(strstr(r->err, "(died: pid 103)") != NULL, "%s", r->err);
 
     /* -q: no summary, but the drops still show */
     const char *q[] = {"-q", "-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c", script, NULL};
@@ -751,6 +771,157 @@ Test(pprof_run, under_a_launcher_lists_only_its_own_rank)
     cr_assert_str_eq(json_str(cJSON_GetArrayItem(files, 0), "name"), "nodeA.202.pft");
     cJSON_Delete(m);
     cr_assert(strstr(r->out, "nodeA.201.pft") == NULL, "%s", r->out);
+}
+
+/* ---- the job's outcome is pprof-run's, whatever the post-run work meets --------------------- */
+
+/* The job leaves a trace in $PPROF_DIR (as libpprof would) and exits with `code`. */
+static const char *job_with_trace(const char *trace, int code)
+{
+    static char script[2 * PATH_MAX];
+    snprintf(script, sizeof script, "cp %s \"$PPROF_DIR/nodeA.101.pft\"; exit %d", trace, code);
+    return script;
+}
+
+/* The summary's analysis runs in a child: when it crashes (here through the documented test
+ * hook PPROF_TEST_SUMMARY_CRASH=1), pprof-run says so and still exits with the job's status,
+ * with the manifest written. */
+Test(pprof_run, a_crashing_summary_keeps_the_jobs_status)
+{
+    write_trace(in_dir("t.pft"), 101, 0, 0, 1);
+    static const int codes[] = {0, 3};
+    for (size_t i = 0; i < 2; i++) {
+        spawn_opts o = {.env = {"PPROF_TEST_SUMMARY_CRASH=1"}};
+        const char *a[] = {"-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c",
+                           job_with_trace(in_dir("t.pft"), codes[i]), NULL};
+        run_result *r = run_with(&o, a);
+        cr_assert_eq(r->exit_code, codes[i], "stderr: %s", r->err);
+        cr_assert(strstr(r->err, "the pipeline summary died (signal 11") != NULL, "%s", r->err);
+        cr_assert(strstr(r->out, "nodeA.101.pft") != NULL, "the file table is printed: %s",
+                  r->out);
+        cr_assert(exists(in_dir("r/manifest.json")));
+    }
+    /* without the hook the same run has its summary and no complaint */
+    const char *a[] = {"-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c",
+                       job_with_trace(in_dir("t.pft"), 0), NULL};
+    run_result *r = run(a);
+    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    cr_assert(strstr(r->err, "summary died") == NULL, "%s", r->err);
+    cr_assert(strstr(r->out, "pprof-run: no pipeline summary") != NULL, "%s", r->out);
+}
+
+/* A full disk for the manifest (a file-size limit: writes fail with EFBIG, and pprof-run does
+ * not die of SIGXFSZ): the job's status comes back, 0 included, and stderr says what failed. */
+Test(pprof_run, a_manifest_that_cannot_be_written_keeps_the_jobs_status)
+{
+    static const int codes[] = {0, 3};
+    for (size_t i = 0; i < 2; i++) {
+        char code[8];
+        snprintf(code, sizeof code, "%d", codes[i]);
+        spawn_opts o = {.fsize_limit = 200};
+        const char *a[] = {"-q", "-o", in_dir("r"), "--lib", g_lib, "--", EXIT_APP, "exit",
+                           code, NULL};
+        run_result *r = run_with(&o, a);
+        cr_assert_eq(r->exit_code, codes[i], "stderr: %s", r->err);
+        cr_assert(strstr(r->err, "pprof-run: no manifest:") != NULL, "%s", r->err);
+        cr_assert(strstr(r->err, "File too large") != NULL, "%s", r->err);
+        cr_assert(!exists(in_dir("r/manifest.json")));
+    }
+}
+
+/* Another pprof-run sharing DIR (a launcher whose rank variable is unknown) wrote manifest.json
+ * first: it is kept, and this instance's goes to manifest.<host>.<pid>.json. */
+Test(pprof_run, a_manifest_written_meanwhile_is_not_replaced)
+{
+    const char *a[] = {"-q", "-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c",
+                       "echo '{\"other\": 1}' > \"$PPROF_DIR/manifest.json\"; exit 5", NULL};
+    run_result *r = run(a);
+    cr_assert_eq(r->exit_code, 5, "stderr: %s", r->err);
+    char text[256];
+    slurp(in_dir("r/manifest.json"), text, sizeof text);
+    cr_assert_str_eq(text, "{\"other\": 1}\n");
+    const char *mine = strstr(r->err, "this one is ");
+    cr_assert_not_null(mine, "%s", r->err);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", mine + strlen("this one is "));
+    path[strcspn(path, "\n")] = '\0';
+    cr_assert(strstr(path, "/manifest.") && strstr(path, ".json"), "%s", path);
+    cJSON *m = load_json(path);
+    cr_assert_eq((int)json_num(cJSON_GetObjectItem(m, "exit"), "status"), 5);
+    cJSON_Delete(m);
+}
+
+/* Launchers beyond Open MPI, MPICH and Slurm: each instance writes its own manifest. */
+Test(pprof_run, other_launchers_rank_variables_give_a_manifest_per_rank)
+{
+    static const char *const vars[] = {"MV2_COMM_WORLD_RANK=4", "PALS_RANKID=5",
+                                       "FLUX_TASK_RANK=6", "JSM_NAMESPACE_RANK=7"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        spawn_opts o = {.env = {vars[i]}};
+        const char *a[] = {"-q", "-o", in_dir("r"), "--lib", g_lib, EXIT_APP, "exit", "0", NULL};
+        run_result *r = run_with(&o, a);
+        cr_assert_eq(r->exit_code, 0, "%s: %s", vars[i], r->err);
+        char name[64];
+        snprintf(name, sizeof name, "r/manifest.%c.json", vars[i][strlen(vars[i]) - 1]);
+        cr_assert(exists(in_dir(name)), "%s: no %s", vars[i], name);
+    }
+    cr_assert(!exists(in_dir("r/manifest.json")));
+}
+
+/* A long trace (1.2 M events, about 48 MB): pprof-run's manifest and summary read it as
+ * pprof-report does, block by block, so its peak RSS (pprof-run, the job and the summary's
+ * child, as wait4 reports it) stays near pprof-report's, far below the trace's size. */
+static void write_long_trace(const char *path, int pairs)
+{
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    h.pid = 101;
+    h.rank = 0;
+    snprintf(h.host, sizeof h.host, "nodeA");
+    pp_trace_writer *w = NULL;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &w), PP_OK, "%s", pp_error_message());
+    enum { PER_BLOCK = 512 };
+    static unsigned char buf[PER_BLOCK * (sizeof(pp_rec_range) + sizeof(pp_rec_pop))];
+    uint64_t ts = 1000;
+    for (int done = 0; done < pairs; done += PER_BLOCK) {
+        size_t len = 0;
+        for (int k = 0; k < PER_BLOCK; k++) {
+            pp_rec_range push;
+            memset(&push, 0, sizeof push);
+            push.h = (pp_rec_header){PP_REC_PUSH, sizeof push, 101, ts};
+            pp_rec_pop pop = {{PP_REC_POP, sizeof pop, 101, ts + 500}, 0, 0};
+            memcpy(buf + len, &push, sizeof push);
+            memcpy(buf + len + sizeof push, &pop, sizeof pop);
+            len += sizeof push + sizeof pop;
+            ts += 1000;
+        }
+        cr_assert_eq(pp_trace_writer_block(w, PP_BLOCK_EVENTS, 101, buf, len, 2 * PER_BLOCK),
+                     PP_OK, "%s", pp_error_message());
+    }
+    pp_trace_writer_close(w);
+}
+
+Test(pprof_run, the_summary_of_a_long_trace_streams_like_pprof_report)
+{
+    write_long_trace(in_dir("long.pft"), 600 * 1024);
+    struct stat sb;
+    cr_assert_eq(stat(in_dir("long.pft"), &sb), 0);
+    const char *a[] = {"-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c",
+                       job_with_trace(in_dir("long.pft"), 0), NULL};
+    run_result *r = run(a);
+    cr_assert_eq(r->exit_code, 0, "stderr: %s", r->err);
+    cr_assert(strstr(r->out, "1228800") != NULL, "every event counted: %s", r->out);
+    long run_kb = r->maxrss_kb;
+    spawn_opts o = {.exe = PPREPORT, .slot = 1};
+    const char *rep[] = {in_dir("r"), NULL};
+    r = run_with(&o, rep);
+    long report_kb = r->maxrss_kb;
+    cr_log_info("trace %.1f MB: pprof-run peak RSS %ld KiB, pprof-report %ld KiB",
+                (double)sb.st_size / 1e6, run_kb, report_kb);
+    cr_assert_leq(run_kb, report_kb + report_kb / 2, "pprof-run %ld KiB, pprof-report %ld KiB",
+                  run_kb, report_kb);
+    cr_assert_lt(run_kb * 1024.0, 0.5 * (double)sb.st_size, "%ld KiB for a %lld-byte trace",
+                 run_kb, (long long)sb.st_size);
 }
 
 /* ---- end to end with the real library ----------------------------------------------------- */

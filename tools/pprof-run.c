@@ -235,7 +235,8 @@ static int parse_args(int argc, char **argv, args *a)
 static int detect_rank(const char **var)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                       "SLURM_PROCID", "RANK"};
+                                       "MV2_COMM_WORLD_RANK", "PALS_RANKID", "FLUX_TASK_RANK",
+                                       "JSM_NAMESPACE_RANK", "SLURM_PROCID", "RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (!v || !*v)
@@ -473,6 +474,11 @@ static pp_status prepare_dir(const args *a, int launcher, char *abs)
 
 static const int k_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
+/* SIGXFSZ as pprof-run found it (CMD gets it back). pprof-run ignores it: a file-size limit
+ * (ulimit -f) then fails its manifest write with EFBIG, which it reports, instead of killing it
+ * and replacing the job's status with 153. */
+static void (*g_xfsz_old)(int) = SIG_DFL;
+
 static void note_reaped(child_result *r, pid_t pid)
 {
     if (r->n_reaped == r->cap_reaped) {
@@ -562,6 +568,7 @@ static pp_status run_command(const args *a, child_result *r)
     if (pid == 0) {
         close(errpipe[0]);
         sigaction(SIGCHLD, &chld_old, NULL);
+        signal(SIGXFSZ, g_xfsz_old); /* the job's own, not pprof-run's (main) */
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
         execvp(a->cmd[0], a->cmd);
         int e = errno;
@@ -676,6 +683,70 @@ static int header_rank_is(const char *dir, const char *name, int rank)
     return same;
 }
 
+/* What the manifest says about one trace, read block by block as the analyzer reads it (memory
+ * bounded by the largest block, not the trace): header, footer, damage, and the events counted
+ * the way pp_trace_load counts them when there is no footer. Unknown record kinds are counted as
+ * the loader does. */
+static pp_status scan_trace(const char *path, trace_info *ti)
+{
+    pp_trace_reader *r = NULL;
+    pp_status st = pp_trace_reader_open(path, &r);
+    if (st != PP_OK)
+        return st;
+    const pp_trace_header *h = pp_trace_reader_header(r);
+    ti->loaded = 1;
+    ti->pid = h->pid;
+    ti->rank = h->rank;
+    memcpy(ti->host, h->host, sizeof h->host);
+    ti->host[sizeof ti->host - 1] = '\0';
+    pp_rec_footer footer;
+    memset(&footer, 0, sizeof footer);
+    uint64_t events = 0, unknown = 0;
+    int has_footer = 0;
+    for (;;) {
+        pp_trace_block b;
+        bool got = false;
+        if ((st = pp_trace_reader_next(r, &b, &got)) != PP_OK || !got)
+            break;
+        /* the reader has checked every record's size against the block */
+        for (uint32_t off = 0; off + sizeof(pp_rec_header) <= b.h.payload_bytes;) {
+            pp_rec_header rh;
+            memcpy(&rh, b.payload + off, sizeof rh);
+            if (rh.size < sizeof rh || off + rh.size > b.h.payload_bytes)
+                break;
+            switch (rh.type) {
+            case PP_REC_PUSH: case PP_REC_POP: case PP_REC_START: case PP_REC_END:
+            case PP_REC_MARK:
+                events++;
+                break;
+            case PP_REC_FOOTER:
+                if (rh.size >= sizeof footer) {
+                    memcpy(&footer, b.payload + off, sizeof footer); /* the last one wins */
+                    has_footer = 1;
+                }
+                break;
+            case PP_REC_EXT_PAYLOAD: case PP_REC_STRING: case PP_REC_DOMAIN:
+            case PP_REC_CATEGORY: case PP_REC_THREAD_NAME: case PP_REC_SCHEMA: case PP_REC_GPU:
+            case PP_REC_API: case PP_REC_NCCL:
+                break;
+            default:
+                unknown++;
+                break;
+            }
+            off += rh.size;
+        }
+    }
+    ti->damage = *pp_trace_reader_damage(r);
+    ti->damage.has_footer = has_footer;
+    ti->damage.records_unknown = unknown;
+    ti->has_footer = has_footer;
+    ti->events = has_footer ? footer.events : events;
+    ti->dropped = has_footer ? footer.dropped : 0;
+    ti->filtered = has_footer ? footer.filtered : 0;
+    pp_trace_reader_close(r);
+    return st;
+}
+
 static void load_trace_info(const char *dir, const char *name, trace_info *ti)
 {
     memset(ti, 0, sizeof *ti);
@@ -686,24 +757,15 @@ static void load_trace_info(const char *dir, const char *name, trace_info *ti)
     struct stat sb;
     if (stat(path, &sb) == 0)
         ti->bytes = (uint64_t)sb.st_size;
-    pp_trace *t = NULL;
-    if (pp_trace_load(path, &t) != PP_OK) {
-        snprintf(ti->problem, sizeof ti->problem, "unreadable: %s", pp_error_message());
+    if (scan_trace(path, ti) != PP_OK) {
+        snprintf(ti->problem, sizeof ti->problem, "%s: %s", ti->loaded ? "read error" :
+                 "unreadable", pp_error_message());
         pp_error_clear();
-        ti->pid = pid_from_name(name); /* the name still tells whose file it is */
+        if (!ti->loaded)
+            ti->pid = pid_from_name(name); /* the name still tells whose file it is */
         return;
     }
-    ti->loaded = 1;
-    ti->pid = t->header.pid;
-    ti->rank = t->header.rank;
-    memcpy(ti->host, t->header.host, sizeof t->header.host);
-    ti->host[sizeof ti->host - 1] = '\0';
-    ti->damage = t->damage;
-    ti->has_footer = t->damage.has_footer;
-    ti->events = ti->has_footer ? t->footer.events : (uint64_t)t->n_events;
-    ti->dropped = ti->has_footer ? t->footer.dropped : 0;
-    ti->filtered = ti->has_footer ? t->footer.filtered : 0;
-    const pp_trace_damage *d = &t->damage;
+    const pp_trace_damage *d = &ti->damage;
     ti->damaged = d->blocks_bad || d->bytes_skipped || d->truncated || d->records_unknown;
     if (ti->damaged) {
         snprintf(ti->problem, sizeof ti->problem,
@@ -712,7 +774,6 @@ static void load_trace_info(const char *dir, const char *name, trace_info *ti)
                  d->truncated ? ", truncated" : "", d->first_problem[0] ? ": " : "",
                  d->first_problem);
     }
-    pp_trace_free(t);
 }
 
 static int reaped_has(const child_result *r, uint32_t pid)
@@ -792,7 +853,8 @@ static int env_recorded(const char *name, size_t len)
     static const char *const exact[] = {
         "CUDA_VISIBLE_DEVICES", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-        "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",
+        "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+        "PALS_RANKID", "FLUX_TASK_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
         "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_JOB_ID", "SLURM_STEP_ID",
         "RANK", "LOCAL_RANK", "WORLD_SIZE"};
     if ((len > 5 && strncmp(name, "NVTX_", 5) == 0) || (len > 6 && strncmp(name, "PPROF_", 6) == 0))
@@ -817,6 +879,39 @@ typedef struct run_info {
     const trace_info *traces;
     size_t n_traces;
 } run_info;
+
+/* DIR/manifest.json, never over another instance's: outside a launcher pprof-run made DIR fresh,
+ * so a manifest.json there was written meanwhile by another pprof-run sharing DIR (several
+ * instances started by a launcher whose rank variable pprof-run does not know). The file is
+ * written whole under a private name, then linked into place only if the name is free (link(2)
+ * fails rather than replace); else it keeps the name manifest.<host>.<pid>.json. */
+static pp_status write_new_manifest(const run_info *ri, const char *text, size_t len,
+                                    char *path_out, size_t cap)
+{
+    char tmp[PATH_MAX + 96];
+    snprintf(tmp, sizeof tmp, "%s/.manifest.%d.new", ri->dir, (int)getpid());
+    pp_status st = pp_write_file_atomic(tmp, text, len);
+    if (st != PP_OK)
+        return st;
+    snprintf(path_out, cap, "%s/manifest.json", ri->dir);
+    if (link(tmp, path_out) == 0) {
+        unlink(tmp);
+        return PP_OK;
+    }
+    int e = errno;
+    if (e == EEXIST) {
+        snprintf(path_out, cap, "%s/manifest.%s.%d.json", ri->dir, ri->host, (int)getpid());
+        if (rename(tmp, path_out) == 0) {
+            fprintf(stderr, "pprof-run: %s/manifest.json was written by another pprof-run "
+                            "meanwhile; this one is %s\n",
+                    ri->dir, path_out);
+            return PP_OK;
+        }
+        e = errno;
+    }
+    unlink(tmp);
+    return PP_ERR(PP_ERR_IO, "cannot write '%s': %s", path_out, strerror(e));
+}
 
 static pp_status write_manifest(const run_info *ri, char *path_out, size_t cap)
 {
@@ -910,6 +1005,21 @@ static pp_status write_manifest(const run_info *ri, char *path_out, size_t cap)
         else
             cJSON_AddNullToObject(f, "problem");
     }
+    /* Processes that died: a readable trace without a footer (its process never closed it). */
+    cJSON *lost = cJSON_AddArrayToObject(m, "lost");
+    for (size_t i = 0; i < ri->n_traces; i++) {
+        const trace_info *t = &ri->traces[i];
+        if (!t->loaded || t->has_footer)
+            continue;
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddItemToArray(lost, x);
+        cJSON_AddStringToObject(x, "name", t->name);
+        cJSON_AddNumberToObject(x, "pid", t->pid);
+        if (t->rank >= 0)
+            cJSON_AddNumberToObject(x, "rank", t->rank);
+        else
+            cJSON_AddNullToObject(x, "rank");
+    }
     cJSON *tot = cJSON_AddObjectToObject(m, "totals");
     cJSON_AddNumberToObject(tot, "files", (double)ri->n_traces);
     add_u64(tot, "events", events);
@@ -920,17 +1030,84 @@ static pp_status write_manifest(const run_info *ri, char *path_out, size_t cap)
         st = PP_ERR(PP_ERR_NOMEM, "out of memory writing the manifest");
         goto out;
     }
-    if (ri->rank >= 0)
-        snprintf(path_out, cap, "%s/manifest.%d.json", ri->dir, ri->rank);
-    else
-        snprintf(path_out, cap, "%s/manifest.json", ri->dir);
     size_t len = strlen(text);
     text[len] = '\n'; /* overwrites the NUL: the file ends with a newline */
-    st = pp_write_file_atomic(path_out, text, len + 1);
+    if (ri->rank >= 0) {
+        snprintf(path_out, cap, "%s/manifest.%d.json", ri->dir, ri->rank);
+        st = pp_write_file_atomic(path_out, text, len + 1);
+    } else {
+        st = write_new_manifest(ri, text, len + 1, path_out, cap);
+    }
 out:
     free(text);
     cJSON_Delete(m);
     return st;
+}
+
+/* The analyzer's pipeline summary, in a forked child: whatever the analysis of the traces does
+ * (a crash on a hostile trace, running out of memory), pprof-run itself carries on and exits
+ * with the job's status; what went wrong is said on stderr. Signals pprof-run forwards are
+ * passed on to the child while it runs and stay blocked afterwards, so that they cannot replace
+ * the job's status either. PPROF_TEST_SUMMARY_CRASH=1 (a test hook, docs/cli/pprof-run.md)
+ * makes the child crash before it analyzes. */
+static void pipeline_summary(const char *dir)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++)
+        sigaddset(&set, k_forwarded[i]);
+    sigaddset(&set, SIGCHLD);
+    sigset_t old;
+    sigprocmask(SIG_BLOCK, &set, &old);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "pprof-run: no pipeline summary: fork: %s (pprof-report %s gives it)\n",
+                strerror(errno), dir);
+        return;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        const char *hook = getenv("PPROF_TEST_SUMMARY_CRASH");
+        if (hook && strcmp(hook, "1") == 0)
+            raise(SIGSEGV);
+        pp_analysis *an = NULL;
+        pp_analysis_options o;
+        pp_analysis_options_default(&o);
+        if (pp_analyze_dir(dir, &o, &an) == PP_OK) {
+            printf("\n");
+            pp_analysis_print(an, stdout);
+            pp_analysis_free(an);
+        } else {
+            printf("pprof-run: no pipeline summary: %s\n", pp_error_message());
+        }
+        _exit(fflush(stdout) == 0 ? 0 : PP_EXIT_RUNTIME);
+    }
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            fprintf(stderr, "pprof-run: lost the pipeline summary's process: %s\n",
+                    strerror(errno));
+            return;
+        }
+        siginfo_t si;
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&set, &si, &tick);
+        if (sig > 0 && sig != SIGCHLD)
+            kill(pid, sig);
+    }
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "pprof-run: the pipeline summary died (signal %d, %s); the job's status "
+                        "and the run directory are kept: pprof-report %s analyzes it\n",
+                WTERMSIG(status), strsignal(WTERMSIG(status)), dir);
+    else if (WEXITSTATUS(status) != 0)
+        fprintf(stderr, "pprof-run: the pipeline summary failed (status %d); the job's status "
+                        "and the run directory are kept: pprof-report %s analyzes it\n",
+                WEXITSTATUS(status), dir);
 }
 
 static void print_summary(const run_info *ri, const char *manifest)
@@ -985,16 +1162,7 @@ static void print_summary(const run_info *ri, const char *manifest)
         printf("pprof-run: for the pipeline summary of all ranks: pprof-report %s\n", ri->dir);
         return;
     }
-    pp_analysis *an = NULL;
-    pp_analysis_options o;
-    pp_analysis_options_default(&o);
-    if (pp_analyze_dir(ri->dir, &o, &an) == PP_OK) {
-        printf("\n");
-        pp_analysis_print(an, stdout);
-        pp_analysis_free(an);
-    } else {
-        printf("pprof-run: no pipeline summary: %s\n", pp_error_message());
-    }
+    pipeline_summary(ri->dir);
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -1002,6 +1170,9 @@ static void print_summary(const run_info *ri, const char *manifest)
 int main(int argc, char **argv)
 {
     pp_tool_init("pprof-run");
+    g_xfsz_old = signal(SIGXFSZ, SIG_IGN);
+    if (g_xfsz_old == SIG_ERR)
+        g_xfsz_old = SIG_DFL;
     args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
@@ -1091,10 +1262,10 @@ int main(int argc, char **argv)
     if (st == PP_OK)
         st = write_manifest(&ri, manifest, sizeof manifest);
     if (st != PP_OK) {
-        /* CMD's own failure matters more to the caller than ours; report ours either way. */
-        fprintf(stderr, "pprof-run: %s\n", pp_error_message());
-        if (ri.exit_code == 0)
-            ri.exit_code = PP_EXIT_RUNTIME;
+        /* pprof-run never changes the job's outcome: its status stands, ours is said. */
+        fprintf(stderr, "pprof-run: no manifest: %s; the exit status is the job's (%d), its "
+                        "trace files are in %s\n",
+                pp_error_message(), ri.exit_code, dir);
     } else {
         pp_tool_note(1, "wrote %s", manifest);
         const char *slash = strrchr(manifest, '/');
@@ -1112,10 +1283,19 @@ int main(int argc, char **argv)
             fprintf(stderr, "pprof-run: warning: %llu events dropped in %zu file(s) (buffers "
                             "full): raise --buffer-kb or lower --flush-ms\n",
                     (unsigned long long)dropped, nf);
-        if (nodrop && !a.quiet)
+        if (nodrop && !a.quiet) {
             fprintf(stderr, "pprof-run: warning: %zu trace file(s) without a footer: those "
-                            "processes did not exit normally; their drop counts are unknown\n",
-                    nodrop);
+                            "processes did not exit normally (died:", nodrop);
+            for (size_t i = 0; i < n_traces; i++) {
+                if (!traces[i].loaded || traces[i].has_footer)
+                    continue;
+                if (traces[i].rank >= 0)
+                    fprintf(stderr, " rank %d (pid %u)", traces[i].rank, traces[i].pid);
+                else
+                    fprintf(stderr, " pid %u", traces[i].pid);
+            }
+            fprintf(stderr, "); their drop counts are unknown\n");
+        }
     }
     free(traces);
     free(r.reaped);
