@@ -268,7 +268,12 @@ typedef struct file_state {
     pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
     int32_t replica;    /* data-parallel replica, from its config mark (0 when none) */
     uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
+    int default_layout; /* off[] is the convention's layout (k_event_offsets) */
 } file_state;
+
+/* The pipeprof.event fields' offsets in the convention: kind stage mb chunk layer peer bytes
+ * step. */
+static const uint64_t k_event_offsets[8] = {0, 4, 8, 12, 16, 20, 24, 32};
 
 /* ======================================================================================== */
 /* Steps in flight                                                                            */
@@ -407,10 +412,19 @@ static void note_step_open(state *st, const file_state *f, int s, int64_t step)
         st->seen[s] = (stage_seen){.last_step = step, .rank = f->rank, .file = f->index};
 }
 
-static int ensure_stage(state *st, int s)
+static int ensure_stage_grow(state *st, int s);
+
+/* Whether stage s is tracked, making room for it (s < 4096); 0 when out of range or memory.
+ * Every range asks: the known case is inline. */
+static inline int ensure_stage(state *st, int s)
 {
     if (s >= 0 && s < st->S_seen && s < st->cap_stages && (size_t)s < st->stage_acc.n)
-        return 1; /* known already: every range asks */
+        return 1;
+    return ensure_stage_grow(st, s);
+}
+
+static int ensure_stage_grow(state *st, int s)
+{
     if (s < 0 || s >= 4096)
         return 0;
     if (s >= st->cap_stages) {
@@ -1499,6 +1513,29 @@ static void decode(const state *st, file_state *f, const open_range *o, decoded 
     d->kind = K_NONE;
     d->step = -1;
     d->stage = d->mb = d->chunk = d->layer = d->peer = -1;
+    if (o->has_ext && f->schema_ok && f->default_layout && o->ext_bytes >= 40) {
+        /* the convention's layout (docs/nvtx-convention.md), as every libpprof capture has it:
+         * the fields at fixed offsets, without an offset check per field (values: check_bounds) */
+        struct {
+            uint32_t kind;
+            int32_t stage, mb, chunk, layer, peer;
+            uint64_t bytes;
+            int64_t step;
+        } e;
+        _Static_assert(sizeof e == 40, "pipeprof.event is 40 bytes");
+        memcpy(&e, o->ext, sizeof e);
+        d->kind = e.kind > K_ALLREDUCE ? K_NONE : (int)e.kind;
+        d->stage = e.stage;
+        d->mb = e.mb;
+        d->chunk = e.chunk;
+        d->layer = e.layer;
+        d->peer = e.peer;
+        d->bytes = e.bytes;
+        d->has_bytes = 1;
+        d->step = e.step;
+        check_bounds(st, d);
+        return;
+    }
     if (o->has_ext && f->schema_ok) {
         const uint8_t *p = o->ext;
         size_t n = o->ext_bytes;
@@ -2135,6 +2172,9 @@ static void on_meta(file_state *f, const pp_trace_block *blk)
                     }
             }
             f->schema_ok = found == 8;
+            f->default_layout = 1;
+            for (int k = 0; k < 8; k++)
+                f->default_layout &= f->off[k] == k_event_offsets[k];
         }
     }
 }
@@ -2355,8 +2395,8 @@ static void file_state_init(file_state *f, int index)
     f->threads.elem = sizeof(thread_state);
     f->starts.elem = sizeof(open_range);
     /* the convention's layout until (unless) the file registers the schema */
-    static const uint64_t def_off[8] = {0, 4, 8, 12, 16, 20, 24, 32};
-    memcpy(f->off, def_off, sizeof def_off);
+    memcpy(f->off, k_event_offsets, sizeof k_event_offsets);
+    f->default_layout = 1;
 }
 
 static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
