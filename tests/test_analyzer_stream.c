@@ -304,9 +304,14 @@ static void memory_is_flat(int gpu)
         cr_assert_eq(l.late + l.unattributed, 0);
         cr_assert_float_eq(l.fwd_gpu_ns, 500000.0, 1e-6);
     }
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer keeps freed memory in quarantine: RSS says nothing about the analysis */
+    cr_log_info("sanitizer build: the peak RSS comparison is skipped");
+#else
     cr_assert_leq(l.maxrss_kb, s.maxrss_kb + s.maxrss_kb / 2,
                   "peak RSS %ld KiB for a 10x longer trace, %ld KiB for the short one",
                   l.maxrss_kb, s.maxrss_kb);
+#endif
 }
 
 Test(analyzer_stream, peak_memory_does_not_grow_with_the_trace_length)
