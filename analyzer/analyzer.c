@@ -356,8 +356,8 @@ typedef struct state {
     vec xfers;            /* xfer: step_links' scratch, reused from step to step */
     vec match;            /* size_t by op index: step_links' scratch */
     void *scratch;        /* the per-step sorts' scratch (sort_scratch) */
-    size_t last_bucket;   /* index of the bucket bucket_get found last */
     size_t scratch_bytes;
+    size_t last_bucket;   /* index of the bucket bucket_get found last */
     int64_t kept_step;    /* when keeping "the last step" */
     uint64_t *prev_bound; /* [2 cap_prev] the stages' starts, then ends, of step prev_step */
     int cap_prev;
@@ -562,7 +562,7 @@ static void sort_ops(pp_aop *v, size_t n, pp_aop *tmp, int S)
     }
     for (int s = 0; s < S; s++)
         start[s + 1] += start[s];
-    size_t *at = tmp == NULL ? NULL : start; /* start[s]: next slot of stage s, advanced */
+    size_t *at = start; /* at[s]: the next slot of stage s */
     for (size_t i = 0; i < n; i++)
         tmp[at[v[i].stage]++] = v[i];
     memcpy(v, tmp, n * sizeof *v);
