@@ -34,6 +34,18 @@ Test(common, crc32c_hardware_and_table_agree)
                          a);
         }
     cr_assert_eq(pp_crc32c_sw(0, "123456789", 9), 0xE3069283u);
+    /* long buffers (the hardware path's three interleaved lanes from 3 KiB): lengths around
+     * multiples of the 3 KiB stride, running from a non-zero start */
+    static unsigned char big[20000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 2654435761u >> 13);
+    static const size_t lens[] = {3071, 3072, 3073, 6143, 6144, 6151, 9216, 12345, 19990};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (int off = 0; off < 8; off += 3) {
+            uint32_t a = pp_crc32c(0x12345678u, big + off, lens[i]);
+            uint32_t b = pp_crc32c_sw(0x12345678u, big + off, lens[i]);
+            cr_assert_eq(a, b, "offset %d length %zu", off, lens[i]);
+        }
 }
 
 Test(common, rng_is_deterministic_per_seed)
