@@ -104,9 +104,11 @@ static void series_add(series *s, double x)
     if (s->n_res < RESERVOIR) {
         s->res[s->n_res++] = x;
     } else {
-        /* reservoir sampling: keep each of the count samples with probability R / count */
+        /* reservoir sampling: keep each of the count samples with probability R / count; the
+         * slot is the high word of rng x count, uniform in [0, count) (a 64-bit division here
+         * was a twentieth of the analysis once the reservoirs are full) */
         s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
-        uint64_t j = (s->rng >> 11) % s->count;
+        uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
         if (j < RESERVOIR)
             s->res[j] = x;
     }
