@@ -4,8 +4,10 @@
  * ranges, transfers, one EVENTS block per thread per 20 ms of simulated time), analyzes it in a
  * fresh child process per run, checks the analysis found what was generated, and prints MB/s and
  * peak RSS. Prints numbers measured in this run; asserts no time.
+ * With --gpu every compute range also launches a kernel: its CUDA API call and GPU record are
+ * written one step later, as CUPTI hands its buffers over late, and the check counts them.
  *   bench_analyzer [--events 50000000] [--small N] [--repeat 1] [--dir /tmp] [--keep]
- *                  [--stages 8] [--microbatches 16] */
+ *                  [--stages 8] [--microbatches 16] [--gpu] */
 #include "pp_analyzer.h"
 #include "pp_common.h"
 #include "pp_trace.h"
@@ -45,6 +47,7 @@ typedef struct gen_config {
     uint64_t fwd_ns, bwd_ns; /* per micro-batch on a stage */
     uint64_t send_ns, latency_ns, opt_ns, gap_ns, flush_ns;
     uint64_t act_bytes;
+    int gpu;                 /* --gpu: a kernel per compute range */
 } gen_config;
 
 /* Bytes of records not yet written for one thread; records are appended in time order. */
@@ -52,6 +55,9 @@ typedef struct pending {
     uint8_t *p;
     size_t n, cap;
 } pending;
+
+static uint32_t tid_of(int s) { return 100001u + (uint32_t)s; }
+static int pending_room(pending *q, size_t more);
 
 typedef struct gen {
     const gen_config *c;
@@ -68,9 +74,60 @@ typedef struct gen {
     uint64_t events;         /* PUSH + POP + MARK records written */
     uint64_t next_flush;
     uint64_t blocks;
+    pending gpu_cur, gpu_prev; /* --gpu: this step's API + GPU records, the previous step's */
+    uint32_t corr;
 } gen;
 
-static uint32_t tid_of(int s) { return 100001u + (uint32_t)s; }
+enum { CUPTI_TID = 99999 }; /* the thread that delivers CUPTI's buffers */
+
+/* A kernel launched 1 us into a compute range of stage s, running from 5 us in to 5 us before
+ * its end, on device 0, stream s + 1. */
+static void gpu_launch(gen *g, int s, uint64_t t0, uint64_t t1)
+{
+    pending *q = &g->gpu_cur;
+    if (!pending_room(q, sizeof(pp_rec_api) + sizeof(pp_rec_gpu)))
+        return;
+    pp_rec_api a;
+    memset(&a, 0, sizeof a);
+    a.h = (pp_rec_header){PP_REC_API, sizeof a, CUPTI_TID, 0};
+    a.correlation = ++g->corr;
+    a.thread = tid_of(s);
+    a.cbid = 211;
+    a.start = t0 + 1000;
+    a.end = t0 + 3000;
+    memcpy(q->p + q->n, &a, sizeof a);
+    q->n += sizeof a;
+    pp_rec_gpu k;
+    memset(&k, 0, sizeof k);
+    k.h = (pp_rec_header){PP_REC_GPU, sizeof k, CUPTI_TID, 0};
+    k.kind = PP_GPU_KERNEL;
+    k.stream = (uint32_t)s + 1;
+    k.correlation = g->corr;
+    k.start = t0 + 5000;
+    k.end = t1 - 5000;
+    memcpy(q->p + q->n, &k, sizeof k);
+    q->n += sizeof k;
+}
+
+/* Writes the previous step's GPU records (the step just generated waits for the next). */
+static pp_status gpu_deliver(gen *g, int all)
+{
+    for (int pass = 0; pass < (all ? 2 : 1); pass++) {
+        pending *q = &g->gpu_prev;
+        if (q->n) {
+            uint32_t n = (uint32_t)(q->n / (sizeof(pp_rec_api) + sizeof(pp_rec_gpu)) * 2);
+            pp_status st = pp_trace_writer_block(g->w, PP_BLOCK_EVENTS, CUPTI_TID, q->p, q->n, n);
+            if (st != PP_OK)
+                return st;
+            g->blocks++;
+            q->n = 0;
+        }
+        pending t = g->gpu_prev;
+        g->gpu_prev = g->gpu_cur;
+        g->gpu_cur = t;
+    }
+    return PP_OK;
+}
 
 static int pending_room(pending *q, size_t more)
 {
@@ -250,6 +307,8 @@ static uint64_t compute(gen *g, int s, uint64_t t0, uint64_t cost, int bwd, even
         t = te;
     }
     pop(g, s, t1);
+    if (c->gpu)
+        gpu_launch(g, s, t0, t1);
     return t1;
 }
 
@@ -438,6 +497,8 @@ static pp_status generate(const gen_config *c, const char *path, uint64_t target
         for (; g.next_flush <= end; g.next_flush += c->flush_ns)
             if ((st = flush_until(&g, g.next_flush)) != PP_OK)
                 goto done;
+        if (c->gpu && (st = gpu_deliver(&g, 0)) != PP_OK)
+            goto done;
         t = end + c->gap_ns;
         if (show && steps % 256 == 0)
             fprintf(stderr, "\r  writing %s: %.1f M of %.1f M events", path, (double)g.events / 1e6,
@@ -446,6 +507,8 @@ static pp_status generate(const gen_config *c, const char *path, uint64_t target
     if (show)
         fprintf(stderr, "\r%*s\r", 100, "");
     if ((st = flush_until(&g, UINT64_MAX)) != PP_OK)
+        goto done;
+    if (c->gpu && (st = gpu_deliver(&g, 1)) != PP_OK)
         goto done;
     pp_rec_footer f;
     memset(&f, 0, sizeof f);
@@ -472,6 +535,8 @@ done:
         free(g.th[s].p);
     free(g.th);
     free(g.meta.p);
+    free(g.gpu_cur.p);
+    free(g.gpu_prev.p);
     free(g.msg_mb);
     free(g.msg_layer);
     free(g.act_at);
@@ -544,6 +609,19 @@ static void check(const pp_analysis *a, const gen_config *c, const gen_result *g
                          (long long)a->steps[i].step);
                 return;
             }
+        /* --gpu: one kernel per compute range, every one of an analyzed step projected */
+        uint64_t kernels = (gr->steps) * (uint64_t)c->S * 2 * (uint64_t)c->M;
+        uint64_t analyzed = steps * (uint64_t)c->S * 2 * (uint64_t)c->M;
+        if (c->gpu && (a->gpu.records != kernels || a->gpu.projected != analyzed ||
+                       a->gpu.late || a->gpu.unattributed)) {
+            snprintf(r->why, sizeof r->why,
+                     "GPU: %llu records (%llu written), %llu projected (expected %llu), %llu "
+                     "late, %llu unattributed",
+                     (unsigned long long)a->gpu.records, (unsigned long long)kernels,
+                     (unsigned long long)a->gpu.projected, (unsigned long long)analyzed,
+                     (unsigned long long)a->gpu.late, (unsigned long long)a->gpu.unattributed);
+            return;
+        }
         r->ok = 1;
     }
 }
@@ -660,19 +738,21 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_analyzer [--events N] [--small N] [--repeat R] [--dir DIR] [--keep]\n"
+            "                      [--stages S] [--microbatches M] [--gpu]\n"
             "  --events N   events (range pushes + pops) of the large trace (default 50000000)\n"
             "  --small N    events of the small trace (default events / 10)\n"
             "  --repeat R   analyses per trace, the fastest reported (default 1)\n"
             "  --dir DIR    where the traces go, in a new temporary folder (default /tmp)\n"
             "  --keep       keep the traces (and say where)\n"
-            "  --stages S, --microbatches M   the simulated pipeline (default 8 and 16)\n");
+            "  --stages S, --microbatches M   the simulated pipeline (default 8 and 16)\n"
+            "  --gpu        a kernel per compute range (CUDA API + GPU records, one step late)\n");
 }
 
 int main(int argc, char **argv)
 {
     int64_t events = 50000000, small = 0, repeat = 1, S = 8, M = 16;
     const char *base = "/tmp";
-    int keep = 0;
+    int keep = 0, gpu = 0;
     static const struct option opts[] = {{"events", required_argument, 0, 'e'},
                                          {"small", required_argument, 0, 's'},
                                          {"repeat", required_argument, 0, 'r'},
@@ -680,6 +760,7 @@ int main(int argc, char **argv)
                                          {"keep", no_argument, 0, 'k'},
                                          {"stages", required_argument, 0, 'S'},
                                          {"microbatches", required_argument, 0, 'M'},
+                                         {"gpu", no_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -693,6 +774,7 @@ int main(int argc, char **argv)
         case 'k': keep = 1; break;
         case 'S': st = pp_parse_i64(optarg, "--stages", 2, 256, &S); break;
         case 'M': st = pp_parse_i64(optarg, "--microbatches", 1, 1024, &M); break;
+        case 'g': gpu = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -711,7 +793,8 @@ int main(int argc, char **argv)
     gen_config c = {.S = (int)S, .M = (int)M, .L = 4,
                     .fwd_ns = 1000000, .bwd_ns = 2000000, /* 1 ms and 2 ms per micro-batch */
                     .send_ns = 20000, .latency_ns = 350000, .opt_ns = 800000,
-                    .gap_ns = 300000, .flush_ns = 20000000, .act_bytes = 8u << 20};
+                    .gap_ns = 300000, .flush_ns = 20000000, .act_bytes = 8u << 20,
+                    .gpu = gpu};
 
     /* About 76 bytes per event (a 56-byte push with its 72-byte payload record and a 24-byte
      * pop per two events, plus block headers); both traces exist at once only with --keep. */
@@ -737,8 +820,9 @@ int main(int argc, char **argv)
         return 3;
     }
     printf("bench_analyzer: synthetic 1F1B traces, %d stage threads, %d micro-batches, %d layers "
-           "per stage, extended payloads; %.1f GB free in %s (about %.1f GB needed)\n",
-           c.S, c.M, c.L, avail / 1e9, base, need / 1e9);
+           "per stage, extended payloads%s; %.1f GB free in %s (about %.1f GB needed)\n",
+           c.S, c.M, c.L, gpu ? ", a kernel per compute range" : "", avail / 1e9, base,
+           need / 1e9);
     printf("MB = 1e6 bytes of trace file; wall and CPU time of pp_analyze_files in a fresh child "
            "process; peak RSS = that child's ru_maxrss\n\n");
     size_result r_small, r_large;

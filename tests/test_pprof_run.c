@@ -3,8 +3,8 @@
  * the previous run as DIR.old and refuses directories that are not runs, hands the capture
  * library its environment, and writes a manifest and summary that show every trace file and
  * every dropped event, never replace another instance's manifest, stream long traces, and keep
- * the job's status when the summary crashes or the manifest cannot be written. The jobs are tests/exit_app.c, `sh`, and (when built) pptrain under the
- * real libpprof.so. */
+ * the job's status when the summary crashes or the manifest cannot be written. The jobs are
+ * tests/exit_app.c, `sh`, and (when built) pptrain under the real libpprof.so. */
 #define _GNU_SOURCE /* realpath, putenv */
 #include "pp_common.h"
 #include "pp_trace.h"
