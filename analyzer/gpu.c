@@ -63,8 +63,7 @@ typedef struct gseries {
 } gseries;
 
 typedef struct gfile {
-    uint64_t range_seq, api_seq;
-    size_t ranges, apis;    /* of this file in the window */
+    uint64_t range_seq, api_seq, gpu_seq; /* arrivals so far */
     uint64_t evicted_t1;    /* latest end of a range that left the window */
 } gfile;
 
@@ -114,7 +113,10 @@ struct pp_gpu_proj {
     glink *links;
     size_t n_links;
     uint64_t records, api_calls, projected, unattributed, outside, late, nccl_ops;
-    uint64_t arrivals; /* GPU records seen by the join */
+    /* files that have sent ranges, API calls, GPU records: the join runs when the window holds
+     * twice `window` of them per such file (4x for API calls), so that each join sorts the
+     * window once for all files rather than once per file */
+    size_t range_files, api_files, gpu_files;
     int oom;
     int keep;
     int64_t keep_lo, keep_hi;
@@ -485,7 +487,7 @@ static void join(pp_gpu_proj *p, int final)
             project_one(p, &g[i], r);
             continue;
         }
-        if (!final && g[i].arrival + p->window > p->arrivals) {
+        if (!final && g[i].arrival + p->window > p->files[g[i].file].gpu_seq) {
             g[kept++] = g[i];
             continue;
         }
@@ -523,7 +525,6 @@ static void evict(pp_gpu_proj *p, int all)
             range_retire(p, &r[i]);
             if (r[i].t1 > f->evicted_t1)
                 f->evicted_t1 = r[i].t1;
-            f->ranges--;
         } else {
             r[k++] = r[i]; /* stays sorted */
         }
@@ -533,9 +534,7 @@ static void evict(pp_gpu_proj *p, int all)
     k = 0;
     for (size_t i = 0; i < p->api.n; i++) {
         gfile *f = &p->files[a[i].file];
-        if (all || a[i].seq + 2 * p->window < f->api_seq)
-            f->apis--;
-        else
+        if (!all && a[i].seq + 2 * p->window >= f->api_seq)
             a[k++] = a[i];
     }
     p->api.n = k;
@@ -553,14 +552,14 @@ void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int
     gfile *f = file_of(p, file);
     if (!f)
         return;
-    if (f->ranges >= 2 * p->window)
+    p->range_files += f->range_seq == 0;
+    if (p->ranges.n >= 2 * p->window * p->range_files)
         join_and_evict(p);
     grange *r = gpush(p, &p->ranges, sizeof *r);
     if (!r)
         return;
     *r = (grange){.file = file, .tid = tid, .step = step, .stage = stage, .kind = (int)kind,
                   .t0 = t0, .t1 = t1, .seq = f->range_seq++, .first = UINT64_MAX};
-    f->ranges++;
     p->ranges_sorted = 0;
 }
 
@@ -570,32 +569,35 @@ void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a)
     if (!f)
         return;
     p->api_calls++;
-    if (f->apis >= 4 * p->window)
+    p->api_files += f->api_seq == 0;
+    if (p->api.n >= 4 * p->window * p->api_files)
         join_and_evict(p);
     gapi *x = gpush(p, &p->api, sizeof *x);
     if (!x)
         return;
     *x = (gapi){.file = file, .corr = a->correlation, .tid = a->thread, .start = a->start,
                 .seq = f->api_seq++};
-    f->apis++;
 }
 
 void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g)
 {
     if (g->kind == PP_GPU_SYNC || g->end < g->start)
         return; /* a wait is not work */
-    if (!file_of(p, file))
+    gfile *f = file_of(p, file);
+    if (!f)
         return;
     p->records++;
     if (in_windows(p, g->start))
         p->work += (double)(g->end - g->start);
-    if (p->pending.n >= 2 * p->window)
+    p->gpu_files += f->gpu_seq == 0;
+    if (p->pending.n >= 2 * p->window * p->gpu_files)
         join_and_evict(p);
     grec *x = gpush(p, &p->pending, sizeof *x);
     if (x)
         *x = (grec){.file = file, .device = g->device, .corr = g->correlation,
                     .stream = g->stream, .start = g->start, .end = g->end,
-                    .arrival = p->arrivals++};
+                    .arrival = f->gpu_seq};
+    f->gpu_seq++;
 }
 
 void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n)
