@@ -479,6 +479,10 @@ static const int k_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIG
  * and replacing the job's status with 153. */
 static void (*g_xfsz_old)(int) = SIG_DFL;
 
+/* The signal mask before pprof-run blocked the forwarded signals for its post-run work (main):
+ * the summary's child runs with it. */
+static sigset_t g_mask_before_post;
+
 static void note_reaped(child_result *r, pid_t pid)
 {
     if (r->n_reaped == r->cap_reaped) {
@@ -1046,9 +1050,9 @@ out:
 
 /* The analyzer's pipeline summary, in a forked child: whatever the analysis of the traces does
  * (a crash on a hostile trace, running out of memory), pprof-run itself carries on and exits
- * with the job's status; what went wrong is said on stderr. Signals pprof-run forwards are
- * passed on to the child while it runs and stay blocked afterwards, so that they cannot replace
- * the job's status either. PPROF_TEST_SUMMARY_CRASH=1 (a test hook, docs/cli/pprof-run.md)
+ * with the job's status; what went wrong is said on stderr. Signals pprof-run forwards (blocked
+ * since the job ended, main) are passed on to the child while it runs, so that they cannot
+ * replace the job's status either. PPROF_TEST_SUMMARY_CRASH=1 (a test hook, docs/cli/pprof-run.md)
  * makes the child crash before it analyzes. */
 static void pipeline_summary(const char *dir)
 {
@@ -1057,8 +1061,7 @@ static void pipeline_summary(const char *dir)
     for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++)
         sigaddset(&set, k_forwarded[i]);
     sigaddset(&set, SIGCHLD);
-    sigset_t old;
-    sigprocmask(SIG_BLOCK, &set, &old);
+    sigprocmask(SIG_BLOCK, &set, NULL); /* SIGCHLD too, for sigtimedwait below */
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -1068,7 +1071,7 @@ static void pipeline_summary(const char *dir)
         return;
     }
     if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &old, NULL);
+        sigprocmask(SIG_SETMASK, &g_mask_before_post, NULL);
         const char *hook = getenv("PPROF_TEST_SUMMARY_CRASH");
         if (hook && strcmp(hook, "1") == 0)
             raise(SIGSEGV);
@@ -1245,6 +1248,14 @@ int main(int argc, char **argv)
         free(r.reaped);
         return pp_tool_fail(st);
     }
+    /* From here on the job's status is the answer: a forwarded signal arriving now (a batch
+     * system's SIGTERM once the job is done) stays pending until pprof-run exits with it, or
+     * goes to the summary's child (pipeline_summary). */
+    sigset_t post;
+    sigemptyset(&post);
+    for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++)
+        sigaddset(&post, k_forwarded[i]);
+    sigprocmask(SIG_BLOCK, &post, &g_mask_before_post);
     if (r.exec_errno) {
         fprintf(stderr, "pprof-run: cannot run '%s': %s\n", a.cmd[0], strerror(r.exec_errno));
         ri.exit_code = EXIT_CANNOT_RUN;
