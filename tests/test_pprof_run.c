@@ -928,6 +928,22 @@ Test(pprof_run, the_summary_of_a_long_trace_streams_like_pprof_report)
                  run_kb, (long long)sb.st_size);
 }
 
+/* A SIGTERM once the job is over (here: as soon as the manifest is there, while the summary
+ * reads the long trace) ends the summary, not pprof-run's answer: the job's status. */
+Test(pprof_run, a_signal_after_the_job_keeps_its_status)
+{
+    write_long_trace(in_dir("long.pft"), 600 * 1024);
+    const char *a[] = {"-o", in_dir("r"), "--lib", g_lib, "--", "sh", "-c",
+                       job_with_trace(in_dir("long.pft"), 3), NULL};
+    double t0 = now_s();
+    pid_t pid = spawn(NULL, a);
+    cr_assert(wait_for(in_dir("r/manifest.json")), "no manifest");
+    kill(pid, SIGTERM);
+    run_result *r = finish(NULL, pid, t0);
+    cr_log_info("%s", r->err);
+    cr_assert_eq(r->exit_code, 3, "stderr: %s", r->err);
+}
+
 /* ---- end to end with the real library ----------------------------------------------------- */
 
 Test(pprof_run, captures_pptrain_end_to_end)
