@@ -271,6 +271,7 @@ typedef struct file_state {
     int32_t replica;    /* data-parallel replica, from its config mark (0 when none) */
     uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
     int default_layout; /* off[] is the convention's layout (k_event_offsets) */
+    int32_t proj_stage; /* host pass: the stage of its projected ranges, -1 none, -2 several */
 } file_state;
 
 /* The pipeprof.event fields' offsets in the convention: kind stage mb chunk layer peer bytes
@@ -374,6 +375,7 @@ typedef struct state {
     int gpu_pass;         /* GPU pass: ranges go to `gpu` only */
     uint64_t gpu_records; /* host pass: GPU-capture records of the analyzed replica */
     uint32_t cfg_gen;     /* configuration marks read: decode()'s bounds depend on them */
+    vec nccl_members;     /* host pass: pp_gpu_nccl_member, each (communicator, rank) once */
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -1785,6 +1787,10 @@ static void on_range(state *st, file_state *f, thread_state *t, const open_range
         gpu_range(st, f, t, &d, t0, t1);
         return;
     }
+    /* the stage of the ranges the GPU pass will project onto: NCCL's ranks become stages */
+    if (!st->collect && ((d.kind >= K_FWD && d.kind <= K_OPT) || d.kind == K_ALLREDUCE) &&
+        (d.step >= 0 || t->cur_step >= 0))
+        f->proj_stage = f->proj_stage == -1 || f->proj_stage == d.stage ? d.stage : -2;
     if (d.kind == K_ALLREDUCE) {
         int64_t ar_step = d.step >= 0 ? d.step : t->cur_step;
         bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
@@ -1919,6 +1925,23 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
     }
 }
 
+/* Host pass: which trace file holds each NCCL communicator's rank (pp_gpu_proj_nccl_stages). A
+ * hostile trace cannot make the list longer than 65536. */
+static void note_nccl_member(state *st, const file_state *f, const uint8_t *rec)
+{
+    pp_rec_nccl n;
+    memcpy(&n, rec, sizeof n);
+    const pp_gpu_nccl_member *m = st->nccl_members.data;
+    for (size_t j = 0; j < st->nccl_members.n; j++)
+        if (m[j].comm == n.comm && m[j].rank == n.rank)
+            return;
+    if (st->nccl_members.n >= 65536)
+        return;
+    pp_gpu_nccl_member *x = vec_push(&st->nccl_members);
+    if (x)
+        *x = (pp_gpu_nccl_member){n.comm, n.rank, f->index};
+}
+
 /* Whether the record after the one ending at `off` is a pipeprof.event extended payload (which
  * then belongs to it). */
 static int ext_follows(const uint8_t *p, size_t bytes, size_t off)
@@ -2005,10 +2028,13 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
              * the host pass only counts them */
             if (f->replica != st->o->replica)
                 break;
-            if (st->gpu)
+            if (st->gpu) {
                 on_gpu_record(st, f, h.type, rec, h.size);
-            else
+            } else {
                 st->gpu_records++;
+                if (h.type == PP_REC_NCCL && h.size >= sizeof(pp_rec_nccl))
+                    note_nccl_member(st, f, rec);
+            }
             break;
         case PP_REC_EXT_PAYLOAD: {
             pp_rec_ext e;
@@ -2383,6 +2409,7 @@ static void state_free(state *st)
     st->scratch = NULL;
     vec_free(&st->collected);
     vec_free(&st->syncs);
+    vec_free(&st->nccl_members);
     pp_gpu_proj_destroy(st->gpu);
     st->gpu = NULL;
 }
@@ -2399,6 +2426,7 @@ static void file_state_init(file_state *f, int index)
     /* the convention's layout until (unless) the file registers the schema */
     memcpy(f->off, k_event_offsets, sizeof k_event_offsets);
     f->default_layout = 1;
+    f->proj_stage = -1;
 }
 
 static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
@@ -2419,6 +2447,7 @@ static void state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->match.elem = sizeof(size_t);
     st->collected.elem = sizeof(pp_aop);
     st->syncs.elem = sizeof(sync_mark);
+    st->nccl_members.elem = sizeof(pp_gpu_nccl_member);
 }
 
 static int cmp_sync(const void *a, const void *b)
@@ -2640,8 +2669,8 @@ done:
  * pass saw GPU-capture records, now that the analyzed steps and their host windows are known.
  * It decodes the ranges again (the same step numbering) and hands them, the API calls and the
  * GPU and NCCL records to the projection, which keeps only a window of them (pp_gpu.h). */
-static pp_status gpu_pass(const file_state *fs, size_t n, pp_analysis *a,
-                          const pp_analysis_options *o)
+static pp_status gpu_pass(const file_state *fs, size_t n, const vec *nccl_members,
+                          pp_analysis *a, const pp_analysis_options *o)
 {
     pp_status rc = PP_OK;
     size_t ns = a->n_steps ? a->n_steps : 1;
@@ -2663,6 +2692,18 @@ static pp_status gpu_pass(const file_state *fs, size_t n, pp_analysis *a,
     }
     if ((rc = pp_gpu_proj_create(&st.gpu, steps, w0, w1, a->n_steps, a->S, o->gpu_window)) !=
         PP_OK)
+        goto done;
+    int32_t *stage_of_file = malloc((n ? n : 1) * sizeof *stage_of_file);
+    if (!stage_of_file) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        stage_of_file[i] = fs[i].proj_stage;
+    rc = pp_gpu_proj_nccl_stages(st.gpu, stage_of_file, n, nccl_members->data,
+                                 nccl_members->n);
+    free(stage_of_file);
+    if (rc != PP_OK)
         goto done;
     /* the pictures' window: the kept steps */
     uint64_t k0 = UINT64_MAX, k1 = 0;
@@ -2841,7 +2882,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
                 "docs/nvtx-convention.md (first: %s)",
              (unsigned long long)a->ranges_out_of_bounds, st.oob_first);
     results(&st);
-    if (st.gpu_records && (rc = gpu_pass(fs, n, a, opt)) != PP_OK)
+    if (st.gpu_records && (rc = gpu_pass(fs, n, &st.nccl_members, a, opt)) != PP_OK)
         goto done;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1)) {
         rc = PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "

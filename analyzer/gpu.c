@@ -117,6 +117,11 @@ struct pp_gpu_proj {
      * twice `window` of them per such file (4x for API calls), so that each join sorts the
      * window once for all files rather than once per file */
     size_t range_files, api_files, gpu_files;
+    /* NCCL's communicator ranks as stages (pp_gpu_proj_nccl_stages) */
+    int32_t *file_stage;
+    size_t n_file_stage;
+    pp_gpu_nccl_member *members;
+    size_t n_members;
     int oom;
     int keep;
     int64_t keep_lo, keep_hi;
@@ -251,7 +256,51 @@ void pp_gpu_proj_destroy(pp_gpu_proj *p)
     free(p->pending.v);
     free(p->files);
     free(p->spans.v);
+    free(p->file_stage);
+    free(p->members);
     free(p);
+}
+
+pp_status pp_gpu_proj_nccl_stages(pp_gpu_proj *p, const int32_t *stage_of_file, size_t n_files,
+                                  const pp_gpu_nccl_member *members, size_t n_members)
+{
+    free(p->file_stage);
+    free(p->members);
+    p->file_stage = malloc((n_files ? n_files : 1) * sizeof *p->file_stage);
+    p->members = malloc((n_members ? n_members : 1) * sizeof *p->members);
+    p->n_file_stage = p->n_members = 0;
+    if (!p->file_stage || !p->members)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for NCCL's communicators");
+    if (n_files)
+        memcpy(p->file_stage, stage_of_file, n_files * sizeof *stage_of_file);
+    if (n_members)
+        memcpy(p->members, members, n_members * sizeof *members);
+    p->n_file_stage = n_files;
+    p->n_members = n_members;
+    return PP_OK;
+}
+
+static int32_t stage_of(const pp_gpu_proj *p, int32_t file)
+{
+    return file >= 0 && (size_t)file < p->n_file_stage ? p->file_stage[file] : -1;
+}
+
+/* r's communicator rank and peer as stages, where both are known (pp_gpu_proj_nccl_stages). */
+static void nccl_as_stages(const pp_gpu_proj *p, int file, pp_rec_nccl *r)
+{
+    int32_t self = stage_of(p, file), peer = -1;
+    if (self < 0)
+        return;
+    if (r->peer >= 0) {
+        size_t j = 0;
+        while (j < p->n_members && !(p->members[j].comm == r->comm && p->members[j].rank == r->peer))
+            j++;
+        if (j == p->n_members || (peer = stage_of(p, p->members[j].file)) < 0)
+            return;
+    }
+    r->rank = self;
+    if (r->peer >= 0)
+        r->peer = peer;
 }
 
 static gfile *file_of(pp_gpu_proj *p, int file)
@@ -600,8 +649,11 @@ void pp_gpu_proj_gpu(pp_gpu_proj *p, int file, const pp_rec_gpu *g)
     f->gpu_seq++;
 }
 
-void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n)
+void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *rec)
 {
+    pp_rec_nccl mapped = *rec;
+    const pp_rec_nccl *n = &mapped;
+    nccl_as_stages(p, file, &mapped);
     p->nccl_ops++;
     if (p->keep && n->timed && n->gpu_start >= p->keep_t0 && n->gpu_start <= p->keep_t1) {
         pp_gpu_span *sp = gpush(p, &p->spans, sizeof *sp);

@@ -120,6 +120,21 @@ void pp_gpu_proj_nccl(pp_gpu_proj *p, int file, const pp_rec_nccl *n);
  * (pp_gpu_result_free). Fails only when out of memory. */
 pp_status pp_gpu_proj_finish(pp_gpu_proj *p, pp_gpu_result *out);
 void pp_gpu_result_free(pp_gpu_result *r);
+/* NCCL numbers a record's rank and peer within its communicator, and point-to-point messages
+ * often go over 2-rank communicators (pptrain's NCCL transport has one per link and direction,
+ * PyTorch one per pair of ranks) whose ranks are 0 and 1 whatever the stages. Given, before the
+ * first NCCL record, the stage of each trace file's pipeline ranges (stage_of_file[f]: -1 none,
+ * -2 several) and which file holds each (communicator, rank) (from the analyzer's host pass),
+ * a record's rank becomes its process's stage and its peer the stage of the process holding the
+ * communicator at the peer's rank. A record whose process, or whose peer's process, has no
+ * single stage keeps the communicator's numbers (a pipeline-wide communicator, where they are
+ * the stages, or a one-process job). The arrays are copied. */
+typedef struct pp_gpu_nccl_member {
+    uint64_t comm;
+    int32_t rank, file;
+} pp_gpu_nccl_member;
+pp_status pp_gpu_proj_nccl_stages(pp_gpu_proj *p, const int32_t *stage_of_file, size_t n_files,
+                                  const pp_gpu_nccl_member *members, size_t n_members);
 /* Before the first record: keep the GPU work of steps [lo, hi], whose host time is [t0, t1]
  * (NCCL operations are kept by time), for pictures. Default: none. */
 void pp_gpu_proj_keep(pp_gpu_proj *p, int64_t lo, int64_t hi, uint64_t t0, uint64_t t1);

@@ -865,13 +865,22 @@ Test(analyzer, gantt_data_carries_gpu_work_and_nccl_spans)
 /* NCCL ranks are communicator ranks: over 2-rank link communicators (pptrain's NCCL transport,
  * one per link and direction) stage 1 sends to stage 2 as rank 0 to peer 1, and stage 2 sends
  * back as rank 0 too. The links are reported between stages, from each process's pipeline
- * ranges and which process holds the peer's rank of the communicator; a process that runs
- * several stages keeps the communicator's numbers. */
+ * ranges and which process holds the peer's rank of the communicator (what the analyzer's host
+ * pass finds, handed to the streaming projection); a process that runs several stages keeps the
+ * communicator's numbers. */
 Test(analyzer, nccl_links_between_stages_over_two_rank_communicators)
 {
-    pp_gpu_proj *p = NULL;
-    cr_assert_eq(pp_gpu_proj_create(&p), PP_OK);
     const uint64_t ms = 1000000;
+    int64_t steps[1] = {1};
+    uint64_t w0[1] = {0}, w1[1] = {10 * ms};
+    pp_gpu_proj *p = NULL;
+    cr_assert_eq(pp_gpu_proj_create(&p, steps, w0, w1, 1, 3, 0), PP_OK);
+    int32_t stage_of_file[4] = {0, 1, 2, -2};
+    const pp_gpu_nccl_member members[] = {{0xa, 0, 1}, {0xa, 1, 2}, {0xb, 0, 2}, {0xb, 1, 1},
+                                          {0xc, 1, 0}, {0xc, 0, 1}, {0xd, 0, 3}};
+    cr_assert_eq(pp_gpu_proj_nccl_stages(p, stage_of_file, 4, members,
+                                         sizeof members / sizeof members[0]),
+                 PP_OK);
     /* files 0, 1, 2: the processes of stages 0, 1, 2; file 3 runs stages 0 and 1 */
     for (int f = 0; f < 3; f++)
         pp_gpu_proj_range(p, f, 100 + f, 1, f, PP_GOP_FWD, ms, 2 * ms);
@@ -905,10 +914,8 @@ Test(analyzer, nccl_links_between_stages_over_two_rank_communicators)
         n.gpu_end = ms + 2000 + 1000000;
         pp_gpu_proj_nccl(p, recs[i].file, &n);
     }
-    int64_t steps[1] = {1};
-    uint64_t w0[1] = {0}, w1[1] = {10 * ms};
     pp_gpu_result g;
-    cr_assert_eq(pp_gpu_proj_finish(p, steps, w0, w1, 1, 3, &g), PP_OK);
+    cr_assert_eq(pp_gpu_proj_finish(p, &g), PP_OK);
     int want[4][2] = {{1, 2}, {2, 1}, {0, 1}, {0, 1}};
     int seen[4] = {0, 0, 0, 0};
     cr_assert_eq(g.n_links, 3, "1 -> 2, 2 -> 1, 0 -> 1 (twice: stages, and file 3's numbers)");
