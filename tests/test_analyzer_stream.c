@@ -354,3 +354,100 @@ Test(analyzer_stream, gpu_records_later_than_the_window_are_counted_late)
     cr_assert_geq(narrow.projected, (uint64_t)2 * M * 4);
     cr_assert(narrow.late_warned);
 }
+
+/* One process per stage, its NCCL sends over 2-rank communicators (rank 0 to peer 1, whatever
+ * the stages, as pptrain's NCCL transport has them): the host pass finds each file's stage and
+ * which file holds each communicator rank, so the streaming projection reports the links
+ * between stages, 0 -> 1 and 1 -> 2, not twice 0 -> 1. */
+static void write_stage_process(const char *path, int stage, int S)
+{
+    static blk t, meta;
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    h.pid = 100 + (uint32_t)stage;
+    h.rank = stage;
+    snprintf(h.host, sizeof h.host, "stream");
+    pp_trace_writer *w = NULL;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &w), PP_OK, "%s", pp_error_message());
+    memset(&meta, 0, sizeof meta);
+    meta.w = w;
+    meta.len += pp_trace_enc_string(meta.buf, sizeof meta.buf, 1, "pipeprof", 8);
+    meta.len += pp_trace_enc_string(meta.buf + meta.len, sizeof meta.buf - meta.len, 2, "step", 4);
+    meta.len += pp_trace_enc_string(meta.buf + meta.len, sizeof meta.buf - meta.len, 3,
+                                    "fwd mb0", 7);
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, 1};
+    memcpy(meta.buf + meta.len, &d, sizeof d);
+    meta.len += sizeof d;
+    meta.n = 4;
+    cr_assert_eq(pp_trace_writer_block(w, PP_BLOCK_META, 0, meta.buf, meta.len, meta.n), PP_OK);
+    memset(&t, 0, sizeof t);
+    t.w = w;
+    t.tid = 100 + (uint32_t)stage;
+    for (int step = 1; step <= 3; step++) {
+        uint64_t b = step_t0(1, step) + (uint64_t)stage * MS;
+        pp_rec_range sr;
+        memset(&sr, 0, sizeof sr);
+        sr.h = (pp_rec_header){PP_REC_PUSH, sizeof sr, t.tid, b};
+        sr.domain = 1;
+        sr.message = 2;
+        sr.category = (uint32_t)stage + 1;
+        sr.payload_type = 1;
+        sr.payload = (uint64_t)step;
+        blk_rec(&t, &sr, sizeof sr);
+        range(&t, b, b + MS, 3, (uint32_t)stage, 0);
+        pp_rec_pop p = {{PP_REC_POP, sizeof p, t.tid, b + 2 * MS}, 1, 0};
+        blk_rec(&t, &p, sizeof p);
+        blk_flush(&t);
+        /* the send to the next stage, the receive from the previous one */
+        for (int dir = 0; dir < 2; dir++) {
+            int peer_stage = dir == 0 ? stage + 1 : stage - 1;
+            if (peer_stage < 0 || peer_stage >= S)
+                continue;
+            pp_rec_nccl n;
+            memset(&n, 0, sizeof n);
+            n.h = (pp_rec_header){PP_REC_NCCL, sizeof n, 999, 0};
+            n.func = dir == 0 ? PP_NCCL_SEND : PP_NCCL_RECV;
+            n.timed = 1;
+            n.comm = 0xa0u + (uint64_t)(dir == 0 ? stage : peer_stage); /* one per link */
+            n.rank = dir == 0 ? 0 : 1;
+            n.peer = dir == 0 ? 1 : 0;
+            n.nranks = 2;
+            n.bytes = 1u << 20;
+            n.start = b + MS;
+            n.end = n.start + 1000;
+            n.gpu_start = n.start + 2000;
+            n.gpu_end = n.gpu_start + 500000;
+            blk_rec(&t, &n, sizeof n);
+            t.tid = 999;
+            blk_flush(&t);
+            t.tid = 100 + (uint32_t)stage;
+        }
+    }
+    pp_trace_writer_close(w);
+}
+
+Test(analyzer_stream, nccl_links_between_stages_from_per_process_traces)
+{
+    enum { S = 3 };
+    char paths[S][128];
+    const char *p[S];
+    for (int s = 0; s < S; s++) {
+        snprintf(paths[s], sizeof paths[s], "%s/stage%d.pft", g_dir, s);
+        write_stage_process(paths[s], s, S);
+        p[s] = paths[s];
+    }
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(p, S, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert(a->gpu.present);
+    cr_assert_eq(a->gpu.n_links, 2, "%zu links", a->gpu.n_links);
+    int seen = 0;
+    for (size_t i = 0; i < a->gpu.n_links; i++) {
+        const pp_gpu_link *l = &a->gpu.links[i];
+        cr_assert_eq(l->dst, l->src + 1, "link %d -> %d", l->src, l->dst);
+        cr_assert_eq(l->messages, 3, "link %d -> %d: %llu messages", l->src, l->dst,
+                     (unsigned long long)l->messages);
+        seen |= 1 << l->src;
+    }
+    cr_assert_eq(seen, 3, "links from stages 0 and 1");
+    pp_analysis_free(a);
+}
