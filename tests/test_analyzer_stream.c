@@ -2,7 +2,8 @@
  * length, for host traces and for traces with GPU-capture records (the GPU projection keeps a
  * window of ranges, pp_gpu.h), and GPU records that arrive after their launching range has left
  * that window are counted as late, not projected somewhere wrong. Each analysis runs in a
- * forked child whose peak RSS (ru_maxrss) is its own. */
+ * forked child whose peak RSS (ru_maxrss) is its own. NCCL's 2-rank communicators still give
+ * links between stages when the projection streams. */
 #include "pp_analyzer.h"
 #include "pp_trace.h"
 
