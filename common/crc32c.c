@@ -33,7 +33,10 @@ static void build_tables(void)
  * the lane's own checksum from 0 (the CRC is linear), and r x^(8 LANE) is one multiplication by
  * a constant (g_lane_shift) in GF(2)[x] / P. */
 enum { LANE = 1024 };
-static uint32_t g_lane_shift; /* x^(8 LANE) mod P, in the reflected bit order */
+/* x^(8 LANE) = x^8192 mod P in the reflected bit order: x^0 (bit 31) multiplied by x 8192 times
+ * (b = b & 1 ? b >> 1 ^ P : b >> 1). A constant, so that nothing is computed at first use;
+ * tests/test_common.c checks the lanes against the tables on long buffers. */
+static const uint32_t g_lane_shift = 0xE4172B16u;
 
 /* a b mod P, reflected (bit 31 is x^0): for each term of a, add b, then b = b x. */
 static uint32_t gf2_mul(uint32_t a, uint32_t b)
@@ -89,11 +92,6 @@ static int g_hw = -1;
 static void detect(void)
 {
     build_tables();
-    /* x^(8 LANE): x^0 (bit 31) times x, 8 LANE times */
-    uint32_t k = 1u << 31;
-    for (int i = 0; i < 8 * LANE; i++)
-        k = (k & 1) ? (k >> 1) ^ 0x82F63B78u : k >> 1;
-    g_lane_shift = k;
 #if PP_HAVE_HW_CRC
     __builtin_cpu_init();
     g_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
