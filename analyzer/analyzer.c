@@ -689,7 +689,27 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
     int32_t *mbs = malloc((n ? n : 1) * sizeof *mbs);
     if (!mbs)
         return 0;
-    size_t n_mbs = distinct_mbs(ops, n, mbs);
+    /* The dense number of each id: by a table indexed by id when the ids are small next to the
+     * step (every real step), else by sorting and binary search (distinct_mbs). Both number the
+     * distinct ids in increasing order. */
+    int32_t max_mb = -1;
+    for (size_t i = 0; i < n; i++)
+        max_mb = ops[i].mb > max_mb ? ops[i].mb : max_mb;
+    int32_t *dense = NULL;
+    size_t n_mbs = 0;
+    if (max_mb >= 0 && (size_t)max_mb < 4 * n + 1024 &&
+        (dense = malloc(((size_t)max_mb + 1) * sizeof *dense)) != NULL) {
+        for (int32_t m = 0; m <= max_mb; m++)
+            dense[m] = -1;
+        for (size_t i = 0; i < n; i++)
+            if (ops[i].mb >= 0)
+                dense[ops[i].mb] = 0;
+        for (int32_t m = 0; m <= max_mb; m++)
+            if (dense[m] == 0)
+                dense[m] = (int32_t)n_mbs++;
+    } else {
+        n_mbs = distinct_mbs(ops, n, mbs);
+    }
     int v = 0;
     for (size_t i = 0; i < n; i++)
         if (ops[i].chunk >= v) /* bounded by check_bounds: < 64 or the announced v */
@@ -701,6 +721,7 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
     r->dur = calloc((size_t)S, sizeof(double *));
     if (!r->sc.n_instrs || !r->sc.instrs || !r->dur) {
         free(mbs);
+        free(dense);
         return 0;
     }
     int ok = 1;
@@ -721,13 +742,18 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
             pp_instr *in = &r->sc.instrs[s][k];
             in->op = op_of(o->kind);
             int opt = o->kind == PP_AOP_OPT;
-            const int32_t *m = o->mb >= 0 ? bsearch(&o->mb, mbs, n_mbs, sizeof *mbs, cmp_i32)
-                                          : NULL;
-            if (!opt && !m)
+            int32_t dense_mb = -1;
+            if (o->mb >= 0 && dense) {
+                dense_mb = dense[o->mb];
+            } else if (o->mb >= 0) {
+                const int32_t *m = bsearch(&o->mb, mbs, n_mbs, sizeof *mbs, cmp_i32);
+                dense_mb = m ? (int32_t)(m - mbs) : -1;
+            }
+            if (!opt && dense_mb < 0)
                 ok = 0; /* a micro-batch op without its micro-batch */
             if (!pp_aop_is_compute((pp_aop_kind)o->kind) && (o->peer < 0 || o->peer >= S))
                 ok = 0;
-            in->mb = opt || !m ? -1 : (int32_t)(m - mbs);
+            in->mb = opt ? -1 : dense_mb;
             in->chunk = (int16_t)(opt ? -1 : (o->chunk >= 0 ? o->chunk : 0));
             in->peer = (int16_t)(pp_aop_is_compute((pp_aop_kind)o->kind) ? -1 : o->peer);
             r->dur[s][k] = (double)(o->t1 - o->t0);
@@ -736,6 +762,7 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
         i = j;
     }
     free(mbs);
+    free(dense);
     return ok;
 }
 
