@@ -741,6 +741,10 @@ static int init_once(void)
         return 0;
     }
     g.key_ok = pthread_key_create(&g.key, thread_exit) == 0;
+    /* The checksum's tables and CPU test are set up here, on the thread that initializes, before
+     * our writer exists: set up lazily on the writer, a fork landing inside that pthread_once
+     * would leave it "in progress" in the child, whose writer would then wait for ever. */
+    (void)pp_crc32c(0, NULL, 0);
     pthread_mutex_lock(&g.io_mu);
     int ok = file_open();
     pthread_mutex_unlock(&g.io_mu);
