@@ -1,5 +1,6 @@
 /* config.c: model configuration: built-in presets, JSON config files, validation. Called by
  * pptrain (--model/--config and the shape flags) and by checkpoints. */
+#include "pp_json.h"
 #include "pp_runtime.h"
 
 #include <cJSON.h>
@@ -96,71 +97,66 @@ double pp_model_config_train_flops_per_token(const pp_model_config *c)
     return 6.0 * matmul_weights + 12.0 * L * T * C;
 }
 
-static const char *const k_int_keys[] = {"vocab_size", "seq_len", "d_model", "n_heads",
-                                         "n_layers"};
+/* The config file's keys: "preset" first, then the five shape integers in field_of's order. */
+static const char *const k_keys[] = {"preset", "vocab_size", "seq_len", "d_model", "n_heads",
+                                     "n_layers"};
+enum { K_PRESET, N_KEYS = 6 };
 
 static int *field_of(pp_model_config *c, int i)
 {
     switch (i) {
-    case 0: return &c->vocab_size;
-    case 1: return &c->seq_len;
-    case 2: return &c->d_model;
-    case 3: return &c->n_heads;
+    case 1: return &c->vocab_size;
+    case 2: return &c->seq_len;
+    case 3: return &c->d_model;
+    case 4: return &c->n_heads;
     default: return &c->n_layers;
     }
 }
 
+/* Read strictly, as the cost and plan files are (pp_json.h): a NUL byte, text after the object,
+ * an unknown or a repeated key is refused rather than guessed at (with a repeated key, cJSON
+ * would silently keep the first one). */
 pp_status pp_model_config_load_json(const char *path, pp_model_config *cfg)
 {
     char *text = NULL;
     size_t len = 0;
+    cJSON *root = NULL;
     pp_status st = pp_read_file(path, &text, &len);
     if (st != PP_OK)
         return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    char ctx[300];
+    snprintf(ctx, sizeof ctx, "config '%s'", path);
     pp_model_config c = *cfg;
-    if (!root || !cJSON_IsObject(root)) {
-        st = PP_ERR(PP_ERR_INVALID, "config '%s': not a JSON object%s", path,
-                    root ? "" : " (parse error)");
+    const cJSON *f[N_KEYS];
+    if (strlen(text) != len) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: contains a NUL byte at offset %zu", ctx, strlen(text));
         goto done;
     }
-    const cJSON *preset_item = cJSON_GetObjectItemCaseSensitive(root, "preset");
-    if (preset_item) {
-        if (!cJSON_IsString(preset_item)) {
-            st = PP_ERR(PP_ERR_INVALID, "config '%s': \"preset\" must be a string", path);
+    if ((st = pp_json_parse_object(text, ctx, k_keys, N_KEYS, f, &root)) != PP_OK)
+        goto done;
+    if (f[K_PRESET]) {
+        if (!cJSON_IsString(f[K_PRESET])) {
+            st = PP_ERR(PP_ERR_INVALID, "%s: \"preset\" must be a string (got %s)", ctx,
+                        pp_json_type_name(f[K_PRESET]));
             goto done;
         }
-        st = pp_model_config_preset(preset_item->valuestring, &c);
+        st = pp_model_config_preset(f[K_PRESET]->valuestring, &c);
         if (st != PP_OK) {
-            st = pp_error_wrap(st, "config '%s'", path);
+            st = pp_error_wrap(st, "%s", ctx);
             goto done;
         }
     }
-    for (const cJSON *it = root->child; it; it = it->next) {
-        if (strcmp(it->string, "preset") == 0)
+    for (int k = K_PRESET + 1; k < N_KEYS; k++) {
+        if (!f[k])
             continue;
-        int idx = -1;
-        for (int i = 0; i < 5; i++)
-            if (strcmp(it->string, k_int_keys[i]) == 0)
-                idx = i;
-        if (idx < 0) {
-            st = PP_ERR(PP_ERR_INVALID,
-                        "config '%s': unknown key \"%s\" (known: preset, vocab_size, seq_len, "
-                        "d_model, n_heads, n_layers)",
-                        path, it->string);
+        double v = 0;
+        if ((st = pp_json_get_int(f[k], ctx, k_keys[k], -2147483648.0, 2147483647.0, &v)) != PP_OK)
             goto done;
-        }
-        double v = it->valuedouble;
-        if (!cJSON_IsNumber(it) || v != floor(v) || v < -2147483648.0 || v > 2147483647.0) {
-            st = PP_ERR(PP_ERR_INVALID, "config '%s': \"%s\" must be an integer", path,
-                        it->string);
-            goto done;
-        }
-        *field_of(&c, idx) = (int)v;
+        *field_of(&c, k) = (int)v;
     }
     st = pp_model_config_validate(&c);
     if (st != PP_OK) {
-        st = pp_error_wrap(st, "config '%s'", path);
+        st = pp_error_wrap(st, "%s", ctx);
         goto done;
     }
     *cfg = c;

@@ -74,8 +74,13 @@ static const bad_config k_bad_configs[] = {
     {"{\"vocab_size\": 1}", "vocab_size 1 is out of range"},
     {"{\"n_layers\": 0}", "n_layers 0 is out of range"},
     {"{\"preset\": \"medium\"}", "unknown model preset 'medium'"},
-    {"[1, 2]", "not a JSON object"},
-    {"{\"seq_len\": 64,", "parse error"},
+    {"[1, 2]", "must be a JSON object (got an array)"},
+    {"{\"seq_len\": 64,", "invalid JSON at line 1"},
+    /* cJSON keeps the first of two equal keys: the file would say 2 layers and train 8 */
+    {"{\"n_layers\": 8, \"n_layers\": 2}", "duplicate key \"n_layers\""},
+    {"{\"preset\": \"tiny\", \"preset\": \"small\"}", "duplicate key \"preset\""},
+    {"{\"n_layers\": 2} {\"n_layers\": 3}", "invalid JSON"},
+    {"{\"preset\": 3}", "\"preset\" must be a string"},
 };
 
 Test(model, bad_json_configs_are_rejected_by_name)
@@ -94,6 +99,25 @@ Test(model, bad_json_configs_are_rejected_by_name)
     }
     pp_model_config c;
     cr_assert_eq(pp_model_config_load_json("/tmp/pp_no_such_config.json", &c), PP_ERR_IO);
+}
+
+Test(model, json_config_with_a_nul_byte_is_refused_naming_the_offset)
+{
+    /* cJSON would stop at the NUL and read {"n_layers": 2}, ignoring what follows */
+    static const char text[] = "{\"n_layers\": 2}\0{\"n_layers\": 3}";
+    char path[256];
+    snprintf(path, sizeof path, "%s/nul.json", g_dir);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
+    fclose(f);
+    pp_model_config c;
+    pp_model_config_preset("tiny", &c);
+    cr_assert_eq(pp_model_config_load_json(path, &c), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "NUL byte at offset 15") != NULL, "%s",
+              pp_error_message());
+    cr_assert(strstr(pp_error_message(), "nul.json") != NULL, "%s", pp_error_message());
+    cr_assert_eq(c.n_layers, 4, "config changed on error");
 }
 
 Test(model, layer_list_is_embedding_blocks_head)
