@@ -206,27 +206,77 @@ pp_status pp_parse_f64(const char *s, const char *what, double min, double max, 
     return PP_OK;
 }
 
-pp_status pp_read_file(const char *path, char **data, size_t *len)
+static const char *file_kind(mode_t m)
 {
-    pp_status st = PP_OK;
-    char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISDIR(m)) return "a directory";
+    return "not a regular file";
+}
+
+pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *bytes)
+{
+    *fd = -1;
+    /* O_NONBLOCK: opening a FIFO read-only otherwise waits for a writer, possibly forever */
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0)
         return PP_ERR(PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = PP_ERR(PP_ERR_IO, "'%s' is not a regular file", path);
+    if (fstat(f, &sb) != 0) {
+        pp_status st = PP_ERR(PP_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+        close(f);
+        return st;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(f);
+        return PP_ERR(PP_ERR_INVALID, "'%s' is %s, not a regular file: refused", path,
+                      file_kind(sb.st_mode));
+    }
+    /* a regular file reads the same either way; clear the flag for plain blocking reads */
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    *fd = f;
+    *bytes = (uint64_t)sb.st_size;
+    return PP_OK;
+}
+
+pp_status pp_read_file(const char *path, char **data, size_t *len)
+{
+    char *buf = NULL;
+    int fd = -1;
+    uint64_t size = 0;
+    pp_status st = pp_file_open_regular(path, &fd, &size);
+    if (st != PP_OK)
+        return st;
+    if (size >= SIZE_MAX) {
+        st = PP_ERR(PP_ERR_NOMEM, "'%s' is too large to read (%llu bytes)", path,
+                    (unsigned long long)size);
         goto done;
     }
-    size_t n = (size_t)sb.st_size;
+    size_t n = (size_t)size;
     buf = malloc(n + 1);
     if (!buf) {
         st = PP_ERR(PP_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", n, path);
         goto done;
     }
-    if (n && fread(buf, 1, n, f) != n) {
-        st = PP_ERR(PP_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-        goto done;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            st = PP_ERR(PP_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+            goto done;
+        }
+        if (r == 0) {
+            st = PP_ERR(PP_ERR_IO, "cannot read '%s': it shrank from %zu to %zu bytes while "
+                                   "being read", path, n, got);
+            goto done;
+        }
+        got += (size_t)r;
     }
     buf[n] = '\0';
     *data = buf;
@@ -234,7 +284,7 @@ pp_status pp_read_file(const char *path, char **data, size_t *len)
     buf = NULL;
 done:
     free(buf);
-    fclose(f);
+    close(fd);
     return st;
 }
 

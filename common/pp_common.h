@@ -103,8 +103,15 @@ uint32_t pp_crc32c_sw(uint32_t crc, const void *data, size_t n);
 pp_status pp_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int64_t *out);
 pp_status pp_parse_f64(const char *s, const char *what, double min, double max, double *out);
 
-/* Reads a whole file into a NUL-terminated heap buffer (caller frees with free()). Missing or
- * unreadable files give PP_ERR_IO naming the path. */
+/* Opens `path` read-only (close-on-exec) and returns the descriptor in *fd and the file's size
+ * in *bytes. Anything but a regular file (a FIFO, a socket, a device, a directory) is refused
+ * with PP_ERR_INVALID naming what it is: the open never blocks, even on a FIFO without a
+ * writer, and nothing is read from an endless source. */
+pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *bytes);
+
+/* Reads a whole regular file into a NUL-terminated heap buffer (caller frees with free()).
+ * Missing or unreadable files give PP_ERR_IO naming the path; non-regular ones are refused as
+ * pp_file_open_regular does. */
 pp_status pp_read_file(const char *path, char **data, size_t *len);
 
 /* Writes `len` bytes to `path` atomically: a temporary file in the same directory, fsync, rename

@@ -542,7 +542,7 @@ static pp_status reader_init(pp_trace_reader *r)
     if (r->len < HDR_BYTES)
         return PP_ERR(PP_ERR_CORRUPT, "trace: shorter than the 256-byte header (%llu bytes)",
                       (unsigned long long)r->len);
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     pp_status st = src_view(r, &r->blk, 0, HDR_BYTES, &p);
     if (st != PP_OK)
         return st;
@@ -595,17 +595,9 @@ pp_status pp_trace_reader_open(const char *path, pp_trace_reader **out)
     if (!r)
         return PP_ERR(PP_ERR_NOMEM, "trace: out of memory");
     pp_status st = PP_OK;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (r->fd < 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    /* never waits on a FIFO: non-regular files are refused before any read */
+    if ((st = pp_file_open_regular(path, &r->fd, &r->len)) != PP_OK)
         goto fail;
-    }
-    if (fstat(r->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = PP_ERR(PP_ERR_IO, "'%s' is not a regular file", path);
-        goto fail;
-    }
-    r->len = (uint64_t)sb.st_size;
     st = reader_init(r);
     if (st != PP_OK) {
         st = pp_error_wrap(st, "%s", path);

@@ -536,6 +536,7 @@ Test(check, missing_and_garbage_inputs_are_exit_2)
     tk_write_text(tk_path("v2.json"), "{\"summary_version\": 2, \"pipeline\": {\"stages\": 4}}\n");
     tk_write_text(tk_path("array.json"), "[1, 2, 3]\n");
     cr_assert_eq(mkdir(tk_path("emptydir"), 0755), 0);
+    cr_assert_eq(mkfifo(tk_path("fifo.json"), 0644), 0); /* refused, never waited on */
     static const struct {
         const char *base, *cur, *says;
     } cases[] = {
@@ -545,6 +546,7 @@ Test(check, missing_and_garbage_inputs_are_exit_2)
         {"array.json", "garbage.json", "array.json"},
         {"nosuchdir", "garbage.json", "nosuchdir"},
         {"emptydir", "garbage.json", "emptydir"},
+        {"fifo.json", "garbage.json", "fifo.json' is a FIFO, not a regular file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"--baseline", cases[i].base, cases[i].cur, NULL};

@@ -522,6 +522,25 @@ Test(report, unusable_directories_are_exit_2)
     expect_exit2(a3, "no readable trace");
 }
 
+/* A FIFO named like a trace is refused, never waited on: alone it leaves nothing to analyze
+ * (exit 2 naming it), next to a real trace it is skipped with a warning. */
+Test(report, a_fifo_named_pft_is_skipped_never_waited_on)
+{
+    cr_assert_eq(mkdir(tk_path("fifo"), 0755), 0);
+    cr_assert_eq(mkfifo(tk_path("fifo/host.7.pft"), 0644), 0);
+    const char *a1[] = {tk_path("fifo"), NULL};
+    expect_exit2(a1, "host.7.pft' is a FIFO, not a regular file");
+    const char *dir = make_run("run", "1f1b", 4, 3, 1000);
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s/zz.1.pft", dir);
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    const char *a2[] = {dir, NULL};
+    tk_result r = tk_run(PPREPORT, a2, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert_not_null(strstr(r.out, "is a FIFO"), "%s", r.out);
+    tk_result_free(&r);
+}
+
 Test(report, run_without_pipeline_ranges_is_exit_2)
 {
     if (!tk_exists(LIBPPROF) || !tk_exists(CAPTURE_APP))

@@ -444,6 +444,38 @@ Test(trace, writer_refuses_to_overwrite_an_existing_file)
     pp_trace_writer_close(NULL);
 }
 
+/* A FIFO named *.pft (or a directory, or a device) is refused at once: opening a FIFO for
+ * reading would otherwise wait for a writer that never comes, and /dev/zero never ends. */
+Test(trace, non_regular_files_are_refused_without_waiting)
+{
+    alarm(20); /* a reader that waits fails the test instead of hanging the suite */
+    const char *fifo = tmp_path("fifo.pft");
+    cr_assert_eq(mkfifo(fifo, 0644), 0, "%s", strerror(errno));
+    pp_trace_reader *r = (pp_trace_reader *)1;
+    cr_assert_eq(pp_trace_reader_open(fifo, &r), PP_ERR_INVALID);
+    cr_assert_null(r);
+    cr_assert(strstr(pp_error_message(), "is a FIFO, not a regular file") != NULL, "%s",
+              pp_error_message());
+    cr_assert(strstr(pp_error_message(), "fifo.pft") != NULL, "%s", pp_error_message());
+    pp_trace *t = (pp_trace *)1;
+    cr_assert_eq(pp_trace_load(fifo, &t), PP_ERR_INVALID);
+    cr_assert_null(t);
+    char *text = NULL;
+    size_t len = 0;
+    cr_assert_eq(pp_read_file(fifo, &text, &len), PP_ERR_INVALID);
+    cr_assert_null(text);
+    const char *dir = tmp_path("dir.pft");
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    cr_assert_eq(pp_trace_load(dir, &t), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "is a directory") != NULL, "%s", pp_error_message());
+    rmdir(dir);
+    cr_assert_eq(pp_trace_load("/dev/zero", &t), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "a character device") != NULL, "%s",
+              pp_error_message());
+    cr_assert_eq(pp_read_file("/dev/zero", &text, &len), PP_ERR_INVALID);
+    alarm(0);
+}
+
 Test(trace, writer_rejects_blocks_a_reader_would_reject)
 {
     const char *path = tmp_path("w.pft");

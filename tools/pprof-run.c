@@ -672,13 +672,16 @@ static int header_rank_is(const char *dir, const char *name, int rank)
     char path[PATH_MAX + NAME_MAX + 2];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     pp_trace_header h;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = -1;
+    uint64_t bytes = 0;
+    if (pp_file_open_regular(path, &fd, &bytes) != PP_OK) { /* a FIFO is not waited on */
+        pp_error_clear();
         return 0;
-    size_t got = fread(&h, 1, sizeof h, f);
-    fclose(f);
+    }
+    ssize_t got = read(fd, &h, sizeof h);
+    close(fd);
     pp_trace *t = NULL;
-    if (got != sizeof h || pp_trace_load_mem(&h, sizeof h, &t) != PP_OK) {
+    if (got != (ssize_t)sizeof h || pp_trace_load_mem(&h, sizeof h, &t) != PP_OK) {
         pp_error_clear();
         return 0;
     }
