@@ -7,6 +7,8 @@
 #include "pp_nvtx.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 typedef struct sim_backend {
@@ -28,7 +30,21 @@ static void sleep_until(uint64_t t_ns)
     }
 }
 
-static uint64_t us_to_ns(double us) { return us <= 0 ? 0 : (uint64_t)(us * 1e3 + 0.5); }
+/* The deadlines are integer nanoseconds of CLOCK_MONOTONIC. pp_backend_sim_create refuses costs
+ * above this (2^62 ns, 146 years, per stage and micro-batch), so conversions and the clock's
+ * sums stay far inside 64 bits; converting a larger double would be undefined behaviour. */
+#define SIM_MAX_NS 4611686018427387904.0
+
+static uint64_t us_to_ns(double us)
+{
+    double ns = us * 1e3 + 0.5;
+    if (!(ns > 0)) /* also NaN */
+        return 0;
+    return ns < SIM_MAX_NS ? (uint64_t)ns : (uint64_t)SIM_MAX_NS;
+}
+
+/* t + d, saturating: a clock that cannot overflow even if the checks above were bypassed. */
+static uint64_t clock_add(uint64_t t, uint64_t d) { return d > UINT64_MAX - t ? UINT64_MAX : t + d; }
 
 static size_t sim_act_bytes(pp_stage_backend *b, int chunk)
 {
@@ -69,7 +85,7 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
         info.chunk = chunk;
         info.layer = li;
         pp_nvtx_push(kind, &info);
-        *t_ns += us_to_ns(us * sb->mult);
+        *t_ns = clock_add(*t_ns, us_to_ns(us * sb->mult));
         sleep_until(*t_ns);
         pp_nvtx_pop();
     }
@@ -120,7 +136,7 @@ static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
     (void)lr;
     (void)grad_scale;
     sim_backend *sb = (sim_backend *)b;
-    *t_ns += us_to_ns(sb->costs->optimizer_us * sb->mult);
+    *t_ns = clock_add(*t_ns, us_to_ns(sb->costs->optimizer_us * sb->mult));
     sleep_until(*t_ns);
     return PP_OK;
 }
@@ -167,6 +183,69 @@ static const pp_backend_ops k_sim_ops = {
     .destroy = sim_destroy,
 };
 
+/* One cost in nanoseconds must stay below SIM_MAX_NS; `what` names it for the message. */
+static pp_status check_ns(double us, double mult, const char *what)
+{
+    double ns = us * mult * 1e3;
+    if (!(ns < SIM_MAX_NS)) /* also NaN */
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s is %g us%s: %.3g ns does not fit the sim's 64-bit nanosecond clock "
+                      "(at most %.3g ns, about 146 years)",
+                      what, us, mult != 1.0 ? " times the stage's multiplier" : "", ns,
+                      SIM_MAX_NS);
+    return PP_OK;
+}
+
+/* Every cost the stage will sleep for, one by one and summed over one micro-batch (its
+ * layers' forward and backward, the optimizer, its sends and receives). */
+static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int stage,
+                                double mult, int split)
+{
+    char what[160];
+    double sum_us = c->optimizer_us * mult;
+    pp_status st = check_ns(c->optimizer_us, mult, "the cost file's optimizer_us");
+    uint64_t param_bytes = 0;
+    for (int ch = 0; ch < part->v && st == PP_OK; ch++) {
+        int piece = ch * part->S + stage, lo = part->bounds[piece], hi = part->bounds[piece + 1];
+        for (int li = lo; li < hi && st == PP_OK; li++) {
+            const pp_layer_cost *l = &c->layers[li];
+            const double t[3] = {l->fwd_us, split ? l->bwd_input_us : l->bwd_us,
+                                 split ? l->bwd_weight_us : 0};
+            static const char *const key[3] = {"fwd_us", "bwd_us", "bwd_weight_us"};
+            for (int k = 0; k < 3 && st == PP_OK; k++) {
+                snprintf(what, sizeof what, "layer %d (\"%s\"): %s", li, l->name,
+                         k == 1 && split ? "bwd_input_us" : key[k]);
+                st = check_ns(t[k], mult, what);
+                sum_us += t[k] * mult;
+            }
+            param_bytes += l->param_bytes;
+        }
+        /* what the chunk sends forward and receives back, as sim_act_bytes/grad_bytes say */
+        uint64_t msgs[2] = {hi > lo && piece != part->P - 1 ? c->layers[hi - 1].activation_bytes : 0,
+                            lo > 0 ? c->layers[lo - 1].activation_bytes : 0};
+        for (int k = 0; k < 2 && st == PP_OK; k++) {
+            double us = pp_costs_transfer_us(c, msgs[k]);
+            snprintf(what, sizeof what, "a transfer of %llu bytes (p2p_latency_us + bytes / "
+                     "p2p_GBps)", (unsigned long long)msgs[k]);
+            st = check_ns(us, 1.0, what);
+            sum_us += us;
+        }
+    }
+    if (st == PP_OK) {
+        double us = pp_costs_transfer_us(c, param_bytes); /* the data-parallel all-reduce */
+        snprintf(what, sizeof what, "the all-reduce of stage %d's %llu parameter bytes", stage,
+                 (unsigned long long)param_bytes);
+        st = check_ns(us, 1.0, what);
+        sum_us += us;
+    }
+    if (st == PP_OK) {
+        snprintf(what, sizeof what, "stage %d's work for one micro-batch (its layers, optimizer "
+                 "and transfers)", stage);
+        st = check_ns(sum_us, 1.0, what);
+    }
+    return st;
+}
+
 pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
                                 double multiplier, int split_backward, int n_slots,
                                 pp_stage_backend **out)
@@ -183,6 +262,9 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
                               "the schedule splits the backward pass, but layer %d (%s) of the "
                               "cost file has no bwd_input_us/bwd_weight_us",
                               i, costs->layers[i].name);
+    pp_status st = check_stage_ns(costs, part, stage, multiplier, split_backward);
+    if (st != PP_OK)
+        return st;
     sim_backend *sb = pp_alloc(sizeof *sb);
     if (!sb)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);

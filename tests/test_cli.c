@@ -137,6 +137,14 @@ static const bad_case k_bad[] = {
      "no bwd_input_us/bwd_weight_us"},
     {{"--backend", "sim", "--costs", "@good_costs.json", "--sim-slow", "9=2", NULL},
      "stage 9 does not exist"},
+    /* a cost whose nanoseconds do not fit 64 bits (converting it was undefined behaviour) */
+    {{"--backend", "sim", "--costs", "@huge_costs.json", NULL},
+     "layer 1 (\"b\"): bwd_us is 1e+300 us: 1e+303 ns does not fit the sim's 64-bit "
+     "nanosecond clock"},
+    {{"--backend", "sim", "--costs", "@slow_link_costs.json", "--stages", "2", NULL},
+     "a transfer of 1000 bytes (p2p_latency_us + bytes / p2p_GBps) is 1e+300 us"},
+    {{"--backend", "sim", "--costs", "@sum_costs.json", "--stages", "1", NULL},
+     "stage 0's work for one micro-batch"},
     {{"--plan", "@bad_plan.json", NULL}, "missing \"num_layers\""},
     {{"--plan", "@plan9.json", NULL}, "made for a model of 9 layers; this model has 6"},
     {{"--plan", "@plan6.json", "--schedule", "gpipe", NULL}, "contradicts plan"},
@@ -148,6 +156,14 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
     write_text("bad_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": -1, \"bwd_us\": 2}]}");
     write_text("good_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2},"
                                   "{\"name\": \"b\", \"fwd_us\": 1, \"bwd_us\": 2}]}");
+    write_text("huge_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2},"
+                                  "{\"name\": \"b\", \"fwd_us\": 1, \"bwd_us\": 1e300}]}");
+    write_text("slow_link_costs.json",
+               "{\"p2p_GBps\": 1e-300, \"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2, "
+               "\"activation_bytes\": 1000}, {\"name\": \"b\", \"fwd_us\": 1, \"bwd_us\": 2}]}");
+    /* each below the limit (2^62 ns = 4.6e15 us), together above it */
+    write_text("sum_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 4e15, \"bwd_us\": 2},"
+                                 "{\"name\": \"b\", \"fwd_us\": 4e15, \"bwd_us\": 2}]}");
     write_text("bad_plan.json", "{\"version\": 1, \"stages\": 2}");
     write_text("plan9.json", "{\"version\": 1, \"num_layers\": 9, \"stages\": 2, \"boundaries\": "
                              "[0,3,9], \"schedule\": \"1f1b\", \"microbatches\": 2}");
