@@ -139,6 +139,17 @@ static void fit_links(const pp_analysis *a, pp_extract *e)
             return;
         }
     }
+    if (xmax == 0 || bw_n == 0) {
+        /* Every message was empty (a job that sends only a signal, or reports no sizes): a
+         * transfer is pure latency and no bandwidth can be measured, so the model is the mean
+         * per-message time with no bandwidth term (p2p_GBps 0), not 0 bytes / 0 s. */
+        e->costs->p2p_latency_us = sy / n * 1e-3;
+        note(e, "transfers: every timed message carried 0 bytes: latency %.1f us per message "
+                "(mean over %.0f links), no bandwidth term (it cannot be measured without "
+                "bytes)",
+             e->costs->p2p_latency_us, n);
+        return;
+    }
     /* One message size: latency and bandwidth cannot be told apart; the effective bandwidth
      * (latency included) predicts that size exactly. */
     e->costs->p2p_GBps = bw_sum / bw_n;

@@ -265,11 +265,13 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    if (!ok_time(c->p2p_GBps) || !ok_time(c->p2p_latency_us) || !ok_time(c->optimizer_us))
-        return PP_ERR(PP_ERR_INVALID,
-                      "cost file '%s': p2p_GBps, p2p_latency_us and optimizer_us must be finite "
-                      "and >= 0",
-                      path);
+    const double top[3] = {c->p2p_GBps, c->p2p_latency_us, c->optimizer_us};
+    static const char *const top_key[3] = {"p2p_GBps", "p2p_latency_us", "optimizer_us"};
+    for (int k = 0; k < 3; k++)
+        if (!ok_time(top[k]))
+            return PP_ERR(PP_ERR_INVALID,
+                          "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
+                          path, top_key[k], top[k]);
     if (c->microbatch_size < 0)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': microbatch_size %d is negative", path,
                       c->microbatch_size);

@@ -467,6 +467,31 @@ Test(tune, bad_input_is_exit_2)
     }
 }
 
+/* A job whose messages carry no bytes (signals between stages): no bandwidth can be measured,
+ * so the exported link model is latency only, never 0 / 0 = NaN GB/s (which the writer refused
+ * with a message blaming the cost file). */
+Test(tune, export_costs_of_zero_byte_messages_is_latency_only)
+{
+    need_capture();
+    const char *costs = tk_write_costs("c0.json", 4, 1000, 2000, 0, 0, 0, 200);
+    const char *dir = capture("zero", costs, "--stages", "4", "4", NULL, "4");
+    const char *args[] = {dir, "--export-costs", tk_path("out.json"), "--formula", "-v", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert_null(strstr(r.out, "nan"), "%s", r.out);
+    cr_assert_null(strstr(r.err, "nan"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "every timed message carried 0 bytes"), "%s", r.err);
+    cr_assert_not_null(strstr(r.out, "no bandwidth term"), "%s", r.out);
+    tk_result_free(&r);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_load(tk_path("out.json"), &c), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(c->p2p_GBps, 0.0);
+    cr_assert(isfinite(c->p2p_latency_us) && c->p2p_latency_us > 0, "latency %g us",
+              c->p2p_latency_us);
+    cr_assert_eq(c->n_layers, 4);
+    pp_costs_destroy(c);
+}
+
 /* The job's failure in --auto is exit 3 with its output. */
 Test(tune, auto_job_failure_is_exit_3)
 {

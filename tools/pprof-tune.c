@@ -891,8 +891,12 @@ static pp_status tune_run(const args *a, const char *dir, const pp_extract *e, i
             fprintf(o, "    speedup = current predicted / proposed = %.3f / %.3f = %.3fx\n",
                     out->current_pred_ns * 1e-6, b->step_ns * 1e-6,
                     out->current_pred_ns / b->step_ns);
-            fprintf(o, "  transfers: latency %.1f us + bytes / %.3f GB/s per message\n",
-                    c->p2p_latency_us, c->p2p_GBps);
+            if (c->p2p_GBps > 0)
+                fprintf(o, "  transfers: latency %.1f us + bytes / %.3f GB/s per message\n",
+                        c->p2p_latency_us, c->p2p_GBps);
+            else
+                fprintf(o, "  transfers: latency %.1f us per message, no bandwidth term\n",
+                        c->p2p_latency_us);
             if (e->has_param_bytes) {
                 fputs("  memory, current:\n", o);
                 print_memory_terms(c, cur, e->schedule, e->M, a->memory_limit, o);
