@@ -816,6 +816,198 @@ done:
     return st;
 }
 
+/* ---- a baseline's metrics, checked against themselves ---------------------------------- */
+
+/* The statistics a baseline writes next to each metric's samples (docs/baseline-format.md). */
+enum { SS_MEAN, SS_MEDIAN, SS_P95, SS_MAX, SS_MIN, SS_COUNT };
+static const char *const k_stat_names[SS_COUNT] = {"mean", "median", "p95", "max", "min"};
+
+typedef struct sample_stats {
+    double v[SS_COUNT];
+} sample_stats;
+
+static pp_status sample_stats_of(const double *x, size_t n, sample_stats *out)
+{
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the statistics of %zu samples", n);
+    memcpy(v, x, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
+    double q = 0.95 * (double)(n - 1); /* p95 by linear interpolation */
+    size_t qi = (size_t)q;
+    out->v[SS_MEAN] = sum / (double)n;
+    out->v[SS_MEDIAN] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    out->v[SS_P95] = v[qi] + (qi + 1 < n ? (q - (double)qi) * (v[qi + 1] - v[qi]) : 0);
+    out->v[SS_MAX] = v[n - 1];
+    out->v[SS_MIN] = v[0];
+    free(v);
+    return PP_OK;
+}
+
+/* Equal up to the %.10g the writer prints with (and the rounding of samples read back). */
+static int same_number(double a, double b)
+{
+    return fabs(a - b) <= 1e-8 * fmax(fabs(a), fabs(b)) + 1e-300;
+}
+
+/* The family a metric name belongs to, -1 for a name pprof-check never writes. Only the exact
+ * form it writes counts ("stage2.fwd_ms", not "stage02.fwd_ms"): a name that differs would
+ * match nothing in the current run and silently leave the metric ungated. *a and *b get the
+ * stage or the link's ends (-1 when none). */
+static int metric_name_kind(const char *s, int *a, int *b)
+{
+    *a = *b = -1;
+    if (strcmp(s, "step_ms") == 0)
+        return PP_CHECK_STEP;
+    if (strcmp(s, "throughput") == 0)
+        return PP_CHECK_THROUGHPUT;
+    if (strcmp(s, "bubble_ratio") == 0)
+        return PP_CHECK_BUBBLE;
+    char canon[64];
+    int x, y;
+    if (sscanf(s, "stage%d.", &x) == 1 && x >= 0) {
+        for (int bwd = 0; bwd < 2; bwd++) {
+            snprintf(canon, sizeof canon, "stage%d.%s", x, bwd ? "bwd_ms" : "fwd_ms");
+            if (strcmp(s, canon) == 0) {
+                *a = x;
+                return bwd ? PP_CHECK_BWD : PP_CHECK_FWD;
+            }
+        }
+    }
+    if (sscanf(s, "link%d-%d.", &x, &y) == 2 && x >= 0 && y >= 0) {
+        for (int grad = 0; grad < 2; grad++) {
+            link_name(canon, sizeof canon, x, y, grad);
+            if (strcmp(s, canon) == 0) {
+                *a = x;
+                *b = y;
+                return PP_CHECK_BANDWIDTH;
+            }
+        }
+    }
+    return -1;
+}
+
+/* The unit the writer gives a family (throughput's depends on what the shape announces). */
+static const char *family_unit(pp_check_kind k, const pp_check_shape *shape)
+{
+    double per_step;
+    switch (k) {
+    case PP_CHECK_THROUGHPUT: return throughput_unit(shape, &per_step);
+    case PP_CHECK_BUBBLE: return "ratio";
+    case PP_CHECK_BANDWIDTH: return "GB/s";
+    default: return "ms";
+    }
+}
+
+/* Name, family, unit and "better" of one baseline metric: known, and agreeing with each other
+ * and with the shape. */
+static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
+                                          const pp_check_shape *shape, char *name, size_t name_cap,
+                                          char *unit, size_t unit_cap, int *kind_out)
+{
+    char family[32], better[16];
+    pp_status st;
+    if ((st = opt_string(m, mctx, "name", name, name_cap)) != PP_OK ||
+        (st = opt_string(m, mctx, "family", family, sizeof family)) != PP_OK ||
+        (st = opt_string(m, mctx, "unit", unit, unit_cap)) != PP_OK ||
+        (st = opt_string(m, mctx, "better", better, sizeof better)) != PP_OK)
+        return st;
+    int kind = kind_by_name(family);
+    if (!name[0] || kind < 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: needs a \"name\" and a \"family\" among step_ms, "
+                                      "throughput, bubble_ratio, fwd_ms, bwd_ms, "
+                                      "bandwidth_GBps (got \"%s\")", mctx, family);
+    int a, b;
+    int named = metric_name_kind(name, &a, &b);
+    if (named < 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: unknown metric name \"%s\" (pprof-check writes step_ms, throughput, "
+                      "bubble_ratio, stageS.fwd_ms, stageS.bwd_ms and "
+                      "linkA-B.act|grad.bandwidth_GBps); a renamed metric would match nothing "
+                      "in the current run and go ungated", mctx, name);
+    if (named != kind)
+        return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" is of family \"%s\", the file says "
+                                      "\"%s\"", mctx, name,
+                      pp_check_kind_name((pp_check_kind)named), family);
+    if ((kind == PP_CHECK_FWD || kind == PP_CHECK_BWD) && a >= shape->S)
+        return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" names stage %d, but the shape has %d "
+                                      "stage(s) (0..%d)", mctx, name, a, shape->S, shape->S - 1);
+    const char *want = family_unit((pp_check_kind)kind, shape);
+    if (!unit[0])
+        snprintf(unit, unit_cap, "%s", want);
+    else if (strcmp(unit, want) != 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" has unit \"%s\", expected \"%s\"%s",
+                      mctx, name, unit, want,
+                      kind == PP_CHECK_THROUGHPUT ? " (from the shape's samples_per_step and "
+                                                    "tokens_per_step)" : "");
+    const char *dir = pp_check_kind_higher_is_better((pp_check_kind)kind) ? "higher" : "lower";
+    if (better[0] && strcmp(better, dir) != 0)
+        return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" says better is \"%s\"; for %s it is "
+                                      "\"%s\"", mctx, name, better, family, dir);
+    *kind_out = kind;
+    return PP_OK;
+}
+
+/* "value" and "stats" of a metric with n samples v[]: numbers where numbers belong, and the
+ * same as the samples say (a hand-edited file whose summary disagrees with its samples cannot
+ * be told apart from a damaged one, and the gate would test numbers nobody looked at). */
+static pp_status baseline_metric_consistency(const cJSON *m, const char *mctx, const char *name,
+                                             const double *v, size_t n, size_t steps,
+                                             int kind)
+{
+    const cJSON *value = member(m, "value");
+    if (value && !cJSON_IsNull(value) && !cJSON_IsNumber(value))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"value\" of \"%s\" must be a number (got %s)",
+                      mctx, name, pp_json_type_name(value));
+    const cJSON *stats = member(m, "stats");
+    if (stats && !cJSON_IsNull(stats) && !cJSON_IsObject(stats))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"stats\" of \"%s\" must be an object or null (got "
+                                      "%s)", mctx, name, pp_json_type_name(stats));
+    if (n > steps)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" has %zu samples, more than the file's %zu "
+                                      "steps", mctx, name, n, steps);
+    if (n > 0 && n != steps && (kind == PP_CHECK_STEP || kind == PP_CHECK_THROUGHPUT))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" has %zu samples, but \"steps\" says %zu (one "
+                                      "per analyzed step)", mctx, name, n, steps);
+    const cJSON *it;
+    if (cJSON_IsObject(stats))
+        cJSON_ArrayForEach(it, stats) if (!cJSON_IsNumber(it) && !cJSON_IsNull(it))
+            return PP_ERR(PP_ERR_INVALID, "%s: stats.%s of \"%s\" must be a number (got %s)",
+                          mctx, it->string, name, pp_json_type_name(it));
+    if (n == 0) {
+        const cJSON *cnt = cJSON_IsObject(stats) ? member(stats, "count") : NULL;
+        if (cJSON_IsNumber(cnt) && cnt->valuedouble != 0)
+            return PP_ERR(PP_ERR_INVALID, "%s: stats.count of \"%s\" is %.17g, but it has no "
+                                          "samples", mctx, name, cnt->valuedouble);
+        return PP_OK;
+    }
+    sample_stats ss;
+    pp_status st = sample_stats_of(v, n, &ss);
+    if (st != PP_OK)
+        return st;
+    if (cJSON_IsNumber(value) && !same_number(value->valuedouble, ss.v[SS_MEDIAN]))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"value\" of \"%s\" is %.10g, but the median of its "
+                                      "%zu samples is %.10g", mctx, name, value->valuedouble, n,
+                      ss.v[SS_MEDIAN]);
+    if (!cJSON_IsObject(stats))
+        return PP_OK;
+    const cJSON *cnt = member(stats, "count");
+    if (cJSON_IsNumber(cnt) && cnt->valuedouble != (double)n)
+        return PP_ERR(PP_ERR_INVALID, "%s: stats.count of \"%s\" is %.17g, but it has %zu "
+                                      "samples", mctx, name, cnt->valuedouble, n);
+    for (int k = 0; k < SS_COUNT; k++) {
+        const cJSON *x = member(stats, k_stat_names[k]);
+        if (cJSON_IsNumber(x) && !same_number(x->valuedouble, ss.v[k]))
+            return PP_ERR(PP_ERR_INVALID, "%s: stats.%s of \"%s\" is %.10g, but its %zu samples "
+                                          "give %.10g", mctx, k_stat_names[k], name,
+                          x->valuedouble, n, ss.v[k]);
+    }
+    return PP_OK;
+}
+
 static pp_status read_baseline(const cJSON *root, pp_check_run *r)
 {
     const char *ctx = r->source;
@@ -864,18 +1056,13 @@ static pp_status read_baseline(const cJSON *root, pp_check_run *r)
     {
         char mctx[600];
         snprintf(mctx, sizeof mctx, "%s: metrics[%d]", ctx, i++);
-        char name[64], family[32], unit[16];
+        char name[64], unit[16];
+        int kind = -1;
         if ((st = need_object(m, mctx, "metric")) != PP_OK)
             return st;
-        if ((st = opt_string(m, mctx, "name", name, sizeof name)) != PP_OK ||
-            (st = opt_string(m, mctx, "family", family, sizeof family)) != PP_OK ||
-            (st = opt_string(m, mctx, "unit", unit, sizeof unit)) != PP_OK)
+        if ((st = baseline_metric_identity(m, mctx, &r->shape, name, sizeof name, unit,
+                                           sizeof unit, &kind)) != PP_OK)
             return st;
-        int kind = kind_by_name(family);
-        if (!name[0] || kind < 0)
-            return PP_ERR(PP_ERR_INVALID, "%s: needs a \"name\" and a \"family\" among step_ms, "
-                                          "throughput, bubble_ratio, fwd_ms, bwd_ms, "
-                                          "bandwidth_GBps (got \"%s\")", mctx, family);
         const cJSON *smp = member(m, "samples");
         if ((st = need_array(smp, mctx, "samples")) != PP_OK)
             return st;
@@ -893,8 +1080,10 @@ static pp_status read_baseline(const cJSON *root, pp_check_run *r)
             }
         }
         double value = NAN;
-        if (n == 0 && (st = pp_json_get_real(member(m, "value"), mctx, "value", -k_big, k_big,
-                                             &value)) != PP_OK) {
+        if ((st = baseline_metric_consistency(m, mctx, name, v, (size_t)n, r->n_steps, kind)) !=
+                PP_OK ||
+            (n == 0 && (st = pp_json_get_real(member(m, "value"), mctx, "value", -k_big, k_big,
+                                              &value)) != PP_OK)) {
             free(v);
             return st;
         }
@@ -1034,38 +1223,26 @@ static void now_utc(char *buf, size_t cap)
         snprintf(buf, cap, "unknown");
 }
 
-/* Summary statistics of a metric's samples for readers of the file (not read back). */
+/* Summary statistics of a metric's samples for readers of the file; the reader checks them
+ * against the samples. */
 static void json_stats(FILE *f, const pp_check_metric *m)
 {
-    if (m->n == 0) {
+    sample_stats ss;
+    if (m->n == 0 || sample_stats_of(m->samples, m->n, &ss) != PP_OK) {
         fputs("null", f);
         return;
     }
-    double *v = malloc(m->n * sizeof *v);
-    if (!v) {
-        fputs("null", f);
-        return;
-    }
-    memcpy(v, m->samples, m->n * sizeof *v);
-    qsort(v, m->n, sizeof *v, cmp_double);
-    double sum = 0;
-    for (size_t i = 0; i < m->n; i++)
-        sum += v[i];
-    double q = 0.95 * (double)(m->n - 1);
-    size_t qi = (size_t)q;
-    double p95 = v[qi] + (qi + 1 < m->n ? (q - (double)qi) * (v[qi + 1] - v[qi]) : 0);
     fprintf(f, "{\"count\": %zu, \"mean\": ", m->n);
-    json_num(f, sum / (double)m->n);
+    json_num(f, ss.v[SS_MEAN]);
     fputs(", \"median\": ", f);
-    json_num(f, m->value);
+    json_num(f, ss.v[SS_MEDIAN]);
     fputs(", \"p95\": ", f);
-    json_num(f, p95);
+    json_num(f, ss.v[SS_P95]);
     fputs(", \"max\": ", f);
-    json_num(f, v[m->n - 1]);
+    json_num(f, ss.v[SS_MAX]);
     fputs(", \"min\": ", f);
-    json_num(f, v[0]);
+    json_num(f, ss.v[SS_MIN]);
     fputc('}', f);
-    free(v);
 }
 
 pp_status pp_check_baseline_write(const pp_check_run *r, const char *version, FILE *f)

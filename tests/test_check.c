@@ -300,6 +300,119 @@ Test(check, baseline_round_trip_and_bad_texts)
     }
 }
 
+/* A baseline of one 1-stage pipeline, 3 steps, and the one metric given as JSON. */
+static char *one_metric_baseline(const char *metric)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fprintf(f, "{\"baseline_version\": 1, \"shape\": {\"stages\": 1}, \"steps\": 3, "
+               "\"metrics\": [%s]}", metric);
+    fclose(f);
+    return buf;
+}
+
+/* What pprof-check itself writes is the only thing it reads back: a metric it would not write
+ * (renamed, mislabelled, or whose value, statistics or counts disagree with its samples) is
+ * refused naming the metric, since comparing it would test nothing or something else. */
+Test(check, baseline_metrics_must_be_known_and_agree_with_their_samples)
+{
+    static const struct {
+        const char *metric, *says;
+    } bad[] = {
+        /* renamed: it would match nothing in the current run and go ungated */
+        {"{\"name\": \"step_time_ms\", \"family\": \"step_ms\", \"samples\": [10, 11, 12]}",
+         "unknown metric name \"step_time_ms\""},
+        {"{\"name\": \"stage00.fwd_ms\", \"family\": \"fwd_ms\", \"samples\": [1, 2, 3]}",
+         "unknown metric name \"stage00.fwd_ms\""},
+        {"{\"name\": \"fwd_ms\", \"family\": \"fwd_ms\", \"samples\": [1, 2, 3]}",
+         "unknown metric name \"fwd_ms\""},
+        {"{\"name\": \"stage0.fwd_ms\", \"family\": \"bwd_ms\", \"samples\": [1, 2, 3]}",
+         "is of family \"fwd_ms\", the file says \"bwd_ms\""},
+        {"{\"name\": \"stage3.fwd_ms\", \"family\": \"fwd_ms\", \"samples\": [1, 2, 3]}",
+         "names stage 3, but the shape has 1 stage(s)"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"unit\": \"s\", \"samples\": [1, 2, 3]}",
+         "has unit \"s\", expected \"ms\""},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"better\": \"higher\", "
+         "\"samples\": [1, 2, 3]}",
+         "says better is \"higher\""},
+        /* values that are strings */
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"samples\": [\"10\", 11, 12]}",
+         "\"samples[]\" must be a number"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"value\": \"11\", "
+         "\"samples\": [10, 11, 12]}",
+         "\"value\" of \"step_ms\" must be a number (got a string)"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"stats\": {\"max\": \"12\"}, "
+         "\"samples\": [10, 11, 12]}",
+         "stats.max of \"step_ms\" must be a number (got a string)"},
+        {"{\"name\": \"link0-1.act.bandwidth_GBps\", \"family\": \"bandwidth_GBps\", "
+         "\"value\": \"9.5\", \"samples\": []}",
+         "must be a number"},
+        /* counts and summaries that disagree with the samples */
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"stats\": {\"count\": 5}, "
+         "\"samples\": [10, 11, 12]}",
+         "stats.count of \"step_ms\" is 5, but it has 3 samples"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"samples\": [10, 11]}",
+         "has 2 samples, but \"steps\" says 3"},
+        {"{\"name\": \"stage0.bwd_ms\", \"family\": \"bwd_ms\", \"samples\": [1, 2, 3, 4]}",
+         "has 4 samples, more than the file's 3 steps"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"value\": 30, "
+         "\"samples\": [10, 11, 12]}",
+         "\"value\" of \"step_ms\" is 30, but the median of its 3 samples is 11"},
+        {"{\"name\": \"step_ms\", \"family\": \"step_ms\", \"stats\": {\"count\": 3, "
+         "\"min\": 9}, \"samples\": [10, 11, 12]}",
+         "stats.min of \"step_ms\" is 9, but its 3 samples give 10"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *text = one_metric_baseline(bad[i].metric);
+        pp_check_run *r = NULL;
+        cr_assert_eq(pp_check_run_parse(text, "bad.json", &r), PP_ERR_INVALID, "case %zu: %s", i,
+                     text);
+        cr_assert_null(r);
+        cr_assert_not_null(strstr(pp_error_message(), bad[i].says), "case %zu: '%s' not in: %s",
+                           i, bad[i].says, pp_error_message());
+        free(text);
+    }
+    /* the same metrics as pprof-check writes them are read, stage bwd with fewer samples than
+     * steps (a step where the stage ran none) included */
+    char *ok = one_metric_baseline(
+        "{\"name\": \"step_ms\", \"family\": \"step_ms\", \"unit\": \"ms\", \"better\": "
+        "\"lower\", \"value\": 11, \"stats\": {\"count\": 3, \"mean\": 11, \"median\": 11, "
+        "\"p95\": 11.9, \"max\": 12, \"min\": 10}, \"samples\": [12, 10, 11]}, "
+        "{\"name\": \"stage0.bwd_ms\", \"family\": \"bwd_ms\", \"samples\": [2, 3]}, "
+        "{\"name\": \"throughput\", \"family\": \"throughput\", \"unit\": \"steps/s\", "
+        "\"value\": null, \"stats\": null, \"samples\": [100, 90, 80]}");
+    pp_check_run *r = parse_ok(ok, "ok.json");
+    cr_assert_eq(r->n_metrics, 3);
+    pp_check_run_free(r);
+    free(ok);
+}
+
+/* The bug this guards: renaming step_ms in a baseline used to turn the gate off (both sides'
+ * metric "missing", exit 0) while the current run was 5% slower. */
+Test(check, a_renamed_baseline_metric_is_exit_2_not_a_pass)
+{
+    char *base = baseline_text(10, 2, 20, "1f1b"), *slow = baseline_text(10.5, 2, 20, "1f1b");
+    tk_write_text(tk_path("base.json"), base);
+    tk_write_text(tk_path("slow.json"), slow);
+    const char *args[] = {"--baseline", tk_path("base.json"), tk_path("slow.json"), NULL};
+    tk_result r = tk_run(PPCHECK, args, NULL);
+    cr_assert_eq(r.code, 1, "the slower run is a regression: exit %d\n%s%s", r.code, r.out, r.err);
+    tk_result_free(&r);
+    char *p = strstr(base, "\"name\": \"step_ms\"");
+    cr_assert_not_null(p);
+    memcpy(p, "\"name\": \"step_mz\"", strlen("\"name\": \"step_mz\""));
+    tk_write_text(tk_path("renamed.json"), base);
+    const char *args2[] = {"--baseline", tk_path("renamed.json"), tk_path("slow.json"), NULL};
+    r = tk_run(PPCHECK, args2, NULL);
+    cr_assert_eq(r.code, 2, "exit %d\n%s%s", r.code, r.out, r.err);
+    cr_assert_not_null(strstr(r.err, "unknown metric name \"step_mz\""), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "renamed.json"), "%s", r.err);
+    tk_result_free(&r);
+    free(base);
+    free(slow);
+}
+
 /* ======================================================================================== */
 /* End to end on captured sim runs                                                            */
 /* ======================================================================================== */
