@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -288,6 +290,16 @@ done:
     return st;
 }
 
+/* A failed write or flush: a full disk, a quota, the file size limit or a device error is the
+ * machine's state, not the user's input (exit 3, not 2). */
+static pp_status write_error(const char *what, const char *path, int err)
+{
+    pp_status kind = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO
+                         ? PP_ERR_RUNTIME
+                         : PP_ERR_IO;
+    return PP_ERR(kind, "cannot %s '%s': %s", what, path, strerror(err));
+}
+
 static pp_status write_all(int fd, const void *data, size_t len, const char *path)
 {
     const char *p = data;
@@ -296,12 +308,68 @@ static pp_status write_all(int fd, const void *data, size_t len, const char *pat
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return PP_ERR(PP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+            return write_error("write", path, errno);
         }
         p += w;
         len -= (size_t)w;
     }
     return PP_OK;
+}
+
+/* The temporary files of pp_write_file_atomic are "<target>.tmp" + mkstemp's 6 characters. */
+static int is_temp_of(const char *name, const char *base, size_t blen)
+{
+    if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp", 4) != 0)
+        return 0;
+    const char *x = name + blen + 4;
+    for (int i = 0; i < 6; i++)
+        if (!((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
+              (x[i] >= '0' && x[i] <= '9')))
+            return 0;
+    return x[6] == '\0';
+}
+
+int pp_write_file_atomic_cleanup(const char *path)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    size_t blen = strlen(base);
+    if (blen == 0 || blen + 11 > NAME_MAX)
+        return 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!is_temp_of(e->d_name, base, blen))
+            continue;
+        /* A writer holds an exclusive flock on its temporary file until it is renamed; the
+         * kernel drops the lock when the writer dies (kill -9 included). A lock we can take
+         * therefore belongs to nobody: the file was left by an interrupted save. */
+        int fd = openat(dfd, e->d_name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat sb;
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            unlinkat(dfd, e->d_name, 0) == 0)
+            removed++;
+        close(fd); /* releases the lock */
+    }
+    closedir(d);
+    return removed;
 }
 
 pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
@@ -315,6 +383,9 @@ pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
         st = PP_ERR(PP_ERR_NOMEM, "out of memory writing '%s'", path);
         goto done;
     }
+    /* first, what an interrupted earlier write left: it would stay forever and may hold the
+     * very space this write needs */
+    (void)pp_write_file_atomic_cleanup(path);
     snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
     fd = mkstemp(tmp);
     if (fd < 0) {
@@ -323,24 +394,31 @@ pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
         tmp[0] = '\0';
         goto done;
     }
+    /* held until the rename: marks the temporary file as in use (see the cleanup) */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        st = PP_ERR(PP_ERR_IO, "cannot lock '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
     st = write_all(fd, data, len, tmp);
     if (st != PP_OK)
         goto done;
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot flush '%s': %s", tmp, strerror(errno));
+    if (fchmod(fd, 0644) != 0) {
+        st = PP_ERR(PP_ERR_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
         goto done;
     }
-    if (close(fd) != 0) {
-        fd = -1;
-        st = PP_ERR(PP_ERR_IO, "cannot close '%s': %s", tmp, strerror(errno));
+    if (fsync(fd) != 0) {
+        st = write_error("flush", tmp, errno);
         goto done;
     }
-    fd = -1;
+    /* the lock goes with the descriptor, after the rename: until then the file is ours */
     if (rename(tmp, path) != 0) {
         st = PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
         goto done;
     }
     tmp[0] = '\0'; /* renamed: nothing to remove */
+    /* after the successful fsync a close cannot lose data; the lock goes with it */
+    (void)close(fd);
+    fd = -1;
     /* The rename is durable only once the directory entry is on disk. */
     memcpy(dir, path, plen + 1);
     char *slash = strrchr(dir, '/');

@@ -114,10 +114,17 @@ pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *bytes);
  * pp_file_open_regular does. */
 pp_status pp_read_file(const char *path, char **data, size_t *len);
 
-/* Writes `len` bytes to `path` atomically: a temporary file in the same directory, fsync, rename
- * over `path`, fsync of the directory. On any failure the temporary file is removed and `path`
- * is left as it was. */
+/* Writes `len` bytes to `path` atomically: a temporary file in the same directory
+ * ("<path>.tmpXXXXXX", flock'ed while in use), fsync, rename over `path`, fsync of the
+ * directory. On any failure the temporary file is removed and `path` is left as it was. A full
+ * disk, a quota, the file size limit or a device error is PP_ERR_RUNTIME; other failures are
+ * PP_ERR_IO. Before writing it removes the temporary files of `path` that an interrupted
+ * earlier write left behind (pp_write_file_atomic_cleanup). */
 pp_status pp_write_file_atomic(const char *path, const void *data, size_t len);
+/* Removes "<path>.tmpXXXXXX" files no live writer holds (a process killed mid-write, even by
+ * SIGKILL, leaves one whose lock the kernel has dropped); returns how many. Files of writers
+ * still running are left alone. */
+int pp_write_file_atomic_cleanup(const char *path);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,40 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
         cr_assert(strncmp(r->err, "pptrain: ", 9) == 0, "case %zu: '%s'", i, r->err);
     }
     cr_assert(!tk_exists(tk_path("out.ckpt")), "a failed run left a checkpoint behind");
+}
+
+/* A disk that fills up during --save is the machine's problem, not the user's input: exit 3
+ * (not 2), a message saying so, and no temporary file left to fill it further. Needs to mount a
+ * 1 MiB tmpfs (root); skipped where that is not allowed. */
+Test(cli, a_full_disk_during_save_is_exit_3)
+{
+    const char *mnt = tk_path("full");
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=1m tmpfs '%s' 2>/dev/null", mnt);
+    if (system(cmd) != 0)
+        cr_skip_test("cannot mount a small tmpfs here (not root?)");
+    char ck[PATH_MAX];
+    snprintf(ck, sizeof ck, "%s/c.ckpt", mnt); /* the tiny model's checkpoint is ~2.8 MB */
+    const char *args[] = {"--steps", "1", "--batch", "2", "--save", ck, "-q", NULL};
+    tk_result *r = run(args);
+    int code = r->code;
+    char err[1024];
+    snprintf(err, sizeof err, "%s", r->err);
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", mnt);
+    FILE *ls = popen(cmd, "r");
+    char left[256] = "";
+    if (ls) {
+        if (!fgets(left, sizeof left, ls))
+            left[0] = '\0';
+        pclose(ls);
+    }
+    snprintf(cmd, sizeof cmd, "umount '%s'", mnt);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(code, 3, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "No space left on device") != NULL, "%s", err);
+    cr_assert(strstr(err, "c.ckpt") != NULL, "%s", err);
+    cr_assert_str_empty(left, "left on the full disk: %s", left);
 }
 
 /* The loss column of a --log-json file, one value per line, as printed. */

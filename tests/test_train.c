@@ -5,6 +5,11 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,11 +212,15 @@ typedef struct bad_ckpt {
 } bad_ckpt;
 
 static const bad_ckpt k_bad_ckpts[] = {
-    {"flipped parameter byte", 500, 0, "checksum mismatch"},
-    {"flipped trailer byte", -3, 0, "checksum mismatch"},
+    {"flipped parameter byte", 500, 0, "checksum mismatch in the parameters (bytes 112-"},
+    /* the end marker: its own message, not a "checksum mismatch" between equal values */
+    {"flipped end-marker byte", -3, 0, "the end marker (bytes"},
+    {"flipped checksum byte", -6, 0, "checksum mismatch in the AdamW second moments"},
+    {"flipped parameter-count byte", 41, 0, "the header (bytes 0-111"},
+    {"flipped version byte", 4, 0, "has version"},
     {"bad magic", 1, 0, "not a pipeprof checkpoint"},
-    {"truncated by 1 byte", 0, 1, "truncated"},
-    {"truncated into the header", 0, -1, "truncated"},
+    {"truncated by 1 byte", 0, 1, "truncated: "},
+    {"truncated into the header", 0, -1, "shorter than its 112-byte header"},
 };
 
 Test(train, corrupt_checkpoints_are_refused_and_leave_the_trainer_unchanged)
@@ -251,6 +260,181 @@ Test(train, corrupt_checkpoints_are_refused_and_leave_the_trainer_unchanged)
     free(before);
     pp_trainer_destroy(t);
     pp_trainer_destroy(victim);
+}
+
+static char *slurp_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(*len);
+    cr_assert_eq(fread(buf, 1, *len, f), *len);
+    fclose(f);
+    return buf;
+}
+
+static void spill_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(buf, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* One flipped byte in each part of a checkpoint (docs/checkpoint.md): the message names that
+ * part, and only it. */
+Test(train, a_damaged_checkpoint_names_the_damaged_part)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 5);
+    run_steps(t, 2, NULL);
+    const char *good = tmp_path("good.ckpt"), *bad = tmp_path("bad.ckpt");
+    cr_assert_eq(pp_trainer_save(t, good), PP_OK);
+    size_t len;
+    char *img = slurp_file(good, &len);
+    size_t n = pp_trainer_model(t)->n_params, arr = 4 * n;
+    cr_assert_eq(len, 112 + 3 * arr + 16, "layout of docs/checkpoint.md");
+    static const char *const part[3] = {"the parameters", "the AdamW first moments",
+                                        "the AdamW second moments"};
+    for (int k = 0; k < 3; k++) {
+        size_t at = 112 + (size_t)k * arr + arr / 2;
+        img[at] ^= 0x10;
+        spill_file(bad, img, len);
+        img[at] ^= 0x10;
+        cr_assert_eq(pp_trainer_load(t, bad), PP_ERR_CORRUPT);
+        const char *msg = pp_error_message();
+        cr_assert(strstr(msg, part[k]) != NULL, "part %d: %s", k, msg);
+        for (int j = 0; j < 3; j++)
+            if (j != k)
+                cr_assert(strstr(msg, part[j]) == NULL, "part %d blames %d too: %s", k, j, msg);
+    }
+    /* cut inside the first moments: the message says where the file ends */
+    spill_file(bad, img, 112 + arr + 8);
+    cr_assert_eq(pp_trainer_load(t, bad), PP_ERR_CORRUPT);
+    cr_assert(strstr(pp_error_message(), "ends inside the AdamW first moments") != NULL, "%s",
+              pp_error_message());
+    free(img);
+    pp_trainer_destroy(t);
+}
+
+/* Checkpoints of version 1 (one checksum over the file, a 104-byte header) still load, bit for
+ * bit; their damage is still caught, with a message that says why it cannot be placed. */
+Test(train, version_1_checkpoints_still_load)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 5);
+    run_steps(t, 2, NULL);
+    const char *v2 = tmp_path("v2.ckpt"), *v1 = tmp_path("v1.ckpt");
+    cr_assert_eq(pp_trainer_save(t, v2), PP_OK);
+    size_t len;
+    char *img = slurp_file(v2, &len);
+    size_t body = len - 112 - 16;
+    size_t len1 = 104 + body + 8;
+    char *old = malloc(len1);
+    memcpy(old, img, 104);
+    uint32_t version = 1, header_bytes = 104;
+    memcpy(old + 4, &version, 4);
+    memcpy(old + 8, &header_bytes, 4);
+    memcpy(old + 104, img + 112, body);
+    uint32_t crc = pp_crc32c(0, old, 104 + body);
+    memcpy(old + 104 + body, &crc, 4);
+    memcpy(old + 104 + body + 4, "KCPP", 4);
+    spill_file(v1, old, len1);
+    pp_trainer *r = make_trainer(&c, 5);
+    cr_assert_eq(pp_trainer_load(r, v1), PP_OK, "%s", pp_error_message());
+    pp_model *a = pp_trainer_model(t), *b = pp_trainer_model(r);
+    cr_assert_eq(memcmp(a->params, b->params, a->n_params * sizeof(float)), 0);
+    cr_assert_eq(pp_trainer_steps_done(r), 2);
+    old[200] ^= 1;
+    spill_file(v1, old, len1);
+    cr_assert_eq(pp_trainer_load(r, v1), PP_ERR_CORRUPT);
+    cr_assert(strstr(pp_error_message(), "version 1 has one checksum") != NULL, "%s",
+              pp_error_message());
+    free(old);
+    free(img);
+    pp_trainer_destroy(t);
+    pp_trainer_destroy(r);
+}
+
+/* What `kill -9` during a save leaves (a temporary file nobody holds) is removed by the next
+ * save; the temporary file of a save still running (held, as the writer holds it) is not. */
+Test(train, the_next_save_removes_temporary_files_of_a_killed_save)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 8);
+    const char *ck = tmp_path("a.ckpt");
+    /* a real writer killed mid-save: the child creates and locks its temporary file as
+     * pp_write_file_atomic does, writes half, and is killed */
+    char stale[256];
+    snprintf(stale, sizeof stale, "%s.tmpK9k9K9", ck);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fd = open(stale, O_CREAT | O_EXCL | O_WRONLY, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0 || write(fd, "half a checkpoint", 17) != 17)
+            _exit(1);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    int wst = 0;
+    cr_assert_eq(waitpid(pid, &wst, 0), pid);
+    cr_assert(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "status %d", wst);
+    cr_assert_eq(access(stale, F_OK), 0, "the killed save left its temporary file");
+    /* one held by a live writer (here: this process) */
+    char live[256];
+    snprintf(live, sizeof live, "%s.tmpL1veL1", ck);
+    int lfd = open(live, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    cr_assert_geq(lfd, 0);
+    cr_assert_eq(flock(lfd, LOCK_EX), 0);
+    /* names that only look alike are not ours to remove */
+    const char *other = tmp_path("a.ckpt.tmp-notes");
+    spill_file(other, "x", 1);
+    cr_assert_eq(pp_trainer_save(t, ck), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(access(stale, F_OK), -1, "the stale temporary file is still there");
+    cr_assert_eq(access(live, F_OK), 0, "a live writer's temporary file was removed");
+    cr_assert_eq(access(other, F_OK), 0);
+    cr_assert_eq(pp_trainer_load(t, ck), PP_OK, "%s", pp_error_message());
+    close(lfd); /* the live writer goes away too: now its file is stale */
+    cr_assert_eq(pp_write_file_atomic_cleanup(ck), 1);
+    cr_assert_eq(access(live, F_OK), -1);
+    pp_trainer_destroy(t);
+}
+
+/* A full disk (here: the file size limit, which any user can set; the CLI test uses a full
+ * tmpfs) is a runtime error, exit 3, not bad input; the previous checkpoint stays, and no
+ * temporary file is left. */
+Test(train, a_save_that_runs_out_of_space_is_a_runtime_error)
+{
+    pp_train_config c = small_config(1);
+    pp_trainer *t = make_trainer(&c, 8);
+    const char *ck = tmp_path("full.ckpt");
+    cr_assert_eq(pp_trainer_save(t, ck), PP_OK);
+    size_t len0;
+    char *before = slurp_file(ck, &len0);
+    run_steps(t, 1, NULL);
+    signal(SIGXFSZ, SIG_IGN); /* then write() fails with EFBIG instead of killing */
+    struct rlimit rl = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    pp_status st = pp_trainer_save(t, ck);
+    rl.rlim_cur = RLIM_INFINITY;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    cr_assert_eq(st, PP_ERR_RUNTIME, "status %d: %s", st, pp_error_message());
+    cr_assert_eq(pp_status_exit_code(st), PP_EXIT_RUNTIME);
+    cr_assert(strstr(pp_error_message(), "File too large") != NULL, "%s", pp_error_message());
+    cr_assert(strstr(pp_error_message(), "full.ckpt") != NULL, "%s", pp_error_message());
+    size_t len1;
+    char *after = slurp_file(ck, &len1);
+    cr_assert(len0 == len1 && memcmp(before, after, len0) == 0, "the old checkpoint changed");
+    DIR *dir = opendir(g_dir);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL)
+        cr_assert(strstr(e->d_name, ".tmp") == NULL, "left behind: %s", e->d_name);
+    closedir(dir);
+    free(before);
+    free(after);
+    pp_trainer_destroy(t);
 }
 
 Test(train, checkpoint_of_another_model_or_data_is_refused)
