@@ -99,6 +99,21 @@ static pp_analysis *capture(const char *name, const char *costs, const char *sch
     return a;
 }
 
+/* The analyzed step with the shortest step time. On the sim backend a disturbance (another
+ * process taking a core) can only make ops and waits later than their deadlines, never
+ * earlier, so the fastest step is the least disturbed one: timing assertions judge it rather
+ * than a mean over steps that one disturbed step would move. */
+static const pp_astep *least_disturbed_step(const pp_analysis *a)
+{
+    cr_assert_gt(a->n_steps, 0u);
+    const pp_astep *best = &a->steps[0];
+    for (size_t i = 1; i < a->n_steps; i++)
+        if (a->steps[i].step_ns < best->step_ns)
+            best = &a->steps[i];
+    cr_assert(best->decomposed, "step %lld was not decomposed", (long long)best->step);
+    return best;
+}
+
 Test(analyzer, uniform_pipelines_have_the_formulas_bubble_and_it_is_fill_drain, .timeout = 300)
 {
     need_capture();
@@ -112,29 +127,43 @@ Test(analyzer, uniform_pipelines_have_the_formulas_bubble_and_it_is_fill_drain, 
             /* one layer per stage; 4 ms forward keeps wake-up latency (~30 us) small */
             write_costs(costs, S, 4000, 0, 0, 0);
             snprintf(name, sizeof name, "%s-%d-%d", kinds[k], S, M);
-            pp_analysis *a = capture(name, costs, kinds[k], S, M, 3, NULL);
+            pp_analysis *a = capture(name, costs, kinds[k], S, M, 6, NULL);
             double formula = (double)(S - 1) / (M + S - 1);
-            /* The schedule's bubble is the one inside the steps' windows: the step time (the
-             * period) also holds pptrain's own time between steps (its loop, under a
-             * millisecond), idle too but no part of the schedule. */
-            double idle = 0, fill = 0, busy = 0, window = 0, period = 0;
-            for (size_t i = 0; i < a->n_steps; i++) {
-                window += a->steps[i].window_ns;
-                period += a->steps[i].step_ns;
-                for (int s = 0; s < a->S; s++) {
-                    busy += a->steps[i].stage[s].busy_ns;
-                    idle += a->steps[i].window_ns - a->steps[i].stage[s].busy_ns;
-                    fill += a->steps[i].stage[s].fill_drain_ns;
-                }
-            }
-            double bubble = 1.0 - busy / (S * window);
-            cr_log_info("%s S=%d M=%d: bubble %.2f%% in the windows (formula %.2f%%), %.2f%% "
-                        "of the period; fill/drain %.1f%% of the windows' idle",
-                        kinds[k], S, M, 100 * bubble, 100 * formula, 100 * a->bubble_ratio,
-                        100 * fill / idle);
             cr_assert_eq(a->S, S);
             cr_assert_str_eq(a->schedule, kinds[k]);
-            cr_assert_eq(a->n_steps, 2u, "3 steps, 1 warm-up");
+            cr_assert_eq(a->n_steps, 5u, "6 steps, 1 warm-up");
+            /* The schedule's bubble is the one inside the steps' windows: the step time (the
+             * period) also holds pptrain's own time between steps (its loop, under a
+             * millisecond), idle too but no part of the schedule. It is judged on the step
+             * with the least of it: a disturbance lengthens the window and shortens the ops
+             * that start late after a wait (they still end at their deadlines), so it all but
+             * only adds idle time, where a sum over steps takes in every disturbed one. */
+            const pp_astep *st = NULL;
+            double bubble = INFINITY, window = 0, period = 0;
+            for (size_t i = 0; i < a->n_steps; i++) {
+                const pp_astep *x = &a->steps[i];
+                double busy = 0;
+                for (int s = 0; s < a->S; s++)
+                    busy += x->stage[s].busy_ns;
+                double b = 1.0 - busy / (S * x->window_ns);
+                if (b < bubble) {
+                    bubble = b;
+                    st = x;
+                }
+                window += x->window_ns;
+                period += x->step_ns;
+            }
+            cr_assert(st->decomposed);
+            double idle = 0, fill = 0;
+            for (int s = 0; s < a->S; s++) {
+                idle += st->window_ns - st->stage[s].busy_ns;
+                fill += st->stage[s].fill_drain_ns;
+            }
+            cr_log_info("%s S=%d M=%d: bubble %.2f%% in the least idle step's window (formula "
+                        "%.2f%%), %.2f%% of the period over all steps; fill/drain %.1f%% of that "
+                        "window's idle (step %lld)",
+                        kinds[k], S, M, 100 * bubble, 100 * formula, 100 * a->bubble_ratio,
+                        100 * fill / idle, (long long)st->step);
             cr_assert_leq(fabs(bubble - formula), 0.015, "%s S=%d M=%d: %.4f vs %.4f",
                           kinds[k], S, M, bubble, formula);
             cr_assert_geq(fill, 0.9 * idle, "%s S=%d M=%d: fill/drain %.3f of idle %.3f ms",
@@ -158,23 +187,30 @@ Test(analyzer, a_stage_twice_as_slow_is_named_as_the_cause, .timeout = 120)
     char costs[256];
     snprintf(costs, sizeof costs, "%s/s.json", g_dir);
     write_costs(costs, 4, 2000, 0, 0, 0);
-    pp_analysis *a = capture("slow", costs, "1f1b", 4, 8, 3, "2=2");
+    pp_analysis *a = capture("slow", costs, "1f1b", 4, 8, 4, "2=2");
+    const pp_astep *st = least_disturbed_step(a);
     int named = 0;
+    double busy_max = 0, busy_sum = 0;
     for (int s = 0; s < 4; s++) {
         const pp_astage *g = &a->stages[s];
-        cr_log_info("stage %d: busy %.2f ms, imbalance %.2f ms, culprit %d", s, g->busy_ns * 1e-6,
-                    g->imbalance_ns * 1e-6, g->imbalance_culprit);
+        const pp_stage_step *gs = &st->stage[s];
+        cr_log_info("stage %d: busy %.2f ms, imbalance %.2f ms (step %lld), culprit %d", s,
+                    gs->busy_ns * 1e-6, gs->imbalance_ns * 1e-6, (long long)st->step,
+                    g->imbalance_culprit);
+        busy_max = gs->busy_ns > busy_max ? gs->busy_ns : busy_max;
+        busy_sum += gs->busy_ns;
         if (s == 2)
             continue;
         /* every other stage waits because of stage 2 */
-        cr_assert_gt(g->imbalance_ns, 0.05 * a->step_ns.mean, "stage %d waits on imbalance", s);
+        cr_assert_gt(gs->imbalance_ns, 0.05 * st->step_ns, "stage %d waits on imbalance", s);
         cr_assert_eq(g->imbalance_culprit, 2, "stage %d blames stage %d", s, g->imbalance_culprit);
         named++;
     }
     cr_assert_eq(named, 3);
     /* the slow stage itself waits less than a balanced pipeline would make it */
-    cr_assert_lt(a->stages[2].imbalance_ns, 0.0);
-    cr_assert_gt(a->imbalance, 1.5);
+    cr_assert_lt(st->stage[2].imbalance_ns, 0.0);
+    /* max / mean busy: 2 / 1.25 = 1.6 */
+    cr_assert_gt(busy_max / (busy_sum / 4), 1.5, "imbalance %.3f", busy_max / (busy_sum / 4));
     pp_analysis_free(a);
 }
 
@@ -187,6 +223,8 @@ Test(analyzer, link_bandwidth_matches_the_cost_file, .timeout = 120)
     write_costs(costs, 4, 1000, 2.0, 10, 4u << 20);
     pp_analysis *a = capture("comm", costs, "1f1b", 4, 8, 3, NULL);
     cr_assert_eq(a->n_links, 6u, "3 links x 2 directions");
+    /* the bandwidth is already the median over each link's 16 messages: a few disturbed
+     * transfers do not move it */
     for (size_t i = 0; i < a->n_links; i++) {
         const pp_alink *l = &a->links[i];
         cr_log_info("%d -> %d %s: %.3f GB/s over %llu timed of %llu", l->src, l->dst,

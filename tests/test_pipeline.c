@@ -234,7 +234,7 @@ Test(pipeline, checkpoints_move_between_stage_counts)
 /* Sim backend timing                                                                        */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Median step time of `steps` steps of a sim pipeline with one layer per stage chunk. */
+/* The fastest of `steps` steps (at most 16) of a sim pipeline with one layer per stage chunk. */
 static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_us, double b_us,
                           int steps)
 {
@@ -276,7 +276,7 @@ static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_u
 Test(pipeline, sim_1f1b_step_time_matches_the_formula)
 {
     /* f = 2 ms, b = 4 ms per stage, no transfer cost: (M + S - 1)(f + b) = 66 ms */
-    double ms = sim_step_ms(PP_SCHED_1F1B, 4, 8, 1, 2000, 4000, 5);
+    double ms = sim_step_ms(PP_SCHED_1F1B, 4, 8, 1, 2000, 4000, 6);
     cr_log_info("1F1B S=4 M=8: %.3f ms (formula 66)", ms);
     cr_assert_leq(fabs(ms - 66.0), 0.03 * 66.0, "step %.3f ms, formula 66 ms", ms);
 }
@@ -284,7 +284,7 @@ Test(pipeline, sim_1f1b_step_time_matches_the_formula)
 Test(pipeline, sim_16_stages_64_microbatches_on_two_cores)
 {
     /* (64 + 16 - 1)(1 + 2) = 237 ms */
-    double ms = sim_step_ms(PP_SCHED_1F1B, 16, 64, 1, 1000, 2000, 3);
+    double ms = sim_step_ms(PP_SCHED_1F1B, 16, 64, 1, 1000, 2000, 5);
     cr_log_info("1F1B S=16 M=64: %.3f ms (formula 237)", ms);
     cr_assert_leq(fabs(ms - 237.0), 0.03 * 237.0, "step %.3f ms, formula 237 ms", ms);
 }
@@ -294,14 +294,14 @@ Test(pipeline, sim_every_schedule_matches_its_formula)
     /* S = 4, M = 8, f = 2 ms, b = 4 ms (split in halves for ZB-H1: B = W = 2 ms) */
     const double f = 2.0, b = 4.0;
     const int S = 4, M = 8;
-    double gpipe = sim_step_ms(PP_SCHED_GPIPE, S, M, 1, 2000, 4000, 3);
+    double gpipe = sim_step_ms(PP_SCHED_GPIPE, S, M, 1, 2000, 4000, 5);
     cr_assert_leq(fabs(gpipe - (M + S - 1) * (f + b)), 0.03 * (M + S - 1) * (f + b), "gpipe %g",
                   gpipe);
-    double inter = sim_step_ms(PP_SCHED_INTERLEAVED, S, M, 2, 2000, 4000, 3);
+    double inter = sim_step_ms(PP_SCHED_INTERLEAVED, S, M, 2, 2000, 4000, 5);
     double inter_formula = (M + (S - 1) / 2.0) * (f + b);
     cr_assert_leq(fabs(inter - inter_formula), 0.03 * inter_formula, "interleaved %g vs %g",
                   inter, inter_formula);
-    double zb = sim_step_ms(PP_SCHED_ZBH1, S, M, 1, 2000, 4000, 3);
+    double zb = sim_step_ms(PP_SCHED_ZBH1, S, M, 1, 2000, 4000, 5);
     double bi = b / 2, w = b / 2;
     double a1 = M * (f + bi + w) + (S - 1) * (f + bi - w), a2 = (M + S - 1) * (f + bi) + w;
     double zb_formula = a1 > a2 ? a1 : a2;
@@ -331,13 +331,29 @@ Test(pipeline, sim_transfers_and_stragglers_cost_time)
     cr_assert_eq(pp_partition_even(4, 4, 1, &pc.partition), PP_OK);
     pp_pipe_trainer *t = NULL;
     cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK);
-    pp_step_stats s;
-    pp_exec_result r;
-    cr_assert_eq(pp_pipe_trainer_step(t, &s, &r), PP_OK);
-    /* A 1.5x stage paces the steady state: at least M * 1.5 (f + b) = 72 ms, plus fill and
-     * transfers. */
-    cr_assert_gt(r.model_ms, 72.0 + 3 * 6.0);
-    cr_assert_leq(fabs(s.step_ms - r.model_ms), 0.03 * r.model_ms);
+    /* The least disturbed of 5 steps is judged (one step once measured 3% off under ASan with
+     * other work on the machine): a sim step can only be made later than its time model by a
+     * disturbance, never earlier, so the step closest to its model is the fastest one. */
+    pp_step_stats best = {.step_ms = INFINITY};
+    pp_exec_result best_r = {0};
+    for (int i = 0; i < 5; i++) {
+        pp_step_stats s;
+        pp_exec_result r;
+        cr_assert_eq(pp_pipe_trainer_step(t, &s, &r), PP_OK);
+        /* A 1.5x stage paces the steady state: at least M * 1.5 (f + b) = 72 ms, plus fill
+         * and transfers. The model is arithmetic on the costs: every step's is the same. */
+        cr_assert_gt(r.model_ms, 72.0 + 3 * 6.0);
+        if (i > 0)
+            cr_assert_float_eq(r.model_ms, best_r.model_ms, 1e-6 * r.model_ms);
+        if (s.step_ms < best.step_ms) {
+            best = s;
+            best_r = r;
+        }
+    }
+    cr_log_info("stragglers: fastest of 5 steps %.3f ms, time model %.3f ms", best.step_ms,
+                best_r.model_ms);
+    cr_assert_leq(fabs(best.step_ms - best_r.model_ms), 0.03 * best_r.model_ms,
+                  "fastest step %.3f ms, time model %.3f ms", best.step_ms, best_r.model_ms);
     pp_pipe_trainer_destroy(t);
     pp_partition_free(&pc.partition);
     pp_costs_destroy(c);
@@ -399,6 +415,12 @@ Test(transport, a_full_mailbox_blocks_the_sender_until_a_receive)
     sender_arg a = {t, 0};
     pthread_t th;
     pthread_create(&th, NULL, send_three, &a);
+    /* Wait for the two sends that fit, however long a busy machine takes to run the thread (a
+     * fixed sleep was a bet on the scheduler), then give the third the time to (wrongly) go
+     * through: it must not. */
+    for (int i = 0; i < 20000 && __atomic_load_n(&a.sent, __ATOMIC_SEQ_CST) < 2; i++)
+        sleep_ms(1);
+    cr_assert_eq(__atomic_load_n(&a.sent, __ATOMIC_SEQ_CST), 2, "the two sends that fit");
     sleep_ms(100);
     cr_assert_eq(__atomic_load_n(&a.sent, __ATOMIC_SEQ_CST), 2, "capacity 2 must hold the third");
     int v;
