@@ -375,10 +375,17 @@ Test(mpi_capture, a_shifted_rank_clock_is_recovered)
             cr_assert_leq(err_ns, 50e3, "offset %.1f us, drift %.2f ppm: %.1f us off",
                           f->clock_offset_ns * 1e-3, f->clock_drift * 1e6, err_ns * 1e-3);
         } else if (f->rank > 1) {
-            /* not shifted: zero lies within the reported uncertainty */
-            cr_assert_leq(fabs(f->clock_offset_ns), f->clock_uncertainty_ns + 1e3,
-                          "rank %d offset %.1f us, uncertainty %.1f us", f->rank,
-                          f->clock_offset_ns * 1e-3, f->clock_uncertainty_ns * 1e-3);
+            /* Not shifted: zero lies within the reported uncertainty, which is the band's
+             * narrowest half-width somewhere in the run; at the header's instant, where the
+             * offset is stated, the band may be wider by what the estimated drift moves the
+             * line over the run (seen: -2.3 ppm over 1.3 s, 4.4 us against 2.1 us, on a busy
+             * machine under ASan). And the whole run stays within rank 1's 50 us. */
+            double drift_ns = fabs(f->clock_drift) * span_ns;
+            cr_assert_leq(fabs(f->clock_offset_ns), f->clock_uncertainty_ns + drift_ns + 1e3,
+                          "rank %d offset %.1f us, uncertainty %.1f us, drift %.2f ppm", f->rank,
+                          f->clock_offset_ns * 1e-3, f->clock_uncertainty_ns * 1e-3,
+                          f->clock_drift * 1e6);
+            cr_assert_leq(fabs(f->clock_offset_ns) + drift_ns, 50e3, "rank %d", f->rank);
         }
     }
     cr_assert(found, "no trace of rank 1");
