@@ -457,24 +457,34 @@ Test(report, json_summary_of_a_1f1b_run)
     cr_expect_str_eq(cJSON_GetObjectItem(pl, "schedule")->valuestring, "1f1b");
     const cJSON *steps = cJSON_GetObjectItem(j, "steps");
     cr_assert_eq(cJSON_GetArraySize(steps), 4, "5 steps, the first skipped as warm-up");
-    const cJSON *sp, *least = NULL;
+    const cJSON *sp;
+    double b[8];
+    int nb = 0;
     int64_t expect_step = 2;
     cJSON_ArrayForEach(sp, steps)
     {
         cr_expect_eq(num(sp, "step"), (double)expect_step++);
         cr_expect_gt(num(sp, "step_ms"), 0);
         cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(sp, "stages")), 4);
-        if (!least || num(sp, "bubble_ratio") < num(least, "bubble_ratio"))
-            least = sp;
+        if (nb < 8)
+            b[nb++] = num(sp, "bubble_ratio");
     }
     const cJSON *agg = cJSON_GetObjectItem(j, "aggregates");
     const cJSON *step_ms = cJSON_GetObjectItem(agg, "step_ms");
     cr_expect_eq(num(step_ms, "count"), 4);
     cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetObjectItem(agg, "bubble_ratio"), "mean")));
-    /* 1F1B's fill/drain share is (S-1)/(M+S-1) = 3/11, judged on the least idle step: on the
-     * sim backend a disturbance lengthens the step and shortens the ops that start late (they
-     * still end at their deadlines), so it all but only adds idle time */
-    double bubble = num(least, "bubble_ratio");
+    /* 1F1B's fill/drain share is (S-1)/(M+S-1) = 3/11, judged on the median of the steps'
+     * bubbles: a disturbance moves one step's either way (a longer step adds idle, an op that
+     * starts late still ends at its deadline and looks shorter), the middle stands for the
+     * undisturbed run where a mean takes in the disturbed step */
+    for (int i = 0; i < nb; i++)
+        for (int k = i + 1; k < nb; k++)
+            if (b[k] < b[i]) {
+                double t = b[i];
+                b[i] = b[k];
+                b[k] = t;
+            }
+    double bubble = nb % 2 ? b[nb / 2] : 0.5 * (b[nb / 2 - 1] + b[nb / 2]);
     cr_expect(fabs(bubble - 3.0 / 11.0) < 0.015, "bubble %.4f, 3/11 = %.4f", bubble, 3.0 / 11);
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "stages")), 4);
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "links")), 6);
