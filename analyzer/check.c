@@ -1490,6 +1490,15 @@ static void row_fill(pp_check_row *w, const pp_check_metric *b, const pp_check_m
         w->verdict = PP_VERDICT_MISSING;
         return;
     }
+    if (strcmp(b->unit, c->unit) != 0) {
+        /* throughput is samples/s, tokens/s or steps/s by what each run announced: numbers in
+         * different units are not a change, and are not tested */
+        w->change = NAN;
+        w->verdict = PP_VERDICT_MISSING;
+        w->unit_differs = 1;
+        snprintf(w->unit_cur, sizeof w->unit_cur, "%s", c->unit);
+        return;
+    }
     if (w->absolute)
         w->change = (w->cur - w->base) * 100;
     else if (w->base != 0)
@@ -1559,7 +1568,7 @@ pp_status pp_check_compare(const pp_check_run *base, const pp_check_run *cur,
     for (size_t i = 0; i < r->n_rows; i++) {
         pp_check_row *w = &r->rows[i];
         const pp_check_metric *b = find_metric(base, w->name), *c = find_metric(cur, w->name);
-        if (!b || !c || b->n == 0 || c->n == 0)
+        if (!b || !c || b->n == 0 || c->n == 0 || w->unit_differs)
             continue;
         pp_check_mwu t;
         if ((st = pp_check_mann_whitney(b->samples, b->n, c->samples, c->n, &t)) != PP_OK)
@@ -1606,8 +1615,13 @@ pp_status pp_check_compare(const pp_check_run *base, const pp_check_run *cur,
     for (size_t i = 0; i < r->n_rows; i++) {
         pp_check_row *w = &r->rows[i];
         if (w->verdict == PP_VERDICT_MISSING) {
-            pp_append_line(r->notes, sizeof r->notes, "%s is only in the %s run", w->name,
-                           isfinite(w->base) ? "baseline" : "current");
+            if (w->unit_differs)
+                pp_append_line(r->notes, sizeof r->notes, "%s not compared: the baseline has it "
+                               "in %s, the current run in %s (they announce different sample or "
+                               "token counts)", w->name, w->unit, w->unit_cur);
+            else
+                pp_append_line(r->notes, sizeof r->notes, "%s is only in the %s run", w->name,
+                               isfinite(w->base) ? "baseline" : "current");
             continue;
         }
         double ch = w->change;

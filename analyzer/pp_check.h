@@ -159,7 +159,9 @@ pp_status pp_check_threshold_parse(pp_check_options *o, const char *arg);
 typedef struct pp_check_row {
     char name[64];
     pp_check_kind kind;
-    char unit[16];
+    char unit[16];        /* the baseline's (or the only side's) */
+    int unit_differs;     /* 1: the runs give it in different units (unit_cur): not compared */
+    char unit_cur[16];
     int higher_is_better, absolute;
     double base, cur;     /* medians (or summary values); NAN when missing on that side */
     double change;        /* % of base (points for bubble) */

@@ -233,6 +233,51 @@ Test(check, verdicts_need_threshold_and_significance)
     free(tfew);
 }
 
+/* A baseline of a job that announced no sample count has throughput in steps/s; a run that does
+ * announce one has it in samples/s. Their ratio is no change (it read +1496% in the CI gate). */
+static char *throughput_text(double samples_per_step, double per_s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fprintf(f, "{\"baseline_version\": 1, \"shape\": {\"stages\": 1, \"microbatches\": 4, "
+               "\"virtual_stages\": 1, \"schedule\": \"1f1b\", \"samples_per_step\": %g}, "
+               "\"steps\": 3, \"metrics\": [{\"name\": \"throughput\", \"family\": "
+               "\"throughput\", \"unit\": \"%s\", \"samples\": [%g, %g, %g]}]}",
+            samples_per_step, samples_per_step > 0 ? "samples/s" : "steps/s", per_s, per_s,
+            per_s);
+    fclose(f);
+    return buf;
+}
+
+Test(check, throughput_in_different_units_is_not_compared)
+{
+    char *ts = throughput_text(0, 7.5), *tm = throughput_text(16, 120);
+    pp_check_run *steps = parse_ok(ts, "steps.json"), *samples = parse_ok(tm, "samples.json");
+    pp_check_options o;
+    pp_check_options_default(&o);
+    o.allow_shape_change = 1; /* the shapes differ only by what they announce */
+    pp_check_result *r = NULL;
+    cr_assert_eq(pp_check_compare(steps, samples, &o, &r), PP_OK);
+    const pp_check_row *w = row_of(r, "throughput");
+    cr_assert_eq(w->verdict, PP_VERDICT_MISSING);
+    cr_assert(w->unit_differs);
+    cr_assert_eq(w->tested, 0);
+    cr_assert(isnan(w->change));
+    cr_assert_eq(r->n_improvements, 0);
+    cr_assert_not_null(strstr(r->notes, "throughput not compared"), "%s", r->notes);
+    cr_assert_not_null(strstr(r->notes, "steps/s"));
+    pp_check_result_free(r);
+    /* the same units are compared as before */
+    cr_assert_eq(pp_check_compare(samples, samples, &o, &r), PP_OK);
+    cr_assert_eq(row_of(r, "throughput")->verdict, PP_VERDICT_OK);
+    pp_check_result_free(r);
+    pp_check_run_free(steps);
+    pp_check_run_free(samples);
+    free(ts);
+    free(tm);
+}
+
 Test(check, shape_mismatch_is_refused_unless_allowed)
 {
     char *t1 = baseline_text(10, 2, 10, "1f1b"), *t2 = baseline_text(10, 2, 10, "gpipe");
