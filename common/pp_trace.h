@@ -242,6 +242,11 @@ typedef struct pp_rec_nccl {
 
 typedef struct pp_trace_writer pp_trace_writer;
 
+/* For fuzzers and tests that edit a trace's bytes: recomputes, in place, the checksum of the
+ * header and of every block found at an 8-aligned offset whose sizes fit, as the writer would
+ * have, so that an edit reaches the records instead of failing their checksum. */
+void pp_trace_repair_checksums(uint8_t *p, size_t size);
+
 /* Creates `path` (O_EXCL: never overwrites) and writes the header (crc filled in). */
 pp_status pp_trace_writer_open(const char *path, const pp_trace_header *h, pp_trace_writer **out);
 /* Appends one block of `n_records` already-encoded records (bytes a multiple of 8) with one

@@ -1286,3 +1286,25 @@ const pp_trace_schema *pp_trace_schema_find(const pp_trace *t, uint64_t schema_i
     }
     return NULL;
 }
+
+void pp_trace_repair_checksums(uint8_t *p, size_t size)
+{
+    if (size < sizeof(pp_trace_header))
+        return;
+    uint32_t crc = pp_crc32c(0, p, offsetof(pp_trace_header, crc));
+    memcpy(p + offsetof(pp_trace_header, crc), &crc, 4);
+    size_t pos = sizeof(pp_trace_header);
+    while (pos + sizeof(pp_trace_block_header) <= size) {
+        pp_trace_block_header bh;
+        memcpy(&bh, p + pos, sizeof bh);
+        if (memcmp(bh.magic, PP_TRACE_BLOCK_MAGIC, 4) == 0 && bh.payload_bytes % 8 == 0 &&
+            bh.payload_bytes <= size - pos - sizeof bh) {
+            crc = pp_crc32c(0, p + pos, offsetof(pp_trace_block_header, crc));
+            crc = pp_crc32c(crc, p + pos + sizeof bh, bh.payload_bytes);
+            memcpy(p + pos + offsetof(pp_trace_block_header, crc), &crc, 4);
+            pos += sizeof bh + bh.payload_bytes;
+        } else {
+            pos += 8;
+        }
+    }
+}

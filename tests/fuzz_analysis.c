@@ -54,29 +54,6 @@ static int init_once(void)
     return 0;
 }
 
-/* Recomputes the header checksum and that of every block found at an 8-aligned offset whose
- * sizes fit, in place, as the writer would have. */
-static void repair_checksums(uint8_t *p, size_t size)
-{
-    if (size < sizeof(pp_trace_header))
-        return;
-    uint32_t crc = pp_crc32c(0, p, offsetof(pp_trace_header, crc));
-    memcpy(p + offsetof(pp_trace_header, crc), &crc, 4);
-    size_t pos = sizeof(pp_trace_header);
-    while (pos + sizeof(pp_trace_block_header) <= size) {
-        pp_trace_block_header bh;
-        memcpy(&bh, p + pos, sizeof bh);
-        if (memcmp(bh.magic, PP_TRACE_BLOCK_MAGIC, 4) == 0 && bh.payload_bytes % 8 == 0 &&
-            bh.payload_bytes <= size - pos - sizeof bh) {
-            crc = pp_crc32c(0, p + pos, offsetof(pp_trace_block_header, crc));
-            crc = pp_crc32c(crc, p + pos + sizeof bh, bh.payload_bytes);
-            memcpy(p + pos + offsetof(pp_trace_block_header, crc), &crc, 4);
-            pos += sizeof bh + bh.payload_bytes;
-        } else {
-            pos += 8;
-        }
-    }
-}
 
 /* Where the files of the input start: 0, and each 8-aligned "PPFT" after it. */
 static int split(const uint8_t *data, size_t size, size_t *start)
@@ -144,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(copy, data, size);
     for (int i = 0; i < n; i++) {
         size_t len = start[i + 1] - start[i];
-        repair_checksums(copy + start[i], len);
+        pp_trace_repair_checksums(copy + start[i], len);
         snprintf(paths[i], sizeof paths[i], "%s/f%d.pft", g_dir, i);
         FILE *f = fopen(paths[i], "wb");
         if (!f || (len && fwrite(copy + start[i], 1, len, f) != len))

@@ -85,29 +85,6 @@ static void run_one(const uint8_t *data, size_t size)
     pp_trace_free(t);
 }
 
-/* Recomputes the header checksum and that of every block found at an 8-aligned offset whose
- * sizes fit, in place. */
-static void repair_checksums(uint8_t *p, size_t size)
-{
-    if (size < sizeof(pp_trace_header))
-        return;
-    uint32_t crc = pp_crc32c(0, p, offsetof(pp_trace_header, crc));
-    memcpy(p + offsetof(pp_trace_header, crc), &crc, 4);
-    size_t pos = sizeof(pp_trace_header);
-    while (pos + sizeof(pp_trace_block_header) <= size) {
-        pp_trace_block_header bh;
-        memcpy(&bh, p + pos, sizeof bh);
-        if (memcmp(bh.magic, PP_TRACE_BLOCK_MAGIC, 4) == 0 && bh.payload_bytes % 8 == 0 &&
-            bh.payload_bytes <= size - pos - sizeof bh) {
-            crc = pp_crc32c(0, p + pos, offsetof(pp_trace_block_header, crc));
-            crc = pp_crc32c(crc, p + pos + sizeof bh, bh.payload_bytes);
-            memcpy(p + pos + offsetof(pp_trace_block_header, crc), &crc, 4);
-            pos += sizeof bh + bh.payload_bytes;
-        } else {
-            pos += 8;
-        }
-    }
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -119,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size)
         memcpy(copy + 1, data, size);
     run_one(copy + 1, size);
-    repair_checksums(copy + 1, size);
+    pp_trace_repair_checksums(copy + 1, size);
     run_one(copy + 1, size);
     free(copy);
     return 0;

@@ -254,29 +254,6 @@ Test(hostile, a_stage_first_seen_late_widens_the_earlier_steps)
     pp_analysis_free(a);
 }
 
-/* Recomputes the checksums of the header and of every block found at an 8-aligned offset whose
- * sizes fit (as a writer would have), so an edit reaches the records. */
-static void repair_checksums(uint8_t *p, size_t size)
-{
-    if (size < sizeof(pp_trace_header))
-        return;
-    uint32_t crc = pp_crc32c(0, p, offsetof(pp_trace_header, crc));
-    memcpy(p + offsetof(pp_trace_header, crc), &crc, 4);
-    size_t pos = sizeof(pp_trace_header);
-    while (pos + sizeof(pp_trace_block_header) <= size) {
-        pp_trace_block_header bh;
-        memcpy(&bh, p + pos, sizeof bh);
-        if (memcmp(bh.magic, PP_TRACE_BLOCK_MAGIC, 4) == 0 && bh.payload_bytes % 8 == 0 &&
-            bh.payload_bytes <= size - pos - sizeof bh) {
-            crc = pp_crc32c(0, p + pos, offsetof(pp_trace_block_header, crc));
-            crc = pp_crc32c(crc, p + pos + sizeof bh, bh.payload_bytes);
-            memcpy(p + pos + offsetof(pp_trace_block_header, crc), &crc, 4);
-            pos += sizeof bh + bh.payload_bytes;
-        } else {
-            pos += 8;
-        }
-    }
-}
 
 /* The only .pft file of dir with rank `rank` (-1: any), as a path in a static buffer. */
 static const char *trace_of(const char *dir, int rank)
@@ -369,7 +346,7 @@ static void flip_every_byte(const char *name, const char *const *extra)
     for (size_t at = sizeof(pp_trace_header); at < n; at++) {
         memcpy(buf, orig, n);
         buf[at] ^= 0xFF;
-        repair_checksums(buf, n);
+        pp_trace_repair_checksums(buf, n);
         write_all(dst, buf, n);
         long kb = analyze_in_child(mdir);
         tried++;
@@ -417,7 +394,7 @@ Test(hostile, one_altered_rank_file_of_a_4_rank_run_leaves_the_analysis_bounded)
         cr_assert_not_null(buf);
         memcpy(buf, orig, n);
         memset(buf + at, 0xFF, 11);
-        repair_checksums(buf, n);
+        pp_trace_repair_checksums(buf, n);
         write_all(victim, buf, n);
         free(buf);
         long kb = analyze_in_child(dir);
