@@ -266,13 +266,10 @@ static pp_status nc_agree_start(pp_transport *tp, uint64_t *t0_ns)
     return t->mpi->ops->agree_start(t->mpi, t0_ns);
 }
 
-static void nc_abort(pp_transport *tp)
+/* Aborts every link communicator (pending operations may never complete, so they are aborted,
+ * not destroyed) and forgets them. */
+static void links_abort(nccl_tp *t)
 {
-    nccl_tp *t = (nccl_tp *)tp;
-    t->aborted = 1;
-    t->mpi->ops->abort(t->mpi);
-    /* pending NCCL operations may never complete: the communicators are aborted, not
-     * destroyed */
     for (int i = 0; i < t->n_links; i++) {
         nccl_link *l = &t->links[i];
         if (l->send_comm)
@@ -281,6 +278,14 @@ static void nc_abort(pp_transport *tp)
             ncclCommAbort(l->recv_comm);
         l->send_comm = l->recv_comm = NULL;
     }
+}
+
+static void nc_abort(pp_transport *tp)
+{
+    nccl_tp *t = (nccl_tp *)tp;
+    t->aborted = 1;
+    t->mpi->ops->abort(t->mpi);
+    links_abort(t);
     if (t->dp_comm)
         ncclCommAbort(t->dp_comm);
     t->dp_comm = NULL;
@@ -425,14 +430,7 @@ static pp_status link_comms_init(nccl_tp *t)
     if (r == ncclSuccess)
         r = re;
     if (r != ncclSuccess) {
-        for (int i = 0; i < t->n_links; i++) {
-            nccl_link *l = &t->links[i];
-            if (l->send_comm)
-                ncclCommAbort(l->send_comm);
-            if (l->recv_comm)
-                ncclCommAbort(l->recv_comm);
-            l->send_comm = l->recv_comm = NULL;
-        }
+        links_abort(t);
         return nccl_fail(r, "ncclCommInitRank (link communicators)");
     }
     return PP_OK;
