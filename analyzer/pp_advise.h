@@ -7,8 +7,7 @@
 #ifndef PP_ADVISE_H
 #define PP_ADVISE_H
 
-#include "pp_pipeline.h"
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,8 +5,7 @@
 #define PP_EXTRACT_H
 
 #include "pp_analyzer.h"
-#include "pp_pipeline.h"
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #ifdef __cplusplus
 extern "C" {

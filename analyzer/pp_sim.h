@@ -1,5 +1,5 @@
 /* pp_sim.h: the schedule simulator. A discrete-event replay of the runtime's own instruction
- * lists (runtime/pp_schedule.h, the same generator the executor runs) under given op durations
+ * lists (plan/pp_plan.h, the same generator the executor runs) under given op durations
  * and a transfer model, with the executor's semantics: each stage runs its list in order,
  * sends do not block, a receive waits until the message is available (sender's clock at the
  * send + transfer time), and the optimizer step waits for every stage (the gradient-norm
@@ -8,8 +8,7 @@
 #ifndef PP_SIM_H
 #define PP_SIM_H
 
-#include "pp_pipeline.h"
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #include <stdint.h>
 
@@ -43,7 +42,7 @@ typedef struct pp_sim_result {
 pp_status pp_sim_run(const pp_schedule *sched, const pp_sim_costs *costs, pp_sim_result *res);
 void pp_sim_result_free(pp_sim_result *res);
 
-/* Costs from a cost file and a partition (pp_pipeline.h): an op of chunk c on stage s costs the
+/* Costs from a cost file and a partition (pp_plan.h): an op of chunk c on stage s costs the
  * sum of its piece's layers; transfers per pp_costs_transfer_us of the boundary layer's
  * activation_bytes; split backward uses bwd_input_us / bwd_weight_us (or halves of bwd_us when
  * the file has no split); the optimizer step optimizer_us. `mult` (NULL = all 1) scales each

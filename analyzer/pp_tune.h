@@ -7,8 +7,7 @@
 #ifndef PP_TUNE_H
 #define PP_TUNE_H
 
-#include "pp_pipeline.h"
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #include <stdint.h>
 

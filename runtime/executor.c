@@ -1,5 +1,5 @@
 /* executor.c: runs a pipeline schedule. One worker thread per local stage interprets that
- * stage's instruction list (runtime/schedule.c) in order: receives block on the transport,
+ * stage's instruction list (plan/schedule.c) in order: receives block on the transport,
  * sends are queued, compute goes to the stage backend, and the step ends with a global
  * all-reduce (gradient norm, loss, clock) and the optimizer step. The executor knows nothing of
  * tensors' meaning, threads of other processes, or devices: backends and transports do. */

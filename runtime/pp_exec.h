@@ -10,9 +10,8 @@
 
 #include "pp_common.h"
 #include "pp_kops.h"
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 #include "pp_runtime.h"
-#include "pp_schedule.h"
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* test_pipeline_files.c: unit tests of what a pipeline run reads besides the schedule
- * (runtime/partition.c, costs.c, plan.c): partitions of the layer list, the cost file and the
+ * (plan/partition.c, costs.c, plan.c): partitions of the layer list, the cost file and the
  * plan file, including every way each can be rejected and the message the user then sees. */
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 
 #include "pp_testkit.h"
 

@@ -1,9 +1,9 @@
-/* test_schedule.c: unit tests of the pipeline schedules (runtime/schedule.c): every schedule over
+/* test_schedule.c: unit tests of the pipeline schedules (plan/schedule.c): every schedule over
  * a grid of (S, M, v) generates, validates and keeps its documented activation bound; the op
  * counts; argument checks; the validator catching broken lists; and the step time of each
  * schedule under unit costs against the formulas of docs/schedules.md, computed by a small
  * discrete-event replay written here independently of the library. */
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -415,7 +415,7 @@ static void remove_instr(pp_schedule *sc, int s, int i)
     sc->n_instrs[s]--;
 }
 
-/* Lists are pp_alloc'd (pp_schedule.h), so a longer one may replace them. */
+/* Lists are pp_alloc'd (pp_plan.h), so a longer one may replace them. */
 static void insert_instr(pp_schedule *sc, int s, int at, pp_instr in)
 {
     int n = sc->n_instrs[s];

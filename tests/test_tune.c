@@ -9,7 +9,7 @@
 #include "pp_advise.h"
 #include "pp_analyzer.h"
 #include "pp_extract.h"
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 #include "pp_sim.h"
 #include "pp_tune.h"
 

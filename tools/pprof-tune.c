@@ -12,9 +12,8 @@
 #include "pp_common.h"
 #include "pp_tool.h"
 #include "pp_extract.h"
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 #include "pp_report.h"
-#include "pp_schedule.h"
 #include "pp_sim.h"
 #include "pp_tune.h"
 

@@ -1,7 +1,7 @@
 /* partition.c: cutting the model's layer list into P = S * v contiguous pieces: an even split,
  * explicit boundaries, and the "0,3,7,12,14" text form of --partition and plan files. Called by
  * pptrain, the executor and the plan loader. */
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 
 #include <errno.h>
 #include <limits.h>

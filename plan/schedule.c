@@ -2,7 +2,7 @@
  * validator that proves a set of per-stage lists executable. Called by the executor, the
  * analyzer's simulator and the tools' --explain views; docs/schedules.md describes every order,
  * its bounds and the validator's execution model. */
-#include "pp_schedule.h"
+#include "pp_plan.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * the sim backend replays, written by pprof-tune --export-costs. Loading validates every field
  * and names the file, layer and field of the first problem. */
 #include "pp_json.h"
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 
 #include <cJSON.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * that pprof-tune proposes and pptrain --plan (or PPROF_PLAN) runs. Loading validates every
  * field and names the file and field of the first problem. */
 #include "pp_json.h"
-#include "pp_pipeline.h"
+#include "pp_plan.h"
 
 #include <cJSON.h>
 #include <math.h>
