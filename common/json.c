@@ -1,8 +1,9 @@
 /* json.c: strict JSON validation helpers shared by the cost, plan, summary and baseline file
- * readers (pp_json.h). */
+ * readers (pp_json.h); the writer is json_write.c. */
 #include "pp_json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *pp_json_type_name(const cJSON *it)
@@ -105,4 +106,21 @@ pp_status pp_json_parse_object(const char *text, const char *ctx, const char *co
         return PP_ERR(PP_ERR_INVALID, "%s: must be a JSON object (got %s)", ctx,
                       pp_json_type_name(*root));
     return pp_json_collect_keys(*root, keys, n_keys, found, ctx);
+}
+
+pp_status pp_json_file_read(const char *path, const char *what, char **text)
+{
+    *text = NULL;
+    size_t len = 0;
+    pp_status st = pp_read_file(path, text, &len);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "%s", what);
+    size_t nul = strlen(*text);
+    if (nul != len) {
+        free(*text);
+        *text = NULL;
+        return PP_ERR(PP_ERR_INVALID, "%s '%s': contains a NUL byte at offset %zu", what, path,
+                      nul);
+    }
+    return PP_OK;
 }

@@ -187,3 +187,263 @@ Test(common, checked_sizes_refuse_products_that_overflow)
     p[3] = 7;
     free(p);
 }
+
+/* ---- the JSON writer (pp_json.h) ------------------------------------------------------------ */
+
+#include "pp_json.h"
+
+/* What a writer wrote to a temporary file, as a string (the caller frees it). */
+static char *written(FILE *f)
+{
+    long n = ftell(f);
+    cr_assert(n >= 0);
+    rewind(f);
+    char *s = calloc((size_t)n + 1, 1);
+    cr_assert(s);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return s;
+}
+
+Test(json_write, strings_are_escaped_and_invalid_utf8_replaced)
+{
+    FILE *f = tmpfile();
+    cr_assert(f);
+    pp_json_writer w;
+    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    pp_json_array_inline(&w, NULL);
+    pp_json_put_str(&w, NULL, "q\"b\\n\nt\tr\rb\bf\f\x01\x1f");
+    pp_json_put_str(&w, NULL, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* kept as they are */
+    pp_json_put_str(&w, NULL, "bad\xff end\xc3"); /* a stray byte and a cut sequence */
+    pp_json_put_str(&w, NULL, "\xed\xa0\x80"); /* a surrogate encoded as UTF-8 */
+    pp_json_put_str(&w, NULL, NULL);
+    pp_json_end(&w);
+    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
+    char *s = written(f);
+    cr_assert_str_eq(s, "[\"q\\\"b\\\\n\\nt\\tr\\rb\\bf\\f\\u0001\\u001f\", "
+                        "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\", \"bad\\ufffd end\\ufffd\", "
+                        "\"\\ufffd\\ufffd\\ufffd\", null]\n");
+    /* and what cJSON reads back is the text that went in (where it was valid) */
+    cJSON *root = cJSON_Parse(s);
+    cr_assert(root);
+    cr_assert_str_eq(cJSON_GetArrayItem(root, 0)->valuestring, "q\"b\\n\nt\tr\rb\bf\f\x01\x1f");
+    cJSON_Delete(root);
+    free(s);
+}
+
+Test(json_write, numbers_have_fixed_formats_and_non_finite_is_null)
+{
+    FILE *f = tmpfile();
+    cr_assert(f);
+    pp_json_writer w;
+    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    pp_json_object_inline(&w, NULL);
+    pp_json_put_real(&w, "a", 1.0 / 3);
+    pp_json_put_real(&w, "neg0", -0.0);
+    pp_json_put_real(&w, "nan", NAN);
+    pp_json_put_real(&w, "inf", -INFINITY);
+    pp_json_put_real_pos(&w, "zero", 0);
+    pp_json_put_real_pos(&w, "pos", 2.5);
+    pp_json_put_real_digits(&w, "g", 6, 0.001234567);
+    pp_json_put_fixed(&w, "us", 3, -0.0004);
+    pp_json_put_exact(&w, "x", 0.1 + 0.2);
+    pp_json_put_exact(&w, "big", 9007199254740993.0);
+    pp_json_put_int(&w, "i", -42);
+    pp_json_put_uint(&w, "u", UINT64_MAX);
+    pp_json_put_bool(&w, "t", 1);
+    pp_json_put_null(&w, "n");
+    pp_json_end(&w);
+    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
+    char *s = written(f);
+    cr_assert_str_eq(s, "{\"a\": 0.3333333333, \"neg0\": 0, \"nan\": null, \"inf\": null, "
+                        "\"zero\": null, \"pos\": 2.5, \"g\": 0.00123457, \"us\": -0.000, "
+                        "\"x\": 0.30000000000000004, \"big\": 9007199254740992, \"i\": -42, "
+                        "\"u\": 18446744073709551615, \"t\": true, \"n\": null}\n");
+    free(s);
+}
+
+Test(json_write, pretty_layout_nests_blocks_inline_records_and_wraps)
+{
+    FILE *f = tmpfile();
+    cr_assert(f);
+    pp_json_writer w;
+    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    pp_json_object(&w, NULL);
+    pp_json_put_int(&w, "version", 1);
+    pp_json_array(&w, "rows");
+    for (int i = 0; i < 2; i++) {
+        pp_json_object_inline(&w, NULL);
+        pp_json_put_int(&w, "i", i);
+        pp_json_object(&w, "inner"); /* inside an inline record: inline too */
+        pp_json_put_int(&w, "k", 7);
+        pp_json_end(&w);
+        pp_json_wrap(&w);
+        pp_json_array(&w, "xs");
+        pp_json_end(&w);
+        pp_json_end(&w);
+    }
+    pp_json_end(&w);
+    pp_json_object(&w, "empty");
+    pp_json_end(&w);
+    pp_json_end(&w);
+    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
+    char *s = written(f);
+    cr_assert_str_eq(s, "{\n  \"version\": 1,\n  \"rows\": [\n"
+                        "    {\"i\": 0, \"inner\": {\"k\": 7},\n     \"xs\": []},\n"
+                        "    {\"i\": 1, \"inner\": {\"k\": 7},\n     \"xs\": []}\n  ],\n"
+                        "  \"empty\": {}\n}\n");
+    free(s);
+}
+
+Test(json_write, tabs_layout_is_what_cjson_print_gives)
+{
+    /* the plan file and the manifest keep the bytes cJSON_Print gave them */
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON *arr = cJSON_AddArrayToObject(root, "bounds");
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber(i * 2));
+    cJSON *objs = cJSON_AddArrayToObject(root, "files");
+    for (int i = 0; i < 2; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", i ? "b" : "a");
+        cJSON_AddNullToObject(o, "rank");
+        cJSON_AddItemToArray(objs, o);
+    }
+    cJSON_AddArrayToObject(root, "lost");
+    cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
+    cJSON_AddNumberToObject(pred, "step_ms", 2.5);
+    cJSON_AddObjectToObject(pred, "none");
+    char *want = cJSON_Print(root);
+
+    FILE *f = tmpfile();
+    cr_assert(f);
+    pp_json_writer w;
+    pp_json_writer_init(&w, f, "a test", PP_JSON_TABS);
+    pp_json_object(&w, NULL);
+    pp_json_put_int(&w, "version", 1);
+    pp_json_array_inline(&w, "bounds");
+    for (int i = 0; i < 3; i++)
+        pp_json_put_int(&w, NULL, i * 2);
+    pp_json_end(&w);
+    pp_json_array_inline(&w, "files");
+    for (int i = 0; i < 2; i++) {
+        pp_json_object(&w, NULL);
+        pp_json_put_str(&w, "name", i ? "b" : "a");
+        pp_json_put_null(&w, "rank");
+        pp_json_end(&w);
+    }
+    pp_json_end(&w);
+    pp_json_array_inline(&w, "lost");
+    pp_json_end(&w);
+    pp_json_object(&w, "predicted");
+    pp_json_put_exact(&w, "step_ms", 2.5);
+    pp_json_object(&w, "none");
+    pp_json_end(&w);
+    pp_json_end(&w);
+    pp_json_end(&w);
+    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
+    char *s = written(f);
+    size_t n = strlen(want);
+    cr_assert_eq(strlen(s), n + 1);
+    cr_assert_eq(s[n], '\n');
+    s[n] = '\0';
+    cr_assert_str_eq(s, want);
+    free(s);
+    cJSON_free(want);
+    cJSON_Delete(root);
+}
+
+Test(json_write, misuse_is_an_error_that_sticks)
+{
+    const char *what[] = {"key in array", "no key in object", "closed twice", "left open",
+                          "two values", "too deep"};
+    for (int c = 0; c < 6; c++) {
+        FILE *f = tmpfile();
+        cr_assert(f);
+        pp_json_writer w;
+        pp_json_writer_init(&w, f, "the test output", PP_JSON_PRETTY);
+        switch (c) {
+        case 0: pp_json_array(&w, NULL); pp_json_put_int(&w, "k", 1); pp_json_end(&w); break;
+        case 1: pp_json_object(&w, NULL); pp_json_put_int(&w, NULL, 1); pp_json_end(&w); break;
+        case 2: pp_json_object(&w, NULL); pp_json_end(&w); pp_json_end(&w); break;
+        case 3: pp_json_object(&w, NULL); break;
+        case 4: pp_json_put_int(&w, NULL, 1); pp_json_put_int(&w, NULL, 2); break;
+        case 5:
+            for (int d = 0; d <= PP_JSON_MAX_DEPTH; d++)
+                pp_json_array(&w, NULL);
+            break;
+        }
+        pp_status first = pp_json_writer_status(&w);
+        pp_json_put_int(&w, NULL, 3); /* ignored after the error */
+        cr_assert_eq(pp_json_writer_finish(&w), PP_ERR_INVALID, "%s", what[c]);
+        cr_assert(c == 3 || first == PP_ERR_INVALID, "%s", what[c]);
+        cr_assert(strstr(pp_error_message(), "writing the test output"), "%s: %s", what[c],
+                  pp_error_message());
+        fclose(f);
+    }
+}
+
+Test(json_write, a_failing_stream_is_an_io_error)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        cr_skip_test("no /dev/full");
+    pp_json_writer w;
+    pp_json_writer_init(&w, f, "the summary JSON", PP_JSON_PRETTY);
+    pp_json_array(&w, NULL);
+    for (int i = 0; i < 100000; i++) /* more than stdio buffers: fails while writing */
+        pp_json_put_int(&w, NULL, i);
+    cr_assert_eq(pp_json_writer_status(&w), PP_ERR_IO);
+    pp_json_end(&w);
+    cr_assert_eq(pp_json_writer_finish(&w), PP_ERR_IO);
+    cr_assert(strstr(pp_error_message(), "writing the summary JSON: No space left"), "%s",
+              pp_error_message());
+    fclose(f);
+}
+
+static pp_status fill_small(pp_json_writer *w, const void *ctx)
+{
+    pp_json_object(w, NULL);
+    pp_json_put_str(w, "name", ctx);
+    pp_json_end(w);
+    return pp_json_writer_status(w);
+}
+
+static pp_status fill_refuses(pp_json_writer *w, const void *ctx)
+{
+    (void)ctx;
+    pp_json_object(w, NULL);
+    return PP_ERR(PP_ERR_INVALID, "refused by the caller");
+}
+
+Test(json_write, files_are_written_whole_or_not_at_all)
+{
+    char dir[] = "/tmp/pp_json_write.XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    cr_assert_eq(pp_json_file_write(path, "a test file", PP_JSON_PRETTY, fill_small, "x"), PP_OK);
+    char *text = NULL;
+    cr_assert_eq(pp_json_file_read(path, "a test file", &text), PP_OK);
+    cr_assert_str_eq(text, "{\n  \"name\": \"x\"\n}\n");
+    free(text);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(pp_json_file_write(path, "a test file", PP_JSON_PRETTY, fill_refuses, NULL),
+                 PP_ERR_INVALID);
+    cr_assert_str_eq(pp_error_message() + strlen(pp_error_message()) -
+                         strlen("refused by the caller"),
+                     "refused by the caller");
+    cr_assert_neq(access(path, F_OK), 0);
+    /* a NUL byte is named with its offset */
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite("{\"a\"\0}", 1, 6, f);
+    fclose(f);
+    cr_assert_eq(pp_json_file_read(path, "cost file", &text), PP_ERR_INVALID);
+    cr_assert_null(text);
+    cr_assert(strstr(pp_error_message(), "contains a NUL byte at offset 4"), "%s",
+              pp_error_message());
+    unlink(path);
+    rmdir(dir);
+}
