@@ -8,6 +8,7 @@
 #define PP_REPORT_H
 
 #include "pp_analyzer.h"
+#include "pp_summary.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -16,15 +17,12 @@
 extern "C" {
 #endif
 
-/* Version of the summary JSON written by pp_report_json ("summary_version"). Bumped when a
- * field changes meaning or disappears; adding fields keeps the version (docs/summary-json.md). */
-#define PP_SUMMARY_VERSION 1
-
 /* The Gantt draws at most this many consecutive steps (the first ones of the kept range): more
  * would make each bar narrower than a pixel at the picture's width. */
 #define PP_REPORT_GANTT_MAX_STEPS 8
 
-/* Writes the summary JSON of `a` to `out`. PP_ERR_IO when writing fails. */
+/* Writes the summary JSON of `a` to `out`: pp_summary_write (pp_summary.h, which owns the
+ * format) under pprof-report's name. PP_ERR_IO when writing fails. */
 pp_status pp_report_json(const pp_analysis *a, FILE *out);
 
 /* Writes the Gantt's data: one line per bar, "stage start_ms end_ms kind mb chunk", times in ms

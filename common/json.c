@@ -3,6 +3,7 @@
 #include "pp_json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,3 +125,64 @@ pp_status pp_json_file_read(const char *path, const char *what, char **text)
     }
     return PP_OK;
 }
+
+const cJSON *pp_json_member(const cJSON *obj, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+
+pp_status pp_json_need_object(const cJSON *it, const char *ctx, const char *key)
+{
+    if (!cJSON_IsObject(it))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an object (got %s)", ctx, key,
+                      it ? pp_json_type_name(it) : "nothing: it is missing");
+    return PP_OK;
+}
+
+pp_status pp_json_need_array(const cJSON *it, const char *ctx, const char *key)
+{
+    if (!cJSON_IsArray(it))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be an array (got %s)", ctx, key,
+                      it ? pp_json_type_name(it) : "nothing: it is missing");
+    return PP_OK;
+}
+
+pp_status pp_json_opt_real(const cJSON *obj, const char *ctx, const char *key, double lo,
+                           double hi, double dflt, double *out)
+{
+    const cJSON *it = pp_json_member(obj, key);
+    if (!it || cJSON_IsNull(it)) {
+        *out = dflt;
+        return PP_OK;
+    }
+    return pp_json_get_real(it, ctx, key, lo, hi, out);
+}
+
+pp_status pp_json_opt_int(const cJSON *obj, const char *ctx, const char *key, double lo,
+                          double hi, double dflt, double *out)
+{
+    const cJSON *it = pp_json_member(obj, key);
+    if (!it || cJSON_IsNull(it)) {
+        *out = dflt;
+        return PP_OK;
+    }
+    return pp_json_get_int(it, ctx, key, lo, hi, out);
+}
+
+pp_status pp_json_opt_string(const cJSON *obj, const char *ctx, const char *key, char *buf,
+                             size_t cap)
+{
+    const cJSON *it = pp_json_member(obj, key);
+    buf[0] = '\0';
+    if (!it || cJSON_IsNull(it))
+        return PP_OK;
+    if (!cJSON_IsString(it))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a string (got %s)", ctx, key,
+                      pp_json_type_name(it));
+    if (strlen(it->valuestring) >= cap)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" is longer than %zu characters", ctx, key,
+                      cap - 1);
+    snprintf(buf, cap, "%s", it->valuestring);
+    return PP_OK;
+}
+

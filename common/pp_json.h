@@ -40,6 +40,19 @@ pp_status pp_json_parse(const char *text, const char *ctx, cJSON **root);
 pp_status pp_json_parse_object(const char *text, const char *ctx, const char *const *keys,
                                int n_keys, const cJSON **found, cJSON **root);
 
+/* obj's member named key (case-sensitive), NULL when absent. */
+const cJSON *pp_json_member(const cJSON *obj, const char *key);
+/* it must be an object / an array; a missing one (NULL) is named as missing. */
+pp_status pp_json_need_object(const cJSON *it, const char *ctx, const char *key);
+pp_status pp_json_need_array(const cJSON *it, const char *ctx, const char *key);
+/* Optional members: absent or null gives *out = dflt (a string: ""); anything else must pass
+ * pp_json_get_real / pp_json_get_int, or be a string shorter than cap. */
+pp_status pp_json_opt_real(const cJSON *obj, const char *ctx, const char *key, double lo,
+                           double hi, double dflt, double *out);
+pp_status pp_json_opt_int(const cJSON *obj, const char *ctx, const char *key, double lo,
+                          double hi, double dflt, double *out);
+pp_status pp_json_opt_string(const cJSON *obj, const char *ctx, const char *key, char *buf,
+                             size_t cap);
 /* Reads a whole JSON file as text for the parsers above; a NUL byte in it is PP_ERR_INVALID,
  * "<what> '<path>': contains a NUL byte at offset N" (cJSON would stop there), and read errors
  * are wrapped with `what`. The caller frees *text. */

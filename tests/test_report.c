@@ -9,6 +9,7 @@
 #define _GNU_SOURCE /* open_memstream, setenv */
 #include "pp_analyzer.h"
 #include "pp_report.h"
+#include "pp_summary.h"
 
 #include <cJSON.h>
 #include "pp_testkit.h"
@@ -1039,5 +1040,62 @@ Test(report, chrome_of_the_fake_analysis_pairs_flows)
     cr_expect(f_ts[0] > 2001.9 && f_ts[0] < 2002, "%f", f_ts[0]);
     cJSON_Delete(j);
     free(got);
+    free(f);
+}
+
+/* The summary module reads back what it writes: the metrics pprof-check takes from the JSON are
+ * those it takes from the analysis itself (to the ten digits the JSON keeps), and a summary of
+ * another version is refused by name. */
+Test(report, summary_read_gives_back_what_summary_write_wrote)
+{
+    fake *f = calloc(1, sizeof *f);
+    cr_assert_not_null(f);
+    fake_build(f);
+    char *text = capture(pp_summary_write, &f->a);
+    pp_check_run *back = NULL, *direct = NULL;
+    cr_assert_eq(pp_check_run_parse(text, "fake.json", &back), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_check_run_from_analysis(&f->a, "fake", &direct), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert_str_eq(back->source_kind, "summary");
+    cr_assert_eq(back->shape.S, direct->shape.S);
+    cr_assert_eq(back->shape.M, direct->shape.M);
+    cr_assert_eq(back->shape.v, direct->shape.v);
+    cr_assert_str_eq(back->shape.schedule, direct->shape.schedule);
+    cr_assert_str_eq(back->shape.layer_fp, direct->shape.layer_fp);
+    cr_assert_eq(back->n_steps, direct->n_steps);
+    cr_assert_geq(back->n_metrics, 3, "step, throughput and bubble at least");
+    for (size_t i = 0; i < back->n_metrics; i++) {
+        const pp_check_metric *b = &back->metrics[i], *d = NULL;
+        for (size_t j = 0; j < direct->n_metrics && !d; j++)
+            if (strcmp(direct->metrics[j].name, b->name) == 0)
+                d = &direct->metrics[j];
+        if (!d) {
+            /* the fake steps carry no stage means: the summary's aggregate, a value alone */
+            cr_assert_eq(b->n, 0, "%s", b->name);
+            cr_assert_gt(b->value, 0, "%s", b->name);
+            continue;
+        }
+        cr_assert_str_eq(b->unit, d->unit);
+        cr_assert_eq(b->n, d->n, "%s", d->name);
+        cr_assert_float_eq(b->value, d->value, 1e-9 * fabs(d->value) + 1e-12, "%s", d->name);
+        for (size_t k = 0; k < d->n; k++)
+            cr_assert_float_eq(b->samples[k], d->samples[k], 1e-9 * fabs(d->samples[k]) + 1e-12,
+                               "%s[%zu]", d->name, k);
+    }
+    for (size_t j = 0; j < direct->n_metrics; j++) {
+        int found = 0;
+        for (size_t i = 0; i < back->n_metrics; i++)
+            found |= strcmp(back->metrics[i].name, direct->metrics[j].name) == 0;
+        cr_assert(found, "%s is lost on the way through the summary", direct->metrics[j].name);
+    }
+    pp_check_run_free(back);
+    pp_check_run_free(direct);
+    char *v = strstr(text, "\"summary_version\": 1,");
+    cr_assert_not_null(v);
+    v[strlen("\"summary_version\": ")] = '9';
+    cr_assert_eq(pp_check_run_parse(text, "fake.json", &back), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "summary_version 9 is not supported"), "%s",
+              pp_error_message());
+    free(text);
     free(f);
 }

@@ -1,0 +1,378 @@
+/* check_compare.c: pprof-check's comparison (pp_check.h): options and --threshold, the shape
+ * check, one row per metric of either run, the test on every metric with samples on both sides
+ * and the verdicts against the thresholds (docs/cli/pprof-check.md). */
+#include "check_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Default thresholds (docs/cli/pprof-check.md says why): % of the baseline, points for the
+ * bubble. */
+static const double k_default_threshold[PP_CHECK_KIND_COUNT] = {2.0, 2.0, 2.0, 3.0, 3.0, 10.0};
+
+/* ======================================================================================== */
+/* Comparison                                                                                 */
+/* ======================================================================================== */
+
+void pp_check_options_default(pp_check_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->alpha = PP_CHECK_ALPHA_DEFAULT;
+    o->holm = 1;
+    o->bootstrap_reps = PP_CHECK_BOOTSTRAP_DEFAULT;
+    o->seed = 20240601;
+    for (int k = 0; k < PP_CHECK_KIND_COUNT; k++)
+        o->threshold[k] = k_default_threshold[k];
+}
+
+/* A metric name as pprof-check writes them: a family, stageN.fwd_ms|bwd_ms, or
+ * linkA-B.act|grad.bandwidth_GBps. */
+static int valid_metric_name(const char *s)
+{
+    if (pp_check_kind_by_name(s) >= 0)
+        return 1;
+    int a, b, n = 0;
+    char rest[64];
+    if (sscanf(s, "stage%d.%63s%n", &a, rest, &n) == 2 && a >= 0 && s[n] == '\0')
+        return strcmp(rest, "fwd_ms") == 0 || strcmp(rest, "bwd_ms") == 0;
+    if (sscanf(s, "link%d-%d.%63s%n", &a, &b, rest, &n) == 3 && a >= 0 && b >= 0 && s[n] == '\0')
+        return strcmp(rest, "act.bandwidth_GBps") == 0 || strcmp(rest, "grad.bandwidth_GBps") == 0;
+    return 0;
+}
+
+pp_status pp_check_threshold_parse(pp_check_options *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        return PP_ERR(PP_ERR_INVALID, "--threshold '%s': expected METRIC=PCT, e.g. step_ms=5 or "
+                                      "stage2.fwd_ms=4%%", arg);
+    char name[64];
+    size_t n = (size_t)(eq - arg);
+    if (n >= sizeof name)
+        return PP_ERR(PP_ERR_INVALID, "--threshold '%s': metric name too long", arg);
+    memcpy(name, arg, n);
+    name[n] = '\0';
+    if (!valid_metric_name(name))
+        return PP_ERR(PP_ERR_INVALID, "--threshold '%s': unknown metric '%s' (a family: step_ms, "
+                                      "throughput, bubble_ratio, fwd_ms, bwd_ms, bandwidth_GBps; "
+                                      "or one metric: stage2.fwd_ms, link0-1.act.bandwidth_GBps)",
+                      arg, name);
+    char num[64];
+    snprintf(num, sizeof num, "%s", eq + 1);
+    size_t len = strlen(num);
+    if (len > 0 && num[len - 1] == '%')
+        num[len - 1] = '\0';
+    double v;
+    pp_status st = pp_parse_f64(num, "--threshold percentage", 0, 1000, &v);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "--threshold '%s'", arg);
+    int k = pp_check_kind_by_name(name);
+    if (k >= 0) {
+        o->threshold[k] = v;
+        return PP_OK;
+    }
+    for (int i = 0; i < o->n_overrides; i++)
+        if (strcmp(o->overrides[i].metric, name) == 0) {
+            o->overrides[i].value = v;
+            return PP_OK;
+        }
+    if (o->n_overrides >= PP_CHECK_MAX_OVERRIDES)
+        return PP_ERR(PP_ERR_INVALID, "--threshold: at most %d per-metric thresholds",
+                      PP_CHECK_MAX_OVERRIDES);
+    snprintf(o->overrides[o->n_overrides].metric, sizeof o->overrides[0].metric, "%s", name);
+    o->overrides[o->n_overrides++].value = v;
+    return PP_OK;
+}
+
+static double threshold_of(const pp_check_options *o, const char *name, pp_check_kind k)
+{
+    for (int i = 0; i < o->n_overrides; i++)
+        if (strcmp(o->overrides[i].metric, name) == 0)
+            return o->overrides[i].value;
+    return o->threshold[k];
+}
+
+void pp_check_result_free(pp_check_result *r) { if (r) { free(r->rows); free(r); } }
+
+int pp_check_failed(const pp_check_result *r) { return r && r->n_regressions > 0; }
+
+/* Which shape fields differ, as "M 8 -> 16, schedule 1f1b -> gpipe"; "" when comparable. */
+static void shape_diff(const pp_check_shape *a, const pp_check_shape *b, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    size_t len = 0;
+#define ADD(...)                                                                                 \
+    do {                                                                                         \
+        if (len < cap) {                                                                         \
+            int w_ = snprintf(buf + len, cap - len, "%s", len ? ", " : "");                      \
+            len += w_ > 0 ? (size_t)w_ : 0;                                                      \
+        }                                                                                        \
+        if (len < cap) {                                                                         \
+            int w_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                \
+            len += w_ > 0 ? (size_t)w_ : 0;                                                      \
+        }                                                                                        \
+    } while (0)
+    if (a->S != b->S)
+        ADD("stages S %d -> %d", a->S, b->S);
+    if (a->M > 0 && b->M > 0 && a->M != b->M)
+        ADD("micro-batches M %d -> %d", a->M, b->M);
+    else if ((a->M > 0) != (b->M > 0))
+        ADD("micro-batches M %d -> %d (0 = unknown)", a->M, b->M);
+    if (a->v != b->v)
+        ADD("virtual stages v %d -> %d", a->v, b->v);
+    if (strcmp(a->schedule, b->schedule) != 0)
+        ADD("schedule %s -> %s", a->schedule[0] ? a->schedule : "(unknown)",
+            b->schedule[0] ? b->schedule : "(unknown)");
+    if (a->n_layers > 0 && b->n_layers > 0) {
+        if (a->n_layers != b->n_layers)
+            ADD("layers %d -> %d", a->n_layers, b->n_layers);
+        else if (strcmp(a->layer_fp, b->layer_fp) != 0)
+            ADD("layer names (model) %.60s -> %.60s", a->layer_names, b->layer_names);
+    }
+    if (a->samples_per_step > 0 && b->samples_per_step > 0 &&
+        fabs(a->samples_per_step - b->samples_per_step) > 1e-9 * a->samples_per_step)
+        ADD("samples per step %g -> %g", a->samples_per_step, b->samples_per_step);
+    if (a->tokens_per_step > 0 && b->tokens_per_step > 0 &&
+        fabs(a->tokens_per_step - b->tokens_per_step) > 1e-9 * a->tokens_per_step)
+        ADD("tokens per step %g -> %g", a->tokens_per_step, b->tokens_per_step);
+#undef ADD
+}
+
+static const pp_check_metric *find_metric(const pp_check_run *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_metrics; i++)
+        if (strcmp(r->metrics[i].name, name) == 0)
+            return &r->metrics[i];
+    return NULL;
+}
+
+/* Smallest two-sided p-value Mann-Whitney can give for sizes m, n: 2 / C(m+n, m). */
+static double min_p(size_t m, size_t n)
+{
+    double lc = lgamma((double)(m + n + 1)) - lgamma((double)(m + 1)) - lgamma((double)(n + 1));
+    return fmin(1.0, 2 * exp(-lc));
+}
+
+static void row_fill(pp_check_row *w, const pp_check_metric *b, const pp_check_metric *c,
+                     const pp_check_options *o)
+{
+    const pp_check_metric *m = b ? b : c;
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", m->name);
+    snprintf(w->unit, sizeof w->unit, "%s", m->unit);
+    w->kind = m->kind;
+    w->higher_is_better = pp_check_kind_higher_is_better(m->kind);
+    w->absolute = pp_check_kind_is_absolute(m->kind);
+    w->threshold = threshold_of(o, m->name, m->kind);
+    w->base = b ? b->value : NAN;
+    w->cur = c ? c->value : NAN;
+    w->n_base = b ? b->n : 0;
+    w->n_cur = c ? c->n : 0;
+    w->u = w->p = w->p_adj = w->ci_lo = w->ci_hi = NAN;
+    if (!b || !c) {
+        w->change = NAN;
+        w->verdict = PP_VERDICT_MISSING;
+        return;
+    }
+    if (strcmp(b->unit, c->unit) != 0) {
+        /* throughput is samples/s, tokens/s or steps/s by what each run announced: numbers in
+         * different units are not a change, and are not tested */
+        w->change = NAN;
+        w->verdict = PP_VERDICT_MISSING;
+        w->unit_differs = 1;
+        snprintf(w->unit_cur, sizeof w->unit_cur, "%s", c->unit);
+        return;
+    }
+    if (w->absolute)
+        w->change = (w->cur - w->base) * 100;
+    else if (w->base != 0)
+        w->change = (w->cur / w->base - 1) * 100;
+    else
+        w->change = w->cur == 0 ? 0 : NAN;
+}
+
+/* The result's header and one row per metric of either run (the baseline's order, then the
+ * current run's additions). */
+static pp_check_result *result_new(const pp_check_run *base, const pp_check_run *cur,
+                                   const pp_check_options *o, const char *sb, const char *sc,
+                                   const char *diff)
+{
+    pp_check_result *r = calloc(1, sizeof *r);
+    size_t cap = base->n_metrics + cur->n_metrics;
+    if (r)
+        r->rows = calloc(cap ? cap : 1, sizeof *r->rows);
+    if (!r || !r->rows) {
+        pp_check_result_free(r);
+        return NULL;
+    }
+    snprintf(r->base_source, sizeof r->base_source, "%s", base->source);
+    snprintf(r->cur_source, sizeof r->cur_source, "%s", cur->source);
+    snprintf(r->base_kind, sizeof r->base_kind, "%s", base->source_kind);
+    snprintf(r->cur_kind, sizeof r->cur_kind, "%s", cur->source_kind);
+    snprintf(r->base_shape, sizeof r->base_shape, "%s", sb);
+    snprintf(r->cur_shape, sizeof r->cur_shape, "%s", sc);
+    r->base_steps = base->n_steps;
+    r->cur_steps = cur->n_steps;
+    r->alpha = o->alpha;
+    r->holm = o->holm;
+    r->bootstrap_reps = o->bootstrap_reps;
+    if (diff[0]) {
+        r->shape_differs = 1;
+        pp_append_line(r->notes, sizeof r->notes, "shapes differ (%s), compared anyway "
+                       "(--allow-shape-change)", diff);
+    }
+    for (size_t i = 0; i < base->n_metrics; i++) {
+        const pp_check_metric *b = &base->metrics[i];
+        row_fill(&r->rows[r->n_rows++], b, find_metric(cur, b->name), o);
+    }
+    for (size_t i = 0; i < cur->n_metrics; i++)
+        if (!find_metric(base, cur->metrics[i].name))
+            row_fill(&r->rows[r->n_rows++], NULL, &cur->metrics[i], o);
+    return r;
+}
+
+/* Row w's test on the samples of both sides and the bootstrap interval of its change. */
+static pp_status test_row(pp_check_row *w, const pp_check_metric *b, const pp_check_metric *c,
+                          const pp_check_options *o)
+{
+    pp_check_mwu t;
+    pp_status st = pp_check_mann_whitney(b->samples, b->n, c->samples, c->n, &t);
+    if (st != PP_OK)
+        return st;
+    w->tested = 1;
+    w->exact = t.exact;
+    w->u = t.u;
+    w->p = t.p;
+    if (o->bootstrap_reps <= 0)
+        return PP_OK;
+    uint64_t seed = pp_check_fnv1a(o->seed ^ PP_CHECK_FNV_OFFSET, w->name, strlen(w->name));
+    double lo, hi;
+    if ((st = pp_check_bootstrap(b->samples, b->n, c->samples, c->n, !w->absolute, 1 - o->alpha,
+                                 o->bootstrap_reps, seed, &lo, &hi)) != PP_OK)
+        return st;
+    if (isfinite(lo) && isfinite(hi)) {
+        w->has_ci = 1;
+        w->ci_lo = lo * 100;
+        w->ci_hi = hi * 100;
+    }
+    return PP_OK;
+}
+
+/* The test on every metric with samples on both sides, then Holm's adjustment over them. */
+static pp_status test_rows(pp_check_result *r, const pp_check_run *base, const pp_check_run *cur,
+                           const pp_check_options *o)
+{
+    pp_status st = PP_OK;
+    size_t cap = r->n_rows ? r->n_rows : 1;
+    double *p = malloc(cap * sizeof *p), *adj = malloc(cap * sizeof *adj);
+    size_t *idx = malloc(cap * sizeof *idx);
+    if (!p || !adj || !idx) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory comparing runs");
+        goto done;
+    }
+    size_t nt = 0;
+    double worst_min_p = 0;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        pp_check_row *w = &r->rows[i];
+        const pp_check_metric *b = find_metric(base, w->name), *c = find_metric(cur, w->name);
+        if (!b || !c || b->n == 0 || c->n == 0 || w->unit_differs)
+            continue;
+        if ((st = test_row(w, b, c, o)) != PP_OK)
+            goto done;
+        p[nt] = w->p;
+        idx[nt++] = i;
+        worst_min_p = fmax(worst_min_p, min_p(b->n, c->n));
+    }
+    r->n_tested = (int)nt;
+    if (o->holm) {
+        if ((st = pp_check_holm(p, nt, adj)) != PP_OK)
+            goto done;
+    } else {
+        memcpy(adj, p, nt * sizeof *adj);
+    }
+    for (size_t k = 0; k < nt; k++)
+        r->rows[idx[k]].p_adj = adj[k];
+    double need = o->holm && nt > 0 ? o->alpha / (double)nt : o->alpha;
+    if (nt > 0 && worst_min_p >= need)
+        pp_append_line(r->notes, sizeof r->notes,
+                       "too few steps to ever be significant: with %zu and %zu steps the smallest "
+                       "possible p is %.3g, not below %.3g (alpha%s); capture more steps",
+                       base->n_steps, cur->n_steps, worst_min_p, need,
+                       o->holm ? " / tested metrics, Holm" : "");
+done:
+    free(p);
+    free(adj);
+    free(idx);
+    return st;
+}
+
+/* Each row's verdict from its change, its threshold and its adjusted p-value; the counts and the
+ * notes on rows that could not be compared. */
+static void judge_rows(pp_check_result *r, const pp_check_options *o)
+{
+    for (size_t i = 0; i < r->n_rows; i++) {
+        pp_check_row *w = &r->rows[i];
+        if (w->verdict == PP_VERDICT_MISSING) {
+            if (w->unit_differs)
+                pp_append_line(r->notes, sizeof r->notes, "%s not compared: the baseline has it "
+                               "in %s, the current run in %s (they announce different sample or "
+                               "token counts)", w->name, w->unit, w->unit_cur);
+            else
+                pp_append_line(r->notes, sizeof r->notes, "%s is only in the %s run", w->name,
+                               isfinite(w->base) ? "baseline" : "current");
+            continue;
+        }
+        double ch = w->change;
+        int beyond = isfinite(ch) && fabs(ch) > w->threshold;
+        int worse = w->higher_is_better ? ch < 0 : ch > 0;
+        if (!beyond)
+            w->verdict = PP_VERDICT_OK;
+        else if (!w->tested)
+            w->verdict = PP_VERDICT_CHANGED;
+        else if (w->p_adj < o->alpha)
+            w->verdict = worse ? PP_VERDICT_REGRESSION : PP_VERDICT_IMPROVEMENT;
+        else
+            w->verdict = PP_VERDICT_NOISE;
+        switch (w->verdict) {
+        case PP_VERDICT_REGRESSION: r->n_regressions++; break;
+        case PP_VERDICT_IMPROVEMENT: r->n_improvements++; break;
+        case PP_VERDICT_NOISE: r->n_noise++; break;
+        case PP_VERDICT_CHANGED: r->n_changed++; break;
+        default: break;
+        }
+    }
+}
+
+pp_status pp_check_compare(const pp_check_run *base, const pp_check_run *cur,
+                           const pp_check_options *o, pp_check_result **out)
+{
+    *out = NULL;
+    char diff[512];
+    shape_diff(&base->shape, &cur->shape, diff, sizeof diff);
+    char sb[160], sc[160];
+    pp_check_shape_format(&base->shape, sb, sizeof sb);
+    pp_check_shape_format(&cur->shape, sc, sizeof sc);
+    if (diff[0] && !o->allow_shape_change)
+        return PP_ERR(PP_ERR_INVALID, "the runs have different shapes (%s): baseline %s is %s, "
+                                      "current %s is %s; their numbers are not comparable "
+                                      "(--allow-shape-change compares them anyway)",
+                      diff, base->source, sb, cur->source, sc);
+    pp_check_result *r = result_new(base, cur, o, sb, sc, diff);
+    if (!r)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory comparing runs");
+    pp_status st = test_rows(r, base, cur, o);
+    if (st != PP_OK) {
+        pp_check_result_free(r);
+        return st;
+    }
+    judge_rows(r, o);
+    if (base->warnings[0])
+        pp_append_line(r->notes, sizeof r->notes, "baseline %s has warnings: %.200s",
+                       base->source, base->warnings);
+    if (cur->warnings[0])
+        pp_append_line(r->notes, sizeof r->notes, "current %s has warnings: %.200s", cur->source,
+                       cur->warnings);
+    *out = r;
+    return PP_OK;
+}

@@ -1,0 +1,59 @@
+/* check_internal.h: what the files of pprof-check's library share (internal to analyzer/):
+ * check.c (runs and their inputs), check_stats.c (statistics), check_baseline.c (the baseline
+ * file), check_compare.c (verdicts), check_output.c (table, JSON, JUnit, Markdown) and the
+ * summary reader in summary.c. The public interface is pp_check.h. */
+#ifndef PP_CHECK_INTERNAL_H
+#define PP_CHECK_INTERNAL_H
+
+#include "pp_check.h"
+
+#include <cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The bound on numbers read from summaries and baselines (finite, far beyond any figure). */
+#define PP_CHECK_BIG 1e300
+/* FNV-1a 64-bit offset basis: layer fingerprints and per-metric bootstrap seeds. */
+#define PP_CHECK_FNV_OFFSET 14695981039346656037ull
+
+/* ---- families and runs (check.c) ----------------------------------------------------------- */
+
+/* The family named s ("step_ms", ...), -1 for none. */
+int pp_check_kind_by_name(const char *s);
+/* Appends a metric (samples copied; the value is their median, or `value` without samples). A
+ * name already there is PP_ERR_INVALID. */
+pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind,
+                           const char *unit, const double *samples, size_t n, double value);
+/* The metrics a summary and an analysis both give: step time, throughput and bubble from
+ * step_ms[] and bubble[] (n steps; NAN bubbles skipped); tmp holds n doubles. */
+pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms,
+                                    const double *bubble, size_t n, double *tmp);
+/* "link<src>-<dst>.act|grad.bandwidth_GBps" */
+void pp_check_link_name(char *buf, size_t cap, int src, int dst, int grad);
+/* "samples/s", "tokens/s" or "steps/s", by what the shape announces; *per_step the count. */
+const char *pp_check_throughput_unit(const pp_check_shape *s, double *per_step);
+uint64_t pp_check_fnv1a(uint64_t h, const void *data, size_t n);
+/* The pipeline object of a summary or the shape object of a baseline (the same fields). */
+pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s);
+/* Layer names from an array of strings (baseline) or of objects with "name" (summary). */
+pp_status pp_check_shape_read_layers(const cJSON *arr, const char *ctx, const char *key,
+                                     pp_check_shape *s);
+
+/* ---- the baseline file (check_baseline.c) -------------------------------------------------- */
+
+/* Reads a parsed baseline file into r (docs/baseline-format.md). */
+pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r);
+
+/* ---- statistics (check_stats.c) ------------------------------------------------------------ */
+
+/* The statistics a baseline writes next to each metric's samples (docs/baseline-format.md). */
+enum { PP_SS_MEAN, PP_SS_MEDIAN, PP_SS_P95, PP_SS_MAX, PP_SS_MIN, PP_SS_COUNT };
+
+typedef struct pp_check_sample_stats_t {
+    double v[PP_SS_COUNT];
+} pp_check_sample_stats_t;
+
+/* Mean, median, p95 (linear interpolation), max and min of x[0..n), n >= 1. */
+pp_status pp_check_sample_stats(const double *x, size_t n, pp_check_sample_stats_t *out);
+
+#endif /* PP_CHECK_INTERNAL_H */

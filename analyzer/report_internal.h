@@ -1,0 +1,32 @@
+/* report_internal.h: what the report files share (report.c: Gantt and transfer pairs,
+ * report_chrome.c: Chrome trace, summary.c: summary JSON): the kept timeline's window and a few
+ * conversions. Internal to analyzer/. */
+#ifndef PP_REPORT_INTERNAL_H
+#define PP_REPORT_INTERNAL_H
+
+#include "pp_analyzer.h"
+
+#include <stdint.h>
+
+/* The kept steps that a picture draws and where its time starts. */
+typedef struct pp_report_window {
+    int64_t lo, hi; /* steps drawn */
+    double origin;  /* ns on the common clock: time 0 of the picture */
+    double end;     /* ns: end of the last drawn step (or op) */
+} pp_report_window;
+
+static inline double pp_report_ms(double ns) { return ns * 1e-6; }
+
+/* How far a step's ranges reach from its start: its window (the union of the stages' step
+ * ranges), which the pictures draw; the step time is the pipeline's period instead. */
+static inline double pp_report_step_extent_ns(const pp_astep *sp)
+{
+    return sp->window_ns > 0 ? sp->window_ns : sp->step_ns;
+}
+
+/* The analyzed step numbered `step`, NULL when it was not analyzed. */
+const pp_astep *pp_report_step_of(const pp_analysis *a, int64_t step);
+/* The kept steps, at most max_steps of them (0: no cap). PP_ERR_INVALID when nothing was kept. */
+pp_status pp_report_window_of(const pp_analysis *a, int64_t max_steps, pp_report_window *w);
+
+#endif /* PP_REPORT_INTERNAL_H */
