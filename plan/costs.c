@@ -6,7 +6,6 @@
 
 #include <cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,90 +170,11 @@ pp_status pp_costs_load(const char *path, pp_costs **out)
 {
     *out = NULL;
     char *text = NULL;
-    size_t len = 0;
-    pp_status st = pp_read_file(path, &text, &len);
-    if (st != PP_OK)
-        return pp_error_wrap(st, "cost file");
-    if (strlen(text) != len)
-        st = PP_ERR(PP_ERR_INVALID, "cost file '%s': contains a NUL byte at offset %zu", path,
-                    strlen(text));
-    else
+    pp_status st = pp_json_file_read(path, "cost file", &text);
+    if (st == PP_OK)
         st = pp_costs_parse(text, path, out);
     free(text);
     return st;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Writing: a small growing text buffer, so numbers are formatted exactly and each layer    */
-/* stays on one line                                                                         */
-/* ---------------------------------------------------------------------------------------- */
-
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} text_buf;
-
-static void tb_printf(text_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tb_printf(text_buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->p && (size_t)w < b->cap - b->len) {
-            b->len += (size_t)w;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len <= (size_t)w)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->failed = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-}
-
-/* The shortest %g form that reads back as exactly x (at most 17 significant digits). */
-static void fmt_double(char *buf, size_t cap, double x)
-{
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x)
-            return;
-    }
-}
-
-static void tb_number(text_buf *b, const char *key, double x)
-{
-    char num[40];
-    fmt_double(num, sizeof num, x);
-    tb_printf(b, "\"%s\": %s", key, num);
-}
-
-static void tb_string(text_buf *b, const char *s)
-{
-    tb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            tb_printf(b, "\\%c", *c);
-        else if (*c < 0x20)
-            tb_printf(b, "\\u%04x", *c);
-        else
-            tb_printf(b, "%c", *c);
-    }
-    tb_printf(b, "\"");
 }
 
 static int ok_time(double x) { return isfinite(x) && x >= 0; }
@@ -296,47 +216,43 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     return PP_OK;
 }
 
+/* Each layer on one line; times with the digits that read back exactly. */
+static pp_status costs_fill(pp_json_writer *w, const void *ctx)
+{
+    const pp_costs *c = ctx;
+    pp_json_object(w, NULL);
+    pp_json_put_int(w, "version", 1);
+    if (c->microbatch_size > 0)
+        pp_json_put_int(w, "microbatch_size", c->microbatch_size);
+    pp_json_put_exact(w, "p2p_GBps", c->p2p_GBps);
+    pp_json_put_exact(w, "p2p_latency_us", c->p2p_latency_us);
+    pp_json_put_exact(w, "optimizer_us", c->optimizer_us);
+    pp_json_array(w, "layers");
+    for (int i = 0; i < c->n_layers; i++) {
+        const pp_layer_cost *l = &c->layers[i];
+        pp_json_object_inline(w, NULL);
+        pp_json_put_str(w, "name", l->name);
+        pp_json_put_exact(w, "fwd_us", l->fwd_us);
+        pp_json_put_exact(w, "bwd_us", l->bwd_us);
+        if (l->has_split) {
+            pp_json_put_exact(w, "bwd_input_us", l->bwd_input_us);
+            pp_json_put_exact(w, "bwd_weight_us", l->bwd_weight_us);
+        }
+        pp_json_put_uint(w, "activation_bytes", l->activation_bytes);
+        pp_json_put_uint(w, "param_bytes", l->param_bytes);
+        pp_json_end(w);
+    }
+    pp_json_end(w);
+    pp_json_end(w);
+    return pp_json_writer_status(w);
+}
+
 pp_status pp_costs_write(const pp_costs *c, const char *path)
 {
     pp_status st = check_for_write(c, path);
     if (st != PP_OK)
         return st;
-    text_buf b = {0};
-    tb_printf(&b, "{\n  \"version\": 1,\n");
-    if (c->microbatch_size > 0)
-        tb_printf(&b, "  \"microbatch_size\": %d,\n", c->microbatch_size);
-    tb_printf(&b, "  ");
-    tb_number(&b, "p2p_GBps", c->p2p_GBps);
-    tb_printf(&b, ",\n  ");
-    tb_number(&b, "p2p_latency_us", c->p2p_latency_us);
-    tb_printf(&b, ",\n  ");
-    tb_number(&b, "optimizer_us", c->optimizer_us);
-    tb_printf(&b, ",\n  \"layers\": [\n");
-    for (int i = 0; i < c->n_layers; i++) {
-        const pp_layer_cost *l = &c->layers[i];
-        tb_printf(&b, "    {\"name\": ");
-        tb_string(&b, l->name);
-        tb_printf(&b, ", ");
-        tb_number(&b, "fwd_us", l->fwd_us);
-        tb_printf(&b, ", ");
-        tb_number(&b, "bwd_us", l->bwd_us);
-        if (l->has_split) {
-            tb_printf(&b, ", ");
-            tb_number(&b, "bwd_input_us", l->bwd_input_us);
-            tb_printf(&b, ", ");
-            tb_number(&b, "bwd_weight_us", l->bwd_weight_us);
-        }
-        tb_printf(&b, ", \"activation_bytes\": %llu, \"param_bytes\": %llu}%s\n",
-                  (unsigned long long)l->activation_bytes, (unsigned long long)l->param_bytes,
-                  i + 1 < c->n_layers ? "," : "");
-    }
-    tb_printf(&b, "  ]\n}\n");
-    if (b.failed)
-        st = PP_ERR(PP_ERR_NOMEM, "cost file '%s': cannot build the text", path);
-    else
-        st = pp_write_file_atomic(path, b.p, b.len);
-    free(b.p);
-    return st;
+    return pp_json_file_write(path, "cost file", PP_JSON_PRETTY, costs_fill, c);
 }
 
 pp_status pp_costs_uniform(int n_layers, double fwd_us, double bwd_us, uint64_t act_bytes,

@@ -169,37 +169,43 @@ pp_status pp_plan_load(const char *path, pp_plan *out)
 {
     memset(out, 0, sizeof *out);
     char *text = NULL;
-    size_t len = 0;
-    pp_status st = pp_read_file(path, &text, &len);
-    if (st != PP_OK)
-        return pp_error_wrap(st, "plan");
-    if (strlen(text) != len)
-        st = PP_ERR(PP_ERR_INVALID, "plan '%s': contains a NUL byte at offset %zu", path,
-                    strlen(text));
-    else
+    pp_status st = pp_json_file_read(path, "plan", &text);
+    if (st == PP_OK)
         st = pp_plan_parse(text, path, out);
     free(text);
     return st;
 }
 
-/* A JSON number that reads back as exactly x: the shortest of 15 to 17 significant digits.
- * cJSON's own printer is not used for numbers so integers above 2^31 stay plain integers. */
-static cJSON *raw_double(double x)
+/* The plan file keeps the layout cJSON_Print gave it (tabs; the boundaries on one line). */
+static pp_status plan_fill(pp_json_writer *w, const void *ctx)
 {
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x)
-            break;
+    const pp_plan *p = ctx;
+    pp_json_object(w, NULL);
+    pp_json_put_int(w, "version", 1);
+    pp_json_put_int(w, "num_layers", p->num_layers);
+    pp_json_put_int(w, "stages", p->partition.S);
+    pp_json_put_int(w, "virtual_stages", p->partition.v);
+    pp_json_array_inline(w, "boundaries");
+    for (int i = 0; i <= p->partition.P; i++)
+        pp_json_put_int(w, NULL, p->partition.bounds[i]);
+    pp_json_end(w);
+    pp_json_put_str(w, "schedule", p->schedule);
+    pp_json_put_int(w, "microbatches", p->microbatches);
+    if (p->microbatch_size > 0)
+        pp_json_put_int(w, "microbatch_size", p->microbatch_size);
+    pp_json_put_uint(w, "memory_limit_bytes", p->memory_limit_bytes);
+    if (p->predicted_step_ms >= 0 || p->predicted_bubble >= 0) {
+        pp_json_object(w, "predicted");
+        if (p->predicted_step_ms >= 0)
+            pp_json_put_exact(w, "step_ms", p->predicted_step_ms);
+        if (p->predicted_bubble >= 0)
+            pp_json_put_exact(w, "bubble_ratio", p->predicted_bubble);
+        pp_json_end(w);
     }
-    return cJSON_CreateRaw(buf);
-}
-
-static cJSON *raw_u64(uint64_t x)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)x);
-    return cJSON_CreateRaw(buf);
+    if (p->baseline[0])
+        pp_json_put_str(w, "baseline", p->baseline);
+    pp_json_end(w);
+    return pp_json_writer_status(w);
 }
 
 pp_status pp_plan_write(const pp_plan *p, const char *path)
@@ -235,52 +241,9 @@ pp_status pp_plan_write(const pp_plan *p, const char *path)
     if (strnlen(p->baseline, sizeof p->baseline) == sizeof p->baseline)
         return PP_ERR(PP_ERR_INVALID, "plan '%s': baseline is not terminated", path);
 
-    char *text = NULL;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arr = NULL, *pred = NULL;
-    int ok = root != NULL;
-    ok = ok && cJSON_AddItemToObject(root, "version", raw_u64(1));
-    ok = ok && cJSON_AddItemToObject(root, "num_layers", raw_u64((uint64_t)p->num_layers));
-    ok = ok && cJSON_AddItemToObject(root, "stages", raw_u64((uint64_t)p->partition.S));
-    ok = ok && cJSON_AddItemToObject(root, "virtual_stages", raw_u64((uint64_t)p->partition.v));
-    ok = ok && (arr = cJSON_AddArrayToObject(root, "boundaries")) != NULL;
-    for (int i = 0; ok && i <= p->partition.P; i++)
-        ok = cJSON_AddItemToArray(arr, raw_u64((uint64_t)p->partition.bounds[i]));
-    ok = ok && cJSON_AddStringToObject(root, "schedule", k_schedules[k]) != NULL;
-    ok = ok && cJSON_AddItemToObject(root, "microbatches", raw_u64((uint64_t)p->microbatches));
-    if (p->microbatch_size > 0)
-        ok = ok &&
-             cJSON_AddItemToObject(root, "microbatch_size", raw_u64((uint64_t)p->microbatch_size));
-    ok = ok && cJSON_AddItemToObject(root, "memory_limit_bytes", raw_u64(p->memory_limit_bytes));
-    if (p->predicted_step_ms >= 0 || p->predicted_bubble >= 0) {
-        ok = ok && (pred = cJSON_AddObjectToObject(root, "predicted")) != NULL;
-        if (p->predicted_step_ms >= 0)
-            ok = ok && cJSON_AddItemToObject(pred, "step_ms", raw_double(p->predicted_step_ms));
-        if (p->predicted_bubble >= 0)
-            ok = ok && cJSON_AddItemToObject(pred, "bubble_ratio", raw_double(p->predicted_bubble));
-    }
-    if (p->baseline[0])
-        ok = ok && cJSON_AddStringToObject(root, "baseline", p->baseline) != NULL;
-    ok = ok && (text = cJSON_Print(root)) != NULL;
-    if (!ok) {
-        st = PP_ERR(PP_ERR_NOMEM, "plan '%s': cannot build the text", path);
-        goto done;
-    }
-    /* A copy with a trailing newline, as text files end. */
-    size_t len = strlen(text);
-    char *file = malloc(len + 1);
-    if (!file) {
-        st = PP_ERR(PP_ERR_NOMEM, "plan '%s': cannot build the text", path);
-        goto done;
-    }
-    memcpy(file, text, len);
-    file[len] = '\n';
-    st = pp_write_file_atomic(path, file, len + 1);
-    free(file);
-done:
-    cJSON_free(text);
-    cJSON_Delete(root);
-    return st;
+    pp_plan named = *p; /* the schedule written as the schedule module spells it */
+    snprintf(named.schedule, sizeof named.schedule, "%s", k_schedules[k]);
+    return pp_json_file_write(path, "plan", PP_JSON_TABS, plan_fill, &named);
 }
 
 void pp_plan_free(pp_plan *p)
