@@ -334,10 +334,7 @@ static void put_shape(pp_json_writer *w, const pp_check_shape *s)
 static void put_metric(pp_json_writer *w, const pp_check_metric *m)
 {
     pp_json_object_inline(w, NULL);
-    pp_json_put_str(w, "name", m->name);
-    pp_json_put_str(w, "family", pp_check_kind_name(m->kind));
-    pp_json_put_str(w, "unit", m->unit);
-    pp_json_put_str(w, "better", pp_check_kind_higher_is_better(m->kind) ? "higher" : "lower");
+    pp_check_put_identity(w, m->name, m->kind, m->unit);
     pp_json_put_real(w, "value", m->value);
     pp_json_wrap(w);
     pp_check_sample_stats_t ss;

@@ -6,6 +6,7 @@
 #define PP_CHECK_INTERNAL_H
 
 #include "pp_check.h"
+#include "pp_json.h"
 
 #include <cJSON.h>
 #include <stddef.h>
@@ -38,6 +39,11 @@ pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s
 /* Layer names from an array of strings (baseline) or of objects with "name" (summary). */
 pp_status pp_check_shape_read_layers(const cJSON *arr, const char *ctx, const char *key,
                                      pp_check_shape *s);
+
+/* A metric's "name", "family", "unit" and "better" members, as the baseline file and the JSON
+ * report both begin a metric (check_output.c). */
+void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind kind,
+                           const char *unit);
 
 /* ---- the baseline file (check_baseline.c) -------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* check_output.c: pprof-check's verdicts for people and machines (docs/cli/pprof-check.md): the
  * table on stdout, the JSON report (through the common JSON writer), JUnit XML for CI systems and
  * Markdown for pull-request comments. Formats only: every figure comes from pp_check_result. */
-#include "pp_check.h"
+#include "check_internal.h"
 #include "pp_json.h"
 
 #include <math.h>
@@ -57,6 +57,21 @@ static void fmt_p(const pp_check_row *w, char *buf, size_t cap)
         snprintf(buf, cap, "%.4f", w->p_adj);
 }
 
+/* A row's figures as every output prints them. */
+typedef struct cells {
+    char base[32], cur[32], change[32], threshold[32], ci[64], p[32];
+} cells;
+
+static void cells_of(const pp_check_row *w, cells *c)
+{
+    fmt_value(w, w->base, c->base, sizeof c->base);
+    fmt_value(w, w->cur, c->cur, sizeof c->cur);
+    fmt_change(w, w->change, c->change, sizeof c->change);
+    fmt_threshold(w, c->threshold, sizeof c->threshold);
+    fmt_ci(w, c->ci, sizeof c->ci);
+    fmt_p(w, c->p, sizeof c->p);
+}
+
 static void names_of(const pp_check_result *r, pp_check_verdict v, char *buf, size_t cap)
 {
     buf[0] = '\0';
@@ -93,16 +108,11 @@ pp_status pp_check_write_table(const pp_check_result *r, FILE *f)
             "current", "change", "threshold", ci_head, r->holm ? "p (Holm)" : "p", "verdict");
     for (size_t i = 0; i < r->n_rows; i++) {
         const pp_check_row *w = &r->rows[i];
-        char b[32], c[32], ch[32], th[32], ci[64], p[32];
-        fmt_value(w, w->base, b, sizeof b);
-        fmt_value(w, w->cur, c, sizeof c);
-        fmt_change(w, w->change, ch, sizeof ch);
-        fmt_threshold(w, th, sizeof th);
-        fmt_ci(w, ci, sizeof ci);
-        fmt_p(w, p, sizeof p);
+        cells x;
+        cells_of(w, &x);
         const char *verdict = pp_check_verdict_name(w->verdict);
         fprintf(f, "%-28s %-9s %11s %11s %9s %9s  %-22s %9s  %s\n", w->name,
-                w->absolute ? "%" : w->unit, b, c, ch, th, ci, p,
+                w->absolute ? "%" : w->unit, x.base, x.cur, x.change, x.threshold, x.ci, x.p,
                 w->verdict == PP_VERDICT_REGRESSION ? "REGRESSION" : verdict);
     }
     if (r->notes[0]) {
@@ -153,14 +163,20 @@ static void json_names(pp_json_writer *w, const char *key, const pp_check_result
     pp_json_end(w);
 }
 
+void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind kind,
+                           const char *unit)
+{
+    pp_json_put_str(w, "name", name);
+    pp_json_put_str(w, "family", pp_check_kind_name(kind));
+    pp_json_put_str(w, "unit", unit);
+    pp_json_put_str(w, "better", pp_check_kind_higher_is_better(kind) ? "higher" : "lower");
+}
+
 /* One row on two lines: the metric and its change, then the test. */
 static void json_row(pp_json_writer *w, const pp_check_row *r)
 {
     pp_json_object_inline(w, NULL);
-    pp_json_put_str(w, "name", r->name);
-    pp_json_put_str(w, "family", pp_check_kind_name(r->kind));
-    pp_json_put_str(w, "unit", r->unit);
-    pp_json_put_str(w, "better", r->higher_is_better ? "higher" : "lower");
+    pp_check_put_identity(w, r->name, r->kind, r->unit);
     pp_json_put_real(w, "baseline", r->base);
     pp_json_put_real(w, "current", r->cur);
     pp_json_put_real(w, "change", r->change);
@@ -256,17 +272,12 @@ static void xml_escape(FILE *f, const char *s)
 /* "change +5.1% (threshold 3%), 99% interval [...], p (Holm) 1e-8, n 24 vs 24" */
 static void row_summary(const pp_check_row *w, double alpha, char *buf, size_t cap)
 {
-    char b[32], c[32], ch[32], th[32], ci[64], p[32];
-    fmt_value(w, w->base, b, sizeof b);
-    fmt_value(w, w->cur, c, sizeof c);
-    fmt_change(w, w->change, ch, sizeof ch);
-    fmt_threshold(w, th, sizeof th);
-    fmt_ci(w, ci, sizeof ci);
-    fmt_p(w, p, sizeof p);
+    cells x;
+    cells_of(w, &x);
     snprintf(buf, cap, "%s: %s -> %s %s, change %s (threshold %s), %g%% interval %s, p %s, "
                        "%zu vs %zu steps",
-             pp_check_verdict_name(w->verdict), b, c, w->absolute ? "%" : w->unit, ch, th,
-             (1 - alpha) * 100, ci, p, w->n_base, w->n_cur);
+             pp_check_verdict_name(w->verdict), x.base, x.cur, w->absolute ? "%" : w->unit,
+             x.change, x.threshold, (1 - alpha) * 100, x.ci, x.p, w->n_base, w->n_cur);
 }
 
 pp_status pp_check_write_junit(const pp_check_result *r, FILE *f)
@@ -363,18 +374,13 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
             (1 - r->alpha) * 100, r->holm ? " (Holm)" : "");
     for (size_t i = 0; i < r->n_rows; i++) {
         const pp_check_row *w = &r->rows[i];
-        char b[32], c[32], ch[32], th[32], ci[64], p[32];
-        fmt_value(w, w->base, b, sizeof b);
-        fmt_value(w, w->cur, c, sizeof c);
-        fmt_change(w, w->change, ch, sizeof ch);
-        fmt_threshold(w, th, sizeof th);
-        fmt_ci(w, ci, sizeof ci);
-        fmt_p(w, p, sizeof p);
+        cells x;
+        cells_of(w, &x);
         const char *unit = w->absolute ? "" : w->unit;
         fputs("| ", f);
         md_text(f, w->name);
-        fprintf(f, " | %s %s | %s %s | %s | %s | %s | %s | %s%s%s |\n", b, unit, c, unit, ch, th,
-                ci, p, w->verdict == PP_VERDICT_REGRESSION ? "**" : "",
+        fprintf(f, " | %s %s | %s %s | %s | %s | %s | %s | %s%s%s |\n", x.base, unit, x.cur,
+                unit, x.change, x.threshold, x.ci, x.p, w->verdict == PP_VERDICT_REGRESSION ? "**" : "",
                 pp_check_verdict_name(w->verdict),
                 w->verdict == PP_VERDICT_REGRESSION ? "**" : "");
     }

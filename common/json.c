@@ -147,34 +147,35 @@ pp_status pp_json_need_array(const cJSON *it, const char *ctx, const char *key)
     return PP_OK;
 }
 
+/* obj's member key unless it is absent or null. */
+static const cJSON *given(const cJSON *obj, const char *key)
+{
+    const cJSON *it = pp_json_member(obj, key);
+    return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
 pp_status pp_json_opt_real(const cJSON *obj, const char *ctx, const char *key, double lo,
                            double hi, double dflt, double *out)
 {
-    const cJSON *it = pp_json_member(obj, key);
-    if (!it || cJSON_IsNull(it)) {
-        *out = dflt;
-        return PP_OK;
-    }
-    return pp_json_get_real(it, ctx, key, lo, hi, out);
+    const cJSON *it = given(obj, key);
+    *out = dflt;
+    return it ? pp_json_get_real(it, ctx, key, lo, hi, out) : PP_OK;
 }
 
 pp_status pp_json_opt_int(const cJSON *obj, const char *ctx, const char *key, double lo,
                           double hi, double dflt, double *out)
 {
-    const cJSON *it = pp_json_member(obj, key);
-    if (!it || cJSON_IsNull(it)) {
-        *out = dflt;
-        return PP_OK;
-    }
-    return pp_json_get_int(it, ctx, key, lo, hi, out);
+    const cJSON *it = given(obj, key);
+    *out = dflt;
+    return it ? pp_json_get_int(it, ctx, key, lo, hi, out) : PP_OK;
 }
 
 pp_status pp_json_opt_string(const cJSON *obj, const char *ctx, const char *key, char *buf,
                              size_t cap)
 {
-    const cJSON *it = pp_json_member(obj, key);
+    const cJSON *it = given(obj, key);
     buf[0] = '\0';
-    if (!it || cJSON_IsNull(it))
+    if (!it)
         return PP_OK;
     if (!cJSON_IsString(it))
         return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" must be a string (got %s)", ctx, key,

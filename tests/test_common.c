@@ -192,6 +192,15 @@ Test(common, checked_sizes_refuse_products_that_overflow)
 
 #include "pp_json.h"
 
+/* A writer on a temporary file. */
+static FILE *writer_on_tmpfile(pp_json_writer *w, pp_json_layout layout)
+{
+    FILE *f = tmpfile();
+    cr_assert(f);
+    pp_json_writer_init(w, f, "a test", layout);
+    return f;
+}
+
 /* What a writer wrote to a temporary file, as a string (the caller frees it). */
 static char *written(FILE *f)
 {
@@ -205,12 +214,19 @@ static char *written(FILE *f)
     return s;
 }
 
+/* Finishes w and compares what it wrote to f with want. */
+static void expect_written(pp_json_writer *w, FILE *f, const char *want)
+{
+    cr_assert_eq(pp_json_writer_finish(w), PP_OK);
+    char *s = written(f);
+    cr_assert_str_eq(s, want);
+    free(s);
+}
+
 Test(json_write, strings_are_escaped_and_invalid_utf8_replaced)
 {
-    FILE *f = tmpfile();
-    cr_assert(f);
     pp_json_writer w;
-    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    FILE *f = writer_on_tmpfile(&w, PP_JSON_PRETTY);
     pp_json_array_inline(&w, NULL);
     pp_json_put_str(&w, NULL, "q\"b\\n\nt\tr\rb\bf\f\x01\x1f");
     pp_json_put_str(&w, NULL, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* kept as they are */
@@ -233,10 +249,8 @@ Test(json_write, strings_are_escaped_and_invalid_utf8_replaced)
 
 Test(json_write, numbers_have_fixed_formats_and_non_finite_is_null)
 {
-    FILE *f = tmpfile();
-    cr_assert(f);
     pp_json_writer w;
-    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    FILE *f = writer_on_tmpfile(&w, PP_JSON_PRETTY);
     pp_json_object_inline(&w, NULL);
     pp_json_put_real(&w, "a", 1.0 / 3);
     pp_json_put_real(&w, "neg0", -0.0);
@@ -253,21 +267,17 @@ Test(json_write, numbers_have_fixed_formats_and_non_finite_is_null)
     pp_json_put_bool(&w, "t", 1);
     pp_json_put_null(&w, "n");
     pp_json_end(&w);
-    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
-    char *s = written(f);
-    cr_assert_str_eq(s, "{\"a\": 0.3333333333, \"neg0\": 0, \"nan\": null, \"inf\": null, "
-                        "\"zero\": null, \"pos\": 2.5, \"g\": 0.00123457, \"us\": -0.000, "
-                        "\"x\": 0.30000000000000004, \"big\": 9007199254740992, \"i\": -42, "
-                        "\"u\": 18446744073709551615, \"t\": true, \"n\": null}\n");
-    free(s);
+    expect_written(&w, f,
+                   "{\"a\": 0.3333333333, \"neg0\": 0, \"nan\": null, \"inf\": null, "
+                   "\"zero\": null, \"pos\": 2.5, \"g\": 0.00123457, \"us\": -0.000, "
+                   "\"x\": 0.30000000000000004, \"big\": 9007199254740992, \"i\": -42, "
+                   "\"u\": 18446744073709551615, \"t\": true, \"n\": null}\n");
 }
 
 Test(json_write, pretty_layout_nests_blocks_inline_records_and_wraps)
 {
-    FILE *f = tmpfile();
-    cr_assert(f);
     pp_json_writer w;
-    pp_json_writer_init(&w, f, "a test", PP_JSON_PRETTY);
+    FILE *f = writer_on_tmpfile(&w, PP_JSON_PRETTY);
     pp_json_object(&w, NULL);
     pp_json_put_int(&w, "version", 1);
     pp_json_array(&w, "rows");
@@ -286,13 +296,11 @@ Test(json_write, pretty_layout_nests_blocks_inline_records_and_wraps)
     pp_json_object(&w, "empty");
     pp_json_end(&w);
     pp_json_end(&w);
-    cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
-    char *s = written(f);
-    cr_assert_str_eq(s, "{\n  \"version\": 1,\n  \"rows\": [\n"
-                        "    {\"i\": 0, \"inner\": {\"k\": 7},\n     \"xs\": []},\n"
-                        "    {\"i\": 1, \"inner\": {\"k\": 7},\n     \"xs\": []}\n  ],\n"
-                        "  \"empty\": {}\n}\n");
-    free(s);
+    expect_written(&w, f,
+                   "{\n  \"version\": 1,\n  \"rows\": [\n"
+                   "    {\"i\": 0, \"inner\": {\"k\": 7},\n     \"xs\": []},\n"
+                   "    {\"i\": 1, \"inner\": {\"k\": 7},\n     \"xs\": []}\n  ],\n"
+                   "  \"empty\": {}\n}\n");
 }
 
 Test(json_write, tabs_layout_is_what_cjson_print_gives)
@@ -316,10 +324,8 @@ Test(json_write, tabs_layout_is_what_cjson_print_gives)
     cJSON_AddObjectToObject(pred, "none");
     char *want = cJSON_Print(root);
 
-    FILE *f = tmpfile();
-    cr_assert(f);
     pp_json_writer w;
-    pp_json_writer_init(&w, f, "a test", PP_JSON_TABS);
+    FILE *f = writer_on_tmpfile(&w, PP_JSON_TABS);
     pp_json_object(&w, NULL);
     pp_json_put_int(&w, "version", 1);
     pp_json_array_inline(&w, "bounds");
