@@ -6,7 +6,7 @@
  * single-stage trainer's results, or (PP_HAVE_CUDA) CUDA kernels on the stage's own stream with
  * every tensor in device memory. On a device every op is only enqueued; the host waits for the
  * stream once per step, when the executor asks for the gradient statistics. */
-#include "pp_exec.h"
+#include "pp_backend.h"
 #include "pp_nvtx.h"
 
 #ifdef PP_HAVE_CUDA
@@ -325,22 +325,94 @@ static pp_status chunk_to_device(cpu_backend *cb, cpu_chunk *ch)
 #endif
 }
 
+/* The arguments compute_create checks before it allocates anything. */
+static pp_status check_create_args(const pp_model_config *cfg, const pp_partition *part,
+                                   int stage, int mb_B, int n_slots, const pp_kops *host,
+                                   const char *name)
+{
+    if (host && host->on_device)
+        return PP_ERR(PP_ERR_INVALID, "cpu backend: the %s kernel table is not a host table",
+                      host->name);
+    if (part->L != pp_model_config_num_layers(cfg))
+        return PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the model's %d",
+                      part->L, pp_model_config_num_layers(cfg));
+    if (stage < 0 || stage >= part->S || n_slots < 1 || mb_B < 1)
+        return PP_ERR(PP_ERR_INVALID, "%s backend: bad stage %d, slots %d or batch %d", name,
+                      stage, n_slots, mb_B);
+    return PP_OK;
+}
+
+/* One chunk: its model slice with initial parameters, its optimizer, the tensors in the
+ * table's memory, and n_slots activation sets of mb_B sequences per layer. */
+static pp_status chunk_create(cpu_backend *cb, cpu_chunk *ch, const pp_partition *part,
+                              const pp_adamw_config *opt, uint64_t seed, int n_slots)
+{
+    int stage = cb->base.stage;
+    pp_status st = pp_model_create(&cb->cfg, part->bounds[ch->piece],
+                                   part->bounds[ch->piece + 1], &ch->model);
+    if (st != PP_OK)
+        return st;
+    pp_model_init_params(ch->model, seed);
+    if ((st = pp_optimizer_create(opt, ch->model, &ch->opt)) != PP_OK)
+        return st;
+    if (cb->owned) {
+        if ((st = chunk_to_device(cb, ch)) != PP_OK)
+            return st;
+    } else {
+        ch->layers = ch->model->layers;
+        ch->params = ch->model->params;
+        ch->grads = ch->model->grads;
+        ch->m = ch->opt->m;
+        ch->v = ch->opt->v;
+    }
+    int nl = ch->model->n_layers;
+    ch->acts = pp_alloc(sizeof(pp_layer_acts *) * (size_t)n_slots * nl);
+    if (!ch->acts)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's activations", stage);
+    for (int sl = 0; sl < n_slots; sl++)
+        for (int li = 0; li < nl; li++) {
+            st = pp_layer_acts_create_k(&ch->layers[li], cb->mb_B, cb->k,
+                                        &ch->acts[(size_t)sl * nl + li]);
+            if (st != PP_OK)
+                return st;
+        }
+    return PP_OK;
+}
+
+/* A device table's token staging: max_M micro-batches of tokens and targets on the device,
+ * their pinned host copy, and the loss accumulator. */
+static pp_status device_buffers_create(cpu_backend *cb, int max_M)
+{
+#ifdef PP_HAVE_CUDA
+    size_t per = (size_t)cb->mb_B * cb->cfg.seq_len;
+    cb->max_M = max_M;
+    cb->dtok = cb->k->alloc(cb->k->ctx, 2 * (size_t)max_M * per * sizeof(int32_t));
+    cb->htok = pp_cuda_host_alloc(2 * (size_t)max_M * per * sizeof(int32_t));
+    cb->dloss = cb->k->alloc(cb->k->ctx, sizeof(float));
+    cb->hloss = pp_cuda_host_alloc(sizeof(float));
+    cb->dmbs = pp_alloc(sizeof(pp_microbatch) * (size_t)max_M);
+    if (!cb->dtok || !cb->htok || !cb->dloss || !cb->hloss || !cb->dmbs)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's token buffers",
+                      cb->base.stage);
+    for (int m = 0; m < max_M; m++)
+        cb->dmbs[m] = (pp_microbatch){.B = cb->mb_B, .tokens = cb->dtok + 2 * m * per,
+                                      .targets = cb->dtok + (2 * m + 1) * per};
+    return PP_OK;
+#else
+    (void)max_M;
+    return PP_ERR(PP_ERR_INVALID, "stage %d: this build has no CUDA", cb->base.stage);
+#endif
+}
+
+/* The cpu backend (device NULL, on host or the cpu table) or the cuda backend (device: the
+ * stage's table, owned from here on even on failure). */
 static pp_status compute_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
                                 pp_kops *device, const pp_kops *host, int max_M,
                                 pp_stage_backend **out)
 {
-    pp_status st = PP_OK;
-    const char *name = device ? "cuda" : "cpu";
-    if (host && host->on_device)
-        st = PP_ERR(PP_ERR_INVALID, "cpu backend: the %s kernel table is not a host table",
-                    host->name);
-    else if (part->L != pp_model_config_num_layers(cfg))
-        st = PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the model's %d",
-                    part->L, pp_model_config_num_layers(cfg));
-    else if (stage < 0 || stage >= part->S || n_slots < 1 || mb_B < 1)
-        st = PP_ERR(PP_ERR_INVALID, "%s backend: bad stage %d, slots %d or batch %d", name,
-                    stage, n_slots, mb_B);
+    pp_status st =
+        check_create_args(cfg, part, stage, mb_B, n_slots, host, device ? "cuda" : "cpu");
     cpu_backend *cb = st == PP_OK ? pp_alloc(sizeof *cb) : NULL;
     if (!cb) {
 #ifdef PP_HAVE_CUDA
@@ -348,14 +420,10 @@ static pp_status compute_create(const pp_model_config *cfg, const pp_partition *
 #endif
         return st != PP_OK ? st : PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
     }
-    cb->base.ops = &k_cpu_ops;
-    cb->base.stage = stage;
-    cb->base.n_chunks = part->v;
-    cb->base.n_slots = n_slots;
-    cb->base.carries_data = 1;
+    cb->base = (pp_stage_backend){.ops = &k_cpu_ops, .stage = stage, .n_chunks = part->v,
+                                  .n_slots = n_slots, .carries_data = 1, .mem = device};
     cb->owned = device;
     cb->k = device ? device : host ? host : &pp_kops_cpu;
-    cb->base.mem = device;
     cb->cfg = *cfg;
     cb->S = part->S;
     cb->P = part->P;
@@ -366,60 +434,14 @@ static pp_status compute_create(const pp_model_config *cfg, const pp_partition *
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
         goto fail;
     }
-    for (int c = 0; c < part->v; c++) {
-        cpu_chunk *ch = &cb->chunks[c];
-        ch->piece = c * part->S + stage;
-        st = pp_model_create(cfg, part->bounds[ch->piece], part->bounds[ch->piece + 1],
-                             &ch->model);
-        if (st != PP_OK)
-            goto fail;
-        pp_model_init_params(ch->model, seed);
-        if ((st = pp_optimizer_create(opt, ch->model, &ch->opt)) != PP_OK)
-            goto fail;
-        if (device) {
-            if ((st = chunk_to_device(cb, ch)) != PP_OK)
-                goto fail;
-        } else {
-            ch->layers = ch->model->layers;
-            ch->params = ch->model->params;
-            ch->grads = ch->model->grads;
-            ch->m = ch->opt->m;
-            ch->v = ch->opt->v;
-        }
-        size_t n = (size_t)n_slots * ch->model->n_layers;
-        ch->acts = pp_alloc(sizeof(pp_layer_acts *) * n);
-        if (!ch->acts) {
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's activations", stage);
-            goto fail;
-        }
-        for (int sl = 0; sl < n_slots; sl++)
-            for (int li = 0; li < ch->model->n_layers; li++) {
-                st = pp_layer_acts_create_k(&ch->layers[li], mb_B, cb->k,
-                                            &ch->acts[(size_t)sl * ch->model->n_layers + li]);
-                if (st != PP_OK)
-                    goto fail;
-            }
+    for (int c = 0; c < part->v && st == PP_OK; c++) {
+        cb->chunks[c].piece = c * part->S + stage;
+        st = chunk_create(cb, &cb->chunks[c], part, opt, seed, n_slots);
     }
-#ifdef PP_HAVE_CUDA
-    if (device) {
-        size_t per = (size_t)mb_B * cfg->seq_len;
-        cb->max_M = max_M;
-        cb->dtok = cb->k->alloc(cb->k->ctx, 2 * (size_t)max_M * per * sizeof(int32_t));
-        cb->htok = pp_cuda_host_alloc(2 * (size_t)max_M * per * sizeof(int32_t));
-        cb->dloss = cb->k->alloc(cb->k->ctx, sizeof(float));
-        cb->hloss = pp_cuda_host_alloc(sizeof(float));
-        cb->dmbs = pp_alloc(sizeof(pp_microbatch) * (size_t)max_M);
-        if (!cb->dtok || !cb->htok || !cb->dloss || !cb->hloss || !cb->dmbs) {
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's token buffers", stage);
-            goto fail;
-        }
-        for (int m = 0; m < max_M; m++)
-            cb->dmbs[m] = (pp_microbatch){.B = mb_B, .tokens = cb->dtok + 2 * m * per,
-                                          .targets = cb->dtok + (2 * m + 1) * per};
-    }
-#else
-    (void)max_M;
-#endif
+    if (st == PP_OK && device)
+        st = device_buffers_create(cb, max_M);
+    if (st != PP_OK)
+        goto fail;
     *out = &cb->base;
     return PP_OK;
 fail:
@@ -442,20 +464,23 @@ pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partit
     return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, k, 0, out);
 }
 
-#ifdef PP_HAVE_CUDA
 pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                  const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
                                  int device, int precision, int max_M, pp_stage_backend **out)
 {
+#ifdef PP_HAVE_CUDA
     pp_kops *k = NULL;
     pp_status st = pp_cuda_kops_create(device, (pp_cuda_precision)precision, &k);
     if (st != PP_OK)
         return pp_error_wrap(st, "stage %d on GPU %d", stage, device);
     return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, NULL, max_M, out);
-}
-
-pp_kops *pp_backend_cuda_kops(pp_stage_backend *b) { return ((cpu_backend *)b)->owned; }
+#else
+    (void)cfg, (void)part, (void)stage, (void)opt, (void)seed, (void)mb_B, (void)n_slots;
+    (void)device, (void)precision, (void)max_M, (void)out;
+    return PP_ERR(PP_ERR_INVALID, "--backend cuda: this build has no CUDA (the CUDA toolkit was "
+                                  "not found at configure time)");
 #endif
+}
 
 pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk)
 {

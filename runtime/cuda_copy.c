@@ -4,7 +4,7 @@
  * `put` (the slot holds the message) and `got` (the receiver has copied it out, so the slot may
  * be refilled). The host never waits for the GPU: it only enqueues copies and event waits. */
 #include "pp_cuda.h"
-#include "pp_exec.h"
+#include "transport_internal.h"
 
 typedef struct cuda_copy {
     pp_copy_ops ops;

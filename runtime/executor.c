@@ -3,7 +3,7 @@
  * sends are queued, compute goes to the stage backend, and the step ends with a global
  * all-reduce (gradient norm, loss, clock) and the optimizer step. The executor knows nothing of
  * tensors' meaning, threads of other processes, or devices: backends and transports do. */
-#include "pp_exec.h"
+#include "pp_executor.h"
 #include "pp_nvtx.h"
 
 #include <errno.h>

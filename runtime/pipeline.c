@@ -6,10 +6,6 @@
 #include "pp_nvtx.h"
 #include "trainer_internal.h"
 
-#ifdef PP_HAVE_CUDA
-#include "pp_cuda.h"
-#endif
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +23,9 @@ struct pp_pipe_trainer {
     int32_t *inputs, *targets;
     pp_microbatch *mbs;
     int64_t steps_done;
-    int first_local, n_local; /* the stages this process runs */
+    int first_local, n_local; /* the stages this process runs (the transport says) */
     int dp, replica;          /* data-parallel replicas and the one this process runs */
-    pp_copy_ops *copy;        /* cuda in-process: device copies between the stages' streams */
-    pp_kops **stage_kops;     /* [n_local] their kernel tables (borrowed from the backends) */
+    int mb_B;                 /* sequences per micro-batch of this replica (cpu, cuda) */
 };
 
 /* The tag a message carries, as the executor builds it: (kind, mb, receiving piece). */
@@ -123,12 +118,7 @@ void pp_pipe_trainer_destroy(pp_pipe_trainer *t)
     if (!t)
         return;
     pp_exec_destroy(t->exec);
-    if (t->tp)
-        t->tp->ops->destroy(t->tp);
-#ifdef PP_HAVE_CUDA
-    pp_cuda_copy_ops_destroy(t->copy);
-#endif
-    pp_free(t->stage_kops);
+    pp_transport_destroy(t->tp);
     if (t->have_rep)
         pp_schedule_report_free(&t->rep);
     pp_schedule_destroy(t->sched);
@@ -140,12 +130,304 @@ void pp_pipe_trainer_destroy(pp_pipe_trainer *t)
     pp_free(t);
 }
 
-pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe_trainer **out)
+/* What the backend needs: a model, its layer count and data (cpu, cuda) or a cost file of the
+ * partition's layers (sim). */
+static pp_status check_model(const pp_pipe_config *c, const pp_data *data)
+{
+    pp_status st;
+    if (c->partition.v != c->v)
+        return PP_ERR(PP_ERR_INVALID, "partition has %d chunks per stage, schedule wants %d",
+                      c->partition.v, c->v);
+    if (!computes(c->backend)) {
+        if (!c->costs)
+            return PP_ERR(PP_ERR_INVALID, "the sim backend needs a cost file (--costs FILE)");
+        if (c->partition.L != c->costs->n_layers)
+            return PP_ERR(PP_ERR_INVALID,
+                          "the partition covers %d layers but the cost file has %d",
+                          c->partition.L, c->costs->n_layers);
+        if (c->train.microbatches < 1)
+            return PP_ERR(PP_ERR_INVALID, "microbatches %d must be >= 1", c->train.microbatches);
+        return PP_OK;
+    }
+    if ((st = pp_train_config_validate(&c->train)) != PP_OK)
+        return st;
+    int L = pp_model_config_num_layers(&c->train.model);
+    if (c->partition.L != L)
+        return PP_ERR(PP_ERR_INVALID,
+                      "the partition covers %d layers but the model has %d (embedding, %d "
+                      "blocks, head)",
+                      c->partition.L, L, c->train.model.n_layers);
+    if (!data)
+        return PP_ERR(PP_ERR_INVALID, "the cpu backend needs training data");
+    return PP_OK;
+}
+
+/* What the transport of the table needs of the job: one process per stage for replicas, the
+ * backend whose memory it moves, the batch split over replicas. */
+static pp_status check_transport(const pp_pipe_config *c, const pp_transport_entry *e, int dp)
+{
+    int M = c->train.microbatches;
+    if (dp > 1 && !e->one_stage_per_process)
+        return PP_ERR(PP_ERR_INVALID, "--dp %d: data-parallel replicas need --transport mpi or "
+                                      "nccl (one process per stage and replica)", dp);
+    if (dp > 1 && computes(c->backend) &&
+        (c->train.batch % dp != 0 || (c->train.batch / dp) % M != 0))
+        return PP_ERR(PP_ERR_INVALID,
+                      "--batch %d must split into %d replicas of %d micro-batches each (a "
+                      "multiple of %d)",
+                      c->train.batch, dp, M, dp * M);
+    return PP_OK;
+}
+
+/* The checks that need the schedule: in-order transports want FIFO links; device gradients of
+ * replicas are summed only by a transport that moves device memory. */
+static pp_status check_transport_fits(const pp_pipe_trainer *t, const pp_transport_entry *e)
+{
+    const pp_pipe_config *c = &t->cfg;
+    if (e->device_only && c->backend != PP_BACKEND_CUDA)
+        return PP_ERR(PP_ERR_INVALID, "--transport %s moves GPU memory: it needs --backend cuda",
+                      e->name);
+    char why[256] = "";
+    if (e->in_order && !pp_schedule_links_fifo(t->sched, why, sizeof why))
+        return PP_ERR(PP_ERR_INVALID,
+                      "--transport %s: the %s schedule receives out of send order (%s); %s "
+                      "matches messages in order: use --transport mpi or another schedule",
+                      e->name, pp_schedule_kind_name(c->schedule), why, e->name);
+    if (c->backend == PP_BACKEND_CUDA && t->dp > 1 && !e->device_only)
+        return PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradients live on the GPUs, "
+                                      "their all-reduce needs --transport nccl");
+    return PP_OK;
+}
+
+static pp_status make_schedule(pp_pipe_trainer *t)
+{
+    const pp_pipe_config *c = &t->cfg;
+    pp_status st = pp_schedule_create(c->schedule, t->part.S, c->train.microbatches, c->v,
+                                      &t->sched);
+    if (st != PP_OK)
+        return st;
+    if ((st = pp_schedule_validate(t->sched, &t->rep)) != PP_OK)
+        return pp_error_wrap(st, "internal error: the %s schedule failed validation",
+                             pp_schedule_kind_name(c->schedule));
+    t->have_rep = 1;
+    return PP_OK;
+}
+
+/* The transport of the table, sized by the validator's bounds: a mailbox must hold every
+ * message its link can have queued at once, so a send never blocks and the schedule's deadlock
+ * freedom carries over to the bounded transport. It says which stages this process runs. */
+static pp_status make_transport(pp_pipe_trainer *t)
+{
+    const pp_pipe_config *c = &t->cfg;
+    int S = t->part.S, capacity = 1;
+    for (int s = 0; s < S; s++) {
+        int need = t->rep.peak_queued_act[s] + t->rep.peak_queued_grad[s];
+        capacity = need > capacity ? need : capacity;
+    }
+    size_t max_bytes =
+        computes(c->backend)
+            ? (size_t)t->mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float)
+            : 0;
+    pp_transport_params p = {.S = S, .dp = t->dp, .P = t->part.P, .M = c->train.microbatches,
+                             .capacity = capacity, .max_bytes = max_bytes,
+                             .device_memory = c->backend == PP_BACKEND_CUDA};
+    pp_status st = pp_transport_create(c->transport, &p, &t->tp);
+    if (st != PP_OK)
+        return st;
+    t->first_local = t->tp->first_local;
+    t->n_local = t->tp->n_local;
+    t->replica = t->tp->replica;
+    return PP_OK;
+}
+
+/* Stage s's backend of the configured kind. */
+static pp_status backend_create(const pp_pipe_trainer *t, int s, pp_stage_backend **out)
+{
+    const pp_pipe_config *c = &t->cfg;
+    int M = c->train.microbatches;
+    /* One activation slot per micro-batch-chunk the schedule can hold, plus one for a
+     * receive that lands before its forward runs. */
+    int slots = t->rep.peak_inflight[s] + 1;
+    if (slots > M)
+        slots = M;
+    int split = c->schedule == PP_SCHED_ZBH1;
+    switch (c->backend) {
+    case PP_BACKEND_CPU:
+        return pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt, c->train.seed,
+                                     t->mb_B, slots, out);
+    case PP_BACKEND_CUDA:
+        return pp_backend_cuda_create(&c->train.model, &t->part, s, &c->train.opt,
+                                      c->train.seed, t->mb_B, slots, c->cuda_device,
+                                      c->cuda_precision, M, out);
+    default:
+        return pp_backend_sim_create(c->costs, &t->part, s,
+                                     s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
+                                     out);
+    }
+}
+
+/* The local stages' backends, then the transport attached to where they keep their tensors.
+ * On failure every backend made is destroyed. */
+static pp_status make_backends(pp_pipe_trainer *t, pp_stage_backend **backends)
 {
     pp_status st = PP_OK;
-    pp_stage_backend **backends = NULL;
-    int S = c->partition.S, v = c->v, M = c->train.microbatches;
-    int first = 0, n_local = S;
+    int n = t->n_local;
+    for (int i = 0; i < n && st == PP_OK; i++)
+        st = backend_create(t, t->first_local + i, &backends[i]);
+    if (st == PP_OK && t->tp->ops->attach) {
+        pp_kops **mem = pp_alloc(sizeof(pp_kops *) * (size_t)n);
+        if (!mem)
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stages' kernel tables");
+        for (int i = 0; mem && i < n; i++)
+            mem[i] = backends[i]->mem;
+        if (mem)
+            st = t->tp->ops->attach(t->tp, t->sched, mem, n);
+        pp_free(mem);
+    }
+    if (st != PP_OK)
+        for (int i = 0; i < n; i++)
+            if (backends[i])
+                backends[i]->ops->destroy(backends[i]);
+    return st;
+}
+
+/* The names of the layers as the model or cost file gives them; blk holds the block names. */
+static void layer_names(const pp_pipe_config *c, int L, const char **names, char (*blk)[24])
+{
+    for (int i = 0; i < L; i++) {
+        if (c->backend == PP_BACKEND_SIM)
+            names[i] = c->costs->layers[i].name;
+        else if (i == 0)
+            names[i] = "embedding";
+        else if (i == L - 1)
+            names[i] = "head";
+        else {
+            snprintf(blk[i], 24, "block%d", i - 1);
+            names[i] = blk[i];
+        }
+    }
+}
+
+/* What the analyzer cannot see in the ranges: schedule and batch size. */
+static void mark_config(const pp_pipe_trainer *t)
+{
+    const pp_pipe_config *c = &t->cfg;
+    char cfg[320];
+    /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
+     * needs it all the same */
+    double samples = c->train.batch;
+    double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
+    /* every schedule pptrain runs, for the tuner (docs/nvtx-convention.md); the sim
+     * backend splits the backward (zb-h1) only when its cost file gives both halves */
+    int split = 1;
+    if (c->backend == PP_BACKEND_SIM)
+        for (int i = 0; i < c->costs->n_layers; i++)
+            split &= c->costs->layers[i].has_split != 0;
+    snprintf(cfg, sizeof cfg,
+             "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
+             "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
+             "schedules=gpipe,1f1b,interleaved%s",
+             pp_schedule_kind_name(c->schedule), t->part.S, c->train.microbatches, c->v,
+             t->part.L, samples, tokens, backend_name(c->backend), t->dp, t->replica,
+             split ? ",zb-h1" : "");
+    pp_nvtx_mark_config(cfg);
+}
+
+/* And what each layer weighs, for the tuner's memory model and cost file. */
+static void mark_layers(const pp_pipe_trainer *t, const char **names)
+{
+    const pp_pipe_config *c = &t->cfg;
+    int L = t->part.L;
+    char cfg[320];
+    size_t io = computes(c->backend) ? (size_t)t->mb_B * c->train.model.seq_len *
+                                           c->train.model.d_model * sizeof(float)
+                                     : 0;
+    for (int i = 0; i < L; i++) {
+        unsigned long long params = 0, acts = 0;
+        if (c->backend == PP_BACKEND_SIM) {
+            params = c->costs->layers[i].param_bytes;
+            acts = c->costs->layers[i].activation_bytes;
+        } else {
+            params = pp_model_config_layer_params(&c->train.model, i) * sizeof(float);
+            acts = i == L - 1 ? 0 : io;
+        }
+        snprintf(cfg, sizeof cfg, "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu",
+                 i, names[i], params, acts);
+        pp_nvtx_mark_config(cfg);
+    }
+}
+
+/* The NVTX set-up and configuration marks; the messages name the layers as the model or cost
+ * file does. Nothing is marked when memory for the names is short (profiling never fails a
+ * run). */
+static void announce(const pp_pipe_trainer *t)
+{
+    int L = t->part.L;
+    const char **names = pp_alloc(sizeof(char *) * (size_t)L);
+    char(*blk)[24] = pp_alloc(24 * (size_t)L);
+    if (names && blk) {
+        layer_names(&t->cfg, L, names, blk);
+        pp_nvtx_setup(t->part.S, t->cfg.train.microbatches, t->cfg.v, L, names);
+        mark_config(t);
+        mark_layers(t, names);
+    }
+    pp_free(names);
+    pp_free(blk);
+}
+
+/* The batch buffers and this replica's micro-batches: samples [replica, replica + 1) x B / dp
+ * of the global batch. */
+static pp_status make_batch(pp_pipe_trainer *t)
+{
+    const pp_pipe_config *c = &t->cfg;
+    int M = c->train.microbatches;
+    size_t T = (size_t)c->train.model.seq_len;
+    size_t ntok = (size_t)c->train.batch * T;
+    t->inputs = pp_alloc(ntok * sizeof(int32_t));
+    t->targets = pp_alloc(ntok * sizeof(int32_t));
+    t->mbs = pp_alloc(sizeof(pp_microbatch) * (size_t)M);
+    if (!t->inputs || !t->targets || !t->mbs)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the batch");
+    for (int m = 0; m < M; m++) {
+        size_t off = ((size_t)t->replica * M + (size_t)m) * t->mb_B * T;
+        t->mbs[m] = (pp_microbatch){.B = t->mb_B, .tokens = t->inputs + off,
+                                    .targets = t->targets + off};
+    }
+    return PP_OK;
+}
+
+/* Validate, schedule, transport, backends (attached to the transport), executor, batch. */
+static pp_status trainer_build(pp_pipe_trainer *t)
+{
+    const pp_pipe_config *c = &t->cfg;
+    const pp_transport_entry *e = pp_transport_entry_of(c->transport);
+    pp_status st;
+    if (!e)
+        return PP_ERR(PP_ERR_INVALID, "transport kind %d is not in the table", (int)c->transport);
+    t->dp = c->dp > 1 ? c->dp : 1;
+    if ((st = check_model(c, t->data)) != PP_OK || (st = check_transport(c, e, t->dp)) != PP_OK)
+        return st;
+    if (computes(c->backend))
+        t->mb_B = c->train.batch / t->dp / c->train.microbatches;
+    if ((st = make_schedule(t)) != PP_OK || (st = check_transport_fits(t, e)) != PP_OK ||
+        (st = make_transport(t)) != PP_OK)
+        return st;
+    pp_stage_backend **backends = pp_alloc(sizeof(*backends) * (size_t)t->n_local);
+    if (!backends)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the stage backends");
+    if ((st = make_backends(t, backends)) == PP_OK) {
+        announce(t);
+        /* owns the backends now */
+        st = pp_exec_create(t->sched, t->tp, t->first_local, t->n_local, backends, &t->exec);
+    }
+    pp_free(backends);
+    if (st == PP_OK && computes(c->backend))
+        st = make_batch(t);
+    return st;
+}
+
+pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe_trainer **out)
+{
     pp_pipe_trainer *t = pp_alloc(sizeof *t);
     if (!t) {
         pp_data_destroy(data);
@@ -153,281 +435,17 @@ pp_status pp_pipe_trainer_create(const pp_pipe_config *c, pp_data *data, pp_pipe
     }
     t->cfg = *c;
     t->data = data;
-    if ((st = copy_partition(&c->partition, &t->part)) != PP_OK)
-        goto fail;
-    t->cfg.partition = t->part;
-    if (c->partition.v != v) {
-        st = PP_ERR(PP_ERR_INVALID, "partition has %d chunks per stage, schedule wants %d",
-                    c->partition.v, v);
-        goto fail;
+    pp_status st = copy_partition(&c->partition, &t->part);
+    if (st == PP_OK) {
+        t->cfg.partition = t->part;
+        st = trainer_build(t);
     }
-    if (computes(c->backend)) {
-        if ((st = pp_train_config_validate(&c->train)) != PP_OK)
-            goto fail;
-        int L = pp_model_config_num_layers(&c->train.model);
-        if (c->partition.L != L) {
-            st = PP_ERR(PP_ERR_INVALID,
-                        "the partition covers %d layers but the model has %d (embedding, %d "
-                        "blocks, head)",
-                        c->partition.L, L, c->train.model.n_layers);
-            goto fail;
-        }
-        if (!data) {
-            st = PP_ERR(PP_ERR_INVALID, "the cpu backend needs training data");
-            goto fail;
-        }
-    } else {
-        if (!c->costs) {
-            st = PP_ERR(PP_ERR_INVALID, "the sim backend needs a cost file (--costs FILE)");
-            goto fail;
-        }
-        if (c->partition.L != c->costs->n_layers) {
-            st = PP_ERR(PP_ERR_INVALID,
-                        "the partition covers %d layers but the cost file has %d",
-                        c->partition.L, c->costs->n_layers);
-            goto fail;
-        }
-        if (M < 1) {
-            st = PP_ERR(PP_ERR_INVALID, "microbatches %d must be >= 1", M);
-            goto fail;
-        }
-    }
-    int dp = c->dp > 1 ? c->dp : 1;
-    if (dp > 1 && c->transport == PP_TRANSPORT_INPROC) {
-        st = PP_ERR(PP_ERR_INVALID, "--dp %d: data-parallel replicas need --transport mpi or nccl "
-                                    "(one process per stage and replica)", dp);
-        goto fail;
-    }
-    if (dp > 1 && computes(c->backend) &&
-        (c->train.batch % dp != 0 || (c->train.batch / dp) % M != 0)) {
-        st = PP_ERR(PP_ERR_INVALID,
-                    "--batch %d must split into %d replicas of %d micro-batches each (a "
-                    "multiple of %d)",
-                    c->train.batch, dp, M, dp * M);
-        goto fail;
-    }
-    if ((st = pp_schedule_create(c->schedule, S, M, v, &t->sched)) != PP_OK)
-        goto fail;
-    if ((st = pp_schedule_validate(t->sched, &t->rep)) != PP_OK) {
-        st = pp_error_wrap(st, "internal error: the %s schedule failed validation",
-                           pp_schedule_kind_name(c->schedule));
-        goto fail;
-    }
-    t->have_rep = 1;
-    /* A mailbox must hold every message its link can have queued at once: then a send never
-     * blocks and the schedule's deadlock freedom carries over to the bounded transport. */
-    int capacity = 1;
-    for (int s = 0; s < S; s++) {
-        int need = t->rep.peak_queued_act[s] + t->rep.peak_queued_grad[s];
-        capacity = need > capacity ? need : capacity;
-    }
-    size_t max_bytes = 0;
-    int mb_B = 0;
-    if (computes(c->backend)) {
-        mb_B = c->train.batch / dp / M;
-        max_bytes = (size_t)mb_B * c->train.model.seq_len * c->train.model.d_model * sizeof(float);
-    }
-    /* CUDA stages of one process: the transport copies on their streams, so it is made once
-     * their backends exist */
-    int cuda_inproc = c->backend == PP_BACKEND_CUDA && c->transport == PP_TRANSPORT_INPROC;
-    if (c->transport == PP_TRANSPORT_NCCL) {
-        char why[256] = "";
-        if (c->backend != PP_BACKEND_CUDA) {
-            st = PP_ERR(PP_ERR_INVALID, "--transport nccl moves GPU memory: it needs --backend "
-                                        "cuda");
-            goto fail;
-        }
-        if (!pp_schedule_links_fifo(t->sched, why, sizeof why)) {
-            st = PP_ERR(PP_ERR_INVALID,
-                        "--transport nccl: the %s schedule receives out of send order (%s); "
-                        "NCCL matches messages in order: use --transport mpi or another schedule",
-                        pp_schedule_kind_name(c->schedule), why);
-            goto fail;
-        }
-    }
-    if (c->backend == PP_BACKEND_CUDA && dp > 1 && c->transport != PP_TRANSPORT_NCCL) {
-        st = PP_ERR(PP_ERR_INVALID, "--dp with --backend cuda: the gradients live on the GPUs, "
-                                    "their all-reduce needs --transport nccl");
-        goto fail;
-    }
-    if (c->transport == PP_TRANSPORT_MPI) {
-#ifdef PP_HAVE_MPI
-        /* One stage per rank: this process builds only its own stage's backend. */
-        if ((st = pp_transport_mpi_create(S, dp, t->part.P, M, capacity, max_bytes, &t->tp)) !=
-            PP_OK)
-            goto fail;
-        first = pp_transport_mpi_rank(t->tp);
-        t->replica = t->tp->replica;
-        n_local = 1;
-#else
-        st = PP_ERR(PP_ERR_INVALID, "--transport mpi: this build has no MPI");
-        goto fail;
-#endif
-    } else if (c->transport == PP_TRANSPORT_NCCL) {
-#ifdef PP_HAVE_NCCL
-        if ((st = pp_transport_nccl_create(S, dp, t->part.P, M, capacity, max_bytes, &t->tp)) !=
-            PP_OK)
-            goto fail;
-        first = pp_transport_nccl_rank(t->tp);
-        t->replica = t->tp->replica;
-        n_local = 1;
-#else
-        st = PP_ERR(PP_ERR_INVALID, "--transport nccl: this build has no NCCL (needs the CUDA "
-                                    "toolkit's NCCL and MPI at configure time)");
-        goto fail;
-#endif
-    } else if (!cuda_inproc &&
-               (st = pp_transport_inproc_create(S, capacity, max_bytes, &t->tp)) != PP_OK) {
-        goto fail;
-    }
-    t->first_local = first;
-    t->n_local = n_local;
-    t->dp = dp;
-    backends = pp_alloc(sizeof(*backends) * (size_t)n_local);
-    if (!backends) {
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stage backends");
-        goto fail;
-    }
-    int split = c->schedule == PP_SCHED_ZBH1;
-    for (int s = first; s < first + n_local && st == PP_OK; s++) {
-        /* One activation slot per micro-batch-chunk the schedule can hold, plus one for a
-         * receive that lands before its forward runs. */
-        int slots = t->rep.peak_inflight[s] + 1;
-        if (slots > M)
-            slots = M;
-        if (c->backend == PP_BACKEND_CPU)
-            st = pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt,
-                                       c->train.seed, mb_B, slots, &backends[s - first]);
-        else if (c->backend == PP_BACKEND_CUDA)
-#ifdef PP_HAVE_CUDA
-            st = pp_backend_cuda_create(&c->train.model, &t->part, s, &c->train.opt,
-                                        c->train.seed, mb_B, slots, c->cuda_device,
-                                        c->cuda_precision, M, &backends[s - first]);
-#else
-            st = PP_ERR(PP_ERR_INVALID, "--backend cuda: this build has no CUDA (the CUDA "
-                                        "toolkit was not found at configure time)");
-#endif
-        else
-            st = pp_backend_sim_create(c->costs, &t->part, s,
-                                       s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
-                                       &backends[s - first]);
-    }
-#ifdef PP_HAVE_CUDA
-    if (st == PP_OK && cuda_inproc) {
-        t->stage_kops = pp_alloc(sizeof(pp_kops *) * (size_t)n_local);
-        if (!t->stage_kops)
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stages' kernel tables");
-        for (int i = 0; st == PP_OK && i < n_local; i++)
-            t->stage_kops[i] = pp_backend_cuda_kops(backends[i]);
-        if (st == PP_OK)
-            st = pp_cuda_copy_ops_create(t->stage_kops, S, pp_transport_inproc_slots(S, capacity),
-                                         &t->copy);
-        if (st == PP_OK)
-            st = pp_transport_inproc_create_ex(S, capacity, max_bytes, t->copy, &t->tp);
-    }
-#endif
-#ifdef PP_HAVE_NCCL
-    if (st == PP_OK && c->transport == PP_TRANSPORT_NCCL) {
-        /* -1 (more than 2) is refused by bind, on every rank alike */
-        int peers[2];
-        int n_peers = pp_schedule_peers(t->sched, first, peers, 2);
-        st = pp_transport_nccl_bind(t->tp, pp_backend_cuda_kops(backends[0]), peers, n_peers);
-    }
-#endif
     if (st != PP_OK) {
-        for (int i = 0; i < n_local; i++)
-            if (backends[i])
-                backends[i]->ops->destroy(backends[i]);
-        goto fail;
+        pp_pipe_trainer_destroy(t);
+        return st;
     }
-    /* The NVTX messages name the layers as the model or cost file does. */
-    {
-        int L = t->part.L;
-        const char **names = pp_alloc(sizeof(char *) * (size_t)L);
-        char(*blk)[24] = pp_alloc(24 * (size_t)L);
-        if (names && blk) {
-            for (int i = 0; i < L; i++) {
-                if (c->backend == PP_BACKEND_SIM)
-                    names[i] = c->costs->layers[i].name;
-                else if (i == 0)
-                    names[i] = "embedding";
-                else if (i == L - 1)
-                    names[i] = "head";
-                else {
-                    snprintf(blk[i], 24, "block%d", i - 1);
-                    names[i] = blk[i];
-                }
-            }
-            pp_nvtx_setup(S, M, v, L, names);
-            /* What the analyzer cannot see in the ranges: schedule and batch size. */
-            char cfg[320];
-            /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
-             * needs it all the same */
-            double samples = c->train.batch;
-            double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
-            /* every schedule pptrain runs, for the tuner (docs/nvtx-convention.md); the sim
-             * backend splits the backward (zb-h1) only when its cost file gives both halves */
-            int split = 1;
-            if (c->backend == PP_BACKEND_SIM)
-                for (int i = 0; i < c->costs->n_layers; i++)
-                    split &= c->costs->layers[i].has_split != 0;
-            snprintf(cfg, sizeof cfg,
-                     "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-                     "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
-                     "schedules=gpipe,1f1b,interleaved%s",
-                     pp_schedule_kind_name(c->schedule), S, M, v, L, samples, tokens,
-                     backend_name(c->backend), dp, t->replica, split ? ",zb-h1" : "");
-            pp_nvtx_mark_config(cfg);
-            /* and what each layer weighs, for the tuner's memory model and cost file */
-            size_t io = computes(c->backend)
-                            ? (size_t)mb_B * c->train.model.seq_len *
-                                  c->train.model.d_model * sizeof(float)
-                            : 0;
-            for (int i = 0; i < L; i++) {
-                unsigned long long params = 0, acts = 0;
-                if (c->backend == PP_BACKEND_SIM) {
-                    params = c->costs->layers[i].param_bytes;
-                    acts = c->costs->layers[i].activation_bytes;
-                } else {
-                    params = pp_model_config_layer_params(&c->train.model, i) * sizeof(float);
-                    acts = i == L - 1 ? 0 : io;
-                }
-                snprintf(cfg, sizeof cfg,
-                         "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu", i,
-                         names[i], params, acts);
-                pp_nvtx_mark_config(cfg);
-            }
-        }
-        pp_free(names);
-        pp_free(blk);
-    }
-    /* owns backends now */
-    st = pp_exec_create(t->sched, t->tp, first, n_local, backends, &t->exec);
-    if (st != PP_OK)
-        goto fail;
-    if (computes(c->backend)) {
-        size_t ntok = (size_t)c->train.batch * c->train.model.seq_len;
-        t->inputs = pp_alloc(ntok * sizeof(int32_t));
-        t->targets = pp_alloc(ntok * sizeof(int32_t));
-        t->mbs = pp_alloc(sizeof(pp_microbatch) * (size_t)M);
-        if (!t->inputs || !t->targets || !t->mbs) {
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the batch");
-            goto fail;
-        }
-        /* this replica's share of the global batch: samples [replica, replica + 1) x B / dp */
-        for (int m = 0; m < M; m++) {
-            size_t off = ((size_t)t->replica * M + (size_t)m) * mb_B * c->train.model.seq_len;
-            t->mbs[m] = (pp_microbatch){.B = mb_B, .tokens = t->inputs + off,
-                                        .targets = t->targets + off};
-        }
-    }
-    pp_free(backends);
     *out = t;
     return PP_OK;
-fail:
-    pp_free(backends);
-    pp_pipe_trainer_destroy(t);
-    return st;
 }
 
 pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_result *res)
@@ -541,20 +559,18 @@ pp_status pp_pipe_trainer_save(pp_pipe_trainer *t, const char *path)
     }
     if ((st = for_each_piece(t, gather_piece, &g)) != PP_OK)
         goto done;
-#ifdef PP_HAVE_MPI
-    if (t->cfg.transport == PP_TRANSPORT_MPI) {
-        /* One stage per rank: replica 0's stage 0 collects every piece (the replicas hold the
-         * same parameters) and writes the file; each array holds only this rank's pieces, the
-         * rest zero bits, so OR-ing the bit patterns assembles them exactly. */
+    if (t->tp->ops->gather_bits) {
+        /* One stage per process: replica 0's stage 0 collects every piece (the replicas hold
+         * the same parameters) and writes the file; each array holds only this process's
+         * pieces, the rest zero bits, so OR-ing the bit patterns assembles them exactly. */
         if (t->replica != 0)
             goto done;
         float *arrays[3] = {g.params, g.m, g.v};
         for (int k = 0; k < 3 && st == PP_OK; k++)
-            st = pp_transport_mpi_gather_bits(t->tp, arrays[k], n);
+            st = t->tp->ops->gather_bits(t->tp, arrays[k], n);
         if (st != PP_OK || t->first_local != 0)
             goto done;
     }
-#endif
     pp_ckpt_image img;
     memset(&img, 0, sizeof img);
     img.cfg = t->cfg.train.model;

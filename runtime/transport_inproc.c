@@ -3,7 +3,7 @@
  * mutex, with condition variables for "a message arrived" and "a slot is free". Nothing spins and
  * nothing is allocated after creation. Messages are matched by tag, so a receiver may take them
  * in a different order than they were sent (interleaved schedules do). */
-#include "pp_exec.h"
+#include "transport_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +30,9 @@ typedef struct inproc {
     int capacity;
     size_t max_bytes;
     const pp_copy_ops *copy; /* NULL: host memcpy */
+    int device_memory;       /* slots wait for attach, which makes the copy ops */
+    pp_copy_ops *owned_copy; /* the device copies attach made (CUDA builds) */
+    pp_kops **stage_kops;    /* [S] their kernel tables, borrowed from the backends */
     mailbox *boxes; /* [S * S], index src * S + dst */
     char *arena;
     /* all-reduce: contributions kept per stage and summed in stage order, so the result does not
@@ -248,7 +251,112 @@ static void ip_destroy(pp_transport *tp)
     pp_free(t->arena);
     pp_free(t->red_vals);
     pp_free(t->red_max);
+#ifdef PP_HAVE_CUDA
+    pp_cuda_copy_ops_destroy(t->owned_copy);
+#endif
+    pp_free(t->stage_kops);
     pp_free(t);
+}
+
+/* Only neighbouring links carry traffic in every schedule here, plus the wrap-around link of
+ * the interleaved schedule (S-1 -> 0 and back); data slots are reserved for those. */
+static int link_carries_data(int S, int a, int b)
+{
+    return a != b && (abs(a - b) == 1 || abs(a - b) == S - 1);
+}
+
+static size_t slot_bytes_of(const inproc *t) { return (t->max_bytes + 63) & ~(size_t)63; }
+
+/* The mailboxes, their locks and their slots' ids; the slots get data buffers later. */
+static pp_status mailboxes_init(inproc *t)
+{
+    int S = t->base.S;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++) {
+            mailbox *m = &t->boxes[a * S + b];
+            pthread_mutex_init(&m->mu, NULL);
+            pthread_cond_init(&m->arrived, NULL);
+            pthread_cond_init(&m->freed, NULL);
+            m->slots = pp_alloc(sizeof(slot) * (size_t)t->capacity);
+            if (!m->slots)
+                return PP_ERR(PP_ERR_NOMEM, "out of memory for transport mailboxes");
+            for (int i = 0; i < t->capacity; i++)
+                m->slots[i].id = (a * S + b) * t->capacity + i;
+        }
+    return PP_OK;
+}
+
+/* Host memory: every data slot in one arena. */
+static pp_status slots_alloc_host(inproc *t)
+{
+    int S = t->base.S;
+    size_t links_with_data = 0;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            links_with_data += link_carries_data(S, a, b);
+    size_t sb = slot_bytes_of(t);
+    t->arena = pp_alloc(links_with_data * (size_t)t->capacity * sb + 64);
+    if (!t->arena)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for %zu transport slots of %zu bytes",
+                      links_with_data * (size_t)t->capacity, t->max_bytes);
+    char *cursor = t->arena;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            for (int i = 0; i < t->capacity && link_carries_data(S, a, b); i++) {
+                t->boxes[a * S + b].slots[i].data = cursor;
+                cursor += sb;
+            }
+    return PP_OK;
+}
+
+/* Through the copy ops (a GPU's memory): each data slot its own buffer. */
+static pp_status slots_alloc_copy(inproc *t)
+{
+    int S = t->base.S;
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            for (int i = 0; i < t->capacity && link_carries_data(S, a, b); i++) {
+                slot *sl = &t->boxes[a * S + b].slots[i];
+                sl->data = t->copy->alloc(t->copy->ctx, slot_bytes_of(t));
+                if (!sl->data)
+                    return PP_ERR(PP_ERR_NOMEM, "out of device memory for transport slots "
+                                                "of %zu bytes", slot_bytes_of(t));
+            }
+    return PP_OK;
+}
+
+/* The device copies between the stages' streams (CUDA builds). */
+static pp_status device_copy_create(inproc *t, pp_kops *const *mem)
+{
+#ifdef PP_HAVE_CUDA
+    int S = t->base.S;
+    t->stage_kops = pp_alloc(sizeof(pp_kops *) * (size_t)S);
+    if (!t->stage_kops)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the stages' kernel tables");
+    memcpy(t->stage_kops, mem, sizeof(pp_kops *) * (size_t)S);
+    pp_status st = pp_cuda_copy_ops_create(t->stage_kops, S, S * S * t->capacity,
+                                           &t->owned_copy);
+    t->copy = t->owned_copy;
+    return st;
+#else
+    (void)t, (void)mem;
+    return PP_ERR(PP_ERR_INVALID, "in-process transport: device stages need a CUDA build");
+#endif
+}
+
+/* Device stages: copies on the stages' streams, then the slots in device memory. */
+static pp_status ip_attach(pp_transport *tp, const pp_schedule *sched, pp_kops *const *mem,
+                           int n_local)
+{
+    inproc *t = (inproc *)tp;
+    (void)sched;
+    if (!t->device_memory)
+        return PP_OK;
+    if (n_local != t->base.S || !mem[0])
+        return PP_ERR(PP_ERR_INVALID, "in-process transport: device memory needs the kernel "
+                                      "tables of all %d stages", t->base.S);
+    pp_status st = device_copy_create(t, mem);
+    return st == PP_OK ? slots_alloc_copy(t) : st;
 }
 
 static const pp_transport_ops k_inproc_ops = {
@@ -259,97 +367,35 @@ static const pp_transport_ops k_inproc_ops = {
     .allreduce = ip_allreduce,
     .abort = ip_abort,
     .destroy = ip_destroy,
+    .attach = ip_attach,
 };
 
-int pp_transport_inproc_slots(int S, int capacity) { return S * S * capacity; }
-
-pp_status pp_transport_inproc_create(int S, int capacity, size_t max_bytes, pp_transport **out)
+pp_status pp_inproc_transport_create(const pp_transport_params *p, pp_transport **out)
 {
-    return pp_transport_inproc_create_ex(S, capacity, max_bytes, NULL, out);
-}
-
-pp_status pp_transport_inproc_create_ex(int S, int capacity, size_t max_bytes,
-                                        const pp_copy_ops *copy, pp_transport **out)
-{
-    if (S < 1 || capacity < 1)
+    if (p->S < 1 || p->capacity < 1)
         return PP_ERR(PP_ERR_INVALID, "in-process transport needs S >= 1 and capacity >= 1");
     inproc *t = pp_alloc(sizeof *t);
     if (!t)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
-    t->base.ops = &k_inproc_ops;
-    t->base.S = S;
-    t->base.dp = 1;
-    t->capacity = capacity;
-    t->max_bytes = max_bytes;
-    t->copy = copy;
+    int S = p->S;
+    t->base = (pp_transport){.ops = &k_inproc_ops, .S = S, .dp = 1, .n_local = S};
+    t->capacity = p->capacity;
+    t->max_bytes = p->max_bytes;
+    t->device_memory = p->device_memory;
     pthread_mutex_init(&t->red_mu, NULL);
     pthread_cond_init(&t->red_cv, NULL);
     t->boxes = pp_alloc(sizeof(mailbox) * (size_t)S * S);
     t->red_vals = pp_alloc(sizeof(double) * (size_t)S * PP_INPROC_MAX_REDUCE);
     t->red_max = pp_alloc(sizeof(uint64_t) * (size_t)S);
-    /* Only neighbouring links carry traffic in every schedule here, plus the wrap-around link of
-     * the interleaved schedule (S-1 -> 0 and back); data slots are reserved for those. */
-    size_t links_with_data = 0;
-    for (int a = 0; a < S; a++)
-        for (int b = 0; b < S; b++)
-            links_with_data += (a != b && (abs(a - b) == 1 || abs(a - b) == S - 1));
-    size_t slot_bytes = (max_bytes + 63) & ~(size_t)63;
-    t->arena = copy ? pp_alloc(64) /* slots come from copy->alloc */
-                    : pp_alloc(links_with_data * (size_t)capacity * slot_bytes + 64);
-    if (!t->boxes || !t->red_vals || !t->red_max || !t->arena) {
+    pp_status st = t->boxes && t->red_vals && t->red_max
+                       ? mailboxes_init(t)
+                       : PP_ERR(PP_ERR_NOMEM, "out of memory for the transport");
+    if (st == PP_OK && !t->device_memory)
+        st = slots_alloc_host(t);
+    if (st != PP_OK) {
         ip_destroy(&t->base);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for %zu transport slots of %zu bytes",
-                      links_with_data * (size_t)capacity, max_bytes);
+        return st;
     }
-    char *cursor = t->arena;
-    for (int a = 0; a < S; a++)
-        for (int b = 0; b < S; b++) {
-            mailbox *m = &t->boxes[a * S + b];
-            pthread_mutex_init(&m->mu, NULL);
-            pthread_cond_init(&m->arrived, NULL);
-            pthread_cond_init(&m->freed, NULL);
-            m->slots = pp_alloc(sizeof(slot) * (size_t)capacity);
-            if (!m->slots) {
-                ip_destroy(&t->base);
-                return PP_ERR(PP_ERR_NOMEM, "out of memory for transport mailboxes");
-            }
-            int data = a != b && (abs(a - b) == 1 || abs(a - b) == S - 1);
-            for (int i = 0; i < capacity; i++) {
-                m->slots[i].id = (a * S + b) * capacity + i;
-                if (copy && data) {
-                    m->slots[i].data = copy->alloc(copy->ctx, slot_bytes);
-                    if (!m->slots[i].data) {
-                        ip_destroy(&t->base);
-                        return PP_ERR(PP_ERR_NOMEM, "out of device memory for transport slots "
-                                                    "of %zu bytes", slot_bytes);
-                    }
-                    continue;
-                }
-                m->slots[i].data = data ? cursor : NULL;
-                if (data)
-                    cursor += slot_bytes;
-            }
-        }
     *out = &t->base;
     return PP_OK;
-}
-
-pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, const void *buf,
-                            size_t bytes, uint64_t avail_ns)
-{
-    pp_request r;
-    pp_status st = t->ops->isend(t, src, dst, tag, buf, bytes, avail_ns, &r);
-    return st != PP_OK ? st : t->ops->wait(t, &r);
-}
-
-pp_status pp_transport_recv(pp_transport *t, int dst, int src, pp_msg_tag tag, void *buf,
-                            size_t bytes, uint64_t *avail_ns)
-{
-    pp_request r;
-    pp_status st = t->ops->irecv(t, dst, src, tag, buf, bytes, &r);
-    if (st == PP_OK)
-        st = t->ops->wait(t, &r);
-    if (st == PP_OK && avail_ns)
-        *avail_ns = r.avail_ns;
-    return st;
 }

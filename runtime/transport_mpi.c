@@ -2,7 +2,7 @@
  * replicas the world's S x dp ranks form dp pipelines: rank r runs stage r % S of replica r / S,
  * each replica's stages talk over their own communicator (split from MPI_COMM_WORLD), and the dp
  * ranks of each stage sum their gradients over another (dp_allreduce). pp_pipe_trainer creates
- * it when pptrain runs with --transport mpi; docs/executor.md describes how it plugs into the
+ * it from the transport table (transport.c) when pptrain runs with --transport mpi; docs/executor.md describes how it plugs into the
  * executor.
  *
  * Every message is a 16-byte header (avail_ns, payload bytes) followed by the payload, sent with
@@ -16,8 +16,8 @@
  * Threads: all calls of one transport must be serialised (MPI_THREAD_SERIALIZED is enough): with
  * one local stage, its worker and the executor's main thread take turns, ordered by the
  * executor's mutex. */
-#include "pp_exec.h"
 #include "pp_nvtx.h"
+#include "transport_internal.h"
 
 #include <mpi.h>
 #include <stdlib.h>
@@ -92,7 +92,10 @@ static pp_status poll_done(mpi_tp *t, MPI_Request *rq, MPI_Status *status, const
     }
 }
 
-static pp_status check_peer(const mpi_tp *t, int me, int peer, pp_msg_tag tag)
+/* The checks every send and receive makes: me local, the peer and the tag in range, a payload
+ * that fits a staging slot (what: "message" or "receive"). */
+static pp_status check_op(const mpi_tp *t, int me, int peer, pp_msg_tag tag, const void *buf,
+                          size_t bytes, const char *what)
 {
     if (me != t->rank)
         return PP_ERR(PP_ERR_INVALID, "MPI transport: stage %d is not local (this is rank %d)",
@@ -104,6 +107,9 @@ static pp_status check_peer(const mpi_tp *t, int me, int peer, pp_msg_tag tag)
         (tag.kind != PP_MSG_ACT && tag.kind != PP_MSG_GRAD))
         return PP_ERR(PP_ERR_INVALID, "MPI transport: tag (%d, %d, %d) out of range", tag.kind,
                       tag.mb, tag.piece);
+    if (buf && bytes > t->max_bytes)
+        return PP_ERR(PP_ERR_RUNTIME, "transport: %s of %zu bytes exceeds the %zu-byte slot",
+                      what, bytes, t->max_bytes);
     return PP_OK;
 }
 
@@ -111,12 +117,9 @@ static pp_status mp_isend(pp_transport *tp, int src, int dst, pp_msg_tag tag, co
                           size_t bytes, uint64_t avail_ns, pp_request *req)
 {
     mpi_tp *t = (mpi_tp *)tp;
-    pp_status st = check_peer(t, src, dst, tag);
+    pp_status st = check_op(t, src, dst, tag, buf, bytes, "message");
     if (st != PP_OK)
         return st;
-    if (buf && bytes > t->max_bytes)
-        return PP_ERR(PP_ERR_RUNTIME, "transport: message of %zu bytes exceeds the %zu-byte slot",
-                      bytes, t->max_bytes);
     /* A free staging slot: one whose earlier send the receiver has taken. The slots outnumber
      * the messages a link can have queued, so this rarely waits. */
     mpi_slot *s = NULL;
@@ -160,12 +163,9 @@ static pp_status mp_irecv(pp_transport *tp, int dst, int src, pp_msg_tag tag, vo
                           size_t bytes, pp_request *req)
 {
     mpi_tp *t = (mpi_tp *)tp;
-    pp_status st = check_peer(t, dst, src, tag);
+    pp_status st = check_op(t, dst, src, tag, buf, bytes, "receive");
     if (st != PP_OK)
         return st;
-    if (buf && bytes > t->max_bytes)
-        return PP_ERR(PP_ERR_RUNTIME, "transport: receive of %zu bytes exceeds the %zu-byte slot",
-                      bytes, t->max_bytes);
     mpi_slot *s = NULL;
     for (int i = 0; i < t->n_recv && !s; i++)
         if (!t->recv[i].busy)
@@ -357,6 +357,21 @@ static void mp_destroy(pp_transport *tp)
     pp_free(t);
 }
 
+static pp_status mp_gather_bits(pp_transport *tp, void *words, size_t n)
+{
+    mpi_tp *t = (mpi_tp *)tp;
+    const size_t piece = (size_t)1 << 28; /* MPI counts are ints */
+    for (size_t off = 0; off < n; off += piece) {
+        int cnt = (int)(n - off < piece ? n - off : piece);
+        uint32_t *w = (uint32_t *)words + off;
+        int rc = t->rank == 0 ? MPI_Reduce(MPI_IN_PLACE, w, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm)
+                              : MPI_Reduce(w, NULL, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "gathering the checkpoint");
+    }
+    return PP_OK;
+}
+
 static const pp_transport_ops k_mpi_ops = {
     .name = "mpi",
     .isend = mp_isend,
@@ -367,11 +382,17 @@ static const pp_transport_ops k_mpi_ops = {
     .destroy = mp_destroy,
     .agree_start = mp_agree_start,
     .dp_allreduce = mp_dp_allreduce,
+    .gather_bits = mp_gather_bits,
 };
 
-pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, size_t max_bytes,
-                                  pp_transport **out)
+/* S x dp ranks; rank r runs stage r % S of replica r / S. P pieces and M micro-batches size the
+ * tag encoding; capacity and max_bytes the preallocated staging slots, as for the in-process
+ * transport. MPI must be initialised with at least MPI_THREAD_SERIALIZED (pp_mpi_init). abort()
+ * only fails this rank's pending calls: the caller then ends the job with pp_mpi_abort_job. */
+pp_status pp_mpi_transport_create(const pp_transport_params *p, pp_transport **out)
 {
+    int S = p->S, dp = p->dp, P = p->P, M = p->M, capacity = p->capacity;
+    size_t max_bytes = p->max_bytes;
     int inited = 0, size = 0, rank = 0;
     MPI_Initialized(&inited);
     if (!inited)
@@ -402,6 +423,8 @@ pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, siz
     t->base.S = S;
     t->base.dp = dp;
     t->base.replica = rank / S;
+    t->base.first_local = rank % S;
+    t->base.n_local = 1;
     t->comm = t->world = t->dpc = MPI_COMM_NULL;
     t->rank = rank % S;
     t->P = P;
@@ -440,23 +463,6 @@ pp_status pp_transport_mpi_create(int S, int dp, int P, int M, int capacity, siz
     if (t->dpc != MPI_COMM_NULL)
         MPI_Comm_set_errhandler(t->dpc, MPI_ERRORS_RETURN);
     *out = &t->base;
-    return PP_OK;
-}
-
-int pp_transport_mpi_rank(const pp_transport *t) { return ((const mpi_tp *)t)->rank; }
-
-pp_status pp_transport_mpi_gather_bits(pp_transport *tp, void *words, size_t n)
-{
-    mpi_tp *t = (mpi_tp *)tp;
-    const size_t piece = (size_t)1 << 28; /* MPI counts are ints */
-    for (size_t off = 0; off < n; off += piece) {
-        int cnt = (int)(n - off < piece ? n - off : piece);
-        uint32_t *w = (uint32_t *)words + off;
-        int rc = t->rank == 0 ? MPI_Reduce(MPI_IN_PLACE, w, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm)
-                              : MPI_Reduce(w, NULL, cnt, MPI_UINT32_T, MPI_BOR, 0, t->comm);
-        if (rc != MPI_SUCCESS)
-            return mpi_err(rc, "gathering the checkpoint");
-    }
     return PP_OK;
 }
 

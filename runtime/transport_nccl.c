@@ -30,14 +30,14 @@
  * links), so its serialisation orders nothing that the schedule does not already order. Each is
  * a 2-rank communicator (the sender is rank 0), its id made by the sender and sent to the
  * receiver over MPI, all of a rank's created in one group; their connections are made in one
- * group at bind too (NCCL connects a peer at its first operation, a host-side exchange, which
+ * group at attach too (NCCL connects a peer at its first operation, a host-side exchange, which
  * lazily could wait on a peer that waits on another link). NCCL_LAUNCH_ORDER_IMPLICIT=1 would
  * order kernels across communicators again: leave it unset.
  *
  * Threads: one local stage; its worker posts sends and receives, the main thread the MPI
  * collectives, never at the same time (the executor's mutex orders them). */
 #include "pp_cuda.h"
-#include "pp_exec.h"
+#include "transport_internal.h"
 
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -306,43 +306,6 @@ static void nc_destroy(pp_transport *tp)
     pp_free(t);
 }
 
-static const pp_transport_ops k_nccl_ops = {
-    .name = "nccl",
-    .isend = nc_isend,
-    .irecv = nc_irecv,
-    .wait = nc_wait,
-    .allreduce = nc_allreduce,
-    .abort = nc_abort,
-    .destroy = nc_destroy,
-    .agree_start = nc_agree_start,
-    .dp_allreduce = nc_dp_allreduce,
-};
-
-pp_status pp_transport_nccl_create(int S, int dp, int P, int M, int capacity,
-                                   size_t max_bytes, pp_transport **out)
-{
-    nccl_tp *t = pp_alloc(sizeof *t);
-    if (!t)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for the NCCL transport");
-    t->base.ops = &k_nccl_ops;
-    t->base.S = S;
-    t->capacity = capacity;
-    t->max_bytes = max_bytes;
-    /* the MPI transport checks the world size and gives the stage and replica */
-    pp_status st = pp_transport_mpi_create(S, dp, P, M, 1, 0, &t->mpi);
-    if (st != PP_OK) {
-        pp_free(t);
-        return st;
-    }
-    t->rank = pp_transport_mpi_rank(t->mpi);
-    t->base.dp = t->mpi->dp;
-    t->base.replica = t->mpi->replica;
-    t->device = -1;
-    *out = &t->base;
-    return PP_OK;
-}
-
-int pp_transport_nccl_rank(const pp_transport *tp) { return ((const nccl_tp *)tp)->rank; }
 
 /* One NCCL communicator over the world's ranks of the same `color` (ordered by `key`): its
  * member 0 creates the id, MPI carries it to the others. Collective over the world. */
@@ -474,9 +437,17 @@ static pp_status agree(pp_status st)
     return PP_ERR(PP_ERR_RUNTIME, "NCCL transport: another rank failed to set up its links");
 }
 
-pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k, const int *peers, int n_peers)
+static pp_status nc_attach(pp_transport *tp, const pp_schedule *sched, pp_kops *const *mem,
+                           int n_local)
 {
     nccl_tp *t = (nccl_tp *)tp;
+    if (n_local != 1 || !mem[0])
+        return PP_ERR(PP_ERR_INVALID, "NCCL transport: needs the one local stage's device "
+                                      "kernel table");
+    /* -1 (more than 2) is refused below, on every rank alike */
+    int peers[2];
+    int n_peers = pp_schedule_peers(sched, t->rank, peers, 2);
+    pp_kops *k = mem[0];
     t->k = k;
     t->compute = (cudaStream_t)pp_cuda_kops_stream(k);
     t->device = pp_cuda_kops_device(k);
@@ -501,6 +472,54 @@ pp_status pp_transport_nccl_bind(pp_transport *tp, pp_kops *k, const int *peers,
     if ((st = agree(st)) == PP_OK && t->base.dp > 1)
         st = comm_init(t, t->rank, t->base.replica, t->base.dp, &t->dp_comm, "data-parallel");
     return st;
+}
+
+static const pp_transport_ops k_nccl_ops = {
+    .name = "nccl",
+    .isend = nc_isend,
+    .irecv = nc_irecv,
+    .wait = nc_wait,
+    .allreduce = nc_allreduce,
+    .abort = nc_abort,
+    .destroy = nc_destroy,
+    .agree_start = nc_agree_start,
+    .dp_allreduce = nc_dp_allreduce,
+    .attach = nc_attach,
+};
+
+/* Created with the sizes of the MPI transport (S x dp ranks as there), then attached to the
+ * stage's kernel table and the stages it exchanges messages with (pp_schedule_peers), which sets
+ * up the NCCL communicators (ids exchanged over MPI; collective over the world): two per link,
+ * one for each direction, and one per stage's replicas. The schedule's links must be FIFO
+ * (pp_schedule_links_fifo; the table's entry says so). */
+pp_status pp_nccl_transport_create(const pp_transport_params *p, pp_transport **out)
+{
+    nccl_tp *t = pp_alloc(sizeof *t);
+    if (!t)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the NCCL transport");
+    t->base.ops = &k_nccl_ops;
+    t->base.S = p->S;
+    t->capacity = p->capacity;
+    t->max_bytes = p->max_bytes;
+    /* the MPI transport checks the world size and gives the stage and replica; it carries no
+     * messages (one slot of no bytes) */
+    pp_transport_params mp = *p;
+    mp.capacity = 1;
+    mp.max_bytes = 0;
+    mp.device_memory = 0;
+    pp_status st = pp_mpi_transport_create(&mp, &t->mpi);
+    if (st != PP_OK) {
+        pp_free(t);
+        return st;
+    }
+    t->rank = t->mpi->first_local;
+    t->base.dp = t->mpi->dp;
+    t->base.replica = t->mpi->replica;
+    t->base.first_local = t->rank;
+    t->base.n_local = 1;
+    t->device = -1;
+    *out = &t->base;
+    return PP_OK;
 }
 
 pp_status pp_nccl_selftest(int device, size_t bytes, double *gbps)

@@ -1,7 +1,8 @@
 /* test_pipeline.c: the pipeline runtime as users rely on it: every schedule on the cpu backend
  * trains exactly like the single-stage full-batch trainer; the sim backend shows each schedule's
  * step time; the in-process transport matches by tag, bounds its queues, reduces
- * deterministically and never leaves a stage blocked when another fails. */
+ * deterministically and never leaves a stage blocked when another fails; the table of
+ * transports names every kind and its stubs say what a build lacks. */
 #include "pp_exec.h"
 
 #include <criterion/criterion.h>
@@ -234,12 +235,10 @@ Test(pipeline, checkpoints_move_between_stage_counts)
 /* Sim backend timing                                                                        */
 /* ---------------------------------------------------------------------------------------- */
 
-/* The fastest of `steps` steps (at most 16) of a sim pipeline with one layer per stage chunk. */
-static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_us, double b_us,
-                          int steps)
+/* A sim pipeline's configuration over the costs c (S * v layers, one per chunk): schedule kind,
+ * S stages of v chunks, M micro-batches, no straggler. The caller frees pc.partition. */
+static pp_pipe_config sim_config(pp_schedule_kind kind, int S, int M, int v, const pp_costs *c)
 {
-    pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_uniform(S * v, f_us / v, b_us / v, 1 << 20, &c), PP_OK);
     pp_pipe_config pc;
     memset(&pc, 0, sizeof pc);
     pc.train.microbatches = M;
@@ -250,6 +249,16 @@ static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_u
     pc.costs = c;
     pc.slow_stage = -1;
     cr_assert_eq(pp_partition_even(S * v, S, v, &pc.partition), PP_OK);
+    return pc;
+}
+
+/* The fastest of `steps` steps (at most 16) of a sim pipeline with one layer per stage chunk. */
+static double sim_step_ms(pp_schedule_kind kind, int S, int M, int v, double f_us, double b_us,
+                          int steps)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(S * v, f_us / v, b_us / v, 1 << 20, &c), PP_OK);
+    pp_pipe_config pc = sim_config(kind, S, M, v, c);
     pp_pipe_trainer *t = NULL;
     cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
     double ms[16];
@@ -318,17 +327,9 @@ Test(pipeline, sim_transfers_and_stragglers_cost_time)
     pp_costs *c = NULL;
     cr_assert_eq(pp_costs_uniform(4, 2000, 4000, 2000000, &c), PP_OK);
     c->p2p_GBps = 1.0; /* 2 MB at 1 GB/s: 2 ms per transfer */
-    pp_pipe_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.train.microbatches = 8;
-    pp_adamw_config_default(&pc.train.opt);
-    pc.backend = PP_BACKEND_SIM;
-    pc.schedule = PP_SCHED_1F1B;
-    pc.v = 1;
-    pc.costs = c;
+    pp_pipe_config pc = sim_config(PP_SCHED_1F1B, 4, 8, 1, c);
     pc.slow_stage = 2;
     pc.slow_factor = 1.5;
-    cr_assert_eq(pp_partition_even(4, 4, 1, &pc.partition), PP_OK);
     pp_pipe_trainer *t = NULL;
     cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK);
     /* The least disturbed of 5 steps is judged (one step once measured 3% off under ASan with
@@ -491,6 +492,109 @@ Test(transport, allreduce_sums_in_stage_order_and_takes_the_max_clock)
         cr_assert_eq(a[s].mx, 40u);
     }
     t->ops->destroy(t);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The table of transports                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+Test(transport, every_kind_has_a_row_named_as_pptrain_takes_it)
+{
+    for (int k = 0; k < PP_TRANSPORT_COUNT; k++) {
+        const pp_transport_entry *e = pp_transport_entry_of((pp_transport_kind)k);
+        cr_assert_not_null(e);
+        cr_assert_eq((int)e->kind, k);
+        pp_transport_kind back;
+        cr_assert_eq(pp_transport_kind_parse(e->name, &back), PP_OK);
+        cr_assert_eq((int)back, k);
+        /* a stub says what the build lacks; a built row has nothing missing */
+        cr_assert_eq(e->built, e->missing == NULL, "%s", e->name);
+    }
+    cr_assert_null(pp_transport_entry_of(PP_TRANSPORT_COUNT));
+    pp_transport_kind k;
+    cr_assert_eq(pp_transport_kind_parse("shm", &k), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "'inproc', 'mpi' or 'nccl'"));
+}
+
+Test(transport, a_transport_not_built_says_what_to_configure)
+{
+    const pp_transport_entry *e = NULL;
+    for (int k = 0; k < PP_TRANSPORT_COUNT && !e; k++)
+        if (!pp_transport_entry_of((pp_transport_kind)k)->built)
+            e = pp_transport_entry_of((pp_transport_kind)k);
+    if (!e)
+        cr_skip_test("this build has every transport");
+    pp_transport_params p = {.S = 2, .dp = 1, .P = 2, .M = 1, .capacity = 1};
+    pp_transport *t = (pp_transport *)&p; /* must come back NULL */
+    cr_assert_eq(pp_transport_create(e->kind, &p, &t), PP_ERR_INVALID);
+    cr_assert_null(t);
+    char want[64];
+    snprintf(want, sizeof want, "--transport %s: this build has no ", e->name);
+    cr_assert_not_null(strstr(pp_error_message(), want), "%s", pp_error_message());
+    cr_assert_not_null(strstr(pp_error_message(), e->missing), "%s", pp_error_message());
+}
+
+Test(transport, the_inproc_row_runs_every_stage_here_and_moves_host_memory)
+{
+    pp_transport_params p = {.S = 3, .dp = 1, .P = 3, .M = 2, .capacity = 2, .max_bytes = 8};
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_create(PP_TRANSPORT_INPROC, &p, &t), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert_eq(t->first_local, 0);
+    cr_assert_eq(t->n_local, 3);
+    cr_assert_null(t->ops->gather_bits, "all stages are here: nothing to gather");
+    /* host stages: attach has nothing to do, and messages flow */
+    pp_kops *mem[3] = {NULL, NULL, NULL};
+    cr_assert_eq(t->ops->attach(t, NULL, mem, 3), PP_OK);
+    double x = 2.5, y = 0.0;
+    cr_assert_eq(pp_transport_send(t, 1, 2, (pp_msg_tag){PP_MSG_ACT, 1, 2}, &x, sizeof x, 0),
+                 PP_OK);
+    cr_assert_eq(pp_transport_recv(t, 2, 1, (pp_msg_tag){PP_MSG_ACT, 1, 2}, &y, sizeof y, NULL),
+                 PP_OK);
+    cr_assert_eq(y, 2.5);
+    pp_transport_destroy(t);
+    pp_transport_destroy(NULL);
+}
+
+Test(transport, device_stages_need_every_stage_table_at_attach)
+{
+    pp_transport_params p = {.S = 2, .dp = 1, .capacity = 1, .max_bytes = 8,
+                             .device_memory = 1};
+    pp_transport *t = NULL;
+    cr_assert_eq(pp_transport_create(PP_TRANSPORT_INPROC, &p, &t), PP_OK);
+    pp_kops *mem[2] = {NULL, NULL};
+    cr_assert_eq(t->ops->attach(t, NULL, mem, 2), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "kernel tables of all 2 stages"), "%s",
+                       pp_error_message());
+    pp_transport_destroy(t);
+}
+
+/* The trainer asks the table what a transport needs of the job. */
+static pp_status sim_trainer_with(pp_transport_kind tk, int dp)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 100.0, 200.0, 1 << 20, &c), PP_OK);
+    pp_pipe_config pc = sim_config(PP_SCHED_1F1B, 2, 2, 1, c);
+    pc.transport = tk;
+    pc.dp = dp;
+    pp_pipe_trainer *t = NULL;
+    pp_status st = pp_pipe_trainer_create(&pc, NULL, &t);
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+    pp_costs_destroy(c);
+    return st;
+}
+
+Test(pipeline, the_trainer_refuses_what_the_transport_row_cannot_do)
+{
+    cr_assert_eq(sim_trainer_with(PP_TRANSPORT_INPROC, 2), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "need --transport mpi or nccl"), "%s",
+                       pp_error_message());
+    cr_assert_eq(sim_trainer_with(PP_TRANSPORT_NCCL, 1), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "--transport nccl moves GPU memory"), "%s",
+                       pp_error_message());
+    cr_assert_eq(sim_trainer_with(PP_TRANSPORT_INPROC, 1), PP_OK, "%s",
+                 pp_error_message());
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -1,0 +1,123 @@
+/* pp_backend.h: the stage-backend interface (what a stage computes: cpu, cuda, sim) as a table
+ * of function pointers, and the constructors of the three backends (runtime/backend_cpu.c,
+ * runtime/backend_sim.c). The executor calls a backend only from its stage's worker thread.
+ * docs/executor.md explains the time model and how a backend slots in. */
+#ifndef PP_BACKEND_H
+#define PP_BACKEND_H
+
+#include "pp_common.h"
+#include "pp_kops.h"
+#include "pp_plan.h"
+#include "pp_runtime.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pp_backend_kind {
+    PP_BACKEND_CPU = 0,
+    PP_BACKEND_SIM = 1,
+    PP_BACKEND_CUDA = 2 /* PP_HAVE_CUDA builds */
+} pp_backend_kind;
+
+/* The data of one step: the batch cut into M micro-batches (cpu backend; NULL for sim). */
+typedef struct pp_step_data {
+    int M;
+    const pp_microbatch *mbs; /* [M] */
+    float loss_scale;         /* multiplies the summed token losses (1 / (batch * T)) */
+} pp_step_data;
+
+/* Time model: every op receives the stage's clock `*t_ns` (CLOCK_MONOTONIC ns at which the op
+ * may start) and returns with it set to when the op ended. Compute backends ignore the input and
+ * set it to the real time after computing; the sim backend sleeps to the absolute deadline
+ * *t_ns + cost and advances it by exactly the cost. */
+typedef struct pp_stage_backend pp_stage_backend;
+
+typedef struct pp_backend_ops {
+    const char *name;
+    /* Bytes of the activation that (chunk)'s output sends forward, and of the gradient its input
+     * sends backward, per micro-batch. */
+    size_t (*act_bytes)(pp_stage_backend *b, int chunk);
+    size_t (*grad_bytes)(pp_stage_backend *b, int chunk);
+    /* Marks the start of a step (zero gradients, reset the loss). */
+    pp_status (*begin_step)(pp_stage_backend *b, int64_t step, const pp_step_data *d);
+    /* Forward of (chunk, mb) into activation slot `slot`; `in` is the received activation (NULL
+     * for the first piece). The output is at *out (act_bytes; NULL for the last piece, which
+     * computes the loss instead). */
+    pp_status (*forward)(pp_stage_backend *b, int chunk, int mb, int slot, const void *in,
+                         const void **out, uint64_t *t_ns);
+    /* Backward halves; dout is the received gradient (NULL for the last piece). The input
+     * gradient is at *din (grad_bytes; NULL for the first piece). */
+    pp_status (*backward_input)(pp_stage_backend *b, int chunk, int mb, int slot,
+                                const void *dout, const void **din, uint64_t *t_ns);
+    pp_status (*backward_weight)(pp_stage_backend *b, int chunk, int mb, int slot,
+                                 uint64_t *t_ns);
+    /* Sum of squared gradients of this stage and its summed micro-batch losses (last piece).
+     * A device backend waits here for the step's work: a device error in it is returned (the
+     * step fails with it) and the values are then undefined. */
+    pp_status (*grad_stats)(pp_stage_backend *b, double *sumsq, double *loss_sum);
+    /* Optimizer step with learning rate and gradient scale (clipping). */
+    pp_status (*optimizer_step)(pp_stage_backend *b, float lr, float grad_scale, uint64_t *t_ns);
+    /* The gradients of `chunk` that data-parallel replicas sum: *g (NULL when the backend holds
+     * none, as sim) of *n floats, and the bytes a real job would reduce (sim: the cost file's
+     * param_bytes of the chunk's layers). */
+    void (*grads)(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes);
+    /* Time a transfer of `bytes` takes from the sender's clock (sim: latency + bytes/BW). */
+    uint64_t (*transfer_ns)(pp_stage_backend *b, size_t bytes);
+    void (*destroy)(pp_stage_backend *b);
+} pp_backend_ops;
+
+struct pp_stage_backend {
+    const pp_backend_ops *ops;
+    int stage;
+    int n_chunks;     /* v */
+    int n_slots;      /* activation slots per chunk */
+    int carries_data; /* 0 for sim: messages carry byte counts, not tensors */
+    pp_kops *mem;     /* where its tensors live (the executor's receive buffers and a
+                         transport's device copies too); NULL: host memory */
+};
+
+/* CPU backend for stage s: the layers of each of its chunks (pieces s, s + S, ...) with their
+ * own parameters, AdamW state and n_slots activation slots of mb_B sequences per chunk. */
+pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                const pp_adamw_config *opt, uint64_t seed, int mb_B,
+                                int n_slots, pp_stage_backend **out);
+/* The same on another host kernel table (k->on_device 0; borrowed: it outlives the backend),
+ * e.g. one that checks or injects faults, as tests do. */
+pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partition *part,
+                                     int stage, const pp_adamw_config *opt, uint64_t seed,
+                                     int mb_B, int n_slots, const pp_kops *k,
+                                     pp_stage_backend **out);
+/* The cpu backend's model slice of `chunk` (for checkpoints and tests). */
+pp_model *pp_backend_cpu_model(pp_stage_backend *b, int chunk);
+pp_optimizer *pp_backend_cpu_optimizer(pp_stage_backend *b, int chunk);
+
+/* CUDA backend for stage s: the cpu backend's layers and math on GPU `device`, through a kernel
+ * table with the stage's own stream (kernels/cuda/pp_cuda.h): parameters, gradients, AdamW
+ * moments and activations in device memory, every op enqueued without waiting for the GPU; the
+ * host waits only at the step's end (gradient statistics). Initial parameters are the cpu
+ * backend's (same seed), so the two backends start identical. max_M: the most micro-batches a
+ * step has (their tokens are staged on the device). precision: pp_cuda_precision. Declared in
+ * every build: without CUDA it fails with "this build has no CUDA". Its kernel table (the
+ * stage's stream) is b->mem, for transports that order copies on it. */
+pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
+                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
+                                 int device, int precision, int max_M, pp_stage_backend **out);
+
+/* Sim backend for stage s: every layer op sleeps to its deadline per the cost file; the
+ * multiplier scales this stage's compute costs (1.0 = as in the file; stragglers). With
+ * split_backward the input and weight halves cost bwd_input_us and bwd_weight_us (the cost file
+ * must have them); otherwise a backward costs bwd_us. `costs` is borrowed and must outlive the
+ * backend. n_slots is how many micro-batches per chunk the executor may track at once (no memory
+ * is held for them). */
+pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
+                                double multiplier, int split_backward, int n_slots,
+                                pp_stage_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_BACKEND_H */
