@@ -172,13 +172,153 @@ static pp_status dp_allreduce(worker *w)
     return st;
 }
 
+/* A receive into buf (the slot's receive buffer), one NVTX range of kind nk; the clock moves
+ * to when the data is there. */
+static pp_status do_recv(worker *w, const pp_instr *in, pp_msg_tag tag, void *buf, size_t bytes,
+                         pp_nvtx_kind nk, pp_nvtx_info *info)
+{
+    uint64_t avail = 0;
+    info->bytes = bytes;
+    pp_nvtx_push(nk, info);
+    pp_status st = pp_transport_recv(w->e->tp, w->stage, in->peer, tag, buf, bytes, &avail);
+    if (st == PP_OK)
+        clock_after_wait(w, avail);
+    pp_nvtx_pop();
+    return st;
+}
+
+/* A send of data (the slot's output or input gradient; none for the sim backend), available
+ * at the receiver after the backend's transfer time. */
+static pp_status do_send(worker *w, const pp_instr *in, pp_msg_tag tag, const void *data,
+                         size_t bytes, pp_nvtx_kind nk, pp_nvtx_info *info)
+{
+    pp_stage_backend *b = w->b;
+    info->bytes = bytes;
+    pp_nvtx_push(nk, info);
+    pp_status st = pp_transport_send(w->e->tp, w->stage, in->peer, tag,
+                                     b->carries_data ? data : NULL, bytes,
+                                     w->clock_ns + b->ops->transfer_ns(b, bytes));
+    if (b->carries_data)
+        w->clock_ns = pp_now_ns();
+    pp_nvtx_pop();
+    return st;
+}
+
+/* BWD (both halves) or BWD_INPUT; a full backward frees the slot once its gradient is sent. */
+static pp_status do_backward(worker *w, const pp_instr *in, int piece, int slot,
+                             pp_nvtx_info *info)
+{
+    pp_stage_backend *b = w->b;
+    int chunk = in->chunk, P = w->e->sched->S * w->e->sched->v;
+    slot_state *ss = &w->slots[chunk * w->n_slots + slot];
+    int full = in->op == PP_OP_BWD;
+    pp_nvtx_push(full ? PP_NVTX_BWD : PP_NVTX_BWD_INPUT, info);
+    const void *dout = piece == P - 1 ? NULL : recv_grad_buf(w, chunk, slot);
+    pp_status st = b->ops->backward_input(b, chunk, in->mb, slot, dout, &ss->din, &w->clock_ns);
+    if (st == PP_OK && full)
+        st = b->ops->backward_weight(b, chunk, in->mb, slot, &w->clock_ns);
+    pp_nvtx_pop();
+    if (full) {
+        ss->bwd_done = 1;
+        slot_maybe_release(w, chunk, piece, slot);
+    }
+    return st;
+}
+
+/* Global gradient norm and loss across all stages, and the latest stage clock: the optimizer
+ * step waits for the norm, as clipping needs it. */
+static pp_status do_opt_step(worker *w, pp_nvtx_info *info)
+{
+    pp_exec *e = w->e;
+    pp_stage_backend *b = w->b;
+    pp_transport *tp = e->tp;
+    int s = w->stage;
+    pp_status st;
+    /* Data parallelism: the replicas of this stage sum their gradients first, so the norm
+     * below is the global batch's. */
+    int dp = tp->dp > 1 && tp->ops->dp_allreduce;
+    if (dp && (st = dp_allreduce(w)) != PP_OK)
+        return st;
+    double vals[2];
+    if ((st = b->ops->grad_stats(b, &vals[0], &vals[1])) != PP_OK)
+        return st;
+    uint64_t t = w->clock_ns;
+    st = tp->ops->allreduce(tp, s, vals, 2, &t);
+    /* ... and the replicas' losses, each its own batch share's mean */
+    if (st == PP_OK && dp &&
+        (st = tp->ops->dp_allreduce(tp, s, NULL, 0, &vals[1], 1, NULL)) == PP_OK)
+        vals[1] /= tp->dp;
+    if (st != PP_OK)
+        return st;
+    clock_after_wait(w, t);
+    double norm = sqrt(vals[0]);
+    if (s == e->first_local) {
+        e->grad_sumsq = vals[0];
+        e->loss_sum = vals[1];
+    }
+    info->mb = info->chunk = info->peer = -1;
+    pp_nvtx_push(PP_NVTX_OPT_STEP, info);
+    st = b->ops->optimizer_step(b, e->lr, pp_grad_clip_scale(e->grad_clip, norm), &w->clock_ns);
+    pp_nvtx_pop();
+    return st;
+}
+
+/* One instruction of the stage's list; slot is its activation slot (-1 for the optimizer
+ * step). */
+static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info *info)
+{
+    pp_stage_backend *b = w->b;
+    int s = w->stage, chunk = in->chunk, mb = in->mb;
+    int piece = chunk >= 0 ? pp_schedule_piece(w->e->sched, s, chunk) : -1;
+    slot_state *ss = slot >= 0 ? &w->slots[chunk * w->n_slots + slot] : NULL;
+    pp_status st;
+    pp_msg_tag tag;
+    switch ((pp_op)in->op) {
+    case PP_OP_RECV_ACT:
+        tag = (pp_msg_tag){PP_MSG_ACT, mb, piece};
+        return do_recv(w, in, tag, recv_act_buf(w, chunk, slot), w->in_bytes[chunk],
+                       PP_NVTX_RECV_ACT, info);
+    case PP_OP_FWD: {
+        pp_nvtx_push(PP_NVTX_FWD, info);
+        const void *src = piece == 0 ? NULL : recv_act_buf(w, chunk, slot);
+        st = b->ops->forward(b, chunk, mb, slot, src, &ss->out, &w->clock_ns);
+        pp_nvtx_pop();
+        return st;
+    }
+    case PP_OP_SEND_ACT:
+        tag = (pp_msg_tag){PP_MSG_ACT, mb, piece + 1};
+        return do_send(w, in, tag, ss->out, w->out_bytes[chunk], PP_NVTX_SEND_ACT, info);
+    case PP_OP_RECV_GRAD:
+        tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece};
+        return do_recv(w, in, tag, recv_grad_buf(w, chunk, slot), w->out_bytes[chunk],
+                       PP_NVTX_RECV_GRAD, info);
+    case PP_OP_BWD:
+    case PP_OP_BWD_INPUT: return do_backward(w, in, piece, slot, info);
+    case PP_OP_BWD_WEIGHT:
+        pp_nvtx_push(PP_NVTX_BWD_WEIGHT, info);
+        st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
+        pp_nvtx_pop();
+        ss->bwd_done = 1;
+        slot_maybe_release(w, chunk, piece, slot);
+        return st;
+    case PP_OP_SEND_GRAD:
+        tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece - 1};
+        st = do_send(w, in, tag, ss->din, w->in_bytes[chunk], PP_NVTX_SEND_GRAD, info);
+        ss->grad_sent = 1;
+        slot_maybe_release(w, chunk, piece, slot);
+        return st;
+    case PP_OP_OPT_STEP: return do_opt_step(w, info);
+    default: return PP_ERR(PP_ERR_RUNTIME, "stage %d: unknown instruction %d", s, in->op);
+    }
+}
+
+/* The stage's list for one step, inside its step range. */
 static pp_status run_list(worker *w)
 {
     pp_exec *e = w->e;
     const pp_schedule *sc = e->sched;
     pp_stage_backend *b = w->b;
-    pp_transport *tp = e->tp;
-    int s = w->stage, S = sc->S, P = S * sc->v;
+    int s = w->stage;
     pp_status st;
     for (int i = 0; i < sc->v * sc->M; i++)
         w->slot_of[i] = -1;
@@ -193,135 +333,19 @@ static pp_status run_list(worker *w)
     const pp_instr *list = sc->instrs[s];
     for (int k = 0; k < sc->n_instrs[s]; k++) {
         const pp_instr *in = &list[k];
-        int chunk = in->chunk, mb = in->mb;
-        int piece = chunk >= 0 ? pp_schedule_piece(sc, s, chunk) : -1;
         int slot = -1;
-        if (chunk >= 0) {
-            slot = slot_acquire(w, chunk, mb);
-            if (slot < 0)
-                return PP_ERR(PP_ERR_RUNTIME,
-                              "activation slots exhausted on stage %d (chunk %d, %d slots) at "
-                              "instruction %d",
-                              s, chunk, w->n_slots, k);
-        }
-        slot_state *ss = slot >= 0 ? &w->slots[chunk * w->n_slots + slot] : NULL;
-        info.mb = mb;
-        info.chunk = chunk;
+        if (in->chunk >= 0 && (slot = slot_acquire(w, in->chunk, in->mb)) < 0)
+            /* the step range stays open, as it always did on this error */
+            return PP_ERR(PP_ERR_RUNTIME,
+                          "activation slots exhausted on stage %d (chunk %d, %d slots) at "
+                          "instruction %d",
+                          s, in->chunk, w->n_slots, k);
+        info.mb = in->mb;
+        info.chunk = in->chunk;
         info.peer = in->peer;
         info.layer = -1;
         info.bytes = 0;
-        pp_msg_tag tag;
-        uint64_t avail = 0;
-        switch ((pp_op)in->op) {
-        case PP_OP_RECV_ACT:
-            info.bytes = w->in_bytes[chunk];
-            pp_nvtx_push(PP_NVTX_RECV_ACT, &info);
-            tag = (pp_msg_tag){PP_MSG_ACT, mb, piece};
-            st = pp_transport_recv(tp, s, in->peer, tag, recv_act_buf(w, chunk, slot),
-                                   w->in_bytes[chunk], &avail);
-            if (st == PP_OK)
-                clock_after_wait(w, avail);
-            pp_nvtx_pop();
-            break;
-        case PP_OP_FWD: {
-            pp_nvtx_push(PP_NVTX_FWD, &info);
-            const void *src = piece == 0 ? NULL : recv_act_buf(w, chunk, slot);
-            st = b->ops->forward(b, chunk, mb, slot, src, &ss->out, &w->clock_ns);
-            pp_nvtx_pop();
-            break;
-        }
-        case PP_OP_SEND_ACT:
-            info.bytes = w->out_bytes[chunk];
-            pp_nvtx_push(PP_NVTX_SEND_ACT, &info);
-            tag = (pp_msg_tag){PP_MSG_ACT, mb, piece + 1};
-            st = pp_transport_send(tp, s, in->peer, tag, b->carries_data ? ss->out : NULL,
-                                   w->out_bytes[chunk],
-                                   w->clock_ns + b->ops->transfer_ns(b, w->out_bytes[chunk]));
-            if (b->carries_data)
-                w->clock_ns = pp_now_ns();
-            pp_nvtx_pop();
-            break;
-        case PP_OP_RECV_GRAD:
-            info.bytes = w->out_bytes[chunk];
-            pp_nvtx_push(PP_NVTX_RECV_GRAD, &info);
-            tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece};
-            st = pp_transport_recv(tp, s, in->peer, tag, recv_grad_buf(w, chunk, slot),
-                                   w->out_bytes[chunk], &avail);
-            if (st == PP_OK)
-                clock_after_wait(w, avail);
-            pp_nvtx_pop();
-            break;
-        case PP_OP_BWD:
-        case PP_OP_BWD_INPUT: {
-            int full = in->op == PP_OP_BWD;
-            pp_nvtx_push(full ? PP_NVTX_BWD : PP_NVTX_BWD_INPUT, &info);
-            const void *dout = piece == P - 1 ? NULL : recv_grad_buf(w, chunk, slot);
-            st = b->ops->backward_input(b, chunk, mb, slot, dout, &ss->din, &w->clock_ns);
-            if (st == PP_OK && full)
-                st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
-            pp_nvtx_pop();
-            if (full) {
-                ss->bwd_done = 1;
-                slot_maybe_release(w, chunk, piece, slot);
-            }
-            break;
-        }
-        case PP_OP_BWD_WEIGHT:
-            pp_nvtx_push(PP_NVTX_BWD_WEIGHT, &info);
-            st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
-            pp_nvtx_pop();
-            ss->bwd_done = 1;
-            slot_maybe_release(w, chunk, piece, slot);
-            break;
-        case PP_OP_SEND_GRAD:
-            info.bytes = w->in_bytes[chunk];
-            pp_nvtx_push(PP_NVTX_SEND_GRAD, &info);
-            tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece - 1};
-            st = pp_transport_send(tp, s, in->peer, tag, b->carries_data ? ss->din : NULL,
-                                   w->in_bytes[chunk],
-                                   w->clock_ns + b->ops->transfer_ns(b, w->in_bytes[chunk]));
-            if (b->carries_data)
-                w->clock_ns = pp_now_ns();
-            pp_nvtx_pop();
-            ss->grad_sent = 1;
-            slot_maybe_release(w, chunk, piece, slot);
-            break;
-        case PP_OP_OPT_STEP: {
-            /* Global gradient norm and loss across all stages, and the latest stage clock: the
-             * optimizer step waits for the norm, as clipping needs it. */
-            /* Data parallelism: the replicas of this stage sum their gradients first, so the
-             * norm below is the global batch's. */
-            int dp = tp->dp > 1 && tp->ops->dp_allreduce;
-            if (dp && (st = dp_allreduce(w)) != PP_OK)
-                break;
-            double vals[2];
-            if ((st = b->ops->grad_stats(b, &vals[0], &vals[1])) != PP_OK)
-                break;
-            uint64_t t = w->clock_ns;
-            st = tp->ops->allreduce(tp, s, vals, 2, &t);
-            /* ... and the replicas' losses, each its own batch share's mean */
-            if (st == PP_OK && dp &&
-                (st = tp->ops->dp_allreduce(tp, s, NULL, 0, &vals[1], 1, NULL)) == PP_OK)
-                vals[1] /= tp->dp;
-            if (st != PP_OK)
-                break;
-            clock_after_wait(w, t);
-            double norm = sqrt(vals[0]);
-            if (s == e->first_local) {
-                e->grad_sumsq = vals[0];
-                e->loss_sum = vals[1];
-            }
-            info.mb = info.chunk = info.peer = -1;
-            pp_nvtx_push(PP_NVTX_OPT_STEP, &info);
-            st = b->ops->optimizer_step(b, e->lr, pp_grad_clip_scale(e->grad_clip, norm),
-                                        &w->clock_ns);
-            pp_nvtx_pop();
-            break;
-        }
-        default:
-            st = PP_ERR(PP_ERR_RUNTIME, "stage %d: unknown instruction %d", s, in->op);
-        }
-        if (st != PP_OK) {
+        if ((st = run_instr(w, in, slot, &info)) != PP_OK) {
             pp_nvtx_pop(); /* the step range */
             return st;
         }

@@ -2,8 +2,8 @@
  * replicas the world's S x dp ranks form dp pipelines: rank r runs stage r % S of replica r / S,
  * each replica's stages talk over their own communicator (split from MPI_COMM_WORLD), and the dp
  * ranks of each stage sum their gradients over another (dp_allreduce). pp_pipe_trainer creates
- * it from the transport table (transport.c) when pptrain runs with --transport mpi; docs/executor.md describes how it plugs into the
- * executor.
+ * it from the transport table (transport.c) when pptrain runs with --transport mpi;
+ * docs/executor.md describes how it plugs into the executor.
  *
  * Every message is a 16-byte header (avail_ns, payload bytes) followed by the payload, sent with
  * MPI_Isend from a preallocated staging slot: a send completes as soon as the data is copied, so
