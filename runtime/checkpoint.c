@@ -235,15 +235,27 @@ fail:
     return st;
 }
 
-pp_status pp_checkpoint_peek_config(const char *path, pp_model_config *cfg)
+/* read_checked for the callers that do not need the length: on success the contents stay in
+ * *keep (the caller frees them with free()), or are freed at once when keep is NULL (only the
+ * header was wanted). */
+static pp_status read_header_checked(const char *path, char **keep, ckpt_fields *h)
 {
     char *buf = NULL;
     size_t len = 0;
+    pp_status st = read_checked(path, &buf, &len, h);
+    if (keep)
+        *keep = buf;
+    else
+        free(buf);
+    return st;
+}
+
+pp_status pp_checkpoint_peek_config(const char *path, pp_model_config *cfg)
+{
     ckpt_fields h;
-    pp_status st = read_checked(path, &buf, &len, &h);
+    pp_status st = read_header_checked(path, NULL, &h);
     if (st != PP_OK)
         return st;
-    free(buf);
     pp_model_config c = {h.vocab_size, h.seq_len, h.d_model, h.n_heads, h.n_layers};
     st = pp_model_config_validate(&c);
     if (st != PP_OK)
@@ -258,9 +270,8 @@ pp_status pp_checkpoint_read_image(const char *path, const pp_model_config *cfg,
                                    void **owner)
 {
     char *buf = NULL;
-    size_t len = 0;
     ckpt_fields h;
-    pp_status st = read_checked(path, &buf, &len, &h);
+    pp_status st = read_header_checked(path, &buf, &h);
     if (st != PP_OK)
         return st;
     if (h.vocab_size != cfg->vocab_size || h.seq_len != cfg->seq_len ||

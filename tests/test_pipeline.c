@@ -96,6 +96,26 @@ static int eq_cases(eq_case *out)
     return n;
 }
 
+/* A cpu pipeline over eq_config(M) and the test corpus: schedule kind on S stages of v chunks.
+ * The caller destroys it and frees pc->partition. */
+static pp_pipe_trainer *cpu_pipeline(pp_schedule_kind kind, int S, int M, int v,
+                                     pp_pipe_config *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->train = eq_config(M);
+    pc->backend = PP_BACKEND_CPU;
+    pc->schedule = kind;
+    pc->v = v;
+    pc->slow_stage = -1;
+    cr_assert_eq(pp_partition_even(8, S, v, &pc->partition), PP_OK);
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    cr_assert_eq(pp_pipe_trainer_create(pc, d, &t), PP_OK, "%s S=%d M=%d v=%d: %s",
+                 pp_schedule_kind_name(kind), S, M, v, pp_error_message());
+    return t;
+}
+
 Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .timeout = 300)
 {
     reference *ref = single_stage_reference(1);
@@ -105,18 +125,7 @@ Test(pipeline, every_schedule_trains_like_the_single_stage_full_batch_run, .time
     for (int k = 0; k < n_cases; k++) {
         const eq_case *ec = &cases[k];
         pp_pipe_config pc;
-        memset(&pc, 0, sizeof pc);
-        pc.train = eq_config(ec->M);
-        pc.backend = PP_BACKEND_CPU;
-        pc.schedule = ec->kind;
-        pc.v = ec->v;
-        pc.slow_stage = -1;
-        cr_assert_eq(pp_partition_even(8, ec->S, ec->v, &pc.partition), PP_OK);
-        pp_data *d = NULL;
-        cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
-        pp_pipe_trainer *t = NULL;
-        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "case %d: %s", k,
-                     pp_error_message());
+        pp_pipe_trainer *t = cpu_pipeline(ec->kind, ec->S, ec->M, ec->v, &pc);
         for (int i = 0; i < 3; i++) {
             pp_step_stats s;
             cr_assert_eq(pp_pipe_trainer_step(t, &s, NULL), PP_OK, "%s", pp_error_message());
@@ -168,16 +177,7 @@ Test(pipeline, reruns_are_bit_identical)
     size_t n = 0;
     for (int r = 0; r < 2; r++) {
         pp_pipe_config pc;
-        memset(&pc, 0, sizeof pc);
-        pc.train = eq_config(4);
-        pc.schedule = PP_SCHED_1F1B;
-        pc.v = 1;
-        pc.slow_stage = -1;
-        cr_assert_eq(pp_partition_even(8, 4, 1, &pc.partition), PP_OK);
-        pp_data *d = NULL;
-        cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
-        pp_pipe_trainer *t = NULL;
-        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+        pp_pipe_trainer *t = cpu_pipeline(PP_SCHED_1F1B, 4, 4, 1, &pc);
         for (int i = 0; i < 3; i++)
             cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
         n = pp_model_config_num_params(&pc.train.model);
@@ -200,25 +200,14 @@ Test(pipeline, checkpoints_move_between_stage_counts)
     /* 2 steps on 4 stages, save, resume on 1 stage: the third step equals the reference's */
     reference *ref = single_stage_reference(2);
     pp_pipe_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.train = eq_config(2);
-    pc.schedule = PP_SCHED_1F1B;
-    pc.v = 1;
-    pc.slow_stage = -1;
-    cr_assert_eq(pp_partition_even(8, 4, 1, &pc.partition), PP_OK);
-    pp_data *d = NULL;
-    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
-    pp_pipe_trainer *t = NULL;
-    cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+    pp_pipe_trainer *t = cpu_pipeline(PP_SCHED_1F1B, 4, 2, 1, &pc);
     cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
     cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK);
     cr_assert_eq(pp_pipe_trainer_save(t, ck), PP_OK, "%s", pp_error_message());
     pp_pipe_trainer_destroy(t);
     pp_partition_free(&pc.partition);
 
-    cr_assert_eq(pp_partition_even(8, 1, 1, &pc.partition), PP_OK);
-    cr_assert_eq(pp_data_markov_create(64, 4, 5, &d), PP_OK);
-    cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK);
+    t = cpu_pipeline(PP_SCHED_1F1B, 1, 2, 1, &pc);
     cr_assert_eq(pp_pipe_trainer_load(t, ck), PP_OK, "%s", pp_error_message());
     cr_assert_eq(pp_pipe_trainer_steps_done(t), 2);
     pp_step_stats s;
