@@ -29,9 +29,10 @@ typedef struct pp_pipe_config {
     const pp_costs *costs;   /* sim only; borrowed */
     int slow_stage;          /* sim: stage whose costs are multiplied (-1: none) */
     double slow_factor;
-    pp_transport_kind transport; /* 0 (inproc) unless set */
-    int dp;                  /* data-parallel replicas (mpi transport; 0 or 1: none). The batch
-                                is the global one: each replica trains batch / dp of it */
+    pp_transport_kind transport; /* a row of the transport table; 0 (inproc) unless set */
+    int dp;                  /* data-parallel replicas (a one-stage-per-process transport; 0 or
+                                1: none). The batch is the global one: each replica trains
+                                batch / dp of it */
     int cuda_device;         /* cuda: the GPU of stage 0 in-process, or of this rank */
     int cuda_precision;      /* cuda: pp_cuda_precision (0 fp32) */
 } pp_pipe_config;
