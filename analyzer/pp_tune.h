@@ -1,70 +1,171 @@
-/* pp_tune.h: the tuner's search over pipeline layouts. The rebalancer finds the contiguous
- * partition of the layer list into S stages (S * v pieces) that minimises the simulated step time
- * (analyzer/pp_sim.h) of a given schedule, under a per-stage memory limit, and proves how far
- * its answer can be from the optimum. Called by pprof-tune; docs/rebalancer.md has the method,
- * the bounds and their proofs. Pure computation: no threads, no clocks besides the time budget;
- * every call is independent, so concurrent calls on different arguments are safe. */
+/* pp_tune.h: the tuning driver behind pprof-tune (docs/cli/pprof-tune.md). From runs captured by
+ * pprof-run it proposes layouts (the rebalancer, pp_rebalance.h, over the schedules the job can
+ * run), explains them (the comparison table and the --formula arithmetic), advises the
+ * micro-batch size and count from runs at several sizes (pp_advise.h), verifies that a run ran a
+ * plan, and drives the capture-tune-rerun loop of --auto (the job itself is run by the caller's
+ * callback: process handling stays in the tool). Files: tune.c (loading, proposals, plans,
+ * verification), tune_explain.c (what is printed about one run), tune_advise.c, tune_auto.c.
+ * Output goes to the FILE given; diagnostics through the caller's note function. No shared state:
+ * concurrent calls on different arguments are safe. */
 #ifndef PP_TUNE_H
 #define PP_TUNE_H
 
+#include "pp_advise.h"
+#include "pp_analyzer.h"
+#include "pp_extract.h"
 #include "pp_plan.h"
+#include "pp_rebalance.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Bytes stage `stage` of partition `p` holds at its peak, under this model (docs/rebalancer.md):
- *   4 x the parameter bytes of its layers (weights, gradients and AdamW's two moments, all in
- *   the parameters' precision), plus the activations of `peak_inflight` micro-batches, a
- *   micro-batch's being the sum of activation_bytes over the stage's layers.
- * With v > 1, `peak_inflight` counts micro-batch-chunks (pp_schedule_report.peak_inflight) and
- * each is charged at the stage's heaviest chunk: an upper bound that does not depend on which
- * chunks are in flight at the peak. Saturates at UINT64_MAX. */
-uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int stage,
-                               int peak_inflight);
+enum { PP_TUNE_MAX_KINDS = 4 };
 
-typedef struct pp_rebalance_opts {
+/* A diagnostic for stderr ("run X has no layer marks ..."), shown unless quiet and, when
+ * verbose_only, only when verbose; the tool's pp_tool_note fits. */
+typedef void (*pp_tune_note_fn)(int verbose_only, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+typedef struct pp_tune_opts {
+    pp_schedule_kind kinds[PP_TUNE_MAX_KINDS]; /* --schedules, in the order given, no repeats */
+    int n_kinds;                  /* 0: not given (the run's own; for advice: all) */
+    uint64_t memory_limit_bytes;  /* per stage; 0 = none */
+    double time_budget_s;         /* per rebalancer search; 0 = until optimal */
+    int formula;                  /* print the arithmetic behind every proposed number */
+    int verbose;                  /* every candidate, every fitted layer */
+    pp_tune_note_fn note;         /* may be NULL */
+    FILE *detail;                 /* the extraction notes of every run loaded, or NULL */
+} pp_tune_opts;
+
+/* Parses "all" or a comma-separated list of schedule names into o->kinds (duplicates dropped,
+ * order kept). PP_ERR_INVALID naming the option otherwise. */
+pp_status pp_tune_schedules_parse(const char *s, pp_tune_opts *o);
+
+/* Analyzes run directory `dir` and extracts its costs (pp_extract.h); errors name the directory,
+ * a run without a complete step is PP_ERR_INVALID. The caller frees both. */
+pp_status pp_tune_load_run(const pp_tune_opts *o, const char *dir, pp_analysis **a, pp_extract *e);
+
+/* One evaluated layout: the rebalancer's answer for (kind, v, M) at micro-batch size b. */
+typedef struct pp_tune_proposal {
     pp_schedule_kind kind;
-    int S;                       /* stages */
-    int v;                       /* chunks per stage: 1, or >= 2 for interleaved */
-    int M;                       /* micro-batches per step */
-    const pp_costs *costs;       /* borrowed; its layer count is L */
-    uint64_t memory_limit_bytes; /* per stage, by pp_stage_memory_bytes; 0 = no limit */
-    double time_budget_s;        /* stop the exact search after this long and report the proven
-                                    gap; 0 = search until optimality is proven */
-} pp_rebalance_opts;
+    int v, M, b;
+    int ok;              /* 0: not evaluated, why[] says why */
+    char why[512];
+    pp_partition part;   /* owned */
+    double step_ns, bubble, lower_ns;
+    int exact;
+    uint64_t *mem;       /* [S] owned */
+    double seconds;
+} pp_tune_proposal;
 
-typedef struct pp_rebalance_result {
-    pp_partition partition;      /* the proposal; freed by pp_rebalance_result_free */
-    double step_ns;              /* its simulated step time (pp_sim_file's, to the last bit) */
-    double lower_bound_ns;       /* proven: no partition meeting the limit simulates faster */
-    int exact;                   /* 1: the search finished: step_ns is the optimum, up to ties
-                                    within a relative 1e-9 (lower_bound_ns = step_ns * (1 -
-                                    1e-9)); 0: the time budget ran out, the gap is
-                                    step_ns / lower_bound_ns - 1 */
-    uint64_t *stage_memory_bytes;/* [S] pp_stage_memory_bytes of each stage of the proposal */
-    double even_step_ns;         /* the even split's simulated step (< 0 when it has no valid
-                                    shape); for reporting the gain */
-    int64_t evaluated;           /* partitions simulated */
-    int64_t nodes;               /* search-tree nodes expanded */
-    double seconds;              /* wall time of the call */
-} pp_rebalance_result;
+void pp_tune_proposal_free(pp_tune_proposal *p);
 
-/* Finds the partition. PP_ERR_INVALID when the arguments are not a valid schedule shape
- * (pp_schedule_check_args), when S * v > L, or when no partition meets the memory limit (the
- * message gives the smallest achievable largest stage memory). On success fills `r` (free it
- * with pp_rebalance_result_free); on failure leaves it empty. */
-pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r);
-void pp_rebalance_result_free(pp_rebalance_result *r);
+/* The layouts considered for one run and the best of them. */
+typedef struct pp_tune_search {
+    pp_tune_proposal cands[PP_TUNE_MAX_KINDS * 4];
+    int n_cands;
+    int best;                     /* index into cands */
+    char skipped[PP_TUNE_MAX_KINDS][256]; /* "<schedule>: why not" */
+    int n_skipped;
+    double current_pred_ns, current_bubble; /* the run's own layout, simulated */
+    double measured_ns;
+} pp_tune_search;
 
-/* The rebalancer's internals on one given partition, for tests and --explain: its own evaluator's
- * step time (`step_ns`, equal to pp_sim_file's) and the lower bound its search would use for a
- * node whose pieces are all fixed to these (`bound_ns`, <= step_ns; docs/rebalancer.md). Either
- * pointer may be NULL. */
-pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,
-                               double *bound_ns);
+/* Evaluates the candidates for run e (the run's own schedule, and those of o->kinds the job can
+ * run, each at its allowed v) and picks the best predicted. Fills `s` (free it with
+ * pp_tune_search_free, also after a failure). */
+pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_extract *e,
+                             pp_tune_search *s);
+void pp_tune_search_free(pp_tune_search *s);
+
+/* The comparison of the run's layout with the proposal, the candidates, the --formula view and
+ * the framework forms (tune_explain.c). */
+void pp_tune_search_print(const pp_tune_opts *o, const char *dir, const pp_extract *e,
+                          const pp_tune_search *s, FILE *out);
+
+/* The partition as Megatron-LM and DeepSpeed take it. */
+void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, FILE *out);
+
+/* A warning when the model's self-check error (percent) is over 10%, with the likely cause. */
+void pp_tune_warn_model_error(double err_pct, int S, FILE *out);
+
+/* A plan for (part, kind, M, b) with its prediction and the run it was made from; a bubble < 0
+ * is "unknown". The caller frees it (pp_plan_free). */
+pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int M, int b,
+                            uint64_t mem_limit, double step_ns, double bubble,
+                            const char *baseline, pp_plan *plan);
+/* pp_tune_plan_make and pp_plan_write; errors name the path. */
+pp_status pp_tune_plan_write(const pp_partition *part, pp_schedule_kind kind, int M, int b,
+                             uint64_t mem_limit, double step_ns, double bubble,
+                             const char *baseline, const char *path);
+
+/* PP_ERR_INVALID naming the first difference between what run `dir` ran and the plan. */
+pp_status pp_tune_check_ran_plan(const char *dir, const pp_extract *e, const pp_plan *plan,
+                                 const char *plan_path);
+
+/* --verify: checks that run `dir` ran `plan` and prints measured against predicted, and with
+ * `baseline_dir` the achieved speedup against the predicted one. */
+pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char *plan_path,
+                         const char *dir, const char *baseline_dir, FILE *out);
+
+/* --advise: costs fitted against the micro-batch size over several runs, and every micro-batch
+ * count x schedule for the global batch ranked by its simulated step (tune_advise.c). */
+typedef struct pp_tune_advice {
+    int n_runs;
+    int *sizes;                   /* [n_runs] samples per micro-batch of each run */
+    pp_analysis **analyses;       /* [n_runs] */
+    pp_extract *runs;             /* [n_runs] */
+    pp_advise_fit fit;
+    int64_t global_batch;         /* G */
+    pp_tune_proposal *cands;      /* sorted: valid ones by step, then the ruled-out */
+    int n_cands;
+    double ref_ns;                /* run 1's layout predicted by the fit, 0 when unknown */
+    int clamped;                  /* fitted times below 0 clamped to 0 */
+    int n_failed;                 /* combinations ruled out */
+    char fail_msg[512];           /* the first reason one was ruled out */
+    const char *first_dir;
+} pp_tune_advice;
+
+/* Loads the runs (`mb_sizes`, when not NULL, gives each run's micro-batch size), fits their
+ * costs and settles the global batch (`G`, 0: the first run's samples per step); then
+ * pp_tune_advise_print_fit shows the fit. Free `adv` with pp_tune_advice_free, also after a
+ * failure. */
+pp_status pp_tune_advise_fit(const pp_tune_opts *o, const char *const *dirs, int n,
+                             const int *mb_sizes, int64_t G, pp_tune_advice *adv);
+void pp_tune_advise_print_fit(const pp_tune_opts *o, const pp_tune_advice *adv, FILE *out);
+/* Ranks every (M, schedule, v) for the global batch; then pp_tune_advise_print shows the
+ * ranking and the best (adv->cands[0]). */
+pp_status pp_tune_advise_search(const pp_tune_opts *o, pp_tune_advice *adv);
+void pp_tune_advise_print(const pp_tune_opts *o, const pp_tune_advice *adv, FILE *out);
+void pp_tune_advice_free(pp_tune_advice *adv);
+
+/* --auto: runs the job (iteration 0 as it is, then with each new plan), tunes from the last
+ * run, and repeats while the measured gain is >= 1%, up to max_iters re-runs (tune_auto.c). */
+typedef struct pp_tune_job {
+    /* Runs the job under pprof-run into run directory `dir`, its output to `log`, with
+     * PPROF_PLAN=plan when plan is not NULL. *failed = 1 when the job did not succeed (the
+     * callback has said so); a status other than PP_OK stops the loop. */
+    pp_status (*run)(void *ctx, int iter, const char *dir, const char *plan, const char *log,
+                     int *failed);
+    void *ctx;
+} pp_tune_job;
+
+typedef struct pp_tune_auto_opts {
+    pp_tune_opts tune;
+    const char *outdir;          /* exists; iterations, plans and pictures go there */
+    int max_iters;
+    int gantt;                   /* draw each iteration's Gantt picture (gnuplot found) */
+    pp_tune_job job;
+} pp_tune_auto_opts;
+
+/* The loop and its summary table on `out`, and OUTDIR/best-plan.json. *job_failed = 1 when a
+ * run of the job failed: at iteration 0 nothing is printed; later the iterations measured so far
+ * are still reported. */
+pp_status pp_tune_auto(const pp_tune_auto_opts *ao, FILE *out, int *job_failed);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,17 @@
-/* tool.c: messages and exit codes shared by the pipeprof commands (pp_tool.h). */
+/* tool.c: what the pipeprof commands share (pp_tool.h): messages and exit codes, the option
+ * cases and value parsers every command repeats, the --steps range, and output directories that
+ * keep the previous one as DIR.old (pprof-run's run directory, pprof-tune --auto's OUTDIR). */
+#define _GNU_SOURCE /* nftw */
 #include "pp_tool.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 int pp_tool_verbose, pp_tool_quiet;
 static const char *g_name = "pipeprof";
@@ -38,4 +47,169 @@ void pp_tool_note(int verbose_only, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+int pp_tool_option_common(int c, char **argv, const char *usage, int *quiet, int *verbose)
+{
+    switch (c) {
+    case 'q': *quiet = 1; return PP_TOOL_GO_ON;
+    case 'v': *verbose = 1; return PP_TOOL_GO_ON;
+    case 'h': fputs(usage, stdout); return PP_EXIT_OK;
+    case ':': return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
+    default:
+        /* optopt names the letter of an unknown short option (also inside "-qx"); 0 for an
+         * unknown long option, which is the whole argument */
+        if (optopt)
+            return pp_tool_usage_error("unknown option '-%c'", optopt);
+        return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+}
+
+int pp_tool_option_status(pp_status st)
+{
+    return st == PP_OK ? PP_TOOL_GO_ON : pp_tool_usage_error("%s", pp_error_message());
+}
+
+int pp_tool_option_i64(const char *s, const char *what, int64_t lo, int64_t hi, int64_t *out)
+{
+    return pp_tool_option_status(pp_parse_i64(s, what, lo, hi, out));
+}
+
+int pp_tool_option_f64(const char *s, const char *what, double lo, double hi, double *out)
+{
+    return pp_tool_option_status(pp_parse_f64(s, what, lo, hi, out));
+}
+
+pp_status pp_tool_parse_steps(const char *s, const char *purpose, int64_t *lo, int64_t *hi)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon || colon == s)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': expected N:M or N: (%s, e.g. 10:20)", s,
+                      purpose);
+    char first[32];
+    size_t n = (size_t)(colon - s);
+    if (n >= sizeof first)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': first step is not an integer", s);
+    memcpy(first, s, n);
+    first[n] = '\0';
+    const int64_t max = INT64_C(1) << 40;
+    pp_status st = pp_parse_i64(first, "--steps first step N", 1, max, lo);
+    if (st != PP_OK)
+        return st;
+    *hi = 0;
+    if (colon[1] == '\0')
+        return PP_OK;
+    if ((st = pp_parse_i64(colon + 1, "--steps last step M", 1, max, hi)) != PP_OK)
+        return st;
+    if (*hi < *lo)
+        return PP_ERR(PP_ERR_INVALID, "--steps '%s': last step %lld is before first step %lld", s,
+                      (long long)*hi, (long long)*lo);
+    return PP_OK;
+}
+
+/* ---- output directories ----------------------------------------------------------------- */
+
+pp_tool_dir_kind pp_tool_dir_classify(const char *path, const pp_tool_outdir *k, char *why,
+                                      size_t cap)
+{
+    struct stat sb;
+    why[0] = '\0';
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT)
+            return PP_TOOL_DIR_MISSING;
+        snprintf(why, cap, "%s", strerror(errno));
+        return PP_TOOL_DIR_OTHER;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(why, cap, "it is not a directory");
+        return PP_TOOL_DIR_NOT_DIR;
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(why, cap, "cannot list it: %s", strerror(errno));
+        return PP_TOOL_DIR_OTHER;
+    }
+    int entries = 0, ours = 0;
+    char other[NAME_MAX + 1] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        entries++;
+        if (k->is_ours(e->d_name))
+            ours = 1;
+        else if (!other[0])
+            snprintf(other, sizeof other, "%s", e->d_name);
+    }
+    closedir(d);
+    if (ours)
+        return PP_TOOL_DIR_OURS;
+    if (entries == 0)
+        return PP_TOOL_DIR_EMPTY;
+    snprintf(why, cap, "it holds '%s' and %s", other, k->lacks);
+    return PP_TOOL_DIR_OTHER;
+}
+
+pp_status pp_tool_mkdir_p(const char *path, const char *what, pp_status err)
+{
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf)
+        return PP_ERR(PP_ERR_INVALID, "path too long: '%s'", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char keep = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return PP_ERR(err, "cannot create %s '%s': %s", what, buf, strerror(errno));
+            *p = keep;
+            if (!keep)
+                break;
+        }
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return PP_ERR(err, "'%s' is not a directory", path);
+    return PP_OK;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+pp_status pp_tool_dir_keep_old(const char *dir, const pp_tool_outdir *k)
+{
+    char old[PATH_MAX + 8], why[PATH_MAX + 64];
+    snprintf(old, sizeof old, "%s.old", dir);
+    pp_tool_dir_kind ko = pp_tool_dir_classify(old, k, why, sizeof why);
+    if (ko == PP_TOOL_DIR_OTHER || ko == PP_TOOL_DIR_NOT_DIR) {
+        char detail[PATH_MAX + 80] = "";
+        if (k->say_why)
+            snprintf(detail, sizeof detail, " (%s)", why);
+        return PP_ERR(PP_ERR_INVALID, "cannot keep the previous %s of '%s': '%s' exists and %s%s; "
+                                      "remove or rename it",
+                      k->noun, dir, old, k->old_is_not, detail);
+    }
+    if (ko != PP_TOOL_DIR_MISSING && nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return PP_ERR(PP_ERR_IO, "cannot remove the older %s '%s': %s", k->noun, old,
+                      strerror(errno));
+    if (rename(dir, old) != 0)
+        return PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", dir, old, strerror(errno));
+    pp_tool_note(1, "previous %s kept as '%s'", k->noun, old);
+    return PP_OK;
+}
+
+int pp_tool_path_trim(const char *path, char *buf, size_t cap)
+{
+    size_t n = strlen(path);
+    if (n >= cap)
+        return 0;
+    memcpy(buf, path, n + 1);
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+    return 1;
 }

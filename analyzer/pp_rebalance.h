@@ -1,0 +1,73 @@
+/* pp_rebalance.h: the rebalancer (analyzer/rebalance.c), the tuner's search over pipeline
+ * layouts. It finds the contiguous partition of the layer list into S stages (S * v pieces) that
+ * minimises the simulated step time (analyzer/pp_sim.h) of a given schedule, under a per-stage
+ * memory limit, and proves how far its answer can be from the optimum. Called by the tuning
+ * driver (analyzer/pp_tune.h); docs/rebalancer.md has the method, the bounds and their proofs.
+ * Pure computation: no threads, no clocks besides the time budget; every call is independent,
+ * so concurrent calls on different arguments are safe. */
+#ifndef PP_REBALANCE_H
+#define PP_REBALANCE_H
+
+#include "pp_plan.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes stage `stage` of partition `p` holds at its peak, under this model (docs/rebalancer.md):
+ *   4 x the parameter bytes of its layers (weights, gradients and AdamW's two moments, all in
+ *   the parameters' precision), plus the activations of `peak_inflight` micro-batches, a
+ *   micro-batch's being the sum of activation_bytes over the stage's layers.
+ * With v > 1, `peak_inflight` counts micro-batch-chunks (pp_schedule_report.peak_inflight) and
+ * each is charged at the stage's heaviest chunk: an upper bound that does not depend on which
+ * chunks are in flight at the peak. Saturates at UINT64_MAX. */
+uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int stage,
+                               int peak_inflight);
+
+typedef struct pp_rebalance_opts {
+    pp_schedule_kind kind;
+    int S;                       /* stages */
+    int v;                       /* chunks per stage: 1, or >= 2 for interleaved */
+    int M;                       /* micro-batches per step */
+    const pp_costs *costs;       /* borrowed; its layer count is L */
+    uint64_t memory_limit_bytes; /* per stage, by pp_stage_memory_bytes; 0 = no limit */
+    double time_budget_s;        /* stop the exact search after this long and report the proven
+                                    gap; 0 = search until optimality is proven */
+} pp_rebalance_opts;
+
+typedef struct pp_rebalance_result {
+    pp_partition partition;      /* the proposal; freed by pp_rebalance_result_free */
+    double step_ns;              /* its simulated step time (pp_sim_file's, to the last bit) */
+    double lower_bound_ns;       /* proven: no partition meeting the limit simulates faster */
+    int exact;                   /* 1: the search finished: step_ns is the optimum, up to ties
+                                    within a relative 1e-9 (lower_bound_ns = step_ns * (1 -
+                                    1e-9)); 0: the time budget ran out, the gap is
+                                    step_ns / lower_bound_ns - 1 */
+    uint64_t *stage_memory_bytes;/* [S] pp_stage_memory_bytes of each stage of the proposal */
+    double even_step_ns;         /* the even split's simulated step (< 0 when it has no valid
+                                    shape); for reporting the gain */
+    int64_t evaluated;           /* partitions simulated */
+    int64_t nodes;               /* search-tree nodes expanded */
+    double seconds;              /* wall time of the call */
+} pp_rebalance_result;
+
+/* Finds the partition. PP_ERR_INVALID when the arguments are not a valid schedule shape
+ * (pp_schedule_check_args), when S * v > L, or when no partition meets the memory limit (the
+ * message gives the smallest achievable largest stage memory). On success fills `r` (free it
+ * with pp_rebalance_result_free); on failure leaves it empty. */
+pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r);
+void pp_rebalance_result_free(pp_rebalance_result *r);
+
+/* The rebalancer's internals on one given partition, for tests and --explain: its own evaluator's
+ * step time (`step_ns`, equal to pp_sim_file's) and the lower bound its search would use for a
+ * node whose pieces are all fixed to these (`bound_ns`, <= step_ns; docs/rebalancer.md). Either
+ * pointer may be NULL. */
+pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,
+                               double *bound_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_REBALANCE_H */

@@ -1,0 +1,258 @@
+/* tune_auto.c: the loop of pprof-tune --auto (pp_tune.h). Iteration 0 runs the job as it is;
+ * each later one tunes from the run before, writes OUTDIR/plan<i>.json, runs the job with it
+ * (the caller's callback: pprof-run under PPROF_PLAN) and checks that the run ran the plan. The
+ * loop stops at --max-iters, when the proposal was already measured (converged), when the
+ * measured gain is below 1%, or when the job fails; then the iterations are tabled and the
+ * best measured layout is written to OUTDIR/best-plan.json. */
+#include "tune_internal.h"
+
+#include "pp_report.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct iteration {
+    int iter;
+    char bounds[512];
+    pp_schedule_kind kind;
+    int M, v;
+    double predicted_ns, measured_ns;
+    pp_partition part;
+    char plan[PATH_MAX]; /* "" for iter 0 */
+} iteration;
+
+typedef struct auto_state {
+    const pp_tune_auto_opts *ao;
+    iteration *its;          /* [max_iters + 1] */
+    int n_its, best;
+    pp_analysis *an;         /* the last measured run */
+    pp_extract e;
+    char stop[PATH_MAX + 64];
+} auto_state;
+
+static int same_layout(const pp_partition *x, pp_schedule_kind kx, int Mx,
+                       const pp_partition *y, pp_schedule_kind ky, int My)
+{
+    if (x->L != y->L || x->S != y->S || x->v != y->v || kx != ky || Mx != My)
+        return 0;
+    for (int p = 0; p <= x->P; p++)
+        if (x->bounds[p] != y->bounds[p])
+            return 0;
+    return 1;
+}
+
+static void note(const auto_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const auto_state *s, const char *fmt, ...)
+{
+    if (!s->ao->tune.note)
+        return;
+    char msg[PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->ao->tune.note(0, "%s", msg);
+}
+
+/* Tunes from iteration it - 1's run and writes the plan for iteration it to `plan`. *converged
+ * when the proposal is a layout already measured. */
+static pp_status tune_next(auto_state *s, int it, const char *plan, int *converged)
+{
+    const pp_tune_auto_opts *ao = s->ao;
+    char prev[PATH_MAX];
+    *converged = 0;
+    if (!pp_tune_fmt_into(prev, sizeof prev, "%s/iter%d", ao->outdir, it - 1))
+        return PP_ERR(PP_ERR_INVALID, "output directory '%s': path too long", ao->outdir);
+    pp_tune_search ts;
+    pp_status st = pp_tune_search_run(&ao->tune, prev, &s->e, &ts);
+    if (st != PP_OK) {
+        pp_tune_search_free(&ts);
+        return st;
+    }
+    const pp_tune_proposal *b = &ts.cands[ts.best];
+    int seen = -1;
+    for (int k = 0; k < it; k++)
+        if (same_layout(&b->part, b->kind, b->M, &s->its[k].part, s->its[k].kind, s->its[k].M))
+            seen = k;
+    if (seen >= 0) {
+        note(s, "iter %d: the best predicted layout is iteration %d's: converged", it, seen);
+        snprintf(s->stop, sizeof s->stop, "converged (the proposal was already measured)");
+        *converged = 1;
+        pp_tune_search_free(&ts);
+        return PP_OK;
+    }
+    st = pp_tune_plan_write(&b->part, b->kind, b->M, s->e.microbatch_size,
+                            ao->tune.memory_limit_bytes, b->step_ns, b->bubble, prev, plan);
+    s->its[it].predicted_ns = b->step_ns;
+    pp_tune_search_free(&ts);
+    if (st != PP_OK)
+        return st;
+    pp_tune_fmt_into(s->its[it].plan, sizeof s->its[it].plan, "%s", plan);
+    pp_extract_free(&s->e);
+    pp_analysis_free(s->an);
+    s->an = NULL;
+    return PP_OK;
+}
+
+/* Loads iteration it's run from `dir`, checks it ran `plan` (it > 0), records it and draws its
+ * Gantt picture. */
+static pp_status measure(auto_state *s, int it, const char *dir, const char *plan)
+{
+    const pp_tune_auto_opts *ao = s->ao;
+    iteration *cur = &s->its[it];
+    pp_extract *e = &s->e;
+    pp_status st = pp_tune_load_run(&ao->tune, dir, &s->an, e);
+    if (st != PP_OK)
+        return st;
+    if (it > 0) {
+        pp_plan pl;
+        if ((st = pp_plan_load(plan, &pl)) != PP_OK)
+            return st;
+        st = pp_tune_check_ran_plan(dir, e, &pl, plan);
+        pp_plan_free(&pl);
+        if (st != PP_OK)
+            return pp_error_wrap(st, "the job did not run the plan (does it read PPROF_PLAN, or "
+                                     "take --plan?)");
+    } else {
+        pp_extract_predict(e, e->schedule, &e->partition, e->M, &cur->predicted_ns, NULL);
+    }
+    cur->kind = e->schedule;
+    cur->M = e->M;
+    cur->v = e->partition.v;
+    cur->measured_ns = e->measured_step_ns;
+    pp_partition_format(&e->partition, cur->bounds, sizeof cur->bounds);
+    if ((st = pp_partition_from_bounds(e->partition.bounds, e->partition.P + 1, e->partition.L,
+                                       e->partition.S, e->partition.v, &cur->part)) != PP_OK)
+        return st;
+    s->n_its = it + 1;
+    if (ao->gantt) {
+        char png[PATH_MAX + 16];
+        snprintf(png, sizeof png, "%s/gantt.png", dir);
+        if (pp_report_gantt(s->an, png, NULL) != PP_OK) {
+            note(s, "iter %d: no Gantt picture: %s", it, pp_error_message());
+            pp_error_clear();
+        }
+    }
+    note(s, "iter %d: boundaries %s, %s, M = %d: measured %.3f ms, predicted %.3f ms", it,
+         cur->bounds, pp_schedule_kind_name(cur->kind), cur->M, cur->measured_ns * 1e-6,
+         cur->predicted_ns * 1e-6);
+    return PP_OK;
+}
+
+/* One iteration: tune (it > 0), run, measure. *stop when the loop ends here. */
+static pp_status iterate(auto_state *s, int it, int *stop, int *job_failed)
+{
+    const pp_tune_auto_opts *ao = s->ao;
+    char dir[PATH_MAX], log[PATH_MAX + 16], plan[PATH_MAX + 16] = "";
+    if (!pp_tune_fmt_into(dir, sizeof dir, "%s/iter%d", ao->outdir, it) ||
+        !pp_tune_fmt_into(log, sizeof log, "%s/iter%d.log", ao->outdir, it) ||
+        (it > 0 && !pp_tune_fmt_into(plan, sizeof plan, "%s/plan%d.json", ao->outdir, it)))
+        return PP_ERR(PP_ERR_INVALID, "output directory '%s': path too long", ao->outdir);
+    s->its[it].iter = it;
+    pp_status st;
+    if (it > 0 && ((st = tune_next(s, it, plan, stop)) != PP_OK || *stop))
+        return st;
+    note(s, "iter %d: running the job%s%s (log %s)", it, it ? " with PPROF_PLAN=" : "",
+         it ? plan : "", log);
+    int failed = 0;
+    if ((st = ao->job.run(ao->job.ctx, it, dir, it ? plan : NULL, log, &failed)) != PP_OK)
+        return st;
+    if (failed) {
+        /* the iterations measured so far still stand: report them and keep the best */
+        *job_failed = 1;
+        *stop = 1;
+        snprintf(s->stop, sizeof s->stop, "the job failed with %s (exit 3)", plan);
+        return PP_OK;
+    }
+    if ((st = measure(s, it, dir, plan)) != PP_OK || it == 0)
+        return st;
+    const iteration *cur = &s->its[it];
+    double gain = s->its[s->best].measured_ns / cur->measured_ns - 1;
+    int prev_best = s->best;
+    if (cur->measured_ns < s->its[s->best].measured_ns)
+        s->best = it;
+    if (gain < 0.01) {
+        snprintf(s->stop, sizeof s->stop, "measured gain %+.2f%% over iteration %d is below 1%%",
+                 100.0 * gain, prev_best);
+        *stop = 1;
+    }
+    return PP_OK;
+}
+
+/* The iterations' table, OUTDIR/best-plan.json and the best layout's forms. */
+static pp_status print_summary(const auto_state *s, FILE *o)
+{
+    const pp_tune_auto_opts *ao = s->ao;
+    const iteration *its = s->its;
+    int best = s->best;
+    fprintf(o, "pprof-tune --auto: %d run(s) in %s; stopped: %s\n\n", s->n_its, ao->outdir,
+            s->stop);
+    fprintf(o, "%-5s %-12s %4s %2s  %-22s %12s %12s %8s %9s\n", "iter", "schedule", "M", "v",
+            "boundaries", "predicted ms", "measured ms", "error", "speedup");
+    for (int i = 0; i < s->n_its; i++) {
+        const iteration *r = &its[i];
+        fprintf(o, "%-5d %-12s %4d %2d  %-22s %12.3f %12.3f %+7.2f%% %8.3fx%s\n", r->iter,
+                pp_schedule_kind_name(r->kind), r->M, r->v, r->bounds, r->predicted_ns * 1e-6,
+                r->measured_ns * 1e-6, 100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns,
+                its[0].measured_ns / r->measured_ns, i == best ? "  <- best" : "");
+    }
+    char best_plan[PATH_MAX + 32];
+    snprintf(best_plan, sizeof best_plan, "%s/best-plan.json", ao->outdir);
+    pp_plan pl;
+    pp_status st;
+    if (best > 0) {
+        st = pp_plan_load(its[best].plan, &pl);
+    } else {
+        /* the original layout stays best: the plan says so */
+        char base[PATH_MAX + 16];
+        snprintf(base, sizeof base, "%s/iter0", ao->outdir);
+        st = pp_tune_plan_make(&its[0].part, its[0].kind, its[0].M, 0,
+                               ao->tune.memory_limit_bytes, its[0].predicted_ns, -1, base, &pl);
+    }
+    if (st == PP_OK) {
+        st = pp_plan_write(&pl, best_plan);
+        pp_plan_free(&pl);
+    }
+    if (st != PP_OK)
+        return st;
+    pp_tune_warn_model_error(100.0 * (its[0].measured_ns - its[0].predicted_ns) /
+                                 its[0].predicted_ns,
+                             its[0].part.S, o);
+    fprintf(o, "\nbest: iteration %d, %.3f ms measured (%.3fx vs iter0): %s\n", best,
+            its[best].measured_ns * 1e-6, its[0].measured_ns / its[best].measured_ns, best_plan);
+    if (s->e.costs)
+        pp_tune_print_framework_forms(s->e.costs, &its[best].part, o);
+    if (ao->gantt && s->n_its > 1)
+        fprintf(o, "Gantt charts: %s/iter0/gantt.png .. %s/iter%d/gantt.png\n", ao->outdir,
+                ao->outdir, s->n_its - 1);
+    else if (ao->gantt)
+        fprintf(o, "Gantt chart:  %s/iter0/gantt.png\n", ao->outdir);
+    return PP_OK;
+}
+
+pp_status pp_tune_auto(const pp_tune_auto_opts *ao, FILE *out, int *job_failed)
+{
+    auto_state s;
+    memset(&s, 0, sizeof s);
+    s.ao = ao;
+    *job_failed = 0;
+    snprintf(s.stop, sizeof s.stop, "reached --max-iters");
+    s.its = calloc((size_t)ao->max_iters + 1, sizeof *s.its);
+    if (!s.its)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory");
+    pp_status st = PP_OK;
+    for (int it = 0, stop = 0; it <= ao->max_iters && !stop; it++)
+        if ((st = iterate(&s, it, &stop, job_failed)) != PP_OK)
+            break;
+    if (st == PP_OK && !(*job_failed && s.n_its == 0))
+        st = print_summary(&s, out);
+    pp_extract_free(&s.e);
+    pp_analysis_free(s.an);
+    for (int i = 0; i <= ao->max_iters; i++)
+        pp_partition_free(&s.its[i].part);
+    free(s.its);
+    return st;
+}

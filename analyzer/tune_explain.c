@@ -1,0 +1,384 @@
+/* tune_explain.c: what the tuning driver prints about one run (pp_tune.h): the self-check and the
+ * current/proposed comparison, the candidates, the --formula view (the arithmetic behind every
+ * proposed number: stage sums, the simulator's terms, the memory model), the framework forms, and
+ * the --verify report. Called by pprof-tune and tune_advise.c / tune_auto.c. */
+#include "tune_internal.h"
+
+#include "pp_sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void pp_tune_fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= (UINT64_C(1) << 30))
+        snprintf(buf, cap, "%.2f GiB", (double)b / 1073741824.0);
+    else if (b >= (UINT64_C(1) << 20))
+        snprintf(buf, cap, "%.1f MiB", (double)b / 1048576.0);
+    else if (b >= 1024)
+        snprintf(buf, cap, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(buf, cap, "%llu B", (unsigned long long)b);
+}
+
+const char *pp_tune_search_word(const pp_tune_proposal *p, char *buf, size_t cap)
+{
+    if (p->exact)
+        snprintf(buf, cap, "optimal");
+    else
+        snprintf(buf, cap, "gap <= %.2f%%",
+                 p->lower_ns > 0 ? 100.0 * (p->step_ns / p->lower_ns - 1) : 100.0);
+    return buf;
+}
+
+void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, FILE *out)
+{
+    char buf[4096];
+    pp_advise_megatron_layout(c, part, buf, sizeof buf);
+    fprintf(out, "Megatron-LM:  --pipeline-model-parallel-layout \"%s\"\n", buf);
+    if (part->v == 1) {
+        pp_advise_deepspeed_parts(part, buf, sizeof buf);
+        fprintf(out, "DeepSpeed:    PipelineModule parts = %s\n"
+                     "              (partition_method takes 'uniform', 'parameters' or "
+                     "'type:regex'; exact\n"
+                     "              boundaries need a custom partition that sets these parts)\n",
+                buf);
+    } else {
+        fprintf(out, "DeepSpeed:    no interleaved schedule (one chunk per stage): not "
+                     "applicable with v = %d\n",
+                part->v);
+    }
+}
+
+static void print_memory_row(const char *label, const uint64_t *mem, int S, uint64_t limit,
+                             FILE *out)
+{
+    fprintf(out, "%-16s", label);
+    for (int s = 0; s < S; s++) {
+        char b[32];
+        pp_tune_fmt_bytes(mem[s], b, sizeof b);
+        fprintf(out, "%s%s%s", s ? ", " : "", b, limit && mem[s] > limit ? " (over)" : "");
+    }
+    fputc('\n', out);
+}
+
+/* ---- --formula ------------------------------------------------------------------------- */
+
+/* "a + b + c = s" for the per-layer values of layers [lo, hi); long sums elided. */
+static void print_sum(const pp_costs *c, int lo, int hi, int bwd, FILE *out)
+{
+    double sum = 0;
+    int n = hi - lo;
+    for (int l = lo; l < hi; l++) {
+        double t = (bwd ? c->layers[l].bwd_us : c->layers[l].fwd_us) * 1e-3;
+        sum += t;
+        if (n <= 8 || l < lo + 3 || l >= hi - 2)
+            fprintf(out, "%s%.3f", l > lo ? " + " : "", t);
+        else if (l == lo + 3)
+            fprintf(out, " + ... (%d more)", n - 5);
+    }
+    fprintf(out, " = %.3f ms", sum);
+}
+
+void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M, FILE *out)
+{
+    for (int p = 0; p < part->P; p++) {
+        int lo = part->bounds[p], hi = part->bounds[p + 1];
+        if (part->v > 1)
+            fprintf(out, "    piece %d (stage %d, chunk %d), ", p, p % part->S, p / part->S);
+        else
+            fprintf(out, "    stage %d, ", p);
+        if (hi - lo == 1)
+            fprintf(out, "layer %d (%s)\n", lo, c->layers[lo].name);
+        else
+            fprintf(out, "layers %d-%d (%s .. %s)\n", lo, hi - 1, c->layers[lo].name,
+                    c->layers[hi - 1].name);
+        double f = 0, b = 0;
+        for (int l = lo; l < hi; l++) {
+            f += c->layers[l].fwd_us * 1e-3;
+            b += c->layers[l].bwd_us * 1e-3;
+        }
+        fputs("      fwd = ", out);
+        print_sum(c, lo, hi, 0, out);
+        fputs("\n      bwd = ", out);
+        print_sum(c, lo, hi, 1, out);
+        fprintf(out, "\n      busy per step = M x (fwd + bwd) = %d x %.3f = %.3f ms\n", M, f + b,
+                M * (f + b));
+    }
+}
+
+void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_schedule_kind kind,
+                             int M, FILE *out)
+{
+    pp_sim_result r;
+    if (pp_sim_file(kind, part, M, c, NULL, &r) != PP_OK) {
+        fprintf(out, "    (simulation failed: %s)\n", pp_error_message());
+        return;
+    }
+    fprintf(out, "    step = replay of the %s instruction lists (S = %d, M = %d, v = %d) with "
+                 "these costs = %.3f ms\n",
+            pp_schedule_kind_name(kind), part->S, M, part->v, r.step_ns * 1e-6);
+    double idle = 0;
+    fputs("    busy per stage (incl. optimizer) =", out);
+    for (int s = 0; s < r.S; s++)
+        fprintf(out, "%s %.3f", s ? "," : "", r.busy_ns[s] * 1e-6);
+    fputs(" ms\n    idle = step - busy =", out);
+    for (int s = 0; s < r.S; s++) {
+        fprintf(out, "%s %.3f", s ? "," : "", r.idle_ns[s] * 1e-6);
+        idle += r.idle_ns[s];
+    }
+    fprintf(out, " ms\n    bubble = sum idle / (S x step) = %.3f / (%d x %.3f) = %.1f%%\n",
+            idle * 1e-6, r.S, r.step_ns * 1e-6, 100.0 * r.bubble_ratio);
+    pp_sim_result_free(&r);
+}
+
+void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
+                                pp_schedule_kind kind, int M, uint64_t limit, FILE *out)
+{
+    int *peak = calloc((size_t)part->S, sizeof *peak);
+    uint64_t *mem = calloc((size_t)part->S, sizeof *mem);
+    if (!peak || !mem || pp_advise_stage_memory(c, part, kind, M, mem, peak) != PP_OK) {
+        fputs("    (memory model unavailable)\n", out);
+        free(peak);
+        free(mem);
+        return;
+    }
+    fputs("    memory(stage) = 4 x params + peak_inflight x activations (docs/rebalancer.md)\n",
+          out);
+    for (int s = 0; s < part->S; s++) {
+        uint64_t params = 0, act_max = 0;
+        for (int ch = 0; ch < part->v; ch++) {
+            int p = ch * part->S + s;
+            uint64_t act = 0;
+            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
+                params += c->layers[l].param_bytes;
+                act += c->layers[l].activation_bytes;
+            }
+            act_max = act > act_max ? act : act_max;
+        }
+        char pb[32], ab[32], mb[32];
+        pp_tune_fmt_bytes(params, pb, sizeof pb);
+        pp_tune_fmt_bytes(act_max, ab, sizeof ab);
+        pp_tune_fmt_bytes(mem[s], mb, sizeof mb);
+        fprintf(out, "    stage %d: 4 x %s + %d x %s%s = %s%s\n", s, pb, peak[s], ab,
+                part->v > 1 ? " (heaviest chunk)" : "", mb,
+                limit && mem[s] > limit ? "  > limit" : "");
+    }
+    if (limit) {
+        char lb[32];
+        pp_tune_fmt_bytes(limit, lb, sizeof lb);
+        fprintf(out, "    limit per stage: %s (%llu bytes)\n", lb, (unsigned long long)limit);
+    }
+    free(peak);
+    free(mem);
+}
+
+/* ---- one run's comparison -------------------------------------------------------------- */
+
+void pp_tune_warn_model_error(double err_pct, int S, FILE *out)
+{
+    if (fabs(err_pct) <= 10)
+        return;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(out, "  warning: the model is off by %+.1f%%: predictions are %s. ", err_pct,
+            "less reliable for this run");
+    if (cpus > 0 && cpus < S)
+        fprintf(out, "%d stages share %ld CPUs here, so stages do not run concurrently\n"
+                     "  as the simulator assumes (the measured step includes that contention)\n",
+                S, cpus);
+    else
+        fputs("Something outside the layer ranges (contention, launch gaps, transfers\n"
+              "  the link model misses) takes time\n",
+              out);
+}
+
+/* The run, the model's self-check, and the current layout against the proposal. */
+static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_extract *e,
+                             const pp_tune_search *s, FILE *out)
+{
+    const pp_partition *cur = &e->partition;
+    const pp_tune_proposal *b = &s->cands[s->best];
+    char cb[2048], pbnd[2048], w[64], cs[64];
+    pp_partition_format(cur, cb, sizeof cb);
+    pp_partition_format(&b->part, pbnd, sizeof pbnd);
+    double err = 100.0 * (s->measured_ns - s->current_pred_ns) / s->current_pred_ns;
+    fprintf(out, "run %s: %d layers, %d stages, %s, M = %d", dir, cur->L, cur->S,
+            pp_schedule_kind_name(e->schedule), e->M);
+    if (e->microbatch_size)
+        fprintf(out, ", micro-batch size %d", e->microbatch_size);
+    fputc('\n', out);
+    fprintf(out, "self-check: the run's own layout measured %.3f ms, the model predicts %.3f ms "
+                 "(error %+.2f%%)\n",
+            s->measured_ns * 1e-6, s->current_pred_ns * 1e-6, err);
+    pp_tune_warn_model_error(err, cur->S, out);
+    fputc('\n', out);
+    fprintf(out, "%-16s%-28s%s\n", "", "current", "proposed");
+    fprintf(out, "%-16s%-28s%s\n", "schedule", pp_schedule_kind_name(e->schedule),
+            pp_schedule_kind_name(b->kind));
+    fprintf(out, "%-16s%-28d%d\n", "virtual stages", cur->v, b->v);
+    fprintf(out, "%-16s%-28d%d\n", "micro-batches", e->M, b->M);
+    fprintf(out, "%-16s%-28s%s\n", "boundaries", cb, pbnd);
+    snprintf(cs, sizeof cs, "%.3f (measured %.3f)", s->current_pred_ns * 1e-6,
+             s->measured_ns * 1e-6);
+    fprintf(out, "%-16s%-28s%.3f\n", "step ms", cs, b->step_ns * 1e-6);
+    snprintf(cs, sizeof cs, "%.1f%% (measured %.1f%%)", 100.0 * s->current_bubble,
+             100.0 * e->measured_bubble);
+    fprintf(out, "%-16s%-28s%.1f%%\n", "bubble", cs, 100.0 * b->bubble);
+    snprintf(cs, sizeof cs, "%.3fx", 1.0);
+    fprintf(out, "%-16s%-28s%.3fx predicted (%.3fx vs measured)\n", "speedup", cs,
+            s->current_pred_ns / b->step_ns, s->measured_ns / b->step_ns);
+    fprintf(out, "%-16s%-28s%s (lower bound %.3f ms)\n", "search", "-",
+            pp_tune_search_word(b, w, sizeof w), b->lower_ns * 1e-6);
+    if (e->has_param_bytes) {
+        uint64_t *mem = calloc((size_t)cur->S, sizeof *mem);
+        if (mem && pp_advise_stage_memory(e->costs, cur, e->schedule, e->M, mem, NULL) == PP_OK) {
+            print_memory_row("memory current", mem, cur->S, o->memory_limit_bytes, out);
+            print_memory_row("memory proposed", b->mem, cur->S, o->memory_limit_bytes, out);
+        }
+        free(mem);
+    } else {
+        fprintf(out, "%-16s%s\n", "memory", "unknown (the run has no parameter sizes)");
+    }
+}
+
+/* Every candidate evaluated and every schedule skipped (when there is more than one, or -v). */
+static void print_candidates(const pp_tune_opts *o, const pp_tune_search *s, FILE *out)
+{
+    char w[64];
+    if (!(s->n_cands > 1 || s->n_skipped || o->verbose))
+        return;
+    fprintf(out, "\ncandidates (%s):\n", o->memory_limit_bytes ? "within the memory limit"
+                                                             : "no memory limit");
+    fprintf(out, "  %-12s %2s %12s %8s %9s  %s\n", "schedule", "v", "step ms", "bubble",
+            "speedup", "search / why not");
+    for (int i = 0; i < s->n_cands; i++) {
+        const pp_tune_proposal *p = &s->cands[i];
+        if (p->ok)
+            fprintf(out, "  %-12s %2d %12.3f %7.1f%% %8.3fx  %s, %.2f s%s\n",
+                    pp_schedule_kind_name(p->kind), p->v, p->step_ns * 1e-6, 100.0 * p->bubble,
+                    s->current_pred_ns / p->step_ns, pp_tune_search_word(p, w, sizeof w),
+                    p->seconds, i == s->best ? "  <- best" : "");
+        else
+            fprintf(out, "  %-12s %2d %12s %8s %9s  %s\n", pp_schedule_kind_name(p->kind), p->v,
+                    "-", "-", "-", p->why);
+    }
+    for (int i = 0; i < s->n_skipped; i++)
+        fprintf(out, "  skipped %s\n", s->skipped[i]);
+}
+
+/* --formula: the arithmetic of the current and the proposed layout. */
+static void print_formula(const pp_tune_opts *o, const pp_extract *e, const pp_tune_search *s,
+                          FILE *out)
+{
+    const pp_costs *c = e->costs;
+    const pp_partition *cur = &e->partition;
+    const pp_tune_proposal *b = &s->cands[s->best];
+    uint64_t limit = o->memory_limit_bytes;
+    fputs("formula (times in ms per micro-batch unless said otherwise):\n", out);
+    fputs("  current layout:\n", out);
+    pp_tune_print_stage_sums(c, cur, e->M, out);
+    pp_tune_print_sim_terms(c, cur, e->schedule, e->M, out);
+    fputs("  proposed layout:\n", out);
+    pp_tune_print_stage_sums(c, &b->part, b->M, out);
+    pp_tune_print_sim_terms(c, &b->part, b->kind, b->M, out);
+    fprintf(out, "    lower bound = %.3f ms (proven: no partition%s simulates faster); gap "
+                 "= step / bound - 1 = %.4f%%%s\n",
+            b->lower_ns * 1e-6, limit ? " within the limit" : "",
+            100.0 * (b->step_ns / b->lower_ns - 1),
+            b->exact ? " (search finished: optimal up to 1e-9 ties)" : "");
+    fprintf(out, "    speedup = current predicted / proposed = %.3f / %.3f = %.3fx\n",
+            s->current_pred_ns * 1e-6, b->step_ns * 1e-6, s->current_pred_ns / b->step_ns);
+    if (c->p2p_GBps > 0)
+        fprintf(out, "  transfers: latency %.1f us + bytes / %.3f GB/s per message\n",
+                c->p2p_latency_us, c->p2p_GBps);
+    else
+        fprintf(out, "  transfers: latency %.1f us per message, no bandwidth term\n",
+                c->p2p_latency_us);
+    if (e->has_param_bytes) {
+        fputs("  memory, current:\n", out);
+        pp_tune_print_memory_terms(c, cur, e->schedule, e->M, limit, out);
+        fputs("  memory, proposed:\n", out);
+        pp_tune_print_memory_terms(c, &b->part, b->kind, b->M, limit, out);
+    }
+    fputc('\n', out);
+}
+
+void pp_tune_search_print(const pp_tune_opts *o, const char *dir, const pp_extract *e,
+                          const pp_tune_search *s, FILE *out)
+{
+    print_comparison(o, dir, e, s, out);
+    print_candidates(o, s, out);
+    fputc('\n', out);
+    if (o->formula)
+        print_formula(o, e, s, out);
+    pp_tune_print_framework_forms(e->costs, &s->cands[s->best].part, out);
+}
+
+/* ---- --verify -------------------------------------------------------------------------- */
+
+/* The baseline run's line and the achieved against the predicted speedup. */
+static pp_status print_baseline(const pp_tune_opts *o, const char *baseline_dir,
+                                const char *dir, const pp_extract *e, double meas_ns,
+                                double pred_ns, FILE *out)
+{
+    pp_analysis *bn = NULL;
+    pp_extract be;
+    pp_status st = pp_tune_load_run(o, baseline_dir, &bn, &be);
+    if (st != PP_OK)
+        return st;
+    if (be.partition.L != e->partition.L) {
+        st = PP_ERR(PP_ERR_INVALID, "baseline %s has %d layers, %s has %d: not the same model",
+                    baseline_dir, be.partition.L, dir, e->partition.L);
+    } else {
+        double base_ns = be.measured_step_ns;
+        char bb[2048];
+        pp_partition_format(&be.partition, bb, sizeof bb);
+        fprintf(out, "baseline %s (boundaries %s, %s, M = %d): measured %.3f ms\n", baseline_dir,
+                bb, pp_schedule_kind_name(be.schedule), be.M, base_ns * 1e-6);
+        fprintf(out, "speedup: achieved %.3fx, predicted %.3fx (baseline measured / plan "
+                     "predicted)\n",
+                base_ns / meas_ns, base_ns / pred_ns);
+    }
+    pp_extract_free(&be);
+    pp_analysis_free(bn);
+    return st;
+}
+
+pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char *plan_path,
+                         const char *dir, const char *baseline_dir, FILE *out)
+{
+    pp_analysis *an = NULL;
+    pp_extract e;
+    pp_status st = pp_tune_load_run(o, dir, &an, &e);
+    if (st != PP_OK)
+        return st;
+    if ((st = pp_tune_check_ran_plan(dir, &e, plan, plan_path)) != PP_OK)
+        goto out;
+    double self_ns = 0;
+    pp_extract_predict(&e, e.schedule, &e.partition, e.M, &self_ns, NULL);
+    double pred_ns = plan->predicted_step_ms >= 0 ? plan->predicted_step_ms * 1e6 : self_ns;
+    double meas_ns = e.measured_step_ns;
+    char bnd[2048];
+    pp_partition_format(&e.partition, bnd, sizeof bnd);
+    fprintf(out, "%s ran the plan %s: %d stages, boundaries %s, %s, M = %d\n", dir, plan_path,
+            e.partition.S, bnd, plan->schedule, e.M);
+    fprintf(out, "step: measured %.3f ms, predicted %.3f ms%s: error %+.2f%%\n", meas_ns * 1e-6,
+            pred_ns * 1e-6,
+            plan->predicted_step_ms >= 0 ? " (the plan's)"
+                                         : " (no prediction in the plan: the run's own costs)",
+            100.0 * (meas_ns - pred_ns) / pred_ns);
+    fprintf(out, "model re-check: this run's own costs predict %.3f ms (error %+.2f%%)\n",
+            self_ns * 1e-6, 100.0 * (meas_ns - self_ns) / self_ns);
+    if (plan->predicted_bubble >= 0)
+        fprintf(out, "bubble: measured %.1f%%, predicted %.1f%%\n", 100.0 * e.measured_bubble,
+                100.0 * plan->predicted_bubble);
+    if (baseline_dir)
+        st = print_baseline(o, baseline_dir, dir, &e, meas_ns, pred_ns, out);
+out:
+    pp_extract_free(&e);
+    pp_analysis_free(an);
+    return st;
+}

@@ -1,0 +1,44 @@
+/* tune_internal.h: what the tuning driver's files (tune.c, tune_explain.c, tune_advise.c,
+ * tune_auto.c) share and pp_tune.h does not promise: one proposal, the chunk counts a schedule
+ * allows, and the pieces of the --formula view. */
+#ifndef PP_TUNE_INTERNAL_H
+#define PP_TUNE_INTERNAL_H
+
+#include "pp_tune.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* snprintf into a fixed buffer that reports truncation (and keeps gcc's truncation analysis,
+ * which cannot see the lengths checked elsewhere, quiet). 1 when it fitted. */
+int pp_tune_fmt_into(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "1.50 GiB", "12.0 MiB", "3.0 KiB", "12 B". */
+void pp_tune_fmt_bytes(uint64_t b, char *buf, size_t cap);
+
+/* "optimal" or "gap <= X%" for a proposal's search. */
+const char *pp_tune_search_word(const pp_tune_proposal *p, char *buf, size_t cap);
+
+/* Why a schedule the user listed is not proposed to this run. */
+const char *pp_tune_not_runnable(const pp_extract *e);
+
+/* Rebalances (kind, S, v, M) over costs c. Failures of shape or memory are recorded in p->why
+ * (p->ok = 0) with the status returned; the caller decides whether they are fatal. */
+pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v, int M, int b,
+                          uint64_t mem_limit, double budget_s, pp_tune_proposal *p);
+
+/* The chunk counts to try for a schedule: 1, or for interleaved v = 2 (the run's own v when it
+ * ran interleaved), or 2..4 with `sweep`. Returns how many; why[] explains an empty list. */
+int pp_tune_v_choices(pp_schedule_kind kind, int S, int L, int M, int run_v, int sweep, int *vs,
+                      char *why, size_t cap);
+
+/* --formula pieces: each stage's forward and backward sums, the simulator's terms (busy, idle,
+ * bubble), and the memory model's terms per stage. */
+void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M, FILE *out);
+void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_schedule_kind kind,
+                             int M, FILE *out);
+void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
+                                pp_schedule_kind kind, int M, uint64_t limit, FILE *out);
+
+#endif /* PP_TUNE_INTERNAL_H */
