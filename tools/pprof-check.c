@@ -73,10 +73,7 @@ static const struct option k_opts[] = {
     {"json", no_argument, 0, OPT_JSON},
     {"junit", required_argument, 0, OPT_JUNIT},
     {"markdown", required_argument, 0, OPT_MARKDOWN},
-    {"quiet", no_argument, 0, 'q'},
-    {"verbose", no_argument, 0, 'v'},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
+    PP_TOOL_OPTIONS_COMMON,
 };
 
 typedef struct args {
@@ -87,62 +84,55 @@ typedef struct args {
 } args;
 
 
+/* One getopt_long result. Returns PP_TOOL_GO_ON to go on, else an exit code. */
+static int parse_option(int c, char **argv, args *a)
+{
+    int64_t iv;
+    int rc = PP_TOOL_GO_ON;
+    switch (c) {
+    case 'b': a->baseline = optarg; break;
+    case OPT_SAVE: a->save = optarg; break;
+    case 'o': a->output = optarg; break;
+    case OPT_THRESHOLD: return pp_tool_option_status(pp_check_threshold_parse(&a->opt, optarg));
+    case OPT_ALPHA: return pp_tool_option_f64(optarg, "--alpha", 1e-12, 0.5, &a->opt.alpha);
+    case OPT_NO_HOLM: a->opt.holm = 0; break;
+    case OPT_BOOTSTRAP:
+        if ((rc = pp_tool_option_i64(optarg, "--bootstrap", 0, 1000000, &iv)) == PP_TOOL_GO_ON)
+            a->opt.bootstrap_reps = (int)iv;
+        break;
+    case OPT_SEED:
+        if ((rc = pp_tool_option_i64(optarg, "--seed", 0, INT64_MAX, &iv)) == PP_TOOL_GO_ON)
+            a->opt.seed = (uint64_t)iv;
+        break;
+    case OPT_ALLOW: a->opt.allow_shape_change = 1; break;
+    case OPT_WARMUP:
+        if ((rc = pp_tool_option_i64(optarg, "--warmup", 0, 1 << 30, &iv)) == PP_TOOL_GO_ON)
+            a->warmup = (int)iv;
+        break;
+    case OPT_JSON: a->json = 1; break;
+    case OPT_JUNIT: a->junit = optarg; break;
+    case OPT_MARKDOWN: a->markdown = optarg; break;
+    default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
+    }
+    return rc;
+}
+
+/* Returns PP_TOOL_GO_ON to go on, else an exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     a->warmup = -1;
     pp_check_options_default(&a->opt);
-    pp_status st;
-    int64_t iv;
-    double dv;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":b:o:qvh", k_opts, NULL)) != -1) {
-        switch (c) {
-        case 'b': a->baseline = optarg; break;
-        case OPT_SAVE: a->save = optarg; break;
-        case 'o': a->output = optarg; break;
-        case OPT_THRESHOLD:
-            if ((st = pp_check_threshold_parse(&a->opt, optarg)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_ALPHA:
-            if ((st = pp_parse_f64(optarg, "--alpha", 1e-12, 0.5, &dv)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            a->opt.alpha = dv;
-            break;
-        case OPT_NO_HOLM: a->opt.holm = 0; break;
-        case OPT_BOOTSTRAP:
-            if ((st = pp_parse_i64(optarg, "--bootstrap", 0, 1000000, &iv)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            a->opt.bootstrap_reps = (int)iv;
-            break;
-        case OPT_SEED:
-            if ((st = pp_parse_i64(optarg, "--seed", 0, INT64_MAX, &iv)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            a->opt.seed = (uint64_t)iv;
-            break;
-        case OPT_ALLOW: a->opt.allow_shape_change = 1; break;
-        case OPT_WARMUP:
-            if ((st = pp_parse_i64(optarg, "--warmup", 0, 1 << 30, &iv)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            a->warmup = (int)iv;
-            break;
-        case OPT_JSON: a->json = 1; break;
-        case OPT_JUNIT: a->junit = optarg; break;
-        case OPT_MARKDOWN: a->markdown = optarg; break;
-        case 'q': a->quiet = 1; break;
-        case 'v': a->verbose = 1; break;
-        case 'h': fputs(k_usage, stdout); return -1;
-        case ':': return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default: return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    int c, rc;
+    while ((c = getopt_long(argc, argv, ":b:o:qvh", k_opts, NULL)) != -1)
+        if ((rc = parse_option(c, argv, a)) != PP_TOOL_GO_ON)
+            return rc;
     if (a->save) {
         if (a->baseline || optind < argc || a->json || a->junit || a->markdown)
             return pp_tool_usage_error("--save-baseline RUN takes only -o FILE (and --warmup); compare "
                                "with --baseline BASE CURRENT");
-        return 0;
+        return PP_TOOL_GO_ON;
     }
     if (!a->baseline)
         return pp_tool_usage_error("--baseline BASE is required (or --save-baseline RUN to make one)");
@@ -153,7 +143,7 @@ static int parse_args(int argc, char **argv, args *a)
         return pp_tool_usage_error("one CURRENT run at a time (got '%s' and '%s')", argv[optind],
                            argv[optind + 1]);
     a->current = argv[optind];
-    return 0;
+    return PP_TOOL_GO_ON;
 }
 
 typedef pp_status (*writer_fn)(const void *obj, FILE *f);
@@ -210,8 +200,8 @@ int main(int argc, char **argv)
     pp_tool_init("pprof-check");
     args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc != 0)
-        return rc < 0 ? PP_EXIT_OK : rc;
+    if (rc != PP_TOOL_GO_ON)
+        return rc;
     pp_tool_verbose = a.verbose;
     pp_tool_quiet = a.quiet;
     pp_log_set_level(a.verbose ? 2 : a.quiet ? 0 : 1);

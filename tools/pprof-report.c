@@ -59,10 +59,7 @@ static const struct option k_opts[] = {
     {"warmup", required_argument, 0, OPT_WARMUP},
     {"ranks", required_argument, 0, OPT_RANKS},
     {"replica", required_argument, 0, OPT_REPLICA},
-    {"quiet", no_argument, 0, 'q'},
-    {"verbose", no_argument, 0, 'v'},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
+    PP_TOOL_OPTIONS_COMMON,
 };
 
 typedef struct args {
@@ -78,34 +75,6 @@ typedef struct args {
     int ranks[MAX_RANKS];
 } args;
 
-
-/* --steps N:M or N: (N >= 1, M >= N). */
-static pp_status parse_steps(const char *s, int64_t *lo, int64_t *hi)
-{
-    const char *colon = strchr(s, ':');
-    if (!colon || colon == s)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': expected N:M or N: (first and last step, "
-                                      "e.g. 10:20)", s);
-    char first[32];
-    size_t n = (size_t)(colon - s);
-    if (n >= sizeof first)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': first step is not an integer", s);
-    memcpy(first, s, n);
-    first[n] = '\0';
-    const int64_t max = INT64_C(1) << 40;
-    pp_status st = pp_parse_i64(first, "--steps first step N", 1, max, lo);
-    if (st != PP_OK)
-        return st;
-    *hi = 0;
-    if (colon[1] == '\0')
-        return PP_OK;
-    if ((st = pp_parse_i64(colon + 1, "--steps last step M", 1, max, hi)) != PP_OK)
-        return st;
-    if (*hi < *lo)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': last step %lld is before first step %lld", s,
-                      (long long)*hi, (long long)*lo);
-    return PP_OK;
-}
 
 /* --ranks 0,2,5: distinct ranks >= 0. */
 static pp_status parse_ranks(const char *s, args *a)
@@ -134,47 +103,38 @@ static pp_status parse_ranks(const char *s, args *a)
     return PP_OK;
 }
 
-/* Returns -1 to go on, else an exit code. */
+/* One getopt_long result. Returns PP_TOOL_GO_ON to go on, else an exit code. */
+static int parse_option(int c, char **argv, args *a)
+{
+    switch (c) {
+    case 'o': a->output = optarg; break;
+    case OPT_JSON: a->json = 1; break;
+    case OPT_GANTT: a->gantt = optarg; break;
+    case OPT_GANTT_DATA: a->gantt_data = optarg; break;
+    case OPT_CHROME: a->chrome = optarg; break;
+    case OPT_STEPS:
+        return pp_tool_option_status(
+            pp_tool_parse_steps(optarg, "first and last step", &a->step_lo, &a->step_hi));
+    case OPT_WARMUP: return pp_tool_option_i64(optarg, "--warmup", 0, INT32_MAX, &a->warmup);
+    case OPT_RANKS:
+        a->ranks_arg = optarg;
+        return pp_tool_option_status(parse_ranks(optarg, a));
+    case OPT_REPLICA: return pp_tool_option_i64(optarg, "--replica", 0, 1 << 20, &a->replica);
+    default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
+    }
+    return PP_TOOL_GO_ON;
+}
+
+/* Returns PP_TOOL_GO_ON to go on, else an exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     a->warmup = -1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:qvh", k_opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': a->output = optarg; break;
-        case OPT_JSON: a->json = 1; break;
-        case OPT_GANTT: a->gantt = optarg; break;
-        case OPT_GANTT_DATA: a->gantt_data = optarg; break;
-        case OPT_CHROME: a->chrome = optarg; break;
-        case OPT_STEPS:
-            if (parse_steps(optarg, &a->step_lo, &a->step_hi) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_WARMUP:
-            if (pp_parse_i64(optarg, "--warmup", 0, INT32_MAX, &a->warmup) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_RANKS:
-            if (parse_ranks(optarg, a) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            a->ranks_arg = optarg;
-            break;
-        case OPT_REPLICA:
-            if (pp_parse_i64(optarg, "--replica", 0, 1 << 20, &a->replica) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case 'q': a->quiet = 1; break;
-        case 'v': a->verbose = 1; break;
-        case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
-        case ':': return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                return pp_tool_usage_error("unknown option '-%c'", optopt);
-            return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    int c, rc;
+    while ((c = getopt_long(argc, argv, ":o:qvh", k_opts, NULL)) != -1)
+        if ((rc = parse_option(c, argv, a)) != PP_TOOL_GO_ON)
+            return rc;
     if (optind >= argc)
         return pp_tool_usage_error("no run directory given (usage: pprof-report [options] DIR)");
     if (argc - optind > 1)
@@ -203,7 +163,7 @@ static int parse_args(int argc, char **argv, args *a)
             return pp_tool_usage_error("--gantt '%s': the picture's extension must be .png or .svg",
                                a->gantt);
     }
-    return -1;
+    return PP_TOOL_GO_ON;
 }
 
 /* Writes the summary (text or JSON) through `fn` to stdout or, with -o, atomically to a file. */
@@ -275,7 +235,7 @@ int main(int argc, char **argv)
         return PP_EXIT_RUNTIME;
     }
     int rc = parse_args(argc, argv, a);
-    if (rc >= 0) {
+    if (rc != PP_TOOL_GO_ON) {
         free(a);
         return rc;
     }
