@@ -4,29 +4,21 @@
  * loop: pprof-run -o run1 -- <training command>.
  * Exit codes: CMD's own status (128+N when a signal N killed it), 127 CMD cannot be run,
  * 2 usage or bad input, 3 runtime error. */
-#define _GNU_SOURCE /* prctl, WCOREDUMP, nftw, /proc helpers: Linux-only tool by design */
+#define _GNU_SOURCE /* strsignal, /proc helpers: Linux-only tool by design */
 #include "pp_common.h"
 #include "pp_tool.h"
-#include "pp_analyzer.h"
 #include "pp_trace.h"
+#include "pprof_run.h"
 
 #include <cJSON.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +26,7 @@
 #define PP_VERSION "0.1.0"
 #endif
 
-enum { MANIFEST_VERSION = 1, EXIT_CANNOT_RUN = 127 };
+enum { MANIFEST_VERSION = 1 };
 
 /* Whether a CUDA driver with at least one device is there: libcuda.so.1 loaded (not linked:
  * pprof-run runs everywhere), cuInit and cuDeviceGetCount. why says what is missing. */
@@ -95,136 +87,65 @@ static const struct option k_opts[] = {
     {"lib", required_argument, 0, OPT_LIB},
     {"cuda", no_argument, 0, OPT_CUDA},
     {"nccl", no_argument, 0, OPT_NCCL},
-    {"quiet", no_argument, 0, 'q'},
-    {"verbose", no_argument, 0, 'v'},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
+    PP_TOOL_OPTIONS_COMMON,
 };
 
-typedef struct args {
-    char dir[PATH_MAX];  /* as given, trailing slashes removed */
-    const char *lib;     /* --lib, NULL = not given */
-    char steps[48];      /* normalised "N:M" or "N:", "" = not given */
-    int64_t buffer_kb;   /* 0 = not given */
-    int64_t flush_ms;    /* 0 = not given */
-    int quiet, verbose;
-    int cuda, nccl;      /* --cuda, --nccl */
-    char **cmd;          /* NULL-terminated, from argv */
-    int ncmd;
-} args;
-
-/* Everything the manifest and the summary report about one trace file. */
-typedef struct trace_info {
-    char name[NAME_MAX + 1];
-    uint64_t bytes;
-    int loaded;              /* the header could be read */
-    char problem[320];       /* why not, or the first damage found */
-    uint32_t pid;
-    int32_t rank;
-    char host[65];
-    int has_footer;
-    uint64_t events;         /* footer count, else the events recovered */
-    uint64_t dropped, filtered;
-    int damaged;
-    pp_trace_damage damage;
-} trace_info;
-
-/* What happened to CMD and its process tree. */
-typedef struct child_result {
-    pid_t pid;
-    int exec_errno;          /* != 0: CMD could not be executed */
-    int signaled;
-    int code;                /* exit status, or the signal number when signaled */
-    int core_dumped;
-    pid_t *reaped;           /* every process pprof-run reaped (CMD and orphans adopted) */
-    size_t n_reaped, cap_reaped;
-} child_result;
 
 
 /* ---- options ------------------------------------------------------------------------------ */
 
-/* --steps N:M or N: into "N:M" / "N:"; N >= 1, M >= N. */
+/* --steps N:M or N: into "N:M" / "N:" (the form PPROF_STEPS takes); N >= 1, M >= N. */
 static pp_status parse_steps(const char *s, char *out, size_t cap)
 {
-    const char *colon = strchr(s, ':');
-    if (!colon || colon == s)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': expected N:M or N: (first and last step "
-                                      "to capture, e.g. 10:20)", s);
-    char first[32];
-    size_t n = (size_t)(colon - s);
-    if (n >= sizeof first)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': first step is not an integer", s);
-    memcpy(first, s, n);
-    first[n] = '\0';
-    int64_t a, b;
-    const int64_t max = INT64_C(1) << 40;
-    pp_status st = pp_parse_i64(first, "--steps first step N", 1, max, &a);
+    int64_t lo, hi;
+    pp_status st = pp_tool_parse_steps(s, "first and last step to capture", &lo, &hi);
     if (st != PP_OK)
         return st;
-    if (colon[1] == '\0') {
-        snprintf(out, cap, "%lld:", (long long)a);
-        return PP_OK;
-    }
-    if ((st = pp_parse_i64(colon + 1, "--steps last step M", 1, max, &b)) != PP_OK)
-        return st;
-    if (b < a)
-        return PP_ERR(PP_ERR_INVALID, "--steps '%s': last step %lld is before first step %lld",
-                      s, (long long)b, (long long)a);
-    snprintf(out, cap, "%lld:%lld", (long long)a, (long long)b);
+    if (hi)
+        snprintf(out, cap, "%lld:%lld", (long long)lo, (long long)hi);
+    else
+        snprintf(out, cap, "%lld:", (long long)lo);
     return PP_OK;
 }
 
-/* Returns -1 to go on, else an exit code. */
+/* One getopt_long result. Returns PP_TOOL_GO_ON to go on, else an exit code. */
+static int parse_option(int c, char **argv, args *a, const char **dir)
+{
+    switch (c) {
+    case 'o': *dir = optarg; break;
+    case OPT_STEPS: return pp_tool_option_status(parse_steps(optarg, a->steps, sizeof a->steps));
+    case OPT_BUFFER_KB:
+        return pp_tool_option_i64(optarg, "--buffer-kb", 64, INT64_C(1) << 20, &a->buffer_kb);
+    case OPT_FLUSH_MS: return pp_tool_option_i64(optarg, "--flush-ms", 1, 10000, &a->flush_ms);
+    case OPT_LIB: a->lib = optarg; break;
+    case OPT_CUDA: a->cuda = 1; break;
+    case OPT_NCCL: a->nccl = 1; break;
+    default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
+    }
+    return PP_TOOL_GO_ON;
+}
+
+/* Returns PP_TOOL_GO_ON to go on, else an exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     const char *dir = "pprof.run";
     opterr = 0;
-    int c;
-    pp_status st;
+    int c, rc;
     /* '+': stop at CMD, so CMD's own options stay CMD's. ':': report missing values. */
-    while ((c = getopt_long(argc, argv, "+:o:qvh", k_opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': dir = optarg; break;
-        case OPT_STEPS:
-            if ((st = parse_steps(optarg, a->steps, sizeof a->steps)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_BUFFER_KB:
-            if ((st = pp_parse_i64(optarg, "--buffer-kb", 64, INT64_C(1) << 20, &a->buffer_kb)) !=
-                PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_FLUSH_MS:
-            if ((st = pp_parse_i64(optarg, "--flush-ms", 1, 10000, &a->flush_ms)) != PP_OK)
-                return pp_tool_usage_error("%s", pp_error_message());
-            break;
-        case OPT_LIB: a->lib = optarg; break;
-        case OPT_CUDA: a->cuda = 1; break;
-        case OPT_NCCL: a->nccl = 1; break;
-        case 'q': a->quiet = 1; break;
-        case 'v': a->verbose = 1; break;
-        case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
-        case ':':
-            return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                return pp_tool_usage_error("unknown option '-%c'", optopt);
-            return pp_tool_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    while ((c = getopt_long(argc, argv, "+:o:qvh", k_opts, NULL)) != -1)
+        if ((rc = parse_option(c, argv, a, &dir)) != PP_TOOL_GO_ON)
+            return rc;
     if (optind >= argc)
         return pp_tool_usage_error("no command given (usage: pprof-run [-o DIR] [options] -- CMD ...)");
     if (!dir[0])
         return pp_tool_usage_error("-o: empty directory name");
     if (strlen(dir) + 8 >= sizeof a->dir)
         return pp_tool_usage_error("-o: directory name too long");
-    snprintf(a->dir, sizeof a->dir, "%s", dir);
-    for (size_t n = strlen(a->dir); n > 1 && a->dir[n - 1] == '/'; n--)
-        a->dir[n - 1] = '\0'; /* "run/" rotates to "run.old", not "run/.old" */
+    pp_tool_path_trim(dir, a->dir, sizeof a->dir);
     a->cmd = argv + optind;
     a->ncmd = argc - optind;
-    return -1;
+    return PP_TOOL_GO_ON;
 }
 
 /* ---- launcher, library, command ------------------------------------------------------------ */
@@ -340,487 +261,59 @@ static int command_errno(const char *cmd)
 
 /* ---- run directory ------------------------------------------------------------------------ */
 
-typedef enum dir_kind { DIR_MISSING, DIR_EMPTY, DIR_RUN, DIR_OTHER, DIR_NOT_DIR } dir_kind;
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 /* manifest.json, manifest.<anything>.json or *.pft: what only a run directory holds. */
 static int is_run_file(const char *name)
 {
-    if (strcmp(name, "manifest.json") == 0 || ends_with(name, ".pft"))
+    if (strcmp(name, "manifest.json") == 0 || prun_ends_with(name, ".pft"))
         return 1;
-    return strncmp(name, "manifest.", 9) == 0 && strlen(name) > 14 && ends_with(name, ".json");
+    return strncmp(name, "manifest.", 9) == 0 && strlen(name) > 14 &&
+           prun_ends_with(name, ".json");
 }
 
-/* Classifies `path`; for DIR_OTHER and DIR_NOT_DIR `why` says what was found. */
-static dir_kind classify_dir(const char *path, char *why, size_t cap)
-{
-    struct stat sb;
-    why[0] = '\0';
-    if (stat(path, &sb) != 0) {
-        if (errno == ENOENT)
-            return DIR_MISSING;
-        snprintf(why, cap, "%s", strerror(errno));
-        return DIR_OTHER;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        snprintf(why, cap, "it is not a directory");
-        return DIR_NOT_DIR;
-    }
-    DIR *d = opendir(path);
-    if (!d) {
-        snprintf(why, cap, "cannot list it: %s", strerror(errno));
-        return DIR_OTHER;
-    }
-    int entries = 0, run = 0;
-    char other[NAME_MAX + 1] = "";
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        entries++;
-        if (is_run_file(e->d_name))
-            run = 1;
-        else if (!other[0])
-            snprintf(other, sizeof other, "%s", e->d_name);
-    }
-    closedir(d);
-    if (run)
-        return DIR_RUN;
-    if (entries == 0)
-        return DIR_EMPTY;
-    snprintf(why, cap, "it holds '%s' and no manifest or .pft file", other);
-    return DIR_OTHER;
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-/* mkdir -p with mode 0777 (the umask decides). */
-static pp_status make_dirs(const char *path)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char keep = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return PP_ERR(PP_ERR_INVALID, "cannot create run directory '%s': %s", buf,
-                              strerror(errno));
-            *p = keep;
-            if (!keep)
-                break;
-        }
-    }
-    return PP_OK;
-}
+static const pp_tool_outdir k_run_dir = {
+    .is_ours = is_run_file,
+    .lacks = "no manifest or .pft file",
+    .noun = "run",
+    .old_is_not = "is not a run directory",
+    .say_why = 1,
+};
 
 /* Makes `a->dir` ready for a new run and writes its absolute path to `abs`. */
 static pp_status prepare_dir(const args *a, int launcher, char *abs)
 {
     char why[PATH_MAX + 64];
     const char *dir = a->dir;
-    dir_kind k = classify_dir(dir, why, sizeof why);
-    if (k == DIR_OTHER || k == DIR_NOT_DIR)
+    pp_tool_dir_kind k = pp_tool_dir_classify(dir, &k_run_dir, why, sizeof why);
+    if (k == PP_TOOL_DIR_OTHER || k == PP_TOOL_DIR_NOT_DIR)
         return PP_ERR(PP_ERR_INVALID, "'%s' is not a run directory: %s; choose another -o or "
                                       "remove it", dir, why);
+    pp_status st;
     if (launcher) {
         /* Several instances share the directory: whoever comes first creates it, nobody
          * rotates (a rename here would race with the others' trace files). */
-        pp_status st;
-        if (k == DIR_MISSING && (st = make_dirs(dir)) != PP_OK)
+        if (k == PP_TOOL_DIR_MISSING &&
+            (st = pp_tool_mkdir_p(dir, "run directory", PP_ERR_INVALID)) != PP_OK)
             return st;
-        k = classify_dir(dir, why, sizeof why);
-        if (k != DIR_EMPTY && k != DIR_RUN)
+        k = pp_tool_dir_classify(dir, &k_run_dir, why, sizeof why);
+        if (k != PP_TOOL_DIR_EMPTY && k != PP_TOOL_DIR_OURS)
             return PP_ERR(PP_ERR_INVALID, "'%s' is not a run directory: %s", dir, why);
-    } else if (k == DIR_RUN) {
-        char old[PATH_MAX + 8];
-        snprintf(old, sizeof old, "%s.old", dir);
-        dir_kind ko = classify_dir(old, why, sizeof why);
-        if (ko == DIR_OTHER || ko == DIR_NOT_DIR)
-            return PP_ERR(PP_ERR_INVALID, "cannot keep the previous run of '%s': '%s' exists and "
-                                          "is not a run directory (%s); remove or rename it",
-                          dir, old, why);
-        if (ko != DIR_MISSING && nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-            return PP_ERR(PP_ERR_IO, "cannot remove the older run '%s': %s", old,
-                          strerror(errno));
-        if (rename(dir, old) != 0)
-            return PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", dir, old,
-                          strerror(errno));
-        pp_tool_note(1, "previous run kept as '%s'", old);
+    } else if (k == PP_TOOL_DIR_OURS) {
+        if ((st = pp_tool_dir_keep_old(dir, &k_run_dir)) != PP_OK)
+            return st;
         if (mkdir(dir, 0777) != 0)
             return PP_ERR(PP_ERR_IO, "cannot create run directory '%s': %s", dir,
                           strerror(errno));
-    } else if (k == DIR_MISSING) {
-        pp_status st = make_dirs(dir);
-        if (st != PP_OK)
+    } else if (k == PP_TOOL_DIR_MISSING) {
+        if ((st = pp_tool_mkdir_p(dir, "run directory", PP_ERR_INVALID)) != PP_OK)
             return st;
     }
-    /* DIR_EMPTY outside a launcher: used as it is; there is no run in it to keep. */
+    /* empty outside a launcher: used as it is; there is no run in it to keep. */
     if (!realpath(dir, abs))
         return PP_ERR(PP_ERR_IO, "run directory '%s': %s", dir, strerror(errno));
     return PP_OK;
 }
 
-/* ---- running the command ------------------------------------------------------------------ */
-
-static const int k_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-/* SIGXFSZ as pprof-run found it (CMD gets it back). pprof-run ignores it: a file-size limit
- * (ulimit -f) then fails its manifest write with EFBIG, which it reports, instead of killing it
- * and replacing the job's status with 153. */
-static void (*g_xfsz_old)(int) = SIG_DFL;
-
-/* The signal mask before pprof-run blocked the forwarded signals for its post-run work (main):
- * the summary's child runs with it. */
-static sigset_t g_mask_before_post;
-
-static void note_reaped(child_result *r, pid_t pid)
-{
-    if (r->n_reaped == r->cap_reaped) {
-        size_t cap = r->cap_reaped ? 2 * r->cap_reaped : 16;
-        pid_t *p = realloc(r->reaped, cap * sizeof *p);
-        if (!p)
-            return; /* only used to attribute trace files under a launcher */
-        r->reaped = p;
-        r->cap_reaped = cap;
-    }
-    r->reaped[r->n_reaped++] = pid;
-}
-
-/* Sends `sig` to `target` unless it already got it: the terminal's Ctrl-C and Ctrl-\ reach the
- * whole foreground process group, CMD included, and a trainer that checkpoints on the first
- * SIGINT and aborts on the second must not see two. */
-static void forward_signal(pid_t target, int sig, const siginfo_t *si)
-{
-    if ((sig == SIGINT || sig == SIGQUIT) && si->si_code == SI_KERNEL &&
-        getpgid(target) == getpgrp())
-        return;
-    if (kill(target, sig) == 0)
-        pp_tool_note(1, "forwarded signal %d (%s) to pid %d", sig, strsignal(sig), (int)target);
-}
-
-/* Our current children (CMD's orphans, adopted as subreaper), from /proc; 0 if unknown. */
-static size_t list_children(pid_t *out, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = 0;
-    int pid;
-    while (n < cap && fscanf(f, "%d", &pid) == 1)
-        out[n++] = pid;
-    fclose(f);
-    return n;
-}
-
-/* Forks and execs CMD, forwards signals, and reaps the whole process tree. Returns PP_OK once
- * no descendant is left (also when CMD could not be executed: r->exec_errno says so). */
-static pp_status run_command(const args *a, child_result *r)
-{
-    sigset_t wait_set, old_mask;
-    sigemptyset(&wait_set);
-    for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++) {
-        /* A signal ignored on entry (nohup) stays ignored, for us and for CMD. */
-        struct sigaction sa;
-        if (sigaction(k_forwarded[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
-            continue;
-        sigaddset(&wait_set, k_forwarded[i]);
-    }
-    sigaddset(&wait_set, SIGCHLD);
-    /* With SIGCHLD ignored (inherited from our parent) the kernel would reap CMD for us and its
-     * exit status would be lost: take the default, and give CMD back what it had. */
-    struct sigaction chld_dfl, chld_old;
-    memset(&chld_dfl, 0, sizeof chld_dfl);
-    chld_dfl.sa_handler = SIG_DFL;
-    sigemptyset(&chld_dfl.sa_mask);
-    sigaction(SIGCHLD, &chld_dfl, &chld_old);
-    /* Blocked before the fork: a signal that arrives at any moment is queued, then taken by
-     * sigtimedwait below; no work happens in a signal handler. */
-    if (sigprocmask(SIG_BLOCK, &wait_set, &old_mask) != 0)
-        return PP_ERR(PP_ERR_RUNTIME, "sigprocmask: %s", strerror(errno));
-    /* Orphans of CMD's tree (a launcher's daemons, a backgrounded writer) become our children,
-     * so we can wait for them: their trace files are complete only once they exit. */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
-        pp_tool_note(1, "PR_SET_CHILD_SUBREAPER failed (%s): orphaned processes are not waited for",
-             strerror(errno));
-    int errpipe[2];
-    if (pipe2(errpipe, O_CLOEXEC) != 0) {
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        return PP_ERR(PP_ERR_RUNTIME, "pipe: %s", strerror(errno));
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(errpipe[0]);
-        close(errpipe[1]);
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        return PP_ERR(PP_ERR_RUNTIME, "fork: %s", strerror(e));
-    }
-    if (pid == 0) {
-        close(errpipe[0]);
-        sigaction(SIGCHLD, &chld_old, NULL);
-        signal(SIGXFSZ, g_xfsz_old); /* the job's own, not pprof-run's (main) */
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        execvp(a->cmd[0], a->cmd);
-        int e = errno;
-        ssize_t w = write(errpipe[1], &e, sizeof e);
-        (void)w;
-        _exit(EXIT_CANNOT_RUN);
-    }
-    r->pid = pid;
-    close(errpipe[1]);
-    /* The pipe closes on a successful exec (O_CLOEXEC) or carries execvp's errno. */
-    int e = 0;
-    ssize_t got;
-    do
-        got = read(errpipe[0], &e, sizeof e);
-    while (got < 0 && errno == EINTR);
-    close(errpipe[0]);
-    if (got == (ssize_t)sizeof e)
-        r->exec_errno = e;
-    else
-        pp_tool_note(1, "started '%s' as pid %d", a->cmd[0], (int)pid);
-
-    int main_done = 0, noticed = 0;
-    uint64_t main_done_ns = 0;
-    for (;;) {
-        int status;
-        pid_t w;
-        while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
-            note_reaped(r, w);
-            if (w == pid) {
-                main_done = 1;
-                main_done_ns = pp_now_ns();
-                r->signaled = WIFSIGNALED(status);
-                r->code = r->signaled ? WTERMSIG(status) : WEXITSTATUS(status);
-                r->core_dumped = r->signaled && WCOREDUMP(status);
-                pp_tool_note(1, "'%s' (pid %d) %s %d", a->cmd[0], (int)pid,
-                     r->signaled ? "killed by signal" : "exited with status", r->code);
-            } else {
-                pp_tool_note(1, "reaped descendant pid %d", (int)w);
-            }
-        }
-        if (w < 0 && errno == ECHILD)
-            break;
-        if (w < 0 && errno != EINTR)
-            return PP_ERR(PP_ERR_RUNTIME, "waitpid: %s", strerror(errno));
-        if (main_done && !noticed && !a->quiet && pp_now_ns() - main_done_ns > 2000000000ull) {
-            pid_t kids[8];
-            size_t n = list_children(kids, 8);
-            fprintf(stderr, "pprof-run: '%s' exited; waiting for the processes it left "
-                            "running", a->cmd[0]);
-            for (size_t i = 0; i < n; i++)
-                fprintf(stderr, "%s%d", i ? " " : " (pid ", (int)kids[i]);
-            fprintf(stderr, "%s so that their traces are complete\n", n ? ")" : "");
-            noticed = 1;
-        }
-        siginfo_t si;
-        struct timespec tick = {1, 0}; /* the notice above; SIGCHLD normally wakes us first */
-        int sig = sigtimedwait(&wait_set, &si, &tick);
-        if (sig <= 0 || sig == SIGCHLD)
-            continue;
-        if (!main_done) {
-            forward_signal(pid, sig, &si);
-        } else {
-            pid_t kids[256];
-            size_t n = list_children(kids, 256);
-            for (size_t i = 0; i < n; i++)
-                forward_signal(kids[i], sig, &si);
-        }
-    }
-    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    return PP_OK;
-}
-
-/* ---- trace files, manifest, summary ------------------------------------------------------- */
-
-static int pft_filter(const struct dirent *e)
-{
-    return ends_with(e->d_name, ".pft");
-}
-
-/* <host>.<pid>.pft -> pid, 0 when the name has another form. */
-static uint32_t pid_from_name(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    const char *p = dot;
-    while (p && p > name && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    if (p && p < dot && p > name && p[-1] == '.')
-        return (uint32_t)strtoul(p, NULL, 10);
-    return 0;
-}
-
-/* Under a launcher: is this file of our rank? Decided from the 256-byte header alone, so an
- * instance does not read every other rank's whole trace. */
-static int header_rank_is(const char *dir, const char *name, int rank)
-{
-    char path[PATH_MAX + NAME_MAX + 2];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    pp_trace_header h;
-    int fd = -1;
-    uint64_t bytes = 0;
-    if (pp_file_open_regular(path, &fd, &bytes) != PP_OK) { /* a FIFO is not waited on */
-        pp_error_clear();
-        return 0;
-    }
-    ssize_t got = read(fd, &h, sizeof h);
-    close(fd);
-    pp_trace *t = NULL;
-    if (got != (ssize_t)sizeof h || pp_trace_load_mem(&h, sizeof h, &t) != PP_OK) {
-        pp_error_clear();
-        return 0;
-    }
-    int same = t->header.rank == rank;
-    pp_trace_free(t);
-    return same;
-}
-
-/* What the manifest says about one trace, read block by block as the analyzer reads it (memory
- * bounded by the largest block, not the trace): header, footer, damage, and the events counted
- * the way pp_trace_load counts them when there is no footer. Unknown record kinds are counted as
- * the loader does. */
-static pp_status scan_trace(const char *path, trace_info *ti)
-{
-    pp_trace_reader *r = NULL;
-    pp_status st = pp_trace_reader_open(path, &r);
-    if (st != PP_OK)
-        return st;
-    const pp_trace_header *h = pp_trace_reader_header(r);
-    ti->loaded = 1;
-    ti->pid = h->pid;
-    ti->rank = h->rank;
-    memcpy(ti->host, h->host, sizeof h->host);
-    ti->host[sizeof ti->host - 1] = '\0';
-    pp_rec_footer footer;
-    memset(&footer, 0, sizeof footer);
-    uint64_t events = 0, unknown = 0;
-    int has_footer = 0;
-    for (;;) {
-        pp_trace_block b;
-        bool got = false;
-        if ((st = pp_trace_reader_next(r, &b, &got)) != PP_OK || !got)
-            break;
-        /* the reader has checked every record's size against the block */
-        for (uint32_t off = 0; off + sizeof(pp_rec_header) <= b.h.payload_bytes;) {
-            pp_rec_header rh;
-            memcpy(&rh, b.payload + off, sizeof rh);
-            if (rh.size < sizeof rh || off + rh.size > b.h.payload_bytes)
-                break;
-            switch (rh.type) {
-            case PP_REC_PUSH: case PP_REC_POP: case PP_REC_START: case PP_REC_END:
-            case PP_REC_MARK:
-                events++;
-                break;
-            case PP_REC_FOOTER:
-                if (rh.size >= sizeof footer) {
-                    memcpy(&footer, b.payload + off, sizeof footer); /* the last one wins */
-                    has_footer = 1;
-                }
-                break;
-            case PP_REC_EXT_PAYLOAD: case PP_REC_STRING: case PP_REC_DOMAIN:
-            case PP_REC_CATEGORY: case PP_REC_THREAD_NAME: case PP_REC_SCHEMA: case PP_REC_GPU:
-            case PP_REC_API: case PP_REC_NCCL:
-                break;
-            default:
-                unknown++;
-                break;
-            }
-            off += rh.size;
-        }
-    }
-    ti->damage = *pp_trace_reader_damage(r);
-    ti->damage.has_footer = has_footer;
-    ti->damage.records_unknown = unknown;
-    ti->has_footer = has_footer;
-    ti->events = has_footer ? footer.events : events;
-    ti->dropped = has_footer ? footer.dropped : 0;
-    ti->filtered = has_footer ? footer.filtered : 0;
-    pp_trace_reader_close(r);
-    return st;
-}
-
-static void load_trace_info(const char *dir, const char *name, trace_info *ti)
-{
-    memset(ti, 0, sizeof *ti);
-    snprintf(ti->name, sizeof ti->name, "%s", name);
-    ti->rank = -1;
-    char path[PATH_MAX + NAME_MAX + 2];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct stat sb;
-    if (stat(path, &sb) == 0)
-        ti->bytes = (uint64_t)sb.st_size;
-    if (scan_trace(path, ti) != PP_OK) {
-        snprintf(ti->problem, sizeof ti->problem, "%s: %s", ti->loaded ? "read error" :
-                 "unreadable", pp_error_message());
-        pp_error_clear();
-        if (!ti->loaded)
-            ti->pid = pid_from_name(name); /* the name still tells whose file it is */
-        return;
-    }
-    const pp_trace_damage *d = &ti->damage;
-    ti->damaged = d->blocks_bad || d->bytes_skipped || d->truncated || d->records_unknown;
-    if (ti->damaged) {
-        snprintf(ti->problem, sizeof ti->problem,
-                 "%llu bad block(s), %llu byte(s) skipped%s%s%s",
-                 (unsigned long long)d->blocks_bad, (unsigned long long)d->bytes_skipped,
-                 d->truncated ? ", truncated" : "", d->first_problem[0] ? ": " : "",
-                 d->first_problem);
-    }
-}
-
-static int reaped_has(const child_result *r, uint32_t pid)
-{
-    for (size_t i = 0; i < r->n_reaped; i++)
-        if ((uint32_t)r->reaped[i] == pid)
-            return 1;
-    return 0;
-}
-
-/* The *.pft files of this run, sorted by name. Under a launcher the directory is shared: only
- * files of this instance's rank or of processes it reaped are its own. */
-static pp_status collect_traces(const char *dir, int rank, const child_result *r,
-                                trace_info **out, size_t *n_out)
-{
-    struct dirent **names = NULL;
-    int n = scandir(dir, &names, pft_filter, alphasort);
-    *out = NULL;
-    *n_out = 0;
-    if (n < 0)
-        return PP_ERR(PP_ERR_IO, "cannot list '%s': %s", dir, strerror(errno));
-    trace_info *ti = n ? calloc((size_t)n, sizeof *ti) : NULL;
-    if (n && !ti) {
-        for (int i = 0; i < n; i++)
-            free(names[i]);
-        free(names);
-        return PP_ERR(PP_ERR_NOMEM, "out of memory listing '%s'", dir);
-    }
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i]->d_name;
-        if (rank < 0 || reaped_has(r, pid_from_name(name)) || header_rank_is(dir, name, rank))
-            load_trace_info(dir, name, &ti[k++]);
-        free(names[i]);
-    }
-    free(names);
-    *out = ti;
-    *n_out = k;
-    return PP_OK;
-}
+/* ---- manifest ----------------------------------------------------------------------------- */
 
 static void iso_utc(const struct timespec *ts, char *out, size_t cap)
 {
@@ -1051,70 +544,7 @@ out:
     return st;
 }
 
-/* The analyzer's pipeline summary, in a forked child: whatever the analysis of the traces does
- * (a crash on a hostile trace, running out of memory), pprof-run itself carries on and exits
- * with the job's status; what went wrong is said on stderr. Signals pprof-run forwards (blocked
- * since the job ended, main) are passed on to the child while it runs, so that they cannot
- * replace the job's status either. PPROF_TEST_SUMMARY_CRASH=1 (a test hook, docs/cli/pprof-run.md)
- * makes the child crash before it analyzes. */
-static void pipeline_summary(const char *dir)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++)
-        sigaddset(&set, k_forwarded[i]);
-    sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, NULL); /* SIGCHLD too, for sigtimedwait below */
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "pprof-run: no pipeline summary: fork: %s (pprof-report %s gives it)\n",
-                strerror(errno), dir);
-        return;
-    }
-    if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &g_mask_before_post, NULL);
-        const char *hook = getenv("PPROF_TEST_SUMMARY_CRASH");
-        if (hook && strcmp(hook, "1") == 0)
-            raise(SIGSEGV);
-        pp_analysis *an = NULL;
-        pp_analysis_options o;
-        pp_analysis_options_default(&o);
-        if (pp_analyze_dir(dir, &o, &an) == PP_OK) {
-            printf("\n");
-            pp_analysis_print(an, stdout);
-            pp_analysis_free(an);
-        } else {
-            printf("pprof-run: no pipeline summary: %s\n", pp_error_message());
-        }
-        _exit(fflush(stdout) == 0 ? 0 : PP_EXIT_RUNTIME);
-    }
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "pprof-run: lost the pipeline summary's process: %s\n",
-                    strerror(errno));
-            return;
-        }
-        siginfo_t si;
-        struct timespec tick = {1, 0};
-        int sig = sigtimedwait(&set, &si, &tick);
-        if (sig > 0 && sig != SIGCHLD)
-            kill(pid, sig);
-    }
-    if (WIFSIGNALED(status))
-        fprintf(stderr, "pprof-run: the pipeline summary died (signal %d, %s); the job's status "
-                        "and the run directory are kept: pprof-report %s analyzes it\n",
-                WTERMSIG(status), strsignal(WTERMSIG(status)), dir);
-    else if (WEXITSTATUS(status) != 0)
-        fprintf(stderr, "pprof-run: the pipeline summary failed (status %d); the job's status "
-                        "and the run directory are kept: pprof-report %s analyzes it\n",
-                WEXITSTATUS(status), dir);
-}
+/* ---- summary ------------------------------------------------------------------------------ */
 
 static void print_summary(const run_info *ri, const char *manifest)
 {
@@ -1168,20 +598,109 @@ static void print_summary(const run_info *ri, const char *manifest)
         printf("pprof-run: for the pipeline summary of all ranks: pprof-report %s\n", ri->dir);
         return;
     }
-    pipeline_summary(ri->dir);
+    prun_pipeline_summary(ri->dir);
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* The contract with libpprof (docs/cli/pprof-run.md): set here, inherited by every process of
+ * the tree. Unset options leave a variable the user exported as it is. 0 when setenv failed. */
+static int set_capture_env(const args *a, const char *lib, const char *dir)
+{
+    char num[32];
+    int envok = setenv("NVTX_INJECTION64_PATH", lib, 1) == 0 && setenv("PPROF_DIR", dir, 1) == 0;
+    if (a->buffer_kb) {
+        snprintf(num, sizeof num, "%lld", (long long)a->buffer_kb);
+        envok = envok && setenv("PPROF_BUFFER_KB", num, 1) == 0;
+    }
+    if (a->flush_ms) {
+        snprintf(num, sizeof num, "%lld", (long long)a->flush_ms);
+        envok = envok && setenv("PPROF_FLUSH_MS", num, 1) == 0;
+    }
+    if (a->steps[0])
+        envok = envok && setenv("PPROF_STEPS", a->steps, 1) == 0;
+    if (a->quiet)
+        envok = envok && setenv("PPROF_QUIET", "1", 1) == 0;
+    if (a->cuda || a->nccl) {
+        /* Both go through the same library: CUPTI's entry point InitializeInjection and NCCL's
+         * profiler symbol ncclProfiler_v5 are exported by libpprof.so next to NVTX's. Without a
+         * device the job still runs, with NVTX capture only. */
+        char why[256];
+        if (!cuda_device_present(why, sizeof why) && !a->quiet)
+            fprintf(stderr, "pprof-run: %s%s: %s; the job runs with NVTX capture only\n",
+                    a->cuda ? "--cuda" : "", a->cuda && a->nccl ? " --nccl" : a->nccl ? "--nccl" : "",
+                    why);
+        if (a->cuda)
+            envok = envok && setenv("CUDA_INJECTION64_PATH", lib, 1) == 0;
+        if (a->nccl)
+            envok = envok && setenv("NCCL_PROFILER_PLUGIN", lib, 1) == 0;
+    }
+    return envok;
+}
+
+/* Lost events skew every metric: said even with -q. Files without a footer: their processes
+ * died, their drop counts are unknown. */
+static void warn_losses(const args *a, const trace_info *traces, size_t n_traces)
+{
+    uint64_t dropped = 0;
+    size_t nf = 0, nodrop = 0;
+    for (size_t i = 0; i < n_traces; i++) {
+        dropped += traces[i].dropped;
+        nf += traces[i].dropped > 0;
+        nodrop += traces[i].loaded && !traces[i].has_footer;
+    }
+    if (dropped)
+        fprintf(stderr, "pprof-run: warning: %llu events dropped in %zu file(s) (buffers "
+                        "full): raise --buffer-kb or lower --flush-ms\n",
+                (unsigned long long)dropped, nf);
+    if (!nodrop || a->quiet)
+        return;
+    fprintf(stderr, "pprof-run: warning: %zu trace file(s) without a footer: those "
+                    "processes did not exit normally (died:", nodrop);
+    for (size_t i = 0; i < n_traces; i++) {
+        if (!traces[i].loaded || traces[i].has_footer)
+            continue;
+        if (traces[i].rank >= 0)
+            fprintf(stderr, " rank %d (pid %u)", traces[i].rank, traces[i].pid);
+        else
+            fprintf(stderr, " pid %u", traces[i].pid);
+    }
+    fprintf(stderr, "); their drop counts are unknown\n");
+}
+
+/* The manifest and the summary of a finished run; the exit status stays the job's. */
+static void finish_run(const args *a, run_info *ri, const child_result *r)
+{
+    trace_info *traces = NULL;
+    size_t n_traces = 0;
+    char manifest[PATH_MAX + 32] = "";
+    pp_status st = prun_collect_traces(ri->dir, ri->rank, r, &traces, &n_traces);
+    ri->traces = traces;
+    ri->n_traces = n_traces;
+    if (st == PP_OK)
+        st = write_manifest(ri, manifest, sizeof manifest);
+    if (st != PP_OK) {
+        /* pprof-run never changes the job's outcome: its status stands, ours is said. */
+        fprintf(stderr, "pprof-run: no manifest: %s; the exit status is the job's (%d), its "
+                        "trace files are in %s\n",
+                pp_error_message(), ri->exit_code, ri->dir);
+    } else {
+        pp_tool_note(1, "wrote %s", manifest);
+        const char *slash = strrchr(manifest, '/');
+        if (!a->quiet && !r->exec_errno)
+            print_summary(ri, slash ? slash + 1 : manifest);
+        warn_losses(a, traces, n_traces);
+    }
+    free(traces);
+}
+
 int main(int argc, char **argv)
 {
     pp_tool_init("pprof-run");
-    g_xfsz_old = signal(SIGXFSZ, SIG_IGN);
-    if (g_xfsz_old == SIG_ERR)
-        g_xfsz_old = SIG_DFL;
+    prun_signals_init();
     args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc >= 0)
+    if (rc != PP_TOOL_GO_ON)
         return rc;
     pp_tool_verbose = a.verbose;
     pp_status st;
@@ -1202,38 +721,7 @@ int main(int argc, char **argv)
         return pp_tool_fail(st);
     pp_tool_note(1, "library %s", lib);
     pp_tool_note(1, "run directory %s", dir);
-
-    /* The contract with libpprof (docs/cli/pprof-run.md): set here, inherited by every
-     * process of the tree. Unset options leave a variable the user exported as it is. */
-    char num[32];
-    int envok = setenv("NVTX_INJECTION64_PATH", lib, 1) == 0 && setenv("PPROF_DIR", dir, 1) == 0;
-    if (a.buffer_kb) {
-        snprintf(num, sizeof num, "%lld", (long long)a.buffer_kb);
-        envok = envok && setenv("PPROF_BUFFER_KB", num, 1) == 0;
-    }
-    if (a.flush_ms) {
-        snprintf(num, sizeof num, "%lld", (long long)a.flush_ms);
-        envok = envok && setenv("PPROF_FLUSH_MS", num, 1) == 0;
-    }
-    if (a.steps[0])
-        envok = envok && setenv("PPROF_STEPS", a.steps, 1) == 0;
-    if (a.quiet)
-        envok = envok && setenv("PPROF_QUIET", "1", 1) == 0;
-    if (a.cuda || a.nccl) {
-        /* Both go through the same library: CUPTI's entry point InitializeInjection and NCCL's
-         * profiler symbol ncclProfiler_v5 are exported by libpprof.so next to NVTX's. Without a
-         * device the job still runs, with NVTX capture only. */
-        char why[256];
-        if (!cuda_device_present(why, sizeof why) && !a.quiet)
-            fprintf(stderr, "pprof-run: %s%s: %s; the job runs with NVTX capture only\n",
-                    a.cuda ? "--cuda" : "", a.cuda && a.nccl ? " --nccl" : a.nccl ? "--nccl" : "",
-                    why);
-        if (a.cuda)
-            envok = envok && setenv("CUDA_INJECTION64_PATH", lib, 1) == 0;
-        if (a.nccl)
-            envok = envok && setenv("NCCL_PROFILER_PLUGIN", lib, 1) == 0;
-    }
-    if (!envok) {
+    if (!set_capture_env(&a, lib, dir)) {
         fprintf(stderr, "pprof-run: cannot set the environment: %s\n", strerror(errno));
         return PP_EXIT_RUNTIME;
     }
@@ -1244,7 +732,7 @@ int main(int argc, char **argv)
     child_result r = {0};
     clock_gettime(CLOCK_REALTIME, &ri.start);
     ri.start_mono_ns = pp_now_ns();
-    st = run_command(&a, &r);
+    st = prun_command(&a, &r);
     clock_gettime(CLOCK_REALTIME, &ri.end);
     ri.end_mono_ns = pp_now_ns();
     if (st != PP_OK) {
@@ -1253,12 +741,8 @@ int main(int argc, char **argv)
     }
     /* From here on the job's status is the answer: a forwarded signal arriving now (a batch
      * system's SIGTERM once the job is done) stays pending until pprof-run exits with it, or
-     * goes to the summary's child (pipeline_summary). */
-    sigset_t post;
-    sigemptyset(&post);
-    for (size_t i = 0; i < sizeof k_forwarded / sizeof k_forwarded[0]; i++)
-        sigaddset(&post, k_forwarded[i]);
-    sigprocmask(SIG_BLOCK, &post, &g_mask_before_post);
+     * goes to the summary's child (prun_pipeline_summary). */
+    prun_signals_hold();
     if (r.exec_errno) {
         fprintf(stderr, "pprof-run: cannot run '%s': %s\n", a.cmd[0], strerror(r.exec_errno));
         ri.exit_code = EXIT_CANNOT_RUN;
@@ -1266,52 +750,7 @@ int main(int argc, char **argv)
         ri.exit_code = r.signaled ? 128 + r.code : r.code;
     }
     ri.r = &r;
-
-    trace_info *traces = NULL;
-    size_t n_traces = 0;
-    char manifest[PATH_MAX + 32] = "";
-    st = collect_traces(dir, rank, &r, &traces, &n_traces);
-    ri.traces = traces;
-    ri.n_traces = n_traces;
-    if (st == PP_OK)
-        st = write_manifest(&ri, manifest, sizeof manifest);
-    if (st != PP_OK) {
-        /* pprof-run never changes the job's outcome: its status stands, ours is said. */
-        fprintf(stderr, "pprof-run: no manifest: %s; the exit status is the job's (%d), its "
-                        "trace files are in %s\n",
-                pp_error_message(), ri.exit_code, dir);
-    } else {
-        pp_tool_note(1, "wrote %s", manifest);
-        const char *slash = strrchr(manifest, '/');
-        if (!a.quiet && !r.exec_errno)
-            print_summary(&ri, slash ? slash + 1 : manifest);
-        uint64_t dropped = 0;
-        size_t nf = 0, nodrop = 0;
-        for (size_t i = 0; i < n_traces; i++) {
-            dropped += traces[i].dropped;
-            nf += traces[i].dropped > 0;
-            nodrop += traces[i].loaded && !traces[i].has_footer;
-        }
-        /* Lost events skew every metric: say so even with -q. */
-        if (dropped)
-            fprintf(stderr, "pprof-run: warning: %llu events dropped in %zu file(s) (buffers "
-                            "full): raise --buffer-kb or lower --flush-ms\n",
-                    (unsigned long long)dropped, nf);
-        if (nodrop && !a.quiet) {
-            fprintf(stderr, "pprof-run: warning: %zu trace file(s) without a footer: those "
-                            "processes did not exit normally (died:", nodrop);
-            for (size_t i = 0; i < n_traces; i++) {
-                if (!traces[i].loaded || traces[i].has_footer)
-                    continue;
-                if (traces[i].rank >= 0)
-                    fprintf(stderr, " rank %d (pid %u)", traces[i].rank, traces[i].pid);
-                else
-                    fprintf(stderr, " pid %u", traces[i].pid);
-            }
-            fprintf(stderr, "); their drop counts are unknown\n");
-        }
-    }
-    free(traces);
+    finish_run(&a, &ri, &r);
     free(r.reaped);
     return ri.exit_code;
 }
