@@ -158,21 +158,10 @@ static void fit_links(const pp_analysis *a, pp_extract *e)
          e->costs->p2p_GBps);
 }
 
-pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
+/* Per-layer costs: medians of the layer ranges; sizes from the layer marks, else activations
+ * from the bytes seen on the links. Notes the assumptions. */
+static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
 {
-    memset(e, 0, sizeof *e);
-    if (a->n_layers == 0)
-        return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
-                                      "extracted (emit '<layer> fwd' ranges per "
-                                      "docs/nvtx-convention.md)");
-    /* the layer list is 0 .. max index */
-    int L = 0;
-    for (size_t i = 0; i < a->n_layers; i++)
-        if (a->layers[i].layer + 1 > L)
-            L = a->layers[i].layer + 1;
-    pp_status st = pp_costs_uniform(L, 0, 0, 0, &e->costs);
-    if (st != PP_OK)
-        return st;
     int split = 0, have_info = 1;
     uint64_t act_seen = 0;
     for (size_t i = 0; i < a->n_links; i++)
@@ -185,11 +174,9 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
                 al = &a->layers[i];
         pp_layer_cost *c = &e->costs->layers[l];
         snprintf(c->name, sizeof c->name, "%s", al && al->name[0] ? al->name : "layer");
-        if (!al || !al->fwd_ns.count) {
-            st = PP_ERR(PP_ERR_INVALID, "layer %d has no forward ranges in the analyzed steps",
-                        l);
-            goto fail;
-        }
+        if (!al || !al->fwd_ns.count)
+            return PP_ERR(PP_ERR_INVALID, "layer %d has no forward ranges in the analyzed steps",
+                          l);
         c->fwd_us = al->fwd_ns.median * 1e-3;
         double b = al->bwd_ns.median * 1e-3, w = al->bwd_weight_ns.median * 1e-3;
         if (al->bwd_weight_ns.count) {
@@ -219,14 +206,19 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
         note(e, "no layer marks: activation sizes taken from the links (%llu bytes), parameter "
                 "sizes unknown (no memory model)",
              (unsigned long long)act_seen);
+    return PP_OK;
+}
+
+/* The optimizer step's cost: the slowest stage's optimizer plus the job's own time between
+ * steps (its loop, data loading: the period minus the steps' window, docs/metrics.md), which
+ * costs every step whatever the layout; charged there, the simulator's steps compare with the
+ * measured period. The median over steps; 0 when the steps overlap (no barrier). */
+static void extract_optimizer(const pp_analysis *a, pp_extract *e)
+{
     double opt = 0;
     for (int s = 0; s < a->S; s++)
         if (a->stages[s].opt_ns.count && a->stages[s].opt_ns.median > opt)
             opt = a->stages[s].opt_ns.median;
-    /* The job's own time between steps (its loop, data loading: the period minus the steps'
-     * window, docs/metrics.md) costs every step whatever the layout, like the optimizer step
-     * that ends it: charged there, the simulator's steps compare with the measured period.
-     * The median over steps; 0 when the steps overlap (no barrier). */
     double gap = 0;
     double *g = a->n_steps ? malloc(a->n_steps * sizeof *g) : NULL;
     if (g) {
@@ -244,15 +236,15 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
                 "to the optimizer step",
              gap * 1e-6);
     e->costs->optimizer_us = (opt + gap) * 1e-3;
-    fit_links(a, e);
-    if ((st = infer_partition(a, L, &e->partition)) != PP_OK)
-        goto fail;
-    if (!a->schedule[0] || pp_schedule_kind_parse(a->schedule, &e->schedule) != PP_OK) {
-        st = PP_ERR(PP_ERR_INVALID, "the run does not name a known schedule (got '%s'): emit "
-                                    "the configuration mark of docs/nvtx-convention.md",
-                    a->schedule);
-        goto fail;
-    }
+}
+
+/* The run's schedule and those its config mark says it can run. */
+static pp_status extract_schedules(const pp_analysis *a, pp_extract *e)
+{
+    if (!a->schedule[0] || pp_schedule_kind_parse(a->schedule, &e->schedule) != PP_OK)
+        return PP_ERR(PP_ERR_INVALID, "the run does not name a known schedule (got '%s'): emit "
+                                      "the configuration mark of docs/nvtx-convention.md",
+                      a->schedule);
     e->runnable = 1u << e->schedule;
     if (a->schedules[0]) {
         /* names the tuner does not know (a framework's own schedules) are not proposable */
@@ -269,6 +261,31 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
                 "only its own, %s, is proposed",
              pp_schedule_kind_name(e->schedule));
     }
+    return PP_OK;
+}
+
+pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
+{
+    memset(e, 0, sizeof *e);
+    if (a->n_layers == 0)
+        return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
+                                      "extracted (emit '<layer> fwd' ranges per "
+                                      "docs/nvtx-convention.md)");
+    /* the layer list is 0 .. max index */
+    int L = 0;
+    for (size_t i = 0; i < a->n_layers; i++)
+        if (a->layers[i].layer + 1 > L)
+            L = a->layers[i].layer + 1;
+    pp_status st = pp_costs_uniform(L, 0, 0, 0, &e->costs);
+    if (st != PP_OK)
+        return st;
+    if ((st = extract_layers(a, L, e)) != PP_OK)
+        goto fail;
+    extract_optimizer(a, e);
+    fit_links(a, e);
+    if ((st = infer_partition(a, L, &e->partition)) != PP_OK ||
+        (st = extract_schedules(a, e)) != PP_OK)
+        goto fail;
     e->M = a->M;
     if (e->M <= 0) {
         st = PP_ERR(PP_ERR_INVALID, "the run does not state its micro-batch count (config mark)");
