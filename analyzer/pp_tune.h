@@ -31,7 +31,8 @@ typedef void (*pp_tune_note_fn)(int verbose_only, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 typedef struct pp_tune_opts {
-    pp_schedule_kind kinds[PP_TUNE_MAX_KINDS]; /* --schedules, in the order given, no repeats */
+    pp_schedule_kind kinds[PP_TUNE_MAX_KINDS]; /* the schedules to consider, in order, no
+                                                  repeats (--schedules) */
     int n_kinds;                  /* 0: not given (the run's own; for advice: all) */
     uint64_t memory_limit_bytes;  /* per stage; 0 = none */
     double time_budget_s;         /* per rebalancer search; 0 = until optimal */
@@ -40,10 +41,6 @@ typedef struct pp_tune_opts {
     pp_tune_note_fn note;         /* may be NULL */
     FILE *detail;                 /* the extraction notes of every run loaded, or NULL */
 } pp_tune_opts;
-
-/* Parses "all" or a comma-separated list of schedule names into o->kinds (duplicates dropped,
- * order kept). PP_ERR_INVALID naming the option otherwise. */
-pp_status pp_tune_schedules_parse(const char *s, pp_tune_opts *o);
 
 /* Analyzes run directory `dir` and extracts its costs (pp_extract.h); errors name the directory,
  * a run without a complete step is PP_ERR_INVALID. The caller frees both. */

@@ -28,39 +28,6 @@ const char *pp_tune_not_runnable(const pp_extract *e)
                  "schedules=, docs/nvtx-convention.md), so only its own is proposed";
 }
 
-pp_status pp_tune_schedules_parse(const char *s, pp_tune_opts *o)
-{
-    o->n_kinds = 0;
-    if (strcmp(s, "all") == 0) {
-        for (int k = 0; k < PP_TUNE_MAX_KINDS; k++)
-            o->kinds[o->n_kinds++] = (pp_schedule_kind)k;
-        return PP_OK;
-    }
-    char buf[256];
-    if (!s[0] || strlen(s) >= sizeof buf || s[0] == ',' || s[strlen(s) - 1] == ',' ||
-        strstr(s, ",,"))
-        return PP_ERR(PP_ERR_INVALID, "--schedules '%s': expected 'all' or a comma-separated list "
-                                      "of gpipe, 1f1b, interleaved, zb-h1", s);
-    snprintf(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *p = buf;; p = NULL) {
-        char *tok = strtok_r(p, ",", &save);
-        if (!tok)
-            break;
-        pp_schedule_kind k;
-        if (pp_schedule_kind_parse(tok, &k) != PP_OK) {
-            o->n_kinds = 0;
-            return pp_error_wrap(PP_ERR_INVALID, "--schedules");
-        }
-        int seen = 0;
-        for (int i = 0; i < o->n_kinds; i++)
-            seen |= o->kinds[i] == k;
-        if (!seen)
-            o->kinds[o->n_kinds++] = k;
-    }
-    return PP_OK;
-}
-
 pp_status pp_tune_load_run(const pp_tune_opts *o, const char *dir, pp_analysis **a, pp_extract *e)
 {
     pp_analysis_options ao;

@@ -52,6 +52,14 @@ int pp_tool_option_f64(const char *s, const char *what, double lo, double hi, do
  * PP_ERR_INVALID with the message otherwise. */
 pp_status pp_tool_parse_steps(const char *s, const char *purpose, int64_t *lo, int64_t *hi);
 
+/* 1 when `s` is a well-formed comma-separated list shorter than `cap`: not empty, no empty
+ * item (",," or a comma at either end). */
+int pp_tool_list_well_formed(const char *s, size_t cap);
+/* Passes each item of the comma-separated list `s`, in order, to fn (empty items are skipped:
+ * check the form first where they are an error); returns the first status that is not PP_OK. */
+typedef pp_status (*pp_tool_item_fn)(void *ctx, const char *item);
+pp_status pp_tool_list_each(const char *s, pp_tool_item_fn fn, void *ctx);
+
 /* ---- output directories ----------------------------------------------------------------- */
 
 /* What is at a path a command is to write its output directory to. */

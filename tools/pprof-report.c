@@ -76,29 +76,30 @@ typedef struct args {
 } args;
 
 
+static pp_status add_rank(void *ctx, const char *item)
+{
+    args *a = ctx;
+    int64_t r;
+    pp_status st = pp_parse_i64(item, "--ranks rank", 0, INT32_MAX, &r);
+    if (st != PP_OK)
+        return st;
+    if (a->n_ranks >= MAX_RANKS)
+        return PP_ERR(PP_ERR_INVALID, "--ranks: more than %d ranks", MAX_RANKS);
+    a->ranks[a->n_ranks++] = (int)r;
+    return PP_OK;
+}
+
 /* --ranks 0,2,5: distinct ranks >= 0. */
 static pp_status parse_ranks(const char *s, args *a)
 {
-    char buf[8192];
-    if (!s[0] || strlen(s) >= sizeof buf)
+    if (!s[0] || strlen(s) >= 8192)
         return PP_ERR(PP_ERR_INVALID, "--ranks '%s': expected a comma-separated list of ranks "
                                       "(e.g. 0,2,3)", s);
-    snprintf(buf, sizeof buf, "%s", s);
     a->n_ranks = 0;
-    char *save = NULL;
-    for (char *p = buf;; p = NULL) {
-        char *tok = strtok_r(p, ",", &save);
-        if (!tok)
-            break;
-        int64_t r;
-        pp_status st = pp_parse_i64(tok, "--ranks rank", 0, INT32_MAX, &r);
-        if (st != PP_OK)
-            return st;
-        if (a->n_ranks >= MAX_RANKS)
-            return PP_ERR(PP_ERR_INVALID, "--ranks: more than %d ranks", MAX_RANKS);
-        a->ranks[a->n_ranks++] = (int)r;
-    }
-    if (!a->n_ranks || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
+    pp_status st = pp_tool_list_each(s, add_rank, a);
+    if (st != PP_OK)
+        return st;
+    if (!a->n_ranks || !pp_tool_list_well_formed(s, 8192))
         return PP_ERR(PP_ERR_INVALID, "--ranks '%s': empty entry in the list", s);
     return PP_OK;
 }

@@ -151,29 +151,56 @@ static pp_status parse_bytes(const char *s, uint64_t *out)
     return PP_OK;
 }
 
+static pp_status add_size(void *ctx, const char *item)
+{
+    args *a = ctx;
+    int64_t v;
+    if (pp_parse_i64(item, "--microbatch-sizes size", 1, 1 << 24, &v) != PP_OK)
+        return PP_ERR_INVALID;
+    if (a->n_mb_sizes >= MAX_DIRS)
+        return PP_ERR(PP_ERR_INVALID, "--microbatch-sizes: more than %d sizes", MAX_DIRS);
+    a->mb_sizes[a->n_mb_sizes++] = (int)v;
+    return PP_OK;
+}
+
 /* --microbatch-sizes 1,2,4: positive integers. */
 static pp_status parse_sizes(const char *s, args *a)
 {
-    char buf[1024];
-    if (!s[0] || strlen(s) >= sizeof buf || s[0] == ',' || s[strlen(s) - 1] == ',' ||
-        strstr(s, ",,"))
+    if (!pp_tool_list_well_formed(s, 1024))
         return PP_ERR(PP_ERR_INVALID, "--microbatch-sizes '%s': expected a comma-separated list "
                                       "of samples per micro-batch, one per run (e.g. 1,2)", s);
-    snprintf(buf, sizeof buf, "%s", s);
     a->n_mb_sizes = 0;
-    char *save = NULL;
-    for (char *p = buf;; p = NULL) {
-        char *tok = strtok_r(p, ",", &save);
-        if (!tok)
-            break;
-        int64_t v;
-        if (pp_parse_i64(tok, "--microbatch-sizes size", 1, 1 << 24, &v) != PP_OK)
-            return PP_ERR_INVALID;
-        if (a->n_mb_sizes >= MAX_DIRS)
-            return PP_ERR(PP_ERR_INVALID, "--microbatch-sizes: more than %d sizes", MAX_DIRS);
-        a->mb_sizes[a->n_mb_sizes++] = (int)v;
-    }
+    return pp_tool_list_each(s, add_size, a);
+}
+
+static pp_status add_schedule(void *ctx, const char *item)
+{
+    pp_tune_opts *o = ctx;
+    pp_schedule_kind k;
+    if (pp_schedule_kind_parse(item, &k) != PP_OK)
+        return pp_error_wrap(PP_ERR_INVALID, "--schedules");
+    int seen = 0;
+    for (int i = 0; i < o->n_kinds; i++)
+        seen |= o->kinds[i] == k;
+    if (!seen)
+        o->kinds[o->n_kinds++] = k;
     return PP_OK;
+}
+
+/* --schedules: "all" or a comma-separated list of schedule names into o->kinds, in the order
+ * given, duplicates dropped. */
+static pp_status parse_schedules(const char *s, pp_tune_opts *o)
+{
+    o->n_kinds = 0;
+    if (strcmp(s, "all") == 0) {
+        for (int k = 0; k < PP_TUNE_MAX_KINDS; k++)
+            o->kinds[o->n_kinds++] = (pp_schedule_kind)k;
+        return PP_OK;
+    }
+    if (!pp_tool_list_well_formed(s, 256))
+        return PP_ERR(PP_ERR_INVALID, "--schedules '%s': expected 'all' or a comma-separated list "
+                                      "of gpipe, 1f1b, interleaved, zb-h1", s);
+    return pp_tool_list_each(s, add_schedule, o);
 }
 
 /* One getopt_long result. Returns PP_TOOL_GO_ON to go on, else an exit code. */
@@ -185,7 +212,7 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_MEMORY: return pp_tool_option_status(parse_bytes(optarg, &t->memory_limit_bytes));
     case OPT_SCHEDULES:
         a->schedules = optarg;
-        return pp_tool_option_status(pp_tune_schedules_parse(optarg, t));
+        return pp_tool_option_status(parse_schedules(optarg, t));
     case OPT_EXPORT: a->export_costs = optarg; break;
     case OPT_FORMULA: t->formula = 1; break;
     case OPT_BUDGET: return pp_tool_option_f64(optarg, "--time-budget", 0, 86400, &t->time_budget_s);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -107,6 +108,26 @@ pp_status pp_tool_parse_steps(const char *s, const char *purpose, int64_t *lo, i
         return PP_ERR(PP_ERR_INVALID, "--steps '%s': last step %lld is before first step %lld", s,
                       (long long)*hi, (long long)*lo);
     return PP_OK;
+}
+
+int pp_tool_list_well_formed(const char *s, size_t cap)
+{
+    size_t n = strlen(s);
+    return n > 0 && n < cap && s[0] != ',' && s[n - 1] != ',' && !strstr(s, ",,");
+}
+
+pp_status pp_tool_list_each(const char *s, pp_tool_item_fn fn, void *ctx)
+{
+    char *buf = strdup(s);
+    if (!buf)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory");
+    pp_status st = PP_OK;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && st == PP_OK;
+         tok = strtok_r(NULL, ",", &save))
+        st = fn(ctx, tok);
+    free(buf);
+    return st;
 }
 
 /* ---- output directories ----------------------------------------------------------------- */
