@@ -605,3 +605,64 @@ Test(tune, fit_and_framework_forms)
     pp_costs_destroy(c2);
     pp_costs_destroy(c4);
 }
+
+/* The tuning driver called as a library (pp_tune.h), on a made-up run: the run's own schedule is
+ * always a candidate, a listed schedule the job cannot run is skipped with the reason, the best
+ * proposal beats the even split of a skewed model, and a plan made from it is checked against
+ * runs that did and did not run it. */
+Test(tune, driver_searches_explains_and_checks_plans)
+{
+    pp_extract e;
+    memset(&e, 0, sizeof e);
+    cr_assert_eq(pp_costs_uniform(8, 100, 200, 1000, &e.costs), PP_OK);
+    e.costs->layers[7].fwd_us = 900; /* a heavy head: the even split is not the best */
+    e.costs->layers[7].bwd_us = 1800;
+    cr_assert_eq(pp_partition_even(8, 4, 1, &e.partition), PP_OK);
+    e.schedule = PP_SCHED_1F1B;
+    e.runnable = 1u << PP_SCHED_1F1B | 1u << PP_SCHED_GPIPE;
+    e.runnable_announced = 1;
+    e.M = 8;
+    e.measured_step_ns = 1e7;
+    pp_tune_opts o = {.kinds = {PP_SCHED_GPIPE, PP_SCHED_ZBH1}, .n_kinds = 2};
+    pp_tune_search s;
+    cr_assert_eq(pp_tune_search_run(&o, "run", &e, &s), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.n_cands, 2); /* 1f1b (the run's own) and gpipe */
+    cr_assert_eq(s.cands[0].kind, PP_SCHED_1F1B);
+    cr_assert_eq(s.n_skipped, 1);
+    cr_assert(strstr(s.skipped[0], "zb-h1: ") == s.skipped[0], "%s", s.skipped[0]);
+    const pp_tune_proposal *b = &s.cands[s.best];
+    cr_assert(b->ok && b->step_ns < s.current_pred_ns, "best %.0f, even %.0f", b->step_ns,
+              s.current_pred_ns);
+    cr_assert_eq(b->part.bounds[3], 7, "the head alone on the last stage");
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    pp_tune_search_print(&o, "run", &e, &s, m);
+    fclose(m);
+    cr_assert(strstr(text, "self-check:") && strstr(text, "skipped zb-h1") &&
+                  strstr(text, "<- best") && strstr(text, "Megatron-LM:"),
+              "%s", text);
+    free(text);
+
+    pp_plan plan;
+    cr_assert_eq(pp_tune_plan_make(&b->part, b->kind, b->M, 2, 0, b->step_ns, b->bubble, "run",
+                                   &plan),
+                 PP_OK);
+    cr_assert_str_eq(plan.baseline, "run");
+    cr_assert_float_eq(plan.predicted_step_ms, b->step_ns * 1e-6, 1e-12);
+    cr_assert_eq(pp_tune_check_ran_plan("run", &e, &plan, "plan.json"), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "ran boundaries 0,2,4,6,8, the plan says"), "%s",
+              pp_error_message());
+    pp_extract ran = e;
+    ran.partition = b->part;
+    ran.schedule = b->kind;
+    cr_assert_eq(pp_tune_check_ran_plan("run2", &ran, &plan, "plan.json"), PP_OK, "%s",
+                 pp_error_message());
+    ran.M = 4;
+    cr_assert_eq(pp_tune_check_ran_plan("run2", &ran, &plan, "plan.json"), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "ran 4 micro-batches, the plan says 8"));
+    pp_plan_free(&plan);
+    pp_tune_search_free(&s);
+    pp_extract_free(&e);
+}
