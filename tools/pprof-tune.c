@@ -581,7 +581,9 @@ static int run_auto(const args *a)
     char pprof_run[PATH_MAX + 16], outdir[PATH_MAX];
     if (!find_pprof_run(pprof_run, sizeof pprof_run))
         return PP_EXIT_RUNTIME;
-    pp_tool_path_trim(a->output, outdir, sizeof outdir);
+    if (!pp_tool_path_trim(a->output, outdir, sizeof outdir))
+        return pp_tool_fail(PP_ERR(PP_ERR_INVALID, "output directory '%s': path too long",
+                                   a->output));
     pp_status st = prepare_outdir(outdir);
     if (st != PP_OK)
         return pp_tool_fail(st);
