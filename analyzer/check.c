@@ -296,6 +296,19 @@ pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s
     return pp_json_opt_real(p, ctx, "tokens_per_step", 0, PP_CHECK_BIG, 0, &s->tokens_per_step);
 }
 
+void pp_check_shape_put(pp_json_writer *w, const pp_check_shape *s)
+{
+    pp_json_put_int(w, "stages", s->S);
+    if (s->M > 0)
+        pp_json_put_int(w, "microbatches", s->M);
+    else
+        pp_json_put_null(w, "microbatches");
+    pp_json_put_int(w, "virtual_stages", s->v);
+    pp_json_put_str(w, "schedule", s->schedule[0] ? s->schedule : NULL);
+    pp_json_put_real_pos(w, "samples_per_step", s->samples_per_step);
+    pp_json_put_real_pos(w, "tokens_per_step", s->tokens_per_step);
+}
+
 /* Layer names from an array of strings (baseline) or of layer objects with "name" (summary). */
 pp_status pp_check_shape_read_layers(const cJSON *arr, const char *ctx, const char *key,
                            pp_check_shape *s)

@@ -300,15 +300,7 @@ static void put_provenance(pp_json_writer *w, const pp_check_run *r, const char 
 static void put_shape(pp_json_writer *w, const pp_check_shape *s)
 {
     pp_json_object_inline(w, "shape");
-    pp_json_put_int(w, "stages", s->S);
-    if (s->M > 0)
-        pp_json_put_int(w, "microbatches", s->M);
-    else
-        pp_json_put_null(w, "microbatches");
-    pp_json_put_int(w, "virtual_stages", s->v);
-    pp_json_put_str(w, "schedule", or_null(s->schedule));
-    pp_json_put_real_pos(w, "samples_per_step", s->samples_per_step);
-    pp_json_put_real_pos(w, "tokens_per_step", s->tokens_per_step);
+    pp_check_shape_put(w, s);
     pp_json_put_int(w, "layers", s->n_layers);
     pp_json_put_str(w, "layer_fingerprint", or_null(s->layer_fp));
     if (s->n_layers > 0 && strlen(s->layer_names) < sizeof s->layer_names - 1) {

@@ -36,6 +36,9 @@ const char *pp_check_throughput_unit(const pp_check_shape *s, double *per_step);
 uint64_t pp_check_fnv1a(uint64_t h, const void *data, size_t n);
 /* The pipeline object of a summary or the shape object of a baseline (the same fields). */
 pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s);
+/* Writes those fields into the open object (null for what is unknown): the summary's pipeline
+ * and the baseline's shape, which pp_check_shape_read reads back. */
+void pp_check_shape_put(pp_json_writer *w, const pp_check_shape *s);
 /* Layer names from an array of strings (baseline) or of objects with "name" (summary). */
 pp_status pp_check_shape_read_layers(const cJSON *arr, const char *ctx, const char *key,
                                      pp_check_shape *s);

@@ -127,19 +127,14 @@ static void json_run(pp_json_writer *w, const pp_analysis *a)
 
 static void json_pipeline(pp_json_writer *w, const pp_analysis *a)
 {
+    pp_check_shape s = {.S = a->S,
+                        .M = a->M,
+                        .v = a->v > 0 ? a->v : 1,
+                        .samples_per_step = a->samples_per_step,
+                        .tokens_per_step = a->tokens_per_step};
+    memcpy(s.schedule, a->schedule, sizeof s.schedule);
     pp_json_object(w, "pipeline");
-    pp_json_put_int(w, "stages", a->S);
-    if (a->M > 0)
-        pp_json_put_int(w, "microbatches", a->M);
-    else
-        pp_json_put_null(w, "microbatches");
-    pp_json_put_int(w, "virtual_stages", a->v > 0 ? a->v : 1);
-    if (a->schedule[0])
-        pp_json_put_str(w, "schedule", a->schedule);
-    else
-        pp_json_put_null(w, "schedule");
-    pp_json_put_real_pos(w, "samples_per_step", a->samples_per_step);
-    pp_json_put_real_pos(w, "tokens_per_step", a->tokens_per_step);
+    pp_check_shape_put(w, &s);
     pp_json_put_int(w, "data_parallel", a->dp > 1 ? a->dp : 1);
     pp_json_put_int(w, "replica", a->replica);
     pp_json_end(w);
