@@ -66,6 +66,17 @@ Test(tool, comma_lists)
     got[0] = '\0';
     cr_assert_eq(pp_tool_list_each("x,stop,y", collect, got), PP_ERR_INVALID);
     cr_assert_str_eq(got, "[x]", "the walk ends at the first failure");
+    int items[2];
+    pp_tool_int_list l = {.what = "--n item", .opt = "--n", .plural = "items", .lo = 1, .hi = 9,
+                          .items = items, .max = 2};
+    cr_assert_eq(pp_tool_list_each("3,4", pp_tool_int_item, &l), PP_OK);
+    cr_assert(l.n == 2 && items[0] == 3 && items[1] == 4);
+    l.n = 0;
+    cr_assert_eq(pp_tool_list_each("3,10", pp_tool_int_item, &l), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "--n item"), "%s", pp_error_message());
+    l.n = 0;
+    cr_assert_eq(pp_tool_list_each("1,2,3", pp_tool_int_item, &l), PP_ERR_INVALID);
+    cr_assert_str_eq(pp_error_message(), "--n: more than 2 items");
     cr_assert(pp_tool_list_well_formed("1,2,3", 16));
     cr_assert(!pp_tool_list_well_formed("", 16));
     cr_assert(!pp_tool_list_well_formed("1,,2", 16));

@@ -59,6 +59,16 @@ int pp_tool_list_well_formed(const char *s, size_t cap);
  * check the form first where they are an error); returns the first status that is not PP_OK. */
 typedef pp_status (*pp_tool_item_fn)(void *ctx, const char *item);
 pp_status pp_tool_list_each(const char *s, pp_tool_item_fn fn, void *ctx);
+/* A list of integers, filled by pp_tool_list_each(s, pp_tool_int_item, &list): each item parsed
+ * as `what` ("--ranks rank") in [lo, hi] and appended to items[n]; more than `max` is
+ * "<opt>: more than <max> <plural>". */
+typedef struct pp_tool_int_list {
+    const char *what, *opt, *plural;
+    int64_t lo, hi;
+    int *items;
+    int max, n;
+} pp_tool_int_list;
+pp_status pp_tool_int_item(void *list, const char *item);
 
 /* ---- output directories ----------------------------------------------------------------- */
 

@@ -76,27 +76,16 @@ typedef struct args {
 } args;
 
 
-static pp_status add_rank(void *ctx, const char *item)
-{
-    args *a = ctx;
-    int64_t r;
-    pp_status st = pp_parse_i64(item, "--ranks rank", 0, INT32_MAX, &r);
-    if (st != PP_OK)
-        return st;
-    if (a->n_ranks >= MAX_RANKS)
-        return PP_ERR(PP_ERR_INVALID, "--ranks: more than %d ranks", MAX_RANKS);
-    a->ranks[a->n_ranks++] = (int)r;
-    return PP_OK;
-}
-
 /* --ranks 0,2,5: distinct ranks >= 0. */
 static pp_status parse_ranks(const char *s, args *a)
 {
     if (!s[0] || strlen(s) >= 8192)
         return PP_ERR(PP_ERR_INVALID, "--ranks '%s': expected a comma-separated list of ranks "
                                       "(e.g. 0,2,3)", s);
-    a->n_ranks = 0;
-    pp_status st = pp_tool_list_each(s, add_rank, a);
+    pp_tool_int_list l = {.what = "--ranks rank", .opt = "--ranks", .plural = "ranks", .lo = 0,
+                          .hi = INT32_MAX, .items = a->ranks, .max = MAX_RANKS};
+    pp_status st = pp_tool_list_each(s, pp_tool_int_item, &l);
+    a->n_ranks = l.n;
     if (st != PP_OK)
         return st;
     if (!a->n_ranks || !pp_tool_list_well_formed(s, 8192))

@@ -151,26 +151,18 @@ static pp_status parse_bytes(const char *s, uint64_t *out)
     return PP_OK;
 }
 
-static pp_status add_size(void *ctx, const char *item)
-{
-    args *a = ctx;
-    int64_t v;
-    if (pp_parse_i64(item, "--microbatch-sizes size", 1, 1 << 24, &v) != PP_OK)
-        return PP_ERR_INVALID;
-    if (a->n_mb_sizes >= MAX_DIRS)
-        return PP_ERR(PP_ERR_INVALID, "--microbatch-sizes: more than %d sizes", MAX_DIRS);
-    a->mb_sizes[a->n_mb_sizes++] = (int)v;
-    return PP_OK;
-}
-
 /* --microbatch-sizes 1,2,4: positive integers. */
 static pp_status parse_sizes(const char *s, args *a)
 {
     if (!pp_tool_list_well_formed(s, 1024))
         return PP_ERR(PP_ERR_INVALID, "--microbatch-sizes '%s': expected a comma-separated list "
                                       "of samples per micro-batch, one per run (e.g. 1,2)", s);
-    a->n_mb_sizes = 0;
-    return pp_tool_list_each(s, add_size, a);
+    pp_tool_int_list l = {.what = "--microbatch-sizes size", .opt = "--microbatch-sizes",
+                          .plural = "sizes", .lo = 1, .hi = 1 << 24, .items = a->mb_sizes,
+                          .max = MAX_DIRS};
+    pp_status st = pp_tool_list_each(s, pp_tool_int_item, &l);
+    a->n_mb_sizes = l.n;
+    return st;
 }
 
 static pp_status add_schedule(void *ctx, const char *item)

@@ -130,6 +130,19 @@ pp_status pp_tool_list_each(const char *s, pp_tool_item_fn fn, void *ctx)
     return st;
 }
 
+pp_status pp_tool_int_item(void *list, const char *item)
+{
+    pp_tool_int_list *l = list;
+    int64_t v;
+    pp_status st = pp_parse_i64(item, l->what, l->lo, l->hi, &v);
+    if (st != PP_OK)
+        return st;
+    if (l->n >= l->max)
+        return PP_ERR(PP_ERR_INVALID, "%s: more than %d %s", l->opt, l->max, l->plural);
+    l->items[l->n++] = (int)v;
+    return PP_OK;
+}
+
 /* ---- output directories ----------------------------------------------------------------- */
 
 pp_tool_dir_kind pp_tool_dir_classify(const char *path, const pp_tool_outdir *k, char *why,
