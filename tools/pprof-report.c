@@ -216,6 +216,46 @@ static void echo_warnings(const pp_analysis *an)
     }
 }
 
+/* The analysis of the steps and ranks asked for; the kept timeline is what the pictures show. */
+static void analysis_options(const args *a, pp_analysis_options *o)
+{
+    pp_analysis_options_default(o);
+    o->step_lo = a->step_lo;
+    o->step_hi = a->step_hi;
+    /* Steps asked for by number are analyzed as asked: no warm-up unless --warmup says so. */
+    o->warmup = a->warmup >= 0 ? (int)a->warmup : a->step_lo ? 0 : 1;
+    if (a->step_lo) {
+        o->keep_lo = a->step_lo;
+        o->keep_hi = a->step_lo + MAX_KEPT_STEPS - 1;
+        if (a->step_hi && a->step_hi < o->keep_hi)
+            o->keep_hi = a->step_hi;
+    }
+    o->rank_filter_n = a->n_ranks;
+    o->rank_filter = a->n_ranks ? a->ranks : NULL;
+    o->replica = (int)a->replica;
+}
+
+/* --gantt, and which steps it shows. */
+static pp_status write_gantt(const args *a, const pp_analysis *an)
+{
+    pp_status st = pp_report_gantt(an, a->gantt, a->gantt_data);
+    if (st != PP_OK)
+        return st;
+    int64_t hi = an->kept_hi;
+    if (hi - an->kept_lo + 1 > PP_REPORT_GANTT_MAX_STEPS) {
+        hi = an->kept_lo + PP_REPORT_GANTT_MAX_STEPS - 1;
+        pp_tool_note(0, "the Gantt shows steps %lld..%lld only (at most %d steps; the Chrome "
+                        "trace can hold more)",
+                     (long long)an->kept_lo, (long long)hi, PP_REPORT_GANTT_MAX_STEPS);
+    }
+    if (an->kept_lo == hi)
+        pp_tool_note(0, "Gantt of step %lld written to %s", (long long)hi, a->gantt);
+    else
+        pp_tool_note(0, "Gantt of steps %lld..%lld written to %s", (long long)an->kept_lo,
+                     (long long)hi, a->gantt);
+    return PP_OK;
+}
+
 int main(int argc, char **argv)
 {
     pp_tool_init("pprof-report");
@@ -234,20 +274,7 @@ int main(int argc, char **argv)
     pp_log_set_level(a->verbose ? 2 : a->quiet ? 0 : 1);
 
     pp_analysis_options o;
-    pp_analysis_options_default(&o);
-    o.step_lo = a->step_lo;
-    o.step_hi = a->step_hi;
-    /* Steps asked for by number are analyzed as asked: no warm-up unless --warmup says so. */
-    o.warmup = a->warmup >= 0 ? (int)a->warmup : a->step_lo ? 0 : 1;
-    if (a->step_lo) {
-        o.keep_lo = a->step_lo;
-        o.keep_hi = a->step_lo + MAX_KEPT_STEPS - 1;
-        if (a->step_hi && a->step_hi < o.keep_hi)
-            o.keep_hi = a->step_hi;
-    }
-    o.rank_filter_n = a->n_ranks;
-    o.rank_filter = a->n_ranks ? a->ranks : NULL;
-    o.replica = (int)a->replica;
+    analysis_options(a, &o);
     pp_tool_note(1, "analyzing %s (warm-up %d step(s)%s)", a->dir, o.warmup,
          a->n_ranks ? ", selected ranks" : "");
 
@@ -270,23 +297,8 @@ int main(int argc, char **argv)
         echo_warnings(an);
     if (!a->quiet || a->json || a->output)
         st = write_summary(a, an);
-    if (st == PP_OK && a->gantt) {
-        st = pp_report_gantt(an, a->gantt, a->gantt_data);
-        if (st == PP_OK) {
-            int64_t hi = an->kept_hi;
-            if (hi - an->kept_lo + 1 > PP_REPORT_GANTT_MAX_STEPS) {
-                hi = an->kept_lo + PP_REPORT_GANTT_MAX_STEPS - 1;
-                pp_tool_note(0, "the Gantt shows steps %lld..%lld only (at most %d steps; the Chrome "
-                        "trace can hold more)",
-                     (long long)an->kept_lo, (long long)hi, PP_REPORT_GANTT_MAX_STEPS);
-            }
-            if (an->kept_lo == hi)
-                pp_tool_note(0, "Gantt of step %lld written to %s", (long long)hi, a->gantt);
-            else
-                pp_tool_note(0, "Gantt of steps %lld..%lld written to %s", (long long)an->kept_lo,
-                     (long long)hi, a->gantt);
-        }
-    }
+    if (st == PP_OK && a->gantt)
+        st = write_gantt(a, an);
     if (st == PP_OK && a->chrome) {
         st = write_chrome(a->chrome, an);
         if (st == PP_OK)
