@@ -49,7 +49,7 @@ static void note(const auto_state *s, const char *fmt, ...)
 {
     if (!s->ao->tune.note)
         return;
-    char msg[PATH_MAX + 256];
+    char msg[3 * PATH_MAX + 256]; /* the longest: two paths of an iteration and its number */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
