@@ -10,7 +10,6 @@
 #include "pp_trace.h"
 #include "pprof_run.h"
 
-#include <cJSON.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -21,12 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef PP_VERSION
-#define PP_VERSION "0.1.0"
-#endif
-
-enum { MANIFEST_VERSION = 1 };
 
 /* Whether a CUDA driver with at least one device is there: libcuda.so.1 loaded (not linked:
  * pprof-run runs everywhere), cuInit and cuDeviceGetCount. why says what is missing. */
@@ -313,237 +306,6 @@ static pp_status prepare_dir(const args *a, int launcher, char *abs)
     return PP_OK;
 }
 
-/* ---- manifest ----------------------------------------------------------------------------- */
-
-static void iso_utc(const struct timespec *ts, char *out, size_t cap)
-{
-    struct tm tm;
-    time_t s = ts->tv_sec;
-    gmtime_r(&s, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, cap, "%s.%03ldZ", base, ts->tv_nsec / 1000000);
-}
-
-static uint64_t ts_ns(const struct timespec *ts)
-{
-    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
-}
-
-/* Integers above 2^53 as exact JSON numbers (cJSON stores doubles). */
-static void add_u64(cJSON *obj, const char *key, uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(buf));
-}
-
-static void add_time(cJSON *obj, const char *key, const struct timespec *ts)
-{
-    char iso[48];
-    iso_utc(ts, iso, sizeof iso);
-    cJSON *t = cJSON_AddObjectToObject(obj, key);
-    cJSON_AddStringToObject(t, "utc", iso);
-    add_u64(t, "realtime_ns", ts_ns(ts));
-}
-
-/* The variables that describe how the job ran: the library contract and the launcher's ranks. */
-static int env_recorded(const char *name, size_t len)
-{
-    static const char *const exact[] = {
-        "CUDA_VISIBLE_DEVICES", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-        "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
-        "PALS_RANKID", "FLUX_TASK_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
-        "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_JOB_ID", "SLURM_STEP_ID",
-        "RANK", "LOCAL_RANK", "WORLD_SIZE"};
-    if ((len > 5 && strncmp(name, "NVTX_", 5) == 0) || (len > 6 && strncmp(name, "PPROF_", 6) == 0))
-        return 1;
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        if (strlen(exact[i]) == len && strncmp(name, exact[i], len) == 0)
-            return 1;
-    return 0;
-}
-
-typedef struct run_info {
-    const args *a;
-    const char *lib;
-    const char *dir;       /* absolute */
-    char host[256];
-    int rank;              /* -1 = none */
-    const char *rank_var;
-    struct timespec start, end;
-    uint64_t start_mono_ns, end_mono_ns;
-    const child_result *r;
-    int exit_code;         /* pprof-run's own */
-    const trace_info *traces;
-    size_t n_traces;
-} run_info;
-
-/* DIR/manifest.json, never over another instance's: outside a launcher pprof-run made DIR fresh,
- * so a manifest.json there was written meanwhile by another pprof-run sharing DIR (several
- * instances started by a launcher whose rank variable pprof-run does not know). The file is
- * written whole under a private name, then linked into place only if the name is free (link(2)
- * fails rather than replace); else it keeps the name manifest.<host>.<pid>.json. */
-static pp_status write_new_manifest(const run_info *ri, const char *text, size_t len,
-                                    char *path_out, size_t cap)
-{
-    char tmp[PATH_MAX + 96];
-    snprintf(tmp, sizeof tmp, "%s/.manifest.%d.new", ri->dir, (int)getpid());
-    pp_status st = pp_write_file_atomic(tmp, text, len);
-    if (st != PP_OK)
-        return st;
-    snprintf(path_out, cap, "%s/manifest.json", ri->dir);
-    if (link(tmp, path_out) == 0) {
-        unlink(tmp);
-        return PP_OK;
-    }
-    int e = errno;
-    if (e == EEXIST) {
-        snprintf(path_out, cap, "%s/manifest.%s.%d.json", ri->dir, ri->host, (int)getpid());
-        if (rename(tmp, path_out) == 0) {
-            fprintf(stderr, "pprof-run: %s/manifest.json was written by another pprof-run "
-                            "meanwhile; this one is %s\n",
-                    ri->dir, path_out);
-            return PP_OK;
-        }
-        e = errno;
-    }
-    unlink(tmp);
-    return PP_ERR(PP_ERR_IO, "cannot write '%s': %s", path_out, strerror(e));
-}
-
-static pp_status write_manifest(const run_info *ri, char *path_out, size_t cap)
-{
-    pp_status st = PP_OK;
-    char *text = NULL;
-    cJSON *m = cJSON_CreateObject();
-    if (!m)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory building the manifest");
-    cJSON_AddNumberToObject(m, "manifest_version", MANIFEST_VERSION);
-    cJSON *ver = cJSON_AddObjectToObject(m, "version");
-    cJSON_AddStringToObject(ver, "pipeprof", PP_VERSION);
-    cJSON_AddNumberToObject(ver, "trace_format", PP_TRACE_VERSION);
-    cJSON *cmd = cJSON_AddArrayToObject(m, "command");
-    for (int i = 0; i < ri->a->ncmd; i++)
-        cJSON_AddItemToArray(cmd, cJSON_CreateString(ri->a->cmd[i]));
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof cwd))
-        cJSON_AddStringToObject(m, "cwd", cwd);
-    else
-        cJSON_AddNullToObject(m, "cwd");
-    cJSON_AddStringToObject(m, "host", ri->host);
-    cJSON_AddNumberToObject(m, "pprof_run_pid", (double)getpid());
-    if (ri->rank >= 0) {
-        cJSON_AddNumberToObject(m, "rank", ri->rank);
-        cJSON_AddStringToObject(m, "rank_variable", ri->rank_var);
-    } else {
-        cJSON_AddNullToObject(m, "rank");
-        cJSON_AddNullToObject(m, "rank_variable");
-    }
-    cJSON_AddStringToObject(m, "run_dir", ri->dir);
-    cJSON_AddStringToObject(m, "library", ri->lib);
-    cJSON *env = cJSON_AddObjectToObject(m, "environment");
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || !env_recorded(*e, (size_t)(eq - *e)))
-            continue;
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
-        cJSON_AddStringToObject(env, name, eq + 1);
-    }
-    add_time(m, "start", &ri->start);
-    add_time(m, "end", &ri->end);
-    cJSON_AddNumberToObject(m, "duration_s", (double)(ri->end_mono_ns - ri->start_mono_ns) * 1e-9);
-    cJSON *ex = cJSON_AddObjectToObject(m, "exit");
-    const child_result *r = ri->r;
-    if (r->exec_errno) {
-        cJSON_AddStringToObject(ex, "how", "not_started");
-        cJSON_AddStringToObject(ex, "error", strerror(r->exec_errno));
-        cJSON_AddNullToObject(ex, "status");
-        cJSON_AddNullToObject(ex, "signal");
-    } else if (r->signaled) {
-        cJSON_AddStringToObject(ex, "how", "signaled");
-        cJSON_AddNullToObject(ex, "status");
-        cJSON_AddNumberToObject(ex, "signal", r->code);
-        cJSON_AddStringToObject(ex, "signal_name", strsignal(r->code));
-        cJSON_AddBoolToObject(ex, "core_dumped", r->core_dumped);
-    } else {
-        cJSON_AddStringToObject(ex, "how", "exited");
-        cJSON_AddNumberToObject(ex, "status", r->code);
-        cJSON_AddNullToObject(ex, "signal");
-    }
-    cJSON_AddNumberToObject(ex, "pprof_run_exit_code", ri->exit_code);
-    cJSON *files = cJSON_AddArrayToObject(m, "files");
-    uint64_t events = 0, dropped = 0;
-    for (size_t i = 0; i < ri->n_traces; i++) {
-        const trace_info *t = &ri->traces[i];
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddItemToArray(files, f);
-        cJSON_AddStringToObject(f, "name", t->name);
-        add_u64(f, "bytes", t->bytes);
-        cJSON_AddBoolToObject(f, "readable", t->loaded);
-        if (t->pid)
-            cJSON_AddNumberToObject(f, "pid", t->pid);
-        else
-            cJSON_AddNullToObject(f, "pid");
-        if (t->loaded) {
-            if (t->rank >= 0)
-                cJSON_AddNumberToObject(f, "rank", t->rank);
-            else
-                cJSON_AddNullToObject(f, "rank");
-            cJSON_AddStringToObject(f, "host", t->host);
-            cJSON_AddBoolToObject(f, "has_footer", t->has_footer);
-            add_u64(f, "events", t->events);
-            add_u64(f, "dropped", t->dropped);
-            add_u64(f, "filtered", t->filtered);
-            events += t->events;
-            dropped += t->dropped;
-        }
-        if (t->problem[0])
-            cJSON_AddStringToObject(f, "problem", t->problem);
-        else
-            cJSON_AddNullToObject(f, "problem");
-    }
-    /* Processes that died: a readable trace without a footer (its process never closed it). */
-    cJSON *lost = cJSON_AddArrayToObject(m, "lost");
-    for (size_t i = 0; i < ri->n_traces; i++) {
-        const trace_info *t = &ri->traces[i];
-        if (!t->loaded || t->has_footer)
-            continue;
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddItemToArray(lost, x);
-        cJSON_AddStringToObject(x, "name", t->name);
-        cJSON_AddNumberToObject(x, "pid", t->pid);
-        if (t->rank >= 0)
-            cJSON_AddNumberToObject(x, "rank", t->rank);
-        else
-            cJSON_AddNullToObject(x, "rank");
-    }
-    cJSON *tot = cJSON_AddObjectToObject(m, "totals");
-    cJSON_AddNumberToObject(tot, "files", (double)ri->n_traces);
-    add_u64(tot, "events", events);
-    add_u64(tot, "dropped", dropped);
-
-    text = cJSON_Print(m);
-    if (!text) {
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory writing the manifest");
-        goto out;
-    }
-    size_t len = strlen(text);
-    text[len] = '\n'; /* overwrites the NUL: the file ends with a newline */
-    if (ri->rank >= 0) {
-        snprintf(path_out, cap, "%s/manifest.%d.json", ri->dir, ri->rank);
-        st = pp_write_file_atomic(path_out, text, len + 1);
-    } else {
-        st = write_new_manifest(ri, text, len + 1, path_out, cap);
-    }
-out:
-    free(text);
-    cJSON_Delete(m);
-    return st;
-}
-
 /* ---- summary ------------------------------------------------------------------------------ */
 
 static void print_summary(const run_info *ri, const char *manifest)
@@ -678,7 +440,7 @@ static void finish_run(const args *a, run_info *ri, const child_result *r)
     ri->traces = traces;
     ri->n_traces = n_traces;
     if (st == PP_OK)
-        st = write_manifest(ri, manifest, sizeof manifest);
+        st = prun_manifest_write(ri, manifest, sizeof manifest);
     if (st != PP_OK) {
         /* pprof-run never changes the job's outcome: its status stands, ours is said. */
         fprintf(stderr, "pprof-run: no manifest: %s; the exit status is the job's (%d), its "

@@ -1,7 +1,8 @@
 /* pprof_run.h: what the files of pprof-run share (docs/cli/pprof-run.md): its options, what it
  * learns about each trace file, and what happened to the job's process tree. run_child.c runs
  * the job and the summary's child (signals, reaping), run_traces.c reads the trace files the
- * run left; pprof-run.c holds the options, the run directory, the manifest and main. */
+ * run left, run_manifest.c writes the manifest; pprof-run.c holds the options, the run
+ * directory and main. */
 #ifndef PPROF_RUN_H
 #define PPROF_RUN_H
 
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 enum { EXIT_CANNOT_RUN = 127 };
 
@@ -54,6 +56,22 @@ typedef struct child_result {
     size_t n_reaped, cap_reaped;
 } child_result;
 
+/* What the manifest and the summary say about the run. */
+typedef struct run_info {
+    const args *a;
+    const char *lib;
+    const char *dir;       /* absolute */
+    char host[256];
+    int rank;              /* -1 = none */
+    const char *rank_var;
+    struct timespec start, end;
+    uint64_t start_mono_ns, end_mono_ns;
+    const child_result *r;
+    int exit_code;         /* pprof-run's own */
+    const trace_info *traces;
+    size_t n_traces;
+} run_info;
+
 /* ---- run_child.c -------------------------------------------------------------------------- */
 
 /* Called first in main: pprof-run ignores SIGXFSZ (a file-size limit then fails its manifest
@@ -77,5 +95,12 @@ int prun_ends_with(const char *s, const char *suffix);
  * shared: only files of this instance's rank or of processes it reaped are its own. */
 pp_status prun_collect_traces(const char *dir, int rank, const child_result *r,
                               trace_info **out, size_t *n_out);
+
+/* ---- run_manifest.c ----------------------------------------------------------------------- */
+
+/* Writes the run directory's manifest (docs/cli/pprof-run.md): DIR/manifest.<rank>.json under a
+ * launcher, else DIR/manifest.json (manifest.<host>.<pid>.json when another pprof-run sharing
+ * DIR wrote that name meanwhile). path_out gets the path written. */
+pp_status prun_manifest_write(const run_info *ri, char *path_out, size_t cap);
 
 #endif /* PPROF_RUN_H */
