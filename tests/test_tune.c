@@ -666,3 +666,54 @@ Test(tune, driver_searches_explains_and_checks_plans)
     pp_tune_search_free(&s);
     pp_extract_free(&e);
 }
+
+/* --auto's loop as a library call, with a job that replays captured runs instead of running:
+ * iteration 0 is the golden 1F1B run, iteration 1 the golden run of the plan tuned from it. The
+ * loop must tune iteration 1's plan from iteration 0, check that the replayed run ran it, and
+ * stop converged with best-plan.json and the table written. */
+static pp_status replay_job(void *ctx, int iter, const char *dir, const char *plan,
+                            const char *log, int *failed)
+{
+    int *runs = ctx;
+    static const char *const k_runs[] = {"onef1b4", "onef1b4_plan"};
+    (void)log;
+    cr_assert((iter == 0) == (plan == NULL), "iteration %d: plan %s", iter, plan ? plan : "-");
+    if (iter >= 2) {
+        *failed = 1;
+        return PP_OK;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp -r '%s/../golden/runs/%s' '%s'", PP_TEST_DATA_DIR, k_runs[iter],
+             dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    (*runs)++;
+    return PP_OK;
+}
+
+Test(tune, auto_loop_as_a_library_with_a_replayed_job)
+{
+    int runs = 0;
+    pp_tune_auto_opts ao = {.tune = {.time_budget_s = 0}, .outdir = tk_dir, .max_iters = 3,
+                            .job = {.run = replay_job, .ctx = &runs}};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    int job_failed = -1;
+    pp_status st = pp_tune_auto(&ao, m, &job_failed);
+    fclose(m);
+    cr_assert_eq(st, PP_OK, "%s", pp_error_message());
+    cr_assert_eq(job_failed, 0, "%s", text);
+    cr_assert_eq(runs, 2, "%s", text);
+    /* iteration 1's run is the tuned layout, so tuning from it proposes it again */
+    cr_assert(strstr(text, "pprof-tune --auto: 2 run(s)") && strstr(text, "stopped: converged") &&
+                  strstr(text, "best: iteration 1,"),
+              "%s", text);
+    cr_assert(tk_exists(tk_path("plan1.json")) && tk_exists(tk_path("best-plan.json")), "%s",
+              text);
+    pp_plan best;
+    cr_assert_eq(pp_plan_load(tk_path("best-plan.json"), &best), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(best.num_layers, 8);
+    cr_log_info("%s", text); /* the table, with --verbose */
+    pp_plan_free(&best);
+    free(text);
+}
