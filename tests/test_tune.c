@@ -3,8 +3,10 @@
  * loop (--auto) ends at the best partition's simulated step; the model predicts the run's own
  * step; the plan it writes runs under pptrain and --verify checks it; memory limits are kept;
  * --advise recovers the linear micro-batch fit; bad input is exit 2 with a message. Also the
- * library pieces (analyzer/pp_advise.h): the fit, the Megatron-LM and DeepSpeed forms. Without
- * libpprof.so (no NVTX headers) the tests that capture runs report themselves skipped. */
+ * library pieces: the tuning driver (analyzer/pp_tune.h: the search and its printout, plans
+ * checked against runs, the --auto loop over a replayed job) and the advice (pp_advise.h: the
+ * fit, the Megatron-LM and DeepSpeed forms). Without libpprof.so (no NVTX headers) the tests
+ * that capture runs report themselves skipped. */
 #define _GNU_SOURCE /* setenv */
 #include "pp_advise.h"
 #include "pp_analyzer.h"
