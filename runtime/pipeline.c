@@ -103,9 +103,23 @@ int pp_schedule_peers(const pp_schedule *sc, int stage, int *peers, int max)
 /* Backends that train a model on data (cpu, cuda), as opposed to sim. */
 static int computes(pp_backend_kind k) { return k == PP_BACKEND_CPU || k == PP_BACKEND_CUDA; }
 
-static const char *backend_name(pp_backend_kind k)
+/* What --backend takes, in pp_backend_kind order. */
+static const char *const k_backend_names[] = {"cpu", "sim", "cuda"};
+
+const char *pp_backend_kind_name(pp_backend_kind k)
 {
-    return k == PP_BACKEND_CPU ? "cpu" : k == PP_BACKEND_CUDA ? "cuda" : "sim";
+    int n = (int)(sizeof k_backend_names / sizeof *k_backend_names);
+    return (int)k >= 0 && (int)k < n ? k_backend_names[k] : "sim";
+}
+
+pp_status pp_backend_kind_parse(const char *name, pp_backend_kind *out)
+{
+    for (int k = 0; k < (int)(sizeof k_backend_names / sizeof *k_backend_names); k++)
+        if (strcmp(name, k_backend_names[k]) == 0) {
+            *out = (pp_backend_kind)k;
+            return PP_OK;
+        }
+    return PP_ERR(PP_ERR_INVALID, "--backend must be 'cpu', 'sim' or 'cuda'");
 }
 
 static pp_status copy_partition(const pp_partition *src, pp_partition *dst)
@@ -328,7 +342,7 @@ static void mark_config(const pp_pipe_trainer *t)
              "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
              "schedules=gpipe,1f1b,interleaved%s",
              pp_schedule_kind_name(c->schedule), t->part.S, c->train.microbatches, c->v,
-             t->part.L, samples, tokens, backend_name(c->backend), t->dp, t->replica,
+             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica,
              split ? ",zb-h1" : "");
     pp_nvtx_mark_config(cfg);
 }

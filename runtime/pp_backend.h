@@ -22,6 +22,9 @@ typedef enum pp_backend_kind {
     PP_BACKEND_SIM = 1,
     PP_BACKEND_CUDA = 2 /* PP_HAVE_CUDA builds */
 } pp_backend_kind;
+/* "cpu", "sim", "cuda": what pptrain's --backend takes (runtime/pipeline.c). */
+const char *pp_backend_kind_name(pp_backend_kind k);
+pp_status pp_backend_kind_parse(const char *name, pp_backend_kind *out);
 
 /* The data of one step: the batch cut into M micro-batches (cpu backend; NULL for sim). */
 typedef struct pp_step_data {

@@ -558,6 +558,20 @@ Test(transport, device_stages_need_every_stage_table_at_attach)
     pp_transport_destroy(t);
 }
 
+Test(pipeline, backend_names_are_what_pptrain_takes)
+{
+    const pp_backend_kind kinds[] = {PP_BACKEND_CPU, PP_BACKEND_SIM, PP_BACKEND_CUDA};
+    for (int i = 0; i < 3; i++) {
+        pp_backend_kind back;
+        cr_assert_eq(pp_backend_kind_parse(pp_backend_kind_name(kinds[i]), &back), PP_OK);
+        cr_assert_eq(back, kinds[i]);
+    }
+    cr_assert_str_eq(pp_backend_kind_name(PP_BACKEND_CUDA), "cuda");
+    pp_backend_kind k;
+    cr_assert_eq(pp_backend_kind_parse("gpu", &k), PP_ERR_INVALID);
+    cr_assert_not_null(strstr(pp_error_message(), "'cpu', 'sim' or 'cuda'"));
+}
+
 /* The trainer asks the table what a transport needs of the job. */
 static pp_status sim_trainer_with(pp_transport_kind tk, int dp)
 {

@@ -60,8 +60,7 @@ static void print_pipeline(const pptrain_args *a, const pp_partition *part, pp_p
     if (a->dp > 1)
         printf(", %d data-parallel replicas", a->dp);
     printf(", backend %s, boundaries %s, peak in-flight",
-           a->backend == PP_BACKEND_SIM ? "sim" : a->backend == PP_BACKEND_CUDA ? "cuda" : "cpu",
-           bounds);
+           pp_backend_kind_name(a->backend), bounds);
     for (int s = 0; s < part->S; s++)
         printf("%s%d", s ? "," : " ", rep->peak_inflight[s]);
     printf("\n");

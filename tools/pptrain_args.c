@@ -289,14 +289,8 @@ static int choice_option(int id, char *val, pptrain_args *a)
         a->schedule_given = 1;
         return -1;
     case OPT_BACKEND:
-        if (strcmp(val, "cpu") == 0)
-            a->backend = PP_BACKEND_CPU;
-        else if (strcmp(val, "sim") == 0)
-            a->backend = PP_BACKEND_SIM;
-        else if (strcmp(val, "cuda") == 0)
-            a->backend = PP_BACKEND_CUDA;
-        else
-            return pp_tool_usage_error("%s", "--backend must be 'cpu', 'sim' or 'cuda'");
+        if (pp_backend_kind_parse(val, &a->backend) != PP_OK)
+            return pp_tool_usage_error("%s", pp_error_message());
         return -1;
     case OPT_PRECISION:
         if ((a->precision = pp_cuda_precision_parse(val)) < 0)
