@@ -172,6 +172,43 @@ const char *pp_check_throughput_unit(const pp_check_shape *s, double *per_step)
     return "steps/s";
 }
 
+/* The family a metric name belongs to, -1 for a name pprof-check never writes. Only the exact
+ * form it writes counts ("stage2.fwd_ms", not "stage02.fwd_ms"): a name that differs would
+ * match nothing in the current run and silently leave the metric ungated. *a and *b get the
+ * stage or the link's ends (-1 when none). */
+int pp_check_metric_name_kind(const char *s, int *a, int *b)
+{
+    *a = *b = -1;
+    if (strcmp(s, "step_ms") == 0)
+        return PP_CHECK_STEP;
+    if (strcmp(s, "throughput") == 0)
+        return PP_CHECK_THROUGHPUT;
+    if (strcmp(s, "bubble_ratio") == 0)
+        return PP_CHECK_BUBBLE;
+    char canon[64];
+    int x, y;
+    if (sscanf(s, "stage%d.", &x) == 1 && x >= 0) {
+        for (int bwd = 0; bwd < 2; bwd++) {
+            snprintf(canon, sizeof canon, "stage%d.%s", x, bwd ? "bwd_ms" : "fwd_ms");
+            if (strcmp(s, canon) == 0) {
+                *a = x;
+                return bwd ? PP_CHECK_BWD : PP_CHECK_FWD;
+            }
+        }
+    }
+    if (sscanf(s, "link%d-%d.", &x, &y) == 2 && x >= 0 && y >= 0) {
+        for (int grad = 0; grad < 2; grad++) {
+            pp_check_link_name(canon, sizeof canon, x, y, grad);
+            if (strcmp(s, canon) == 0) {
+                *a = x;
+                *b = y;
+                return PP_CHECK_BANDWIDTH;
+            }
+        }
+    }
+    return -1;
+}
+
 /* The metrics common to the analysis and the summary: step time, throughput and bubble from
  * step_ms[] and bubble[] (n steps). */
 pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms, const double *bubble,

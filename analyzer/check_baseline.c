@@ -23,43 +23,6 @@ static int same_number(double a, double b)
     return fabs(a - b) <= 1e-8 * fmax(fabs(a), fabs(b)) + 1e-300;
 }
 
-/* The family a metric name belongs to, -1 for a name pprof-check never writes. Only the exact
- * form it writes counts ("stage2.fwd_ms", not "stage02.fwd_ms"): a name that differs would
- * match nothing in the current run and silently leave the metric ungated. *a and *b get the
- * stage or the link's ends (-1 when none). */
-static int metric_name_kind(const char *s, int *a, int *b)
-{
-    *a = *b = -1;
-    if (strcmp(s, "step_ms") == 0)
-        return PP_CHECK_STEP;
-    if (strcmp(s, "throughput") == 0)
-        return PP_CHECK_THROUGHPUT;
-    if (strcmp(s, "bubble_ratio") == 0)
-        return PP_CHECK_BUBBLE;
-    char canon[64];
-    int x, y;
-    if (sscanf(s, "stage%d.", &x) == 1 && x >= 0) {
-        for (int bwd = 0; bwd < 2; bwd++) {
-            snprintf(canon, sizeof canon, "stage%d.%s", x, bwd ? "bwd_ms" : "fwd_ms");
-            if (strcmp(s, canon) == 0) {
-                *a = x;
-                return bwd ? PP_CHECK_BWD : PP_CHECK_FWD;
-            }
-        }
-    }
-    if (sscanf(s, "link%d-%d.", &x, &y) == 2 && x >= 0 && y >= 0) {
-        for (int grad = 0; grad < 2; grad++) {
-            pp_check_link_name(canon, sizeof canon, x, y, grad);
-            if (strcmp(s, canon) == 0) {
-                *a = x;
-                *b = y;
-                return PP_CHECK_BANDWIDTH;
-            }
-        }
-    }
-    return -1;
-}
-
 /* The unit the writer gives a family (throughput's depends on what the shape announces). */
 static const char *family_unit(pp_check_kind k, const pp_check_shape *shape)
 {
@@ -91,7 +54,7 @@ static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
                                       "throughput, bubble_ratio, fwd_ms, bwd_ms, "
                                       "bandwidth_GBps (got \"%s\")", mctx, family);
     int a, b;
-    int named = metric_name_kind(name, &a, &b);
+    int named = pp_check_metric_name_kind(name, &a, &b);
     if (named < 0)
         return PP_ERR(PP_ERR_INVALID,
                       "%s: unknown metric name \"%s\" (pprof-check writes step_ms, throughput, "

@@ -26,19 +26,11 @@ void pp_check_options_default(pp_check_options *o)
         o->threshold[k] = k_default_threshold[k];
 }
 
-/* A metric name as pprof-check writes them: a family, stageN.fwd_ms|bwd_ms, or
- * linkA-B.act|grad.bandwidth_GBps. */
+/* A family name, or one metric's name as pprof-check writes it. */
 static int valid_metric_name(const char *s)
 {
-    if (pp_check_kind_by_name(s) >= 0)
-        return 1;
-    int a, b, n = 0;
-    char rest[64];
-    if (sscanf(s, "stage%d.%63s%n", &a, rest, &n) == 2 && a >= 0 && s[n] == '\0')
-        return strcmp(rest, "fwd_ms") == 0 || strcmp(rest, "bwd_ms") == 0;
-    if (sscanf(s, "link%d-%d.%63s%n", &a, &b, rest, &n) == 3 && a >= 0 && b >= 0 && s[n] == '\0')
-        return strcmp(rest, "act.bandwidth_GBps") == 0 || strcmp(rest, "grad.bandwidth_GBps") == 0;
-    return 0;
+    int a, b;
+    return pp_check_kind_by_name(s) >= 0 || pp_check_metric_name_kind(s, &a, &b) >= 0;
 }
 
 pp_status pp_check_threshold_parse(pp_check_options *o, const char *arg)

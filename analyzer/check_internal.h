@@ -33,6 +33,11 @@ pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms,
 void pp_check_link_name(char *buf, size_t cap, int src, int dst, int grad);
 /* "samples/s", "tokens/s" or "steps/s", by what the shape announces; *per_step the count. */
 const char *pp_check_throughput_unit(const pp_check_shape *s, double *per_step);
+/* The family of a metric name as pprof-check writes it, -1 for any other: step_ms, throughput,
+ * bubble_ratio, stageS.fwd_ms|bwd_ms, linkA-B.act|grad.bandwidth_GBps, in exactly that form
+ * (no "stage02"). *a and *b get the stage or the link's ends (-1 when none). The one grammar of
+ * metric names: baselines are read and --threshold is parsed by it. */
+int pp_check_metric_name_kind(const char *s, int *a, int *b);
 uint64_t pp_check_fnv1a(uint64_t h, const void *data, size_t n);
 /* The pipeline object of a summary or the shape object of a baseline (the same fields). */
 pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s);

@@ -225,6 +225,12 @@ Test(check, verdicts_need_threshold_and_significance)
     cr_assert_neq(pp_check_threshold_parse(&o, "nosuch=3"), PP_OK);
     cr_assert_neq(pp_check_threshold_parse(&o, "step_ms=-1"), PP_OK);
     cr_assert_eq(pp_check_threshold_parse(&o, "stage3.bwd_ms=4"), PP_OK);
+    /* only the form pprof-check writes names a metric: "stage03" would match no row and the
+     * threshold would never apply (the grammar baselines are read with) */
+    cr_assert_eq(pp_check_threshold_parse(&o, "stage03.bwd_ms=4"), PP_ERR_INVALID);
+    cr_assert_eq(pp_check_threshold_parse(&o, "link+0-1.act.bandwidth_GBps=4"), PP_ERR_INVALID);
+    cr_assert_eq(pp_check_threshold_parse(&o, "link0-1.grad.bandwidth_GBps=4"), PP_OK);
+    cr_assert_eq(pp_check_threshold_parse(&o, "fwd_ms=4"), PP_OK);
     pp_check_run_free(b);
     pp_check_run_free(s);
     pp_check_run_free(few);
