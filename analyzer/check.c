@@ -16,26 +16,56 @@
 /* Families                                                                                   */
 /* ======================================================================================== */
 
-static const char *const k_kind_names[PP_CHECK_KIND_COUNT] = {
-    "step_ms", "throughput", "bubble_ratio", "fwd_ms", "bwd_ms", "bandwidth_GBps",
+/* What pprof-check knows of each family, in one place (a new family is a row here, its
+ * samples in pp_check_run_from_analysis and pp_summary_read, its metric names in
+ * pp_check_metric_name_kind). Default thresholds: % of the baseline, points for the bubble
+ * (docs/cli/pprof-check.md says why). */
+static const struct family {
+    const char *name;
+    const char *unit;     /* NULL: throughput's, from what the shape announces */
+    int higher_is_better;
+    int absolute;         /* change and threshold in percentage points of the value */
+    double threshold;
+} k_families[PP_CHECK_KIND_COUNT] = {
+    [PP_CHECK_STEP] = {"step_ms", "ms", 0, 0, 2.0},
+    [PP_CHECK_THROUGHPUT] = {"throughput", NULL, 1, 0, 2.0},
+    [PP_CHECK_BUBBLE] = {"bubble_ratio", "ratio", 0, 1, 2.0},
+    [PP_CHECK_FWD] = {"fwd_ms", "ms", 0, 0, 3.0},
+    [PP_CHECK_BWD] = {"bwd_ms", "ms", 0, 0, 3.0},
+    [PP_CHECK_BANDWIDTH] = {"bandwidth_GBps", "GB/s", 1, 0, 10.0},
 };
 
-const char *pp_check_kind_name(pp_check_kind k)
+static const struct family *family(pp_check_kind k)
 {
-    return (unsigned)k < PP_CHECK_KIND_COUNT ? k_kind_names[k] : "?";
+    return (unsigned)k < PP_CHECK_KIND_COUNT ? &k_families[k] : NULL;
 }
+
+const char *pp_check_kind_name(pp_check_kind k) { return family(k) ? family(k)->name : "?"; }
 
 int pp_check_kind_higher_is_better(pp_check_kind k)
 {
-    return k == PP_CHECK_THROUGHPUT || k == PP_CHECK_BANDWIDTH;
+    return family(k) && family(k)->higher_is_better;
 }
 
-int pp_check_kind_is_absolute(pp_check_kind k) { return k == PP_CHECK_BUBBLE; }
+int pp_check_kind_is_absolute(pp_check_kind k) { return family(k) && family(k)->absolute; }
+
+double pp_check_kind_default_threshold(pp_check_kind k)
+{
+    return family(k) ? family(k)->threshold : 0;
+}
+
+const char *pp_check_kind_unit(pp_check_kind k, const pp_check_shape *shape)
+{
+    double per_step;
+    if (k == PP_CHECK_THROUGHPUT)
+        return pp_check_throughput_unit(shape, &per_step);
+    return family(k) ? family(k)->unit : "?";
+}
 
 int pp_check_kind_by_name(const char *s)
 {
     for (int k = 0; k < PP_CHECK_KIND_COUNT; k++)
-        if (strcmp(s, k_kind_names[k]) == 0)
+        if (strcmp(s, k_families[k].name) == 0)
             return k;
     return -1;
 }
@@ -77,9 +107,8 @@ static pp_check_run *run_new(const char *source, const char *kind)
     return r;
 }
 
-/* Appends a metric (samples copied; the value is their median, or `value` without samples). */
-pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind, const char *unit,
-                  const double *samples, size_t n, double value)
+pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind,
+                           const double *samples, size_t n, double value)
 {
     for (size_t i = 0; i < r->n_metrics; i++)
         if (strcmp(r->metrics[i].name, name) == 0)
@@ -91,7 +120,7 @@ pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind
     pp_check_metric *m = &r->metrics[r->n_metrics];
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    snprintf(m->unit, sizeof m->unit, "%s", unit);
+    snprintf(m->unit, sizeof m->unit, "%s", pp_check_kind_unit(kind, &r->shape));
     m->kind = kind;
     if (n > 0) {
         m->samples = malloc(n * sizeof *m->samples);
@@ -214,21 +243,21 @@ int pp_check_metric_name_kind(const char *s, int *a, int *b)
 pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms, const double *bubble,
                            size_t n, double *tmp)
 {
-    pp_status st = pp_check_run_add(r, "step_ms", PP_CHECK_STEP, "ms", step_ms, n, NAN);
+    pp_status st = pp_check_run_add(r, "step_ms", PP_CHECK_STEP, step_ms, n, NAN);
     if (st != PP_OK)
         return st;
     double per_step;
-    const char *unit = pp_check_throughput_unit(&r->shape, &per_step);
+    pp_check_throughput_unit(&r->shape, &per_step);
     for (size_t i = 0; i < n; i++)
         tmp[i] = per_step / (step_ms[i] * 1e-3);
-    if ((st = pp_check_run_add(r, "throughput", PP_CHECK_THROUGHPUT, unit, tmp, n, NAN)) != PP_OK)
+    if ((st = pp_check_run_add(r, "throughput", PP_CHECK_THROUGHPUT, tmp, n, NAN)) != PP_OK)
         return st;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (isfinite(bubble[i]))
             tmp[k++] = bubble[i];
     if (k > 0)
-        st = pp_check_run_add(r, "bubble_ratio", PP_CHECK_BUBBLE, "ratio", tmp, k, NAN);
+        st = pp_check_run_add(r, "bubble_ratio", PP_CHECK_BUBBLE, tmp, k, NAN);
     return st;
 }
 
@@ -278,8 +307,7 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
                 continue;
             char name[64];
             snprintf(name, sizeof name, "stage%d.%s", s, b ? "bwd_ms" : "fwd_ms");
-            if ((st = pp_check_run_add(r, name, b ? PP_CHECK_BWD : PP_CHECK_FWD, "ms", v1, k,
-                                       NAN)) != PP_OK)
+            if ((st = pp_check_run_add(r, name, b ? PP_CHECK_BWD : PP_CHECK_FWD, v1, k, NAN)) != PP_OK)
                 goto done;
         }
     }
@@ -289,8 +317,7 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
             continue;
         char name[64];
         pp_check_link_name(name, sizeof name, l->src, l->dst, l->grad);
-        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, "GB/s", NULL, 0,
-                                   l->bandwidth_GBps)) != PP_OK)
+        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, NULL, 0, l->bandwidth_GBps)) != PP_OK)
             goto done;
     }
     if (a->warnings[0])

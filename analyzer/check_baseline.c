@@ -23,18 +23,6 @@ static int same_number(double a, double b)
     return fabs(a - b) <= 1e-8 * fmax(fabs(a), fabs(b)) + 1e-300;
 }
 
-/* The unit the writer gives a family (throughput's depends on what the shape announces). */
-static const char *family_unit(pp_check_kind k, const pp_check_shape *shape)
-{
-    double per_step;
-    switch (k) {
-    case PP_CHECK_THROUGHPUT: return pp_check_throughput_unit(shape, &per_step);
-    case PP_CHECK_BUBBLE: return "ratio";
-    case PP_CHECK_BANDWIDTH: return "GB/s";
-    default: return "ms";
-    }
-}
-
 /* Name, family, unit and "better" of one baseline metric: known, and agreeing with each other
  * and with the shape. */
 static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
@@ -68,7 +56,7 @@ static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
     if ((kind == PP_CHECK_FWD || kind == PP_CHECK_BWD) && a >= shape->S)
         return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" names stage %d, but the shape has %d "
                                       "stage(s) (0..%d)", mctx, name, a, shape->S, shape->S - 1);
-    const char *want = family_unit((pp_check_kind)kind, shape);
+    const char *want = pp_check_kind_unit((pp_check_kind)kind, shape);
     if (!unit[0])
         snprintf(unit, unit_cap, "%s", want);
     else if (strcmp(unit, want) != 0)
@@ -221,7 +209,7 @@ pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
             free(v);
             return st;
         }
-        st = pp_check_run_add(r, name, (pp_check_kind)kind, unit, v, (size_t)n, value);
+        st = pp_check_run_add(r, name, (pp_check_kind)kind, v, (size_t)n, value);
         free(v);
         if (st != PP_OK)
             return st;

@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Default thresholds (docs/cli/pprof-check.md says why): % of the baseline, points for the
- * bubble. */
-static const double k_default_threshold[PP_CHECK_KIND_COUNT] = {2.0, 2.0, 2.0, 3.0, 3.0, 10.0};
-
 /* ======================================================================================== */
 /* Comparison                                                                                 */
 /* ======================================================================================== */
@@ -23,7 +19,7 @@ void pp_check_options_default(pp_check_options *o)
     o->bootstrap_reps = PP_CHECK_BOOTSTRAP_DEFAULT;
     o->seed = 20240601;
     for (int k = 0; k < PP_CHECK_KIND_COUNT; k++)
-        o->threshold[k] = k_default_threshold[k];
+        o->threshold[k] = pp_check_kind_default_threshold((pp_check_kind)k);
 }
 
 /* A family name, or one metric's name as pprof-check writes it. */

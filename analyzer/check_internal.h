@@ -21,10 +21,15 @@
 
 /* The family named s ("step_ms", ...), -1 for none. */
 int pp_check_kind_by_name(const char *s);
-/* Appends a metric (samples copied; the value is their median, or `value` without samples). A
- * name already there is PP_ERR_INVALID. */
+/* The family's default --threshold (% of the baseline, points when absolute). */
+double pp_check_kind_default_threshold(pp_check_kind k);
+/* The unit its metrics are given in; throughput's depends on what the shape announces. */
+const char *pp_check_kind_unit(pp_check_kind k, const pp_check_shape *shape);
+/* Appends a metric (samples copied; the value is their median, or `value` without samples),
+ * in its family's unit for r's shape (set the shape first). A name already there is
+ * PP_ERR_INVALID. */
 pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind,
-                           const char *unit, const double *samples, size_t n, double value);
+                           const double *samples, size_t n, double value);
 /* The metrics a summary and an analysis both give: step time, throughput and bubble from
  * step_ms[] and bubble[] (n steps; NAN bubbles skipped); tmp holds n doubles. */
 pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms,

@@ -478,7 +478,7 @@ static pp_status add_stage_metrics(pp_check_run *r, const cJSON *root, summary_s
             pp_check_kind kind = b ? PP_CHECK_BWD : PP_CHECK_FWD;
             pp_status st;
             if (k > 0) {
-                if ((st = pp_check_run_add(r, name, kind, "ms", c->tmp, k, NAN)) != PP_OK)
+                if ((st = pp_check_run_add(r, name, kind, c->tmp, k, NAN)) != PP_OK)
                     return st;
                 continue;
             }
@@ -488,7 +488,7 @@ static pp_status add_stage_metrics(pp_check_run *r, const cJSON *root, summary_s
                 stt = pp_json_member(so, "bwd_input_ms");
             const cJSON *med = cJSON_IsObject(stt) ? pp_json_member(stt, "median") : NULL;
             if (cJSON_IsNumber(med) && isfinite(med->valuedouble) && med->valuedouble > 0 &&
-                (st = pp_check_run_add(r, name, kind, "ms", NULL, 0, med->valuedouble)) != PP_OK)
+                (st = pp_check_run_add(r, name, kind, NULL, 0, med->valuedouble)) != PP_OK)
                 return st;
         }
     }
@@ -523,7 +523,7 @@ static pp_status add_link_metrics(pp_check_run *r, const cJSON *links, const cha
             continue;
         char name[64];
         pp_check_link_name(name, sizeof name, (int)src, (int)dst, strcmp(kind, "grad") == 0);
-        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, "GB/s", NULL, 0, bw)) != PP_OK)
+        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, NULL, 0, bw)) != PP_OK)
             return st;
     }
     return PP_OK;
