@@ -307,7 +307,8 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
                 continue;
             char name[64];
             snprintf(name, sizeof name, "stage%d.%s", s, b ? "bwd_ms" : "fwd_ms");
-            if ((st = pp_check_run_add(r, name, b ? PP_CHECK_BWD : PP_CHECK_FWD, v1, k, NAN)) != PP_OK)
+            pp_check_kind kind = b ? PP_CHECK_BWD : PP_CHECK_FWD;
+            if ((st = pp_check_run_add(r, name, kind, v1, k, NAN)) != PP_OK)
                 goto done;
         }
     }
@@ -317,7 +318,8 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
             continue;
         char name[64];
         pp_check_link_name(name, sizeof name, l->src, l->dst, l->grad);
-        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, NULL, 0, l->bandwidth_GBps)) != PP_OK)
+        double bw = l->bandwidth_GBps;
+        if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, NULL, 0, bw)) != PP_OK)
             goto done;
     }
     if (a->warnings[0])

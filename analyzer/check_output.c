@@ -379,10 +379,10 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
         const char *unit = w->absolute ? "" : w->unit;
         fputs("| ", f);
         md_text(f, w->name);
+        const char *bold = w->verdict == PP_VERDICT_REGRESSION ? "**" : "";
         fprintf(f, " | %s %s | %s %s | %s | %s | %s | %s | %s%s%s |\n", x.base, unit, x.cur,
-                unit, x.change, x.threshold, x.ci, x.p, w->verdict == PP_VERDICT_REGRESSION ? "**" : "",
-                pp_check_verdict_name(w->verdict),
-                w->verdict == PP_VERDICT_REGRESSION ? "**" : "");
+                unit, x.change, x.threshold, x.ci, x.p, bold, pp_check_verdict_name(w->verdict),
+                bold);
     }
     if (r->notes[0]) {
         fputc('\n', f);

@@ -235,8 +235,9 @@ static void chrome_gpu(pp_json_writer *w, const pp_analysis *a, const pp_report_
                      gop[s->kind >= 0 && s->kind < 4 ? s->kind : 3], s->stage);
         if (s->nccl && s->peer < 0)
             snprintf(name, sizeof name, "%s", nfunc[s->kind >= 1 && s->kind <= 3 ? s->kind : 0]);
+        double dur_us = s->end > s->start ? (double)(s->end - s->start) * 1e-3 : 0;
         slice_begin(w, name, s->nccl ? "nccl" : "gpu", rank_of_file(a, s->file), gpu_tid(s),
-                    us_at(win, s->start), s->end > s->start ? (double)(s->end - s->start) * 1e-3 : 0);
+                    us_at(win, s->start), dur_us);
         pp_json_object_inline(w, "args");
         if (s->nccl) {
             pp_json_put_uint(w, "bytes", s->bytes);
