@@ -234,7 +234,7 @@ typedef struct pp_rec_nccl {
     uint64_t gpu_start, gpu_end; /* GPU-side span (kernel channel timers), CLOCK_MONOTONIC ns */
     uint32_t name;        /* string id: "Send", "Recv", "AllReduce" ... */
     uint32_t reserved;
-} pp_rec_nccl;         /* 96 bytes */
+} pp_rec_nccl;         /* 88 bytes */
 
 /* ======================================================================================== */
 /* Writer                                                                                     */
