@@ -300,20 +300,28 @@ static pp_status write_error(const char *what, const char *path, int err)
     return PP_ERR(kind, "cannot %s '%s': %s", what, path, strerror(err));
 }
 
-static pp_status write_all(int fd, const void *data, size_t len, const char *path)
+int pp_fd_write_all(int fd, const void *data, size_t n)
 {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
             if (errno == EINTR)
                 continue;
-            return write_error("write", path, errno);
+            return errno;
         }
-        p += w;
-        len -= (size_t)w;
+        if (k == 0)
+            return EIO; /* no progress: retrying would spin */
+        p += k;
+        n -= (size_t)k;
     }
-    return PP_OK;
+    return 0;
+}
+
+static pp_status write_all(int fd, const void *data, size_t len, const char *path)
+{
+    int err = pp_fd_write_all(fd, data, len);
+    return err ? write_error("write", path, err) : PP_OK;
 }
 
 /* The temporary files of pp_write_file_atomic are "<target>.tmp" + mkstemp's 6 characters. */

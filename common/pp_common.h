@@ -114,6 +114,11 @@ pp_status pp_file_open_regular(const char *path, int *fd, uint64_t *bytes);
  * pp_file_open_regular does. */
 pp_status pp_read_file(const char *path, char **data, size_t *len);
 
+/* Writes all `n` bytes to the descriptor, going on after short writes and EINTR. Returns 0, or
+ * the errno of the write(2) that failed (EIO for one that wrote nothing); the caller names the
+ * file in its error. */
+int pp_fd_write_all(int fd, const void *data, size_t n);
+
 /* Writes `len` bytes to `path` atomically: a temporary file in the same directory
  * ("<path>.tmpXXXXXX", flock'ed while in use), fsync, rename over `path`, fsync of the
  * directory. On any failure the temporary file is removed and `path` is left as it was. A full

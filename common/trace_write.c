@@ -18,20 +18,8 @@ struct pp_trace_writer {
 
 static pp_status write_all(int fd, const void *data, size_t n, const char *what)
 {
-    const uint8_t *p = data;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return PP_ERR(PP_ERR_IO, "trace: writing %s: %s", what, strerror(errno));
-        }
-        if (k == 0)
-            return PP_ERR(PP_ERR_IO, "trace: writing %s: no progress", what);
-        p += k;
-        n -= (size_t)k;
-    }
-    return PP_OK;
+    int err = pp_fd_write_all(fd, data, n);
+    return err ? PP_ERR(PP_ERR_IO, "trace: writing %s: %s", what, strerror(err)) : PP_OK;
 }
 
 pp_status pp_trace_writer_open(const char *path, const pp_trace_header *h, pp_trace_writer **out)

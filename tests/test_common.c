@@ -4,6 +4,8 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,4 +454,38 @@ Test(json_write, files_are_written_whole_or_not_at_all)
               pp_error_message());
     unlink(path);
     rmdir(dir);
+}
+
+Test(common, fd_write_all_goes_on_after_short_writes_and_returns_errno)
+{
+    enum { N = 1 << 20 };
+    uint8_t *buf = malloc(N), *back = malloc(N);
+    cr_assert(buf && back);
+    for (size_t i = 0; i < N; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    /* a file takes all of it */
+    char path[] = "/tmp/pp_test_fd_write_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pp_fd_write_all(fd, buf, N), 0);
+    cr_assert_eq(pread(fd, back, N, 0), (ssize_t)N);
+    cr_assert_eq(memcmp(buf, back, N), 0);
+    close(fd);
+    unlink(path);
+    /* a non-blocking pipe takes a first part (a short write), then refuses with EAGAIN */
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    cr_assert_eq(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+    cr_assert_eq(pp_fd_write_all(p[1], buf, N), EAGAIN);
+    cr_assert_eq(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    ssize_t got = read(p[0], back, N);
+    cr_assert_gt(got, 0);
+    cr_assert_lt(got, (ssize_t)N);
+    cr_assert_eq(memcmp(buf, back, (size_t)got), 0, "the part written is the start, in order");
+    close(p[0]);
+    close(p[1]);
+    cr_assert_eq(pp_fd_write_all(-1, buf, 1), EBADF);
+    cr_assert_eq(pp_fd_write_all(-1, buf, 0), 0, "nothing to write is no error");
+    free(buf);
+    free(back);
 }
