@@ -168,34 +168,41 @@ __global__ void k_accumulate(float *dst, const float *src, float scale) { *dst +
 
 // ---- reductions ---------------------------------------------------------------------------
 
-__device__ double block_sum_double(double v)
+// Each warp reduces with `warp`, then warp 0 reduces the warps' results (lanes past the last
+// warp count as `none`). The result is valid in warp 0; the closing barrier lets the caller
+// reuse the block's shared memory at once.
+template <typename T, typename WarpOp> __device__ T block_reduce(T v, T none, WarpOp warp)
 {
-    __shared__ double part[32];
+    __shared__ T part[32];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum(v);
+    v = warp(v);
     if (lane == 0)
         part[w] = v;
     __syncthreads();
     int nw = (blockDim.x + 31) >> 5;
-    v = threadIdx.x < nw ? part[threadIdx.x] : 0.0;
+    v = threadIdx.x < nw ? part[threadIdx.x] : none;
     if (w == 0)
-        v = warp_sum(v);
+        v = warp(v);
     __syncthreads();
-    return v; // valid in warp 0
+    return v;
 }
 
+struct WarpSum {
+    __device__ double operator()(double v) const { return warp_sum(v); }
+};
+struct WarpMax {
+    __device__ float operator()(float v) const { return warp_max(v); }
+};
+
+__device__ double block_sum_double(double v)
+{
+    return block_reduce(v, 0.0, WarpSum()); // valid in warp 0
+}
+
+// The maximum, in every thread.
 __device__ float block_max(float v)
 {
-    __shared__ float part[32];
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_max(v);
-    if (lane == 0)
-        part[w] = v;
-    __syncthreads();
-    int nw = (blockDim.x + 31) >> 5;
-    v = threadIdx.x < nw ? part[threadIdx.x] : -INFINITY;
-    if (w == 0)
-        v = warp_max(v);
+    v = block_reduce(v, -INFINITY, WarpMax());
     __shared__ float out;
     if (threadIdx.x == 0)
         out = v;
