@@ -4,27 +4,45 @@
 #include <cupti_activity.h>
 #include <string.h>
 
+/* The records below have no padding (pp_trace.h; sizes asserted in common/trace_format.c), so
+ * an initializer zeroes every field it does not name. Each checks the room first: nothing,
+ * not even a kernel name's string id, is made for a record that is not written. */
 static size_t put_gpu(const pprof_cupti_env *env, void *out, size_t cap, uint8_t kind,
                       uint8_t copy_kind, uint32_t device, uint32_t stream, uint32_t corr,
                       uint64_t start, uint64_t end, uint64_t bytes, const char *name)
 {
     if (cap < sizeof(pp_rec_gpu))
         return (size_t)-1;
-    pp_rec_gpu r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_GPU;
-    r.h.size = sizeof r;
-    r.h.tid = env->tid;
-    r.h.ts = 0;
-    r.kind = kind;
-    r.copy_kind = copy_kind;
-    r.device = device;
-    r.stream = stream;
-    r.correlation = corr;
-    r.start = env->clock(env->u, start);
-    r.end = env->clock(env->u, end);
-    r.bytes = bytes;
-    r.name = name && env->name_id ? env->name_id(env->u, name) : 0;
+    pp_rec_gpu r = {
+        .h = {.type = PP_REC_GPU, .size = sizeof(pp_rec_gpu), .tid = env->tid},
+        .kind = kind,
+        .copy_kind = copy_kind,
+        .device = device,
+        .stream = stream,
+        .correlation = corr,
+        .start = env->clock(env->u, start),
+        .end = env->clock(env->u, end),
+        .bytes = bytes,
+        .name = name && env->name_id ? env->name_id(env->u, name) : 0,
+    };
+    memcpy(out, &r, sizeof r);
+    return sizeof r;
+}
+
+static size_t put_api(const pprof_cupti_env *env, void *out, size_t cap, const CUpti_ActivityAPI *x,
+                      int driver)
+{
+    if (cap < sizeof(pp_rec_api))
+        return (size_t)-1;
+    pp_rec_api r = {
+        .h = {.type = PP_REC_API, .size = sizeof(pp_rec_api), .tid = env->tid},
+        .correlation = x->correlationId,
+        .thread = x->threadId,
+        .cbid = x->cbid,
+        .driver = (uint32_t)driver,
+        .start = env->clock(env->u, x->start),
+        .end = env->clock(env->u, x->end),
+    };
     memcpy(out, &r, sizeof r);
     return sizeof r;
 }
@@ -55,24 +73,8 @@ size_t pprof_cupti_encode(const void *record, const pprof_cupti_env *env, void *
                        s->start, s->end, 0, NULL);
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-        const CUpti_ActivityAPI *x = record;
-        if (cap < sizeof(pp_rec_api))
-            return (size_t)-1;
-        pp_rec_api r;
-        memset(&r, 0, sizeof r);
-        r.h.type = PP_REC_API;
-        r.h.size = sizeof r;
-        r.h.tid = env->tid;
-        r.correlation = x->correlationId;
-        r.thread = x->threadId;
-        r.cbid = x->cbid;
-        r.driver = a->kind == CUPTI_ACTIVITY_KIND_DRIVER;
-        r.start = env->clock(env->u, x->start);
-        r.end = env->clock(env->u, x->end);
-        memcpy(out, &r, sizeof r);
-        return sizeof r;
-    }
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return put_api(env, out, cap, record, a->kind == CUPTI_ACTIVITY_KIND_DRIVER);
     default:
         return 0;
     }
