@@ -42,16 +42,15 @@ typedef struct pp_sim_result {
 pp_status pp_sim_run(const pp_schedule *sched, const pp_sim_costs *costs, pp_sim_result *res);
 void pp_sim_result_free(pp_sim_result *res);
 
-/* Costs from a cost file and a partition (pp_plan.h): an op of chunk c on stage s costs the
- * sum of its piece's layers; transfers per pp_costs_transfer_us of the boundary layer's
- * activation_bytes; split backward uses bwd_input_us / bwd_weight_us (or halves of bwd_us when
- * the file has no split); the optimizer step optimizer_us. `mult` (NULL = all 1) scales each
- * stage's compute. */
+/* Costs from a cost file and a partition by the planning library's cost rule (pp_plan.h): an
+ * op of chunk c on stage s costs pp_costs_op_us of its piece's layers (split backward halves:
+ * bwd_input_us / bwd_weight_us, or halves of bwd_us when the file has no split), the optimizer
+ * step optimizer_us; transfers pp_costs_transfer_us of pp_costs_boundary_bytes. `mult` (NULL =
+ * all 1) scales each stage's compute. */
 typedef struct pp_sim_file_costs {
     const pp_costs *costs;
     const pp_partition *part;
     const double *mult;
-    int split; /* schedule splits the backward */
 } pp_sim_file_costs;
 
 void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out);

@@ -1,7 +1,8 @@
 /* rebalance.c: the rebalancer (pp_tune.h). Branch and bound over the boundaries of the P = S * v
  * pieces, piece by piece from the first layer; complete partitions are scored by replaying the
- * schedule's own lists (an exact, allocation-free copy of pp_sim_run's arithmetic over a
- * schedule compiled once), partial ones are pruned with lower bounds that are longest paths of
+ * schedule's own lists (compiled once, in the order of the planning library's replay that
+ * pp_sim_run walks too, into a list of steps; scoring is pp_sim_run's arithmetic over it with
+ * the same cost rule, allocation-free), partial ones are pruned with lower bounds that are longest paths of
  * that replay, each depending on one piece's layer range only, so that the best bound over all
  * completions of a prefix is a min-max dynamic program computed once. docs/rebalancer.md has the
  * method, the proofs of the bounds and measured times. */
@@ -122,16 +123,15 @@ uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int sta
     return mem_model(params, act, peak_inflight);
 }
 
-/* ---- per-layer op costs, exactly as analyzer/sim.c takes them ---- */
+/* ---- op kinds of the compiled replay ---- */
+
+/* The cost file's op for each compute kind (the cost rule is pp_costs_layer_us). */
+static const pp_op k_kind_op[N_COMPUTE] = {PP_OP_FWD, PP_OP_BWD, PP_OP_BWD_INPUT,
+                                           PP_OP_BWD_WEIGHT};
 
 static double layer_us(const pp_layer_cost *l, int kind)
 {
-    switch (kind) {
-    case K_F: return l->fwd_us;
-    case K_B: return l->bwd_us;
-    case K_BI: return l->has_split ? l->bwd_input_us : l->bwd_us / 2;
-    default: return l->has_split ? l->bwd_weight_us : l->bwd_us / 2;
-    }
+    return pp_costs_layer_us(l, k_kind_op[kind]);
 }
 
 static int op_kind(uint8_t op)
@@ -147,87 +147,72 @@ static int op_kind(uint8_t op)
 
 /* ---- the compiled replay ---- */
 
-/* Replays the lists once the way pp_sim_run does, recording each compute op and each receive
- * in an order where what it waits for comes first. Sends only name the step that precedes
- * them on their stage: in pp_sim_run a message is available at the sender's clock plus the
- * transfer, and that clock is the end of the sender's previous step. */
+/* What compile_schedule's hook keeps while the lists are replayed. */
+typedef struct rb_compile {
+    rb_ctx *x;
+    const pp_schedule *sc;
+    int *last;     /* [S] the stage's latest recorded step, -1 none */
+    int *msg_step; /* [n_msgs] a message's send time is the end of this step (-1: time 0) */
+    int *msg_q;    /* [n_msgs] boundary it crosses (between piece q and q + 1) */
+} rb_compile;
+
+static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_t msg)
+{
+    (void)k;
+    rb_compile *cp = ctx;
+    rb_ctx *x = cp->x;
+    int piece = in->chunk >= 0 ? pp_schedule_piece(cp->sc, s, in->chunk) : -1;
+    if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+        cp->msg_step[msg] = cp->last[s];
+        cp->msg_q[msg] = in->op == PP_OP_SEND_GRAD ? piece - 1 : piece;
+        return PP_OK;
+    }
+    if (in->op == PP_OP_OPT_STEP)
+        return PP_OK;
+    rb_step *t = &x->steps[x->n_steps];
+    int recv = in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD;
+    t->kind = (uint8_t)(recv ? K_RECV : op_kind(in->op));
+    t->dep = recv ? cp->msg_step[msg] : -1;
+    t->q = recv ? cp->msg_q[msg] : -1;
+    t->stage = s;
+    t->piece = piece;
+    cp->last[s] = x->n_steps++;
+    return PP_OK;
+}
+
+/* Replays the lists once (pp_schedule_replay, as pp_sim_run does), recording each compute op
+ * and each receive in an order where what it waits for comes first. Sends only name the step
+ * that precedes them on their stage: in pp_sim_run a message is available at the sender's clock
+ * plus the transfer, and that clock is the end of the sender's previous step. */
 static pp_status compile_schedule(rb_ctx *x, const pp_schedule *sc)
 {
     pp_status st = PP_OK;
-    int S = sc->S, P = x->P, M = sc->M;
-    size_t n_msgs = 2 * (size_t)M * (size_t)P;
+    int S = sc->S;
+    size_t n_msgs = pp_schedule_n_msgs(sc);
     int64_t total = 0;
     for (int s = 0; s < S; s++)
         total += sc->n_instrs[s];
-    int *cursor = pp_alloc(sizeof(int) * (size_t)S);
-    int *last = pp_alloc(sizeof(int) * (size_t)S);
-    int *msg_step = pp_alloc(sizeof(int) * n_msgs);
-    int *msg_q = pp_alloc(sizeof(int) * n_msgs);
-    char *sent = pp_alloc(n_msgs);
+    rb_compile cp = {.x = x, .sc = sc};
+    int *pc = pp_alloc(sizeof(int) * (size_t)S);
+    cp.last = pp_alloc(sizeof(int) * (size_t)S);
+    cp.msg_step = pp_alloc(sizeof(int) * n_msgs);
+    cp.msg_q = pp_alloc(sizeof(int) * n_msgs);
     x->steps = pp_alloc(sizeof(rb_step) * (size_t)total);
     x->fin = pp_alloc(sizeof(double) * (size_t)total);
-    if (!cursor || !last || !msg_step || !msg_q || !sent || !x->steps || !x->fin) {
+    if (!pc || !cp.last || !cp.msg_step || !cp.msg_q || !x->steps || !x->fin) {
         st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory compiling the schedule");
         goto done;
     }
     for (int s = 0; s < S; s++)
-        last[s] = -1;
-    int finished = 0;
-    while (finished < S) {
-        int progressed = 0;
-        for (int s = 0; s < S; s++) {
-            for (;;) {
-                int k = cursor[s];
-                if (k >= sc->n_instrs[s])
-                    break;
-                const pp_instr *in = &sc->instrs[s][k];
-                int piece = in->chunk >= 0 ? pp_schedule_piece(sc, s, in->chunk) : -1;
-                if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
-                    size_t m = ((size_t)(in->op == PP_OP_RECV_GRAD) * (size_t)M +
-                                (size_t)in->mb) * (size_t)P + (size_t)piece;
-                    if (!sent[m])
-                        break;
-                    rb_step *t = &x->steps[x->n_steps];
-                    t->kind = K_RECV;
-                    t->dep = msg_step[m];
-                    t->q = msg_q[m];
-                    t->stage = s;
-                    t->piece = piece;
-                    last[s] = x->n_steps++;
-                } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
-                    int grad = in->op == PP_OP_SEND_GRAD;
-                    int to = grad ? piece - 1 : piece + 1;
-                    size_t m = ((size_t)grad * (size_t)M + (size_t)in->mb) * (size_t)P +
-                               (size_t)to;
-                    sent[m] = 1;
-                    msg_step[m] = last[s];
-                    msg_q[m] = grad ? piece - 1 : piece;
-                } else if (in->op != PP_OP_OPT_STEP) {
-                    rb_step *t = &x->steps[x->n_steps];
-                    t->kind = (uint8_t)op_kind(in->op);
-                    t->dep = -1;
-                    t->q = -1;
-                    t->stage = s;
-                    t->piece = piece;
-                    last[s] = x->n_steps++;
-                }
-                cursor[s]++;
-                progressed = 1;
-                if (cursor[s] == sc->n_instrs[s])
-                    finished++;
-            }
-        }
-        if (!progressed && finished < S) {
-            st = PP_ERR(PP_ERR_INVALID, "rebalance: the schedule deadlocks");
-            goto done;
-        }
-    }
+        cp.last[s] = -1;
+    pp_replay_hooks h = {.run = record_step, .ctx = &cp, .barrier = 0};
+    if ((st = pp_schedule_replay(sc, &h, pc, NULL)) != PP_OK)
+        st = pp_error_wrap(st, "rebalance");
 done:
-    pp_free(cursor);
-    pp_free(last);
-    pp_free(msg_step);
-    pp_free(msg_q);
-    pp_free(sent);
+    pp_free(pc);
+    pp_free(cp.last);
+    pp_free(cp.msg_step);
+    pp_free(cp.msg_q);
     return st;
 }
 
@@ -237,14 +222,10 @@ static double evaluate(rb_ctx *x, const int *b)
 {
     const pp_costs *c = x->c;
     for (int p = 0; p < x->P; p++) {
-        for (int k = 0; k < N_COMPUTE; k++) {
-            double us = 0.0;
-            for (int l = b[p]; l < b[p + 1]; l++)
-                us += layer_us(&c->layers[l], k);
-            x->dur[k * x->P + p] = us * 1e3;
-        }
+        for (int k = 0; k < N_COMPUTE; k++)
+            x->dur[k * x->P + p] = pp_costs_op_us(c, k_kind_op[k], b[p], b[p + 1]) * 1e3;
         if (p < x->P - 1)
-            x->tr[p] = pp_costs_transfer_us(c, c->layers[b[p + 1] - 1].activation_bytes) * 1e3;
+            x->tr[p] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, b[p + 1])) * 1e3;
     }
     for (int s = 0; s < x->S; s++)
         x->clock[s] = 0.0;
@@ -498,7 +479,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     x->v = o->v;
     x->M = o->M;
     x->P = o->S * o->v;
-    x->split = o->kind == PP_SCHED_ZBH1;
+    x->split = pp_schedule_splits_backward(o->kind);
     x->limit = o->memory_limit_bytes;
     int L = x->L, P = x->P, S = x->S;
     if (P > L)
@@ -548,7 +529,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK)
         goto done;
     const pp_costs *c = x->c;
-    x->opt_ns = c->optimizer_us * 1e3 * 1.0;
+    x->opt_ns = pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 0) * 1e3 * 1.0;
     x->tmin = INFINITY;
     for (int l = 0; l < L; l++) {
         const pp_layer_cost *ly = &c->layers[l];
@@ -557,7 +538,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         x->pre_bb[l + 1] = x->pre_bb[l] + layer_us(ly, x->split ? K_BI : K_B);
         x->pre_param[l + 1] = add_sat(x->pre_param[l], ly->param_bytes);
         x->pre_act[l + 1] = add_sat(x->pre_act[l], ly->activation_bytes);
-        x->tl[l] = pp_costs_transfer_us(c, ly->activation_bytes) * 1e3;
+        x->tl[l] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, l + 1)) * 1e3;
         if (l < L - 1)
             x->tmin = fmin(x->tmin, x->tl[l]);
     }

@@ -1,7 +1,7 @@
-/* sim.c: discrete-event replay of pipeline schedules (pp_sim.h). Each stage is a cursor into its
- * instruction list with a clock; stages are advanced round-robin until each is blocked on a
- * receive whose send has not been replayed yet. Sends record when their message becomes
- * available; the optimizer step is a barrier over all stages, as the executor's all-reduce is. */
+/* sim.c: discrete-event replay of pipeline schedules (pp_sim.h). The lists are walked by the
+ * planning library's one replay (pp_schedule_replay, with the optimizer step as a barrier over
+ * all stages, as the executor's all-reduce is); this file keeps a clock per stage and the time
+ * each message becomes available, and takes op costs from a cost file by pp_costs_op_us. */
 #include "pp_sim.h"
 
 #include <math.h>
@@ -24,13 +24,6 @@ void pp_sim_result_free(pp_sim_result *r)
     pp_free(r->idle_ns);
     pp_free(r->end_ns);
     memset(r, 0, sizeof *r);
-}
-
-/* Message key: (kind, mb, receiving piece) -> dense index. */
-static size_t msg_index(const pp_schedule *sc, int grad, int mb, int piece)
-{
-    size_t P = (size_t)sc->S * (size_t)sc->v;
-    return ((size_t)grad * (size_t)sc->M + (size_t)mb) * P + (size_t)piece;
 }
 
 static int is_compute(uint8_t op)
@@ -83,6 +76,77 @@ static pp_status check_lists(const pp_schedule *sc, size_t *n_msgs)
     return PP_OK;
 }
 
+/* State of one simulation, the replay's hook context. */
+typedef struct sim_state {
+    const pp_schedule *sc;
+    const pp_sim_costs *costs;
+    pp_sim_result *res;
+    double *avail;     /* [n_msgs] when a message is at its receiver */
+    double *clock;     /* [S] */
+    int barrier_set;   /* the optimizer's barrier time is known */
+    double barrier_ns; /* when the last stage reached the optimizer step */
+} sim_state;
+
+/* Runs instruction k of stage s (pp_schedule_replay's hook): sends make their message
+ * available at the sender's clock plus the transfer, receives wait for it, compute takes its
+ * duration; the optimizer step starts at the barrier, when every stage has reached it. */
+static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg)
+{
+    sim_state *x = ctx;
+    pp_sim_result *res = x->res;
+    const pp_sim_costs *costs = x->costs;
+    double *clock = &x->clock[s];
+    res->start_ns[s][k] = *clock;
+    if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
+        *clock = fmax(*clock, x->avail[msg]);
+    } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+        double t = costs->transfer_ns ? costs->transfer_ns(costs->ctx, s, k, in) : 0.0;
+        x->avail[msg] = *clock + t;
+    } else if (in->op == PP_OP_OPT_STEP) {
+        if (!x->barrier_set) {
+            /* every stage waits here now: their clocks are their arrival times */
+            for (int q = 0; q < x->sc->S; q++)
+                x->barrier_ns = fmax(x->barrier_ns, x->clock[q]);
+            x->barrier_set = 1;
+        }
+        double d = costs->op_ns(costs->ctx, s, k, in);
+        res->start_ns[s][k] = x->barrier_ns;
+        res->busy_ns[s] += d;
+        *clock = x->barrier_ns + d;
+    } else if (is_compute(in->op)) {
+        double d = costs->op_ns(costs->ctx, s, k, in);
+        *clock += d;
+        res->busy_ns[s] += d;
+    } else {
+        return PP_ERR(PP_ERR_INVALID, "unknown op %d at stage %d index %d", in->op, s, k);
+    }
+    res->finish_ns[s][k] = *clock;
+    if (k == x->sc->n_instrs[s] - 1)
+        res->end_ns[s] = *clock;
+    return PP_OK;
+}
+
+static pp_status alloc_result(const pp_schedule *sc, pp_sim_result *res)
+{
+    int S = sc->S;
+    res->S = S;
+    res->busy_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->idle_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->end_ns = pp_alloc_array((size_t)S, sizeof(double));
+    res->start_ns = pp_alloc_array((size_t)S, sizeof(double *));
+    res->finish_ns = pp_alloc_array((size_t)S, sizeof(double *));
+    if (!res->busy_ns || !res->idle_ns || !res->end_ns || !res->start_ns || !res->finish_ns)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory simulating %d stages x %d micro-batches", S,
+                      sc->M);
+    for (int s = 0; s < S; s++) {
+        res->start_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
+        res->finish_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
+        if (!res->start_ns[s] || !res->finish_ns[s])
+            return PP_ERR(PP_ERR_NOMEM, "out of memory for the simulated timeline");
+    }
+    return PP_OK;
+}
+
 pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -91,98 +155,21 @@ pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_re
     if (st != PP_OK)
         return st;
     int S = sc->S;
-    res->S = S;
-    double *avail = pp_alloc_array(n_msgs, sizeof(double));
-    int *cursor = pp_alloc_array((size_t)S, sizeof(int));
-    double *clock = pp_alloc_array((size_t)S, sizeof(double));
-    int *arrived = pp_alloc_array((size_t)S, sizeof(int));
-    res->busy_ns = pp_alloc_array((size_t)S, sizeof(double));
-    res->idle_ns = pp_alloc_array((size_t)S, sizeof(double));
-    res->end_ns = pp_alloc_array((size_t)S, sizeof(double));
-    res->start_ns = pp_alloc_array((size_t)S, sizeof(double *));
-    res->finish_ns = pp_alloc_array((size_t)S, sizeof(double *));
-    if (!avail || !cursor || !clock || !arrived || !res->busy_ns || !res->idle_ns || !res->end_ns ||
-        !res->start_ns || !res->finish_ns) {
+    sim_state x = {.sc = sc, .costs = costs, .res = res};
+    x.avail = pp_alloc_array(n_msgs, sizeof(double));
+    x.clock = pp_alloc_array((size_t)S, sizeof(double));
+    int *pc = pp_alloc_array((size_t)S, sizeof(int));
+    if (!x.avail || !x.clock || !pc) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory simulating %d stages x %d micro-batches", S,
                     sc->M);
         goto done;
     }
-    for (size_t i = 0; i < n_msgs; i++)
-        avail[i] = -1.0; /* not sent yet */
-    for (int s = 0; s < S; s++) {
-        res->start_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
-        res->finish_ns[s] = pp_alloc_array((size_t)sc->n_instrs[s] + 1, sizeof(double));
-        if (!res->start_ns[s] || !res->finish_ns[s]) {
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the simulated timeline");
-            goto done;
-        }
-    }
-    /* The barrier of OPT_STEP: stages arrive, the last one releases them all. */
-    int at_barrier = 0;
-    double barrier_time = 0.0;
-    int finished = 0;
-    while (finished < S) {
-        int progressed = 0;
-        for (int s = 0; s < S; s++) {
-            for (;;) {
-                int k = cursor[s];
-                if (k >= sc->n_instrs[s])
-                    break;
-                const pp_instr *in = &sc->instrs[s][k];
-                int piece = in->chunk >= 0 ? pp_schedule_piece(sc, s, in->chunk) : -1;
-                if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
-                    double a = avail[msg_index(sc, in->op == PP_OP_RECV_GRAD, in->mb, piece)];
-                    if (a < 0.0)
-                        break; /* its send has not been replayed yet */
-                    res->start_ns[s][k] = clock[s];
-                    clock[s] = fmax(clock[s], a);
-                    res->finish_ns[s][k] = clock[s];
-                } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
-                    int grad = in->op == PP_OP_SEND_GRAD;
-                    int to_piece = grad ? piece - 1 : piece + 1;
-                    double t = costs->transfer_ns ? costs->transfer_ns(costs->ctx, s, k, in) : 0.0;
-                    avail[msg_index(sc, grad, in->mb, to_piece)] = clock[s] + t;
-                    res->start_ns[s][k] = clock[s];
-                    res->finish_ns[s][k] = clock[s];
-                } else if (in->op == PP_OP_OPT_STEP) {
-                    /* Arrive once; leave when every stage has arrived. */
-                    if (!arrived[s]) {
-                        arrived[s] = 1;
-                        at_barrier++;
-                        barrier_time = fmax(barrier_time, clock[s]);
-                        res->start_ns[s][k] = clock[s];
-                    }
-                    if (at_barrier < S)
-                        break;
-                    double d = costs->op_ns(costs->ctx, s, k, in);
-                    res->start_ns[s][k] = barrier_time;
-                    res->finish_ns[s][k] = barrier_time + d;
-                    res->busy_ns[s] += d;
-                    clock[s] = barrier_time + d;
-                } else if (is_compute(in->op)) {
-                    double d = costs->op_ns(costs->ctx, s, k, in);
-                    res->start_ns[s][k] = clock[s];
-                    clock[s] += d;
-                    res->finish_ns[s][k] = clock[s];
-                    res->busy_ns[s] += d;
-                } else {
-                    st = PP_ERR(PP_ERR_INVALID, "simulator: unknown op %d at stage %d index %d",
-                                in->op, s, k);
-                    goto done;
-                }
-                cursor[s]++;
-                progressed = 1;
-                if (cursor[s] == sc->n_instrs[s]) {
-                    res->end_ns[s] = clock[s];
-                    finished++;
-                }
-            }
-        }
-        if (!progressed && finished < S) {
-            /* A validated schedule cannot get here. */
-            st = PP_ERR(PP_ERR_INVALID, "simulator: the schedule deadlocks (validate it first)");
-            goto done;
-        }
+    if ((st = alloc_result(sc, res)) != PP_OK)
+        goto done;
+    pp_replay_hooks h = {.run = sim_op, .ctx = &x, .barrier = 1};
+    if ((st = pp_schedule_replay(sc, &h, pc, NULL)) != PP_OK) {
+        st = pp_error_wrap(st, "simulator");
+        goto done;
     }
     double step = 0.0, idle = 0.0;
     for (int s = 0; s < S; s++)
@@ -194,10 +181,9 @@ pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_re
     }
     res->bubble_ratio = step > 0 ? idle / (S * step) : 0.0;
 done:
-    pp_free(avail);
-    pp_free(cursor);
-    pp_free(clock);
-    pp_free(arrived);
+    pp_free(x.avail);
+    pp_free(x.clock);
+    pp_free(pc);
     if (st != PP_OK)
         pp_sim_result_free(res);
     return st;
@@ -205,34 +191,15 @@ done:
 
 /* ---- costs from a cost file ---- */
 
-static void piece_range(const pp_partition *part, int stage, int chunk, int *lo, int *hi)
-{
-    int p = chunk * part->S + stage;
-    *lo = part->bounds[p];
-    *hi = part->bounds[p + 1];
-}
-
 static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
 {
     (void)index;
     const pp_sim_file_costs *fc = ctx;
     double m = fc->mult ? fc->mult[stage] : 1.0;
-    if (in->op == PP_OP_OPT_STEP)
-        return fc->costs->optimizer_us * 1e3 * m;
-    int lo, hi;
-    piece_range(fc->part, stage, in->chunk, &lo, &hi);
-    double us = 0.0;
-    for (int l = lo; l < hi; l++) {
-        const pp_layer_cost *c = &fc->costs->layers[l];
-        switch (in->op) {
-        case PP_OP_FWD: us += c->fwd_us; break;
-        case PP_OP_BWD: us += c->bwd_us; break;
-        case PP_OP_BWD_INPUT: us += c->has_split ? c->bwd_input_us : c->bwd_us / 2; break;
-        case PP_OP_BWD_WEIGHT: us += c->has_split ? c->bwd_weight_us : c->bwd_us / 2; break;
-        default: break;
-        }
-    }
-    return us * 1e3 * m;
+    int lo = 0, hi = 0;
+    if (in->op != PP_OP_OPT_STEP)
+        pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
+    return pp_costs_op_us(fc->costs, (pp_op)in->op, lo, hi) * 1e3 * m;
 }
 
 static double file_transfer_ns(void *ctx, int stage, int index, const pp_instr *in)
@@ -240,10 +207,9 @@ static double file_transfer_ns(void *ctx, int stage, int index, const pp_instr *
     (void)index;
     const pp_sim_file_costs *fc = ctx;
     int lo, hi;
-    piece_range(fc->part, stage, in->chunk, &lo, &hi);
+    pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
     /* activations leave through the piece's last layer; gradients through the layer before */
-    uint64_t bytes = in->op == PP_OP_SEND_ACT ? fc->costs->layers[hi - 1].activation_bytes
-                                              : fc->costs->layers[lo - 1].activation_bytes;
+    uint64_t bytes = pp_costs_boundary_bytes(fc->costs, in->op == PP_OP_SEND_ACT ? hi : lo);
     return pp_costs_transfer_us(fc->costs, bytes) * 1e3;
 }
 
@@ -262,7 +228,7 @@ pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,
     if (st != PP_OK)
         return st;
     if ((st = pp_schedule_validate(sc, NULL)) == PP_OK) {
-        pp_sim_file_costs fc = {costs, part, mult, kind == PP_SCHED_ZBH1};
+        pp_sim_file_costs fc = {costs, part, mult};
         pp_sim_costs c;
         pp_sim_costs_from_file(&fc, &c);
         st = pp_sim_run(sc, &c, res);

@@ -108,17 +108,11 @@ pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v
 int pp_tune_v_choices(pp_schedule_kind kind, int S, int L, int M, int run_v, int sweep, int *vs,
                       char *why, size_t cap)
 {
-    if (kind != PP_SCHED_INTERLEAVED) {
+    if (!pp_schedule_allows_v(kind, S, M, pp_schedule_default_v(kind), why, cap))
+        return 0;
+    if (pp_schedule_default_v(kind) == 1) {
         vs[0] = 1;
         return 1;
-    }
-    if (S < 2) {
-        snprintf(why, cap, "interleaved needs 2 or more stages");
-        return 0;
-    }
-    if (M % S != 0) {
-        snprintf(why, cap, "interleaved needs M a multiple of S (M = %d, S = %d)", M, S);
-        return 0;
     }
     int n = 0;
     int lo = run_v > 1 && !sweep ? run_v : 2, hi = sweep ? 4 : lo;

@@ -1,6 +1,7 @@
 /* costs.c: the cost file (docs/cost-file.md): per-layer, per-micro-batch times and sizes that
  * the sim backend replays, written by pprof-tune --export-costs. Loading validates every field
- * and names the file, layer and field of the first problem. */
+ * and names the file, layer and field of the first problem. The end of the file is the one cost
+ * rule (what an op and a transfer cost) the sim backend, the simulator and the rebalancer use. */
 #include "pp_json.h"
 #include "pp_plan.h"
 
@@ -298,4 +299,32 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes)
     /* bytes / (GBps * 1e9 B/s) seconds = bytes / (GBps * 1e3) microseconds. */
     double bw = c->p2p_GBps > 0 ? (double)bytes / (c->p2p_GBps * 1e3) : 0.0;
     return c->p2p_latency_us + bw;
+}
+
+/* The halving rule: a layer without split costs gives each backward half bwd_us / 2, so every
+ * schedule runs on every cost file and B + W costs what the whole backward does. */
+double pp_costs_layer_us(const pp_layer_cost *l, pp_op op)
+{
+    switch (op) {
+    case PP_OP_FWD: return l->fwd_us;
+    case PP_OP_BWD: return l->bwd_us;
+    case PP_OP_BWD_INPUT: return l->has_split ? l->bwd_input_us : l->bwd_us / 2;
+    case PP_OP_BWD_WEIGHT: return l->has_split ? l->bwd_weight_us : l->bwd_us / 2;
+    default: return 0.0;
+    }
+}
+
+double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi)
+{
+    if (op == PP_OP_OPT_STEP)
+        return c->optimizer_us;
+    double us = 0.0;
+    for (int l = lo; l < hi; l++)
+        us += pp_costs_layer_us(&c->layers[l], op);
+    return us;
+}
+
+uint64_t pp_costs_boundary_bytes(const pp_costs *c, int b)
+{
+    return b > 0 && b < c->n_layers ? c->layers[b - 1].activation_bytes : 0;
 }

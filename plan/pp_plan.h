@@ -8,6 +8,7 @@
 #define PP_PLAN_H
 
 #include "pp_common.h"
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -59,9 +60,22 @@ pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out);
 const char *pp_schedule_kind_name(pp_schedule_kind k);
 const char *pp_op_name(pp_op op);
 
+/* The facts each schedule kind implies, asked here rather than by comparing kinds, so that a new
+ * kind states them once (docs/schedules.md, "Adding a schedule"). */
+
+/* 1 when the kind's lists split the backward into BWD_INPUT and BWD_WEIGHT (ZB-H1), 0 when they
+ * run whole BWDs. Costs of the halves: pp_costs_layer_us. */
+int pp_schedule_splits_backward(pp_schedule_kind kind);
+/* The chunks per stage a kind runs with when none is asked for: 2 for interleaved, 1 for the
+ * kinds that take only v = 1. */
+int pp_schedule_default_v(pp_schedule_kind kind);
+/* The kind's own rule on v (ranges aside): 1 when it runs v chunks per stage on S stages with M
+ * micro-batches, else 0 and the reason in why[cap] (may be NULL). v > 1 only for interleaved,
+ * which needs S >= 2, v >= 2 and M a multiple of S. */
+int pp_schedule_allows_v(pp_schedule_kind kind, int S, int M, int v, char *why, size_t cap);
+
 /* Checks that (kind, S, M, v) is allowed and explains why not: 1 <= S <= PP_SCHED_MAX_S,
- * 1 <= M <= PP_SCHED_MAX_M, 1 <= v <= PP_SCHED_MAX_V; v > 1 only for interleaved, which needs
- * S >= 2, v >= 2 and M a multiple of S. */
+ * 1 <= M <= PP_SCHED_MAX_M, 1 <= v <= PP_SCHED_MAX_V, and pp_schedule_allows_v. */
 pp_status pp_schedule_check_args(pp_schedule_kind kind, int S, int M, int v);
 /* Generates the lists. */
 pp_status pp_schedule_create(pp_schedule_kind kind, int S, int M, int v, pp_schedule **out);
@@ -100,6 +114,67 @@ typedef struct pp_schedule_report {
 pp_status pp_schedule_validate(const pp_schedule *s, pp_schedule_report *rep);
 void pp_schedule_report_free(pp_schedule_report *rep);
 
+/* ---- Messages (plan/messages.c) ---- */
+
+typedef enum pp_msg_kind { PP_MSG_ACT = 0, PP_MSG_GRAD = 1 } pp_msg_kind;
+
+/* What a message carries: an activation or gradient of micro-batch mb for model piece `piece`
+ * (the piece that RECEIVES it). Unique within a step. */
+typedef struct pp_msg_tag {
+    int32_t kind;
+    int32_t mb;
+    int32_t piece;
+} pp_msg_tag;
+
+/* The tag of the message that a SEND_ACT, RECV_ACT, SEND_GRAD or RECV_GRAD instruction of `stage`
+ * moves: a send names the piece it sends to, a receive its own piece, so the two ends of one
+ * message carry the same tag. The executor tags transport messages with it and every replay
+ * matches a receive to its send by it. */
+pp_msg_tag pp_schedule_msg_tag(const pp_schedule *s, int stage, const pp_instr *in);
+/* Messages of one step: 2 (kinds) x M x P; pp_schedule_msg_index numbers them densely. */
+static inline size_t pp_schedule_n_msgs(const pp_schedule *s)
+{
+    return 2 * (size_t)s->M * (size_t)s->S * (size_t)s->v;
+}
+static inline size_t pp_schedule_msg_index(const pp_schedule *s, pp_msg_tag t)
+{
+    size_t P = (size_t)s->S * (size_t)s->v;
+    return ((size_t)t.kind * (size_t)s->M + (size_t)t.mb) * P + (size_t)t.piece;
+}
+/* 1 when every link of the schedule receives its messages in the order they were sent (what
+ * NCCL's in-order matching needs); else 0, with the first link that reorders in why. */
+int pp_schedule_links_fifo(const pp_schedule *s, char *why, size_t n);
+/* The stages `stage` sends to or receives from in the schedule, ascending, into peers[max];
+ * returns how many (-1 when there are more than max). The relation is symmetric: the NCCL
+ * transport makes a communicator per direction of each such pair. */
+int pp_schedule_peers(const pp_schedule *s, int stage, int *peers, int max);
+
+/* ---- Replay (plan/replay.c): the one lock-step walk over the lists ---- */
+
+/* Hooks of pp_schedule_replay. */
+typedef struct pp_replay_hooks {
+    /* Called as instruction k of `stage` runs, in the replay's order. `msg` is the
+     * pp_schedule_msg_index of the message a SEND or RECV moves, -1 for other ops. A status
+     * other than PP_OK stops the replay, which returns it. */
+    pp_status (*run)(void *ctx, int stage, int k, const pp_instr *in, int64_t msg);
+    void *ctx;
+    /* 1: OPT_STEP waits until every stage has reached one (the executor's all-reduce); the
+     * simulator's timing needs it, the order of everything else does not. */
+    int barrier;
+} pp_replay_hooks;
+
+/* Runs every stage's list in order with blocking receives, the executor's model: in rounds,
+ * each stage in turn runs instructions while they are ready. A RECV is ready once the SEND with
+ * its tag has run; a FWD (a BWD or BWD_INPUT) whose previous (next) piece is on the same stage
+ * once that piece's FWD (BWD or BWD_INPUT) of the micro-batch has; with `barrier`, OPT_STEP as
+ * said above; anything else at once. The lists must be in range: mb in [0, M), chunk in [0, v)
+ * for every op but OPT_STEP, sends to pieces that exist (pp_schedule_validate proves it; the
+ * simulator checks it). pc[S] is the caller's: each stage's next instruction. On deadlock
+ * (no stage can advance) PP_ERR_INVALID naming the stages that wait, and pc[] says where.
+ * rounds (may be NULL) gets the rounds used. Allocates 2 M P + S bytes for the call. */
+pp_status pp_schedule_replay(const pp_schedule *s, const pp_replay_hooks *h, int *pc,
+                             int64_t *rounds);
+
 /* Writes the lists as text, one stage per line ("s0: F0 sa0>1 F1 ..."), for --explain and docs;
  * the notation is in docs/schedules.md. */
 void pp_schedule_print(const pp_schedule *s, FILE *out);
@@ -127,6 +202,14 @@ pp_status pp_partition_from_bounds(const int *bounds, int n, int L, int S, int v
  * as P / v (P must be a multiple of v). */
 pp_status pp_partition_parse(const char *text, int L, int v, pp_partition *out);
 void pp_partition_free(pp_partition *p);
+/* Layers [*lo, *hi) of the piece of (stage, chunk). */
+static inline void pp_partition_piece_layers(const pp_partition *p, int stage, int chunk, int *lo,
+                                             int *hi)
+{
+    int piece = chunk * p->S + stage;
+    *lo = p->bounds[piece];
+    *hi = p->bounds[piece + 1];
+}
 /* Writes "0,3,7,12,14" into buf. */
 void pp_partition_format(const pp_partition *p, char *buf, size_t cap);
 
@@ -168,8 +251,21 @@ pp_status pp_costs_write(const pp_costs *c, const char *path);
 pp_status pp_costs_uniform(int n_layers, double fwd_us, double bwd_us, uint64_t act_bytes,
                            pp_costs **out);
 void pp_costs_destroy(pp_costs *c);
-/* Time of one transfer of `bytes` under the cost file's link model, in microseconds. */
+/* The one cost rule (docs/cost-file.md, "How the costs are used"), shared by the sim backend, the
+ * simulator and the rebalancer. Time of one transfer of `bytes` under the cost file's link
+ * model (p2p_latency_us + bytes / p2p_GBps), in microseconds. */
 double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes);
+/* Time of compute op `op` (FWD, BWD, BWD_INPUT, BWD_WEIGHT) on one layer for one micro-batch, in
+ * microseconds: fwd_us, bwd_us, and for the halves bwd_input_us / bwd_weight_us when the layer
+ * has them, else bwd_us / 2 each. 0 for other ops. */
+double pp_costs_layer_us(const pp_layer_cost *l, pp_op op);
+/* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up;
+ * OPT_STEP is optimizer_us (the stage's, whatever its layers); 0 for messages. */
+double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi);
+/* Bytes of the message that crosses layer boundary b (between layers b - 1 and b: the
+ * activation layer b - 1 hands on, or its gradient coming back): 0 at the ends, b <= 0 or
+ * b >= n_layers. */
+uint64_t pp_costs_boundary_bytes(const pp_costs *c, int b);
 
 /* ======================================================================================== */
 /* Plan file (docs/plan-file.md): written by pprof-tune, read by pptrain --plan / PPROF_PLAN   */

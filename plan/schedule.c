@@ -1,7 +1,8 @@
-/* schedule.c: pipeline schedules as data (GPipe, 1F1B, interleaved 1F1B, ZB-H1) and the
- * validator that proves a set of per-stage lists executable. Called by the executor, the
- * analyzer's simulator and the tools' --explain views; docs/schedules.md describes every order,
- * its bounds and the validator's execution model. */
+/* schedule.c: pipeline schedules as data (GPipe, 1F1B, interleaved 1F1B, ZB-H1): their names,
+ * the facts each kind implies (splits the backward, allowed v), the generators of the
+ * per-stage lists and their text form. Called by the executor, the analyzer's simulator and
+ * rebalancer and the tools' --explain views; docs/schedules.md describes every order and its
+ * bounds. Validation is validate.c, the replay replay.c, the message rules messages.c. */
 #include "pp_plan.h"
 
 #include <stdio.h>
@@ -16,7 +17,7 @@ static const char *const k_kind_names[] = {"gpipe", "1f1b", "interleaved", "zb-h
 static const char *const k_op_names[] = {"FWD",       "BWD",      "BWD_INPUT",
                                          "BWD_WEIGHT", "SEND_ACT", "RECV_ACT",
                                          "SEND_GRAD",  "RECV_GRAD", "OPT_STEP"};
-enum { N_KINDS = 4, N_OPS = 9, N_KEYED_OPS = 8 /* every op but OPT_STEP has an (mb, chunk) */ };
+enum { N_KINDS = 4, N_OPS = 9 };
 
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out)
 {
@@ -37,11 +38,48 @@ const char *pp_schedule_kind_name(pp_schedule_kind k)
 
 const char *pp_op_name(pp_op op) { return (unsigned)op < N_OPS ? k_op_names[op] : "UNKNOWN"; }
 
+int pp_schedule_splits_backward(pp_schedule_kind kind) { return kind == PP_SCHED_ZBH1; }
+
+int pp_schedule_default_v(pp_schedule_kind kind) { return kind == PP_SCHED_INTERLEAVED ? 2 : 1; }
+
+int pp_schedule_allows_v(pp_schedule_kind kind, int S, int M, int v, char *why, size_t cap)
+{
+    char spare[8];
+    if (!why || !cap) {
+        why = spare;
+        cap = sizeof spare;
+    }
+    if (kind != PP_SCHED_INTERLEAVED) {
+        if (v == 1)
+            return 1;
+        snprintf(why, cap,
+                 "schedule %s has one chunk per stage: v = %d must be 1 (only interleaved takes "
+                 "v > 1)",
+                 pp_schedule_kind_name(kind), v);
+        return 0;
+    }
+    if (S < 2)
+        snprintf(why, cap,
+                 "schedule interleaved needs S >= 2 stages (S = %d); use 1f1b on one stage", S);
+    else if (v < 2)
+        snprintf(why, cap,
+                 "schedule interleaved needs v >= 2 chunks per stage (v = %d); with one chunk it "
+                 "is 1f1b",
+                 v);
+    else if (M % S != 0)
+        snprintf(why, cap,
+                 "schedule interleaved needs micro-batches M a multiple of stages S (M = %d, "
+                 "S = %d), as Megatron-LM does",
+                 M, S);
+    else
+        return 1;
+    return 0;
+}
+
 pp_status pp_schedule_check_args(pp_schedule_kind kind, int S, int M, int v)
 {
     if ((unsigned)kind >= N_KINDS)
         return PP_ERR(PP_ERR_INVALID, "unknown schedule kind %d", (int)kind);
-    const char *name = k_kind_names[kind];
     if (S < 1 || S > PP_SCHED_MAX_S)
         return PP_ERR(PP_ERR_INVALID, "stages S = %d must be in [1, %d]", S, PP_SCHED_MAX_S);
     if (M < 1 || M > PP_SCHED_MAX_M)
@@ -50,28 +88,9 @@ pp_status pp_schedule_check_args(pp_schedule_kind kind, int S, int M, int v)
     if (v < 1 || v > PP_SCHED_MAX_V)
         return PP_ERR(PP_ERR_INVALID, "virtual stages v = %d must be in [1, %d]", v,
                       PP_SCHED_MAX_V);
-    if (kind != PP_SCHED_INTERLEAVED) {
-        if (v != 1)
-            return PP_ERR(PP_ERR_INVALID,
-                          "schedule %s has one chunk per stage: v = %d must be 1 (only "
-                          "interleaved takes v > 1)",
-                          name, v);
-        return PP_OK;
-    }
-    if (S < 2)
-        return PP_ERR(PP_ERR_INVALID,
-                      "schedule interleaved needs S >= 2 stages (S = %d); use 1f1b on one stage",
-                      S);
-    if (v < 2)
-        return PP_ERR(PP_ERR_INVALID,
-                      "schedule interleaved needs v >= 2 chunks per stage (v = %d); with one "
-                      "chunk it is 1f1b",
-                      v);
-    if (M % S != 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "schedule interleaved needs micro-batches M a multiple of stages S "
-                      "(M = %d, S = %d), as Megatron-LM does",
-                      M, S);
+    char why[256];
+    if (!pp_schedule_allows_v(kind, S, M, v, why, sizeof why))
+        return PP_ERR(PP_ERR_INVALID, "%s", why);
     return PP_OK;
 }
 
@@ -267,363 +286,6 @@ void pp_schedule_destroy(pp_schedule *s)
     pp_free(s->instrs);
     pp_free(s->n_instrs);
     pp_free(s);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Validation: a structural pass that indexes every keyed op by (op, stage, mb, chunk), then a
- * replay. Because every op occurs at most once per (stage, mb, chunk), "has run" is simply
- * "its index is below the stage's program counter", which keeps every readiness test O(1). */
-
-typedef struct validator {
-    const pp_schedule *sc;
-    int S, M, v, P;
-    int32_t *pos[N_KEYED_OPS]; /* [S*M*v]: index of the op in its stage's list, -1 if absent */
-    int *pc;                   /* [S] next instruction of each stage in the replay */
-} validator;
-
-static size_t vkey(const validator *V, int s, int mb, int chunk)
-{
-    return ((size_t)s * (size_t)V->M + (size_t)mb) * (size_t)V->v + (size_t)chunk;
-}
-
-static int32_t vpos(const validator *V, pp_op op, int s, int mb, int chunk)
-{
-    return V->pos[op][vkey(V, s, mb, chunk)];
-}
-
-static int vran(const validator *V, pp_op op, int s, int mb, int chunk)
-{
-    int32_t i = vpos(V, op, s, mb, chunk);
-    return i >= 0 && i < V->pc[s];
-}
-
-static const char *op_str(int op) { return pp_op_name((pp_op)op); }
-
-/* Which communication an op of piece p needs, and the peer; -2 if the op must not exist. */
-static int expected_peer(const validator *V, int op, int s, int p)
-{
-    int S = V->S;
-    switch (op) {
-    case PP_OP_SEND_ACT:
-    case PP_OP_RECV_GRAD:
-        return p < V->P - 1 && (p + 1) % S != s ? (p + 1) % S : -2;
-    case PP_OP_RECV_ACT:
-    case PP_OP_SEND_GRAD:
-        return p > 0 && (p - 1) % S != s ? (p - 1) % S : -2;
-    default:
-        return -1;
-    }
-}
-
-static pp_status check_instr(validator *V, int s, int i)
-{
-    const pp_schedule *sc = V->sc;
-    const pp_instr *in = &sc->instrs[s][i];
-    int n = sc->n_instrs[s];
-    if (in->op >= N_OPS)
-        return PP_ERR(PP_ERR_INVALID, "stage %d instruction %d: unknown op %d", s, i, in->op);
-    if (in->op == PP_OP_OPT_STEP) {
-        if (i != n - 1)
-            return PP_ERR(PP_ERR_INVALID,
-                          "stage %d instruction %d: OPT_STEP must be the last instruction, "
-                          "but %d follow it",
-                          s, i, n - 1 - i);
-        if (in->mb != -1 || in->chunk != -1 || in->peer != -1)
-            return PP_ERR(PP_ERR_INVALID,
-                          "stage %d instruction %d: OPT_STEP takes mb = chunk = peer = -1 "
-                          "(has %d, %d, %d)",
-                          s, i, in->mb, in->chunk, in->peer);
-        return PP_OK;
-    }
-    if (i == n - 1)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d: the list must end with OPT_STEP, ends with %s (instruction %d)",
-                      s, op_str(in->op), i);
-    if (in->mb < 0 || in->mb >= V->M || in->chunk < 0 || in->chunk >= V->v)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d instruction %d (%s): mb %d chunk %d out of range (M = %d, v = %d)",
-                      s, i, op_str(in->op), in->mb, in->chunk, V->M, V->v);
-    int p = pp_schedule_piece(sc, s, in->chunk);
-    int want = expected_peer(V, in->op, s, p);
-    if (want == -2) {
-        const char *why = (in->op == PP_OP_SEND_ACT || in->op == PP_OP_RECV_GRAD)
-                              ? (p == V->P - 1 ? "it is the last piece" : "piece p+1 is on "
-                                                                          "the same stage")
-                              : (p == 0 ? "it is the first piece" : "piece p-1 is on the "
-                                                                    "same stage");
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d instruction %d: %s of mb %d chunk %d (piece %d) should not be "
-                      "there: %s",
-                      s, i, op_str(in->op), in->mb, in->chunk, p, why);
-    }
-    if (in->peer != want)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d instruction %d: %s of mb %d chunk %d (piece %d) has peer %d, "
-                      "must be %d",
-                      s, i, op_str(in->op), in->mb, in->chunk, p, in->peer, want);
-    int32_t *slot = &V->pos[in->op][vkey(V, s, in->mb, in->chunk)];
-    if (*slot >= 0)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d instruction %d: duplicate %s of mb %d chunk %d (first at "
-                      "instruction %d)",
-                      s, i, op_str(in->op), in->mb, in->chunk, *slot);
-    *slot = i;
-    return PP_OK;
-}
-
-/* Requires op `a` of (mb, chunk) on stage s to come before op `b` when both are present. */
-static pp_status check_before(const validator *V, int s, int mb, int c, pp_op a, pp_op b)
-{
-    int32_t ia = vpos(V, a, s, mb, c), ib = vpos(V, b, s, mb, c);
-    if (ia >= 0 && ib >= 0 && ia > ib)
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d instruction %d: %s of mb %d chunk %d comes before its %s "
-                      "(instruction %d)",
-                      s, ib, op_str(b), mb, c, op_str(a), ia);
-    return PP_OK;
-}
-
-static pp_status check_item(const validator *V, int s, int mb, int c)
-{
-    int32_t f = vpos(V, PP_OP_FWD, s, mb, c), bw = vpos(V, PP_OP_BWD, s, mb, c);
-    int32_t bi = vpos(V, PP_OP_BWD_INPUT, s, mb, c), ww = vpos(V, PP_OP_BWD_WEIGHT, s, mb, c);
-    if (f < 0)
-        return PP_ERR(PP_ERR_INVALID, "stage %d: no FWD of mb %d chunk %d", s, mb, c);
-    if (bw >= 0 && (bi >= 0 || ww >= 0))
-        return PP_ERR(PP_ERR_INVALID,
-                      "stage %d: mb %d chunk %d has both a BWD (instruction %d) and a split "
-                      "backward (BWD_INPUT/BWD_WEIGHT)",
-                      s, mb, c, bw);
-    if (bw < 0 && bi < 0 && ww < 0)
-        return PP_ERR(PP_ERR_INVALID, "stage %d: no backward (BWD, or BWD_INPUT + BWD_WEIGHT) "
-                                      "of mb %d chunk %d",
-                      s, mb, c);
-    if (bw < 0 && (bi < 0 || ww < 0))
-        return PP_ERR(PP_ERR_INVALID, "stage %d: mb %d chunk %d has %s (instruction %d) but no %s",
-                      s, mb, c, bi >= 0 ? "BWD_INPUT" : "BWD_WEIGHT", bi >= 0 ? bi : ww,
-                      bi >= 0 ? "BWD_WEIGHT" : "BWD_INPUT");
-    pp_op back = bw >= 0 ? PP_OP_BWD : PP_OP_BWD_INPUT;
-    int p = pp_schedule_piece(V->sc, s, c);
-    static const pp_op comm[4] = {PP_OP_SEND_ACT, PP_OP_RECV_ACT, PP_OP_SEND_GRAD,
-                                  PP_OP_RECV_GRAD};
-    for (int k = 0; k < 4; k++)
-        if (expected_peer(V, comm[k], s, p) >= 0 && vpos(V, comm[k], s, mb, c) < 0)
-            return PP_ERR(PP_ERR_INVALID,
-                          "stage %d: no %s of mb %d chunk %d (piece %d %s stage %d)", s,
-                          op_str(comm[k]), mb, c, p,
-                          comm[k] == PP_OP_SEND_ACT || comm[k] == PP_OP_SEND_GRAD ? "to"
-                                                                                  : "from",
-                          expected_peer(V, comm[k], s, p));
-    pp_status st;
-    if ((st = check_before(V, s, mb, c, PP_OP_RECV_ACT, PP_OP_FWD)) != PP_OK ||
-        (st = check_before(V, s, mb, c, PP_OP_FWD, PP_OP_SEND_ACT)) != PP_OK ||
-        (st = check_before(V, s, mb, c, PP_OP_FWD, back)) != PP_OK ||
-        (st = check_before(V, s, mb, c, PP_OP_RECV_GRAD, back)) != PP_OK ||
-        (st = check_before(V, s, mb, c, back, PP_OP_SEND_GRAD)) != PP_OK ||
-        (st = check_before(V, s, mb, c, PP_OP_BWD_INPUT, PP_OP_BWD_WEIGHT)) != PP_OK)
-        return st;
-    return PP_OK;
-}
-
-/* Whether instruction `in` of stage s can run now; `peer_at` gets the peer's instruction a
- * blocked RECV waits for (or the same-stage op a hand-off waits for). */
-static int instr_ready(const validator *V, int s, const pp_instr *in, int *peer_at)
-{
-    int S = V->S, p;
-    *peer_at = -1;
-    switch (in->op) {
-    case PP_OP_RECV_ACT:
-        p = pp_schedule_piece(V->sc, s, in->chunk) - 1;
-        *peer_at = vpos(V, PP_OP_SEND_ACT, in->peer, in->mb, p / S);
-        return vran(V, PP_OP_SEND_ACT, in->peer, in->mb, p / S);
-    case PP_OP_RECV_GRAD:
-        p = pp_schedule_piece(V->sc, s, in->chunk) + 1;
-        *peer_at = vpos(V, PP_OP_SEND_GRAD, in->peer, in->mb, p / S);
-        return vran(V, PP_OP_SEND_GRAD, in->peer, in->mb, p / S);
-    case PP_OP_FWD:
-        /* A hand-off between pieces on one stage (S = 1): the previous piece's FWD. */
-        p = pp_schedule_piece(V->sc, s, in->chunk);
-        if (p > 0 && (p - 1) % S == s) {
-            *peer_at = vpos(V, PP_OP_FWD, s, in->mb, in->chunk - 1);
-            return vran(V, PP_OP_FWD, s, in->mb, in->chunk - 1);
-        }
-        return 1;
-    case PP_OP_BWD:
-    case PP_OP_BWD_INPUT:
-        p = pp_schedule_piece(V->sc, s, in->chunk);
-        if (p < V->P - 1 && (p + 1) % S == s) {
-            int c = in->chunk + 1;
-            int32_t a = vpos(V, PP_OP_BWD, s, in->mb, c);
-            if (a < 0)
-                a = vpos(V, PP_OP_BWD_INPUT, s, in->mb, c);
-            *peer_at = a;
-            return a >= 0 && a < V->pc[s];
-        }
-        return 1;
-    default:
-        /* SENDs follow their producer, W its B and OPT_STEP everything, in list order
-         * (checked structurally), so they are ready when reached. */
-        return 1;
-    }
-}
-
-static void describe_wait(const validator *V, int s, char *buf, size_t cap)
-{
-    int i = V->pc[s], peer_at;
-    const pp_instr *in = &V->sc->instrs[s][i];
-    instr_ready(V, s, in, &peer_at);
-    if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD)
-        snprintf(buf, cap,
-                 "stage %d waits at instruction %d (%s mb %d chunk %d from stage %d, whose "
-                 "matching %s is its instruction %d)",
-                 s, i, op_str(in->op), in->mb, in->chunk, in->peer,
-                 in->op == PP_OP_RECV_ACT ? "SEND_ACT" : "SEND_GRAD", (int)peer_at);
-    else
-        snprintf(buf, cap,
-                 "stage %d waits at instruction %d (%s mb %d chunk %d, for its own "
-                 "instruction %d)",
-                 s, i, op_str(in->op), in->mb, in->chunk, peer_at);
-}
-
-static pp_status replay(validator *V, pp_schedule_report *rep)
-{
-    const pp_schedule *sc = V->sc;
-    int S = V->S, finished = 0;
-    int inflight[PP_SCHED_MAX_S] = {0}, qa[PP_SCHED_MAX_S] = {0}, qg[PP_SCHED_MAX_S] = {0};
-    int64_t rounds = 0;
-    for (int s = 0; s < S; s++)
-        V->pc[s] = 0;
-    while (finished < S) {
-        int progress = 0;
-        rounds++;
-        for (int s = 0; s < S; s++) {
-            int n = sc->n_instrs[s];
-            if (V->pc[s] == n)
-                continue;
-            int peer_at;
-            while (V->pc[s] < n && instr_ready(V, s, &sc->instrs[s][V->pc[s]], &peer_at)) {
-                const pp_instr *in = &sc->instrs[s][V->pc[s]];
-                switch (in->op) {
-                case PP_OP_FWD:
-                    if (++inflight[s] > rep->peak_inflight[s])
-                        rep->peak_inflight[s] = inflight[s];
-                    break;
-                case PP_OP_BWD:
-                case PP_OP_BWD_WEIGHT: inflight[s]--; break;
-                case PP_OP_SEND_ACT:
-                    if (++qa[in->peer] > rep->peak_queued_act[in->peer])
-                        rep->peak_queued_act[in->peer] = qa[in->peer];
-                    break;
-                case PP_OP_RECV_ACT: qa[s]--; break;
-                case PP_OP_SEND_GRAD:
-                    if (++qg[in->peer] > rep->peak_queued_grad[in->peer])
-                        rep->peak_queued_grad[in->peer] = qg[in->peer];
-                    break;
-                case PP_OP_RECV_GRAD: qg[s]--; break;
-                default: break;
-                }
-                V->pc[s]++;
-                progress = 1;
-            }
-            if (V->pc[s] == n)
-                finished++;
-        }
-        if (!progress) {
-            char msg[900], part[256];
-            size_t len = 0;
-            int shown = 0;
-            msg[0] = '\0';
-            for (int s = 0; s < S; s++) {
-                if (V->pc[s] == sc->n_instrs[s])
-                    continue;
-                describe_wait(V, s, part, sizeof part);
-                size_t pl = strlen(part);
-                if (len + pl + 8 >= sizeof msg) {
-                    snprintf(msg + len, sizeof msg - len, "; ...");
-                    break;
-                }
-                snprintf(msg + len, sizeof msg - len, "%s%s", shown++ ? "; " : "", part);
-                len += strlen(msg + len);
-            }
-            return PP_ERR(PP_ERR_INVALID, "deadlock: %s (no stage can advance after %lld rounds)",
-                          msg, (long long)rounds);
-        }
-    }
-    rep->n_rounds = rounds;
-    return PP_OK;
-}
-
-void pp_schedule_report_free(pp_schedule_report *rep)
-{
-    if (!rep)
-        return;
-    pp_free(rep->peak_inflight);
-    pp_free(rep->peak_queued_act);
-    pp_free(rep->peak_queued_grad);
-    memset(rep, 0, sizeof *rep);
-}
-
-pp_status pp_schedule_validate(const pp_schedule *sc, pp_schedule_report *rep)
-{
-    pp_status st = PP_OK;
-    validator V = {.sc = sc};
-    pp_schedule_report r = {0};
-    if (rep)
-        memset(rep, 0, sizeof *rep);
-    if (!sc || !sc->n_instrs || !sc->instrs)
-        return PP_ERR(PP_ERR_INVALID, "no schedule to validate");
-    if (sc->S < 1 || sc->S > PP_SCHED_MAX_S || sc->M < 1 || sc->M > PP_SCHED_MAX_M || sc->v < 1 ||
-        sc->v > PP_SCHED_MAX_V)
-        return PP_ERR(PP_ERR_INVALID, "schedule dimensions S = %d, M = %d, v = %d out of range",
-                      sc->S, sc->M, sc->v);
-    V.S = sc->S;
-    V.M = sc->M;
-    V.v = sc->v;
-    V.P = sc->S * sc->v;
-    size_t n_keys = (size_t)V.S * (size_t)V.M * (size_t)V.v;
-    for (int s = 0; s < V.S; s++)
-        if (sc->n_instrs[s] < 1 || !sc->instrs[s])
-            return PP_ERR(PP_ERR_INVALID, "stage %d: empty list (it needs at least OPT_STEP)", s);
-
-    r.S = V.S;
-    r.peak_inflight = pp_alloc((size_t)V.S * sizeof(int));
-    r.peak_queued_act = pp_alloc((size_t)V.S * sizeof(int));
-    r.peak_queued_grad = pp_alloc((size_t)V.S * sizeof(int));
-    V.pc = pp_alloc((size_t)V.S * sizeof(int));
-    int nomem = !r.peak_inflight || !r.peak_queued_act || !r.peak_queued_grad || !V.pc;
-    for (int op = 0; op < N_KEYED_OPS && !nomem; op++) {
-        V.pos[op] = pp_alloc(n_keys * sizeof(int32_t));
-        nomem = !V.pos[op];
-        if (!nomem)
-            memset(V.pos[op], 0xff, n_keys * sizeof(int32_t)); /* all -1 */
-    }
-    if (nomem) {
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory validating a schedule of S = %d, M = %d, v = %d",
-                    V.S, V.M, V.v);
-        goto done;
-    }
-
-    for (int s = 0; s < V.S; s++)
-        for (int i = 0; i < sc->n_instrs[s]; i++)
-            if ((st = check_instr(&V, s, i)) != PP_OK)
-                goto done;
-    for (int s = 0; s < V.S; s++)
-        for (int mb = 0; mb < V.M; mb++)
-            for (int c = 0; c < V.v; c++)
-                if ((st = check_item(&V, s, mb, c)) != PP_OK)
-                    goto done;
-    if ((st = replay(&V, &r)) != PP_OK)
-        goto done;
-    if (rep) {
-        *rep = r;
-        memset(&r, 0, sizeof r);
-    }
-done:
-    pp_schedule_report_free(&r);
-    for (int op = 0; op < N_KEYED_OPS; op++)
-        pp_free(V.pos[op]);
-    pp_free(V.pc);
-    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 /* backend_sim.c: the sim stage backend. Instead of computing, every layer's forward and
- * backward takes the time the cost file gives: the worker sleeps to an absolute deadline
+ * backward takes the time the cost file gives, by the planning library's cost rule
+ * (pp_costs_layer_us: a split backward's halves are bwd_us / 2 each where the file has no
+ * split, as the simulator and the rebalancer take them): the worker sleeps to an absolute deadline
  * (clock_nanosleep with TIMER_ABSTIME) and its clock advances by exactly the cost, so lateness
  * in waking never accumulates and 16+ stages on a 2-core machine show the schedule's timing,
  * not CPU contention. Transfers are modelled by the executor with transfer_ns. */
@@ -14,8 +16,6 @@
 typedef struct sim_backend {
     pp_stage_backend base;
     const pp_costs *costs;
-    const pp_partition *part; /* borrowed: bounds only read at creation */
-    int P;
     int *lo, *hi;       /* [v] layer range of each chunk */
     double mult;
     int split;
@@ -49,14 +49,13 @@ static uint64_t clock_add(uint64_t t, uint64_t d) { return d > UINT64_MAX - t ? 
 static size_t sim_act_bytes(pp_stage_backend *b, int chunk)
 {
     sim_backend *sb = (sim_backend *)b;
-    int piece = chunk * sb->part->S + b->stage;
-    return piece == sb->P - 1 ? 0 : (size_t)sb->costs->layers[sb->hi[chunk] - 1].activation_bytes;
+    return (size_t)pp_costs_boundary_bytes(sb->costs, sb->hi[chunk]);
 }
 
 static size_t sim_grad_bytes(pp_stage_backend *b, int chunk)
 {
     sim_backend *sb = (sim_backend *)b;
-    return sb->lo[chunk] == 0 ? 0 : (size_t)sb->costs->layers[sb->lo[chunk] - 1].activation_bytes;
+    return (size_t)pp_costs_boundary_bytes(sb->costs, sb->lo[chunk]);
 }
 
 static pp_status sim_begin_step(pp_stage_backend *b, int64_t step, const pp_step_data *d)
@@ -74,10 +73,11 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
     for (int k = 0; k < hi - lo; k++) {
         int li = reverse ? hi - 1 - k : lo + k;
         const pp_layer_cost *lc = &sb->costs->layers[li];
-        double us = kind == PP_NVTX_LAYER_FWD ? lc->fwd_us
-                    : kind == PP_NVTX_LAYER_BWD_WEIGHT ? lc->bwd_weight_us
-                    : sb->split ? lc->bwd_input_us
-                                : lc->bwd_us;
+        pp_op op = kind == PP_NVTX_LAYER_FWD ? PP_OP_FWD
+                   : kind == PP_NVTX_LAYER_BWD_WEIGHT ? PP_OP_BWD_WEIGHT
+                   : sb->split ? PP_OP_BWD_INPUT
+                               : PP_OP_BWD;
+        double us = pp_costs_layer_us(lc, op);
         pp_nvtx_info info = pp_nvtx_info_none();
         info.step = sb->step;
         info.stage = sb->base.stage;
@@ -209,20 +209,21 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
         int piece = ch * part->S + stage, lo = part->bounds[piece], hi = part->bounds[piece + 1];
         for (int li = lo; li < hi && st == PP_OK; li++) {
             const pp_layer_cost *l = &c->layers[li];
-            const double t[3] = {l->fwd_us, split ? l->bwd_input_us : l->bwd_us,
-                                 split ? l->bwd_weight_us : 0};
-            static const char *const key[3] = {"fwd_us", "bwd_us", "bwd_weight_us"};
+            const double t[3] = {pp_costs_layer_us(l, PP_OP_FWD),
+                                 pp_costs_layer_us(l, split ? PP_OP_BWD_INPUT : PP_OP_BWD),
+                                 split ? pp_costs_layer_us(l, PP_OP_BWD_WEIGHT) : 0};
+            const char *half = l->has_split ? NULL : "half of bwd_us";
+            const char *key[3] = {"fwd_us", split ? (half ? half : "bwd_input_us") : "bwd_us",
+                                  half ? half : "bwd_weight_us"};
             for (int k = 0; k < 3 && st == PP_OK; k++) {
-                snprintf(what, sizeof what, "layer %d (\"%s\"): %s", li, l->name,
-                         k == 1 && split ? "bwd_input_us" : key[k]);
+                snprintf(what, sizeof what, "layer %d (\"%s\"): %s", li, l->name, key[k]);
                 st = check_ns(t[k], mult, what);
                 sum_us += t[k] * mult;
             }
             param_bytes += l->param_bytes;
         }
         /* what the chunk sends forward and receives back, as sim_act_bytes/grad_bytes say */
-        uint64_t msgs[2] = {hi > lo && piece != part->P - 1 ? c->layers[hi - 1].activation_bytes : 0,
-                            lo > 0 ? c->layers[lo - 1].activation_bytes : 0};
+        uint64_t msgs[2] = {pp_costs_boundary_bytes(c, hi), pp_costs_boundary_bytes(c, lo)};
         for (int k = 0; k < 2 && st == PP_OK; k++) {
             double us = pp_costs_transfer_us(c, msgs[k]);
             snprintf(what, sizeof what, "a transfer of %llu bytes (p2p_latency_us + bytes / "
@@ -255,13 +256,6 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
                       part->L, costs->n_layers);
     if (!(multiplier > 0.0))
         return PP_ERR(PP_ERR_INVALID, "sim cost multiplier %g must be > 0", multiplier);
-    if (split_backward)
-        for (int i = 0; i < costs->n_layers; i++)
-            if (!costs->layers[i].has_split)
-                return PP_ERR(PP_ERR_INVALID,
-                              "the schedule splits the backward pass, but layer %d (%s) of the "
-                              "cost file has no bwd_input_us/bwd_weight_us",
-                              i, costs->layers[i].name);
     pp_status st = check_stage_ns(costs, part, stage, multiplier, split_backward);
     if (st != PP_OK)
         return st;
@@ -274,8 +268,6 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
     sb->base.n_slots = n_slots < 1 ? 1 : n_slots;
     sb->base.carries_data = 0;
     sb->costs = costs;
-    sb->part = part;
-    sb->P = part->P;
     sb->mult = multiplier;
     sb->split = split_backward;
     sb->lo = pp_alloc(sizeof(int) * (size_t)part->v);

@@ -275,7 +275,7 @@ static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info
     pp_msg_tag tag;
     switch ((pp_op)in->op) {
     case PP_OP_RECV_ACT:
-        tag = (pp_msg_tag){PP_MSG_ACT, mb, piece};
+        tag = pp_schedule_msg_tag(w->e->sched, s, in);
         return do_recv(w, in, tag, recv_act_buf(w, chunk, slot), w->in_bytes[chunk],
                        PP_NVTX_RECV_ACT, info);
     case PP_OP_FWD: {
@@ -286,10 +286,10 @@ static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info
         return st;
     }
     case PP_OP_SEND_ACT:
-        tag = (pp_msg_tag){PP_MSG_ACT, mb, piece + 1};
+        tag = pp_schedule_msg_tag(w->e->sched, s, in);
         return do_send(w, in, tag, ss->out, w->out_bytes[chunk], PP_NVTX_SEND_ACT, info);
     case PP_OP_RECV_GRAD:
-        tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece};
+        tag = pp_schedule_msg_tag(w->e->sched, s, in);
         return do_recv(w, in, tag, recv_grad_buf(w, chunk, slot), w->out_bytes[chunk],
                        PP_NVTX_RECV_GRAD, info);
     case PP_OP_BWD:
@@ -302,7 +302,7 @@ static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info
         slot_maybe_release(w, chunk, piece, slot);
         return st;
     case PP_OP_SEND_GRAD:
-        tag = (pp_msg_tag){PP_MSG_GRAD, mb, piece - 1};
+        tag = pp_schedule_msg_tag(w->e->sched, s, in);
         st = do_send(w, in, tag, ss->din, w->in_bytes[chunk], PP_NVTX_SEND_GRAD, info);
         ss->grad_sent = 1;
         slot_maybe_release(w, chunk, piece, slot);

@@ -28,78 +28,6 @@ struct pp_pipe_trainer {
     int mb_B;                 /* sequences per micro-batch of this replica (cpu, cuda) */
 };
 
-/* The tag a message carries, as the executor builds it: (kind, mb, receiving piece). */
-static pp_msg_tag instr_tag(const pp_schedule *sc, int s, const pp_instr *in)
-{
-    int piece = pp_schedule_piece(sc, s, in->chunk);
-    switch (in->op) {
-    case PP_OP_SEND_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece + 1};
-    case PP_OP_RECV_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece};
-    case PP_OP_SEND_GRAD: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece - 1};
-    default: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece};
-    }
-}
-
-int pp_schedule_links_fifo(const pp_schedule *sc, char *why, size_t n)
-{
-    /* for every directed link a -> b: the k-th send of a to b is the k-th receive of b from a */
-    for (int a = 0; a < sc->S; a++)
-        for (int b = 0; b < sc->S; b++) {
-            if (a == b)
-                continue;
-            int i = 0, j = 0, k = 0;
-            for (;;) {
-                while (i < sc->n_instrs[a] &&
-                       !((sc->instrs[a][i].op == PP_OP_SEND_ACT ||
-                          sc->instrs[a][i].op == PP_OP_SEND_GRAD) &&
-                         sc->instrs[a][i].peer == b))
-                    i++;
-                while (j < sc->n_instrs[b] &&
-                       !((sc->instrs[b][j].op == PP_OP_RECV_ACT ||
-                          sc->instrs[b][j].op == PP_OP_RECV_GRAD) &&
-                         sc->instrs[b][j].peer == a))
-                    j++;
-                if (i >= sc->n_instrs[a] || j >= sc->n_instrs[b])
-                    break;
-                pp_msg_tag x = instr_tag(sc, a, &sc->instrs[a][i]);
-                pp_msg_tag y = instr_tag(sc, b, &sc->instrs[b][j]);
-                if (x.kind != y.kind || x.mb != y.mb || x.piece != y.piece) {
-                    if (why && n)
-                        snprintf(why, n,
-                                 "link %d -> %d: message %d is sent as %s of micro-batch %d but "
-                                 "received as %s of micro-batch %d",
-                                 a, b, k, x.kind == PP_MSG_ACT ? "activations" : "gradients",
-                                 x.mb, y.kind == PP_MSG_ACT ? "activations" : "gradients", y.mb);
-                    return 0;
-                }
-                i++, j++, k++;
-            }
-        }
-    return 1;
-}
-
-int pp_schedule_peers(const pp_schedule *sc, int stage, int *peers, int max)
-{
-    int n = 0;
-    for (int i = 0; i < sc->n_instrs[stage]; i++) {
-        const pp_instr *in = &sc->instrs[stage][i];
-        if (in->op != PP_OP_SEND_ACT && in->op != PP_OP_SEND_GRAD && in->op != PP_OP_RECV_ACT &&
-            in->op != PP_OP_RECV_GRAD)
-            continue;
-        int j = 0;
-        while (j < n && peers[j] < in->peer)
-            j++;
-        if (j < n && peers[j] == in->peer)
-            continue;
-        if (n == max)
-            return -1;
-        memmove(peers + j + 1, peers + j, sizeof *peers * (size_t)(n - j));
-        peers[j] = in->peer;
-        n++;
-    }
-    return n;
-}
-
 /* Backends that train a model on data (cpu, cuda), as opposed to sim. */
 static int computes(pp_backend_kind k) { return k == PP_BACKEND_CPU || k == PP_BACKEND_CUDA; }
 
@@ -264,7 +192,7 @@ static pp_status backend_create(const pp_pipe_trainer *t, int s, pp_stage_backen
     int slots = t->rep.peak_inflight[s] + 1;
     if (slots > M)
         slots = M;
-    int split = c->schedule == PP_SCHED_ZBH1;
+    int split = pp_schedule_splits_backward(c->schedule);
     switch (c->backend) {
     case PP_BACKEND_CPU:
         return pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt, c->train.seed,
@@ -332,18 +260,13 @@ static void mark_config(const pp_pipe_trainer *t)
     double samples = c->train.batch;
     double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
     /* every schedule pptrain runs, for the tuner (docs/nvtx-convention.md); the sim
-     * backend splits the backward (zb-h1) only when its cost file gives both halves */
-    int split = 1;
-    if (c->backend == PP_BACKEND_SIM)
-        for (int i = 0; i < c->costs->n_layers; i++)
-            split &= c->costs->layers[i].has_split != 0;
+     * backend halves bwd_us where a cost file gives no split (pp_costs_layer_us) */
     snprintf(cfg, sizeof cfg,
              "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
              "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
-             "schedules=gpipe,1f1b,interleaved%s",
+             "schedules=gpipe,1f1b,interleaved,zb-h1",
              pp_schedule_kind_name(c->schedule), t->part.S, c->train.microbatches, c->v,
-             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica,
-             split ? ",zb-h1" : "");
+             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica);
     pp_nvtx_mark_config(cfg);
 }
 

@@ -112,8 +112,9 @@ pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition 
 
 /* Sim backend for stage s: every layer op sleeps to its deadline per the cost file; the
  * multiplier scales this stage's compute costs (1.0 = as in the file; stragglers). With
- * split_backward the input and weight halves cost bwd_input_us and bwd_weight_us (the cost file
- * must have them); otherwise a backward costs bwd_us. `costs` is borrowed and must outlive the
+ * split_backward the input and weight halves cost pp_costs_layer_us's (bwd_input_us and
+ * bwd_weight_us, or bwd_us / 2 each where the file has no split); otherwise a backward costs
+ * bwd_us. `costs` is borrowed and must outlive the
  * backend. n_slots is how many micro-batches per chunk the executor may track at once (no memory
  * is held for them). */
 pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,

@@ -20,15 +20,7 @@
 extern "C" {
 #endif
 
-typedef enum pp_msg_kind { PP_MSG_ACT = 0, PP_MSG_GRAD = 1 } pp_msg_kind;
-
-/* What a message carries: an activation or gradient of micro-batch mb for model piece `piece`
- * (the piece that RECEIVES it). Unique within a step. */
-typedef struct pp_msg_tag {
-    int32_t kind;
-    int32_t mb;
-    int32_t piece;
-} pp_msg_tag;
+/* Messages are tagged by pp_msg_tag (pp_plan.h: the schedule's tag rule). */
 
 /* A pending nonblocking operation. Owned by the caller; filled by isend/irecv, completed by
  * wait. */
@@ -160,14 +152,6 @@ pp_status pp_transport_send(pp_transport *t, int src, int dst, pp_msg_tag tag, c
                             size_t bytes, uint64_t avail_ns);
 pp_status pp_transport_recv(pp_transport *t, int dst, int src, pp_msg_tag tag, void *buf,
                             size_t bytes, uint64_t *avail_ns);
-
-/* 1 when every link of the schedule receives its messages in the order they were sent (what
- * NCCL's in-order matching needs); else 0, with the first link that reorders in why. */
-int pp_schedule_links_fifo(const pp_schedule *sched, char *why, size_t n);
-/* The stages `stage` sends to or receives from in the schedule, ascending, into peers[max];
- * returns how many (-1 when there are more than max). The relation is symmetric: the NCCL
- * transport makes a communicator per direction of each such pair. */
-int pp_schedule_peers(const pp_schedule *sched, int stage, int *peers, int max);
 
 /* ======================================================================================== */
 /* MPI job helpers (for one-stage-per-process transports)                                     */

@@ -134,8 +134,6 @@ static const bad_case k_bad[] = {
     {{"--backend", "sim", "--costs", "@missing_costs.json", NULL}, "missing_costs.json"},
     {{"--backend", "sim", "--costs", "@good_costs.json", "--model", "tiny", NULL},
      "takes the model from --costs"},
-    {{"--backend", "sim", "--costs", "@good_costs.json", "--schedule", "zb-h1", NULL},
-     "no bwd_input_us/bwd_weight_us"},
     {{"--backend", "sim", "--costs", "@good_costs.json", "--sim-slow", "9=2", NULL},
      "stage 9 does not exist"},
     /* a cost whose nanoseconds do not fit 64 bits (converting it was undefined behaviour) */

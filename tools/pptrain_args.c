@@ -474,7 +474,7 @@ pp_status pptrain_partition(pptrain_args *a, int L, pp_partition *part)
     if (a->plan)
         return apply_plan(a, L, part);
     if (!a->v)
-        a->v = a->schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
+        a->v = pp_schedule_default_v(a->schedule);
     if (a->boundaries)
         return pp_error_wrap(pp_partition_parse(a->boundaries, L, a->v, part), "--boundaries");
     int S = a->stages ? a->stages : 1;
