@@ -406,6 +406,34 @@ Test(costs, transfer_time_is_latency_plus_bytes_over_bandwidth)
     cr_assert_eq(pp_costs_transfer_us(&c, 1u << 30), 7.0); /* no bandwidth term */
 }
 
+/* The one cost rule: a layer without split costs gives each backward half bwd_us / 2; a piece
+ * sums its layers; the optimizer step is optimizer_us whatever the layers; a boundary carries
+ * the activation of the layer before it, nothing at the ends. */
+Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
+{
+    pp_layer_cost lay[3] = {
+        {.fwd_us = 10, .bwd_us = 30, .activation_bytes = 100},
+        {.fwd_us = 20, .bwd_us = 50, .bwd_input_us = 35, .bwd_weight_us = 5, .has_split = 1,
+         .activation_bytes = 200},
+        {.fwd_us = 40, .bwd_us = 80, .activation_bytes = 300},
+    };
+    pp_costs c = {.n_layers = 3, .layers = lay, .optimizer_us = 7};
+    cr_assert_eq(pp_costs_layer_us(&lay[0], PP_OP_BWD_INPUT), 15.0);
+    cr_assert_eq(pp_costs_layer_us(&lay[0], PP_OP_BWD_WEIGHT), 15.0);
+    cr_assert_eq(pp_costs_layer_us(&lay[1], PP_OP_BWD_INPUT), 35.0);
+    cr_assert_eq(pp_costs_layer_us(&lay[1], PP_OP_BWD_WEIGHT), 5.0);
+    cr_assert_eq(pp_costs_layer_us(&lay[1], PP_OP_BWD), 50.0);
+    cr_assert_eq(pp_costs_layer_us(&lay[2], PP_OP_SEND_ACT), 0.0);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_FWD, 0, 3), 70.0);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_BWD_INPUT, 0, 2), 50.0);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_BWD_WEIGHT, 1, 3), 45.0);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 1, 2), 7.0);
+    cr_assert_eq(pp_costs_boundary_bytes(&c, 0), 0);
+    cr_assert_eq(pp_costs_boundary_bytes(&c, 1), 100);
+    cr_assert_eq(pp_costs_boundary_bytes(&c, 2), 200);
+    cr_assert_eq(pp_costs_boundary_bytes(&c, 3), 0);
+}
+
 Test(costs, write_then_load_gives_back_exactly_the_same_values)
 {
     pp_costs *c = NULL;
