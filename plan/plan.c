@@ -44,6 +44,94 @@ static pp_status parse_predicted(const cJSON *obj, const char *ctx, pp_plan *p)
     return PP_OK;
 }
 
+/* "num_layers", "stages", "virtual_stages" and "boundaries": the partition. */
+static pp_status parse_partition(const cJSON *const *f, const char *ctx, pp_plan *p)
+{
+    double x = 0, S = 0, v = 1;
+    pp_status st;
+    if ((st = pp_json_get_int(f[K_LAYERS], ctx, "num_layers", 1, 2147483647.0, &x)) != PP_OK)
+        return st;
+    p->num_layers = (int)x;
+    if ((st = pp_json_get_int(f[K_STAGES], ctx, "stages", 1, 2147483647.0, &S)) != PP_OK)
+        return st;
+    if (f[K_VIRTUAL] &&
+        (st = pp_json_get_int(f[K_VIRTUAL], ctx, "virtual_stages", 1, 2147483647.0, &v)) != PP_OK)
+        return st;
+    const cJSON *jb = f[K_BOUNDS];
+    if (!cJSON_IsArray(jb))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"boundaries\" must be an array of integers (got %s)",
+                      ctx, pp_json_type_name(jb));
+    int n = cJSON_GetArraySize(jb), i = 0;
+    int *bounds = malloc(((size_t)n + 1) * sizeof *bounds);
+    if (!bounds)
+        return PP_ERR(PP_ERR_NOMEM, "%s: cannot allocate %d boundaries", ctx, n);
+    for (const cJSON *it = jb->child; it; it = it->next, i++) {
+        char key[48];
+        snprintf(key, sizeof key, "boundaries[%d]", i);
+        if ((st = pp_json_get_int(it, ctx, key, -2147483648.0, 2147483647.0, &x)) != PP_OK)
+            goto done;
+        bounds[i] = (int)x;
+    }
+    st = pp_partition_from_bounds(bounds, n, p->num_layers, (int)S, (int)v, &p->partition);
+    if (st != PP_OK)
+        st = pp_error_wrap(st, "%s: \"boundaries\"", ctx);
+done:
+    free(bounds);
+    return st;
+}
+
+static pp_status parse_schedule(const cJSON *js, const char *ctx, pp_plan *p)
+{
+    if (!cJSON_IsString(js))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"schedule\" must be a string (got %s)", ctx,
+                      pp_json_type_name(js));
+    size_t k = 0, n_sched = sizeof k_schedules / sizeof k_schedules[0];
+    while (k < n_sched && strcmp(js->valuestring, k_schedules[k]) != 0)
+        k++;
+    if (k == n_sched)
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: unknown schedule \"%.64s\" (known: gpipe, 1f1b, interleaved, zb-h1)",
+                      ctx, js->valuestring);
+    snprintf(p->schedule, sizeof p->schedule, "%s", k_schedules[k]);
+    return PP_OK;
+}
+
+/* "microbatches" and the optional "microbatch_size", "memory_limit_bytes", "predicted",
+ * "baseline". */
+static pp_status parse_batching(const cJSON *const *f, const char *ctx, pp_plan *p)
+{
+    double x = 0;
+    pp_status st;
+    if ((st = pp_json_get_int(f[K_M], ctx, "microbatches", 1, 2147483647.0, &x)) != PP_OK)
+        return st;
+    p->microbatches = (int)x;
+    if (f[K_MBS]) {
+        if ((st = pp_json_get_int(f[K_MBS], ctx, "microbatch_size", 0, 2147483647.0, &x)) != PP_OK)
+            return st;
+        p->microbatch_size = (int)x;
+    }
+    if (f[K_MEMORY]) {
+        if ((st = pp_json_get_int(f[K_MEMORY], ctx, "memory_limit_bytes", 0, MAX_EXACT_INT, &x)) !=
+            PP_OK)
+            return st;
+        p->memory_limit_bytes = (uint64_t)x;
+    }
+    if (f[K_PREDICTED] && (st = parse_predicted(f[K_PREDICTED], ctx, p)) != PP_OK)
+        return st;
+    const cJSON *jl = f[K_BASELINE];
+    if (!jl)
+        return PP_OK;
+    if (!cJSON_IsString(jl))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" must be a string (got %s)", ctx,
+                      pp_json_type_name(jl));
+    size_t len = strlen(jl->valuestring);
+    if (len >= sizeof p->baseline)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" is %zu characters (at most %zu)", ctx,
+                      len, sizeof p->baseline - 1);
+    memcpy(p->baseline, jl->valuestring, len + 1);
+    return PP_OK;
+}
+
 pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
 {
     memset(out, 0, sizeof *out);
@@ -55,7 +143,6 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
         return PP_ERR(PP_ERR_INVALID, "%s: no text", ctx);
     pp_plan p = {.version = 1, .predicted_step_ms = -1, .predicted_bubble = -1};
     pp_status st = PP_OK;
-    int *bounds = NULL;
     cJSON *root = NULL;
     const cJSON *f[N_KEYS];
     if ((st = pp_json_parse_object(json, ctx, k_keys, N_KEYS, f, &root)) != PP_OK)
@@ -67,100 +154,23 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
             goto done;
         }
     }
-    double x = 0, S = 0, v = 1;
-    if ((st = pp_json_get_int(f[K_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) != PP_OK)
+    double x = 0;
+    if ((st = pp_json_get_int(f[K_VERSION], ctx, "version", -MAX_EXACT_INT, MAX_EXACT_INT, &x)) !=
+        PP_OK)
         goto done;
     if (x != 1) {
         st = PP_ERR(PP_ERR_INVALID, "%s: unsupported version %.17g (this build reads version 1)",
                     ctx, x);
         goto done;
     }
-    if ((st = pp_json_get_int(f[K_LAYERS], ctx, "num_layers", 1, 2147483647.0, &x)) != PP_OK)
+    if ((st = parse_partition(f, ctx, &p)) != PP_OK ||
+        (st = parse_schedule(f[K_SCHEDULE], ctx, &p)) != PP_OK ||
+        (st = parse_batching(f, ctx, &p)) != PP_OK)
         goto done;
-    p.num_layers = (int)x;
-    if ((st = pp_json_get_int(f[K_STAGES], ctx, "stages", 1, 2147483647.0, &S)) != PP_OK)
-        goto done;
-    if (f[K_VIRTUAL] &&
-        (st = pp_json_get_int(f[K_VIRTUAL], ctx, "virtual_stages", 1, 2147483647.0, &v)) != PP_OK)
-        goto done;
-
-    const cJSON *jb = f[K_BOUNDS];
-    if (!cJSON_IsArray(jb)) {
-        st = PP_ERR(PP_ERR_INVALID, "%s: \"boundaries\" must be an array of integers (got %s)",
-                    ctx, pp_json_type_name(jb));
-        goto done;
-    }
-    int n = cJSON_GetArraySize(jb);
-    if (!(bounds = malloc(((size_t)n + 1) * sizeof *bounds))) {
-        st = PP_ERR(PP_ERR_NOMEM, "%s: cannot allocate %d boundaries", ctx, n);
-        goto done;
-    }
-    int i = 0;
-    for (const cJSON *it = jb->child; it; it = it->next, i++) {
-        char key[48];
-        snprintf(key, sizeof key, "boundaries[%d]", i);
-        if ((st = pp_json_get_int(it, ctx, key, -2147483648.0, 2147483647.0, &x)) != PP_OK)
-            goto done;
-        bounds[i] = (int)x;
-    }
-    st = pp_partition_from_bounds(bounds, n, p.num_layers, (int)S, (int)v, &p.partition);
-    if (st != PP_OK) {
-        st = pp_error_wrap(st, "%s: \"boundaries\"", ctx);
-        goto done;
-    }
-
-    const cJSON *js = f[K_SCHEDULE];
-    if (!cJSON_IsString(js)) {
-        st = PP_ERR(PP_ERR_INVALID, "%s: \"schedule\" must be a string (got %s)", ctx,
-                    pp_json_type_name(js));
-        goto done;
-    }
-    size_t k = 0, n_sched = sizeof k_schedules / sizeof k_schedules[0];
-    while (k < n_sched && strcmp(js->valuestring, k_schedules[k]) != 0)
-        k++;
-    if (k == n_sched) {
-        st = PP_ERR(PP_ERR_INVALID,
-                    "%s: unknown schedule \"%.64s\" (known: gpipe, 1f1b, interleaved, zb-h1)", ctx,
-                    js->valuestring);
-        goto done;
-    }
-    snprintf(p.schedule, sizeof p.schedule, "%s", k_schedules[k]);
-
-    if ((st = pp_json_get_int(f[K_M], ctx, "microbatches", 1, 2147483647.0, &x)) != PP_OK)
-        goto done;
-    p.microbatches = (int)x;
-    if (f[K_MBS]) {
-        if ((st = pp_json_get_int(f[K_MBS], ctx, "microbatch_size", 0, 2147483647.0, &x)) != PP_OK)
-            goto done;
-        p.microbatch_size = (int)x;
-    }
-    if (f[K_MEMORY]) {
-        if ((st = pp_json_get_int(f[K_MEMORY], ctx, "memory_limit_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
-            goto done;
-        p.memory_limit_bytes = (uint64_t)x;
-    }
-    if (f[K_PREDICTED] && (st = parse_predicted(f[K_PREDICTED], ctx, &p)) != PP_OK)
-        goto done;
-    if (f[K_BASELINE]) {
-        const cJSON *jl = f[K_BASELINE];
-        if (!cJSON_IsString(jl)) {
-            st = PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" must be a string (got %s)", ctx,
-                        pp_json_type_name(jl));
-            goto done;
-        }
-        size_t len = strlen(jl->valuestring);
-        if (len >= sizeof p.baseline) {
-            st = PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" is %zu characters (at most %zu)", ctx,
-                        len, sizeof p.baseline - 1);
-            goto done;
-        }
-        memcpy(p.baseline, jl->valuestring, len + 1);
-    }
     *out = p;
     p.partition.bounds = NULL; /* now owned by *out */
 done:
     pp_partition_free(&p.partition);
-    free(bounds);
     cJSON_Delete(root);
     return st;
 }
