@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-enum { PP_TUNE_MAX_KINDS = 4 };
+enum { PP_TUNE_MAX_KINDS = PP_SCHED_N_KINDS };
 
 /* A diagnostic for stderr ("run X has no layer marks ..."), shown unless quiet and, when
  * verbose_only, only when verbose; the tool's pp_tool_note fits. */

@@ -22,6 +22,8 @@ typedef enum pp_schedule_kind {
     PP_SCHED_INTERLEAVED = 2, /* Megatron-LM interleaved 1F1B with v chunks per stage */
     PP_SCHED_ZBH1 = 3         /* zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W */
 } pp_schedule_kind;
+/* Kinds are numbered 0 .. PP_SCHED_N_KINDS - 1. */
+enum { PP_SCHED_N_KINDS = PP_SCHED_ZBH1 + 1 };
 
 typedef enum pp_op {
     PP_OP_FWD = 0,        /* forward of (mb, chunk); the last piece also computes the loss */
@@ -58,6 +60,9 @@ enum { PP_SCHED_MAX_S = 1024, PP_SCHED_MAX_M = 1 << 20, PP_SCHED_MAX_V = 64 };
 /* Parses "gpipe", "1f1b", "interleaved", "zb-h1"; PP_ERR_INVALID naming the known ones. */
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out);
 const char *pp_schedule_kind_name(pp_schedule_kind k);
+/* Every kind's name, comma-separated without spaces ("gpipe,1f1b,interleaved,zb-h1"), into
+ * buf[cap] (truncated at cap). */
+void pp_schedule_kind_list(char *buf, size_t cap);
 const char *pp_op_name(pp_op op);
 
 /* The facts each schedule kind implies, asked here rather than by comparing kinds, so that a new

@@ -17,7 +17,7 @@ static const char *const k_kind_names[] = {"gpipe", "1f1b", "interleaved", "zb-h
 static const char *const k_op_names[] = {"FWD",       "BWD",      "BWD_INPUT",
                                          "BWD_WEIGHT", "SEND_ACT", "RECV_ACT",
                                          "SEND_GRAD",  "RECV_GRAD", "OPT_STEP"};
-enum { N_KINDS = 4, N_OPS = 9 };
+enum { N_KINDS = PP_SCHED_N_KINDS, N_OPS = 9 };
 
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out)
 {
@@ -34,6 +34,18 @@ pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out)
 const char *pp_schedule_kind_name(pp_schedule_kind k)
 {
     return (unsigned)k < N_KINDS ? k_kind_names[k] : "unknown";
+}
+
+void pp_schedule_kind_list(char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (!cap)
+        return;
+    buf[0] = '\0';
+    for (int k = 0; k < N_KINDS && len < cap; k++) {
+        snprintf(buf + len, cap - len, "%s%s", k ? "," : "", k_kind_names[k]);
+        len += strlen(buf + len);
+    }
 }
 
 const char *pp_op_name(pp_op op) { return (unsigned)op < N_OPS ? k_op_names[op] : "UNKNOWN"; }

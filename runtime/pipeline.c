@@ -261,12 +261,14 @@ static void mark_config(const pp_pipe_trainer *t)
     double tokens = samples * (computes(c->backend) ? c->train.model.seq_len : 0);
     /* every schedule pptrain runs, for the tuner (docs/nvtx-convention.md); the sim
      * backend halves bwd_us where a cost file gives no split (pp_costs_layer_us) */
+    char kinds[64];
+    pp_schedule_kind_list(kinds, sizeof kinds);
     snprintf(cfg, sizeof cfg,
              "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-             "tokens_per_step=%.0f backend=%s dp=%d replica=%d "
-             "schedules=gpipe,1f1b,interleaved,zb-h1",
+             "tokens_per_step=%.0f backend=%s dp=%d replica=%d schedules=%s",
              pp_schedule_kind_name(c->schedule), t->part.S, c->train.microbatches, c->v,
-             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica);
+             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica,
+             kinds);
     pp_nvtx_mark_config(cfg);
 }
 

@@ -40,6 +40,20 @@ Test(facts, splits_backward_and_default_v_follow_the_generated_lists)
     cr_assert_eq(pp_schedule_default_v(PP_SCHED_ZBH1), 1);
 }
 
+Test(facts, the_kind_list_names_every_kind_once_in_order)
+{
+    char list[64], want[64] = "";
+    pp_schedule_kind_list(list, sizeof list);
+    for (int k = 0; k < PP_SCHED_N_KINDS; k++) {
+        strcat(want, k ? "," : "");
+        strcat(want, pp_schedule_kind_name((pp_schedule_kind)k));
+    }
+    cr_assert_str_eq(list, want);
+    cr_assert_str_eq(list, "gpipe,1f1b,interleaved,zb-h1");
+    pp_schedule_kind_list(list, 8);
+    cr_assert_str_eq(list, "gpipe,1");
+}
+
 Test(facts, allows_v_gives_the_reason_and_agrees_with_check_args)
 {
     char why[256];
