@@ -50,16 +50,10 @@ static pp_costs *uneven_costs(int L, unsigned seed, int with_comm, int split)
 static double backend_step_ms(pp_schedule_kind kind, int M, int v, const pp_costs *c,
                               const pp_partition *part)
 {
-    pp_pipe_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.train.microbatches = M;
+    pp_pipe_config pc = {.train = {.microbatches = M}, .backend = PP_BACKEND_SIM,
+                         .schedule = kind, .v = v, .costs = c, .slow_stage = -1,
+                         .partition = *part};
     pp_adamw_config_default(&pc.train.opt);
-    pc.backend = PP_BACKEND_SIM;
-    pc.schedule = kind;
-    pc.v = v;
-    pc.costs = c;
-    pc.slow_stage = -1;
-    pc.partition = *part;
     pp_pipe_trainer *t = NULL;
     cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
     /* On the sim backend a disturbance (another process taking a core) can only make a step
