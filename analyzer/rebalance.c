@@ -1,13 +1,13 @@
-/* rebalance.c: the rebalancer (pp_tune.h). Branch and bound over the boundaries of the P = S * v
- * pieces, piece by piece from the first layer; complete partitions are scored by replaying the
- * schedule's own lists (compiled once, in the order of the planning library's replay that
- * pp_sim_run walks too, into a list of steps; scoring is pp_sim_run's arithmetic over it with
- * the same cost rule, allocation-free), partial ones are pruned with lower bounds that are longest paths of
- * that replay, each depending on one piece's layer range only, so that the best bound over all
- * completions of a prefix is a min-max dynamic program computed once. docs/rebalancer.md has the
- * method, the proofs of the bounds and measured times. */
+/* rebalance.c: the rebalancer (pp_rebalance.h). Branch and bound over the boundaries of the
+ * P = S * v pieces, piece by piece from the first layer; complete partitions are scored by
+ * replaying the schedule's own lists (compiled once, in the order of the planning library's
+ * replay that pp_sim_run walks too, into a list of steps; scoring is pp_sim_run's arithmetic
+ * over it with the same cost rule, allocation-free), partial ones are pruned with lower bounds
+ * that are longest paths of that replay, each depending on one piece's layer range only, so
+ * that the best bound over all completions of a prefix is a min-max dynamic program computed
+ * once. docs/rebalancer.md has the method, the proofs of the bounds and measured times. */
 #include "pp_sim.h"
-#include "pp_tune.h"
+#include "pp_rebalance.h"
 
 #include <math.h>
 #include <stdio.h>

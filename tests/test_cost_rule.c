@@ -5,7 +5,7 @@
  * Links the trainer and the analyzer: it is the one test that compares them. */
 #include "pp_exec.h"
 #include "pp_sim.h"
-#include "pp_tune.h"
+#include "pp_rebalance.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * lower bounds against the simulated step, memory limits, the effect of a heavy stage's position,
  * argument errors, and the proven gap when the time budget runs out. */
 #include "pp_sim.h"
-#include "pp_tune.h"
+#include "pp_rebalance.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
