@@ -110,7 +110,7 @@ static int is_step_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
     if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED)
         return a->message.registered && a->message.registered->is_step;
     if (a->messageType == NVTX_MESSAGE_TYPE_ASCII)
-        return a->message.ascii && strcmp(a->message.ascii, "step") == 0;
+        return a->message.ascii && strcmp(a->message.ascii, pp_nvtx_kind_word(PP_NVTX_STEP)) == 0;
     return 0;
 }
 
@@ -122,7 +122,7 @@ static int64_t step_number(const pprof_thread *t, const nvtxEventAttributes_t *a
         const nvtxPayloadData_t *pd = (const nvtxPayloadData_t *)(uintptr_t)a->payload.ullValue;
         uint64_t off = g.step_offset;
         for (int32_t i = 0; i < a->reserved0 && i < PPROF_EXT_MAX_ITEMS; i++) {
-            if (pd[i].schemaId == PPROF_CONV_SCHEMA_ID && pd[i].payload &&
+            if (pd[i].schemaId == PP_NVTX_SCHEMA_ID && pd[i].payload &&
                 pd[i].size >= off + 8) {
                 int64_t s;
                 memcpy(&s, (const uint8_t *)pd[i].payload + off, 8);
@@ -310,58 +310,49 @@ static inline nvtxEventAttributes_t attr_wide(const wchar_t *m)
     return a;
 }
 
+/* A wide name as UTF-8 in buf (1024 bytes, truncated), for the W variants. */
+static const char *utf8_name(const wchar_t *name, char buf[1024])
+{
+    size_t n = pprof_utf8_from_wide(name, buf, 1023);
+    buf[n] = '\0';
+    return buf;
+}
+
 /* ---- CORE: the default domain ---- */
 
+/* The A and W variants of a CORE handler: the message as attributes, then what the Ex variant
+ * does with them. */
+#define AW_HANDLERS(ret, name, call)                                                           \
+    static ret h_##name##_a(const char *m)                                                     \
+    {                                                                                          \
+        nvtxEventAttributes_t a = attr_ascii(m);                                               \
+        call;                                                                                  \
+    }                                                                                          \
+    static ret h_##name##_w(const wchar_t *m)                                                  \
+    {                                                                                          \
+        nvtxEventAttributes_t a = attr_wide(m);                                                \
+        call;                                                                                  \
+    }
+
 static void h_mark_ex(const nvtxEventAttributes_t *a) { mark_common(NULL, a); }
-static void h_mark_a(const char *m)
-{
-    nvtxEventAttributes_t a = attr_ascii(m);
-    mark_common(NULL, &a);
-}
-static void h_mark_w(const wchar_t *m)
-{
-    nvtxEventAttributes_t a = attr_wide(m);
-    mark_common(NULL, &a);
-}
+AW_HANDLERS(void, mark, mark_common(NULL, &a))
 static nvtxRangeId_t h_start_ex(const nvtxEventAttributes_t *a) { return start_common(NULL, a); }
-static nvtxRangeId_t h_start_a(const char *m)
-{
-    nvtxEventAttributes_t a = attr_ascii(m);
-    return start_common(NULL, &a);
-}
-static nvtxRangeId_t h_start_w(const wchar_t *m)
-{
-    nvtxEventAttributes_t a = attr_wide(m);
-    return start_common(NULL, &a);
-}
+AW_HANDLERS(nvtxRangeId_t, start, return start_common(NULL, &a))
 static void h_end(nvtxRangeId_t id) { end_common(id); }
 static int h_push_ex(const nvtxEventAttributes_t *a) { return push_common(NULL, a); }
-static int h_push_a(const char *m)
-{
-    nvtxEventAttributes_t a = attr_ascii(m);
-    return push_common(NULL, &a);
-}
-static int h_push_w(const wchar_t *m)
-{
-    nvtxEventAttributes_t a = attr_wide(m);
-    return push_common(NULL, &a);
-}
+AW_HANDLERS(int, push, return push_common(NULL, &a))
 static int h_pop(void) { return pop_common(NULL); }
 static void h_name_category_a(uint32_t c, const char *name) { pprof_name_category(NULL, c, name); }
 static void h_name_category_w(uint32_t c, const wchar_t *name)
 {
     char buf[1024];
-    size_t n = pprof_utf8_from_wide(name, buf, sizeof buf - 1);
-    buf[n] = '\0';
-    pprof_name_category(NULL, c, buf);
+    pprof_name_category(NULL, c, utf8_name(name, buf));
 }
 static void h_name_thread_a(uint32_t tid, const char *name) { pprof_name_thread(tid, name); }
 static void h_name_thread_w(uint32_t tid, const wchar_t *name)
 {
     char buf[1024];
-    size_t n = pprof_utf8_from_wide(name, buf, sizeof buf - 1);
-    buf[n] = '\0';
-    pprof_name_thread(tid, buf);
+    pprof_name_thread(tid, utf8_name(name, buf));
 }
 
 /* ---- CORE2: domains ---- */
@@ -400,9 +391,7 @@ static void h_domain_name_category_a(nvtxDomainHandle_t d, uint32_t c, const cha
 static void h_domain_name_category_w(nvtxDomainHandle_t d, uint32_t c, const wchar_t *name)
 {
     char buf[1024];
-    size_t n = pprof_utf8_from_wide(name, buf, sizeof buf - 1);
-    buf[n] = '\0';
-    pprof_name_category(d, c, buf);
+    pprof_name_category(d, c, utf8_name(name, buf));
 }
 static nvtxStringHandle_t h_register_string_a(nvtxDomainHandle_t d, const char *s)
 {
@@ -418,9 +407,7 @@ static nvtxDomainHandle_t h_domain_create_a(const char *name) { return pprof_dom
 static nvtxDomainHandle_t h_domain_create_w(const wchar_t *name)
 {
     char buf[1024];
-    size_t n = pprof_utf8_from_wide(name, buf, sizeof buf - 1);
-    buf[n] = '\0';
-    return pprof_domain_create(buf);
+    return pprof_domain_create(utf8_name(name, buf));
 }
 /* Domains live as long as the process: records written before the destroy refer to them. */
 static void h_domain_destroy(nvtxDomainHandle_t d) { (void)d; }

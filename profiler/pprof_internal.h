@@ -9,6 +9,7 @@
 #ifndef PPROF_INTERNAL_H
 #define PPROF_INTERNAL_H
 
+#include "pp_convention.h" /* the NVTX convention: domain, schema id, step offset */
 #include "pp_trace.h"
 
 #include <pthread.h>
@@ -38,10 +39,6 @@ enum {
     PPROF_INTERN_SLOTS = 1 << 17 /* at most half of them used: 65536 distinct strings */
 };
 
-/* The convention's numbers (docs/nvtx-convention.md). */
-#define PPROF_CONV_DOMAIN "pipeprof"
-#define PPROF_CONV_SCHEMA_ID UINT64_C(0x01007070)
-#define PPROF_CONV_STEP_OFFSET 32
 
 /* g.flags bits, read with one relaxed load per event. */
 /* PPROF_F_TSC: the hot path stores raw TSC ticks; the writer converts them to CLOCK_MONOTONIC

@@ -29,7 +29,7 @@ int pprof_registry_init(void)
     g.intern = calloc(PPROF_INTERN_SLOTS, sizeof *g.intern);
     g.meta_cap = 64 * 1024;
     g.meta = malloc(g.meta_cap);
-    g.step_offset = PPROF_CONV_STEP_OFFSET;
+    g.step_offset = PP_NVTX_STEP_OFFSET;
     return g.intern && g.meta;
 }
 
@@ -113,7 +113,8 @@ struct nvtxStringRegistration_st *pprof_intern(const char *s, size_t len)
             e->len = (uint32_t)len;
             memcpy(e->str, s, len);
             e->str[len] = '\0';
-            e->is_step = len == 4 && memcmp(s, "step", 4) == 0;
+            const char *step_word = pp_nvtx_kind_word(PP_NVTX_STEP);
+            e->is_step = len == strlen(step_word) && memcmp(s, step_word, len) == 0;
             size_t n = pp_trace_enc_string(r, rec, e->id, e->str, len);
             if (n != rec) { /* cannot happen with a well-formed encoder; keep the log parseable */
                 pp_rec_string *rs = r;
@@ -209,7 +210,7 @@ nvtxDomainHandle_t pprof_domain_create(const char *name)
         } else {
             d->id = ++g.n_domains;
             d->name = s->id;
-            d->is_pipeprof = strcmp(s->str, PPROF_CONV_DOMAIN) == 0;
+            d->is_pipeprof = strcmp(s->str, PP_NVTX_DOMAIN) == 0;
             d->next = g.domains;
             g.domains = d;
             meta_header(&r->h, PP_REC_DOMAIN, sizeof *r, 0);
@@ -352,7 +353,7 @@ uint64_t pprof_schema_register(nvtxDomainHandle_t d, const nvtxPayloadSchemaAttr
     for (size_t i = 0; i < n; i++) {
         struct nvtxStringRegistration_st *s = pprof_intern_cstr(ents[i].name);
         names[i] = s ? s->id : 0;
-        if (s && strcmp(s->str, "step") == 0)
+        if (s && strcmp(s->str, pp_nvtx_fields[PP_NVTX_F_STEP].name) == 0)
             step_field = (int32_t)i;
     }
     size_t rec = sizeof(pp_rec_schema) + n * sizeof(pp_rec_schema_entry);
@@ -389,7 +390,7 @@ uint64_t pprof_schema_register(nvtxDomainHandle_t d, const nvtxPayloadSchemaAttr
                                  ? a->payloadStaticSize
                                  : (end + max_align - 1) / max_align * max_align;
         r->static_size = (uint32_t)static_size;
-        if (d && d->is_pipeprof && id == PPROF_CONV_SCHEMA_ID && step_field >= 0 &&
+        if (d && d->is_pipeprof && id == PP_NVTX_SCHEMA_ID && step_field >= 0 &&
             re[step_field].type == NVTX_PAYLOAD_ENTRY_TYPE_INT64)
             g.step_offset = re[step_field].offset;
     }

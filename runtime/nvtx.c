@@ -31,97 +31,30 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
 
-/* The convention's numbers (docs/nvtx-convention.md section "Extended payload"): a tool decodes
- * the payload by this id without parsing the message. 0x7070 is "pp". */
-#define PP_NVTX_DOMAIN "pipeprof"
-#define PP_NVTX_SCHEMA_NAME "pipeprof.event"
-#define PP_NVTX_SCHEMA_ID ((uint64_t)NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 0x7070u) /* 0x01007070 */
+/* The convention's numbers (domain, schema id and name, kinds, payload layout, messages) are
+ * common/pp_convention.h's; the id must be one of NVTX's static schema ids. */
+_Static_assert(PP_NVTX_SCHEMA_ID >= NVTX_PAYLOAD_SCHEMA_ID_STATIC_START,
+               "pipeprof.event has a static schema id");
 
 /* Per-kind string tables larger than this fall back to the kind's generic message ("fwd"): the
  * payload still carries mb and chunk, and a table of 8 kinds x 2^16 handles is 4 MiB. */
 #define PP_NVTX_MAX_SLOTS_PER_KIND (1 << 16)
 #define PP_NVTX_MSG_MAX 160
 
-/* The payload every range carries; layout fixed by the convention (40 bytes, natural alignment,
- * no padding). */
-typedef struct pp_nvtx_event {
-    uint32_t kind; /* pp_nvtx_kind */
-    int32_t stage;
-    int32_t mb;
-    int32_t chunk;
-    int32_t layer;
-    int32_t peer;
-    uint64_t bytes;
-    int64_t step;
-} pp_nvtx_event;
+/* The schema's entries, from the convention's field table (register_schema, under g_lock; NVTX
+ * tools copy them, the array stays valid all the same). */
+static nvtxPayloadSchemaEntry_t k_schema_entries[PP_NVTX_FIELD_COUNT];
 
-_Static_assert(sizeof(pp_nvtx_event) == 40, "pipeprof.event is 40 bytes");
-_Static_assert(offsetof(pp_nvtx_event, stage) == 4 && offsetof(pp_nvtx_event, mb) == 8 &&
-                   offsetof(pp_nvtx_event, chunk) == 12 && offsetof(pp_nvtx_event, layer) == 16 &&
-                   offsetof(pp_nvtx_event, peer) == 20 && offsetof(pp_nvtx_event, bytes) == 24 &&
-                   offsetof(pp_nvtx_event, step) == 32,
-               "pipeprof.event offsets are part of the convention");
-
-static const nvtxPayloadSchemaEntry_t k_schema_entries[] = {
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT32, "kind", "pp_nvtx_kind (docs/nvtx-convention.md)", 0,
-     offsetof(pp_nvtx_event, kind), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT32, "stage", "pipeline stage, -1 if none", 0,
-     offsetof(pp_nvtx_event, stage), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT32, "mb", "micro-batch, -1 if none", 0,
-     offsetof(pp_nvtx_event, mb), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT32, "chunk", "virtual stage (model chunk), -1 if none", 0,
-     offsetof(pp_nvtx_event, chunk), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT32, "layer", "layer index in the model, -1 if none", 0,
-     offsetof(pp_nvtx_event, layer), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT32, "peer", "other stage of a send/recv, -1 if none", 0,
-     offsetof(pp_nvtx_event, peer), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", "bytes sent or received, 0 if none", 0,
-     offsetof(pp_nvtx_event, bytes), NULL, NULL},
-    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "step", "1-based optimizer step, -1 if none", 0,
-     offsetof(pp_nvtx_event, step), NULL, NULL},
-};
-
-/* The first word of each kind's message, and its colour (ARGB): forward blue, backward green,
- * weight-gradient teal, sends orange, receives light orange, step and optimizer grey, the
- * data-parallel all-reduce purple; layer ranges take a lighter shade of their parent. */
-static const char *const k_kind_word[PP_NVTX_KIND_COUNT] = {
-    "step",     "fwd",      "bwd",       "bwd_input", "bwd_weight", "send_act", "recv_act",
-    "send_grad", "recv_grad", "opt_step", "fwd",       "bwd",        "bwd_weight",
-    "allreduce"};
-static const uint32_t k_kind_color[PP_NVTX_KIND_COUNT] = {
-    0xFF607D8Bu, /* step: blue grey */
-    0xFF1E88E5u, /* fwd: blue */
-    0xFF43A047u, /* bwd: green */
-    0xFF2E7D32u, /* bwd_input: dark green */
-    0xFF00897Bu, /* bwd_weight: teal */
-    0xFFFB8C00u, /* send_act: orange */
-    0xFFFFB74Du, /* recv_act: light orange */
-    0xFFF4511Eu, /* send_grad: deep orange */
-    0xFFFF8A65u, /* recv_grad: light deep orange */
-    0xFF9E9E9Eu, /* opt_step: grey */
-    0xFF90CAF9u, /* layer fwd: light blue */
-    0xFFA5D6A7u, /* layer bwd: light green */
-    0xFF80CBC4u, /* layer bwd_weight: light teal */
-    0xFF8E24AAu, /* allreduce: purple */
-};
-
-typedef enum { CLASS_PLAIN, CLASS_MB, CLASS_LAYER } kind_class;
-
-static kind_class class_of(pp_nvtx_kind k)
+static void schema_entries_fill(void)
 {
-    switch (k) {
-    case PP_NVTX_FWD:
-    case PP_NVTX_BWD:
-    case PP_NVTX_BWD_INPUT:
-    case PP_NVTX_BWD_WEIGHT:
-    case PP_NVTX_SEND_ACT:
-    case PP_NVTX_RECV_ACT:
-    case PP_NVTX_SEND_GRAD:
-    case PP_NVTX_RECV_GRAD: return CLASS_MB;
-    case PP_NVTX_LAYER_FWD:
-    case PP_NVTX_LAYER_BWD:
-    case PP_NVTX_LAYER_BWD_WEIGHT: return CLASS_LAYER;
-    default: return CLASS_PLAIN;
+    for (int i = 0; i < PP_NVTX_FIELD_COUNT; i++) {
+        const pp_nvtx_field *f = &pp_nvtx_fields[i];
+        uint64_t type = f->size == 8 ? (f->is_signed ? NVTX_PAYLOAD_ENTRY_TYPE_INT64
+                                                     : NVTX_PAYLOAD_ENTRY_TYPE_UINT64)
+                                     : (f->is_signed ? NVTX_PAYLOAD_ENTRY_TYPE_INT32
+                                                     : NVTX_PAYLOAD_ENTRY_TYPE_UINT32);
+        k_schema_entries[i] = (nvtxPayloadSchemaEntry_t){
+            .type = type, .name = f->name, .description = f->desc, .offset = f->offset};
     }
 }
 
@@ -158,6 +91,7 @@ static void register_schema(nvtxDomainHandle_t domain)
     a.entries = k_schema_entries;
     a.numEntries = sizeof k_schema_entries / sizeof k_schema_entries[0];
     a.payloadStaticSize = sizeof(pp_nvtx_event);
+    schema_entries_fill();
     a.schemaId = PP_NVTX_SCHEMA_ID;
     /* The id is fixed by the convention; a tool without the payload extension returns 0 and
      * simply ignores extended payloads. */
@@ -215,10 +149,10 @@ static pp_nvtx_table *table_create(int S, int M, int v, int n_layers, const char
     size_t total = 0;
     for (int k = 0; k < PP_NVTX_KIND_COUNT; k++) {
         size_t n = 0;
-        switch (class_of((pp_nvtx_kind)k)) {
-        case CLASS_MB: n = mbv; break;
-        case CLASS_LAYER: n = (size_t)n_layers; break;
-        case CLASS_PLAIN: n = 0; break;
+            switch (pp_nvtx_kind_class((pp_nvtx_kind)k)) {
+        case PP_NVTX_CLASS_MB: n = mbv; break;
+        case PP_NVTX_CLASS_LAYER: n = (size_t)n_layers; break;
+        case PP_NVTX_CLASS_PLAIN: n = 0; break;
         }
         if (n > PP_NVTX_MAX_SLOTS_PER_KIND)
             n = 0;
@@ -287,26 +221,17 @@ void pp_nvtx_setup(int S, int M, int v, int n_layers, const char *const *layer_n
 static void message_format(const pp_nvtx_table *t, pp_nvtx_kind kind, int idx, char *buf,
                            size_t size)
 {
-    const char *word = k_kind_word[kind];
     int generic = idx >= t->count[kind];
-    switch (class_of(kind)) {
-    case CLASS_MB:
-        if (generic)
-            snprintf(buf, size, "%s", word);
-        else if (t->v > 1)
-            snprintf(buf, size, "%s mb%d c%d", word, idx / t->v, idx % t->v);
-        else
-            snprintf(buf, size, "%s mb%d", word, idx);
+    switch (pp_nvtx_kind_class(kind)) {
+    case PP_NVTX_CLASS_MB:
+        pp_nvtx_message_format(buf, size, kind, generic ? -1 : idx / t->v,
+                               t->v > 1 ? idx % t->v : -1, -1, NULL);
         break;
-    case CLASS_LAYER:
-        if (generic)
-            snprintf(buf, size, "layer %s", word);
-        else if (t->layer_names[idx][0])
-            snprintf(buf, size, "%s %s", t->layer_names[idx], word);
-        else
-            snprintf(buf, size, "layer%d %s", idx, word);
+    case PP_NVTX_CLASS_LAYER:
+        pp_nvtx_message_format(buf, size, kind, -1, -1, generic ? -1 : idx,
+                               generic ? NULL : t->layer_names[idx]);
         break;
-    case CLASS_PLAIN: snprintf(buf, size, "%s", word); break;
+    case PP_NVTX_CLASS_PLAIN: pp_nvtx_message_format(buf, size, kind, -1, -1, -1, NULL); break;
     }
 }
 
@@ -314,16 +239,16 @@ static void message_format(const pp_nvtx_table *t, pp_nvtx_kind kind, int idx, c
 static int slot_index(const pp_nvtx_table *t, pp_nvtx_kind kind, const pp_nvtx_info *in)
 {
     int n = t->count[kind];
-    switch (class_of(kind)) {
-    case CLASS_MB: {
+    switch (pp_nvtx_kind_class(kind)) {
+    case PP_NVTX_CLASS_MB: {
         /* With one chunk the chunk field is ignored; with several it must name one. */
         int chunk = t->v > 1 ? in->chunk : 0;
         if (n > 0 && in->mb >= 0 && in->mb < t->M && chunk >= 0 && chunk < t->v)
             return in->mb * t->v + chunk;
         return n;
     }
-    case CLASS_LAYER: return in->layer >= 0 && in->layer < n ? in->layer : n;
-    case CLASS_PLAIN: return n;
+    case PP_NVTX_CLASS_LAYER: return in->layer >= 0 && in->layer < n ? in->layer : n;
+    case PP_NVTX_CLASS_PLAIN: return n;
     }
     return n;
 }
@@ -345,6 +270,16 @@ static uintptr_t slot_register(const pp_nvtx_table *t, pp_nvtx_kind kind, int id
     return h;
 }
 
+/* Event attributes of this NVTX version with nothing set. */
+static inline nvtxEventAttributes_t attrs_empty(void)
+{
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    return a;
+}
+
 void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info)
 {
     pp_nvtx_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
@@ -364,10 +299,7 @@ void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info)
     ev.step = in->step;
     nvtxPayloadData_t pd;
 
-    nvtxEventAttributes_t a;
-    memset(&a, 0, sizeof a);
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    nvtxEventAttributes_t a = attrs_empty();
     a.category = in->stage >= 0 ? (uint32_t)in->stage + 1u : 0u;
     NVTX_PAYLOAD_EVTATTR_SET_DATA(a, &pd, PP_NVTX_SCHEMA_ID, &ev, sizeof ev)
 
@@ -378,7 +310,7 @@ void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info)
         a.message.ascii = "unknown";
     } else {
         a.colorType = NVTX_COLOR_ARGB;
-        a.color = k_kind_color[kind];
+        a.color = pp_nvtx_kind_color(kind);
         int idx = slot_index(t, kind, in);
         uintptr_t h = atomic_load_explicit(t->first[kind] + idx, memory_order_acquire);
         if (!h)
@@ -416,10 +348,7 @@ void pp_nvtx_mark_config(const char *text)
     pp_nvtx_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
     if (!t || !t->domain || !text)
         return;
-    nvtxEventAttributes_t a;
-    memset(&a, 0, sizeof a);
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    nvtxEventAttributes_t a = attrs_empty();
     a.messageType = NVTX_MESSAGE_TYPE_ASCII;
     a.message.ascii = text;
     nvtxDomainMarkEx(t->domain, &a);

@@ -9,29 +9,15 @@
 #ifndef PP_NVTX_H
 #define PP_NVTX_H
 
+#include "pp_convention.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum pp_nvtx_kind {
-    PP_NVTX_STEP = 0,       /* one optimizer step on one stage */
-    PP_NVTX_FWD = 1,        /* forward of (mb, chunk) on a stage */
-    PP_NVTX_BWD = 2,        /* full backward */
-    PP_NVTX_BWD_INPUT = 3,  /* input-gradient half (ZB's B) */
-    PP_NVTX_BWD_WEIGHT = 4, /* weight-gradient half (ZB's W) */
-    PP_NVTX_SEND_ACT = 5,
-    PP_NVTX_RECV_ACT = 6,
-    PP_NVTX_SEND_GRAD = 7,
-    PP_NVTX_RECV_GRAD = 8,
-    PP_NVTX_OPT_STEP = 9,
-    PP_NVTX_LAYER_FWD = 10, /* one layer inside a FWD range */
-    PP_NVTX_LAYER_BWD = 11, /* one layer inside a BWD / BWD_INPUT range */
-    PP_NVTX_LAYER_BWD_WEIGHT = 12, /* one layer inside a BWD_WEIGHT range */
-    PP_NVTX_ALLREDUCE = 13, /* data-parallel gradient all-reduce of a stage (bytes: gradients) */
-    PP_NVTX_KIND_COUNT = 14
-} pp_nvtx_kind;
+/* The range kinds (pp_nvtx_kind, PP_NVTX_*) are the convention's: common/pp_convention.h. */
 
 /* What a range is about; fields that do not apply are -1 (bytes 0). */
 typedef struct pp_nvtx_info {

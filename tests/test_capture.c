@@ -6,6 +6,7 @@
  * not built and every test reports itself skipped. */
 #define _GNU_SOURCE /* setenv/unsetenv in the child, strdup */
 #include "pp_common.h"
+#include "pp_convention.h"
 #include "pp_trace.h"
 
 #include <criterion/criterion.h>
@@ -493,7 +494,7 @@ Test(capture, step_window_keeps_only_those_steps)
         if (e->type != PP_REC_PUSH)
             continue;
         if (strcmp(e->message, "step") == 0) {
-            cr_assert_eq(e->schema_id, 0x01007070);
+            cr_assert_eq(e->schema_id, PP_NVTX_SCHEMA_ID);
             cr_assert_geq(e->ext_bytes, 40);
             int64_t s;
             memcpy(&s, e->ext + 32, 8);
@@ -511,7 +512,7 @@ Test(capture, step_window_keeps_only_those_steps)
     cr_expect(side2 == 1 && side3 == 1 && other == 0, "side2 %d side3 %d other %d", side2, side3,
               other);
     /* metadata is always recorded */
-    cr_expect_not_null(pp_trace_schema_find(t, 0x01007070));
+    cr_expect_not_null(pp_trace_schema_find(t, PP_NVTX_SCHEMA_ID));
     pp_trace_free(t);
 }
 

@@ -16,8 +16,9 @@
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Numbers fixed by docs/nvtx-convention.md (and by the NVTX headers they come from). */
-#define SCHEMA_ID 0x01007070u
+/* Numbers fixed by docs/nvtx-convention.md (and by the NVTX headers they come from); the schema
+ * id is common/pp_convention.h's (tests/test_convention.c checks its value). */
+#define SCHEMA_ID PP_NVTX_SCHEMA_ID
 #define SCHEMA_SIZE 40u
 #define PAYLOAD_TYPE_EXT ((int32_t)0xDFBD0009u)
 #define MESSAGE_TYPE_ASCII 1
