@@ -13,6 +13,7 @@
 
 #include "pp_clock.h"
 #include "pp_common.h"
+#include "pp_convention.h"
 #include "pp_gpu.h"
 #include "pp_sim.h"
 #include "pp_trace.h"
@@ -37,26 +38,31 @@ enum {
 };
 #define PP_ANALYSIS_MAX_STEP (INT64_C(1) << 48) /* step number: [0, 2^48] */
 
-/* What a pipeline range is (the convention's kinds that the analyzer uses). */
-typedef enum pp_aop_kind {
-    PP_AOP_FWD = 0,
-    PP_AOP_BWD = 1,
-    PP_AOP_BWD_INPUT = 2,
-    PP_AOP_BWD_WEIGHT = 3,
-    PP_AOP_OPT = 4,
-    PP_AOP_SEND_ACT = 5,
-    PP_AOP_RECV_ACT = 6,
-    PP_AOP_SEND_GRAD = 7,
-    PP_AOP_RECV_GRAD = 8,
-    PP_AOP_COUNT = 9
-} pp_aop_kind;
+/* What a pipeline op is: pp_aop.kind holds the convention's kind (pp_nvtx_kind,
+ * common/pp_convention.h), one of the nine below; layer ops hold FWD, BWD or BWD_WEIGHT. The
+ * PP_AOP_ names are the analyzer's for them, with the convention's numbers. */
+typedef pp_nvtx_kind pp_aop_kind;
+enum {
+    PP_AOP_FWD = PP_NVTX_FWD,
+    PP_AOP_BWD = PP_NVTX_BWD,
+    PP_AOP_BWD_INPUT = PP_NVTX_BWD_INPUT,
+    PP_AOP_BWD_WEIGHT = PP_NVTX_BWD_WEIGHT,
+    PP_AOP_OPT = PP_NVTX_OPT_STEP,
+    PP_AOP_SEND_ACT = PP_NVTX_SEND_ACT,
+    PP_AOP_RECV_ACT = PP_NVTX_RECV_ACT,
+    PP_AOP_SEND_GRAD = PP_NVTX_SEND_GRAD,
+    PP_AOP_RECV_GRAD = PP_NVTX_RECV_GRAD,
+    PP_AOP_COUNT = PP_NVTX_KIND_COUNT /* bound of the numbers, for tables indexed by kind */
+};
 
+/* The op's message word ("fwd", "opt_step", ...); "?" for a kind that is not an op's. */
 const char *pp_aop_kind_name(pp_aop_kind k);
+/* 1 for the compute ops (FWD, BWD, BWD_INPUT, BWD_WEIGHT, OPT), 0 for transfers. */
 int pp_aop_is_compute(pp_aop_kind k);
 
 /* One pipeline range of one stage, times in ns on the run's common clock. */
 typedef struct pp_aop {
-    uint8_t kind; /* pp_aop_kind */
+    uint8_t kind; /* pp_aop_kind: the convention's kind */
     int32_t stage, mb, chunk, peer;
     uint64_t bytes;
     int64_t step;

@@ -19,6 +19,7 @@
 #define PP_GPU_H
 
 #include "pp_common.h"
+#include "pp_convention.h"
 #include "pp_trace.h"
 
 #include <stddef.h>
@@ -43,6 +44,20 @@ typedef enum pp_gpu_op {
     PP_GOP_COMM = 3,  /* sends, receives, all-reduce */
     PP_GOP_COUNT = 4
 } pp_gpu_op;
+
+/* The class of a pipeline range of the convention's kind (pp_nvtx_kind); PP_GOP_COUNT for the
+ * kinds GPU work is not projected onto (steps, layer ranges). */
+static inline pp_gpu_op pp_gpu_op_of(int kind)
+{
+    switch (kind) {
+    case PP_NVTX_FWD: return PP_GOP_FWD;
+    case PP_NVTX_BWD: case PP_NVTX_BWD_INPUT: case PP_NVTX_BWD_WEIGHT: return PP_GOP_BWD;
+    case PP_NVTX_OPT_STEP: return PP_GOP_OPT;
+    case PP_NVTX_SEND_ACT: case PP_NVTX_RECV_ACT: case PP_NVTX_SEND_GRAD: case PP_NVTX_RECV_GRAD:
+    case PP_NVTX_ALLREDUCE: return PP_GOP_COMM;
+    default: return PP_GOP_COUNT;
+    }
+}
 
 typedef struct pp_gpu_stage {
     /* GPU time (sum of the kernels, copies and memsets projected onto the range) per range */

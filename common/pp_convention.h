@@ -47,7 +47,11 @@ typedef enum pp_nvtx_kind {
 } pp_nvtx_kind;
 
 /* How a kind's message is built: a bare word, "<word> mb<N>[ c<K>]", or "<layer> <word>". */
-typedef enum pp_nvtx_class { PP_NVTX_CLASS_PLAIN, PP_NVTX_CLASS_MB, PP_NVTX_CLASS_LAYER } pp_nvtx_class;
+typedef enum pp_nvtx_class {
+    PP_NVTX_CLASS_PLAIN,
+    PP_NVTX_CLASS_MB,
+    PP_NVTX_CLASS_LAYER
+} pp_nvtx_class;
 
 /* The kind's message word ("fwd" for PP_NVTX_FWD and PP_NVTX_LAYER_FWD), its class and its
  * colour (ARGB; for people, tools never rely on it). Out of range: "unknown", PLAIN, grey. */
@@ -91,6 +95,15 @@ typedef struct pp_nvtx_field {
     int is_signed;
 } pp_nvtx_field;
 extern const pp_nvtx_field pp_nvtx_fields[PP_NVTX_FIELD_COUNT];
+
+/* The peer a transfer without one talks to (docs/nvtx-convention.md, decoding rule): send_act
+ * and recv_grad to stage + 1, recv_act and send_grad to stage - 1, modulo the S stages seen
+ * (interleaved schedules wrap from the last stage to the first). */
+static inline int pp_nvtx_implied_peer(int kind, int stage, int S)
+{
+    int up = kind == PP_NVTX_SEND_ACT || kind == PP_NVTX_RECV_GRAD;
+    return (stage + (up ? 1 : S - 1)) % S;
+}
 
 /* ---- range messages (docs/nvtx-convention.md "Messages") ---- */
 

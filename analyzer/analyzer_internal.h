@@ -1,0 +1,343 @@
+/* analyzer_internal.h: what the analyzer's files share, private to analyzer/ (the public API is
+ * pp_analyzer.h). The analysis runs as a data flow, one file a stage:
+ *   decode.c     trace blocks -> ranges: string and schema tables, push/pop pairing, the
+ *                convention's decoding rule (extended payload, else the message grammar of
+ *                common/pp_convention.h), the bounds, the marks;
+ *   steps.c      ranges -> steps: each decoded range into its step's bucket as an op, a layer op,
+ *                a step range or an all-reduce; a step is finalized once every stage moved past;
+ *   metrics.c    a finalized step -> its numbers (period, busy, idle, per-stage and per-link
+ *                times), accumulated; an_results() turns the accumulators into the pp_analysis;
+ *   bubble.c     the bubble decomposition: a step's own lists replayed by the simulator, and its
+ *                critical path;
+ *   clock_pass.c the clock-alignment pass before the analysis (beside clock.c, the estimate);
+ *   gpu_pass.c   the GPU pass after it (beside gpu.c, the projection);
+ *   analyzer.c   the driver (pp_analyze_files, pp_analyze_dir);
+ *   report_text.c the text summary (pp_analysis_print).
+ * One analysis is one `state`, used by one thread. */
+#ifndef PP_ANALYZER_INTERNAL_H
+#define PP_ANALYZER_INTERNAL_H
+
+#include "pp_analyzer.h"
+#include "pp_clock.h"
+#include "pp_convention.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { RESERVOIR = 4096 };
+
+typedef struct vec {
+    void *data;
+    size_t n, cap, elem;
+} vec;
+
+static inline void *vec_push(vec *v)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void *d = cap > v->cap ? pp_realloc_array(v->data, cap, v->elem) : NULL;
+        if (!d)
+            return NULL;
+        v->data = d;
+        v->cap = cap;
+    }
+    void *p = (char *)v->data + v->n * v->elem;
+    memset(p, 0, v->elem);
+    v->n++;
+    return p;
+}
+
+/* vec_push without zeroing: for the hot paths that set every field they read. */
+static inline void *vec_push_raw(vec *v)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void *d = realloc(v->data, cap * v->elem);
+        if (!d)
+            return NULL;
+        v->data = d;
+        v->cap = cap;
+    }
+    return (char *)v->data + v->n++ * v->elem;
+}
+
+static inline void vec_free(vec *v)
+{
+    free(v->data);
+    v->data = NULL;
+    v->n = v->cap = 0;
+}
+
+/* Order statistics with a bounded reservoir (deterministic replacement). */
+typedef struct series {
+    uint64_t count;
+    double sum, max, min;
+    double *res;
+    size_t n_res, cap_res; /* the reservoir grows with the samples, up to RESERVOIR */
+    uint64_t rng;
+} series;
+
+void an_series_add(series *s, double x);
+pp_astats an_series_stats(series *s); /* reorders the reservoir */
+void an_series_free(series *s);
+
+/* What decode() makes of a range: its fields as the trace states them, wide enough for any
+ * value it can hold; they are checked against the bounds (check_bounds) before any of them is
+ * narrowed or used. */
+typedef struct decoded {
+    int kind; /* pp_nvtx_kind, PP_NVTX_KIND_NONE when not a pipeline range */
+    int64_t step;
+    int64_t stage, mb, chunk, layer, peer;
+    uint64_t bytes;
+    int has_bytes;
+    const char *oob; /* which bound a field broke (check_bounds), NULL when none */
+} decoded;
+
+typedef struct open_range {
+    uint32_t domain;
+    uint64_t t0;
+    uint32_t message, category;
+    uint32_t payload_type;
+    uint64_t payload;
+    int has_ext;
+    uint8_t ext[64];
+    uint32_t ext_bytes;
+    uint64_t range_id; /* START */
+    /* decode() of it, once its extended payload is in: a range is decoded once, not at its push,
+     * its payload and its pop (valid while the file's definitions are those of dec_gen) */
+    int has_dec;
+    uint32_t dec_gen, dec_cfg; /* the file's meta_gen and the run's cfg_gen it was made with */
+    decoded dec;
+} open_range;
+
+typedef struct thread_state {
+    uint32_t tid;
+    vec stack;          /* open_range */
+    int64_t cur_step;   /* step range open on this thread (fallback step numbering) */
+    int64_t n_steps;    /* step ranges seen (fallback numbering) */
+    int32_t cur_stage;
+    int32_t cur_mb;     /* enclosing compute range's mb (layer ranges' fallback) */
+} thread_state;
+
+/* What the message grammar says about one registered string (pp_nvtx_message_parse), worked
+ * out once per string id: every PUSH of the pipeprof domain consults its message, and strings
+ * never change once defined (the first definition wins). */
+typedef struct msg_info {
+    int valid;
+    pp_nvtx_message m;
+} msg_info;
+
+/* A string whose id is far beyond the number of strings defined: kept apart, so that one
+ * large id cannot size the table of ids. */
+typedef struct far_string {
+    uint32_t id;
+    char *s;
+} far_string;
+
+typedef struct file_state {
+    pp_trace_reader *r;
+    int done;
+    int index;
+    int32_t rank;
+    vec strings;        /* char* by id, for ids up to what the strings defined justify */
+    vec far_strings;    /* far_string sorted by id: ids beyond that (string_slot) */
+    size_t n_strings;   /* strings defined */
+    vec msgs;           /* msg_info by string id */
+    uint32_t pipeprof_domain; /* 0 = not seen */
+    uint64_t off[PP_NVTX_FIELD_COUNT]; /* field offsets of pipeprof.event (pp_nvtx_fields order) */
+    int schema_ok;
+    vec threads;        /* thread_state */
+    vec starts;         /* open_range with range_id (start/end) */
+    uint64_t events;
+    pp_afile *info;
+    int32_t min_stage;  /* lowest stage among its ranges (clock pass), -1 none */
+    pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
+    int32_t replica;    /* data-parallel replica, from its config mark (0 when none) */
+    uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
+    int default_layout; /* off[] is the convention's layout (pp_nvtx_fields) */
+    int32_t proj_stage; /* host pass: the stage of its projected ranges, -1 none, -2 several */
+} file_state;
+
+
+typedef struct step_range {
+    int32_t stage;
+    uint64_t t0, t1;
+} step_range;
+
+/* A data-parallel gradient all-reduce range of a stage. */
+typedef struct ar_range {
+    int32_t stage, rank;
+    uint64_t t0, t1, bytes;
+} ar_range;
+
+typedef struct bucket {
+    int64_t step;
+    int used;
+    vec ops;        /* pp_aop */
+    vec layer_ops;  /* pp_aop */
+    vec ranges;     /* step_range */
+    vec allred;     /* ar_range */
+} bucket;
+
+typedef struct layer_acc {
+    int used;
+    char name[48];
+    series fwd, bwd, bwdw;
+    int has_info;
+    uint64_t param_bytes, activation_bytes;
+} layer_acc;
+
+typedef struct link_acc {
+    int used;
+    pp_alink l;
+    series lat;
+    series bw; /* per-message bandwidth of timed messages, bytes/ns = GB/s */
+} link_acc;
+
+typedef struct stage_acc {
+    series fwd, bwd, bwd_in, bwd_w, opt;
+    series allred;       /* per step: the stage's all-reduce time */
+    double allred_bytes; /* summed over steps */
+    double busy, idle, fill, imb, xfer, ar;
+    uint64_t n;
+    vec culprit_votes; /* int counts by stage */
+} stage_acc;
+
+/* The latest step range a stage opened and the trace it is in: a rank that died leaves a
+ * trace ending steps before the others'. Kept apart from stage_max_step, which drives
+ * finalization. */
+typedef struct stage_seen {
+    int64_t last_step; /* -1: no step range seen */
+    int32_t rank;
+    int file;          /* index into the file states */
+} stage_seen;
+
+typedef struct state {
+    const pp_analysis_options *o;
+    pp_analysis *a;
+    int S_cfg;            /* from the config mark, 0 unknown */
+    int M_cfg, v_cfg, L_cfg; /* its M, v and layers: the bounds of check_bounds (0 unknown) */
+    char oob_first[320];  /* the first range out of bounds, for the warning */
+    int S_seen;
+    vec buckets;          /* bucket */
+    int64_t *stage_max_step; /* [cap_stages] latest step started per stage */
+    int cap_stages;
+    stage_seen *seen;     /* [cap_seen] where each stage's step ranges open, for lost ranks */
+    int cap_seen;
+    int64_t last_finalized;
+    vec steps;            /* pp_astep */
+    vec steps_S;          /* int by step: the stages its stage[] was allocated for (the set of
+                             stages can grow after a step is finalized; an_results() widens) */
+    series step_series;
+    vec stage_acc;        /* stage_acc by stage */
+    vec links;            /* link_acc */
+    vec layers;           /* layer_acc by layer index */
+    vec kept_ops, kept_layer_ops, kept_ar_ops;
+    vec xfers;            /* xfer: step_links' scratch, reused from step to step */
+    vec match;            /* size_t by op index: step_links' scratch */
+    void *scratch;        /* the per-step sorts' scratch (sort_scratch) */
+    size_t scratch_bytes;
+    size_t last_bucket;   /* index of the bucket bucket_get found last */
+    int64_t kept_step;    /* when keeping "the last step" */
+    uint64_t *prev_bound; /* [2 cap_prev] the stages' starts, then ends, of step prev_step */
+    int cap_prev;
+    int64_t prev_step;    /* the step finalized last (its bounds in prev_bound), -1 none */
+    double bubble_sum, imbalance_sum;
+    uint64_t n_decomp;
+    int late_warned;
+    int collect;          /* clock pass: keep transfers only, in `collected` */
+    vec collected;        /* pp_aop of the transfers, rank = file index */
+    vec syncs;            /* sync_mark: the clock ping-pong's marks (clock pass) */
+    pp_gpu_proj *gpu;     /* GPU pass: the projection the ranges and records go to */
+    int gpu_pass;         /* GPU pass: ranges go to `gpu` only */
+    uint64_t gpu_records; /* host pass: GPU-capture records of the analyzed replica */
+    uint32_t cfg_gen;     /* configuration marks read: decode()'s bounds depend on them */
+    vec nccl_members;     /* host pass: pp_gpu_nccl_member, each (communicator, rank) once */
+} state;
+
+/* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
+ * message it brackets: from world rank src to dst. */
+typedef struct sync_mark {
+    int32_t src, dst, phase, seq;
+    int32_t recv;
+    int32_t file;
+    uint64_t ts;
+} sync_mark;
+
+/* A send or receive of a step, keyed by the link it travels: (grad, src, dst). */
+typedef struct xfer {
+    int32_t grad, src, dst;
+    int32_t recv;
+    size_t index; /* in the step's ops */
+} xfer;
+
+int an_ensure_stage_grow(state *st, int s);
+
+/* Whether stage s is tracked, making room for it (s < 4096); 0 when out of range or memory.
+ * Every range asks: the known case is inline. */
+static inline int an_ensure_stage(state *st, int s)
+{
+    if (s >= 0 && s < st->S_seen && s < st->cap_stages && (size_t)s < st->stage_acc.n)
+        return 1;
+    return an_ensure_stage_grow(st, s);
+}
+
+/* pp_aop_is_compute, inline for the per-op loops. */
+static inline int an_is_compute(int kind)
+{
+    return (kind >= PP_AOP_FWD && kind <= PP_AOP_BWD_WEIGHT) || kind == PP_AOP_OPT;
+}
+
+/* ---- analyzer.c: the driver ---- */
+void an_warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void an_state_init(state *st, const pp_analysis_options *o, pp_analysis *a);
+void an_state_free(state *st);
+int an_rank_wanted(const pp_analysis_options *o, int32_t rank);
+/* One block of each file not done, round-robin so that the files advance together (a file is
+ * done once it has no more); 0 when every file was done already. */
+int an_read_round(state *st, file_state *fs, size_t n);
+/* The stages the analysis counts: the announced S, or the stages seen when more. */
+static inline int an_state_stages(const state *st)
+{
+    return st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
+}
+
+/* ---- decode.c: trace blocks -> ranges ---- */
+void an_file_state_init(file_state *f, int index);
+void an_file_state_free(file_state *f);
+/* Reads f's next block and hands its records on (META: the definitions; EVENTS: the ranges, to
+ * steps.c; FOOTER: the file's counts into f->info); 0 once the file has no more, or a block
+ * cannot be read. */
+int an_read_block(state *st, file_state *f);
+const char *an_str_of(file_state *f, uint32_t id); /* "" for an unknown id */
+
+/* ---- steps.c: ranges -> steps ---- */
+/* A closed range of file f on thread t, of the pipeprof domain, ending at t1; raw is decode()
+ * of it. */
+void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o, uint64_t t1,
+              const decoded *raw);
+/* Notes the latest step range stage s opened, and in which trace (warn_lost_ranks). */
+void an_note_step_open(state *st, const file_state *f, int s, int64_t step);
+/* Finalizes every step that all stages have moved past (all of them at the end). */
+void an_finalize_ready(state *st, int at_end);
+
+/* ---- metrics.c: a step -> its numbers ---- */
+void an_finalize(state *st, bucket *b);
+/* For each send of ops, the index of its receive (SIZE_MAX when none) in st->match; 0 when out
+ * of memory. */
+int an_match_transfers(state *st, const pp_aop *ops, size_t n);
+/* The accumulators into st->a. */
+void an_results(state *st);
+
+/* ---- bubble.c: the decomposition ---- */
+/* Replays the step's ops (sorted by stage and time) and fills sp's fill/drain, imbalance and
+ * transfer times, its culprit and critical share; kind_mean[PP_AOP_COUNT]: the mean duration
+ * of each compute kind. 1 when the step could be replayed. */
+int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, const double *kind_mean);
+
+/* ---- clock_pass.c, gpu_pass.c ---- */
+pp_status an_clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_analysis_options *o);
+pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, pp_analysis *a,
+                   const pp_analysis_options *o);
+
+#endif /* PP_ANALYZER_INTERNAL_H */

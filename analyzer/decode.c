@@ -1,0 +1,760 @@
+/* decode.c: the first stage of the analysis, trace blocks -> ranges (analyzer_internal.h). Reads
+ * a file's META blocks into its string, domain and schema tables, pairs the push/pop and
+ * start/end records of its EVENTS blocks per thread into ranges, and decodes the ranges of the
+ * pipeprof domain by the convention (docs/nvtx-convention.md, common/pp_convention.h): the
+ * pipeprof.event payload first, the message grammar as fallback, every value checked against
+ * the bounds. Closed ranges go on to steps.c (an_on_range); marks set the run's configuration.
+ * A new trace dialect (another domain, schema or message grammar) plugs in here: it decodes
+ * into the same `decoded` range, with the convention's kinds. on_events is the analysis' hot
+ * loop (docs/metrics.md: >= 800 MB/s per core); its helpers are static inline. */
+#include "analyzer_internal.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+const char *pp_aop_kind_name(pp_aop_kind k)
+{
+    switch (k) {
+    case PP_AOP_FWD: case PP_AOP_BWD: case PP_AOP_BWD_INPUT: case PP_AOP_BWD_WEIGHT:
+    case PP_AOP_OPT: case PP_AOP_SEND_ACT: case PP_AOP_RECV_ACT: case PP_AOP_SEND_GRAD:
+    case PP_AOP_RECV_GRAD: return pp_nvtx_kind_word(k);
+    default: return "?";
+    }
+}
+
+int pp_aop_is_compute(pp_aop_kind k) { return an_is_compute(k); }
+
+static int cmp_far(const void *a, const void *b)
+{
+    uint32_t x = ((const far_string *)a)->id, y = ((const far_string *)b)->id;
+    return (x > y) - (x < y);
+}
+
+const char *an_str_of(file_state *f, uint32_t id)
+{
+    if (id == 0)
+        return "";
+    if (id < f->strings.n && ((char **)f->strings.data)[id])
+        return ((char **)f->strings.data)[id];
+    far_string key = {.id = id};
+    const far_string *x = f->far_strings.n ? bsearch(&key, f->far_strings.data, f->far_strings.n,
+                                                     sizeof key, cmp_far)
+                                           : NULL;
+    return x && x->s ? x->s : "";
+}
+
+/* Where string `id` is stored: the dense table while the id stays within four times the
+ * strings defined (plus 4096: the capture library numbers them 1, 2, ...), else the sorted
+ * far list. NULL when out of memory. */
+static char **string_slot(file_state *f, uint32_t id)
+{
+    /* an id stored far before the table grew past it stays there */
+    far_string key = {.id = id};
+    far_string *fs = f->far_strings.data;
+    size_t lo = 0, hi = f->far_strings.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->far_strings.n && fs[lo].id == id)
+        return &fs[lo].s;
+    if (id < f->strings.n)
+        return &((char **)f->strings.data)[id];
+    if ((size_t)id < 4 * f->n_strings + 4096) {
+        while (f->strings.n <= id)
+            if (!vec_push(&f->strings))
+                return NULL;
+        return &((char **)f->strings.data)[id];
+    }
+    if (!vec_push(&f->far_strings))
+        return NULL;
+    fs = f->far_strings.data;
+    memmove(&fs[lo + 1], &fs[lo], (f->far_strings.n - 1 - lo) * sizeof *fs);
+    fs[lo] = key;
+    return &fs[lo].s;
+}
+
+static uint64_t get_u(const uint8_t *p, size_t n, uint64_t off, int bytes)
+{
+    if (off > n || (uint64_t)bytes > n - off) /* off is the trace's schema offset: no wrap */
+        return 0;
+    uint64_t v = 0;
+    memcpy(&v, p + off, (size_t)bytes);
+    return v;
+}
+
+/* The message grammar (pp_nvtx_message_parse) of string `id`, from the file's cache, into d.
+ * Ids past MSG_CACHE_IDS are parsed every time, so a hostile id cannot make the cache large. */
+enum { MSG_CACHE_IDS = 1 << 16 };
+
+static void message_into(const pp_nvtx_message *m, decoded *d)
+{
+    d->kind = m->kind;
+    d->mb = m->mb;
+    d->chunk = m->chunk;
+    d->layer = m->layer;
+    d->peer = m->peer;
+}
+
+static void decode_message_id(file_state *f, uint32_t id, decoded *d)
+{
+    if (id == 0)
+        return; /* "" : the grammar matches nothing */
+    pp_nvtx_message m;
+    if (id >= f->strings.n || !((char **)f->strings.data)[id]) {
+        const char *s = an_str_of(f, id); /* a far id (string_slot): parsed every time */
+        if (*s) {
+            pp_nvtx_message_parse(s, &m);
+            message_into(&m, d);
+        }
+        return;
+    }
+    while (f->msgs.n <= id && id < MSG_CACHE_IDS)
+        if (!vec_push(&f->msgs))
+            break;
+    if (f->msgs.n <= id) {
+        pp_nvtx_message_parse(an_str_of(f, id), &m);
+        message_into(&m, d);
+        return;
+    }
+    msg_info *mi = &((msg_info *)f->msgs.data)[id];
+    if (!mi->valid) {
+        pp_nvtx_message_parse(an_str_of(f, id), &mi->m);
+        mi->valid = 1;
+    }
+    message_into(&mi->m, d);
+}
+
+/* Checks a decoded range against the bounds of pp_analyzer.h (the configuration mark's S, M, v
+ * and layers where it stated them). -1 is "unset" for every field. On a broken bound the
+ * range becomes PP_NVTX_KIND_NONE, so no caller uses any of its values, and d->oob says which
+ * bound. */
+static void check_bounds(const state *st, decoded *d)
+{
+    if (d->kind == PP_NVTX_KIND_NONE)
+        return;
+    int64_t S = st->S_cfg > 0 ? st->S_cfg : PP_ANALYSIS_MAX_STAGES;
+    int64_t M = st->M_cfg > 0 ? st->M_cfg : PP_ANALYSIS_MAX_MB;
+    int64_t v = st->v_cfg > 0 ? st->v_cfg : PP_ANALYSIS_MAX_CHUNKS;
+    int64_t L = st->L_cfg > 0 ? st->L_cfg : PP_ANALYSIS_MAX_LAYERS;
+    if (d->stage < -1 || d->stage >= S)
+        d->oob = st->S_cfg > 0 ? "stage >= the announced S" : "stage outside [0, 4096)";
+    else if (d->peer < -1 || d->peer >= S)
+        d->oob = st->S_cfg > 0 ? "peer >= the announced S" : "peer outside [0, 4096)";
+    else if (d->mb < -1 || d->mb >= M)
+        d->oob = st->M_cfg > 0 ? "micro-batch >= the announced M"
+                               : "micro-batch outside [0, 2^20)";
+    else if (d->chunk < -1 || d->chunk >= v)
+        d->oob = st->v_cfg > 0 ? "chunk >= the announced v" : "chunk outside [0, 64)";
+    else if (d->layer < -1 || d->layer >= L)
+        d->oob = st->L_cfg > 0 ? "layer >= the announced layers"
+                               : "layer outside [0, 2^16)";
+    else if (d->step < -1 || d->step > PP_ANALYSIS_MAX_STEP)
+        d->oob = "step outside [0, 2^48]";
+    if (d->oob)
+        d->kind = PP_NVTX_KIND_NONE;
+}
+
+/* A 32-bit signed field of the extended payload, widened. */
+static int64_t get_i32(const uint8_t *p, size_t n, uint64_t off)
+{
+    return (int64_t)(int32_t)(uint32_t)get_u(p, n, off, 4);
+}
+
+static void decode(const state *st, file_state *f, const open_range *o, decoded *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = PP_NVTX_KIND_NONE;
+    d->step = -1;
+    d->stage = d->mb = d->chunk = d->layer = d->peer = -1;
+    if (o->has_ext && f->schema_ok && f->default_layout && o->ext_bytes >= sizeof(pp_nvtx_event)) {
+        /* the convention's layout (docs/nvtx-convention.md), as every libpprof capture has it:
+         * the fields at fixed offsets, without an offset check per field (values: check_bounds) */
+        pp_nvtx_event e;
+        memcpy(&e, o->ext, sizeof e);
+        d->kind = e.kind >= PP_NVTX_KIND_COUNT ? PP_NVTX_KIND_NONE : (int)e.kind;
+        d->stage = e.stage;
+        d->mb = e.mb;
+        d->chunk = e.chunk;
+        d->layer = e.layer;
+        d->peer = e.peer;
+        d->bytes = e.bytes;
+        d->has_bytes = 1;
+        d->step = e.step;
+        check_bounds(st, d);
+        return;
+    }
+    if (o->has_ext && f->schema_ok) {
+        const uint8_t *p = o->ext;
+        size_t n = o->ext_bytes;
+        uint32_t kind = (uint32_t)get_u(p, n, f->off[PP_NVTX_F_KIND], 4);
+        /* a later kind: not ours to read */
+        d->kind = kind >= PP_NVTX_KIND_COUNT ? PP_NVTX_KIND_NONE : (int)kind;
+        d->stage = get_i32(p, n, f->off[PP_NVTX_F_STAGE]);
+        d->mb = get_i32(p, n, f->off[PP_NVTX_F_MB]);
+        d->chunk = get_i32(p, n, f->off[PP_NVTX_F_CHUNK]);
+        d->layer = get_i32(p, n, f->off[PP_NVTX_F_LAYER]);
+        d->peer = get_i32(p, n, f->off[PP_NVTX_F_PEER]);
+        d->bytes = get_u(p, n, f->off[PP_NVTX_F_BYTES], 8);
+        d->has_bytes = 1;
+        d->step = (int64_t)get_u(p, n, f->off[PP_NVTX_F_STEP], 8);
+        check_bounds(st, d);
+        return;
+    }
+    decode_message_id(f, o->message, d);
+    /* the category is a uint32: stage = category - 1 computed wide (no overflow) */
+    d->stage = o->category > 0 ? (int64_t)o->category - 1 : -1;
+    int is_int = o->payload_type == 1 || o->payload_type == 2 || o->payload_type == 4 ||
+                 o->payload_type == 5;
+    if (is_int) {
+        /* an unsigned 64-bit payload past INT64_MAX reads as INT64_MAX: too large, not
+         * negative */
+        int64_t x = o->payload > (uint64_t)INT64_MAX && o->payload_type == 1
+                        ? INT64_MAX
+                        : (int64_t)o->payload;
+        if (o->payload_type == 4)
+            x = (uint32_t)o->payload;
+        if (o->payload_type == 5)
+            x = (int32_t)o->payload;
+        switch (d->kind) {
+        case PP_NVTX_STEP: d->step = x; break;
+        case PP_NVTX_FWD: case PP_NVTX_BWD: case PP_NVTX_BWD_INPUT: case PP_NVTX_BWD_WEIGHT:
+        case PP_NVTX_LAYER_FWD: case PP_NVTX_LAYER_BWD: case PP_NVTX_LAYER_BWD_WEIGHT:
+            d->mb = x;
+            break;
+        case PP_NVTX_SEND_ACT: case PP_NVTX_RECV_ACT: case PP_NVTX_SEND_GRAD:
+        case PP_NVTX_RECV_GRAD: case PP_NVTX_ALLREDUCE:
+            d->bytes = o->payload_type == 1 ? o->payload : (uint64_t)x;
+            d->has_bytes = 1;
+            break;
+        default: break;
+        }
+    }
+    check_bounds(st, d);
+}
+
+static thread_state *thread_of(file_state *f, uint32_t tid)
+{
+    thread_state *t = f->threads.data;
+    for (size_t i = 0; i < f->threads.n; i++)
+        if (t[i].tid == tid)
+            return &t[i];
+    thread_state *n = vec_push(&f->threads);
+    if (!n)
+        return NULL;
+    n->tid = tid;
+    n->stack.elem = sizeof(open_range);
+    n->cur_step = -1;
+    n->cur_stage = -1;
+    n->cur_mb = -1;
+    return n;
+}
+
+/* A layer mark (docs/nvtx-convention.md "Layer marks"): the layer's name and sizes. */
+static void on_layer_mark(state *st, const char *msg)
+{
+    pp_nvtx_layer_info li;
+    if (!pp_nvtx_layer_mark_parse(msg, &li) || li.index < 0 || li.index >= 1 << 20)
+        return;
+    while (st->layers.n <= (size_t)li.index)
+        if (!vec_push(&st->layers))
+            return;
+    layer_acc *la = &((layer_acc *)st->layers.data)[li.index];
+    la->has_info = 1;
+    la->param_bytes = li.param_bytes;
+    la->activation_bytes = li.activation_bytes;
+    if (li.name[0])
+        snprintf(la->name, sizeof la->name, "%s", li.name);
+}
+
+/* A clock ping-pong mark, kept in the clock pass (clock_pass.c pairs them). */
+static void on_clocksync(state *st, file_state *f, const char *msg, uint64_t ts)
+{
+    pp_nvtx_clocksync c;
+    if (!st->collect || f->rank < 0 || !pp_nvtx_clocksync_parse(msg, &c))
+        return;
+    sync_mark *m = vec_push(&st->syncs);
+    if (m)
+        *m = (sync_mark){.src = c.recv ? c.peer : f->rank, .dst = c.recv ? f->rank : c.peer,
+                         .phase = c.phase, .seq = c.seq, .recv = c.recv, .file = f->index,
+                         .ts = ts};
+}
+
+/* A whole-number config value in [lo, max] (lo: 0 for replica, else 1); a value outside, or
+ * not a number, is warned about once per key and not used. */
+static int config_int(pp_analysis *a, const char *key, const char *v, int64_t max, int64_t *out)
+{
+    int64_t lo = strcmp(key, "replica") == 0 ? 0 : 1;
+    if (pp_parse_i64(v, key, lo, max, out) == PP_OK)
+        return 1;
+    pp_error_clear();
+    if (strcmp(v, "0") == 0)
+        return 0; /* 0: unknown, as for the counts */
+    char line[96];
+    snprintf(line, sizeof line, "config mark: %s=", key);
+    if (!strstr(a->warnings, line))
+        an_warn(a, "config mark: %s=%.32s is not a whole number in [%lld, %lld]: ignored", key, v,
+             (long long)lo, (long long)max);
+    return 0;
+}
+
+/* samples_per_step / tokens_per_step: a finite count >= 0, else 0 (unknown). */
+static double config_count(const char *v)
+{
+    double x = atof(v);
+    return isfinite(x) && x >= 0 && x < 1e18 ? x : 0.0;
+}
+
+/* One key=value of the configuration mark (docs/nvtx-convention.md); numbers outside their
+ * bounds are not announced. */
+typedef struct config_ctx {
+    state *st;
+    file_state *f;
+} config_ctx;
+
+static void config_kv(void *ctx, const char *k, const char *v)
+{
+    state *st = ((config_ctx *)ctx)->st;
+    file_state *f = ((config_ctx *)ctx)->f;
+    pp_analysis *a = st->a;
+    int64_t x = 0;
+    if (strcmp(k, "schedule") == 0)
+        snprintf(a->schedule, sizeof a->schedule, "%s", v);
+    else if (strcmp(k, "schedules") == 0 && strlen(v) < sizeof a->schedules)
+        snprintf(a->schedules, sizeof a->schedules, "%s", v);
+    else if (strcmp(k, "S") == 0)
+        st->S_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_STAGES, &x) ? (int)x : 0;
+    else if (strcmp(k, "M") == 0)
+        a->M = st->M_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_MB, &x) ? (int)x : 0;
+    else if (strcmp(k, "v") == 0)
+        a->v = st->v_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_CHUNKS, &x) ? (int)x : 0;
+    else if (strcmp(k, "layers") == 0)
+        st->L_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_LAYERS, &x) ? (int)x : 0;
+    else if (strcmp(k, "samples_per_step") == 0)
+        a->samples_per_step = config_count(v);
+    else if (strcmp(k, "tokens_per_step") == 0)
+        a->tokens_per_step = config_count(v);
+    else if (strcmp(k, "dp") == 0)
+        a->dp = config_int(a, k, v, 1 << 20, &x) ? (int)x : a->dp;
+    else if (strcmp(k, "replica") == 0)
+        f->replica = config_int(a, k, v, (1 << 20) - 1, &x) ? (int)x : 0;
+}
+
+/* A mark of the pipeprof domain: the configuration, a layer's sizes, or the clock ping-pong. */
+static void on_mark(state *st, file_state *f, const char *msg, uint64_t ts)
+{
+    switch (pp_nvtx_mark_kind(msg)) {
+    case PP_NVTX_MARK_CLOCKSYNC: on_clocksync(st, f, msg, ts); return;
+    case PP_NVTX_MARK_LAYER: on_layer_mark(st, msg); return;
+    case PP_NVTX_MARK_NONE: return;
+    case PP_NVTX_MARK_CONFIG: break;
+    }
+    config_ctx c = {st, f};
+    pp_nvtx_mark_each(msg, config_kv, &c);
+    st->cfg_gen++; /* the bounds decode() checks may have changed */
+    if (st->S_cfg)
+        an_ensure_stage(st, st->S_cfg - 1);
+}
+
+static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t *rec,
+                          uint16_t size)
+{
+    if (type == PP_REC_GPU && size >= sizeof(pp_rec_gpu)) {
+        pp_rec_gpu g;
+        memcpy(&g, rec, sizeof g);
+        g.start = pp_clock_to_ref(&f->clk, g.start);
+        g.end = pp_clock_to_ref(&f->clk, g.end);
+        pp_gpu_proj_gpu(st->gpu, f->index, &g);
+    } else if (type == PP_REC_API && size >= sizeof(pp_rec_api)) {
+        pp_rec_api a;
+        memcpy(&a, rec, sizeof a);
+        a.start = pp_clock_to_ref(&f->clk, a.start);
+        a.end = pp_clock_to_ref(&f->clk, a.end);
+        pp_gpu_proj_api(st->gpu, f->index, &a);
+    } else if (type == PP_REC_NCCL && size >= sizeof(pp_rec_nccl)) {
+        pp_rec_nccl n;
+        memcpy(&n, rec, sizeof n);
+        n.start = pp_clock_to_ref(&f->clk, n.start);
+        n.end = pp_clock_to_ref(&f->clk, n.end);
+        if (n.timed) {
+            n.gpu_start = pp_clock_to_ref(&f->clk, n.gpu_start);
+            n.gpu_end = pp_clock_to_ref(&f->clk, n.gpu_end);
+        }
+        pp_gpu_proj_nccl(st->gpu, f->index, &n);
+    }
+}
+
+/* Host pass: which trace file holds each NCCL communicator's rank (pp_gpu_proj_nccl_stages). A
+ * hostile trace cannot make the list longer than 65536. */
+static void note_nccl_member(state *st, const file_state *f, const uint8_t *rec)
+{
+    pp_rec_nccl n;
+    memcpy(&n, rec, sizeof n);
+    const pp_gpu_nccl_member *m = st->nccl_members.data;
+    for (size_t j = 0; j < st->nccl_members.n; j++)
+        if (m[j].comm == n.comm && m[j].rank == n.rank)
+            return;
+    if (st->nccl_members.n >= 65536)
+        return;
+    pp_gpu_nccl_member *x = vec_push(&st->nccl_members);
+    if (x)
+        *x = (pp_gpu_nccl_member){n.comm, n.rank, f->index};
+}
+
+/* Whether the record after the one ending at `off` is a pipeprof.event extended payload (which
+ * then belongs to it). */
+static int ext_follows(const uint8_t *p, size_t bytes, size_t off)
+{
+    pp_rec_ext e;
+    if (off + sizeof e > bytes)
+        return 0;
+    memcpy(&e, p + off, sizeof e);
+    const size_t keep = sizeof ((open_range *)0)->ext; /* what a range keeps of it */
+    size_t nb = e.data_bytes < keep ? e.data_bytes : keep;
+    return e.h.type == PP_REC_EXT_PAYLOAD && e.h.size >= sizeof e && off + e.h.size <= bytes &&
+           e.schema_id == PP_NVTX_SCHEMA_ID && sizeof e + nb <= e.h.size;
+}
+
+/* What the enclosing ranges say, for layer ranges and fallback step numbers: a step range or
+ * a compute range opened on t (d: decode() of it). */
+static inline void note_open(state *st, file_state *f, thread_state *t, const decoded *d,
+                             int64_t step)
+{
+    if (d->kind == PP_NVTX_STEP) {
+        t->cur_step = step;
+        t->cur_stage = d->stage;
+        if (f->replica == st->o->replica)
+            an_note_step_open(st, f, d->stage, step);
+    } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
+        t->cur_mb = d->mb;
+    }
+}
+
+/* A PUSH, START or MARK record (of its full size); returns the range an EXT_PAYLOAD record may
+ * attach to. */
+static inline open_range *on_open(state *st, file_state *f, thread_state *t,
+                                  const pp_rec_header *h, const uint8_t *rec, const uint8_t *p,
+                                  size_t bytes, size_t off)
+{
+    pp_rec_range r;
+    memcpy(&r, rec, sizeof r);
+    f->events++;
+    if (h->type == PP_REC_MARK) {
+        if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
+            on_mark(st, f, an_str_of(f, r.message), h->ts);
+        return NULL;
+    }
+    /* every field but the payload's bytes and the cached decode (flagged unset): this runs for
+     * every range of the trace */
+    open_range spare;
+    vec *target = h->type == PP_REC_PUSH ? &t->stack : &f->starts;
+    open_range *last = vec_push_raw(target);
+    open_range *o = last ? last : &spare;
+    o->domain = r.domain;
+    o->t0 = h->ts;
+    o->message = r.message;
+    o->category = r.category;
+    o->payload_type = r.payload_type;
+    o->payload = r.payload;
+    o->range_id = r.range_id;
+    o->has_ext = 0;
+    o->ext_bytes = 0;
+    o->has_dec = 0;
+    /* when its pipeprof.event payload follows, on_ext does this */
+    if (h->type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain &&
+        !ext_follows(p, bytes, off)) {
+        decoded d;
+        decode(st, f, o, &d);
+        note_open(st, f, t, &d, d.kind == PP_NVTX_STEP && d.step < 0 ? t->n_steps + 1 : d.step);
+    }
+    return last;
+}
+
+/* An EXT_PAYLOAD record of the pipeprof.event schema, attached to `last`, the range just
+ * opened. */
+static inline void on_ext(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
+                          const uint8_t *rec, open_range *last)
+{
+    pp_rec_ext e;
+    if (h->size < sizeof e || !last || last->has_ext)
+        return;
+    memcpy(&e, rec, sizeof e);
+    if (e.schema_id != PP_NVTX_SCHEMA_ID)
+        return;
+    uint32_t nb = e.data_bytes;
+    if (nb > sizeof last->ext)
+        nb = sizeof last->ext;
+    if (sizeof e + nb > h->size)
+        return;
+    memcpy(last->ext, rec + sizeof e, nb);
+    last->ext_bytes = nb;
+    last->has_ext = 1;
+    /* re-evaluate the enclosing-range state with the authoritative payload */
+    if (last->domain == f->pipeprof_domain && t->stack.n &&
+        last == &((open_range *)t->stack.data)[t->stack.n - 1]) {
+        decoded d;
+        decode(st, f, last, &d);
+        last->dec = d;
+        last->dec_gen = f->meta_gen;
+        last->dec_cfg = st->cfg_gen;
+        last->has_dec = 1;
+        note_open(st, f, t, &d, d.step);
+        if (d.kind >= PP_NVTX_FWD && d.kind <= PP_NVTX_BWD_WEIGHT && d.stage >= 0)
+            t->cur_stage = d.stage;
+    }
+}
+
+/* A POP record: closes the innermost open range of its domain on t. */
+static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
+                          const uint8_t *rec)
+{
+    pp_rec_pop r;
+    if (h->size < sizeof r)
+        return;
+    memcpy(&r, rec, sizeof r);
+    f->events++;
+    open_range *s = t->stack.data;
+    for (size_t k = t->stack.n; k-- > 0;) {
+        if (s[k].domain != r.domain)
+            continue;
+        /* One decode serves the range and the step bookkeeping below (with no pipeprof domain
+         * seen, a default-domain range is still checked for a step payload). The range is used
+         * in place (nothing below touches the stack), then removed. */
+        const open_range *o = &s[k];
+        if (o->domain == f->pipeprof_domain) {
+            decoded d;
+            if (o->has_dec && o->dec_gen == f->meta_gen && o->dec_cfg == st->cfg_gen)
+                d = o->dec;
+            else
+                decode(st, f, o, &d);
+            if (f->pipeprof_domain)
+                an_on_range(st, f, t, o, h->ts, &d);
+            if (d.kind == PP_NVTX_STEP) {
+                int64_t step = d.step >= 0 ? d.step : t->n_steps;
+                if (d.stage >= 0 && an_ensure_stage(st, d.stage) &&
+                    step > st->stage_max_step[d.stage])
+                    st->stage_max_step[d.stage] = step;
+                t->cur_step = -1;
+            }
+        }
+        memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
+        t->stack.n--;
+        break;
+    }
+}
+
+/* An END record: closes the START range of its id. */
+static inline void on_end(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
+                          const uint8_t *rec)
+{
+    pp_rec_end r;
+    if (h->size < sizeof r)
+        return;
+    memcpy(&r, rec, sizeof r);
+    f->events++;
+    open_range *s = f->starts.data;
+    for (size_t k = 0; k < f->starts.n; k++) {
+        if (s[k].range_id != r.range_id)
+            continue;
+        open_range o = s[k];
+        s[k] = s[f->starts.n - 1];
+        f->starts.n--;
+        if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
+            decoded d;
+            decode(st, f, &o, &d);
+            an_on_range(st, f, t, &o, h->ts, &d);
+        }
+        break;
+    }
+}
+
+/* A GPU-capture record: onto the common clock, then to the projection (analyzed replica); the
+ * host pass only counts them. */
+static inline void on_gpu(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec)
+{
+    if (f->replica != st->o->replica)
+        return;
+    if (st->gpu) {
+        on_gpu_record(st, f, h->type, rec, h->size);
+    } else {
+        st->gpu_records++;
+        if (h->type == PP_REC_NCCL && h->size >= sizeof(pp_rec_nccl))
+            note_nccl_member(st, f, rec);
+    }
+}
+
+/* Pushes, pops, starts and ends of one EVENTS block: the analysis' hot loop (the helpers above
+ * are inlined into it). */
+static void on_events(state *st, file_state *f, const pp_trace_block *blk)
+{
+    thread_state *t = thread_of(f, blk->h.tid);
+    if (!t)
+        return;
+    const uint8_t *p = blk->payload;
+    size_t off = 0, bytes = blk->h.payload_bytes;
+    open_range *last = NULL; /* the range an EXT_PAYLOAD attaches to */
+    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= bytes; i++) {
+        pp_rec_header h;
+        memcpy(&h, p + off, sizeof h);
+        if (h.size < sizeof h || off + h.size > bytes)
+            break;
+        const uint8_t *rec = p + off;
+        off += h.size;
+        switch (h.type) {
+        case PP_REC_PUSH:
+        case PP_REC_START:
+        case PP_REC_MARK:
+            if (h.size >= sizeof(pp_rec_range))
+                last = on_open(st, f, t, &h, rec, p, bytes, off);
+            break;
+        case PP_REC_GPU:
+        case PP_REC_API:
+        case PP_REC_NCCL: on_gpu(st, f, &h, rec); break;
+        case PP_REC_EXT_PAYLOAD: on_ext(st, f, t, &h, rec, last); break;
+        case PP_REC_POP:
+            if (h.size >= sizeof(pp_rec_pop))
+                last = NULL;
+            on_pop(st, f, t, &h, rec);
+            break;
+        case PP_REC_END:
+            if (h.size >= sizeof(pp_rec_end))
+                last = NULL;
+            on_end(st, f, t, &h, rec);
+            break;
+        default: break;
+        }
+    }
+}
+
+/* A SCHEMA record: the pipeprof.event layout the file registered, by the fields' names. */
+static void on_schema(file_state *f, const uint8_t *rec, uint16_t size)
+{
+    pp_rec_schema sc;
+    if (size < sizeof sc)
+        return;
+    memcpy(&sc, rec, sizeof sc);
+    if (sc.schema_id != PP_NVTX_SCHEMA_ID)
+        return;
+    int found = 0;
+    for (uint32_t e = 0; e < sc.n_entries; e++) {
+        size_t eo = sizeof sc + (size_t)e * sizeof(pp_rec_schema_entry);
+        if (eo + sizeof(pp_rec_schema_entry) > size)
+            break;
+        pp_rec_schema_entry en;
+        memcpy(&en, rec + eo, sizeof en);
+        for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
+            if (strcmp(an_str_of(f, en.name), pp_nvtx_fields[k].name) == 0) {
+                f->off[k] = en.offset;
+                found++;
+            }
+    }
+    f->schema_ok = found == PP_NVTX_FIELD_COUNT;
+    f->default_layout = 1;
+    for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
+        f->default_layout &= f->off[k] == pp_nvtx_fields[k].offset;
+}
+
+/* A META block: the strings, domains and schemas later records refer to. */
+static void on_meta(file_state *f, const pp_trace_block *blk)
+{
+    f->meta_gen++;
+    const uint8_t *p = blk->payload;
+    size_t off = 0, bytes = blk->h.payload_bytes;
+    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= bytes; i++) {
+        pp_rec_header h;
+        memcpy(&h, p + off, sizeof h);
+        if (h.size < sizeof h || off + h.size > bytes)
+            break;
+        const uint8_t *rec = p + off;
+        off += h.size;
+        if (h.type == PP_REC_STRING) {
+            pp_rec_string s;
+            if (h.size < sizeof s)
+                continue;
+            memcpy(&s, rec, sizeof s);
+            if (s.id == 0 || sizeof s + s.len > h.size)
+                continue;
+            char **slot = string_slot(f, s.id);
+            if (!slot)
+                return;
+            if (*slot)
+                continue; /* first definition wins */
+            *slot = malloc(s.len + 1);
+            f->n_strings++;
+            if (*slot) {
+                memcpy(*slot, rec + sizeof s, s.len);
+                (*slot)[s.len] = '\0';
+            }
+        } else if (h.type == PP_REC_DOMAIN) {
+            pp_rec_domain d;
+            if (h.size < sizeof d)
+                continue;
+            memcpy(&d, rec, sizeof d);
+            if (!f->pipeprof_domain && strcmp(an_str_of(f, d.name), PP_NVTX_DOMAIN) == 0)
+                f->pipeprof_domain = d.id;
+        } else if (h.type == PP_REC_SCHEMA) {
+            on_schema(f, rec, h.size);
+        }
+    }
+}
+
+void an_file_state_init(file_state *f, int index)
+{
+    f->index = index;
+    f->min_stage = -1;
+    f->strings.elem = sizeof(char *);
+    f->far_strings.elem = sizeof(far_string);
+    f->msgs.elem = sizeof(msg_info);
+    f->threads.elem = sizeof(thread_state);
+    f->starts.elem = sizeof(open_range);
+    /* the convention's layout until (unless) the file registers the schema */
+    for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
+        f->off[k] = pp_nvtx_fields[k].offset;
+    f->default_layout = 1;
+    f->proj_stage = -1;
+}
+
+void an_file_state_free(file_state *f)
+{
+    pp_trace_reader_close(f->r);
+    char **s = f->strings.data;
+    for (size_t i = 0; i < f->strings.n; i++)
+        free(s[i]);
+    vec_free(&f->strings);
+    far_string *fs = f->far_strings.data;
+    for (size_t i = 0; i < f->far_strings.n; i++)
+        free(fs[i].s);
+    vec_free(&f->far_strings);
+    vec_free(&f->msgs);
+    thread_state *t = f->threads.data;
+    for (size_t i = 0; i < f->threads.n; i++)
+        vec_free(&t[i].stack);
+    vec_free(&f->threads);
+    vec_free(&f->starts);
+}
+
+
+int an_read_block(state *st, file_state *f)
+{
+    pp_trace_block blk;
+    bool got = false;
+    if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got)
+        return 0;
+    if (blk.h.kind == PP_BLOCK_META) {
+        on_meta(f, &blk);
+    } else if (blk.h.kind == PP_BLOCK_EVENTS) {
+        on_events(st, f, &blk);
+    } else if (blk.h.kind == PP_BLOCK_FOOTER && blk.h.payload_bytes >= sizeof(pp_rec_footer)) {
+        pp_rec_footer ft;
+        memcpy(&ft, blk.payload, sizeof ft);
+        f->info->has_footer = 1;
+        f->info->events = ft.events;
+        f->info->dropped = ft.dropped;
+        f->info->filtered = ft.filtered;
+    }
+    return 1;
+}
