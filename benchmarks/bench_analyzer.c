@@ -10,6 +10,7 @@
  *                  [--stages 8] [--microbatches 16] [--gpu] */
 #include "pp_analyzer.h"
 #include "pp_common.h"
+#include "pp_convention.h"
 #include "pp_trace.h"
 
 #include <errno.h>
@@ -23,23 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_ID UINT64_C(0x01007070)
-
-/* The convention's kinds (runtime/pp_nvtx.h numbering): the benchmark writes the numbers the
- * format defines rather than linking the runtime. */
-enum {
-    K_STEP = 0, K_FWD = 1, K_BWD = 2, K_SEND_ACT = 5, K_RECV_ACT = 6, K_SEND_GRAD = 7,
-    K_RECV_GRAD = 8, K_OPT = 9, K_LAYER_FWD = 10, K_LAYER_BWD = 11
-};
-
-/* The pipeprof.event payload, 40 bytes (docs/nvtx-convention.md). */
-typedef struct event_payload {
-    uint32_t kind;
-    int32_t stage, mb, chunk, layer, peer;
-    uint64_t bytes;
-    int64_t step;
-} event_payload;
-_Static_assert(sizeof(event_payload) == 40, "pipeprof.event is 40 bytes");
+/* The convention's numbers (kinds, pipeprof.event, schema id) are common/pp_convention.h's: the
+ * benchmark writes what the format defines rather than linking the runtime. */
 
 /* Shape and costs of the simulated job. Times in ns. */
 typedef struct gen_config {
@@ -183,36 +169,34 @@ static uint32_t meta_records(const pending *q)
 static pp_status write_meta(gen *g)
 {
     const gen_config *c = g->c;
-    static const char *const field[8] = {"kind", "stage", "mb", "chunk",
-                                         "layer", "peer", "bytes", "step"};
-    static const uint64_t field_type[8] = {16, 15, 15, 15, 15, 15, 18, 17};
-    static const uint64_t field_off[8] = {0, 4, 8, 12, 16, 20, 24, 32};
-    static const char *const kind_word[9] = {"", "fwd", "bwd", "", "", "send_act", "recv_act",
-                                             "send_grad", "recv_grad"};
+    /* NVTX_PAYLOAD_ENTRY_TYPE_ of each field: INT32 15, UINT32 16, INT64 17, UINT64 18 */
+    uint64_t field_type[PP_NVTX_FIELD_COUNT];
+    for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
+        field_type[k] = (pp_nvtx_fields[k].size == 8 ? 17 : 15) + !pp_nvtx_fields[k].is_signed;
     char buf[160];
     g->next_string = 1;
-    uint32_t s_domain = add_string(g, "pipeprof");
-    uint32_t s_field[8];
-    for (int k = 0; k < 8; k++)
-        s_field[k] = add_string(g, field[k]);
-    uint32_t s_schema = add_string(g, "pipeprof.event");
+    uint32_t s_domain = add_string(g, PP_NVTX_DOMAIN);
+    uint32_t s_field[PP_NVTX_FIELD_COUNT];
+    for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
+        s_field[k] = add_string(g, pp_nvtx_fields[k].name);
+    uint32_t s_schema = add_string(g, PP_NVTX_SCHEMA_NAME);
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, s_domain};
     add_meta(g, &d, sizeof d);
     struct {
         pp_rec_schema r;
-        pp_rec_schema_entry e[8];
+        pp_rec_schema_entry e[PP_NVTX_FIELD_COUNT];
     } sc;
     memset(&sc, 0, sizeof sc);
     sc.r.h.type = PP_REC_SCHEMA;
     sc.r.h.size = sizeof sc;
-    sc.r.schema_id = SCHEMA_ID;
+    sc.r.schema_id = PP_NVTX_SCHEMA_ID;
     sc.r.domain = 1;
     sc.r.name = s_schema;
-    sc.r.n_entries = 8;
-    sc.r.static_size = sizeof(event_payload);
-    for (int k = 0; k < 8; k++) {
+    sc.r.n_entries = PP_NVTX_FIELD_COUNT;
+    sc.r.static_size = sizeof(pp_nvtx_event);
+    for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++) {
         sc.e[k].type = field_type[k];
-        sc.e[k].offset = field_off[k];
+        sc.e[k].offset = pp_nvtx_fields[k].offset;
         sc.e[k].name = s_field[k];
     }
     add_meta(g, &sc, sizeof sc);
@@ -224,11 +208,12 @@ static pp_status write_meta(gen *g)
         add_meta(g, &cat, sizeof cat);
         add_meta(g, &tn, sizeof tn);
     }
-    g->msg_step = add_string(g, "step");
-    g->msg_opt = add_string(g, "opt_step");
-    for (int k = 1; k <= 8; k++)
-        for (int m = 0; kind_word[k][0] && m < c->M; m++) {
-            snprintf(buf, sizeof buf, "%s mb%d", kind_word[k], m);
+    g->msg_step = add_string(g, pp_nvtx_kind_word(PP_NVTX_STEP));
+    g->msg_opt = add_string(g, pp_nvtx_kind_word(PP_NVTX_OPT_STEP));
+    /* "<kind> mb<m>" of the kinds the generator emits (no split backward) */
+    for (int k = PP_NVTX_FWD; k <= PP_NVTX_RECV_GRAD; k++)
+        for (int m = 0; k != PP_NVTX_BWD_INPUT && k != PP_NVTX_BWD_WEIGHT && m < c->M; m++) {
+            pp_nvtx_message_format(buf, sizeof buf, (pp_nvtx_kind)k, m, -1, -1, NULL);
             g->msg_mb[k * c->M + m] = add_string(g, buf);
         }
     int layers = c->S * c->L;
@@ -250,7 +235,7 @@ static pp_status write_meta(gen *g)
 }
 
 /* One PUSH with its pipeprof.event payload. */
-static void push(gen *g, int s, uint64_t ts, uint32_t msg, const event_payload *ev)
+static void push(gen *g, int s, uint64_t ts, uint32_t msg, const pp_nvtx_event *ev)
 {
     pending *q = &g->th[s];
     if (!pending_room(q, sizeof(pp_rec_range) + 80))
@@ -266,7 +251,7 @@ static void push(gen *g, int s, uint64_t ts, uint32_t msg, const event_payload *
     r.category = (uint32_t)s + 1;
     memcpy(q->p + q->n, &r, sizeof r);
     q->n += sizeof r;
-    q->n += pp_trace_enc_ext(q->p + q->n, q->cap - q->n, tid_of(s), ts, SCHEMA_ID, ev, sizeof *ev);
+    q->n += pp_trace_enc_ext(q->p + q->n, q->cap - q->n, tid_of(s), ts, PP_NVTX_SCHEMA_ID, ev, sizeof *ev);
     g->events++;
 }
 
@@ -281,7 +266,7 @@ static void pop(gen *g, int s, uint64_t ts)
     g->events++;
 }
 
-static void range(gen *g, int s, uint64_t t0, uint64_t t1, uint32_t msg, const event_payload *ev)
+static void range(gen *g, int s, uint64_t t0, uint64_t t1, uint32_t msg, const pp_nvtx_event *ev)
 {
     push(g, s, t0, msg, ev);
     pop(g, s, t1);
@@ -294,17 +279,17 @@ static uint64_t jitter(gen *g, uint64_t ns)
 }
 
 /* A compute range and its layer ranges inside it; returns its end. */
-static uint64_t compute(gen *g, int s, uint64_t t0, uint64_t cost, int bwd, event_payload ev)
+static uint64_t compute(gen *g, int s, uint64_t t0, uint64_t cost, int bwd, pp_nvtx_event ev)
 {
     const gen_config *c = g->c;
-    ev.kind = bwd ? K_BWD : K_FWD;
+    ev.kind = bwd ? PP_NVTX_BWD : PP_NVTX_FWD;
     uint64_t t1 = t0 + cost;
     push(g, s, t0, g->msg_mb[ev.kind * c->M + ev.mb], &ev);
     uint64_t inner = cost - 2000, t = t0 + 1000;
     for (int j = 0; j < c->L; j++) {
         int l = bwd ? s * c->L + (c->L - 1 - j) : s * c->L + j;
-        event_payload le = ev;
-        le.kind = bwd ? K_LAYER_BWD : K_LAYER_FWD;
+        pp_nvtx_event le = ev;
+        le.kind = bwd ? PP_NVTX_LAYER_BWD : PP_NVTX_LAYER_FWD;
         le.layer = l;
         uint64_t te = t0 + 1000 + inner * (uint64_t)(j + 1) / (uint64_t)c->L;
         range(g, s, t, te, g->msg_layer[(bwd ? c->S * c->L : 0) + l], &le);
@@ -340,7 +325,7 @@ static uint64_t gen_step(gen *g, int64_t step, uint64_t t_start, int *pos, uint6
     memset(g->act_at, 0, sizeof(uint64_t) * (size_t)(S * M));
     memset(g->grad_at, 0, sizeof(uint64_t) * (size_t)(S * M));
     for (int s = 0; s < S; s++) {
-        event_payload ev = {K_STEP, s, -1, -1, -1, -1, 0, step};
+        pp_nvtx_event ev = {PP_NVTX_STEP, s, -1, -1, -1, -1, 0, step};
         clk[s] = t_start + (uint64_t)s * 1000;
         push(g, s, clk[s], g->msg_step, &ev);
         clk[s] += 2000;
@@ -359,9 +344,9 @@ static uint64_t gen_step(gen *g, int64_t step, uint64_t t_start, int *pos, uint6
                 int waits = bwd ? s < S - 1 : s > 0;
                 if (waits && *wait_at == 0)
                     break; /* the sender has not got there yet */
-                event_payload ev = {0, s, mb, 0, -1, -1, 0, step};
+                pp_nvtx_event ev = {0, s, mb, 0, -1, -1, 0, step};
                 if (waits) {
-                    ev.kind = bwd ? K_RECV_GRAD : K_RECV_ACT;
+                    ev.kind = bwd ? PP_NVTX_RECV_GRAD : PP_NVTX_RECV_ACT;
                     ev.peer = bwd ? s + 1 : s - 1;
                     ev.bytes = c->act_bytes;
                     uint64_t t1 = *wait_at > clk[s] + 2000 ? *wait_at : clk[s] + 2000;
@@ -378,7 +363,7 @@ static uint64_t gen_step(gen *g, int64_t step, uint64_t t_start, int *pos, uint6
                 int sends = bwd ? s > 0 : s < S - 1;
                 if (sends) {
                     int peer = bwd ? s - 1 : s + 1;
-                    ev.kind = bwd ? K_SEND_GRAD : K_SEND_ACT;
+                    ev.kind = bwd ? PP_NVTX_SEND_GRAD : PP_NVTX_SEND_ACT;
                     ev.peer = peer;
                     ev.bytes = c->act_bytes;
                     uint64_t t1 = clk[s] + jitter(g, c->send_ns);
@@ -408,7 +393,7 @@ static uint64_t gen_step(gen *g, int64_t step, uint64_t t_start, int *pos, uint6
     bar += 50000;
     uint64_t end = 0;
     for (int s = 0; s < S; s++) {
-        event_payload ev = {K_OPT, s, -1, -1, -1, -1, 0, step};
+        pp_nvtx_event ev = {PP_NVTX_OPT_STEP, s, -1, -1, -1, -1, 0, step};
         uint64_t t1 = bar + jitter(g, c->opt_ns);
         range(g, s, bar, t1, g->msg_opt, &ev);
         pop(g, s, t1 + 1000); /* the step range */
