@@ -155,6 +155,34 @@ int an_read_round(state *st, file_state *fs, size_t n)
     return active;
 }
 
+int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_options *o)
+{
+    p->scratch = calloc(1, sizeof *p->scratch);
+    p->fs = calloc(n ? n : 1, sizeof *p->fs);
+    an_state_init(&p->st, o, p->scratch);
+    if (!p->scratch || !p->fs)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        file_state *f = &p->fs[i];
+        an_file_state_init(f, (int)i);
+        f->info = fs[i].info;
+        f->rank = fs[i].rank;
+        f->clk = fs[i].clk;
+        f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
+                  pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
+    }
+    return 1;
+}
+
+void an_pass_close(pass *p, size_t n)
+{
+    for (size_t i = 0; p->fs && i < n; i++)
+        an_file_state_free(&p->fs[i]);
+    free(p->fs);
+    an_state_free(&p->st);
+    free(p->scratch);
+}
+
 /* Opens the n traces into fs[] and a->files (a file that cannot be opened is warned about and
  * skipped, one of a rank not wanted is left out); returns how many are to be read. */
 static size_t open_files(file_state *fs, const char *const *paths, size_t n,

@@ -61,6 +61,16 @@ static inline void *vec_push_raw(vec *v)
     return (char *)v->data + v->n++ * v->elem;
 }
 
+/* Hands v's array over (its count into *n); v is left empty. */
+static inline void *vec_take(vec *v, size_t *n)
+{
+    void *d = v->data;
+    *n = v->n;
+    v->data = NULL;
+    v->n = v->cap = 0;
+    return d;
+}
+
 static inline void vec_free(vec *v)
 {
     free(v->data);
@@ -293,6 +303,17 @@ void an_warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf,
 void an_state_init(state *st, const pp_analysis_options *o, pp_analysis *a);
 void an_state_free(state *st);
 int an_rank_wanted(const pp_analysis_options *o, int32_t rank);
+/* A second reading of the files (the clock and GPU passes): a state of its own over a scratch
+ * analysis, and file states mirroring fs[] (the same info, rank and clock), open where fs[i] is
+ * a wanted trace. */
+typedef struct pass {
+    pp_analysis *scratch;
+    file_state *fs;
+    state st;
+} pass;
+/* 0 when out of memory; an_pass_close in any case. */
+int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_options *o);
+void an_pass_close(pass *p, size_t n);
 /* One block of each file not done, round-robin so that the files advance together (a file is
  * done once it has no more); 0 when every file was done already. */
 int an_read_round(state *st, file_state *fs, size_t n);

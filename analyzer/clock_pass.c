@@ -71,22 +71,6 @@ static int clocks_needed(const file_state *fs, size_t n)
     return wanted >= 2 && needed;
 }
 
-/* Reads every wanted file through, collecting its transfers and marks into st; cs[i] mirrors
- * fs[i], mono0[i] is its clock's origin. */
-static void collect(state *st, file_state *cs, const file_state *fs, size_t n, uint64_t *mono0)
-{
-    for (size_t i = 0; i < n; i++) {
-        file_state *f = &cs[i];
-        an_file_state_init(f, (int)i);
-        f->info = fs[i].info;
-        f->rank = fs[i].rank;
-        f->done = fs[i].done || pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
-        mono0[i] = fs[i].r ? pp_trace_reader_header(fs[i].r)->mono_ns : 0;
-        while (!f->done && an_read_block(st, f))
-            ;
-    }
-}
-
 /* The reference: the file with stage 0, else the lowest rank. */
 static int clock_reference(const file_state *fs, const file_state *cs, size_t n)
 {
@@ -193,36 +177,34 @@ pp_status an_clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_anal
     if (!clocks_needed(fs, n))
         return PP_OK;
     pp_status rc = PP_OK;
-    pp_analysis *scratch = calloc(1, sizeof *scratch);
-    file_state *cs = calloc(n, sizeof *cs);
+    pass p;
     pp_clock_pair *pairs = NULL;
     pp_clock_fit *fits = calloc(n, sizeof *fits);
     uint64_t *mono0 = calloc(n, sizeof *mono0);
-    state st;
-    an_state_init(&st, o, scratch);
-    st.collect = 1;
-    if (!scratch || !cs || !fits || !mono0) {
+    if (!an_pass_open(&p, fs, n, o) || !fits || !mono0) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
         goto done;
     }
-    collect(&st, cs, fs, n, mono0);
-    int ref = clock_reference(fs, cs, n);
+    /* every wanted file read through, its transfers and marks collected */
+    p.st.collect = 1;
+    for (size_t i = 0; i < n; i++) {
+        mono0[i] = fs[i].r ? pp_trace_reader_header(fs[i].r)->mono_ns : 0;
+        while (!p.fs[i].done && an_read_block(&p.st, &p.fs[i]))
+            ;
+    }
+    int ref = clock_reference(fs, p.fs, n);
     size_t npairs = 0;
-    pairs = malloc(sizeof *pairs * (st.collected.n + st.syncs.n + 1));
-    if (!pairs || !pair_transfers(&st, pairs, &npairs)) {
+    pairs = malloc(sizeof *pairs * (p.st.collected.n + p.st.syncs.n + 1));
+    if (!pairs || !pair_transfers(&p.st, pairs, &npairs)) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory aligning clocks");
         goto done;
     }
-    a->clock_sync_pairs = pair_syncs(&st, pairs, &npairs);
+    a->clock_sync_pairs = pair_syncs(&p.st, pairs, &npairs);
     rc = pp_clock_estimate(pairs, npairs, n, ref, mono0, fits);
     if (rc == PP_OK)
         apply_fits(fs, n, ref, fits, a);
 done:
-    for (size_t i = 0; cs && i < n; i++)
-        an_file_state_free(&cs[i]);
-    free(cs);
-    an_state_free(&st);
-    free(scratch);
+    an_pass_close(&p, n);
     free(pairs);
     free(fits);
     free(mono0);

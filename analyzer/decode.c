@@ -176,15 +176,9 @@ static void decode(const state *st, file_state *f, const open_range *o, decoded 
          * the fields at fixed offsets, without an offset check per field (values: check_bounds) */
         pp_nvtx_event e;
         memcpy(&e, o->ext, sizeof e);
-        d->kind = e.kind >= PP_NVTX_KIND_COUNT ? PP_NVTX_KIND_NONE : (int)e.kind;
-        d->stage = e.stage;
-        d->mb = e.mb;
-        d->chunk = e.chunk;
-        d->layer = e.layer;
-        d->peer = e.peer;
-        d->bytes = e.bytes;
-        d->has_bytes = 1;
-        d->step = e.step;
+        *d = (decoded){.kind = e.kind >= PP_NVTX_KIND_COUNT ? PP_NVTX_KIND_NONE : (int)e.kind,
+                       .step = e.step, .stage = e.stage, .mb = e.mb, .chunk = e.chunk,
+                       .layer = e.layer, .peer = e.peer, .bytes = e.bytes, .has_bytes = 1};
         check_bounds(st, d);
         return;
     }
@@ -360,30 +354,32 @@ static void on_mark(state *st, file_state *f, const char *msg, uint64_t ts)
         an_ensure_stage(st, st->S_cfg - 1);
 }
 
+/* An interval of file f onto the reference clock. */
+static inline void interval_to_ref(const file_state *f, uint64_t *start, uint64_t *end)
+{
+    *start = pp_clock_to_ref(&f->clk, *start);
+    *end = pp_clock_to_ref(&f->clk, *end);
+}
+
 static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t *rec,
                           uint16_t size)
 {
     if (type == PP_REC_GPU && size >= sizeof(pp_rec_gpu)) {
         pp_rec_gpu g;
         memcpy(&g, rec, sizeof g);
-        g.start = pp_clock_to_ref(&f->clk, g.start);
-        g.end = pp_clock_to_ref(&f->clk, g.end);
+        interval_to_ref(f, &g.start, &g.end);
         pp_gpu_proj_gpu(st->gpu, f->index, &g);
     } else if (type == PP_REC_API && size >= sizeof(pp_rec_api)) {
         pp_rec_api a;
         memcpy(&a, rec, sizeof a);
-        a.start = pp_clock_to_ref(&f->clk, a.start);
-        a.end = pp_clock_to_ref(&f->clk, a.end);
+        interval_to_ref(f, &a.start, &a.end);
         pp_gpu_proj_api(st->gpu, f->index, &a);
     } else if (type == PP_REC_NCCL && size >= sizeof(pp_rec_nccl)) {
         pp_rec_nccl n;
         memcpy(&n, rec, sizeof n);
-        n.start = pp_clock_to_ref(&f->clk, n.start);
-        n.end = pp_clock_to_ref(&f->clk, n.end);
-        if (n.timed) {
-            n.gpu_start = pp_clock_to_ref(&f->clk, n.gpu_start);
-            n.gpu_end = pp_clock_to_ref(&f->clk, n.gpu_end);
-        }
+        interval_to_ref(f, &n.start, &n.end);
+        if (n.timed)
+            interval_to_ref(f, &n.gpu_start, &n.gpu_end);
         pp_gpu_proj_nccl(st->gpu, f->index, &n);
     }
 }
@@ -417,6 +413,23 @@ static int ext_follows(const uint8_t *p, size_t bytes, size_t off)
     size_t nb = e.data_bytes < keep ? e.data_bytes : keep;
     return e.h.type == PP_REC_EXT_PAYLOAD && e.h.size >= sizeof e && off + e.h.size <= bytes &&
            e.schema_id == PP_NVTX_SCHEMA_ID && sizeof e + nb <= e.h.size;
+}
+
+/* The next record of blk (its header into h), *off moved past it; NULL after the block's
+ * n_records records, or at a record that does not fit in it (the rest is not read). */
+static inline const uint8_t *next_record(const pp_trace_block *blk, size_t *off,
+                                         pp_rec_header *h, uint32_t *i)
+{
+    size_t bytes = blk->h.payload_bytes;
+    if (*i >= blk->h.n_records || *off + sizeof *h > bytes)
+        return NULL;
+    memcpy(h, blk->payload + *off, sizeof *h);
+    if (h->size < sizeof *h || *off + h->size > bytes)
+        return NULL;
+    const uint8_t *rec = blk->payload + *off;
+    *off += h->size;
+    (*i)++;
+    return rec;
 }
 
 /* What the enclosing ranges say, for layer ranges and fallback step numbers: a step range or
@@ -508,15 +521,24 @@ static inline void on_ext(state *st, file_state *f, thread_state *t, const pp_re
     }
 }
 
+/* A closing record of f into r (size bytes) and counted; 0 when it is too short to be one. */
+static inline int closing_record(file_state *f, const pp_rec_header *h, const uint8_t *rec,
+                                 void *r, size_t size)
+{
+    if (h->size < size)
+        return 0;
+    memcpy(r, rec, size);
+    f->events++;
+    return 1;
+}
+
 /* A POP record: closes the innermost open range of its domain on t. */
 static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
                           const uint8_t *rec)
 {
     pp_rec_pop r;
-    if (h->size < sizeof r)
+    if (!closing_record(f, h, rec, &r, sizeof r))
         return;
-    memcpy(&r, rec, sizeof r);
-    f->events++;
     open_range *s = t->stack.data;
     for (size_t k = t->stack.n; k-- > 0;) {
         if (s[k].domain != r.domain)
@@ -547,28 +569,31 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
     }
 }
 
+/* Removes the START range of `id` from f's open ones into *o; 0 when none is open. */
+static inline int take_start(file_state *f, uint64_t id, open_range *o)
+{
+    open_range *s = f->starts.data;
+    for (size_t k = 0; k < f->starts.n; k++)
+        if (s[k].range_id == id) {
+            *o = s[k];
+            s[k] = s[--f->starts.n];
+            return 1;
+        }
+    return 0;
+}
+
 /* An END record: closes the START range of its id. */
 static inline void on_end(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
                           const uint8_t *rec)
 {
     pp_rec_end r;
-    if (h->size < sizeof r)
+    open_range o;
+    if (!closing_record(f, h, rec, &r, sizeof r) || !take_start(f, r.range_id, &o))
         return;
-    memcpy(&r, rec, sizeof r);
-    f->events++;
-    open_range *s = f->starts.data;
-    for (size_t k = 0; k < f->starts.n; k++) {
-        if (s[k].range_id != r.range_id)
-            continue;
-        open_range o = s[k];
-        s[k] = s[f->starts.n - 1];
-        f->starts.n--;
-        if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
-            decoded d;
-            decode(st, f, &o, &d);
-            an_on_range(st, f, t, &o, h->ts, &d);
-        }
-        break;
+    if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
+        decoded d;
+        decode(st, f, &o, &d);
+        an_on_range(st, f, t, &o, h->ts, &d);
     }
 }
 
@@ -597,13 +622,9 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
     const uint8_t *p = blk->payload;
     size_t off = 0, bytes = blk->h.payload_bytes;
     open_range *last = NULL; /* the range an EXT_PAYLOAD attaches to */
-    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= bytes; i++) {
-        pp_rec_header h;
-        memcpy(&h, p + off, sizeof h);
-        if (h.size < sizeof h || off + h.size > bytes)
-            break;
-        const uint8_t *rec = p + off;
-        off += h.size;
+    pp_rec_header h;
+    uint32_t i = 0;
+    for (const uint8_t *rec; (rec = next_record(blk, &off, &h, &i)) != NULL;) {
         switch (h.type) {
         case PP_REC_PUSH:
         case PP_REC_START:
@@ -662,15 +683,10 @@ static void on_schema(file_state *f, const uint8_t *rec, uint16_t size)
 static void on_meta(file_state *f, const pp_trace_block *blk)
 {
     f->meta_gen++;
-    const uint8_t *p = blk->payload;
-    size_t off = 0, bytes = blk->h.payload_bytes;
-    for (uint32_t i = 0; i < blk->h.n_records && off + sizeof(pp_rec_header) <= bytes; i++) {
-        pp_rec_header h;
-        memcpy(&h, p + off, sizeof h);
-        if (h.size < sizeof h || off + h.size > bytes)
-            break;
-        const uint8_t *rec = p + off;
-        off += h.size;
+    size_t off = 0;
+    pp_rec_header h;
+    uint32_t i = 0;
+    for (const uint8_t *rec; (rec = next_record(blk, &off, &h, &i)) != NULL;) {
         if (h.type == PP_REC_STRING) {
             pp_rec_string s;
             if (h.size < sizeof s)

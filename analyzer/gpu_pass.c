@@ -5,19 +5,18 @@
  * projection, which keeps only a window of them (pp_gpu.h). */
 #include "analyzer_internal.h"
 
-pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, pp_analysis *a,
-                   const pp_analysis_options *o)
+/* The analyzed steps' numbers and host windows, the kept steps' window, and the stage of each
+ * file's ranges, into the projection. */
+static pp_status projection_create(pp_gpu_proj **out, const file_state *fs, size_t n,
+                                   const vec *nccl_members, const pp_analysis *a,
+                                   const pp_analysis_options *o)
 {
-    pp_status rc = PP_OK;
     size_t ns = a->n_steps ? a->n_steps : 1;
     int64_t *steps = malloc(ns * sizeof *steps);
     uint64_t *w0 = malloc(ns * sizeof *w0), *w1 = malloc(ns * sizeof *w1);
-    pp_analysis *scratch = calloc(1, sizeof *scratch);
-    file_state *gs = calloc(n ? n : 1, sizeof *gs);
-    state st;
-    an_state_init(&st, o, scratch);
-    st.gpu_pass = 1;
-    if (!steps || !w0 || !w1 || !scratch || !gs) {
+    int32_t *stage_of_file = malloc((n ? n : 1) * sizeof *stage_of_file);
+    pp_status rc = PP_OK;
+    if (!steps || !w0 || !w1 || !stage_of_file) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
         goto done;
     }
@@ -26,19 +25,11 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
         w0[i] = (uint64_t)a->steps[i].t0_ns;
         w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].window_ns);
     }
-    if ((rc = pp_gpu_proj_create(&st.gpu, steps, w0, w1, a->n_steps, a->S, o->gpu_window)) !=
-        PP_OK)
+    if ((rc = pp_gpu_proj_create(out, steps, w0, w1, a->n_steps, a->S, o->gpu_window)) != PP_OK)
         goto done;
-    int32_t *stage_of_file = malloc((n ? n : 1) * sizeof *stage_of_file);
-    if (!stage_of_file) {
-        rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
-        goto done;
-    }
     for (size_t i = 0; i < n; i++)
         stage_of_file[i] = fs[i].proj_stage;
-    rc = pp_gpu_proj_nccl_stages(st.gpu, stage_of_file, n, nccl_members->data,
-                                 nccl_members->n);
-    free(stage_of_file);
+    rc = pp_gpu_proj_nccl_stages(*out, stage_of_file, n, nccl_members->data, nccl_members->n);
     if (rc != PP_OK)
         goto done;
     /* the pictures' window: the kept steps */
@@ -49,37 +40,39 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
             k1 = w1[i] > k1 ? w1[i] : k1;
         }
     if (k0 < k1)
-        pp_gpu_proj_keep(st.gpu, a->kept_lo, a->kept_hi, k0, k1);
-    for (size_t i = 0; i < n; i++) {
-        file_state *f = &gs[i];
-        an_file_state_init(f, (int)i);
-        f->info = fs[i].info;
-        f->rank = fs[i].rank;
-        f->clk = fs[i].clk;
-        f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
-                  pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
-    }
-    /* round-robin as in the host pass, so the files' windows advance together */
-    while (an_read_round(&st, gs, n))
-        ;
-    if ((rc = pp_gpu_proj_finish(st.gpu, &a->gpu)) != PP_OK)
-        goto done;
-    if (a->gpu.present && a->gpu.unattributed)
-        an_warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
-                "(launched outside the NVTX ranges, or their API record was lost)",
-             (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
-    if (a->gpu.late)
-        an_warn(a, "%llu GPU records arrived after the range that launched them had left the "
-                "projection's window (%zu ranges per trace file): not projected",
-             (unsigned long long)a->gpu.late, o->gpu_window ? o->gpu_window
-                                                            : (size_t)PP_GPU_WINDOW_RANGES);
+        pp_gpu_proj_keep(*out, a->kept_lo, a->kept_hi, k0, k1);
 done:
-    for (size_t i = 0; gs && i < n; i++)
-        an_file_state_free(&gs[i]);
-    free(gs);
-    an_state_free(&st);
-    free(scratch);
-    free(steps), free(w0), free(w1);
+    free(steps), free(w0), free(w1), free(stage_of_file);
     return rc;
 }
 
+pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, pp_analysis *a,
+                      const pp_analysis_options *o)
+{
+    pass p;
+    pp_status rc = PP_OK;
+    if (!an_pass_open(&p, fs, n, o)) {
+        rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
+        goto done;
+    }
+    p.st.gpu_pass = 1;
+    if ((rc = projection_create(&p.st.gpu, fs, n, nccl_members, a, o)) != PP_OK)
+        goto done;
+    /* round-robin as in the host pass, so the files' windows advance together */
+    while (an_read_round(&p.st, p.fs, n))
+        ;
+    if ((rc = pp_gpu_proj_finish(p.st.gpu, &a->gpu)) != PP_OK)
+        goto done;
+    if (a->gpu.present && a->gpu.unattributed)
+        an_warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
+                   "(launched outside the NVTX ranges, or their API record was lost)",
+                (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
+    if (a->gpu.late)
+        an_warn(a, "%llu GPU records arrived after the range that launched them had left the "
+                   "projection's window (%zu ranges per trace file): not projected",
+                (unsigned long long)a->gpu.late,
+                o->gpu_window ? o->gpu_window : (size_t)PP_GPU_WINDOW_RANGES);
+done:
+    an_pass_close(&p, n);
+    return rc;
+}

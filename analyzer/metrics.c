@@ -601,10 +601,7 @@ static void results_steps(state *st, int S)
         memset(w + had, 0, (size_t)(S - had) * sizeof *w);
         sps[i].stage = w;
     }
-    a->n_steps = st->steps.n;
-    a->steps = st->steps.data;
-    st->steps.data = NULL;
-    st->steps.n = st->steps.cap = 0;
+    a->steps = vec_take(&st->steps, &a->n_steps);
     a->step_ns = an_series_stats(&st->step_series);
     if (a->n_steps) {
         a->bubble_ratio = st->bubble_sum / (double)a->n_steps;
@@ -698,14 +695,8 @@ void an_results(state *st)
     for (int s = 0; a->stages && s < S; s++)
         results_stage(st, s, &a->stages[s]);
     results_links_layers(st);
-    a->n_ops = st->kept_ops.n;
-    a->ops = st->kept_ops.data;
-    st->kept_ops.data = NULL;
-    a->n_layer_ops = st->kept_layer_ops.n;
-    a->layer_ops = st->kept_layer_ops.data;
-    st->kept_layer_ops.data = NULL;
-    a->n_allreduce_ops = st->kept_ar_ops.n;
-    a->allreduce_ops = st->kept_ar_ops.data;
-    st->kept_ar_ops.data = NULL;
+    a->ops = vec_take(&st->kept_ops, &a->n_ops);
+    a->layer_ops = vec_take(&st->kept_layer_ops, &a->n_layer_ops);
+    a->allreduce_ops = vec_take(&st->kept_ar_ops, &a->n_allreduce_ops);
 }
 
