@@ -218,6 +218,12 @@ int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out)
     return 1;
 }
 
+int pp_nvtx_clocksync_format(char *buf, size_t size, const pp_nvtx_clocksync *c)
+{
+    return snprintf(buf, size, "clocksync %s peer=%d phase=%d seq=%d", c->recv ? "recv" : "send",
+                    c->peer, c->phase, c->seq);
+}
+
 int pp_nvtx_clocksync_parse(const char *msg, pp_nvtx_clocksync *out)
 {
     char dir[8];

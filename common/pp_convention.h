@@ -156,6 +156,8 @@ typedef struct pp_nvtx_clocksync {
 } pp_nvtx_clocksync;
 /* Reads a clock ping-pong mark; returns 1 when msg is a well-formed one. */
 int pp_nvtx_clocksync_parse(const char *msg, pp_nvtx_clocksync *out);
+/* Writes one (snprintf's return value). */
+int pp_nvtx_clocksync_format(char *buf, size_t size, const pp_nvtx_clocksync *c);
 
 #ifdef __cplusplus
 }

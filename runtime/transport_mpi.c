@@ -490,7 +490,8 @@ void pp_mpi_abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 static void sync_mark(const char *dir, int peer, int phase, int seq)
 {
     char msg[96];
-    snprintf(msg, sizeof msg, "clocksync %s peer=%d phase=%d seq=%d", dir, peer, phase, seq);
+    pp_nvtx_clocksync c = {strcmp(dir, "recv") == 0, peer, phase, seq};
+    pp_nvtx_clocksync_format(msg, sizeof msg, &c);
     pp_nvtx_mark_config(msg);
 }
 

@@ -139,4 +139,20 @@ Test(convention, marks)
     cr_assert_eq(cs.recv, 0);
     cr_assert_not(pp_nvtx_clocksync_parse("clocksync both peer=0 phase=0 seq=0", &cs));
     cr_assert_not(pp_nvtx_clocksync_parse("clocksync send peer=0 phase=0", &cs));
+    char buf[96];
+    pp_nvtx_clocksync out = {.recv = 1, .peer = 3, .phase = 1, .seq = 12};
+    pp_nvtx_clocksync_format(buf, sizeof buf, &out);
+    cr_assert_str_eq(buf, "clocksync recv peer=3 phase=1 seq=12");
+    cr_assert(pp_nvtx_clocksync_parse(buf, &cs));
+    cr_assert(cs.recv == 1 && cs.peer == 3 && cs.phase == 1 && cs.seq == 12);
+}
+
+/* docs/nvtx-convention.md, decoding rule: send_act and recv_grad go to stage + 1, recv_act and
+ * send_grad to stage - 1, wrapping over the stages. */
+Test(convention, implied_peers)
+{
+    cr_assert_eq(pp_nvtx_implied_peer(PP_NVTX_SEND_ACT, 1, 4), 2);
+    cr_assert_eq(pp_nvtx_implied_peer(PP_NVTX_RECV_GRAD, 3, 4), 0);
+    cr_assert_eq(pp_nvtx_implied_peer(PP_NVTX_RECV_ACT, 0, 4), 3);
+    cr_assert_eq(pp_nvtx_implied_peer(PP_NVTX_SEND_GRAD, 2, 4), 1);
 }
