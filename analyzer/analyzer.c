@@ -128,16 +128,16 @@ static void warn_lost_ranks(state *st, const file_state *fs, size_t n, const pp_
         if (!x || x->last_step < 0) {
             if (!o->rank_filter_n) /* a filtered-out rank is not missing */
                 an_warn(st->a, "stage %d: no trace holds its steps (its rank's process died or "
-                            "was not captured?); the other stages reach step %lld",
-                     s, (long long)last);
+                               "was not captured?); the other stages reach step %lld",
+                        s, (long long)last);
             continue;
         }
         if (x->last_step >= last || x->file < 0 || (size_t)x->file >= n ||
             fs[x->file].info->has_footer)
             continue;
         an_warn(st->a, "stage %d (rank %d): its trace ends at step %lld, the other stages reach "
-                    "step %lld: the process died?",
-             s, x->rank, (long long)x->last_step, (long long)last);
+                       "step %lld: the process died?",
+                s, x->rank, (long long)x->last_step, (long long)last);
     }
 }
 
@@ -229,19 +229,19 @@ static void file_results(file_state *fs, size_t n, pp_analysis *a)
         a->dropped_total += info->dropped;
         if (f->r && !info->has_footer && info->rank >= 0)
             an_warn(a, "%s: no footer: rank %d died (its process was killed?); analyzed what it "
-                    "holds",
-                 info->path, info->rank);
+                       "holds",
+                    info->path, info->rank);
         else if (f->r && !info->has_footer)
             an_warn(a, "%s: no footer (the process was killed?); analyzed what it holds",
-                 info->path);
+                    info->path);
         if (info->dropped)
             an_warn(a, "%s: %llu events dropped by the capture library (buffers full); numbers "
-                    "may be incomplete",
-                 info->path, (unsigned long long)info->dropped);
+                       "may be incomplete",
+                    info->path, (unsigned long long)info->dropped);
         if (info->damage.blocks_bad || info->damage.truncated)
             an_warn(a, "%s: damaged trace (%llu bad blocks%s): %s", info->path,
-                 (unsigned long long)info->damage.blocks_bad,
-                 info->damage.truncated ? ", truncated" : "", info->damage.first_problem);
+                    (unsigned long long)info->damage.blocks_bad,
+                    info->damage.truncated ? ", truncated" : "", info->damage.first_problem);
     }
 }
 
@@ -287,8 +287,8 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     warn_lost_ranks(st, fs, n, opt);
     if (a->ranges_out_of_bounds)
         an_warn(a, "%llu pipeline range(s) ignored: a value outside the bounds of "
-                "docs/nvtx-convention.md (first: %s)",
-             (unsigned long long)a->ranges_out_of_bounds, st->oob_first);
+                   "docs/nvtx-convention.md (first: %s)",
+                (unsigned long long)a->ranges_out_of_bounds, st->oob_first);
     an_results(st);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
         return rc;

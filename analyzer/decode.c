@@ -292,7 +292,7 @@ static int config_int(pp_analysis *a, const char *key, const char *v, int64_t ma
     snprintf(line, sizeof line, "config mark: %s=", key);
     if (!strstr(a->warnings, line))
         an_warn(a, "config mark: %s=%.32s is not a whole number in [%lld, %lld]: ignored", key, v,
-             (long long)lo, (long long)max);
+                (long long)lo, (long long)max);
     return 0;
 }
 

@@ -550,8 +550,8 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
         st->n_decomp++;
     else if (!strstr(st->a->warnings, "could not be replayed"))
         an_warn(st->a, "step %lld: its ranges could not be replayed (partial data?); no bubble "
-                    "decomposition for it",
-             (long long)b->step);
+                       "decomposition for it",
+                (long long)b->step);
     step_accumulate(st, sp, S);
     step_links(st, ops, n);
     step_layers(st, b);

@@ -67,7 +67,7 @@ static bucket *bucket_get(state *st, int64_t step)
     if (step <= st->last_finalized) {
         if (!st->late_warned) {
             an_warn(st->a, "ranges of step %lld arrived after it was analyzed (ignored)",
-                 (long long)step);
+                    (long long)step);
             st->late_warned = 1;
         }
         return NULL;

@@ -251,7 +251,8 @@ static void push(gen *g, int s, uint64_t ts, uint32_t msg, const pp_nvtx_event *
     r.category = (uint32_t)s + 1;
     memcpy(q->p + q->n, &r, sizeof r);
     q->n += sizeof r;
-    q->n += pp_trace_enc_ext(q->p + q->n, q->cap - q->n, tid_of(s), ts, PP_NVTX_SCHEMA_ID, ev, sizeof *ev);
+    q->n += pp_trace_enc_ext(q->p + q->n, q->cap - q->n, tid_of(s), ts, PP_NVTX_SCHEMA_ID, ev,
+                             sizeof *ev);
     g->events++;
 }
 
