@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh: fuzzes, with libFuzzer for a bounded time, the .pft trace reader (tests/fuzz_trace.c,
-# common/trace.c) and the whole analysis of a run directory (tests/fuzz_analysis.c: decode,
+# common/trace_*.c) and the whole analysis of a run directory (tests/fuzz_analysis.c: decode,
 # steps, metrics, the simulator's replay, the reports, the tuner's extraction). Builds both with
 # clang (ASan + UBSan, the sources compiled in so the coverage instrumentation sees them) into
 # build-fuzz/, writes the reader's seed traces, takes the analysis's seeds from
@@ -28,13 +28,12 @@ esac
 mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis"
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
        -fno-omit-frame-pointer -fno-sanitize-recover=all)
-common_srcs=(common/common.c common/rng.c common/crc32c.c common/trace.c)
-analysis_srcs=("${common_srcs[@]}" common/json.c
-               runtime/schedule.c runtime/partition.c runtime/costs.c runtime/plan.c
-               analyzer/sim.c analyzer/clock.c analyzer/gpu.c analyzer/analyzer.c
-               analyzer/report.c analyzer/rebalance.c analyzer/extract.c analyzer/advise.c
-               analyzer/check.c tests/fuzz_analysis.c)
-analysis_flags=(-Iruntime -Ianalyzer $(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
+# The sources by folder, so that a file added or split there is fuzzed without editing this list:
+# the reader needs common/ only; the analysis is common/, the planning library and the analyzer.
+common_srcs=(common/*.c)
+analysis_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_analysis.c)
+cjson_flags=($(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
+analysis_flags=(-Iplan -Ianalyzer "${cjson_flags[@]}")
 analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lm -lpthread)
 # Each run's summary (or the crash report) is printed; libFuzzer's progress goes to a log.
 run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
@@ -60,9 +59,10 @@ run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
 echo "== fuzz: building with $cc =="
 if [ "$which" != analysis ]; then
   srcs=("${common_srcs[@]}" tests/fuzz_trace.c)
-  "$cc" "${flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" -o "$out/fuzz_trace" -lm -lpthread
-  "$cc" "${flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE "${srcs[@]}" \
-    -o "$out/fuzz_trace_driver" -lm -lpthread
+  "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" \
+    -o "$out/fuzz_trace" "${analysis_libs[@]}"
+  "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+    "${srcs[@]}" -o "$out/fuzz_trace_driver" "${analysis_libs[@]}"
   "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
 if [ "$which" != trace ]; then
