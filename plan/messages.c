@@ -1,22 +1,12 @@
 /* messages.c: the schedule's message rules (pp_plan.h): the tag a send or receive carries, and
  * the facts transports ask of a schedule's links (in-order delivery, which stages talk). The
- * executor tags its transport messages with pp_schedule_msg_tag; the replay, the simulator and
+ * executor tags its transport messages with pp_schedule_msg_tag (inline in pp_plan.h: the
+ * analyzer replays every step with it); the replay, the simulator and
  * the rebalancer match receives to sends by it; the pipeline trainer checks NCCL's needs here. */
 #include "pp_plan.h"
 
 #include <stdio.h>
 #include <string.h>
-
-pp_msg_tag pp_schedule_msg_tag(const pp_schedule *sc, int s, const pp_instr *in)
-{
-    int piece = pp_schedule_piece(sc, s, in->chunk);
-    switch (in->op) {
-    case PP_OP_SEND_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece + 1};
-    case PP_OP_RECV_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece};
-    case PP_OP_SEND_GRAD: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece - 1};
-    default: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece};
-    }
-}
 
 static int is_send(const pp_instr *in)
 {

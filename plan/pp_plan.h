@@ -135,7 +135,17 @@ typedef struct pp_msg_tag {
  * moves: a send names the piece it sends to, a receive its own piece, so the two ends of one
  * message carry the same tag. The executor tags transport messages with it and every replay
  * matches a receive to its send by it. */
-pp_msg_tag pp_schedule_msg_tag(const pp_schedule *s, int stage, const pp_instr *in);
+static inline pp_msg_tag pp_schedule_msg_tag(const pp_schedule *s, int stage,
+                                             const pp_instr *in)
+{
+    int piece = pp_schedule_piece(s, stage, in->chunk);
+    switch (in->op) {
+    case PP_OP_SEND_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece + 1};
+    case PP_OP_RECV_ACT: return (pp_msg_tag){PP_MSG_ACT, in->mb, piece};
+    case PP_OP_SEND_GRAD: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece - 1};
+    default: return (pp_msg_tag){PP_MSG_GRAD, in->mb, piece};
+    }
+}
 /* Messages of one step: 2 (kinds) x M x P; pp_schedule_msg_index numbers them densely. */
 static inline size_t pp_schedule_n_msgs(const pp_schedule *s)
 {

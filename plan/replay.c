@@ -16,6 +16,9 @@ typedef struct walk {
     uint8_t *posted;  /* [n_msgs] the message (or same-stage hand-off) with this index exists */
     uint8_t *arrived; /* [S] the stage has reached an OPT_STEP (barrier) */
     int n_arrived;
+    /* Neighbouring pieces can share a stage: with pieces laid out chunk * S + stage
+     * (pp_schedule_piece), only when S = 1. Elsewhere compute ops wait for nothing. */
+    int handoffs;
 } walk;
 
 static size_t tag_index(const pp_schedule *sc, int kind, int mb, int piece)
@@ -34,10 +37,14 @@ static int ready(walk *w, int s, const pp_instr *in)
         return w->posted[pp_schedule_msg_index(sc, pp_schedule_msg_tag(sc, s, in))];
     case PP_OP_FWD:
         /* a hand-off from the previous piece on this stage (S = 1): its FWD */
+        if (!w->handoffs)
+            return 1;
         p = pp_schedule_piece(sc, s, in->chunk);
         return !(p > 0 && (p - 1) % S == s) || w->posted[tag_index(sc, PP_MSG_ACT, in->mb, p)];
     case PP_OP_BWD:
     case PP_OP_BWD_INPUT:
+        if (!w->handoffs)
+            return 1;
         p = pp_schedule_piece(sc, s, in->chunk);
         return !(p < P - 1 && (p + 1) % S == s) ||
                w->posted[tag_index(sc, PP_MSG_GRAD, in->mb, p)];
@@ -66,9 +73,13 @@ static pp_status run(walk *w, int s, int k, const pp_instr *in)
     pp_status st = w->h->run ? w->h->run(w->h->ctx, s, k, in, msg) : PP_OK;
     if (st != PP_OK)
         return st;
+    if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+        w->posted[msg] = 1;
+        return PP_OK;
+    }
+    if (!w->handoffs)
+        return PP_OK;
     switch (in->op) {
-    case PP_OP_SEND_ACT:
-    case PP_OP_SEND_GRAD: w->posted[msg] = 1; break;
     case PP_OP_FWD:
         p = pp_schedule_piece(sc, s, in->chunk);
         if (p < P - 1 && (p + 1) % S == s)
@@ -109,7 +120,7 @@ pp_status pp_schedule_replay(const pp_schedule *sc, const pp_replay_hooks *h, in
                              int64_t *rounds_out)
 {
     int S = sc->S, finished = 0;
-    walk w = {.sc = sc, .h = h, .pc = pc};
+    walk w = {.sc = sc, .h = h, .pc = pc, .handoffs = sc->S == 1};
     size_t n_msgs = pp_schedule_n_msgs(sc);
     w.posted = pp_alloc_array(n_msgs + (size_t)S, 1);
     if (!w.posted)
