@@ -133,7 +133,7 @@ static void decode_message_id(file_state *f, uint32_t id, decoded *d)
  * and layers where it stated them). -1 is "unset" for every field. On a broken bound the
  * range becomes PP_NVTX_KIND_NONE, so no caller uses any of its values, and d->oob says which
  * bound. */
-static void check_bounds(const state *st, decoded *d)
+static inline void check_bounds(const state *st, decoded *d)
 {
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
@@ -167,10 +167,6 @@ static int64_t get_i32(const uint8_t *p, size_t n, uint64_t off)
 
 static void decode(const state *st, file_state *f, const open_range *o, decoded *d)
 {
-    memset(d, 0, sizeof *d);
-    d->kind = PP_NVTX_KIND_NONE;
-    d->step = -1;
-    d->stage = d->mb = d->chunk = d->layer = d->peer = -1;
     if (o->has_ext && f->schema_ok && f->default_layout && o->ext_bytes >= sizeof(pp_nvtx_event)) {
         /* the convention's layout (docs/nvtx-convention.md), as every libpprof capture has it:
          * the fields at fixed offsets, without an offset check per field (values: check_bounds) */
@@ -182,6 +178,10 @@ static void decode(const state *st, file_state *f, const open_range *o, decoded 
         check_bounds(st, d);
         return;
     }
+    memset(d, 0, sizeof *d);
+    d->kind = PP_NVTX_KIND_NONE;
+    d->step = -1;
+    d->stage = d->mb = d->chunk = d->layer = d->peer = -1;
     if (o->has_ext && f->schema_ok) {
         const uint8_t *p = o->ext;
         size_t n = o->ext_bytes;
@@ -503,21 +503,23 @@ static inline void on_ext(state *st, file_state *f, thread_state *t, const pp_re
         nb = sizeof last->ext;
     if (sizeof e + nb > h->size)
         return;
-    memcpy(last->ext, rec + sizeof e, nb);
+    if (nb == sizeof(pp_nvtx_event)) /* libpprof's payload: a copy of known size */
+        memcpy(last->ext, rec + sizeof e, sizeof(pp_nvtx_event));
+    else
+        memcpy(last->ext, rec + sizeof e, nb);
     last->ext_bytes = nb;
     last->has_ext = 1;
     /* re-evaluate the enclosing-range state with the authoritative payload */
     if (last->domain == f->pipeprof_domain && t->stack.n &&
         last == &((open_range *)t->stack.data)[t->stack.n - 1]) {
-        decoded d;
-        decode(st, f, last, &d);
-        last->dec = d;
+        const decoded *d = &last->dec; /* decoded in place, not copied there */
+        decode(st, f, last, &last->dec);
         last->dec_gen = f->meta_gen;
         last->dec_cfg = st->cfg_gen;
         last->has_dec = 1;
-        note_open(st, f, t, &d, d.step);
-        if (d.kind >= PP_NVTX_FWD && d.kind <= PP_NVTX_BWD_WEIGHT && d.stage >= 0)
-            t->cur_stage = d.stage;
+        note_open(st, f, t, d, d->step);
+        if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
+            t->cur_stage = d->stage;
     }
 }
 
@@ -548,18 +550,19 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
          * in place (nothing below touches the stack), then removed. */
         const open_range *o = &s[k];
         if (o->domain == f->pipeprof_domain) {
-            decoded d;
+            decoded fresh;
+            const decoded *d = &fresh; /* the cached decode is used where it is, not copied */
             if (o->has_dec && o->dec_gen == f->meta_gen && o->dec_cfg == st->cfg_gen)
-                d = o->dec;
+                d = &o->dec;
             else
-                decode(st, f, o, &d);
+                decode(st, f, o, &fresh);
             if (f->pipeprof_domain)
-                an_on_range(st, f, t, o, h->ts, &d);
-            if (d.kind == PP_NVTX_STEP) {
-                int64_t step = d.step >= 0 ? d.step : t->n_steps;
-                if (d.stage >= 0 && an_ensure_stage(st, d.stage) &&
-                    step > st->stage_max_step[d.stage])
-                    st->stage_max_step[d.stage] = step;
+                an_on_range(st, f, t, o, h->ts, d);
+            if (d->kind == PP_NVTX_STEP) {
+                int64_t step = d->step >= 0 ? d->step : t->n_steps;
+                if (d->stage >= 0 && an_ensure_stage(st, d->stage) &&
+                    step > st->stage_max_step[d->stage])
+                    st->stage_max_step[d->stage] = step;
                 t->cur_step = -1;
             }
         }
