@@ -87,7 +87,36 @@ typedef struct series {
     uint64_t rng;
 } series;
 
-void an_series_add(series *s, double x);
+/* Makes room for one more sample in s's reservoir (below RESERVOIR); 0 when out of memory. */
+int an_series_grow(series *s);
+
+/* Adds sample x: inline, as it runs for every op of every step (metrics.c); the reservoir grows
+ * out of line (an_series_grow). */
+static inline void an_series_add(series *s, double x)
+{
+    if (s->count == 0) {
+        s->max = s->min = x;
+    }
+    s->count++;
+    s->sum += x;
+    if (x > s->max)
+        s->max = x;
+    if (x < s->min)
+        s->min = x;
+    if (s->n_res == s->cap_res && s->cap_res < RESERVOIR && !an_series_grow(s))
+        return;
+    if (s->n_res < RESERVOIR) {
+        s->res[s->n_res++] = x;
+    } else {
+        /* reservoir sampling: keep each of the count samples with probability R / count; the
+         * slot is the high word of rng x count, uniform in [0, count) (a 64-bit division here
+         * was a twentieth of the analysis once the reservoirs are full) */
+        s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
+        if (j < RESERVOIR)
+            s->res[j] = x;
+    }
+}
 pp_astats an_series_stats(series *s); /* reorders the reservoir */
 void an_series_free(series *s);
 

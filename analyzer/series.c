@@ -1,41 +1,21 @@
 /* series.c: order statistics of a series of samples (count, sum, extremes, and the median and
  * p95 from a bounded reservoir, docs/metrics.md), for every per-op, per-step and per-message
- * series the analysis keeps. Fed by metrics.c per op of a finalized step. */
+ * series the analysis keeps. Fed by metrics.c per op of a finalized step: the adding itself is
+ * inline (an_series_add, analyzer_internal.h), its reservoir grows here. */
 #include "analyzer_internal.h"
 
-void an_series_add(series *s, double x)
+int an_series_grow(series *s)
 {
-    if (s->count == 0) {
-        s->max = s->min = x;
-    }
-    s->count++;
-    s->sum += x;
-    if (x > s->max)
-        s->max = x;
-    if (x < s->min)
-        s->min = x;
-    if (s->n_res == s->cap_res && s->cap_res < RESERVOIR) {
-        /* grown by what is added: a series of a few samples costs a few doubles, not 32 KB */
-        size_t cap = s->cap_res ? s->cap_res * 2 : 8;
-        double *r = realloc(s->res, cap * sizeof(double));
-        if (!r)
-            return;
-        if (!s->res)
-            s->rng = 0x9e3779b97f4a7c15ull;
-        s->res = r;
-        s->cap_res = cap;
-    }
-    if (s->n_res < RESERVOIR) {
-        s->res[s->n_res++] = x;
-    } else {
-        /* reservoir sampling: keep each of the count samples with probability R / count; the
-         * slot is the high word of rng x count, uniform in [0, count) (a 64-bit division here
-         * was a twentieth of the analysis once the reservoirs are full) */
-        s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
-        uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
-        if (j < RESERVOIR)
-            s->res[j] = x;
-    }
+    /* grown by what is added: a series of a few samples costs a few doubles, not 32 KB */
+    size_t cap = s->cap_res ? s->cap_res * 2 : 8;
+    double *r = realloc(s->res, cap * sizeof(double));
+    if (!r)
+        return 0;
+    if (!s->res)
+        s->rng = 0x9e3779b97f4a7c15ull;
+    s->res = r;
+    s->cap_res = cap;
+    return 1;
 }
 
 /* Rearranges v so that v[k] is the value a sort would put there, smaller ones before it and
