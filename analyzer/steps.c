@@ -52,13 +52,10 @@ int an_ensure_stage_grow(state *st, int s)
     return 1;
 }
 
-static bucket *bucket_get(state *st, int64_t step)
+/* bucket_get past its first guess: another open step's bucket, or a new one. */
+static bucket *bucket_find_or_add(state *st, int64_t step)
 {
     bucket *b = st->buckets.data;
-    /* consecutive ranges mostly belong to one step */
-    if (st->last_bucket < st->buckets.n && b[st->last_bucket].used &&
-        b[st->last_bucket].step == step)
-        return &b[st->last_bucket];
     for (size_t i = 0; i < st->buckets.n; i++)
         if (b[i].used && b[i].step == step) {
             st->last_bucket = i;
@@ -87,6 +84,17 @@ static bucket *bucket_get(state *st, int64_t step)
     nb->used = 1;
     nb->step = step;
     return nb;
+}
+
+/* The bucket of `step` (a new one for a step not seen yet); NULL for a step already finalized,
+ * or out of memory. Consecutive ranges mostly belong to one step: that guess is inline. */
+static inline bucket *bucket_get(state *st, int64_t step)
+{
+    bucket *b = st->buckets.data;
+    size_t last = st->last_bucket;
+    if (last < st->buckets.n && b[last].used && b[last].step == step)
+        return &b[last];
+    return bucket_find_or_add(st, step);
 }
 
 /* GPU pass: a pipeline range the GPU work it launched is projected onto (the step numbering
