@@ -566,7 +566,8 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
                 t->cur_step = -1;
             }
         }
-        memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
+        if (k + 1 < t->stack.n) /* mostly the innermost range: nothing above it to move */
+            memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
         t->stack.n--;
         break;
     }
