@@ -239,9 +239,13 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
         return;
     if (f->min_stage < 0 || d.stage < f->min_stage)
         f->min_stage = (int32_t)d.stage;
-    /* onto the reference clock (identity unless this process's clock was estimated) */
-    uint64_t t0 = pp_clock_to_ref(&f->clk, o->t0);
-    t1 = pp_clock_to_ref(&f->clk, t1);
+    /* onto the reference clock (identity unless this process's clock was estimated: no call
+     * per range then) */
+    uint64_t t0 = o->t0;
+    if (f->clk.status == PP_CLOCK_ESTIMATED) {
+        t0 = pp_clock_to_ref(&f->clk, t0);
+        t1 = pp_clock_to_ref(&f->clk, t1);
+    }
     /* Data-parallel replicas run the same pipeline: one of them is analyzed (the others' clocks
      * are still aligned, from their own transfers, in the clock pass). */
     if (f->replica != st->o->replica && !st->collect)
