@@ -455,6 +455,14 @@ static void flush_all(void)
     pthread_mutex_unlock(&g.io_mu);
 }
 
+/* Set by the writer once it runs writer_main, under wake_mu; writer_start waits on started_cv. */
+static int g_writer_started;
+static pthread_cond_t g_started_cv = PTHREAD_COND_INITIALIZER;
+
+/* How long writer_start waits for the writer to run: a bound, so a starved or stuck thread
+ * start never holds up the job's init (or its fork) for longer than this. */
+#define WRITER_START_WAIT_MS 2000
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -462,6 +470,8 @@ static void *writer_main(void *arg)
     pthread_setname_np(pthread_self(), "pprof-writer");
 #endif
     pthread_mutex_lock(&g.wake_mu);
+    g_writer_started = 1;
+    pthread_cond_broadcast(&g_started_cv);
     while (!g.stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -479,13 +489,37 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Starts the writer with every signal blocked, so the job's signal handlers never run on it. */
+/* Waits (bounded) until the new writer runs writer_main. Between pthread_create and its start
+ * routine a thread is in the C library's and a sanitizer's start-up code, which may allocate;
+ * the fork handlers hold io_mu and wake_mu, which keeps a running writer out of malloc during a
+ * fork, but not one still starting. A job that forks right after init (or a child that forks at
+ * once again) could then fork while the writer's start-up holds an allocator lock, and the
+ * child's first free deadlocks; GCC 12's libasan, which has no fork handling, did so (about 1
+ * run in 165 of capture::forked_child_writes_its_own_file). Only wake_mu is taken here, with
+ * no other pprof lock held, so the fork handlers' lock order is kept. */
+static void writer_wait_started(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)WRITER_START_WAIT_MS * 1000000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_mutex_lock(&g.wake_mu);
+    while (!g_writer_started)
+        if (pthread_cond_timedwait(&g_started_cv, &g.wake_mu, &ts) == ETIMEDOUT)
+            break; /* go on without it: the job must not wait on us */
+    pthread_mutex_unlock(&g.wake_mu);
+}
+
+/* Starts the writer with every signal blocked, so the job's signal handlers never run on it,
+ * and returns once it runs (writer_wait_started). */
 static int writer_start(void)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     g.stop = 0;
+    g_writer_started = 0;
     int rc = pthread_create(&g.writer, NULL, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     g.writer_running = rc == 0;
@@ -493,6 +527,8 @@ static int writer_start(void)
         pprof_log_once(&g_writer_warned, "pprof: cannot start the writer thread (%s); events "
                                          "are written at exit only",
                        strerror(rc));
+    else
+        writer_wait_started();
     return rc == 0;
 }
 
@@ -676,6 +712,7 @@ static void fork_child(void)
     pthread_mutex_init(&g.reg_mu, NULL);
     pthread_mutex_init(&g.wake_mu, NULL);
     pthread_cond_init(&g.wake_cv, NULL);
+    pthread_cond_init(&g_started_cv, NULL);
     g.pid = getpid();
     g.clock_mono0 = mono_ns();
     g.clock_real0 = real_ns();
