@@ -11,6 +11,8 @@
  *   capture_app steps <steps>        pipeline-convention step ranges (domain "pipeprof") on the
  *                                    main thread, and one range per step on a helper thread
  *   capture_app fork <expect-file>   ranges before and after a fork, and in the child
+ *   capture_app forkchain <depth>    one pair, then at once a fork; the child does the same,
+ *                                    <depth> processes deep (each waits for its child)
  *
  * Expect-file lines (fields separated by one space, the message last, so it may hold spaces):
  *   R <domain> <tid> <level> <t0> <t1> <category> <ptype> <pbits> <schema> <message>
@@ -566,6 +568,24 @@ static int mode_fork(const char *path)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* Each process forks right after its first event (the init, or its own fork), so the fork
+ * lands while the writer thread just started (at init, or by the fork handler) may still be in
+ * its thread start-up: the window of the hang fixed in profiler/capture.c writer_start. */
+static int mode_forkchain(int depth)
+{
+    pairs_named("chain", 1);
+    if (depth <= 0)
+        return 0;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0)
+        exit(mode_forkchain(depth - 1));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "full") == 0)
@@ -578,6 +598,8 @@ int main(int argc, char **argv)
         return mode_steps(atoi(argv[2]));
     if (argc >= 3 && strcmp(argv[1], "fork") == 0)
         return mode_fork(argv[2]);
-    fprintf(stderr, "usage: capture_app full FILE|loop|burst N|steps N|fork FILE\n");
+    if (argc >= 3 && strcmp(argv[1], "forkchain") == 0)
+        return mode_forkchain(atoi(argv[2]));
+    fprintf(stderr, "usage: capture_app full FILE|loop|burst N|steps N|fork FILE|forkchain N\n");
     return 2;
 }

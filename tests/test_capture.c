@@ -544,6 +544,25 @@ Test(capture, forked_child_writes_its_own_file)
     pp_trace_free(c);
 }
 
+/* Forks right after init and right after each fork, 8 deep: every process exits and leaves its
+ * own complete file with its one pair (a writer thread still starting at a fork used to hang
+ * the child under ASan). */
+Test(capture, fork_chain_right_after_init)
+{
+    const char *args[] = {PP_CAPTURE_APP, "forkchain", "7", NULL};
+    cr_assert_eq(run(args, NULL), 0);
+    char names[16][320];
+    int n = traces(names, 16);
+    cr_assert_eq(n, 8);
+    for (int i = 0; i < n; i++) {
+        pp_trace *t = NULL;
+        cr_assert_eq(pp_trace_load(names[i], &t), PP_OK, "%s: %s", names[i], pp_error_message());
+        cr_expect(t->damage.has_footer, "%s", names[i]);
+        cr_expect_eq(t->footer.events, 2, "%s", names[i]);
+        pp_trace_free(t);
+    }
+}
+
 Test(capture, clock_test_hooks_shift_timestamps_and_land_in_the_header)
 {
     const char *args[] = {PP_CAPTURE_APP, "burst", "100", NULL};
