@@ -72,6 +72,9 @@ Test(convention, messages_read_as_documented)
         {"fwd mb99999999999999999999", PP_NVTX_FWD, INT64_MAX, -1, -1, -1},
         {"fwd mbx c-1", PP_NVTX_FWD, -1, -1, -1, -1},
         {"block0 forward", PP_NVTX_KIND_NONE, -1, -1, -1, -1},
+        /* the first token decides, and a layer name is one token */
+        {"step fwd", PP_NVTX_STEP, -1, -1, -1, -1},
+        {"my block fwd", PP_NVTX_KIND_NONE, -1, -1, -1, -1},
         {"hello", PP_NVTX_KIND_NONE, -1, -1, -1, -1},
         {"", PP_NVTX_KIND_NONE, -1, -1, -1, -1},
     };
