@@ -218,6 +218,22 @@ int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out)
     return 1;
 }
 
+int pp_nvtx_layer_mark_format(char *buf, size_t size, int index, const char *name,
+                              unsigned long long param_bytes, unsigned long long activation_bytes)
+{
+    return snprintf(buf, size, "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu",
+                    index, name, param_bytes, activation_bytes);
+}
+
+int pp_nvtx_config_mark_format(char *buf, size_t size, const pp_nvtx_config_info *c)
+{
+    return snprintf(buf, size,
+                    "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
+                    "tokens_per_step=%.0f backend=%s dp=%d replica=%d schedules=%s",
+                    c->schedule, c->S, c->M, c->v, c->layers, c->samples_per_step,
+                    c->tokens_per_step, c->backend, c->dp, c->replica, c->schedules);
+}
+
 int pp_nvtx_clocksync_format(char *buf, size_t size, const pp_nvtx_clocksync *c)
 {
     return snprintf(buf, size, "clocksync %s peer=%d phase=%d seq=%d", c->recv ? "recv" : "send",

@@ -149,6 +149,23 @@ typedef struct pp_nvtx_layer_info {
 } pp_nvtx_layer_info;
 /* Reads a layer mark; returns 1 when msg is one. */
 int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out);
+/* Writes one (snprintf's return value). The name is written whole (a cost file's names may be
+ * longer than pp_nvtx_layer_info keeps). */
+int pp_nvtx_layer_mark_format(char *buf, size_t size, int index, const char *name,
+                              unsigned long long param_bytes, unsigned long long activation_bytes);
+
+/* What the configuration mark states (docs/nvtx-convention.md "Configuration mark"); the
+ * analyzer reads it key by key with its own range checks (analyzer/decode.c). */
+typedef struct pp_nvtx_config_info {
+    const char *schedule;  /* the schedule's name, e.g. "1f1b" */
+    int S, M, v, layers;
+    double samples_per_step, tokens_per_step; /* 0: not stated by the job */
+    const char *backend;   /* "cpu", "cuda", "sim" */
+    int dp, replica;
+    const char *schedules; /* comma-separated kinds the job can run */
+} pp_nvtx_config_info;
+/* Writes "config schedule=... S=... ..." (snprintf's return value). */
+int pp_nvtx_config_mark_format(char *buf, size_t size, const pp_nvtx_config_info *c);
 
 typedef struct pp_nvtx_clocksync {
     int recv; /* 0: "send", 1: "recv" */

@@ -263,12 +263,18 @@ static void mark_config(const pp_pipe_trainer *t)
      * backend halves bwd_us where a cost file gives no split (pp_costs_layer_us) */
     char kinds[64];
     pp_schedule_kind_list(kinds, sizeof kinds);
-    snprintf(cfg, sizeof cfg,
-             "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-             "tokens_per_step=%.0f backend=%s dp=%d replica=%d schedules=%s",
-             pp_schedule_kind_name(c->schedule), t->part.S, c->train.microbatches, c->v,
-             t->part.L, samples, tokens, pp_backend_kind_name(c->backend), t->dp, t->replica,
-             kinds);
+    pp_nvtx_config_info ci = {.schedule = pp_schedule_kind_name(c->schedule),
+                              .S = t->part.S,
+                              .M = c->train.microbatches,
+                              .v = c->v,
+                              .layers = t->part.L,
+                              .samples_per_step = samples,
+                              .tokens_per_step = tokens,
+                              .backend = pp_backend_kind_name(c->backend),
+                              .dp = t->dp,
+                              .replica = t->replica,
+                              .schedules = kinds};
+    pp_nvtx_config_mark_format(cfg, sizeof cfg, &ci);
     pp_nvtx_mark_config(cfg);
 }
 
@@ -290,8 +296,7 @@ static void mark_layers(const pp_pipe_trainer *t, const char **names)
             params = pp_model_config_layer_params(&c->train.model, i) * sizeof(float);
             acts = i == L - 1 ? 0 : io;
         }
-        snprintf(cfg, sizeof cfg, "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu",
-                 i, names[i], params, acts);
+        pp_nvtx_layer_mark_format(cfg, sizeof cfg, i, names[i], params, acts);
         pp_nvtx_mark_config(cfg);
     }
 }

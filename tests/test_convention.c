@@ -148,6 +148,21 @@ Test(convention, marks)
     cr_assert_str_eq(buf, "clocksync recv peer=3 phase=1 seq=12");
     cr_assert(pp_nvtx_clocksync_parse(buf, &cs));
     cr_assert(cs.recv == 1 && cs.peer == 3 && cs.phase == 1 && cs.seq == 12);
+
+    /* the trainer's marks are written by the module and read back by it */
+    char mark[320];
+    pp_nvtx_layer_mark_format(mark, sizeof mark, 5, "block4", 7087872, 3145728);
+    cr_assert_str_eq(mark, "layer index=5 name=block4 param_bytes=7087872 activation_bytes=3145728");
+    cr_assert(pp_nvtx_layer_mark_parse(mark, &li));
+    cr_assert(li.index == 5 && li.param_bytes == 7087872 && li.activation_bytes == 3145728);
+    cr_assert_str_eq(li.name, "block4");
+    pp_nvtx_config_info ci = {.schedule = "zb-h1", .S = 4, .M = 8, .v = 1, .layers = 8,
+                              .samples_per_step = 16, .tokens_per_step = 0, .backend = "sim",
+                              .dp = 1, .replica = 0, .schedules = "gpipe,1f1b"};
+    pp_nvtx_config_mark_format(mark, sizeof mark, &ci);
+    cr_assert_str_eq(mark, "config schedule=zb-h1 S=4 M=8 v=1 layers=8 samples_per_step=16 "
+                           "tokens_per_step=0 backend=sim dp=1 replica=0 schedules=gpipe,1f1b");
+    cr_assert_eq(pp_nvtx_mark_kind(mark), PP_NVTX_MARK_CONFIG);
 }
 
 /* docs/nvtx-convention.md, decoding rule: send_act and recv_grad go to stage + 1, recv_act and
