@@ -465,20 +465,28 @@ static void worker_free(worker *w)
         w->b->ops->destroy(w->b);
 }
 
+/* The executor owns the backends it is given, also when it cannot be created. */
+static void destroy_backends(pp_stage_backend **backends, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (backends[i])
+            backends[i]->ops->destroy(backends[i]);
+}
+
 pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_local,
                          int n_local, pp_stage_backend **backends, pp_exec **out)
 {
     pp_status st = PP_OK;
     if (first_local < 0 || n_local < 1 || first_local + n_local > sched->S) {
-        for (int i = 0; i < n_local; i++)
-            if (backends[i])
-                backends[i]->ops->destroy(backends[i]);
+        destroy_backends(backends, n_local);
         return PP_ERR(PP_ERR_INVALID, "executor: local stages [%d, %d) not within S = %d",
                       first_local, first_local + n_local, sched->S);
     }
     pp_exec *e = pp_alloc(sizeof *e);
-    if (!e)
+    if (!e) {
+        destroy_backends(backends, n_local);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the executor");
+    }
     e->sched = sched;
     e->tp = tp;
     e->first_local = first_local;
@@ -488,8 +496,7 @@ pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_l
     pthread_cond_init(&e->done, NULL);
     e->workers = pp_alloc(sizeof(worker) * (size_t)n_local);
     if (!e->workers) {
-        for (int i = 0; i < n_local; i++)
-            backends[i]->ops->destroy(backends[i]);
+        destroy_backends(backends, n_local);
         pp_exec_destroy(e);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the executor");
     }
