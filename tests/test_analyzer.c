@@ -301,7 +301,8 @@ static int links_match_model(const pp_analysis *a, const char *kind, double mode
 
 /* A late wake-up of the sim's sender shortens the in-flight part it shows, a late receiver
  * lengthens it: on a busy machine one capture can be off either way. The least disturbed of up to
- * three captures is judged (a rule that is wrong, like counting the mailbox wait, fails all). */
+ * five captures is judged (a rule that is wrong, like counting the mailbox wait, fails all; three
+ * were once all disturbed in the ASan suite running beside other tests). */
 Test(analyzer, pptrain_activations_latency_is_the_link_model_like_gradients, .timeout = 300)
 {
     need_capture();
@@ -317,7 +318,7 @@ Test(analyzer, pptrain_activations_latency_is_the_link_model_like_gradients, .ti
     for (int k = 0; k < 2; k++) {
         char why[256] = "";
         int ok = 0;
-        for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+        for (int attempt = 0; attempt < 5 && !ok; attempt++) {
             pp_analysis *a = capture(kinds[k], costs, kinds[k], 4, 8, steps[k], NULL);
             cr_assert_eq(a->n_links, 6u);
             ok = links_match_model(a, kinds[k], model_ns, why, sizeof why);
