@@ -109,16 +109,28 @@ static const char *capture(const char *name, const char *costs, const char *flag
  * (another process taking a core) can only make a step later than its deadlines, never
  * earlier, so the fastest step is the least disturbed measurement of what a layout costs: the
  * timing assertions judge it, not a median over few steps that a busy machine can move. */
-static double fastest_step_ms(const char *dir)
+/* The median step of a run: the step time is the period between step starts, so a late start
+ * lengthens one step and shortens the next; the fastest step is then no longer the least
+ * disturbed one on a busy machine, the median is. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_step_ms(const char *dir)
 {
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s: %s", dir, pp_error_message());
     cr_assert_gt(a->n_steps, 0u, "%s", dir);
-    double best = INFINITY;
-    for (size_t i = 0; i < a->n_steps; i++)
-        best = a->steps[i].step_ns < best ? a->steps[i].step_ns : best;
+    double v[64];
+    size_t n = a->n_steps < 64 ? a->n_steps : 64;
+    for (size_t i = 0; i < n; i++)
+        v[i] = a->steps[i].step_ns;
     pp_analysis_free(a);
-    return best * 1e-6;
+    qsort(v, n, sizeof v[0], cmp_double);
+    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return m * 1e-6;
 }
 
 /* The number after `key` in text (e.g. key "error "), NAN when absent. */
@@ -165,11 +177,11 @@ Test(tune, auto_loop_reaches_the_best_partition)
     cr_assert(it >= 1, "the loop kept the starting layout:\n%s", r.out);
     char iter_dir[64];
     snprintf(iter_dir, sizeof iter_dir, "auto/iter%d", it);
-    double fastest = fastest_step_ms(tk_path(iter_dir));
-    cr_log_info("best iteration's fastest step %.3f ms", fastest);
-    cr_assert(fabs(fastest - best_ms) <= 0.03 * best_ms,
-              "fastest step %.3f ms of iteration %d, the best partition simulates at %.3f ms:\n%s",
-              fastest, it, best_ms, r.out);
+    double median = median_step_ms(tk_path(iter_dir));
+    cr_log_info("best iteration's median step %.3f ms", median);
+    cr_assert(fabs(median - best_ms) <= 0.03 * best_ms,
+              "median step %.3f ms of iteration %d, the best partition simulates at %.3f ms:\n%s",
+              median, it, best_ms, r.out);
     cr_assert(meas < even_ms, "measured %.3f ms is not faster than the even split's %.3f ms", meas,
               even_ms);
     cr_assert(speedup > 1.2, "speedup %.3f:\n%s", speedup, r.out);
@@ -259,12 +271,12 @@ Test(tune, verify_checks_the_run_of_a_plan)
     cr_assert_eq(pp_plan_load(tk_path("plan.json"), &plan), PP_OK, "%s", pp_error_message());
     double pred_ms = plan.predicted_step_ms;
     pp_plan_free(&plan);
-    double after_ms = fastest_step_ms(after), before_ms = fastest_step_ms(before);
-    cr_log_info("fastest steps: before %.3f ms, after %.3f ms, plan predicts %.3f ms\n",
+    double after_ms = median_step_ms(after), before_ms = median_step_ms(before);
+    cr_log_info("median steps: before %.3f ms, after %.3f ms, plan predicts %.3f ms\n",
                 before_ms, after_ms, pred_ms);
     /* 3%: the bound the achieved speedup always had against the predicted one (the plan's
      * prediction comes from the first run's costs, measured with that run's own overheads;
-     * under ASan the two runs' fastest steps have been 2.1% apart) */
+     * under ASan the two runs' fastest steps have been 2.1% apart; the median is judged, as above) */
     cr_assert(fabs(after_ms - pred_ms) < 0.03 * pred_ms, "after %.3f ms, predicted %.3f ms",
               after_ms, pred_ms);
     cr_assert(before_ms / after_ms > 1.2, "speedup %.3f", before_ms / after_ms);
