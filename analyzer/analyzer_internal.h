@@ -361,6 +361,16 @@ void an_file_state_free(file_state *f);
 int an_read_block(state *st, file_state *f);
 const char *an_str_of(file_state *f, uint32_t id); /* "" for an unknown id */
 
+/* ---- ranges.c: the ranges and marks outside the pipeline (the generic view) ---- */
+/* A closed range that is not a pipeline range: another domain's, a pipeprof-domain range no
+ * rule decodes, or any range of a trace without the pipeprof domain. Called in every pass
+ * (clock, host, GPU): only the host pass keeps anything. Must stay cheap (decode's hot loop). */
+void an_other_range(state *st, file_state *f, const thread_state *t, const open_range *o,
+                    uint64_t t1);
+/* A mark of another domain than pipeprof's (r: its record, ts its time). */
+void an_other_mark(state *st, file_state *f, const thread_state *t, const pp_rec_range *r,
+                   uint64_t ts);
+
 /* ---- steps.c: ranges -> steps ---- */
 /* A closed range of file f on thread t, of the pipeprof domain, ending at t1; raw is decode()
  * of it. */

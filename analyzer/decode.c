@@ -459,6 +459,8 @@ static inline open_range *on_open(state *st, file_state *f, thread_state *t,
     if (h->type == PP_REC_MARK) {
         if (r.domain == f->pipeprof_domain && f->pipeprof_domain)
             on_mark(st, f, an_str_of(f, r.message), h->ts);
+        else
+            an_other_mark(st, f, t, &r, h->ts);
         return NULL;
     }
     /* every field but the payload's bytes and the cached decode (flagged unset): this runs for
@@ -565,6 +567,10 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
                     st->stage_max_step[d->stage] = step;
                 t->cur_step = -1;
             }
+            if (!f->pipeprof_domain || (d->kind == PP_NVTX_KIND_NONE && !d->oob))
+                an_other_range(st, f, t, o, h->ts);
+        } else {
+            an_other_range(st, f, t, o, h->ts);
         }
         if (k + 1 < t->stack.n) /* mostly the innermost range: nothing above it to move */
             memmove(&s[k], &s[k + 1], (t->stack.n - k - 1) * sizeof *s);
@@ -598,6 +604,10 @@ static inline void on_end(state *st, file_state *f, thread_state *t, const pp_re
         decoded d;
         decode(st, f, &o, &d);
         an_on_range(st, f, t, &o, h->ts, &d);
+        if (d.kind == PP_NVTX_KIND_NONE && !d.oob)
+            an_other_range(st, f, t, &o, h->ts);
+    } else {
+        an_other_range(st, f, t, &o, h->ts);
     }
 }
 
