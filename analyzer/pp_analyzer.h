@@ -164,6 +164,7 @@ typedef struct pp_analysis_options {
     int replica;         /* data-parallel replica whose pipeline is analyzed (default 0) */
     size_t gpu_window;   /* GPU projection: ranges kept per trace file (0 = PP_GPU_WINDOW_RANGES;
                             pp_gpu.h) */
+    const char *dialect_file; /* a user dialect file (docs/dialects.md), NULL for none */
 } pp_analysis_options;
 
 void pp_analysis_options_default(pp_analysis_options *o);
@@ -185,6 +186,9 @@ typedef struct pp_analysis {
     char schedule[32];       /* "" when unknown */
     char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,
                                 comma-separated), "" when it did not say */
+    char dialect[48];        /* how the pipeline ranges were named (docs/dialects.md): "pipeprof"
+                                (the convention), "torch.distributed.pipelining", a dialect
+                                file's name; "" when no range was a pipeline range */
     double samples_per_step; /* 0 when unknown */
     double tokens_per_step;  /* 0 when unknown */
     /* steps */
