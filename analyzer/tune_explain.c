@@ -34,6 +34,75 @@ const char *pp_tune_search_word(const pp_tune_proposal *p, char *buf, size_t cap
     return buf;
 }
 
+/* Whether a layer name reads as a module FQN with an index ("layers.4", "model.layers.12"):
+ * identifiers joined by dots, the last part digits. Only such names are printed as they are
+ * (they come from a trace: nothing else is trusted into a Python literal). */
+static int is_module_fqn(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > 60)
+        return 0;
+    const char *dot = strrchr(n, '.');
+    if (!dot || !dot[1])
+        return 0;
+    for (const char *p = dot + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    int start = 1; /* at the start of a dotted part */
+    for (const char *p = n; p < dot; p++) {
+        int alpha = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_';
+        int digit = *p >= '0' && *p <= '9';
+        if (*p == '.') {
+            if (start)
+                return 0;
+            start = 1;
+        } else if (alpha || (digit && !start)) {
+            start = 0;
+        } else if (!digit) {
+            return 0;
+        } else {
+            start = 0; /* "layers.3.attn": an index part inside the path */
+        }
+    }
+    return !start;
+}
+
+/* The FQN of layer l: its name when that is one, else layers.<l> (docs/torch.md). */
+static void layer_fqn(const pp_costs *c, int l, char *buf, size_t cap)
+{
+    if (is_module_fqn(c->layers[l].name))
+        snprintf(buf, cap, "%s", c->layers[l].name);
+    else
+        snprintf(buf, cap, "layers.%d", l);
+}
+
+/* torchtitan's pipeline_parallel_split_points and torch.distributed.pipelining's split_spec:
+ * the first module of every piece but the first, in piece order (docs/torch.md). */
+static void print_torch_forms(const pp_costs *c, const pp_partition *part, FILE *out)
+{
+    int named = 1;
+    for (int l = 0; l < part->L; l++)
+        named &= is_module_fqn(c->layers[l].name);
+    char fqn[80];
+    fputs("torchtitan:   pipeline_parallel_split_points = [", out);
+    for (int p = 1; p < part->P; p++) {
+        layer_fqn(c, part->bounds[p], fqn, sizeof fqn);
+        fprintf(out, "%s\"%s\"", p > 1 ? ", " : "", fqn);
+    }
+    fputs("]\n", out);
+    fputs("torch:        pipeline(model, mb_args, split_spec={", out);
+    for (int p = 1; p < part->P; p++) {
+        layer_fqn(c, part->bounds[p], fqn, sizeof fqn);
+        fprintf(out, "%s\"%s\": SplitPoint.BEGINNING", p > 1 ? ", " : "", fqn);
+    }
+    fputs("})\n", out);
+    if (!named)
+        fputs("              (the layers' names are no module paths: layer i is written "
+              "layers.i, the\n"
+              "              model's blocks in one list 'layers' in order; docs/torch.md)\n",
+              out);
+}
+
 void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, FILE *out)
 {
     char buf[4096];
@@ -51,6 +120,7 @@ void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, 
                      "applicable with v = %d\n",
                 part->v);
     }
+    print_torch_forms(c, part, out);
 }
 
 static void print_memory_row(const char *label, const uint64_t *mem, int S, uint64_t limit,

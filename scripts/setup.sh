@@ -44,3 +44,29 @@ if ! "$venv/bin/python" -c 'import nvtx' 2>/dev/null; then
     echo "setup: could not install nvtx into $venv; the Python fixture's tests will skip" >&2
   fi
 fi
+
+# The torch tests (tests/test_torch.c: real torch.distributed.pipelining jobs on CPU under
+# torchrun, tests/py/torch_*.py) need torch and numpy. Same idea as above, a venv of its own
+# outside the clone, reused by fresh clones and later CI runs: /var/cache/pipeprof/torch-local
+# when writable, else ${XDG_CACHE_HOME:-~/.cache}/pipeprof/torch-local; PPROF_TORCH_VENV chooses
+# another. An existing venv that imports torch and numpy is kept as it is. torch comes from PyPI
+# (the default wheel is large, ~5 GB with its CUDA libraries, and runs without a GPU). A failure
+# only costs the torch tests: they skip, saying why.
+if [[ -n "${PPROF_TORCH_VENV:-}" ]]; then
+  tvenv=$PPROF_TORCH_VENV
+elif mkdir -p /var/cache/pipeprof 2>/dev/null && [[ -w /var/cache/pipeprof ]]; then
+  tvenv=/var/cache/pipeprof/torch-local
+else
+  tvenv=${XDG_CACHE_HOME:-$HOME/.cache}/pipeprof/torch-local
+fi
+if ! "$tvenv/bin/python" -c 'import torch, numpy' 2>/dev/null; then
+  py=${PPROF_SETUP_PYTHON:-python3}
+  echo "setup: creating $tvenv with torch and numpy (PyPI; a large download)" >&2
+  if mkdir -p "$(dirname "$tvenv")" && { [[ -x "$tvenv/bin/python" ]] || "$py" -m venv "$tvenv"; } &&
+     "$tvenv/bin/pip" install -q --disable-pip-version-check torch numpy &&
+     "$tvenv/bin/python" -c 'import torch, numpy'; then
+    echo "setup: $tvenv/bin/python has torch" >&2
+  else
+    echo "setup: could not install torch into $tvenv; the torch tests will skip" >&2
+  fi
+fi
