@@ -18,10 +18,24 @@ void an_warn(pp_analysis *a, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The tools' --dialect (pp_analysis_dialect_default). */
+static const char *g_default_dialect;
+
 void pp_analysis_options_default(pp_analysis_options *o)
 {
     memset(o, 0, sizeof *o);
     o->warmup = 1;
+    o->dialect_file = g_default_dialect;
+}
+
+pp_status pp_analysis_dialect_default(const char *path)
+{
+    pp_dialect *d = NULL;
+    pp_status st = pp_dialect_load(path, &d);
+    pp_dialect_destroy(d);
+    if (st == PP_OK)
+        g_default_dialect = path;
+    return st;
 }
 
 int an_rank_wanted(const pp_analysis_options *o, int32_t rank)
@@ -168,6 +182,7 @@ int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_opti
         f->info = fs[i].info;
         f->rank = fs[i].rank;
         f->clk = fs[i].clk;
+        f->dialect = fs[i].dialect;
         f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
                   pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
     }
@@ -318,15 +333,25 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         return PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
     }
     a->files = calloc(n ? n : 1, sizeof(pp_afile));
+    pp_dialect *dialect = NULL;
     if (!a->files)
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory analyzing %zu traces", n);
+    else if (opt->dialect_file && (rc = pp_dialect_load(opt->dialect_file, &dialect)) != PP_OK)
+        ; /* the message names the file, the rule and the problem */
     else if (!open_files(fs, paths, n, opt, a))
         rc = PP_ERR(PP_ERR_INVALID, "no readable trace to analyze%s%s",
                     a->warnings[0] ? ": " : "", a->warnings);
-    else
+    else {
+        for (size_t i = 0; i < n; i++)
+            fs[i].dialect = dialect;
         rc = analyze(&st, fs, n, opt, a);
+        /* which naming the pipeline ranges had: a dialect's when it named any */
+        const char *used = st.dialect_ranges ? st.dialect_used : a->n_steps ? "pipeprof" : "";
+        snprintf(a->dialect, sizeof a->dialect, "%s", used ? used : "");
+    }
     for (size_t i = 0; i < n; i++)
         an_file_state_free(&fs[i]);
+    pp_dialect_destroy(dialect);
     free(fs);
     an_state_free(&st);
     if (rc != PP_OK) {

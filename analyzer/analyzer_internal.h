@@ -2,7 +2,8 @@
  * pp_analyzer.h). The analysis runs as a data flow, one file a stage:
  *   decode.c     trace blocks -> ranges: string and schema tables, push/pop pairing, the
  *                convention's decoding rule (extended payload, else the message grammar of
- *                common/pp_convention.h), the bounds, the marks;
+ *                common/pp_convention.h), the bounds, the marks; other domains' ranges by the
+ *                dialects (dialect.c, pp_dialect.h: a dialect file, the torch names);
  *   steps.c      ranges -> steps: each decoded range into its step's bucket as an op, a layer op,
  *                a step range or an all-reduce; a step is finalized once every stage moved past;
  *   metrics.c    a finalized step -> its numbers (period, busy, idle, per-stage and per-link
@@ -20,6 +21,7 @@
 #include "pp_analyzer.h"
 #include "pp_clock.h"
 #include "pp_convention.h"
+#include "pp_dialect.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,10 @@ typedef struct thread_state {
     int64_t n_steps;    /* step ranges seen (fallback numbering) */
     int32_t cur_stage;
     int32_t cur_mb;     /* enclosing compute range's mb (layer ranges' fallback) */
+    /* dialects (decode.c): "sequence" counters, per kind since the step range opened, and of
+     * layer ranges since the compute range opened */
+    int32_t dseq[PP_NVTX_KIND_COUNT];
+    int32_t dlayer_seq;
 } thread_state;
 
 /* What the message grammar says about one registered string (pp_nvtx_message_parse), worked
@@ -165,6 +171,19 @@ typedef struct msg_info {
     int valid;
     pp_nvtx_message m;
 } msg_info;
+
+/* What the dialects (pp_dialect.h) say about one string id in one domain, worked out once
+ * (decode.c's dialect_of): the user's file first, then the torch names. */
+typedef struct dialect_info {
+    uint8_t valid, src; /* src: 0 no match, 1 the user's dialect, 2 torch */
+    uint32_t domain;    /* the domain it was worked out for */
+    pp_dialect_match m;
+} dialect_info;
+
+/* A domain the file registered (dialect rules may name one). */
+typedef struct domain_name {
+    uint32_t id, name;  /* name: a string id */
+} domain_name;
 
 /* A string whose id is far beyond the number of strings defined: kept apart, so that one
  * large id cannot size the table of ids. */
@@ -195,6 +214,11 @@ typedef struct file_state {
     uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
     int default_layout; /* off[] is the convention's layout (pp_nvtx_fields) */
     int32_t proj_stage; /* host pass: the stage of its projected ranges, -1 none, -2 several */
+    const pp_dialect *dialect; /* the user's dialect file (not owned), NULL none */
+    vec dinfo;          /* dialect_info by string id (bounded like msgs) */
+    vec domains;        /* domain_name: the file's domains, for dialect rules naming one */
+    int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
+    int n_torch_ids;
 } file_state;
 
 
@@ -292,6 +316,8 @@ typedef struct state {
     uint64_t gpu_records; /* host pass: GPU-capture records of the analyzed replica */
     uint32_t cfg_gen;     /* configuration marks read: decode()'s bounds depend on them */
     vec nccl_members;     /* host pass: pp_gpu_nccl_member, each (communicator, rank) once */
+    uint64_t dialect_ranges; /* pipeline ranges a dialect named (decode.c) */
+    const char *dialect_used; /* the dialect of the last of them (pp_analysis.dialect) */
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the

@@ -447,6 +447,165 @@ static inline void note_open(state *st, file_state *f, thread_state *t, const de
     }
 }
 
+
+/* ---- dialects (pp_dialect.h, docs/dialects.md): foreign ranges named the way another framework
+ * names them become pipeline ranges. Only ranges outside the pipeprof domain come here: the
+ * convention's hot path never does. ---- */
+
+enum { DEC_DIALECT = 2 }; /* open_range.has_dec of a range a dialect decoded at its opening */
+
+/* The name of domain id in f ("" for the default domain and an unknown one). */
+static const char *domain_of(file_state *f, uint32_t id)
+{
+    const domain_name *d = f->domains.data;
+    for (size_t i = 0; i < f->domains.n; i++)
+        if (d[i].id == id)
+            return an_str_of(f, d[i].name);
+    return "";
+}
+
+/* What the dialects say about string `id` in `domain` into *x (the user's file first, then
+ * the torch names); its src (0: no match). */
+static int dialect_eval(file_state *f, uint32_t id, uint32_t domain, pp_dialect_match *x)
+{
+    const char *name = an_str_of(f, id);
+    if (!*name)
+        return 0;
+    if (f->dialect && pp_dialect_match_name(f->dialect, domain_of(f, domain), name, x))
+        return 1;
+    return pp_dialect_torch_match(name, x) ? 2 : 0;
+}
+
+/* dialect_eval through the file's cache (ids below MSG_CACHE_IDS, one domain per id: a second
+ * domain recomputes); the match into *x, its src returned. */
+static int dialect_of(file_state *f, uint32_t id, uint32_t domain, pp_dialect_match *x)
+{
+    if (id == 0)
+        return 0;
+    while (f->dinfo.n <= id && id < MSG_CACHE_IDS && id < f->strings.n)
+        if (!vec_push(&f->dinfo))
+            break;
+    if (f->dinfo.n <= id)
+        return dialect_eval(f, id, domain, x);
+    dialect_info *di = &((dialect_info *)f->dinfo.data)[id];
+    if (!di->valid || di->domain != domain) {
+        di->src = (uint8_t)dialect_eval(f, id, domain, &di->m);
+        di->domain = domain;
+        di->valid = 1;
+    }
+    *x = di->m;
+    return di->src;
+}
+
+/* The trace's pipeline rank: its header's rank, else its index among the files. */
+static inline int64_t trace_rank(const file_state *f) { return f->rank >= 0 ? f->rank : f->index; }
+
+/* A torch stage id onto (stage, chunk): the stage is the trace's rank (the first stage id it
+ * names when it states no rank), the chunk the order in which the trace first names the id
+ * (each rank starts on its lowest stage in every torch schedule). -1 past 64 ids. */
+static int64_t torch_chunk(file_state *f, int64_t sid)
+{
+    for (int i = 0; i < f->n_torch_ids; i++)
+        if (f->torch_ids[i] == sid)
+            return i;
+    if (f->n_torch_ids == (int)(sizeof f->torch_ids / sizeof f->torch_ids[0]))
+        return -1;
+    f->torch_ids[f->n_torch_ids] = (int32_t)sid;
+    return f->n_torch_ids++;
+}
+
+/* A dialect's match turned into a decoded range on thread t ("rank", "sequence", torch's
+ * stage ids), checked against the bounds. */
+static void dialect_resolve(const state *st, file_state *f, thread_state *t,
+                            const pp_dialect_match *m, decoded *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = m->kind;
+    d->peer = -1;
+    int64_t *out[PP_DF_COUNT] = {&d->stage, &d->mb, &d->chunk, &d->layer, &d->step};
+    for (int k = 0; k < PP_DF_COUNT; k++) {
+        int64_t v = -1;
+        switch (m->from[k]) {
+        case PP_DFROM_VALUE: v = m->v[k]; break;
+        case PP_DFROM_RANK: v = trace_rank(f); break;
+        case PP_DFROM_SEQUENCE:
+            if (k == PP_DF_LAYER)
+                v = t->dlayer_seq++;
+            else if (k == PP_DF_MB && d->kind >= 0 && d->kind < PP_NVTX_KIND_COUNT)
+                v = t->dseq[d->kind]++;
+            /* step: -1, the fallback numbering counts step ranges */
+            break;
+        default: break;
+        }
+        *out[k] = v;
+    }
+    if (m->torch_stage_id >= 0) {
+        d->chunk = torch_chunk(f, m->torch_stage_id);
+        if (f->rank < 0)
+            d->stage = f->torch_ids[0];
+        if (d->chunk < 0)
+            d->kind = PP_NVTX_KIND_NONE;
+    }
+    if (d->kind == PP_NVTX_STEP) {
+        memset(t->dseq, 0, sizeof t->dseq);
+    } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
+        t->dlayer_seq = 0;
+    }
+    check_bounds(st, d);
+}
+
+/* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
+ * names it (has_dec = DEC_DIALECT), with what it says about the ranges inside it. */
+static void dialect_open(state *st, file_state *f, thread_state *t, open_range *o)
+{
+    pp_dialect_match m;
+    int src = dialect_of(f, o->message, o->domain, &m);
+    if (!src || m.kind == PP_NVTX_KIND_NONE)
+        return;
+    decoded *d = &o->dec;
+    dialect_resolve(st, f, t, &m, d);
+    o->has_dec = DEC_DIALECT;
+    st->dialect_used = src == 1 ? pp_dialect_name(f->dialect) : PP_DIALECT_TORCH;
+    if (d->kind == PP_NVTX_KIND_NONE)
+        return;
+    note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
+    if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
+        t->cur_stage = (int32_t)d->stage;
+}
+
+/* The step bookkeeping of a closed step range: its stage's latest step, the thread outside it. */
+static inline void close_step(state *st, thread_state *t, const decoded *d)
+{
+    int64_t step = d->step >= 0 ? d->step : t->n_steps;
+    if (d->stage >= 0 && an_ensure_stage(st, (int)d->stage) &&
+        step > st->stage_max_step[d->stage])
+        st->stage_max_step[d->stage] = step;
+    t->cur_step = -1;
+}
+
+/* A closed pipeline range (d: its decode) to steps.c, and the step bookkeeping of a step
+ * range. */
+static inline void close_pipeline(state *st, file_state *f, thread_state *t, const open_range *o,
+                                  uint64_t t1, const decoded *d)
+{
+    an_on_range(st, f, t, o, t1, d);
+    if (d->kind == PP_NVTX_STEP)
+        close_step(st, t, d);
+}
+
+/* A range a dialect decoded at its opening, closed at t1 (its out-of-bounds case is counted by
+ * an_on_range; one that a rule maps to "other" is the generic view's). */
+static void dialect_close(state *st, file_state *f, thread_state *t, const open_range *o,
+                          uint64_t t1)
+{
+    if (o->dec.kind == PP_NVTX_KIND_NONE && !o->dec.oob) {
+        an_other_range(st, f, t, o, t1);
+        return;
+    }
+    st->dialect_ranges++;
+    close_pipeline(st, f, t, o, t1, &o->dec);
+}
+
 /* A PUSH, START or MARK record (of its full size); returns the range an EXT_PAYLOAD record may
  * attach to. */
 static inline open_range *on_open(state *st, file_state *f, thread_state *t,
@@ -480,11 +639,15 @@ static inline open_range *on_open(state *st, file_state *f, thread_state *t,
     o->ext_bytes = 0;
     o->has_dec = 0;
     /* when its pipeprof.event payload follows, on_ext does this */
-    if (h->type == PP_REC_PUSH && r.domain == f->pipeprof_domain && f->pipeprof_domain &&
-        !ext_follows(p, bytes, off)) {
-        decoded d;
-        decode(st, f, o, &d);
-        note_open(st, f, t, &d, d.kind == PP_NVTX_STEP && d.step < 0 ? t->n_steps + 1 : d.step);
+    if (r.domain == f->pipeprof_domain && f->pipeprof_domain) {
+        if (h->type == PP_REC_PUSH && !ext_follows(p, bytes, off)) {
+            decoded d;
+            decode(st, f, o, &d);
+            note_open(st, f, t, &d,
+                      d.kind == PP_NVTX_STEP && d.step < 0 ? t->n_steps + 1 : d.step);
+        }
+    } else {
+        dialect_open(st, f, t, o); /* another domain's range: a dialect may name it */
     }
     return last;
 }
@@ -551,24 +714,26 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
          * seen, a default-domain range is still checked for a step payload). The range is used
          * in place (nothing below touches the stack), then removed. */
         const open_range *o = &s[k];
-        if (o->domain == f->pipeprof_domain) {
+        if (o->domain == f->pipeprof_domain && f->pipeprof_domain) {
             decoded fresh;
             const decoded *d = &fresh; /* the cached decode is used where it is, not copied */
             if (o->has_dec && o->dec_gen == f->meta_gen && o->dec_cfg == st->cfg_gen)
                 d = &o->dec;
             else
                 decode(st, f, o, &fresh);
-            if (f->pipeprof_domain)
-                an_on_range(st, f, t, o, h->ts, d);
-            if (d->kind == PP_NVTX_STEP) {
-                int64_t step = d->step >= 0 ? d->step : t->n_steps;
-                if (d->stage >= 0 && an_ensure_stage(st, d->stage) &&
-                    step > st->stage_max_step[d->stage])
-                    st->stage_max_step[d->stage] = step;
-                t->cur_step = -1;
-            }
-            if (!f->pipeprof_domain || (d->kind == PP_NVTX_KIND_NONE && !d->oob))
+            close_pipeline(st, f, t, o, h->ts, d);
+            if (d->kind == PP_NVTX_KIND_NONE && !d->oob)
                 an_other_range(st, f, t, o, h->ts);
+        } else if (o->has_dec == DEC_DIALECT) {
+            dialect_close(st, f, t, o, h->ts); /* (dialect_open names no pipeprof range) */
+        } else if (o->domain == f->pipeprof_domain) {
+            /* no pipeprof domain seen: a default-domain range still counts as a step for the
+             * bookkeeping when its message says so; it is the generic view's range */
+            decoded d;
+            decode(st, f, o, &d);
+            if (d.kind == PP_NVTX_STEP)
+                close_step(st, t, &d);
+            an_other_range(st, f, t, o, h->ts);
         } else {
             an_other_range(st, f, t, o, h->ts);
         }
@@ -600,7 +765,9 @@ static inline void on_end(state *st, file_state *f, thread_state *t, const pp_re
     open_range o;
     if (!closing_record(f, h, rec, &r, sizeof r) || !take_start(f, r.range_id, &o))
         return;
-    if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
+    if (o.has_dec == DEC_DIALECT) {
+        dialect_close(st, f, t, &o, h->ts);
+    } else if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
         decoded d;
         decode(st, f, &o, &d);
         an_on_range(st, f, t, &o, h->ts, &d);
@@ -726,6 +893,11 @@ static void on_meta(file_state *f, const pp_trace_block *blk)
             memcpy(&d, rec, sizeof d);
             if (!f->pipeprof_domain && strcmp(an_str_of(f, d.name), PP_NVTX_DOMAIN) == 0)
                 f->pipeprof_domain = d.id;
+            else if (f->dialect && pp_dialect_uses_domains(f->dialect) && f->domains.n < 4096) {
+                domain_name *dn = vec_push(&f->domains); /* for the rules naming a domain */
+                if (dn)
+                    *dn = (domain_name){d.id, d.name};
+            }
         } else if (h.type == PP_REC_SCHEMA) {
             on_schema(f, rec, h.size);
         }
@@ -739,6 +911,8 @@ void an_file_state_init(file_state *f, int index)
     f->strings.elem = sizeof(char *);
     f->far_strings.elem = sizeof(far_string);
     f->msgs.elem = sizeof(msg_info);
+    f->dinfo.elem = sizeof(dialect_info);
+    f->domains.elem = sizeof(domain_name);
     f->threads.elem = sizeof(thread_state);
     f->starts.elem = sizeof(open_range);
     /* the convention's layout until (unless) the file registers the schema */
@@ -760,6 +934,8 @@ void an_file_state_free(file_state *f)
         free(fs[i].s);
     vec_free(&f->far_strings);
     vec_free(&f->msgs);
+    vec_free(&f->dinfo);
+    vec_free(&f->domains);
     thread_state *t = f->threads.data;
     for (size_t i = 0; i < f->threads.n; i++)
         vec_free(&t[i].stack);

@@ -168,6 +168,10 @@ typedef struct pp_analysis_options {
 } pp_analysis_options;
 
 void pp_analysis_options_default(pp_analysis_options *o);
+/* For the tools' --dialect FILE: checks the dialect file (PP_ERR_INVALID / PP_ERR_IO naming the
+ * file, rule and problem) and makes it the dialect_file of every pp_analysis_options_default
+ * after (path must outlive them). Not thread-safe: call it before any analysis starts. */
+pp_status pp_analysis_dialect_default(const char *path);
 
 typedef struct pp_analysis {
     /* run */

@@ -6,6 +6,7 @@
  * Exit codes: 0 pass, 1 regression, 2 usage or bad input (missing, garbage, other shape),
  * 3 runtime error (writing an output failed, out of memory). */
 #define _GNU_SOURCE /* open_memstream */
+#include "pp_analyzer.h"
 #include "pp_check.h"
 #include "pp_tool.h"
 #include "pp_common.h"
@@ -47,6 +48,7 @@ static const char *k_usage =
     "      --json                the comparison as JSON (docs/cli/pprof-check.md) on stdout\n"
     "      --junit FILE          also write JUnit XML (one test case per metric)\n"
     "      --markdown FILE       also write a Markdown report (PR comments, CI step summaries)\n"
+    "      --dialect FILE        a dialect file naming the runs' pipeline ranges (docs/dialects.md)\n"
     "  -q, --quiet               no table (files and the exit code only)\n"
     "  -v, --verbose             say what is read and written\n"
     "  -h, --help                this help\n"
@@ -56,7 +58,7 @@ static const char *k_usage =
 
 enum {
     OPT_SAVE = 256, OPT_THRESHOLD, OPT_ALPHA, OPT_NO_HOLM, OPT_BOOTSTRAP, OPT_SEED, OPT_ALLOW,
-    OPT_WARMUP, OPT_JSON, OPT_JUNIT, OPT_MARKDOWN
+    OPT_WARMUP, OPT_JSON, OPT_JUNIT, OPT_MARKDOWN, OPT_DIALECT
 };
 
 static const struct option k_opts[] = {
@@ -73,6 +75,7 @@ static const struct option k_opts[] = {
     {"json", no_argument, 0, OPT_JSON},
     {"junit", required_argument, 0, OPT_JUNIT},
     {"markdown", required_argument, 0, OPT_MARKDOWN},
+    {"dialect", required_argument, 0, OPT_DIALECT},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -112,6 +115,7 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_JSON: a->json = 1; break;
     case OPT_JUNIT: a->junit = optarg; break;
     case OPT_MARKDOWN: a->markdown = optarg; break;
+    case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return rc;

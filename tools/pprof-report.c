@@ -39,6 +39,7 @@ static const char *k_usage =
     "      --ranks LIST    only the trace files of these ranks (comma-separated, e.g. 0,2,3)\n"
     "      --replica R     with data-parallel replicas (pptrain --dp): analyze replica R's\n"
     "                      pipeline (default 0)\n"
+    "      --dialect FILE  a dialect file naming the job's pipeline ranges (docs/dialects.md)\n"
     "  -q, --quiet         no table and no notes (JSON and pictures are still written)\n"
     "  -v, --verbose       say what is read and written\n"
     "  -h, --help          this help\n"
@@ -47,7 +48,7 @@ static const char *k_usage =
     "            3 runtime error (e.g. gnuplot not found)\n";
 
 enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS,
-       OPT_REPLICA };
+       OPT_REPLICA, OPT_DIALECT };
 
 static const struct option k_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -59,6 +60,7 @@ static const struct option k_opts[] = {
     {"warmup", required_argument, 0, OPT_WARMUP},
     {"ranks", required_argument, 0, OPT_RANKS},
     {"replica", required_argument, 0, OPT_REPLICA},
+    {"dialect", required_argument, 0, OPT_DIALECT},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -110,6 +112,7 @@ static int parse_option(int c, char **argv, args *a)
         a->ranks_arg = optarg;
         return pp_tool_option_status(parse_ranks(optarg, a));
     case OPT_REPLICA: return pp_tool_option_i64(optarg, "--replica", 0, 1 << 20, &a->replica);
+    case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return PP_TOOL_GO_ON;

@@ -5,6 +5,7 @@
  * Exit codes: CMD's own status (128+N when a signal N killed it), 127 CMD cannot be run,
  * 2 usage or bad input, 3 runtime error. */
 #define _GNU_SOURCE /* strsignal, /proc helpers: Linux-only tool by design */
+#include "pp_analyzer.h"
 #include "pp_common.h"
 #include "pp_tool.h"
 #include "pp_trace.h"
@@ -59,6 +60,7 @@ static const char *k_usage =
     "                      copies, memsets and the launching calls, for GPU-time metrics\n"
     "      --nccl          also capture NCCL operations with pipeprof's NCCL profiler plugin\n"
     "                      (NCCL_PROFILER_PLUGIN): bytes, peers and GPU-side timing\n"
+    "      --dialect FILE  a dialect file for the summary: how the job names its pipeline ranges (docs/dialects.md)\n"
     "  -q, --quiet         no summary; the library stays quiet too (PPROF_QUIET=1)\n"
     "  -v, --verbose       say what pprof-run does (library, directory, signals, processes)\n"
     "  -h, --help          this help\n"
@@ -70,7 +72,7 @@ static const char *k_usage =
     "exit codes: CMD's status (128+N if signal N killed it), 127 CMD cannot be run,\n"
     "            2 bad option or run directory, 3 runtime error\n";
 
-enum { OPT_STEPS = 256, OPT_BUFFER_KB, OPT_FLUSH_MS, OPT_LIB, OPT_CUDA, OPT_NCCL };
+enum { OPT_STEPS = 256, OPT_BUFFER_KB, OPT_FLUSH_MS, OPT_LIB, OPT_CUDA, OPT_NCCL, OPT_DIALECT };
 
 static const struct option k_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -80,6 +82,7 @@ static const struct option k_opts[] = {
     {"lib", required_argument, 0, OPT_LIB},
     {"cuda", no_argument, 0, OPT_CUDA},
     {"nccl", no_argument, 0, OPT_NCCL},
+    {"dialect", required_argument, 0, OPT_DIALECT},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -113,6 +116,7 @@ static int parse_option(int c, char **argv, args *a, const char **dir)
     case OPT_LIB: a->lib = optarg; break;
     case OPT_CUDA: a->cuda = 1; break;
     case OPT_NCCL: a->nccl = 1; break;
+    case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return PP_TOOL_GO_ON;

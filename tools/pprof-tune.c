@@ -7,6 +7,7 @@
  * Exit codes: 0 ok, 2 bad option or input (a run that cannot be analyzed, a plan that does not
  * match the run, an impossible memory limit), 3 runtime error (the job failed, out of memory). */
 #define _GNU_SOURCE /* setenv in the child */
+#include "pp_analyzer.h"
 #include "pp_common.h"
 #include "pp_tool.h"
 #include "pp_tune.h"
@@ -51,6 +52,7 @@ static const char *k_usage =
     "      --auto              run CMD under pprof-run, tune, re-run with PPROF_PLAN, verify,\n"
     "                          repeat while the measured gain is >= 1%\n"
     "      --max-iters N       --auto: re-runs at most (default 3)\n"
+    "      --dialect FILE      a dialect file naming the job's pipeline ranges (docs/dialects.md)\n"
     "  -q, --quiet             only the result lines\n"
     "  -v, --verbose           more detail (every candidate, the extraction notes)\n"
     "  -h, --help              this help\n"
@@ -70,7 +72,8 @@ enum {
     OPT_BASELINE,
     OPT_AUTO,
     OPT_MAX_ITERS,
-    OPT_MB_SIZES
+    OPT_MB_SIZES,
+    OPT_DIALECT
 };
 
 static const struct option k_opts[] = {
@@ -88,6 +91,7 @@ static const struct option k_opts[] = {
     {"auto", no_argument, 0, OPT_AUTO},
     {"max-iters", required_argument, 0, OPT_MAX_ITERS},
     {"microbatch-sizes", required_argument, 0, OPT_MB_SIZES},
+    {"dialect", required_argument, 0, OPT_DIALECT},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -216,6 +220,7 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_AUTO: a->auto_mode = 1; break;
     case OPT_MAX_ITERS: return pp_tool_option_i64(optarg, "--max-iters", 1, 100, &a->max_iters);
     case OPT_MB_SIZES: return pp_tool_option_status(parse_sizes(optarg, a));
+    case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return PP_TOOL_GO_ON;

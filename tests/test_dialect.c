@@ -1,0 +1,460 @@
+/* test_dialect: naming dialects (analyzer/pp_dialect.h, docs/dialects.md). The torch names and
+ * the dialect file's pattern language on their own, hostile names and files included; the worked
+ * examples of dialects/ load; hand-written traces named the torch way become a pipeline
+ * analysis; and a job named the Megatron-LM way (tests/megatron_app.c) under pprof-run, analyzed
+ * with dialects/megatron.json, gives the stages, per-stage times and straggler it ran. */
+#include "pp_analyzer.h"
+#include "pp_dialect.h"
+#include "pp_testkit.h"
+#include "pp_trace.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
+#define MEGATRON_APP PP_BUILD_DIR "/tests/megatron_app"
+#define DIALECTS PP_SOURCE_DIR "/dialects"
+
+static void setup(void) { tk_dir_create("pp_dialect"); }
+
+TestSuite(dialect, .init = setup, .fini = tk_dir_remove, .timeout = 120);
+
+/* ---- the torch names ---- */
+
+Test(dialect, torch_actions_map_to_the_conventions_kinds)
+{
+    static const struct {
+        const char *name;
+        int kind;
+        int64_t sid, mb;
+    } ok[] = {{"PP:1F0", PP_NVTX_FWD, 1, 0},          {"PP:3B2", PP_NVTX_BWD, 3, 2},
+              {"PP:0I5", PP_NVTX_BWD_INPUT, 0, 5},    {"PP:0W5", PP_NVTX_BWD_WEIGHT, 0, 5},
+              {"PP:1RECV_F3", PP_NVTX_RECV_ACT, 1, 3}, {"PP:1SEND_F3", PP_NVTX_SEND_ACT, 1, 3},
+              {"PP:2RECV_B0", PP_NVTX_RECV_GRAD, 2, 0}, {"PP:1SEND_B0", PP_NVTX_SEND_GRAD, 1, 0},
+              {"Forward 3", PP_NVTX_FWD, -1, 3},      {"Backward 12", PP_NVTX_BWD, -1, 12}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        pp_dialect_match m;
+        cr_assert_eq(pp_dialect_torch_match(ok[i].name, &m), 1, "%s", ok[i].name);
+        cr_expect_eq(m.kind, ok[i].kind, "%s", ok[i].name);
+        cr_expect_eq(m.torch_stage_id, ok[i].sid, "%s", ok[i].name);
+        cr_expect_eq(m.v[PP_DF_MB], ok[i].mb, "%s", ok[i].name);
+        cr_expect_eq(m.from[PP_DF_STAGE], PP_DFROM_RANK, "%s: stage is the trace's rank",
+                     ok[i].name);
+    }
+    pp_dialect_match m;
+    cr_assert_eq(pp_dialect_torch_match("ProfilerStep#7", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_STEP);
+    cr_expect_eq(m.v[PP_DF_STEP], 7);
+}
+
+Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing)
+{
+    static const char *const no[] = {
+        "PP:1UNSHARD", "PP:1RESHARD", "PP:1WAIT_SEND_F1", "PP:0REDUCE_GRAD", "PP:2WAIT_REDUCE_GRAD",
+        "PP:99999999999F1", "PP:1F", "PP:F1", "PP:", "PP:1F0x", "PP:1F99999999", "PP:1X0",
+        "Forward -1", "Forward ", "Forward 1 ", "Forward 99999999999", "Backward x",
+        "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:send", "", "PP:1f0"};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        pp_dialect_match m;
+        cr_expect_eq(pp_dialect_torch_match(no[i], &m), 0, "'%s' is not a pipeline op", no[i]);
+    }
+}
+
+/* ---- the dialect file ---- */
+
+static pp_dialect *parse_ok(const char *text)
+{
+    pp_dialect *d = NULL;
+    cr_assert_eq(pp_dialect_parse(text, "t.json", &d), PP_OK, "%s", pp_error_message());
+    return d;
+}
+
+Test(dialect, patterns_capture_typed_fields_and_the_first_rule_wins)
+{
+    pp_dialect *d = parse_ok(
+        "{\"name\": \"t\", \"rules\": ["
+        " {\"match\": \"PP:{stage}{kind}{mb}\", \"kinds\": {\"F\": \"fwd\", \"B\": \"bwd\", "
+        "   \"X\": \"other\"}},"
+        " {\"match\": \"layer{layer} {*}\", \"kind\": \"layer_fwd\", \"domain\": \"dom\"},"
+        " {\"match\": \"{*}-compute\", \"kind\": \"fwd\", \"chunk\": 1, \"stage\": \"rank\"},"
+        " {\"match\": \"forward-compute\", \"kind\": \"bwd\"}]}");
+    pp_dialect_match m;
+    cr_assert_eq(pp_dialect_match_name(d, "", "PP:12F3", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_FWD);
+    cr_expect_eq(m.v[PP_DF_STAGE], 12);
+    cr_expect_eq(m.v[PP_DF_MB], 3);
+    cr_expect_eq(m.from[PP_DF_STAGE], PP_DFROM_VALUE);
+    cr_assert_eq(pp_dialect_match_name(d, "", "PP:1X0", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_KIND_NONE, "\"other\": matched, not a pipeline range");
+    cr_expect_eq(pp_dialect_match_name(d, "", "PP:1Q0", &m), 0, "a word the map lacks");
+    cr_expect_eq(pp_dialect_match_name(d, "", "PP:1F", &m), 0);
+    cr_expect_eq(pp_dialect_match_name(d, "", "PP:-1F0", &m), 0, "no sign in a number");
+    /* a captured value past the caps: matched, not ours */
+    cr_assert_eq(pp_dialect_match_name(d, "", "PP:99999F0", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_KIND_NONE);
+    cr_expect_eq(pp_dialect_match_name(d, "", "layer3 attn", &m), 0, "another domain");
+    cr_assert_eq(pp_dialect_match_name(d, "dom", "layer3 attn", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_LAYER_FWD);
+    cr_expect_eq(m.v[PP_DF_LAYER], 3);
+    cr_assert_eq(pp_dialect_match_name(d, "", "forward-compute", &m), 1);
+    cr_expect_eq(m.rule, 2, "the first matching rule wins");
+    cr_expect_eq(m.kind, PP_NVTX_FWD);
+    cr_expect_eq(m.v[PP_DF_CHUNK], 1);
+    cr_expect_eq(m.from[PP_DF_MB], PP_DFROM_SEQUENCE, "mb defaults to the sequence");
+    cr_expect_eq(m.from[PP_DF_STEP], PP_DFROM_UNSET, "step defaults to the enclosing one");
+    cr_expect_str_eq(pp_dialect_name(d), "t");
+    pp_dialect_destroy(d);
+}
+
+Test(dialect, a_bad_file_is_refused_naming_the_rule_and_the_problem)
+{
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a{mb\", \"kind\": \"fwd\"}]}", "rule 0"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a{foo}\", \"kind\": \"fwd\"}]}",
+         "unknown capture {foo}"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"{mb}{stage}\", \"kind\": \"fwd\"}]}",
+         "side by side"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"{mb}1\", \"kind\": \"fwd\"}]}",
+         "the capture would take"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a\", \"kind\": \"forward\"}]}",
+         "\"kind\" is required, one of"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a{mb}\", \"kind\": \"fwd\", \"mb\": 1}]}",
+         "captured by \"match\" too"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a\", \"kind\": \"fwd\", \"stage\": -1}]}",
+         "stage"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a\", \"kind\": \"fwd\", \"mb\": \"rank\"}]}",
+         "\"mb\" must be"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"{kind}\", \"kind\": \"fwd\"}]}",
+         "give \"kinds\""},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a\", \"kind\": \"fwd\", \"extra\": 1}]}",
+         "extra"},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"{*}a{*}b{*}\", \"kind\": \"fwd\"}]}",
+         "more than 2 {*}"},
+        {"{\"name\": \"x\", \"rules\": []}", "1 to 64 rules"},
+        {"{\"rules\": [{\"match\": \"a\", \"kind\": \"fwd\"}]}", "\"name\""},
+        {"{\"name\": \"x\", \"rules\": [{\"match\": \"a\", \"kind\": \"fwd\"},]}", "line 1"},
+        {"[1]", "t.json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pp_dialect *d = (pp_dialect *)1;
+        cr_expect_eq(pp_dialect_parse(bad[i].text, "t.json", &d), PP_ERR_INVALID, "%s",
+                     bad[i].text);
+        cr_expect_null(d);
+        cr_expect_not_null(strstr(pp_error_message(), bad[i].expect), "%s -> %s", bad[i].text,
+                           pp_error_message());
+        cr_expect_not_null(strstr(pp_error_message(), "t.json"), "names the file: %s",
+                           pp_error_message());
+    }
+    /* 65 rules, a pattern past 128 bytes */
+    char big[8192] = "{\"name\": \"x\", \"rules\": [";
+    for (int i = 0; i < 65; i++)
+        strcat(big, i ? ", {\"match\": \"a\", \"kind\": \"fwd\"}" : "{\"match\": \"a\", \"kind\": \"fwd\"}");
+    strcat(big, "]}");
+    pp_dialect *d = NULL;
+    cr_expect_eq(pp_dialect_parse(big, "t.json", &d), PP_ERR_INVALID);
+    char lng[512];
+    snprintf(lng, sizeof lng, "{\"name\": \"x\", \"rules\": [{\"match\": \"%0200d\", \"kind\": "
+                              "\"fwd\"}]}", 0);
+    cr_expect_eq(pp_dialect_parse(lng, "t.json", &d), PP_ERR_INVALID);
+    cr_expect_not_null(strstr(pp_error_message(), "at most 128"), "%s", pp_error_message());
+    cr_expect_neq(pp_dialect_load(tk_path("missing.json"), &d), PP_OK);
+    cr_expect_not_null(strstr(pp_error_message(), "missing.json"), "%s", pp_error_message());
+}
+
+Test(dialect, the_worked_examples_load)
+{
+    static const char *const files[] = {"megatron.json", "deepspeed.json", "paddle.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", DIALECTS, files[i]);
+        pp_dialect *d = NULL;
+        cr_expect_eq(pp_dialect_load(path, &d), PP_OK, "%s: %s", path, pp_error_message());
+        pp_dialect_destroy(d);
+    }
+}
+
+/* ---- hand-written traces named the torch way ---- */
+
+typedef struct tw {
+    pp_trace_writer *w;
+    uint8_t buf[1 << 16];
+    size_t len;
+    uint32_t n;
+    uint32_t next_str;
+    const char *strs[64];
+} tw;
+
+static void tw_rec(tw *t, const void *rec, size_t size)
+{
+    memcpy(t->buf + t->len, rec, size);
+    t->len += size;
+    t->n++;
+}
+
+static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
+{
+    if (t->n)
+        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
+                     pp_error_message());
+    t->len = 0;
+    t->n = 0;
+}
+
+static uint32_t sid(tw *t, const char *s)
+{
+    for (uint32_t i = 1; i <= t->next_str; i++)
+        if (strcmp(t->strs[i], s) == 0)
+            return i;
+    t->strs[++t->next_str] = s;
+    t->len += pp_trace_enc_string(t->buf + t->len, sizeof t->buf - t->len, t->next_str, s,
+                                  strlen(s));
+    t->n++;
+    return t->next_str;
+}
+
+static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg)
+{
+    pp_rec_range r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_PUSH;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    r.message = msg;
+    tw_rec(t, &r, sizeof r);
+}
+
+static void pop(tw *t, uint32_t tid, uint64_t ts)
+{
+    pp_rec_pop r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_POP;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    tw_rec(t, &r, sizeof r);
+}
+
+static void range(tw *t, uint32_t tid, uint64_t t0, uint64_t t1, const char *name)
+{
+    push(t, tid, t0, sid(t, name));
+    pop(t, tid, t1);
+}
+
+static const uint64_t MS = 1000000;
+
+/* GPipe on 2 ranks, M = 2, 4 steps ("ProfilerStep#N", "Forward i", "Backward i" in a domain
+ * "user_annotation"): rank r's forward takes (1 + r) ms, its backward twice that. */
+static void write_gpipe_rank(const char *path, int rank)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 100 + (uint32_t)rank;
+    h.rank = rank;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    uint32_t dom = sid(&t, "user_annotation");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    const uint64_t f = (uint64_t)(1 + rank) * MS, b = 2 * f, T0 = 1000 * MS;
+    const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int i = 0; i < 4; i++)
+        sid(&t, steps[i]), sid(&t, fw[i % 2]), sid(&t, bw[i % 2]);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    for (int s = 0; s < 4; s++) {
+        uint64_t t0 = T0 + (uint64_t)s * 40 * MS;
+        push(&t, 7, t0, sid(&t, steps[s]));
+        uint64_t x = t0 + (uint64_t)rank * MS;
+        for (int mb = 0; mb < 2; mb++, x += f + MS / 10)
+            range(&t, 7, x, x + f, fw[mb]);
+        x = t0 + 15 * MS + (uint64_t)(1 - rank) * 2 * MS;
+        for (int mb = 0; mb < 2; mb++, x += b + MS / 10)
+            range(&t, 7, x, x + b, bw[mb]);
+        pop(&t, 7, t0 + 30 * MS);
+        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(dialect, torch_gpipe_names_give_a_pipeline_analysis)
+{
+    const char *p0 = tk_path("r0.pft"), *p1 = tk_path("r1.pft");
+    write_gpipe_rank(p0, 0);
+    write_gpipe_rank(p1, 1);
+    const char *paths[] = {p0, p1};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->n_steps, 3, "4 profiler steps, the first one warm-up");
+    cr_expect_str_eq(a->dialect, PP_DIALECT_TORCH);
+    for (int s = 0; s < 2; s++) {
+        cr_expect_eq(a->stages[s].fwd_ns.count, 6, "stage %d: 2 forwards x 3 steps", s);
+        cr_expect_float_eq(a->stages[s].fwd_ns.mean, (1 + s) * 1e6, 1.0, "stage %d", s);
+        cr_expect_float_eq(a->stages[s].bwd_ns.mean, 2 * (1 + s) * 1e6, 1.0, "stage %d", s);
+    }
+    pp_analysis_free(a);
+}
+
+/* Interleaved names (PP:<s><action><mb>): rank 0 holds torch stages 0 and 2, rank 1 holds 1 and
+ * 3; each is (stage = rank, chunk = the order the trace first names the id). */
+static void write_interleaved_rank(const char *path, int rank)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 200 + (uint32_t)rank;
+    h.rank = rank;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    uint32_t dom = sid(&t, "user_annotation");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    tw_flush(&t, PP_BLOCK_META, 0);
+    static char names[2][2][16]; /* [chunk][fwd/bwd] */
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int c = 0; c < 2; c++) {
+        snprintf(names[c][0], 16, "PP:%dF0", rank + 2 * c);
+        snprintf(names[c][1], 16, "PP:%dB0", rank + 2 * c);
+        sid(&t, names[c][0]), sid(&t, names[c][1]);
+    }
+    for (int i = 0; i < 4; i++)
+        sid(&t, steps[i]);
+    sid(&t, "PP:0UNSHARD");
+    tw_flush(&t, PP_BLOCK_META, 0);
+    for (int s = 0; s < 4; s++) {
+        uint64_t t0 = 1000 * MS + (uint64_t)s * 40 * MS, x = t0 + (uint64_t)rank * MS;
+        push(&t, 9, t0, sid(&t, steps[s]));
+        for (int c = 0; c < 2; c++) {
+            range(&t, 9, x, x + MS, names[c][0]);
+            x += 2 * MS;
+        }
+        for (int c = 1; c >= 0; c--) {
+            range(&t, 9, x, x + 2 * MS, names[c][1]);
+            x += 3 * MS;
+        }
+        range(&t, 9, x, x + MS, "PP:0UNSHARD");
+        pop(&t, 9, t0 + 30 * MS);
+        tw_flush(&t, PP_BLOCK_EVENTS, 9);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(dialect, torch_stage_ids_become_rank_and_chunk)
+{
+    const char *p0 = tk_path("i0.pft"), *p1 = tk_path("i1.pft");
+    write_interleaved_rank(p0, 0);
+    write_interleaved_rank(p1, 1);
+    const char *paths[] = {p0, p1};
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.warmup = 0;
+    o.keep_lo = 1;
+    o.keep_hi = 4;
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, &o, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2, "4 torch stages on 2 ranks are 2 pipeline stages");
+    cr_expect_eq(a->n_steps, 4);
+    size_t fwd = 0;
+    for (size_t i = 0; i < a->n_ops; i++) {
+        const pp_aop *op = &a->ops[i];
+        if (op->kind != PP_AOP_FWD && op->kind != PP_AOP_BWD)
+            continue;
+        fwd += op->kind == PP_AOP_FWD;
+        cr_expect(op->chunk == 0 || op->chunk == 1);
+        cr_expect_eq(op->stage, op->rank, "stage = the trace's rank");
+    }
+    cr_expect_eq(fwd, 2 * 2 * 4, "2 stages x 2 chunks x 4 steps forwards kept");
+    for (int s = 0; s < 2; s++)
+        cr_expect_float_eq(a->stages[s].fwd_ns.mean, 1e6, 1.0, "stage %d", s);
+    pp_analysis_free(a);
+}
+
+/* ---- the Megatron-LM way, captured ---- */
+
+Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
+{
+    if (!tk_exists(LIBPPROF) || !tk_exists(MEGATRON_APP))
+        cr_skip_test("libpprof.so / megatron_app not built (no NVTX headers)");
+    /* 3 stages, the last three times slower: fwd 2, 2, 6 ms; bwd twice that */
+    const int S = 3;
+    const double fwd_ms[3] = {2, 2, 6};
+    const char *dir = tk_path("run");
+    const char *cap[] = {"-q", "-o", dir, "--", MEGATRON_APP, "3", "4", "6", "2000,2000,6000",
+                         NULL};
+    tk_result r = tk_run(PPRUN, cap, NULL);
+    cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
+    tk_result_free(&r);
+    /* without the dialect: no pipeline */
+    const char *plain[] = {dir, NULL};
+    r = tk_run(PPREPORT, plain, NULL);
+    cr_expect_eq(r.code, 2, "%s", r.err);
+    tk_result_free(&r);
+    /* with it */
+    const char *dial = DIALECTS "/megatron.json";
+    const char *args[] = {dir, "--dialect", dial, NULL};
+    r = tk_run(PPREPORT, args, NULL);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.dialect_file = dial;
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_str_eq(a->dialect, "megatron-lm");
+    cr_expect_eq(a->S, S);
+    cr_expect_eq(a->n_steps, 5, "6 steps, the first one warm-up");
+    for (int s = 0; s < S; s++) {
+        /* a sleep overshoots by scheduling delay: up to 0.5 ms or 10 % on a loaded machine */
+        double f = a->stages[s].fwd_ns.median / 1e6, b = a->stages[s].bwd_ns.median / 1e6;
+        cr_expect_eq(a->stages[s].fwd_ns.count, 4 * 5, "stage %d: M x steps forwards", s);
+        cr_expect_eq(a->stages[s].bwd_ns.count, 4 * 5, "stage %d", s);
+        cr_expect(f >= fwd_ms[s] && f < fwd_ms[s] * 1.1 + 0.5, "stage %d fwd %.3f ms, slept %.0f",
+                  s, f, fwd_ms[s]);
+        cr_expect(b >= 2 * fwd_ms[s] && b < 2 * fwd_ms[s] * 1.1 + 0.5,
+                  "stage %d bwd %.3f ms, slept %.0f", s, b, 2 * fwd_ms[s]);
+    }
+    /* the straggler: stage 2 bounds the pipeline, every stage's idle time is its doing */
+    int culprit_2 = 0;
+    for (size_t i = 0; i < a->n_steps; i++)
+        culprit_2 += a->steps[i].culprit == 2;
+    cr_expect_geq(culprit_2, (int)a->n_steps - 1, "stage 2 is the steps' culprit (%d of %zu)",
+                  culprit_2, a->n_steps);
+    cr_expect_eq(a->stages[0].imbalance_culprit, 2);
+    /* the period: (M + S - 1) slots of the slowest stage's fwd + bwd at least */
+    double slot_ms = 3 * fwd_ms[2];
+    cr_expect_geq(a->step_ns.median / 1e6, 4 * slot_ms, "step %.1f ms", a->step_ns.median / 1e6);
+    cr_expect_gt(a->bubble_ratio, 0.2, "the fast stages wait: bubble %.2f", a->bubble_ratio);
+    pp_analysis_free(a);
+}
+
+Test(dialect, a_bad_dialect_file_is_exit_2_naming_it)
+{
+    tk_write_text(tk_path("bad.json"),
+                  "{\"name\": \"x\", \"rules\": [{\"match\": \"a{mb\", \"kind\": \"fwd\"}]}\n");
+    const char *args[] = {tk_dir, "--dialect", tk_path("bad.json"), NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_expect_eq(r.code, 2);
+    cr_expect_not_null(strstr(r.err, "bad.json"), "%s", r.err);
+    cr_expect_not_null(strstr(r.err, "rule 0"), "%s", r.err);
+    tk_result_free(&r);
+}
