@@ -6,7 +6,9 @@
 # build-fuzz/, writes the reader's seed traces, takes the analysis's seeds from
 # tests/data/fuzz/analysis/ (real captures, one process and multi-rank, plus regression inputs),
 # then runs each target for its share of the time under an RSS and a malloc limit.
-# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis]   (all: the seconds split in two)
+# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis|dialect]   (all: the seconds split in
+# three). The dialect target (tests/fuzz_dialect.c) fuzzes dialect files with a trace analyzed by
+# them; its seeds are tests/data/fuzz/dialect/.
 # Called by scripts/test.sh; exits non-zero on a finding, leaving the input that caused it in
 # build-fuzz/artifacts/ (replay it with build-fuzz/fuzz_trace_driver FILE or
 # build-fuzz/fuzz_analysis_driver FILE). FUZZ_RUNS=N runs N inputs per target instead of a time.
@@ -21,11 +23,11 @@ if ! command -v "$cc" >/dev/null; then
   exit 3
 fi
 case "$which" in
-  all) share=$(( (secs + 1) / 2 )) ;;
-  trace|analysis) share=$secs ;;
-  *) echo "fuzz: unknown target '$which' (all, trace, analysis)" >&2; exit 2 ;;
+  all) share=$(( (secs + 2) / 3 )) ;;
+  trace|analysis|dialect) share=$secs ;;
+  *) echo "fuzz: unknown target '$which' (all, trace, analysis, dialect)" >&2; exit 2 ;;
 esac
-mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis"
+mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis" "$out/corpus-dialect"
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
        -fno-omit-frame-pointer -fno-sanitize-recover=all)
 # The sources by folder, so that a file added or split there is fuzzed without editing this list:
@@ -57,7 +59,7 @@ run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
   echo "fuzz: no finding in the $name"
 }
 echo "== fuzz: building with $cc =="
-if [ "$which" != analysis ]; then
+if [ "$which" = all ] || [ "$which" = trace ]; then
   srcs=("${common_srcs[@]}" tests/fuzz_trace.c)
   "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" \
     -o "$out/fuzz_trace" "${analysis_libs[@]}"
@@ -65,7 +67,14 @@ if [ "$which" != analysis ]; then
     "${srcs[@]}" -o "$out/fuzz_trace_driver" "${analysis_libs[@]}"
   "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
-if [ "$which" != trace ]; then
+if [ "$which" = all ] || [ "$which" = dialect ]; then
+  dialect_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_dialect.c)
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
+    "${dialect_srcs[@]}" -o "$out/fuzz_dialect" "${analysis_libs[@]}"
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+    "${dialect_srcs[@]}" -o "$out/fuzz_dialect_driver" "${analysis_libs[@]}"
+fi
+if [ "$which" = all ] || [ "$which" = analysis ]; then
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
     "${analysis_srcs[@]}" -o "$out/fuzz_analysis" "${analysis_libs[@]}"
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
@@ -73,10 +82,14 @@ if [ "$which" != trace ]; then
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.
-if [ "$which" != analysis ]; then
+if [ "$which" = all ] || [ "$which" = trace ]; then
   run_target "trace reader" "$out/fuzz_trace" "$out/corpus" "$out/seeds" 65536 2048 2048
 fi
-if [ "$which" != trace ]; then
+if [ "$which" = all ] || [ "$which" = dialect ]; then
+  run_target "dialect files" "$out/fuzz_dialect" "$out/corpus-dialect" tests/data/fuzz/dialect \
+    65536 512 256
+fi
+if [ "$which" = all ] || [ "$which" = analysis ]; then
   run_target "analysis" "$out/fuzz_analysis" "$out/corpus-analysis" tests/data/fuzz/analysis \
     65536 512 256
 fi

@@ -1,0 +1,244 @@
+/* fuzz_dialect.c: fuzz target for dialect files (analyzer/dialect.c: the JSON, the pattern
+ * compiler and matcher) and the whole analysis of a trace with that dialect (decode.c's dialect
+ * path: the cache, "rank" and "sequence", torch stage ids, the bounds). Built two ways, as
+ * tests/fuzz_analysis.c is:
+ *   - by scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined: libFuzzer's main;
+ *   - with -DPP_FUZZ_STANDALONE (tests/CMakeLists.txt): a driver replaying FILE... or running
+ *     the seeds of DIR and a deterministic mutation sweep over them (--selftest N DIR).
+ *
+ * An input is a dialect file's text, a NUL byte, then one .pft trace (its checksums recomputed
+ * so that mutations reach the records). Without a NUL the whole input is the dialect file, and
+ * its rules are matched against a fixed list of names. */
+#include "pp_analyzer.h"
+#include "pp_dialect.h"
+#include "pp_report.h"
+#include "pp_trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char g_dir[64];
+static FILE *g_null;
+
+static void remove_dir(void)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s/d.json", g_dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/t.pft", g_dir);
+    unlink(p);
+    rmdir(g_dir);
+}
+
+static int init_once(void)
+{
+    if (g_null)
+        return 0;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%.40s/pp_fuzz_di_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir))
+        return -1;
+    g_null = fopen("/dev/null", "w");
+    if (!g_null)
+        return -1;
+    atexit(remove_dir);
+    return 0;
+}
+
+static void write_file(const char *path, const uint8_t *d, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(d, 1, n, f) != n))
+        abort();
+    fclose(f);
+}
+
+/* Matches every rule of d against names of the kinds pipelines use, and hostile ones. */
+static void match_names(const pp_dialect *d)
+{
+    static const char *const names[] = {
+        "forward-compute", "backward-compute", "forward-backward", "PP:1F0", "PP:12B3",
+        "PP:99999999999F1", "layer3 attn", "Forward 1", "Forward -1", "x{mb}y", "", "{{",
+        "PipelineEngine._exec_forward_pass", "a.b.c._exec_backward_pass", "fwd 999999999999999999999"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        pp_dialect_match m;
+        if (pp_dialect_match_name(d, "", names[i], &m) && m.kind >= PP_NVTX_KIND_COUNT)
+            abort();
+        pp_dialect_match_name(d, "dom", names[i], &m);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (init_once() != 0)
+        abort();
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t dlen = nul ? (size_t)(nul - data) : size;
+    char *text = malloc(dlen + 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, dlen);
+    text[dlen] = '\0';
+    pp_error_clear();
+    pp_dialect *d = NULL;
+    pp_status st = pp_dialect_parse(text, "fuzz.json", &d);
+    if ((st == PP_OK) != (d != NULL) || (st != PP_OK && !pp_error_message()[0]))
+        abort(); /* a failure hands out nothing and says why */
+    if (d)
+        match_names(d);
+    pp_dialect_destroy(d);
+    if (!nul || st != PP_OK) {
+        free(text);
+        return 0;
+    }
+    char dpath[96], tpath[96];
+    snprintf(dpath, sizeof dpath, "%s/d.json", g_dir);
+    snprintf(tpath, sizeof tpath, "%s/t.pft", g_dir);
+    write_file(dpath, (const uint8_t *)text, dlen);
+    free(text);
+    size_t tlen = size - dlen - 1;
+    uint8_t *copy = malloc(tlen ? tlen : 1);
+    if (!copy)
+        return 0;
+    if (tlen)
+        memcpy(copy, nul + 1, tlen);
+    pp_trace_repair_checksums(copy, tlen);
+    write_file(tpath, copy, tlen);
+    free(copy);
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.dialect_file = dpath;
+    const char *paths[] = {tpath};
+    pp_analysis *a = NULL;
+    pp_error_clear();
+    if (pp_analyze_files(paths, 1, &o, &a) != PP_OK) {
+        if (a || !pp_error_message()[0])
+            abort();
+        return 0;
+    }
+    pp_analysis_print(a, g_null);
+    if (pp_report_json(a, g_null) != PP_OK && !pp_error_message()[0])
+        abort();
+    pp_analysis_free(a);
+    return 0;
+}
+
+#ifdef PP_FUZZ_STANDALONE
+/* ======================================================================================== */
+/* Standalone driver: replay, and a deterministic mutation sweep over a directory's inputs.  */
+/* ======================================================================================== */
+
+#include <dirent.h>
+
+typedef struct input {
+    uint8_t *d;
+    size_t n;
+} input;
+
+/* One deterministic mutation: in the dialect text (a byte changed to one JSON and the pattern
+ * language care about, or a cut), or in the trace (a flipped byte, a large 32-bit value). */
+static size_t mutate(pp_rng *g, const input *in, uint8_t *out, size_t cap)
+{
+    size_t n = in->n < cap ? in->n : cap;
+    memcpy(out, in->d, n);
+    const uint8_t *nul = memchr(out, 0, n);
+    size_t dlen = nul ? (size_t)(nul - out) : n;
+    int steps = 1 + (int)pp_rng_below(g, 3);
+    for (int s = 0; s < steps && n > 8; s++) {
+        if (pp_rng_below(g, 2) == 0 && dlen > 0) {
+            static const char bytes[] = "{}[]\",:*0123456789-_ aZ\\";
+            size_t at = (size_t)pp_rng_below(g, dlen);
+            out[at] = (uint8_t)bytes[pp_rng_below(g, sizeof bytes - 1)];
+        } else if (n > dlen + 9) {
+            size_t at = dlen + 1 + (size_t)pp_rng_below(g, n - dlen - 1);
+            if (pp_rng_below(g, 2) == 0) {
+                out[at] ^= (uint8_t)(1u << pp_rng_below(g, 8));
+            } else {
+                static const uint32_t vals[] = {0, 1, 0x7FFFFFFF, 0xFFFFFFFF, 4096, 65536};
+                at &= ~(size_t)3;
+                if (at + 4 <= n && at > dlen) {
+                    uint32_t v = vals[pp_rng_below(g, sizeof vals / sizeof vals[0])];
+                    memcpy(out + at, &v, 4);
+                }
+            }
+        }
+    }
+    return n;
+}
+
+static int load_dir(const char *dir, input *ins, int cap)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "fuzz_dialect: cannot open %s\n", dir);
+        return -1;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < cap) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *buf = NULL;
+        if (pp_read_file(path, &buf, &ins[n].n) != PP_OK)
+            continue;
+        ins[n++].d = (uint8_t *)buf;
+    }
+    closedir(d);
+    return n;
+}
+
+static int selftest(long iters, const char *dir)
+{
+    input ins[64];
+    int n = load_dir(dir, ins, 64);
+    if (n <= 0) {
+        fprintf(stderr, "fuzz_dialect: no inputs in %s\n", dir);
+        return 2;
+    }
+    for (int i = 0; i < n; i++)
+        LLVMFuzzerTestOneInput(ins[i].d, ins[i].n);
+    size_t cap = 1 << 18;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return 3;
+    pp_rng g;
+    pp_rng_seed(&g, 20261216);
+    for (long i = 0; i < iters; i++) {
+        size_t len = mutate(&g, &ins[i % n], buf, cap);
+        LLVMFuzzerTestOneInput(buf, len);
+    }
+    printf("fuzz_dialect: %d inputs and %ld deterministic mutations without fault\n", n, iters);
+    free(buf);
+    for (int i = 0; i < n; i++)
+        free(ins[i].d);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--selftest") == 0)
+        return selftest(strtol(argv[2], NULL, 10), argv[3]);
+    if (argc < 2) {
+        fprintf(stderr, "usage: fuzz_dialect --selftest N DIR | FILE...\n");
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        char *d = NULL;
+        size_t n = 0;
+        if (pp_read_file(argv[i], &d, &n) != PP_OK) {
+            fprintf(stderr, "fuzz_dialect: %s\n", pp_error_message());
+            return 2;
+        }
+        LLVMFuzzerTestOneInput((const uint8_t *)d, n);
+        free(d);
+        printf("%s: ok\n", argv[i]);
+    }
+    return 0;
+}
+#endif
