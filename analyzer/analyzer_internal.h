@@ -180,6 +180,16 @@ typedef struct dialect_info {
     pp_dialect_match m;
 } dialect_info;
 
+/* torch: when a compute op's input arrived (a receive's end) or its own send was posted, by
+ * (chunk, direction 0 forward / 1 backward, mb); decode.c's small rings (docs/dialects.md
+ * "Waits"). */
+typedef struct torch_time {
+    int32_t chunk, dir, mb;
+    int32_t used;
+    uint64_t t;
+} torch_time;
+enum { TORCH_TIMES = 32 };
+
 /* A domain the file registered (dialect rules may name one). */
 typedef struct domain_name {
     uint32_t id, name;  /* name: a string id */
@@ -219,6 +229,8 @@ typedef struct file_state {
     vec domains;        /* domain_name: the file's domains, for dialect rules naming one */
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
+    torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
+    int n_arrive, n_send;
 } file_state;
 
 

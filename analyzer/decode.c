@@ -452,7 +452,11 @@ static inline void note_open(state *st, file_state *f, thread_state *t, const de
  * names them become pipeline ranges. Only ranges outside the pipeprof domain come here: the
  * convention's hot path never does. ---- */
 
-enum { DEC_DIALECT = 2 }; /* open_range.has_dec of a range a dialect decoded at its opening */
+/* open_range.has_dec of a range a dialect decoded at its opening (1 is the convention's cache):
+ * a pipeline range; a torch transfer action whose point-to-point operation took its op; that
+ * operation's range (the op, with the comm's interval); a torch compute action (its waits are
+ * taken out at its close). */
+enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5 };
 
 /* The name of domain id in f ("" for the default domain and an unknown one). */
 static const char *domain_of(file_state *f, uint32_t id)
@@ -554,18 +558,93 @@ static void dialect_resolve(const state *st, file_state *f, thread_state *t,
     check_bounds(st, d);
 }
 
+/* A compute kind's direction for the torch rings: 0 forward, 1 backward (its input is a
+ * gradient), -1 none (W waits for nothing). */
+static int torch_dir(int kind)
+{
+    return kind == PP_NVTX_FWD ? 0 : kind == PP_NVTX_BWD || kind == PP_NVTX_BWD_INPUT ? 1 : -1;
+}
+
+static void torch_time_put(torch_time *ring, int *next, const decoded *d, int dir, uint64_t t)
+{
+    ring[*next] = (torch_time){(int32_t)d->chunk, dir, (int32_t)d->mb, 1, t};
+    *next = (*next + 1) % TORCH_TIMES;
+}
+
+/* The latest time of (d's chunk, dir, d's mb) in (lo, hi], taken out of the ring; 0 none. */
+static uint64_t torch_time_take(torch_time *ring, const decoded *d, int dir, uint64_t lo,
+                                uint64_t hi)
+{
+    int best = -1;
+    for (int i = 0; i < TORCH_TIMES; i++) {
+        const torch_time *x = &ring[i];
+        if (x->used && x->chunk == d->chunk && x->dir == dir && x->mb == d->mb && x->t > lo &&
+            x->t <= hi && (best < 0 || x->t > ring[best].t))
+            best = i;
+    }
+    if (best < 0)
+        return 0;
+    ring[best].used = 0;
+    return ring[best].t;
+}
+
+/* A torch point-to-point operation (gloo:recv, nccl:send, ...) just opened as o: it takes the
+ * op of the torch action it is posted in (the innermost one open on t): a RECV_F / SEND_B ...
+ * action's transfer, or, inside a compute action (GPipe's Forward i / Backward i), the transfer
+ * that compute receives or sends. Elsewhere it is no pipeline range. */
+static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_dialect_match *m)
+{
+    open_range *s = t->stack.data;
+    size_t top = t->stack.n;
+    if (top && o == &s[top - 1])
+        top--; /* o itself (a PUSH) */
+    open_range *own = NULL;
+    for (size_t k = top; k-- > 0;)
+        if (s[k].has_dec == DEC_DIALECT || s[k].has_dec == DEC_TORCH_COMPUTE) {
+            own = &s[k];
+            break;
+        }
+    if (!own || own->dec.kind == PP_NVTX_KIND_NONE)
+        return;
+    int recv = m->torch_comm == PP_DCOMM_RECV, k = own->dec.kind, dir = torch_dir(k);
+    int kind;
+    if (k == PP_NVTX_RECV_ACT || k == PP_NVTX_RECV_GRAD)
+        kind = recv ? k : -1;
+    else if (k == PP_NVTX_SEND_ACT || k == PP_NVTX_SEND_GRAD)
+        kind = recv ? -1 : k;
+    else if (own->has_dec == DEC_TORCH_COMPUTE && dir >= 0)
+        kind = recv ? (dir ? PP_NVTX_RECV_GRAD : PP_NVTX_RECV_ACT)
+                    : (dir ? PP_NVTX_SEND_GRAD : PP_NVTX_SEND_ACT);
+    else
+        kind = -1;
+    if (kind < 0)
+        return;
+    o->dec = own->dec;
+    o->dec.kind = kind;
+    o->has_dec = DEC_COMM;
+    if (own->has_dec == DEC_DIALECT)
+        own->has_dec = DEC_TAKEN; /* the action only posted it */
+    else if (!recv)
+        torch_time_put(f->t_send, &f->n_send, &own->dec, dir, o->t0);
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
- * names it (has_dec = DEC_DIALECT), with what it says about the ranges inside it. */
+ * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
+ * inside it. */
 static void dialect_open(state *st, file_state *f, thread_state *t, open_range *o)
 {
     pp_dialect_match m;
     int src = dialect_of(f, o->message, o->domain, &m);
     if (!src || m.kind == PP_NVTX_KIND_NONE)
         return;
+    st->dialect_used = src == 1 ? pp_dialect_name(f->dialect) : PP_DIALECT_TORCH;
+    if (m.torch_comm) {
+        comm_open(f, t, o, &m);
+        return;
+    }
     decoded *d = &o->dec;
     dialect_resolve(st, f, t, &m, d);
-    o->has_dec = DEC_DIALECT;
-    st->dialect_used = src == 1 ? pp_dialect_name(f->dialect) : PP_DIALECT_TORCH;
+    o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
     note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
@@ -598,11 +677,26 @@ static inline void close_pipeline(state *st, file_state *f, thread_state *t, con
 static void dialect_close(state *st, file_state *f, thread_state *t, const open_range *o,
                           uint64_t t1)
 {
-    if (o->dec.kind == PP_NVTX_KIND_NONE && !o->dec.oob) {
+    if (o->has_dec == DEC_TAKEN || (o->dec.kind == PP_NVTX_KIND_NONE && !o->dec.oob)) {
         an_other_range(st, f, t, o, t1);
         return;
     }
     st->dialect_ranges++;
+    if (o->has_dec == DEC_COMM && (o->dec.kind == PP_NVTX_RECV_ACT ||
+                                   o->dec.kind == PP_NVTX_RECV_GRAD))
+        torch_time_put(f->t_arrive, &f->n_arrive, &o->dec, o->dec.kind == PP_NVTX_RECV_GRAD,
+                       t1);
+    if (o->has_dec == DEC_TORCH_COMPUTE && !o->dec.oob) {
+        /* its input's arrival inside it is its start, its own send's posting its end */
+        int dir = torch_dir(o->dec.kind);
+        open_range x = *o;
+        uint64_t a = torch_time_take(f->t_arrive, &o->dec, dir, o->t0, t1);
+        if (a)
+            x.t0 = a;
+        uint64_t e = torch_time_take(f->t_send, &o->dec, dir, x.t0, t1);
+        close_pipeline(st, f, t, &x, e ? e : t1, &o->dec);
+        return;
+    }
     close_pipeline(st, f, t, o, t1, &o->dec);
 }
 
@@ -724,7 +818,7 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
             close_pipeline(st, f, t, o, h->ts, d);
             if (d->kind == PP_NVTX_KIND_NONE && !d->oob)
                 an_other_range(st, f, t, o, h->ts);
-        } else if (o->has_dec == DEC_DIALECT) {
+        } else if (o->has_dec >= DEC_DIALECT) {
             dialect_close(st, f, t, o, h->ts); /* (dialect_open names no pipeprof range) */
         } else if (o->domain == f->pipeprof_domain) {
             /* no pipeprof domain seen: a default-domain range still counts as a step for the
@@ -765,7 +859,7 @@ static inline void on_end(state *st, file_state *f, thread_state *t, const pp_re
     open_range o;
     if (!closing_record(f, h, rec, &r, sizeof r) || !take_start(f, r.range_id, &o))
         return;
-    if (o.has_dec == DEC_DIALECT) {
+    if (o.has_dec >= DEC_DIALECT) {
         dialect_close(st, f, t, &o, h->ts);
     } else if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
         decoded d;

@@ -417,7 +417,7 @@ pp_status pp_dialect_parse(const char *text, const char *ctx, pp_dialect **out)
     snprintf(d->name, sizeof d->name, "%s", f[0]->valuestring);
     int i = 0;
     for (const cJSON *r = f[1]->child; r; r = r->next, i++) {
-        char c[320];
+        char c[400];
         const cJSON *m = cJSON_IsObject(r) ? pp_json_member(r, "match") : NULL;
         snprintf(c, sizeof c, "%s: rule %d%s%.60s%s", rctx, i, m && cJSON_IsString(m) ? " (\"" : "",
                  m && cJSON_IsString(m) ? m->valuestring : "", m && cJSON_IsString(m) ? "\")" : "");
@@ -479,7 +479,7 @@ static int read_num(const char **s, int max_digits, int64_t *out)
 
 static void torch_init(pp_dialect_match *m, int kind)
 {
-    *m = (pp_dialect_match){.kind = kind, .rule = -1, .torch_stage_id = -1};
+    *m = (pp_dialect_match){.kind = kind, .rule = -1, .torch_stage_id = -1, .torch = 1};
     for (int k = 0; k < PP_DF_COUNT; k++)
         m->v[k] = -1;
     m->from[PP_DF_STAGE] = PP_DFROM_RANK;
@@ -525,6 +525,15 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->from[PP_DF_MB] = PP_DFROM_VALUE;
         m->v[PP_DF_MB] = mb;
         m->torch_stage_id = sid;
+        return 1;
+    }
+    /* the process group's point-to-point operations (record_function in ProcessGroupGloo /
+     * ProcessGroupNCCL): async, posted inside an action */
+    if (strcmp(s, "gloo:recv") == 0 || strcmp(s, "nccl:recv") == 0 ||
+        strcmp(s, "gloo:send") == 0 || strcmp(s, "nccl:send") == 0) {
+        int recv = s[5] == 'r';
+        torch_init(m, recv ? PP_NVTX_RECV_ACT : PP_NVTX_SEND_ACT);
+        m->torch_comm = recv ? PP_DCOMM_RECV : PP_DCOMM_SEND;
         return 1;
     }
     int kind = strncmp(s, "Forward ", 8) == 0    ? PP_NVTX_FWD

@@ -59,7 +59,13 @@ typedef struct pp_dialect_match {
     /* torch: the stage id the name states (PP:<s>...), -1 when it states none; decode.c turns
      * it into (stage, chunk) by the trace it is in */
     int64_t torch_stage_id;
+    /* torch: a point-to-point operation's own range (gloo:recv, nccl:send, ...: PP_DCOMM_*),
+     * which takes the pipeline op of the action it is posted in (docs/dialects.md "Waits") */
+    int torch_comm;
+    int torch; /* 1: a torch name (its compute ops get the waits taken out) */
 } pp_dialect_match;
+
+enum { PP_DCOMM_NONE = 0, PP_DCOMM_RECV = 1, PP_DCOMM_SEND = 2 };
 
 typedef struct pp_dialect pp_dialect;
 

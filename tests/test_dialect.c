@@ -47,6 +47,10 @@ Test(dialect, torch_actions_map_to_the_conventions_kinds)
                      ok[i].name);
     }
     pp_dialect_match m;
+    cr_assert_eq(pp_dialect_torch_match("gloo:recv", &m), 1);
+    cr_expect_eq(m.torch_comm, PP_DCOMM_RECV);
+    cr_assert_eq(pp_dialect_torch_match("nccl:send", &m), 1);
+    cr_expect_eq(m.torch_comm, PP_DCOMM_SEND);
     cr_assert_eq(pp_dialect_torch_match("ProfilerStep#7", &m), 1);
     cr_expect_eq(m.kind, PP_NVTX_STEP);
     cr_expect_eq(m.v[PP_DF_STEP], 7);
@@ -58,7 +62,7 @@ Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing
         "PP:1UNSHARD", "PP:1RESHARD", "PP:1WAIT_SEND_F1", "PP:0REDUCE_GRAD", "PP:2WAIT_REDUCE_GRAD",
         "PP:99999999999F1", "PP:1F", "PP:F1", "PP:", "PP:1F0x", "PP:1F99999999", "PP:1X0",
         "Forward -1", "Forward ", "Forward 1 ", "Forward 99999999999", "Backward x",
-        "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:send", "", "PP:1f0"};
+        "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:sendx", "", "PP:1f0"};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         pp_dialect_match m;
         cr_expect_eq(pp_dialect_torch_match(no[i], &m), 0, "'%s' is not a pipeline op", no[i]);
@@ -386,6 +390,139 @@ Test(dialect, torch_stage_ids_become_rank_and_chunk)
     cr_expect_eq(fwd, 2 * 2 * 4, "2 stages x 2 chunks x 4 steps forwards kept");
     for (int s = 0; s < 2; s++)
         cr_expect_float_eq(a->stages[s].fwd_ns.mean, 1e6, 1.0, "stage %d", s);
+    pp_analysis_free(a);
+}
+
+/* An async range (START/END), as the Kineto importer writes one that outlives its parent. */
+static void start(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint64_t id)
+{
+    pp_rec_range r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_START;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    r.message = msg;
+    r.range_id = id;
+    tw_rec(t, &r, sizeof r);
+}
+
+static void end(tw *t, uint32_t tid, uint64_t ts, uint64_t id)
+{
+    pp_rec_end r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_END;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.range_id = id;
+    tw_rec(t, &r, sizeof r);
+}
+
+/* GPipe on 2 ranks as torch records it: Forward i / Backward i hold their own receive
+ * (gloo:recv, nested: it completes inside) and the posting of their send (gloo:send, async:
+ * it completes after). Rank 0 computes a forward in 2 ms, rank 1 in 6 ms; backwards twice that.
+ * Each range opens well before its input arrives. */
+static void write_gpipe_waits(const char *path, int rank)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 300 + (uint32_t)rank;
+    h.rank = rank;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    uint32_t dom = sid(&t, "user_annotation");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int i = 0; i < 4; i++)
+        sid(&t, steps[i]), sid(&t, fw[i % 2]), sid(&t, bw[i % 2]);
+    uint32_t s_recv = sid(&t, "gloo:recv"), s_send = sid(&t, "gloo:send");
+    tw_flush(&t, PP_BLOCK_META, 0);
+    const uint64_t f0 = 2 * MS, f1 = 6 * MS, lat = MS / 10;
+    uint64_t id = 1;
+    for (int s = 0; s < 4; s++) {
+        uint64_t t0 = 1000 * MS + (uint64_t)s * 100 * MS;
+        push(&t, 7, t0, sid(&t, steps[s]));
+        uint64_t prev = t0 + MS / 100;
+        /* forwards: rank 0 at t0 + mb (f0 + 0.1 ms); rank 1 waits for each */
+        for (int mb = 0; mb < 2; mb++) {
+            if (rank == 0) {
+                uint64_t x = t0 + (uint64_t)mb * (f0 + MS / 10);
+                push(&t, 7, x, sid(&t, fw[mb]));
+                start(&t, 7, x + f0, s_send, id);
+                pop(&t, 7, x + f0 + MS / 50);
+                end(&t, 7, x + f0 + lat, id++);
+            } else {
+                /* rank 0's send of mb is posted at t0 + mb (f0 + 0.1 ms) + f0 */
+                uint64_t arrive = t0 + (uint64_t)mb * (f0 + MS / 10) + f0 + lat;
+                uint64_t x = arrive - MS / 2 > prev ? arrive - MS / 2 : prev; /* opens early */
+                uint64_t a = arrive > x + MS / 50 ? arrive : x + MS / 50;
+                push(&t, 7, x, sid(&t, fw[mb]));
+                push(&t, 7, x + MS / 100, s_recv);
+                pop(&t, 7, a);
+                pop(&t, 7, a + f1);
+                prev = a + f1 + MS / 100;
+            }
+        }
+        /* backwards from 40 ms on: rank 1 first, rank 0 waits for each gradient */
+        uint64_t b0 = t0 + 40 * MS;
+        prev = b0;
+        for (int mb = 0; mb < 2; mb++) {
+            if (rank == 1) {
+                uint64_t x = b0 + (uint64_t)mb * (2 * f1 + MS / 10);
+                push(&t, 7, x, sid(&t, bw[mb]));
+                start(&t, 7, x + 2 * f1, s_send, id);
+                pop(&t, 7, x + 2 * f1 + MS / 50);
+                end(&t, 7, x + 2 * f1 + lat, id++);
+            } else {
+                uint64_t arrive = b0 + (uint64_t)mb * (2 * f1 + MS / 10) + 2 * f1 + lat;
+                uint64_t x = arrive - MS / 2 > prev ? arrive - MS / 2 : prev;
+                uint64_t a = arrive > x + MS / 50 ? arrive : x + MS / 50;
+                push(&t, 7, x, sid(&t, bw[mb]));
+                push(&t, 7, x + MS / 100, s_recv);
+                pop(&t, 7, a);
+                pop(&t, 7, a + 2 * f0);
+                prev = a + 2 * f0 + MS / 100;
+            }
+        }
+        pop(&t, 7, t0 + 90 * MS);
+        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(dialect, torch_waits_are_taken_out_of_the_compute_actions)
+{
+    const char *p0 = tk_path("w0.pft"), *p1 = tk_path("w1.pft");
+    write_gpipe_waits(p0, 0);
+    write_gpipe_waits(p1, 1);
+    const char *paths[] = {p0, p1};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->n_steps, 3);
+    const double f[2] = {2e6, 6e6};
+    for (int s = 0; s < 2; s++) {
+        /* the compute alone: from its input's arrival to its send's posting */
+        cr_expect_float_eq(a->stages[s].fwd_ns.mean, f[s], 1.0, "stage %d fwd %.0f", s,
+                           a->stages[s].fwd_ns.mean);
+        cr_expect_float_eq(a->stages[s].bwd_ns.mean, 2 * f[s], 1.0, "stage %d bwd %.0f", s,
+                           a->stages[s].bwd_ns.mean);
+    }
+    /* the receives and sends are transfer ops with the comm's interval */
+    cr_assert_geq(a->n_links, 2);
+    for (size_t i = 0; i < a->n_links; i++)
+        cr_expect_eq(a->links[i].messages, 2 * 3, "link %d->%d", a->links[i].src,
+                     a->links[i].dst);
+    cr_expect_gt(a->bubble_ratio, 0.2, "the waits are idle time: bubble %.2f", a->bubble_ratio);
     pp_analysis_free(a);
 }
 
