@@ -179,7 +179,10 @@ static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
                           l);
         c->fwd_us = al->fwd_ns.median * 1e-3;
         double b = al->bwd_ns.median * 1e-3, w = al->bwd_weight_ns.median * 1e-3;
-        if (al->bwd_weight_ns.count) {
+        if (!al->bwd_ns.count && !al->bwd_weight_ns.count) {
+            c->bwd_us = -1; /* no backward ranges: shared out of its stage's (fill_backwards) */
+            c->has_split = 1; /* halves assumed, as below */
+        } else if (al->bwd_weight_ns.count) {
             split = 1;
             c->bwd_input_us = b;
             c->bwd_weight_us = w;
@@ -206,6 +209,64 @@ static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
         note(e, "no layer marks: activation sizes taken from the links (%llu bytes), parameter "
                 "sizes unknown (no memory model)",
              (unsigned long long)act_seen);
+    return PP_OK;
+}
+
+/* Layers without backward ranges (bwd_us < 0: a torch trace's module events run only in the
+ * forward, autograd calls no module) get a share of their stage's measured backward per
+ * micro-batch (over its chunks), in proportion to their forward times; where some layers of the
+ * stage have backward ranges, the others get their forward times the known layers' ratio. */
+static pp_status fill_backwards(const pp_analysis *a, pp_extract *e)
+{
+    const pp_partition *part = &e->partition;
+    pp_costs *c = e->costs;
+    int filled = 0;
+    for (int s = 0; s < part->S; s++) {
+        double f_missing = 0, f_known = 0, b_known = 0;
+        int missing = 0;
+        for (int p = s; p < part->P; p += part->S)
+            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
+                if (c->layers[l].bwd_us < 0) {
+                    f_missing += c->layers[l].fwd_us;
+                    missing++;
+                } else {
+                    f_known += c->layers[l].fwd_us;
+                    b_known += c->layers[l].bwd_us;
+                }
+            }
+        if (!missing)
+            continue;
+        double per_fwd; /* backward us per forward us of the missing layers */
+        if (f_known > 0) {
+            per_fwd = b_known / f_known;
+        } else {
+            const pp_astage *g = s < a->S ? &a->stages[s] : NULL;
+            double bwd_ns = !g                   ? 0
+                            : g->bwd_ns.count    ? g->bwd_ns.mean
+                                                 : g->bwd_input_ns.mean + g->bwd_weight_ns.mean;
+            if (!g || (!g->bwd_ns.count && !g->bwd_input_ns.count))
+                return PP_ERR(PP_ERR_INVALID, "stage %d has neither backward ranges nor layers "
+                                              "with backward ranges: no backward cost",
+                              s);
+            if (f_missing <= 0)
+                return PP_ERR(PP_ERR_INVALID, "stage %d's layers have no forward time to share "
+                                              "its backward by",
+                              s);
+            per_fwd = bwd_ns * 1e-3 * part->v / f_missing;
+        }
+        for (int p = s; p < part->P; p += part->S)
+            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++)
+                if (c->layers[l].bwd_us < 0) {
+                    c->layers[l].bwd_us = per_fwd * c->layers[l].fwd_us;
+                    c->layers[l].bwd_input_us = c->layers[l].bwd_us / 2;
+                    c->layers[l].bwd_weight_us = c->layers[l].bwd_us / 2;
+                }
+        filled += missing;
+    }
+    if (filled)
+        note(e, "%d layer(s) without backward ranges: their stage's backward shared out in "
+                "proportion to their forward times",
+             filled);
     return PP_OK;
 }
 
@@ -284,7 +345,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     extract_optimizer(a, e);
     fit_links(a, e);
     if ((st = infer_partition(a, L, &e->partition)) != PP_OK ||
-        (st = extract_schedules(a, e)) != PP_OK)
+        (st = fill_backwards(a, e)) != PP_OK || (st = extract_schedules(a, e)) != PP_OK)
         goto fail;
     e->M = a->M;
     if (e->M <= 0) {
