@@ -212,61 +212,117 @@ static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
     return PP_OK;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median duration (us) of piece (stage s, chunk c)'s compute ops of kind k in the kept
+ * timeline; 0 when it has none. */
+static pp_status piece_op_us(const pp_analysis *a, int s, int c, int k, double *us)
+{
+    size_t n = 0;
+    *us = 0;
+    for (size_t i = 0; i < a->n_ops; i++)
+        n += a->ops[i].kind == k && a->ops[i].stage == s && a->ops[i].chunk == c;
+    if (!n)
+        return PP_OK;
+    uint64_t *d = malloc(n * sizeof *d);
+    if (!d)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < a->n_ops; i++) {
+        const pp_aop *o = &a->ops[i];
+        if (o->kind == k && o->stage == s && o->chunk == c)
+            d[j++] = o->t1 > o->t0 ? o->t1 - o->t0 : 0;
+    }
+    qsort(d, n, sizeof *d, cmp_u64);
+    *us = (n % 2 ? (double)d[n / 2] : 0.5 * ((double)d[n / 2 - 1] + (double)d[n / 2])) * 1e-3;
+    free(d);
+    return PP_OK;
+}
+
 /* Layers without backward ranges (bwd_us < 0: a torch trace's module events run only in the
- * forward, autograd calls no module) get a share of their stage's measured backward per
- * micro-batch (over its chunks), in proportion to their forward times; where some layers of the
- * stage have backward ranges, the others get their forward times the known layers' ratio. */
+ * forward; autograd calls no module). Per piece whose layers all lack them: the piece's
+ * measured backward op (median over the kept timeline; else its stage's mean backward) is
+ * shared among its layers in proportion to their forward times, and their forward times are
+ * scaled to add up to the piece's forward op, so that what the op holds beyond its modules (the
+ * stage's own work: loss, hand-offs) is charged too and the run's own layout replays to its
+ * measured step. Where some layers of a piece have backward ranges, the others get the known
+ * layers' backward-to-forward ratio. */
 static pp_status fill_backwards(const pp_analysis *a, pp_extract *e)
 {
     const pp_partition *part = &e->partition;
     pp_costs *c = e->costs;
-    int filled = 0;
-    for (int s = 0; s < part->S; s++) {
+    int filled = 0, scaled = 0;
+    for (int p = 0; p < part->P; p++) {
+        int s = p % part->S, chunk = p / part->S, lo = part->bounds[p], hi = part->bounds[p + 1];
         double f_missing = 0, f_known = 0, b_known = 0;
         int missing = 0;
-        for (int p = s; p < part->P; p += part->S)
-            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
-                if (c->layers[l].bwd_us < 0) {
-                    f_missing += c->layers[l].fwd_us;
-                    missing++;
-                } else {
-                    f_known += c->layers[l].fwd_us;
-                    b_known += c->layers[l].bwd_us;
-                }
+        for (int l = lo; l < hi; l++) {
+            if (c->layers[l].bwd_us < 0) {
+                f_missing += c->layers[l].fwd_us;
+                missing++;
+            } else {
+                f_known += c->layers[l].fwd_us;
+                b_known += c->layers[l].bwd_us;
             }
+        }
         if (!missing)
             continue;
-        double per_fwd; /* backward us per forward us of the missing layers */
+        if (f_missing <= 0)
+            return PP_ERR(PP_ERR_INVALID, "stage %d chunk %d: its layers have no forward time to "
+                                          "share its backward by",
+                          s, chunk);
+        double per_fwd = 0, fwd_scale = 1; /* backward us per forward us; forward factor */
         if (f_known > 0) {
             per_fwd = b_known / f_known;
         } else {
-            const pp_astage *g = s < a->S ? &a->stages[s] : NULL;
-            double bwd_ns = !g                   ? 0
-                            : g->bwd_ns.count    ? g->bwd_ns.mean
-                                                 : g->bwd_input_ns.mean + g->bwd_weight_ns.mean;
-            if (!g || (!g->bwd_ns.count && !g->bwd_input_ns.count))
-                return PP_ERR(PP_ERR_INVALID, "stage %d has neither backward ranges nor layers "
-                                              "with backward ranges: no backward cost",
-                              s);
-            if (f_missing <= 0)
-                return PP_ERR(PP_ERR_INVALID, "stage %d's layers have no forward time to share "
-                                              "its backward by",
-                              s);
-            per_fwd = bwd_ns * 1e-3 * part->v / f_missing;
+            double f_op, b_op, bi_op, bw_op;
+            pp_status st;
+            if ((st = piece_op_us(a, s, chunk, PP_AOP_FWD, &f_op)) != PP_OK ||
+                (st = piece_op_us(a, s, chunk, PP_AOP_BWD, &b_op)) != PP_OK ||
+                (st = piece_op_us(a, s, chunk, PP_AOP_BWD_INPUT, &bi_op)) != PP_OK ||
+                (st = piece_op_us(a, s, chunk, PP_AOP_BWD_WEIGHT, &bw_op)) != PP_OK)
+                return st;
+            if (b_op <= 0)
+                b_op = bi_op + bw_op;
+            if (b_op <= 0 && s < a->S) {
+                /* no op of this piece kept: the stage's mean over its chunks */
+                const pp_astage *g = &a->stages[s];
+                double per_chunk_ns = g->bwd_ns.count        ? g->bwd_ns.mean
+                                      : g->bwd_input_ns.count ? g->bwd_input_ns.mean +
+                                                                    g->bwd_weight_ns.mean
+                                                              : 0;
+                b_op = per_chunk_ns * 1e-3;
+            }
+            if (b_op <= 0)
+                return PP_ERR(PP_ERR_INVALID, "stage %d chunk %d has neither backward ranges "
+                                              "nor layers with backward ranges: no backward cost",
+                              s, chunk);
+            if (f_op > 0) {
+                fwd_scale = f_op / f_missing;
+                scaled++;
+            }
+            per_fwd = b_op / f_missing; /* per unscaled forward us */
         }
-        for (int p = s; p < part->P; p += part->S)
-            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++)
-                if (c->layers[l].bwd_us < 0) {
-                    c->layers[l].bwd_us = per_fwd * c->layers[l].fwd_us;
-                    c->layers[l].bwd_input_us = c->layers[l].bwd_us / 2;
-                    c->layers[l].bwd_weight_us = c->layers[l].bwd_us / 2;
-                }
+        for (int l = lo; l < hi; l++) {
+            pp_layer_cost *lc = &c->layers[l];
+            if (lc->bwd_us >= 0)
+                continue;
+            lc->bwd_us = per_fwd * lc->fwd_us;
+            lc->bwd_input_us = lc->bwd_us / 2;
+            lc->bwd_weight_us = lc->bwd_us / 2;
+            lc->fwd_us *= fwd_scale;
+        }
         filled += missing;
     }
     if (filled)
-        note(e, "%d layer(s) without backward ranges: their stage's backward shared out in "
-                "proportion to their forward times",
-             filled);
+        note(e, "%d layer(s) without backward ranges: their piece's backward shared out in "
+                "proportion to their forward times%s",
+             filled, scaled ? ", and their forward times scaled to add up to the piece's "
+                              "forward op" : "");
     return PP_OK;
 }
 
