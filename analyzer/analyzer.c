@@ -67,6 +67,7 @@ void an_state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->collected.elem = sizeof(pp_aop);
     st->syncs.elem = sizeof(sync_mark);
     st->nccl_members.elem = sizeof(pp_gpu_nccl_member);
+    st->dshape_mb = st->dshape_chunk = -1;
 }
 
 void an_state_free(state *st)
@@ -348,6 +349,7 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         /* which naming the pipeline ranges had: a dialect's when it named any */
         const char *used = st.dialect_ranges ? st.dialect_used : a->n_steps ? "pipeprof" : "";
         snprintf(a->dialect, sizeof a->dialect, "%s", used ? used : "");
+        an_dialect_shape(&st, a);
     }
     for (size_t i = 0; i < n; i++)
         an_file_state_free(&fs[i]);

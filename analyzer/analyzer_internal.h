@@ -162,6 +162,7 @@ typedef struct thread_state {
      * layer ranges since the compute range opened */
     int32_t dseq[PP_NVTX_KIND_COUNT];
     int32_t dlayer_seq;
+    int32_t dbwd_seen;  /* a dialect's backward opened since the step range did (shape) */
 } thread_state;
 
 /* What the message grammar says about one registered string (pp_nvtx_message_parse), worked
@@ -330,6 +331,10 @@ typedef struct state {
     vec nccl_members;     /* host pass: pp_gpu_nccl_member, each (communicator, rank) once */
     uint64_t dialect_ranges; /* pipeline ranges a dialect named (decode.c) */
     const char *dialect_used; /* the dialect of the last of them (pp_analysis.dialect) */
+    /* the shape the dialect ranges show (an_dialect_shape): the largest mb and chunk of their
+     * compute ops, a forward after a backward in one step, split backwards */
+    int64_t dshape_mb, dshape_chunk;
+    int dshape_fwd_after_bwd, dshape_split;
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -398,6 +403,10 @@ void an_file_state_free(file_state *f);
  * cannot be read. */
 int an_read_block(state *st, file_state *f);
 const char *an_str_of(file_state *f, uint32_t id); /* "" for an unknown id */
+
+/* When no configuration mark stated them: M, v and the schedule the dialect ranges show
+ * (docs/dialects.md "Shape"). */
+void an_dialect_shape(const state *st, pp_analysis *a);
 
 /* ---- ranges.c: the ranges and marks outside the pipeline (the generic view) ---- */
 /* A closed range that is not a pipeline range: another domain's, a pipeprof-domain range no

@@ -647,6 +647,21 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
+    if (d->kind == PP_NVTX_STEP) {
+        t->dbwd_seen = 0;
+    } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
+        /* the shape: M, v, the order of forwards and backwards, split backwards */
+        if (d->mb > st->dshape_mb)
+            st->dshape_mb = d->mb;
+        int64_t chunk = d->chunk < 0 ? 0 : d->chunk; /* unset: chunk 0 */
+        if (chunk > st->dshape_chunk)
+            st->dshape_chunk = chunk;
+        if (d->kind == PP_NVTX_FWD)
+            st->dshape_fwd_after_bwd |= t->dbwd_seen;
+        else
+            t->dbwd_seen = 1;
+        st->dshape_split |= d->kind == PP_NVTX_BWD_INPUT || d->kind == PP_NVTX_BWD_WEIGHT;
+    }
     note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
     if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
         t->cur_stage = (int32_t)d->stage;
@@ -698,6 +713,23 @@ static void dialect_close(state *st, file_state *f, thread_state *t, const open_
         return;
     }
     close_pipeline(st, f, t, o, t1, &o->dec);
+}
+
+void an_dialect_shape(const state *st, pp_analysis *a)
+{
+    if (!st->dialect_ranges)
+        return;
+    if (!a->M && st->dshape_mb >= 0)
+        a->M = (int)st->dshape_mb + 1;
+    if (!a->v && st->dshape_chunk >= 0)
+        a->v = (int)st->dshape_chunk + 1;
+    if (!a->schedule[0]) {
+        const char *k = a->v > 1               ? "interleaved"
+                        : st->dshape_split         ? "zb-h1"
+                        : st->dshape_fwd_after_bwd ? "1f1b"
+                                                   : "gpipe";
+        snprintf(a->schedule, sizeof a->schedule, "%s", k);
+    }
 }
 
 /* A PUSH, START or MARK record (of its full size); returns the range an EXT_PAYLOAD record may

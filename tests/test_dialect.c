@@ -307,6 +307,9 @@ Test(dialect, torch_gpipe_names_give_a_pipeline_analysis)
     cr_expect_eq(a->S, 2);
     cr_expect_eq(a->n_steps, 3, "4 profiler steps, the first one warm-up");
     cr_expect_str_eq(a->dialect, PP_DIALECT_TORCH);
+    cr_expect_eq(a->M, 2);
+    cr_expect_eq(a->v, 1);
+    cr_expect_str_eq(a->schedule, "gpipe");
     for (int s = 0; s < 2; s++) {
         cr_expect_eq(a->stages[s].fwd_ns.count, 6, "stage %d: 2 forwards x 3 steps", s);
         cr_expect_float_eq(a->stages[s].fwd_ns.mean, (1 + s) * 1e6, 1.0, "stage %d", s);
@@ -377,6 +380,9 @@ Test(dialect, torch_stage_ids_become_rank_and_chunk)
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_files(paths, 2, &o, &a), PP_OK, "%s", pp_error_message());
     cr_expect_eq(a->S, 2, "4 torch stages on 2 ranks are 2 pipeline stages");
+    cr_expect_eq(a->v, 2);
+    cr_expect_eq(a->M, 1);
+    cr_expect_str_eq(a->schedule, "interleaved");
     cr_expect_eq(a->n_steps, 4);
     size_t fwd = 0;
     for (size_t i = 0; i < a->n_ops; i++) {
@@ -559,6 +565,8 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
     cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
     cr_expect_str_eq(a->dialect, "megatron-lm");
     cr_expect_eq(a->S, S);
+    cr_expect_eq(a->M, 4, "the shape the ranges show");
+    cr_expect_str_eq(a->schedule, "1f1b");
     cr_expect_eq(a->n_steps, 5, "6 steps, the first one warm-up");
     for (int s = 0; s < S; s++) {
         /* a sleep overshoots by scheduling delay: up to 0.5 ms or 10 % on a loaded machine */
