@@ -68,6 +68,7 @@ void an_state_init(state *st, const pp_analysis_options *o, pp_analysis *a)
     st->syncs.elem = sizeof(sync_mark);
     st->nccl_members.elem = sizeof(pp_gpu_nccl_member);
     st->dshape_mb = st->dshape_chunk = -1;
+    st->dlayers.elem = sizeof(dialect_layer);
 }
 
 void an_state_free(state *st)
@@ -80,6 +81,7 @@ void an_state_free(state *st)
         vec_free(&b[i].allred);
     }
     vec_free(&st->buckets);
+    vec_free(&st->dlayers);
     free(st->stage_max_step);
     free(st->seen);
     free(st->prev_bound);
@@ -305,6 +307,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
         an_warn(a, "%llu pipeline range(s) ignored: a value outside the bounds of "
                    "docs/nvtx-convention.md (first: %s)",
                 (unsigned long long)a->ranges_out_of_bounds, st->oob_first);
+    an_dialect_layers(st);
     an_results(st);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
         return rc;

@@ -335,6 +335,7 @@ typedef struct state {
      * compute ops, a forward after a backward in one step, split backwards */
     int64_t dshape_mb, dshape_chunk;
     int dshape_fwd_after_bwd, dshape_split;
+    vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -403,6 +404,15 @@ void an_file_state_free(file_state *f);
  * cannot be read. */
 int an_read_block(state *st, file_state *f);
 const char *an_str_of(file_state *f, uint32_t id); /* "" for an unknown id */
+
+/* A torch module seen as a layer: its stage and order within it (an_dialect_layers). */
+typedef struct dialect_layer {
+    int32_t stage, local;
+    char name[48];
+} dialect_layer;
+/* Renumbers the torch modules' provisional layer indices (first seen, any file) by stage, then
+ * order within the stage, in st->layers and the kept layer ops (docs/dialects.md "Layers"). */
+void an_dialect_layers(state *st);
 
 /* When no configuration mark stated them: M, v and the schedule the dialect ranges show
  * (docs/dialects.md "Shape"). */

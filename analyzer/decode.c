@@ -628,6 +628,81 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
         torch_time_put(f->t_send, &f->n_send, &own->dec, dir, o->t0);
 }
 
+/* The innermost range open on t that a dialect decoded (o itself excluded), NULL none. */
+static open_range *dialect_enclosing(thread_state *t, const open_range *o)
+{
+    open_range *s = t->stack.data;
+    for (size_t k = t->stack.n; k-- > 0;)
+        if (&s[k] != o && s[k].has_dec >= DEC_DIALECT && s[k].has_dec != DEC_TAKEN)
+            return &s[k];
+    return NULL;
+}
+
+/* The provisional layer index of torch module `name` on `stage` (its first sighting appends it,
+ * named, to st->layers); -1 past 4096 modules or out of memory. */
+static int64_t torch_layer(state *st, int64_t stage, const char *name)
+{
+    dialect_layer *l = st->dlayers.data;
+    int32_t local = 0;
+    for (size_t i = 0; i < st->dlayers.n; i++) {
+        if (l[i].stage != stage)
+            continue;
+        if (strncmp(l[i].name, name, sizeof l[i].name - 1) == 0)
+            return (int64_t)i;
+        local++;
+    }
+    if (st->dlayers.n >= 4096 || !(l = vec_push(&st->dlayers)))
+        return -1;
+    l->stage = (int32_t)stage;
+    l->local = local;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    size_t p = st->dlayers.n - 1;
+    while (st->layers.n <= p)
+        if (!vec_push(&st->layers))
+            return -1;
+    layer_acc *la = &((layer_acc *)st->layers.data)[p];
+    if (!la->name[0])
+        snprintf(la->name, sizeof la->name, "%s", name);
+    return (int64_t)p;
+}
+
+static int cmp_dlayer(const void *a, const void *b)
+{
+    const dialect_layer *x = *(const dialect_layer *const *)a, *y = *(const dialect_layer *const *)b;
+    if (x->stage != y->stage)
+        return x->stage < y->stage ? -1 : 1;
+    return (x->local > y->local) - (x->local < y->local);
+}
+
+void an_dialect_layers(state *st)
+{
+    size_t n = st->dlayers.n;
+    if (!n || st->layers.n < n)
+        return;
+    dialect_layer *l = st->dlayers.data;
+    const dialect_layer **order = malloc(n * sizeof *order);
+    int32_t *to = malloc(n * sizeof *to);
+    layer_acc *moved = malloc(n * sizeof *moved);
+    if (order && to && moved) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = &l[i];
+        qsort(order, n, sizeof *order, cmp_dlayer);
+        for (size_t j = 0; j < n; j++)
+            to[order[j] - l] = (int32_t)j;
+        layer_acc *la = st->layers.data;
+        for (size_t i = 0; i < n; i++)
+            moved[to[i]] = la[i];
+        memcpy(la, moved, n * sizeof *moved);
+        pp_aop *op = st->kept_layer_ops.data;
+        for (size_t i = 0; i < st->kept_layer_ops.n; i++)
+            if (op[i].chunk >= 0 && (size_t)op[i].chunk < n)
+                op[i].chunk = to[op[i].chunk];
+    }
+    free(order);
+    free(to);
+    free(moved);
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
  * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
  * inside it. */
@@ -642,8 +717,28 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         comm_open(f, t, o, &m);
         return;
     }
+    const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(t, o) : NULL;
+    /* a stack event inside a torch action is that action's (GPipe's Forward i holds one) */
+    if (m.torch_stack && enc && torch_dir(enc->dec.kind) >= 0)
+        return;
+    /* a module is a layer when it is the outermost one inside a compute op */
+    int64_t layer = -1;
+    if (m.torch_module) {
+        if (!enc || enc->dec.kind < PP_NVTX_FWD || enc->dec.kind > PP_NVTX_BWD_WEIGHT)
+            return;
+        m.kind = enc->dec.kind == PP_NVTX_FWD          ? PP_NVTX_LAYER_FWD
+                 : enc->dec.kind == PP_NVTX_BWD_WEIGHT ? PP_NVTX_LAYER_BWD_WEIGHT
+                                                       : PP_NVTX_LAYER_BWD;
+        if ((layer = torch_layer(st, enc->dec.stage, an_str_of(f, o->message) + 11)) < 0)
+            return;
+    }
     decoded *d = &o->dec;
     dialect_resolve(st, f, t, &m, d);
+    if (m.torch_module) {
+        d->layer = layer;
+        d->chunk = enc->dec.chunk;
+        check_bounds(st, d);
+    }
     o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
         return;

@@ -536,6 +536,21 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->torch_comm = recv ? PP_DCOMM_RECV : PP_DCOMM_SEND;
         return 1;
     }
+    if (strncmp(s, "nn.Module: ", 11) == 0 && s[11]) {
+        torch_init(m, PP_NVTX_LAYER_FWD);
+        m->torch_module = 1;
+        return 1;
+    }
+    /* Schedule1F1B's calls, seen with with_stack=True: "torch/distributed/pipelining/
+     * stage.py(<line>): forward_one_chunk" (the line varies by version) */
+    const char *py = strstr(s, "pipelining/stage.py(");
+    const char *fn = py ? strstr(py, "): ") : NULL;
+    if (fn && (strcmp(fn, "): forward_one_chunk") == 0 || strcmp(fn, "): backward_one_chunk") == 0)) {
+        torch_init(m, fn[3] == 'f' ? PP_NVTX_FWD : PP_NVTX_BWD);
+        m->from[PP_DF_MB] = PP_DFROM_SEQUENCE;
+        m->torch_stack = 1;
+        return 1;
+    }
     int kind = strncmp(s, "Forward ", 8) == 0    ? PP_NVTX_FWD
                : strncmp(s, "Backward ", 9) == 0 ? PP_NVTX_BWD
                                                  : -3;

@@ -63,6 +63,10 @@ typedef struct pp_dialect_match {
      * which takes the pipeline op of the action it is posted in (docs/dialects.md "Waits") */
     int torch_comm;
     int torch; /* 1: a torch name (its compute ops get the waits taken out) */
+    /* torch: a stack event of Schedule1F1B (forward_one_chunk, backward_one_chunk: a compute
+     * op unless inside a torch action), or a module ("nn.Module: <Class>_<k>": a layer range
+     * when it is the outermost module inside a compute op; its name from byte 11) */
+    int torch_stack, torch_module;
 } pp_dialect_match;
 
 enum { PP_DCOMM_NONE = 0, PP_DCOMM_RECV = 1, PP_DCOMM_SEND = 2 };

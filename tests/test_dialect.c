@@ -532,6 +532,89 @@ Test(dialect, torch_waits_are_taken_out_of_the_compute_actions)
     pp_analysis_free(a);
 }
 
+/* Schedule1F1B with with_stack / with_modules, 2 ranks, M = 2: forward_one_chunk and
+ * backward_one_chunk stack events (mb by order), each forward holding the stage's module
+ * "nn.Module: Block_0" (rank 0: 1 ms, rank 1: 3 ms) with a sub-module inside; a GPipe-style
+ * "Forward 1" holding its own forward_one_chunk is one forward, not two. */
+static void write_stack_rank(const char *path, int rank)
+{
+    static tw t;
+    memset(&t, 0, sizeof t);
+    pp_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PP_TRACE_MAGIC, 4);
+    h.version = PP_TRACE_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = 400 + (uint32_t)rank;
+    h.rank = rank;
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    uint32_t dom = sid(&t, "python_function");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tw_rec(&t, &d, sizeof d);
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int i = 0; i < 4; i++)
+        sid(&t, steps[i]);
+    uint32_t s_f = sid(&t, "torch/distributed/pipelining/stage.py(1142): forward_one_chunk");
+    uint32_t s_b = sid(&t, "torch/distributed/pipelining/stage.py(1237): backward_one_chunk");
+    uint32_t s_blk = sid(&t, "nn.Module: Block_0"), s_lin = sid(&t, "nn.Module: Linear_0");
+    uint32_t s_gp = sid(&t, "Forward 1");
+    tw_flush(&t, PP_BLOCK_META, 0);
+    const uint64_t m = (uint64_t)(1 + 2 * rank) * MS;
+    for (int s = 0; s < 4; s++) {
+        uint64_t x = 1000 * MS + (uint64_t)s * 50 * MS + (uint64_t)rank * 2 * MS;
+        push(&t, 7, x - MS / 2, sid(&t, steps[s]));
+        for (int mb = 0; mb < 2; mb++) {
+            push(&t, 7, x, s_f);
+            push(&t, 7, x + MS / 10, s_blk);
+            push(&t, 7, x + MS / 5, s_lin);
+            pop(&t, 7, x + MS / 2);
+            pop(&t, 7, x + MS / 10 + m);
+            pop(&t, 7, x + MS / 5 + m);
+            x += m + MS;
+            push(&t, 7, x, s_b);
+            pop(&t, 7, x + 2 * m);
+            x += 2 * m + MS;
+        }
+        if (s == 3) { /* a GPipe range holding a stack event: one forward */
+            push(&t, 7, x, s_gp);
+            push(&t, 7, x + MS / 10, s_f);
+            pop(&t, 7, x + MS);
+            pop(&t, 7, x + 2 * MS);
+        }
+        pop(&t, 7, 1000 * MS + (uint64_t)s * 50 * MS + 40 * MS);
+        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+Test(dialect, torch_stack_events_and_modules_give_ops_and_layers)
+{
+    const char *p0 = tk_path("s0.pft"), *p1 = tk_path("s1.pft");
+    write_stack_rank(p1, 1); /* rank 1's file first: the layers are still in stage order */
+    write_stack_rank(p0, 0);
+    const char *paths[] = {p1, p0};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->M, 2);
+    cr_expect_str_eq(a->schedule, "1f1b", "a forward after a backward in a step");
+    cr_expect_eq(a->n_steps, 3);
+    for (int s = 0; s < 2; s++) {
+        cr_expect_eq(a->stages[s].fwd_ns.count, 7, "stage %d: 2 x 3 + the GPipe one",
+                     s);
+        cr_expect_float_eq(a->stages[s].bwd_ns.mean, 2e6 * (1 + 2 * s), 1.0, "stage %d", s);
+    }
+    cr_assert_eq(a->n_layers, 2, "one module per stage; sub-modules are not layers");
+    for (int l = 0; l < 2; l++) {
+        cr_expect_str_eq(a->layers[l].name, "Block_0");
+        cr_expect_eq(a->layers[l].fwd_ns.count, 6);
+        cr_expect_float_eq(a->layers[l].fwd_ns.mean, 1e6 * (1 + 2 * l), 1.0,
+                           "layer %d is stage %d's module", l, l);
+    }
+    pp_analysis_free(a);
+}
+
 /* ---- the Megatron-LM way, captured ---- */
 
 Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
