@@ -6,7 +6,6 @@
  * records (gpu_pass.c). The text summary is report_text.c's. */
 #include "analyzer_internal.h"
 
-#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -367,44 +366,9 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
     return PP_OK;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 pp_status pp_analyze_dir(const char *dir, const pp_analysis_options *o, pp_analysis **out)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return PP_ERR(PP_ERR_IO, "cannot open run directory '%s'", dir);
-    vec names = {.elem = sizeof(char *)};
-    struct dirent *e;
-    pp_status st = PP_OK;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".pft") != 0)
-            continue;
-        char **slot = vec_push(&names);
-        size_t plen = strlen(dir) + len + 2;
-        if (!slot || !(*slot = malloc(plen))) {
-            st = PP_ERR(PP_ERR_NOMEM, "out of memory listing '%s'", dir);
-            break;
-        }
-        snprintf(*slot, plen, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    if (st == PP_OK && names.n == 0)
-        st = PP_ERR(PP_ERR_INVALID, "'%s' holds no trace files (*.pft): is it a pprof-run "
-                                    "directory?",
-                    dir);
-    if (st == PP_OK) {
-        qsort(names.data, names.n, sizeof(char *), cmp_str);
-        st = pp_analyze_files((const char *const *)names.data, names.n, o, out);
-    }
-    for (size_t i = 0; i < names.n; i++)
-        free(((char **)names.data)[i]);
-    vec_free(&names);
-    return st;
+    return pp_analyze_inputs(&dir, 1, o, out);
 }
 
 void pp_analysis_free(pp_analysis *a)

@@ -4,6 +4,7 @@
  * check_compare.c, the outputs check_output.c. */
 #include "check_internal.h"
 #include "pp_json.h"
+#include "pp_kineto.h"
 #include "pp_summary.h"
 
 #include <errno.h>
@@ -451,7 +452,8 @@ pp_status pp_check_run_load(const char *path, int warmup, pp_check_run **out)
     if (stat(path, &sb) != 0)
         return PP_ERR(PP_ERR_IO, "%s: %s (expected a run directory, a summary JSON or a "
                                  "baseline file)", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) {
+    /* a directory, or a PyTorch profiler trace (one rank's: docs/kineto.md) */
+    if (S_ISDIR(sb.st_mode) || pp_kineto_sniff(path)) {
         pp_analysis_options o;
         pp_analysis_options_default(&o);
         if (warmup >= 0)

@@ -224,10 +224,31 @@ typedef struct pp_analysis {
     void *impl;
 } pp_analysis;
 
-/* Analyzes every .pft file of `dir`. Fails (PP_ERR_IO / PP_ERR_INVALID) when the directory
- * cannot be read, has no readable trace, or its traces hold no pipeline ranges; damaged or
- * partial traces give a partial analysis with warnings. */
+/* Analyzes every .pft file of `dir`; `dir` may also be a directory of PyTorch profiler traces
+ * or one such trace, or one .pft file (pp_analyze_inputs). Fails (PP_ERR_IO / PP_ERR_INVALID)
+ * when the directory cannot be read, has no readable trace, or its traces hold no pipeline
+ * ranges; damaged or partial traces give a partial analysis with warnings. */
 pp_status pp_analyze_dir(const char *dir, const pp_analysis_options *o, pp_analysis **out);
+
+/* ---- Inputs (inputs.c): what a tool's paths name, as .pft files ----
+ * Each path is a pprof-run directory (its *.pft), a .pft file, a directory of PyTorch profiler
+ * (Kineto) traces (*.json, *.json.gz, *.pt.trace.json: used when it holds no .pft) or such a
+ * trace (docs/kineto.md). Kineto traces are converted (pp_kineto.h), in name order, the i-th
+ * numbered rank i when it states no rank: into `import_dir` when given (it must exist; its
+ * files stay), else into a private directory under $TMPDIR that pp_inputs_close removes. */
+typedef struct pp_inputs pp_inputs;
+pp_status pp_inputs_open(const char *const *paths, size_t n, const char *import_dir,
+                         pp_inputs **out);
+size_t pp_inputs_count(const pp_inputs *in);
+const char *const *pp_inputs_paths(const pp_inputs *in); /* the .pft files, valid until close */
+const char *pp_inputs_source(const pp_inputs *in, size_t i); /* what the i-th came from */
+size_t pp_inputs_converted(const pp_inputs *in);         /* Kineto traces converted */
+const char *pp_inputs_notes(const pp_inputs *in);        /* conversion problems, lines */
+void pp_inputs_close(pp_inputs *in);
+/* pp_analyze_files over pp_inputs_open(paths): the analysis names each converted trace by its
+ * source (files[].path, warnings) and carries the conversion's notes in its warnings. */
+pp_status pp_analyze_inputs(const char *const *paths, size_t n, const pp_analysis_options *o,
+                            pp_analysis **out);
 /* The same over explicit files (tests, benchmarks). */
 pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *o,
                            pp_analysis **out);

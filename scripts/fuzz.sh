@@ -6,9 +6,11 @@
 # build-fuzz/, writes the reader's seed traces, takes the analysis's seeds from
 # tests/data/fuzz/analysis/ (real captures, one process and multi-rank, plus regression inputs),
 # then runs each target for its share of the time under an RSS and a malloc limit.
-# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis|dialect]   (all: the seconds split in
-# three). The dialect target (tests/fuzz_dialect.c) fuzzes dialect files with a trace analyzed by
-# them; its seeds are tests/data/fuzz/dialect/.
+# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis|dialect|kineto]   (all: the seconds
+# split in four). The dialect target (tests/fuzz_dialect.c) fuzzes dialect files with a trace
+# analyzed by them; its seeds are tests/data/fuzz/dialect/. The kineto target (tests/fuzz_kineto.c)
+# fuzzes the PyTorch trace importer (the JSON tokenizer, the converter, the analysis of what it
+# wrote), seeded with the heads of tests/data/kineto's torch traces.
 # Called by scripts/test.sh; exits non-zero on a finding, leaving the input that caused it in
 # build-fuzz/artifacts/ (replay it with build-fuzz/fuzz_trace_driver FILE or
 # build-fuzz/fuzz_analysis_driver FILE). FUZZ_RUNS=N runs N inputs per target instead of a time.
@@ -23,11 +25,12 @@ if ! command -v "$cc" >/dev/null; then
   exit 3
 fi
 case "$which" in
-  all) share=$(( (secs + 2) / 3 )) ;;
-  trace|analysis|dialect) share=$secs ;;
-  *) echo "fuzz: unknown target '$which' (all, trace, analysis, dialect)" >&2; exit 2 ;;
+  all) share=$(( (secs + 3) / 4 )) ;;
+  trace|analysis|dialect|kineto) share=$secs ;;
+  *) echo "fuzz: unknown target '$which' (all, trace, analysis, dialect, kineto)" >&2; exit 2 ;;
 esac
-mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis" "$out/corpus-dialect"
+mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis" "$out/corpus-dialect" \
+  "$out/corpus-kineto" "$out/seeds-kineto"
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
        -fno-omit-frame-pointer -fno-sanitize-recover=all)
 # The sources by folder, so that a file added or split there is fuzzed without editing this list:
@@ -36,7 +39,7 @@ common_srcs=(common/*.c)
 analysis_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_analysis.c)
 cjson_flags=($(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
 analysis_flags=(-Iplan -Ianalyzer "${cjson_flags[@]}")
-analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lm -lpthread)
+analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -lm -lpthread)
 # Each run's summary (or the crash report) is printed; libFuzzer's progress goes to a log.
 run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
   local name=$1 bin=$2 corpus=$3 seeds=$4 max_len=$5 rss=$6 mal=$7 log="$out/fuzz-$1.log" rc=0
@@ -74,6 +77,14 @@ if [ "$which" = all ] || [ "$which" = dialect ]; then
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
     "${dialect_srcs[@]}" -o "$out/fuzz_dialect_driver" "${analysis_libs[@]}"
 fi
+if [ "$which" = all ] || [ "$which" = kineto ]; then
+  ksrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_kineto.c)
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
+    "${ksrcs[@]}" -o "$out/fuzz_kineto" "${analysis_libs[@]}"
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+    "${ksrcs[@]}" -o "$out/fuzz_kineto_driver" "${analysis_libs[@]}"
+  "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp
+fi
 if [ "$which" = all ] || [ "$which" = analysis ]; then
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
     "${analysis_srcs[@]}" -o "$out/fuzz_analysis" "${analysis_libs[@]}"
@@ -91,5 +102,9 @@ if [ "$which" = all ] || [ "$which" = dialect ]; then
 fi
 if [ "$which" = all ] || [ "$which" = analysis ]; then
   run_target "analysis" "$out/fuzz_analysis" "$out/corpus-analysis" tests/data/fuzz/analysis \
+    65536 512 256
+fi
+if [ "$which" = all ] || [ "$which" = kineto ]; then
+  run_target "Kineto importer" "$out/fuzz_kineto" "$out/corpus-kineto" "$out/seeds-kineto" \
     65536 512 256
 fi

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev libcjson-dev gnuplot-nox
       clang libclang-rt-dev
-      openmpi-bin libopenmpi-dev) # the MPI transport (pptrain --transport mpi) and its test
+      openmpi-bin libopenmpi-dev # the MPI transport (pptrain --transport mpi) and its test
+      zlib1g-dev) # gzip-compressed PyTorch profiler traces (analyzer/kineto_json.c)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
-/* pprof-report: analyzes a run directory written by pprof-run and prints the pipeline summary
+/* pprof-report: analyzes a run directory written by pprof-run (or PyTorch profiler traces,
+ * converted on the way: docs/kineto.md) and prints the pipeline summary
  * (text table, or the summary JSON with --json), and draws the kept timeline as a Gantt picture
  * (--gantt) and a Chrome trace (--chrome). docs/cli/pprof-report.md. The second step of the
  * user's loop: pprof-report run1 --gantt run1.png.
@@ -17,14 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* The kept timeline covers at most this many steps (memory: every op of a kept step is held). */
 enum { MAX_KEPT_STEPS = 64, MAX_RANKS = 4096 };
 
 static const char *k_usage =
-    "usage: pprof-report [options] DIR\n"
+    "usage: pprof-report [options] DIR | TRACE...\n"
     "Analyzes the run directory DIR (written by pprof-run) and prints the pipeline summary:\n"
     "per-stage forward/backward times, busy and idle time, the bubble and its causes, links.\n"
+    "DIR may also hold PyTorch profiler traces (*.json, *.json.gz, *.pt.trace.json), or the\n"
+    "traces (one per rank) or .pft files are given themselves (docs/kineto.md).\n"
     "\n"
     "  -o, --output FILE   write the summary (table or JSON) to FILE instead of stdout\n"
     "      --json          the summary as JSON (docs/summary-json.md) instead of the table\n"
@@ -40,6 +44,8 @@ static const char *k_usage =
     "      --replica R     with data-parallel replicas (pptrain --dp): analyze replica R's\n"
     "                      pipeline (default 0)\n"
     "      --dialect FILE  a dialect file naming the job's pipeline ranges (docs/dialects.md)\n"
+    "      --import OUTDIR write the PyTorch traces, converted to .pft, into OUTDIR (a run\n"
+    "                      directory every tool reads) and analyze them from there\n"
     "  -q, --quiet         no table and no notes (JSON and pictures are still written)\n"
     "  -v, --verbose       say what is read and written\n"
     "  -h, --help          this help\n"
@@ -48,7 +54,10 @@ static const char *k_usage =
     "            3 runtime error (e.g. gnuplot not found)\n";
 
 enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS,
-       OPT_REPLICA, OPT_DIALECT };
+       OPT_REPLICA, OPT_DIALECT, OPT_IMPORT };
+
+/* The most inputs on the command line (a trace per rank). */
+enum { MAX_INPUTS = 4096 };
 
 static const struct option k_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -61,11 +70,15 @@ static const struct option k_opts[] = {
     {"ranks", required_argument, 0, OPT_RANKS},
     {"replica", required_argument, 0, OPT_REPLICA},
     {"dialect", required_argument, 0, OPT_DIALECT},
+    {"import", required_argument, 0, OPT_IMPORT},
     PP_TOOL_OPTIONS_COMMON,
 };
 
 typedef struct args {
-    const char *dir;
+    const char *dir;          /* the first input, for messages */
+    const char *inputs[MAX_INPUTS];
+    int n_inputs;
+    const char *import;       /* --import OUTDIR */
     const char *output;     /* -o, NULL = stdout */
     const char *gantt, *gantt_data, *chrome;
     int json, quiet, verbose;
@@ -113,6 +126,11 @@ static int parse_option(int c, char **argv, args *a)
         return pp_tool_option_status(parse_ranks(optarg, a));
     case OPT_REPLICA: return pp_tool_option_i64(optarg, "--replica", 0, 1 << 20, &a->replica);
     case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
+    case OPT_IMPORT:
+        if (!optarg[0])
+            return pp_tool_usage_error("--import: empty directory name");
+        a->import = optarg;
+        break;
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return PP_TOOL_GO_ON;
@@ -130,12 +148,22 @@ static int parse_args(int argc, char **argv, args *a)
             return rc;
     if (optind >= argc)
         return pp_tool_usage_error("no run directory given (usage: pprof-report [options] DIR)");
-    if (argc - optind > 1)
-        return pp_tool_usage_error("one run directory expected, got '%s' and '%s'", argv[optind],
-                           argv[optind + 1]);
-    a->dir = argv[optind];
-    if (!a->dir[0])
-        return pp_tool_usage_error("empty run directory name");
+    if (argc - optind > MAX_INPUTS)
+        return pp_tool_usage_error("more than %d inputs", MAX_INPUTS);
+    for (int i = optind; i < argc; i++) {
+        if (!argv[i][0])
+            return pp_tool_usage_error("empty run directory name");
+        a->inputs[a->n_inputs++] = argv[i];
+    }
+    a->dir = a->inputs[0];
+    /* several inputs are trace files (one per rank), not several run directories */
+    for (int i = 0; a->n_inputs > 1 && i < a->n_inputs; i++) {
+        struct stat sb;
+        if (stat(a->inputs[i], &sb) != 0 || !S_ISREG(sb.st_mode))
+            return pp_tool_usage_error("one run directory expected, got '%s' and '%s' (several "
+                                       "inputs are trace files, one per rank)",
+                                       a->inputs[0], a->inputs[1]);
+    }
     if (a->gantt_data && !a->gantt)
         return pp_tool_usage_error("--gantt-data needs --gantt");
     static const char *const outs[] = {"-o", "--gantt", "--gantt-data", "--chrome"};
@@ -259,6 +287,53 @@ static pp_status write_gantt(const args *a, const pp_analysis *an)
     return PP_OK;
 }
 
+/* What --import leaves in its directory: converted traces. */
+static int import_is_ours(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, ".pft") == 0;
+}
+
+static const pp_tool_outdir k_import_dir = {
+    .is_ours = import_is_ours,
+    .lacks = "no .pft file",
+    .noun = "import",
+    .old_is_not = "is not an imported run directory",
+    .say_why = 1,
+};
+
+/* --import: the inputs converted into a->import (kept; a previous import there becomes
+ * OUTDIR.old), then the analysis of that directory. */
+static pp_status import_and_analyze(const args *a, const pp_analysis_options *o,
+                                    pp_analysis **an)
+{
+    char dir[4096], why[512];
+    if (!pp_tool_path_trim(a->import, dir, sizeof dir))
+        return PP_ERR(PP_ERR_INVALID, "--import '%s': path too long", a->import);
+    pp_tool_dir_kind k = pp_tool_dir_classify(dir, &k_import_dir, why, sizeof why);
+    if (k == PP_TOOL_DIR_OTHER || k == PP_TOOL_DIR_NOT_DIR)
+        return PP_ERR(PP_ERR_INVALID, "--import '%s': %s; choose another directory or remove it",
+                      dir, why);
+    pp_status st = PP_OK;
+    if (k == PP_TOOL_DIR_OURS && (st = pp_tool_dir_keep_old(dir, &k_import_dir)) != PP_OK)
+        return st;
+    if ((st = pp_tool_mkdir_p(dir, "directory", PP_ERR_IO)) != PP_OK)
+        return st;
+    pp_inputs *in = NULL;
+    if ((st = pp_inputs_open(a->inputs, (size_t)a->n_inputs, dir, &in)) != PP_OK)
+        return st;
+    size_t converted = pp_inputs_converted(in);
+    const char *notes = pp_inputs_notes(in);
+    if (notes[0])
+        pp_tool_note(0, "%.*s", (int)strlen(notes) - 1, notes);
+    pp_inputs_close(in);
+    if (!converted)
+        return PP_ERR(PP_ERR_INVALID, "--import: no PyTorch profiler trace among the inputs "
+                                      "(nothing to convert)");
+    pp_tool_note(0, "%zu PyTorch trace(s) converted into %s", converted, dir);
+    return pp_analyze_dir(dir, o, an);
+}
+
 int main(int argc, char **argv)
 {
     pp_tool_init("pprof-report");
@@ -282,7 +357,8 @@ int main(int argc, char **argv)
          a->n_ranks ? ", selected ranks" : "");
 
     pp_analysis *an = NULL;
-    pp_status st = pp_analyze_dir(a->dir, &o, &an);
+    pp_status st = a->import ? import_and_analyze(a, &o, &an)
+                             : pp_analyze_inputs(a->inputs, (size_t)a->n_inputs, &o, &an);
     if (st != PP_OK) {
         if (a->n_ranks)
             pp_error_wrap(st, "with --ranks %s", a->ranks_arg);

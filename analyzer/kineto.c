@@ -1,0 +1,1291 @@
+/* kineto.c: Kineto (PyTorch profiler) trace JSON -> .pft (pp_kineto.h; mapping in
+ * docs/kineto.md). One streaming pass over the JSON (kineto_json.c) writes the CPU ranges, per
+ * thread, into a scratch trace out.part, and spills the GPU and CUDA API records into a
+ * temporary file; a second pass over the scratch trace writes `out` with its final header (the
+ * rank, host and pid are only known at the end) and the spilled records merged in by time, so
+ * that the GPU projection's window (pp_gpu.h) finds the ranges they belong to even where Kineto
+ * wrote every GPU event after every CPU event.
+ *
+ * CPU events (sorted by start in Kineto's output, nearly) pass through a bounded min-heap that
+ * restores their order; each thread keeps a stack of its open ranges: an event that ends before
+ * the range it starts in is nested (PUSH/POP), one that outlives it (gloo:send and gloo:recv
+ * outlive the action they start in) becomes a START/END pair with a range id. */
+#include "kineto_json.h"
+#include "pp_kineto.h"
+#include "pp_trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    THREAD_BUF = 16 * 1024,   /* a thread's EVENTS block is written when this full */
+    META_BUF = 256 * 1024,
+    GPU_BUF = 64 * 1024,
+    MAX_OPEN_TOTAL = 1 << 18, /* open ranges (nested and async) over all threads */
+    NAME_BYTES_MAX = 64 << 20,
+    SMALL = 256
+};
+
+/* Times: microseconds (floats) in the file, up to this many; ns in the trace. */
+#define TS_MAX_US 4.0e15
+#define DUR_MAX_US 1.0e12
+
+/* ---- names: the file's strings, each defined once in the trace ---- */
+typedef struct name_entry {
+    uint64_t off;
+    uint32_t len, hash;
+} name_entry;
+
+typedef struct names {
+    char *bytes;
+    size_t n_bytes, cap_bytes;
+    name_entry *e;   /* by id - 1 */
+    size_t n, cap;
+    uint32_t *slots; /* open addressing: id, 0 empty */
+    size_t n_slots;
+    uint32_t capped; /* the shared id of names beyond the table, 0 until needed */
+} names;
+
+typedef struct open_entry {
+    uint64_t t1;
+    uint64_t id; /* async: the range id; nested: the domain */
+} open_entry;
+
+typedef struct kthread {
+    uint32_t tid;
+    uint8_t *buf;
+    size_t len;
+    uint32_t n;
+    open_entry *stack; /* nested ranges, ends non-increasing from the bottom */
+    size_t depth, cap_stack;
+    open_entry *ends;  /* async ranges: a min-heap by end */
+    size_t n_ends, cap_ends;
+} kthread;
+
+/* One CPU event waiting in the reorder window. */
+typedef struct kev {
+    uint64_t t0, t1, seq;
+    uint32_t thread, name, domain;
+    uint32_t mark;
+} kev;
+
+/* The fields of one traceEvents element, as far as the converter reads them. */
+typedef struct kin {
+    char ph;
+    int has_ts, has_dur, pid_num, tid_num, bad;
+    double ts, dur, pid, tid;
+    double correlation, device, stream, bytes, cbid;
+    int has_corr, has_device, has_stream, has_bytes, has_cbid;
+    char cat[SMALL], tid_str[SMALL], arg_name[SMALL];
+    char name[KJ_STR_CAP + 1];
+    size_t name_len;
+} kin;
+
+typedef struct conv {
+    const pp_kineto_options *o;
+    pp_kineto_stats *s;
+    kj_lexer *lx;
+    pp_trace_writer *w;
+    names nm;
+    uint32_t domain_cat[PP_KINETO_MAX_DOMAINS + 1]; /* domain id -> its name's id */
+    uint32_t n_domains;
+    kthread *threads;
+    size_t n_threads;
+    uint32_t thread_slots[2 * PP_KINETO_MAX_THREADS]; /* index + 1, 0 empty */
+    uint8_t *meta;
+    size_t meta_len;
+    uint32_t meta_n;
+    kev *heap;
+    size_t n_heap, window;
+    uint64_t seq, watermark, range_id;
+    int watermark_set;
+    size_t open_total;
+    FILE *spill[2]; /* the API records, the GPU records: each in the order of its kind's events */
+    uint64_t spilled;
+    /* header */
+    int32_t rank;
+    uint32_t pid;
+    int have_pid;
+    uint64_t t_min;
+    double base_ns;
+    char host[64], exe[96];
+    int saw_events;
+    kin ev;
+    pp_status err;
+} conv;
+
+static void problem(conv *c, const char *fmt, const char *arg)
+{
+    if (!c->s->problem[0])
+        snprintf(c->s->problem, sizeof c->s->problem, fmt, arg);
+}
+
+/* ---- names ---- */
+
+static uint32_t hash_bytes(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static int meta_flush(conv *c);
+
+/* Appends a definition to the META buffer (written before the next EVENTS block). */
+static int meta_room(conv *c, size_t need)
+{
+    if (c->meta_len + need > META_BUF && !meta_flush(c))
+        return 0;
+    return 1;
+}
+
+static int names_grow(names *t)
+{
+    size_t ns = t->n_slots ? t->n_slots * 2 : 1024;
+    uint32_t *sl = calloc(ns, sizeof *sl);
+    if (!sl)
+        return 0;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t k = t->e[i].hash & (ns - 1);
+        while (sl[k])
+            k = (k + 1) & (ns - 1);
+        sl[k] = (uint32_t)(i + 1);
+    }
+    free(t->slots);
+    t->slots = sl;
+    t->n_slots = ns;
+    return 1;
+}
+
+/* The string id of s (defined in the trace at its first use); 0 when out of memory. */
+static uint32_t name_id(conv *c, const char *s, size_t len)
+{
+    names *t = &c->nm;
+    uint32_t h = hash_bytes(s, len);
+    if (t->n_slots) {
+        for (size_t k = h & (t->n_slots - 1); t->slots[k]; k = (k + 1) & (t->n_slots - 1)) {
+            const name_entry *e = &t->e[t->slots[k] - 1];
+            if (e->hash == h && e->len == len && memcmp(t->bytes + e->off, s, len) == 0)
+                return t->slots[k];
+        }
+    }
+    if (t->capped || t->n >= PP_KINETO_MAX_NAMES || t->n_bytes + len > NAME_BYTES_MAX) {
+        c->s->names_capped++;
+        if (t->capped)
+            return t->capped;
+        static const char k_capped[] = "(names beyond the importer's table)";
+        /* a definition outside the table (never looked up); no name is added after it */
+        uint32_t id = (uint32_t)t->n + 1;
+        if (!meta_room(c, 64 + sizeof k_capped))
+            return 0;
+        c->meta_len += pp_trace_enc_string(c->meta + c->meta_len, META_BUF - c->meta_len, id,
+                                           k_capped, sizeof k_capped - 1);
+        c->meta_n++;
+        t->capped = id;
+        return id;
+    }
+    if ((t->n + 1) * 2 > t->n_slots && !names_grow(t))
+        return 0;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        name_entry *e = pp_realloc_array(t->e, cap, sizeof *e);
+        if (!e)
+            return 0;
+        t->e = e;
+        t->cap = cap;
+    }
+    if (t->n_bytes + len + 1 > t->cap_bytes) {
+        size_t cap = t->cap_bytes ? t->cap_bytes * 2 : 64 * 1024;
+        while (cap < t->n_bytes + len + 1)
+            cap *= 2;
+        char *b = realloc(t->bytes, cap);
+        if (!b)
+            return 0;
+        t->bytes = b;
+        t->cap_bytes = cap;
+    }
+    if (!meta_room(c, 32 + len))
+        return 0;
+    memcpy(t->bytes + t->n_bytes, s, len);
+    t->e[t->n] = (name_entry){.off = t->n_bytes, .len = (uint32_t)len, .hash = h};
+    t->n_bytes += len;
+    uint32_t id = (uint32_t)++t->n;
+    size_t k = h & (t->n_slots - 1);
+    while (t->slots[k])
+        k = (k + 1) & (t->n_slots - 1);
+    t->slots[k] = id;
+    c->meta_len += pp_trace_enc_string(c->meta + c->meta_len, META_BUF - c->meta_len, id, s, len);
+    c->meta_n++;
+    return id;
+}
+
+static int meta_flush(conv *c)
+{
+    if (!c->meta_len)
+        return 1;
+    pp_status st = pp_trace_writer_block(c->w, PP_BLOCK_META, 0, c->meta, c->meta_len, c->meta_n);
+    c->meta_len = 0;
+    c->meta_n = 0;
+    if (st != PP_OK) {
+        c->err = st;
+        return 0;
+    }
+    return 1;
+}
+
+/* The domain of a category (one per category name, PP_KINETO_MAX_DOMAINS at most: later ones
+ * share the last); 0 when out of memory. */
+static uint32_t domain_of(conv *c, const char *cat)
+{
+    uint32_t name = name_id(c, cat, strlen(cat));
+    if (!name)
+        return 0;
+    for (uint32_t d = 1; d <= c->n_domains; d++)
+        if (c->domain_cat[d] == name)
+            return d;
+    if (c->n_domains == PP_KINETO_MAX_DOMAINS)
+        return c->n_domains;
+    if (!meta_room(c, sizeof(pp_rec_domain)))
+        return 0;
+    uint32_t d = ++c->n_domains;
+    c->domain_cat[d] = name;
+    pp_rec_domain r = {.h = {.type = PP_REC_DOMAIN, .size = sizeof r}, .id = d, .name = name};
+    memcpy(c->meta + c->meta_len, &r, sizeof r);
+    c->meta_len += sizeof r;
+    c->meta_n++;
+    return d;
+}
+
+/* ---- threads ---- */
+
+static int thread_flush(conv *c, kthread *t)
+{
+    if (!t->len)
+        return 1;
+    if (!meta_flush(c))
+        return 0;
+    pp_status st = pp_trace_writer_block(c->w, PP_BLOCK_EVENTS, t->tid, t->buf, t->len, t->n);
+    t->len = 0;
+    t->n = 0;
+    if (st != PP_OK) {
+        c->err = st;
+        return 0;
+    }
+    return 1;
+}
+
+static int thread_emit(conv *c, kthread *t, const void *rec, size_t size)
+{
+    if (t->len + size > THREAD_BUF && !thread_flush(c, t))
+        return 0;
+    memcpy(t->buf + t->len, rec, size);
+    t->len += size;
+    t->n++;
+    return 1;
+}
+
+/* The thread of a trace tid; NULL (counted) beyond PP_KINETO_MAX_THREADS or out of memory. */
+static kthread *thread_get(conv *c, uint32_t tid, uint32_t *index)
+{
+    size_t ns = sizeof c->thread_slots / sizeof c->thread_slots[0];
+    size_t k = (tid * 2654435761u) & (ns - 1);
+    for (; c->thread_slots[k]; k = (k + 1) & (ns - 1))
+        if (c->threads[c->thread_slots[k] - 1].tid == tid) {
+            *index = c->thread_slots[k] - 1;
+            return &c->threads[*index];
+        }
+    if (c->n_threads == PP_KINETO_MAX_THREADS)
+        return NULL;
+    kthread *t = &c->threads[c->n_threads];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    if (!(t->buf = malloc(THREAD_BUF)))
+        return NULL;
+    c->thread_slots[k] = (uint32_t)++c->n_threads;
+    *index = (uint32_t)(c->n_threads - 1);
+    return t;
+}
+
+/* The trace tid of an event's "tid": a number as it is, a name ("PyTorch Profiler") a stable
+ * id of its own above 2^31; UINT32_MAX for one out of range. */
+static uint32_t tid_of(conv *c, const kin *e)
+{
+    if (e->tid_num)
+        return (e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)) ? (uint32_t)e->tid
+                                                                                  : UINT32_MAX;
+    if (!e->tid_str[0])
+        return UINT32_MAX;
+    uint32_t id = name_id(c, e->tid_str, strlen(e->tid_str));
+    return id ? 0x80000000u | id : UINT32_MAX;
+}
+
+static void heap_end_push(kthread *t, open_entry x)
+{
+    size_t i = t->n_ends++;
+    t->ends[i] = x;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (t->ends[p].t1 <= t->ends[i].t1)
+            break;
+        open_entry tmp = t->ends[p];
+        t->ends[p] = t->ends[i];
+        t->ends[i] = tmp;
+        i = p;
+    }
+}
+
+static open_entry heap_end_pop(kthread *t)
+{
+    open_entry top = t->ends[0];
+    t->ends[0] = t->ends[--t->n_ends];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < t->n_ends && t->ends[l].t1 < t->ends[m].t1)
+            m = l;
+        if (r < t->n_ends && t->ends[r].t1 < t->ends[m].t1)
+            m = r;
+        if (m == i)
+            break;
+        open_entry tmp = t->ends[m];
+        t->ends[m] = t->ends[i];
+        t->ends[i] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/* Closes, in time order, every range of t that ends by `ts` (all of them for UINT64_MAX). */
+static int thread_advance(conv *c, kthread *t, uint64_t ts)
+{
+    for (;;) {
+        uint64_t a = t->depth ? t->stack[t->depth - 1].t1 : UINT64_MAX;
+        uint64_t b = t->n_ends ? t->ends[0].t1 : UINT64_MAX;
+        if (!t->depth && !t->n_ends)
+            return 1;
+        if (a <= b && t->depth && a <= ts) {
+            open_entry x = t->stack[--t->depth];
+            pp_rec_pop r = {.h = {.type = PP_REC_POP, .size = sizeof r, .tid = t->tid, .ts = x.t1},
+                            .domain = (uint32_t)x.id};
+            c->open_total--;
+            if (!thread_emit(c, t, &r, sizeof r))
+                return 0;
+        } else if (t->n_ends && b <= ts && (b < a || !t->depth)) {
+            open_entry x = heap_end_pop(t);
+            pp_rec_end r = {.h = {.type = PP_REC_END, .size = sizeof r, .tid = t->tid, .ts = x.t1},
+                            .range_id = x.id};
+            c->open_total--;
+            if (!thread_emit(c, t, &r, sizeof r))
+                return 0;
+        } else {
+            return 1;
+        }
+    }
+}
+
+static int grow_entries(open_entry **p, size_t *cap, size_t max)
+{
+    size_t n = *cap ? *cap * 2 : 16;
+    if (n > max)
+        n = max;
+    open_entry *x = pp_realloc_array(*p, n, sizeof *x);
+    if (!x)
+        return 0;
+    *p = x;
+    *cap = n;
+    return 1;
+}
+
+/* One CPU event, in start order: a mark, a nested range or an async one. */
+static int process(conv *c, const kev *e)
+{
+    kthread *t = &c->threads[e->thread];
+    if (!thread_advance(c, t, e->t0))
+        return 0;
+    pp_rec_range r = {.h = {.type = PP_REC_PUSH, .size = sizeof r, .tid = t->tid, .ts = e->t0},
+                      .domain = e->domain,
+                      .message = e->name};
+    if (e->mark) {
+        r.h.type = PP_REC_MARK;
+        c->s->marks++;
+        return thread_emit(c, t, &r, sizeof r);
+    }
+    int nested = !t->depth || e->t1 <= t->stack[t->depth - 1].t1;
+    if (c->open_total >= MAX_OPEN_TOTAL) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "too many ranges open at once (a cap of the importer): some dropped");
+        return 1;
+    }
+    if (nested) {
+        if (t->depth == PP_KINETO_MAX_DEPTH ||
+            (t->depth == t->cap_stack &&
+             !grow_entries(&t->stack, &t->cap_stack, PP_KINETO_MAX_DEPTH))) {
+            c->s->dropped_caps++;
+            problem(c, "%s", "ranges nested deeper than 1024: the deeper ones dropped");
+            return 1;
+        }
+        t->stack[t->depth++] = (open_entry){.t1 = e->t1, .id = e->domain};
+    } else {
+        if (t->n_ends == PP_KINETO_MAX_OPEN_ASYNC ||
+            (t->n_ends == t->cap_ends &&
+             !grow_entries(&t->ends, &t->cap_ends, PP_KINETO_MAX_OPEN_ASYNC))) {
+            c->s->dropped_caps++;
+            problem(c, "%s", "too many overlapping ranges open on a thread: some dropped");
+            return 1;
+        }
+        r.h.type = PP_REC_START;
+        r.range_id = ++c->range_id;
+        heap_end_push(t, (open_entry){.t1 = e->t1, .id = r.range_id});
+        c->s->async_ranges++;
+    }
+    c->open_total++;
+    c->s->ranges++;
+    return thread_emit(c, t, &r, sizeof r);
+}
+
+/* ---- the reorder window: a min-heap by (start, longer first, arrival) ---- */
+
+static int kev_less(const kev *a, const kev *b)
+{
+    if (a->t0 != b->t0)
+        return a->t0 < b->t0;
+    if (a->t1 != b->t1)
+        return a->t1 > b->t1; /* the enclosing range of two that start together first */
+    return a->seq < b->seq;
+}
+
+static kev heap_pop(conv *c)
+{
+    kev top = c->heap[0];
+    c->heap[0] = c->heap[--c->n_heap];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < c->n_heap && kev_less(&c->heap[l], &c->heap[m]))
+            m = l;
+        if (r < c->n_heap && kev_less(&c->heap[r], &c->heap[m]))
+            m = r;
+        if (m == i)
+            break;
+        kev tmp = c->heap[m];
+        c->heap[m] = c->heap[i];
+        c->heap[i] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+static int heap_take_one(conv *c)
+{
+    kev e = heap_pop(c);
+    c->watermark = e.t0;
+    c->watermark_set = 1;
+    return process(c, &e);
+}
+
+static int enqueue(conv *c, kev e)
+{
+    if (c->watermark_set && e.t0 < c->watermark) {
+        c->s->dropped_late++;
+        problem(c, "%s", "events further out of order than the reorder window: dropped");
+        return 1;
+    }
+    e.seq = c->seq++;
+    size_t i = c->n_heap++;
+    c->heap[i] = e;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!kev_less(&c->heap[i], &c->heap[p]))
+            break;
+        kev tmp = c->heap[p];
+        c->heap[p] = c->heap[i];
+        c->heap[i] = tmp;
+        i = p;
+    }
+    if (c->n_heap >= c->window)
+        return heap_take_one(c);
+    return 1;
+}
+
+/* ---- events ---- */
+
+static int is_cpu_cat(const char *cat)
+{
+    static const char *const k[] = {"cpu_op", "user_annotation", "python_function",
+                                    "cpu_instant_event", "python", "Runtime"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(cat, k[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int gpu_kind_of(const char *cat)
+{
+    if (strcmp(cat, "kernel") == 0)
+        return PP_GPU_KERNEL;
+    if (strcmp(cat, "gpu_memcpy") == 0)
+        return PP_GPU_MEMCPY;
+    if (strcmp(cat, "gpu_memset") == 0)
+        return PP_GPU_MEMSET;
+    return 0;
+}
+
+/* CUPTI's memcpy kind from Kineto's name ("Memcpy HtoD (Pageable -> Device)"). */
+static uint8_t copy_kind_of(const char *name)
+{
+    static const struct { const char *k; uint8_t v; } m[] = {
+        {"HtoD", 1}, {"DtoH", 2}, {"HtoA", 3}, {"AtoH", 4}, {"AtoA", 5},
+        {"AtoD", 6}, {"DtoA", 7}, {"DtoD", 8}, {"HtoH", 9}, {"PtoP", 10}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (strstr(name, m[i].k))
+            return m[i].v;
+    return 0;
+}
+
+/* A value as an integer in [0, max], else `dflt`. */
+static uint64_t bounded(int has, double v, double max, uint64_t dflt)
+{
+    if (!has || !(v >= 0) || v > max || v != floor(v))
+        return dflt;
+    return (uint64_t)v;
+}
+
+/* The event's start and end in ns; 0 when its times are missing, not finite or beyond the
+ * bounds. */
+static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_dur)
+{
+    if (!e->has_ts || !(e->ts >= 0) || !(e->ts <= TS_MAX_US) ||
+        (need_dur && (!e->has_dur || !(e->dur >= 0) || !(e->dur <= DUR_MAX_US)))) {
+        c->s->malformed++;
+        problem(c, "%s", "events with a missing, negative, NaN or huge ts/dur: skipped");
+        return 0;
+    }
+    *t0 = (uint64_t)llround(e->ts * 1000.0);
+    *t1 = *t0 + (need_dur ? (uint64_t)llround(e->dur * 1000.0) : 0);
+    if (*t0 < c->t_min)
+        c->t_min = *t0;
+    return 1;
+}
+
+static int spill(conv *c, int which, const void *rec, size_t size)
+{
+    if (!c->spill[which] && !(c->spill[which] = tmpfile())) {
+        c->err = PP_ERR(PP_ERR_IO, "kineto: cannot create a temporary file for GPU records");
+        return 0;
+    }
+    if (fwrite(rec, size, 1, c->spill[which]) != 1) {
+        c->err = PP_ERR(PP_ERR_IO, "kineto: writing the GPU records' temporary file failed");
+        return 0;
+    }
+    c->spilled++;
+    return 1;
+}
+
+static int on_gpu(conv *c, const kin *e, int kind)
+{
+    uint64_t t0, t1;
+    if (!times_of(c, e, &t0, &t1, 1))
+        return 1;
+    uint32_t name = name_id(c, e->name, e->name_len);
+    if (!name)
+        return 0;
+    pp_rec_gpu g = {.h = {.type = PP_REC_GPU, .size = sizeof g},
+                    .kind = (uint8_t)kind,
+                    .copy_kind = kind == PP_GPU_MEMCPY ? copy_kind_of(e->name) : 0,
+                    .device = (uint32_t)bounded(e->has_device, e->device, 65535,
+                                                bounded(e->pid_num, e->pid, 65535, 0)),
+                    .stream = (uint32_t)bounded(e->has_stream, e->stream, UINT32_MAX,
+                                                bounded(e->tid_num, e->tid, UINT32_MAX, 0)),
+                    .correlation = (uint32_t)bounded(e->has_corr, e->correlation, UINT32_MAX, 0),
+                    .start = t0,
+                    .end = t1,
+                    .bytes = kind == PP_GPU_KERNEL ? 0 : bounded(e->has_bytes, e->bytes, 9.0e18, 0),
+                    .name = name};
+    c->s->gpu++;
+    return spill(c, 1, &g, sizeof g);
+}
+
+static int on_api(conv *c, const kin *e, int driver)
+{
+    uint64_t t0, t1;
+    if (!times_of(c, e, &t0, &t1, 1))
+        return 1;
+    uint32_t tid = tid_of(c, e);
+    uint64_t corr = bounded(e->has_corr, e->correlation, UINT32_MAX, 0);
+    if (tid == UINT32_MAX || corr == 0) { /* launches nothing the projection can join */
+        c->s->skipped_other++;
+        return 1;
+    }
+    pp_rec_api a = {.h = {.type = PP_REC_API, .size = sizeof a},
+                    .correlation = (uint32_t)corr,
+                    .thread = tid,
+                    .cbid = (uint32_t)bounded(e->has_cbid, e->cbid, UINT32_MAX, 0),
+                    .driver = (uint32_t)driver,
+                    .start = t0,
+                    .end = t1};
+    c->s->api++;
+    return spill(c, 0, &a, sizeof a);
+}
+
+static int on_cpu(conv *c, const kin *e, int mark)
+{
+    uint64_t t0, t1;
+    if (!times_of(c, e, &t0, &t1, !mark))
+        return 1;
+    uint32_t tid = tid_of(c, e);
+    if (tid == UINT32_MAX) {
+        c->s->malformed++;
+        problem(c, "%s", "events without a usable tid: skipped");
+        return 1;
+    }
+    uint32_t index;
+    if (!thread_get(c, tid, &index)) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
+        return 1;
+    }
+    if (!c->have_pid && e->pid_num && e->pid >= 0 && e->pid <= UINT32_MAX) {
+        c->pid = (uint32_t)e->pid;
+        c->have_pid = 1;
+    }
+    uint32_t domain = domain_of(c, e->cat);
+    uint32_t name = name_id(c, e->name, e->name_len);
+    if (!domain || !name)
+        return 0;
+    kev k = {.t0 = t0, .t1 = t1, .thread = index, .name = name, .domain = domain,
+             .mark = (uint32_t)mark};
+    return enqueue(c, k);
+}
+
+static int on_meta_event(conv *c, const kin *e)
+{
+    if (strcmp(e->name, "process_name") == 0 && e->arg_name[0]) {
+        snprintf(c->exe, sizeof c->exe, "%.95s", e->arg_name);
+        return 1;
+    }
+    if (strcmp(e->name, "thread_name") != 0 || !e->arg_name[0]) {
+        c->s->skipped_other++;
+        return 1;
+    }
+    uint32_t tid = tid_of(c, e);
+    if (tid == UINT32_MAX)
+        return 1;
+    uint32_t name = name_id(c, e->arg_name, strlen(e->arg_name));
+    if (!name || !meta_room(c, sizeof(pp_rec_thread_name)))
+        return 0;
+    pp_rec_thread_name r = {.h = {.type = PP_REC_THREAD_NAME, .size = sizeof r, .tid = tid},
+                            .os_tid = tid,
+                            .name = name};
+    memcpy(c->meta + c->meta_len, &r, sizeof r);
+    c->meta_len += sizeof r;
+    c->meta_n++;
+    c->s->thread_names++;
+    return 1;
+}
+
+/* One parsed element of traceEvents to its records. */
+static int dispatch(conv *c, const kin *e)
+{
+    if (e->bad) {
+        c->s->malformed++;
+        problem(c, "%s", "events with a field of the wrong type: skipped");
+        return 1;
+    }
+    int gk;
+    switch (e->ph) {
+    case 'X':
+        if ((gk = gpu_kind_of(e->cat)) != 0)
+            return on_gpu(c, e, gk);
+        if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0)
+            return on_api(c, e, e->cat[5] == 'd');
+        if (is_cpu_cat(e->cat))
+            return on_cpu(c, e, 0);
+        break;
+    case 'i':
+    case 'I':
+        if (strcmp(e->name, "[memory]") == 0) {
+            c->s->skipped_memory++;
+            return 1;
+        }
+        if (e->cat[0] && is_cpu_cat(e->cat))
+            return on_cpu(c, e, 1);
+        break;
+    case 'M': return on_meta_event(c, e);
+    default: break;
+    }
+    c->s->skipped_other++;
+    return 1;
+}
+
+/* ---- the JSON walk ---- */
+
+/* A string value into dst[cap] (cut to fit), or a type error. */
+static void take_str(conv *c, kj_tok t, char *dst, size_t cap, int *bad)
+{
+    if (t != KJ_STR) {
+        *bad = 1;
+        return;
+    }
+    size_t n;
+    const char *s = kj_str(c->lx, &n);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+static void take_num(kj_tok t, const kj_lexer *lx, double *v, int *has, int *bad)
+{
+    if (t == KJ_NUM) {
+        *v = kj_num(lx);
+        *has = 1;
+    } else if (t != KJ_NULL) {
+        *bad = 1;
+    }
+}
+
+/* The members of an object whose '{' was read, each handed to fn(key, first token of the
+ * value); fn consumes the value. Returns the token that ended it: KJ_OBJ_END, or KJ_EOF /
+ * KJ_ERR. */
+typedef kj_tok (*member_fn)(conv *c, const char *key, kj_tok v, void *ctx);
+
+static kj_tok walk_object(conv *c, member_fn fn, void *ctx)
+{
+    kj_tok t = kj_next(c->lx);
+    if (t == KJ_OBJ_END)
+        return t;
+    for (;;) {
+        if (t != KJ_STR)
+            return t == KJ_EOF ? t : KJ_ERR;
+        char key[64];
+        int bad = 0;
+        take_str(c, t, key, sizeof key, &bad);
+        if ((t = kj_next(c->lx)) != KJ_COLON)
+            return t == KJ_EOF ? t : KJ_ERR;
+        kj_tok v = fn(c, key, kj_next(c->lx), ctx);
+        if (v == KJ_EOF || v == KJ_ERR)
+            return v;
+        t = kj_next(c->lx);
+        if (t == KJ_OBJ_END)
+            return t;
+        if (t != KJ_COMMA)
+            return t == KJ_EOF ? t : KJ_ERR;
+        t = kj_next(c->lx);
+    }
+}
+
+static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    kin *e = ctx;
+    int ignored = 0; /* a wrong type in args costs only that value */
+    if (strcmp(key, "correlation") == 0)
+        take_num(v, c->lx, &e->correlation, &e->has_corr, &ignored);
+    else if (strcmp(key, "device") == 0)
+        take_num(v, c->lx, &e->device, &e->has_device, &ignored);
+    else if (strcmp(key, "stream") == 0)
+        take_num(v, c->lx, &e->stream, &e->has_stream, &ignored);
+    else if (strcmp(key, "bytes") == 0)
+        take_num(v, c->lx, &e->bytes, &e->has_bytes, &ignored);
+    else if (strcmp(key, "cbid") == 0)
+        take_num(v, c->lx, &e->cbid, &e->has_cbid, &ignored);
+    else if (strcmp(key, "name") == 0 && v == KJ_STR)
+        take_str(c, v, e->arg_name, sizeof e->arg_name, &ignored);
+    return kj_skip(c->lx, v);
+}
+
+static kj_tok event_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    kin *e = ctx;
+    switch (key[0]) {
+    case 'p':
+        if (strcmp(key, "ph") == 0) {
+            char ph[4] = "";
+            take_str(c, v, ph, sizeof ph, &e->bad);
+            e->ph = ph[0];
+            return kj_skip(c->lx, v);
+        }
+        if (strcmp(key, "pid") == 0) {
+            if (v == KJ_NUM) {
+                e->pid = kj_num(c->lx);
+                e->pid_num = 1;
+            }
+            return kj_skip(c->lx, v);
+        }
+        break;
+    case 't':
+        if (strcmp(key, "ts") == 0) {
+            take_num(v, c->lx, &e->ts, &e->has_ts, &e->bad);
+            return kj_skip(c->lx, v);
+        }
+        if (strcmp(key, "tid") == 0) {
+            if (v == KJ_NUM) {
+                e->tid = kj_num(c->lx);
+                e->tid_num = 1;
+            } else if (v == KJ_STR) {
+                int ignored = 0;
+                take_str(c, v, e->tid_str, sizeof e->tid_str, &ignored);
+            }
+            return kj_skip(c->lx, v);
+        }
+        break;
+    case 'd':
+        if (strcmp(key, "dur") == 0) {
+            take_num(v, c->lx, &e->dur, &e->has_dur, &e->bad);
+            return kj_skip(c->lx, v);
+        }
+        break;
+    case 'c':
+        if (strcmp(key, "cat") == 0) {
+            take_str(c, v, e->cat, sizeof e->cat, &e->bad);
+            return kj_skip(c->lx, v);
+        }
+        break;
+    case 'n':
+        if (strcmp(key, "name") == 0) {
+            if (v == KJ_STR) {
+                const char *s = kj_str(c->lx, &e->name_len);
+                memcpy(e->name, s, e->name_len + 1);
+            } else {
+                e->bad = 1;
+            }
+            return kj_skip(c->lx, v);
+        }
+        break;
+    case 'a':
+        if (strcmp(key, "args") == 0 && v == KJ_OBJ)
+            return walk_object(c, args_member, e);
+        break;
+    default: break;
+    }
+    return kj_skip(c->lx, v);
+}
+
+/* One element of traceEvents (its first token read). */
+static kj_tok event(conv *c, kj_tok t)
+{
+    c->s->events_in++;
+    if (t != KJ_OBJ) {
+        c->s->malformed++;
+        problem(c, "%s", "traceEvents elements that are not objects: skipped");
+        return kj_skip(c->lx, t);
+    }
+    kin *e = &c->ev;
+    e->ph = 0;
+    e->has_ts = e->has_dur = e->pid_num = e->tid_num = e->bad = 0;
+    e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
+    e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
+    e->name_len = 0;
+    kj_tok end = walk_object(c, event_member, e);
+    if (end != KJ_OBJ_END)
+        return end;
+    c->saw_events = 1;
+    if (dispatch(c, e))
+        return KJ_OBJ_END;
+    if (c->err == PP_OK)
+        c->err = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+    return KJ_ERR;
+}
+
+static kj_tok events_array(conv *c)
+{
+    kj_tok t = kj_next(c->lx);
+    if (t == KJ_ARR_END)
+        return t;
+    for (;;) {
+        kj_tok r = event(c, t);
+        if (r == KJ_EOF || r == KJ_ERR)
+            return r;
+        t = kj_next(c->lx);
+        if (t == KJ_ARR_END)
+            return t;
+        if (t != KJ_COMMA)
+            return t == KJ_EOF ? t : KJ_ERR;
+        t = kj_next(c->lx);
+    }
+}
+
+static kj_tok dist_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    (void)ctx;
+    if (strcmp(key, "rank") == 0 && v == KJ_NUM) {
+        double r = kj_num(c->lx);
+        if (r >= 0 && r < (1 << 20) && r == floor(r))
+            c->rank = (int32_t)r;
+        return v;
+    }
+    return kj_skip(c->lx, v);
+}
+
+static kj_tok top_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    int *found = ctx;
+    if (strcmp(key, "traceEvents") == 0 && v == KJ_ARR) {
+        *found = 1;
+        return events_array(c);
+    }
+    if (strcmp(key, "distributedInfo") == 0 && v == KJ_OBJ)
+        return walk_object(c, dist_member, NULL);
+    if (strcmp(key, "host_name") == 0 && v == KJ_STR) {
+        int ignored = 0;
+        take_str(c, v, c->host, sizeof c->host, &ignored);
+        return v;
+    }
+    if (strcmp(key, "baseTimeNanoseconds") == 0 && v == KJ_NUM) {
+        double b = kj_num(c->lx);
+        if (b >= 0 && b < 9.0e18)
+            c->base_ns = b;
+        return v;
+    }
+    return kj_skip(c->lx, v);
+}
+
+/* ---- the two passes ---- */
+
+static void header_init(pp_trace_header *h, const conv *c)
+{
+    memset(h, 0, sizeof *h);
+    h->pid = c->pid;
+    h->rank = c->rank;
+    h->mono_ns = c->t_min == UINT64_MAX ? 0 : c->t_min;
+    h->real_ns = h->mono_ns + (uint64_t)c->base_ns;
+    snprintf(h->host, sizeof h->host, "%s", c->host);
+    snprintf(h->exe, sizeof h->exe, "%s", c->exe);
+}
+
+/* Drains the window and closes every thread's ranges. */
+static int finish_events(conv *c)
+{
+    while (c->n_heap)
+        if (!heap_take_one(c))
+            return 0;
+    for (size_t i = 0; i < c->n_threads; i++)
+        if (!thread_advance(c, &c->threads[i], UINT64_MAX) || !thread_flush(c, &c->threads[i]))
+            return 0;
+    return meta_flush(c);
+}
+
+/* The next spilled record (its size in *size, its time in *key); 0 at the end. */
+static int spill_next(FILE *f, uint8_t rec[64], uint16_t *size, uint64_t *key)
+{
+    pp_rec_header h;
+    if (!f || fread(&h, sizeof h, 1, f) != 1)
+        return 0;
+    if (h.size < sizeof h || h.size > 64 || fread(rec + sizeof h, h.size - sizeof h, 1, f) != 1)
+        return 0;
+    memcpy(rec, &h, sizeof h);
+    *size = h.size;
+    if (h.type == PP_REC_GPU) {
+        pp_rec_gpu g;
+        memcpy(&g, rec, sizeof g);
+        *key = g.start;
+    } else {
+        pp_rec_api a;
+        memcpy(&a, rec, sizeof a);
+        *key = a.start;
+    }
+    return 1;
+}
+
+/* The two spilled streams (API calls, GPU records), each nearly in time order as Kineto wrote
+ * its kind, merged by time into EVENTS blocks. */
+typedef struct spill_head {
+    FILE *f;
+    uint8_t rec[64];
+    uint16_t size;
+    uint64_t key;
+    int have;
+} spill_head;
+
+typedef struct merge {
+    spill_head in[2];
+    uint8_t buf[GPU_BUF];
+    size_t len;
+    uint32_t n;
+} merge;
+
+static pp_status merge_flush(merge *m, pp_trace_writer *w)
+{
+    pp_status st = PP_OK;
+    if (m->len)
+        st = pp_trace_writer_block(w, PP_BLOCK_EVENTS, 0, m->buf, m->len, m->n);
+    m->len = 0;
+    m->n = 0;
+    return st;
+}
+
+/* The spilled records up to time `until` into w, the earlier of the two heads first. */
+static pp_status merge_until(merge *m, pp_trace_writer *w, uint64_t until)
+{
+    pp_status st = PP_OK;
+    for (;;) {
+        spill_head *h = NULL;
+        for (int k = 0; k < 2; k++)
+            if (m->in[k].have && m->in[k].key <= until && (!h || m->in[k].key < h->key))
+                h = &m->in[k];
+        if (!h)
+            break;
+        if (m->len + h->size > sizeof m->buf && (st = merge_flush(m, w)) != PP_OK)
+            return st;
+        memcpy(m->buf + m->len, h->rec, h->size);
+        m->len += h->size;
+        m->n++;
+        h->have = spill_next(h->f, h->rec, &h->size, &h->key);
+    }
+    return merge_flush(m, w);
+}
+
+/* Copies the blocks of `part` of one kind into w (EVENTS: with the spill merged in). */
+static pp_status copy_blocks(const char *part, pp_trace_writer *w, uint32_t kind, merge *m)
+{
+    pp_trace_reader *r = NULL;
+    pp_status st = pp_trace_reader_open(part, &r);
+    pp_trace_block b;
+    bool got = true;
+    while (st == PP_OK && (st = pp_trace_reader_next(r, &b, &got)) == PP_OK && got) {
+        if (b.h.kind != kind)
+            continue;
+        if (kind == PP_BLOCK_EVENTS && b.h.payload_bytes >= sizeof(pp_rec_header)) {
+            pp_rec_header h;
+            memcpy(&h, b.payload, sizeof h);
+            if ((st = merge_until(m, w, h.ts)) != PP_OK)
+                break;
+        }
+        st = pp_trace_writer_block(w, kind, b.h.tid, b.payload, b.h.payload_bytes, b.h.n_records);
+    }
+    pp_trace_reader_close(r);
+    return st;
+}
+
+static pp_status write_final(conv *c, const char *part, const char *out)
+{
+    pp_trace_header h;
+    header_init(&h, c);
+    pp_trace_writer *w = NULL;
+    pp_status st = pp_trace_writer_open(out, &h, &w);
+    if (st != PP_OK)
+        return st;
+    merge *m = calloc(1, sizeof *m);
+    if (!m) {
+        st = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+        goto done;
+    }
+    for (int k = 0; k < 2; k++) {
+        spill_head *sh = &m->in[k];
+        if (!c->spill[k])
+            continue;
+        fflush(c->spill[k]);
+        rewind(c->spill[k]);
+        sh->f = c->spill[k];
+        sh->have = spill_next(sh->f, sh->rec, &sh->size, &sh->key);
+    }
+    /* every definition first: the GPU records merged in early may name a kernel defined late */
+    if ((st = copy_blocks(part, w, PP_BLOCK_META, m)) != PP_OK ||
+        (st = copy_blocks(part, w, PP_BLOCK_EVENTS, m)) != PP_OK ||
+        (st = merge_until(m, w, UINT64_MAX)) != PP_OK)
+        goto done;
+    pp_rec_footer f = {.real_ns = h.real_ns,
+                       .events = c->s->ranges * 2 + c->s->marks + c->s->gpu + c->s->api,
+                       .dropped = c->s->dropped_late + c->s->dropped_caps,
+                       .threads = c->n_threads};
+    f.h.ts = c->t_min == UINT64_MAX ? 0 : c->t_min;
+    st = pp_trace_writer_footer(w, &f);
+done:
+    free(m);
+    pp_trace_writer_close(w);
+    if (st != PP_OK)
+        unlink(out);
+    return st;
+}
+
+void pp_kineto_options_default(pp_kineto_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->default_rank = -1;
+}
+
+static void conv_free(conv *c)
+{
+    kj_close(c->lx);
+    free(c->nm.bytes);
+    free(c->nm.e);
+    free(c->nm.slots);
+    for (size_t i = 0; c->threads && i < c->n_threads; i++) {
+        free(c->threads[i].buf);
+        free(c->threads[i].stack);
+        free(c->threads[i].ends);
+    }
+    free(c->threads);
+    free(c->meta);
+    free(c->heap);
+    for (int k = 0; k < 2; k++)
+        if (c->spill[k])
+            fclose(c->spill[k]);
+}
+
+static pp_status convert(kj_lexer *lx, const char *what, const char *out,
+                         const pp_kineto_options *o, pp_kineto_stats *stats)
+{
+    pp_kineto_options od;
+    pp_kineto_stats sd;
+    if (!o) {
+        pp_kineto_options_default(&od);
+        o = &od;
+    }
+    if (!stats)
+        stats = &sd;
+    memset(stats, 0, sizeof *stats);
+    conv *c = calloc(1, sizeof *c);
+    char *part = NULL;
+    pp_status st = PP_OK;
+    if (!c) {
+        kj_close(lx);
+        return PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+    }
+    c->lx = lx;
+    c->o = o;
+    c->s = stats;
+    c->rank = -1;
+    c->t_min = UINT64_MAX;
+    snprintf(c->host, sizeof c->host, "kineto");
+    c->window = o->reorder_window ? o->reorder_window : PP_KINETO_REORDER_WINDOW;
+    c->threads = calloc(PP_KINETO_MAX_THREADS, sizeof *c->threads);
+    c->meta = malloc(META_BUF);
+    c->heap = pp_realloc_array(NULL, c->window, sizeof *c->heap);
+    size_t plen = strlen(out) + 8;
+    part = malloc(plen);
+    if (!c->threads || !c->meta || !c->heap || !part) {
+        st = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+        goto done;
+    }
+    snprintf(part, plen, "%s.part", out);
+    const char *base = strrchr(what, '/');
+    snprintf(c->exe, sizeof c->exe, "%s", base ? base + 1 : what);
+    pp_trace_header h;
+    header_init(&h, c);
+    if ((st = pp_trace_writer_open(part, &h, &c->w)) != PP_OK)
+        goto done;
+
+    int found = 0;
+    kj_tok t = kj_next(lx), end;
+    if (t == KJ_ARR) { /* the bare-array form of a Chrome trace */
+        found = 1;
+        end = events_array(c);
+    } else if (t == KJ_OBJ) {
+        end = walk_object(c, top_member, &found);
+    } else {
+        end = t == KJ_EOF ? KJ_EOF : KJ_ERR;
+    }
+    if (c->err != PP_OK) {
+        st = c->err;
+        goto done;
+    }
+    if (end == KJ_EOF || end == KJ_ERR) {
+        const char *why = kj_error(lx)[0] ? kj_error(lx) : "the JSON ends early";
+        if (!c->saw_events) {
+            st = PP_ERR(PP_ERR_CORRUPT, "%s: not a readable Kineto trace: %s", what, why);
+            goto done;
+        }
+        stats->truncated = 1;
+        char buf[224];
+        snprintf(buf, sizeof buf, "the trace breaks off (%s): converted what comes before", why);
+        snprintf(stats->problem, sizeof stats->problem, "%s", buf);
+    } else if (!found) {
+        st = PP_ERR(PP_ERR_INVALID, "%s: a JSON %s without \"traceEvents\": not a Kineto trace",
+                    what, t == KJ_OBJ ? "object" : "value");
+        goto done;
+    }
+    if (c->rank < 0)
+        c->rank = o->default_rank >= 0 && o->default_rank < (1 << 20) ? o->default_rank : -1;
+    if (!finish_events(c)) {
+        st = c->err != PP_OK ? c->err : PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+        goto done;
+    }
+    pp_trace_writer_close(c->w);
+    c->w = NULL;
+    if ((st = write_final(c, part, out)) != PP_OK)
+        goto done;
+    stats->rank = c->rank;
+    snprintf(stats->host, sizeof stats->host, "%s", c->host);
+done:
+    stats->bytes_in = kj_offset(lx);
+    stats->strings_truncated = kj_strings_truncated(lx);
+    if (c->w)
+        pp_trace_writer_close(c->w);
+    if (part)
+        unlink(part);
+    free(part);
+    conv_free(c);
+    free(c);
+    return st;
+}
+
+pp_status pp_kineto_convert(const char *in, const char *out, const pp_kineto_options *o,
+                            pp_kineto_stats *stats)
+{
+    kj_lexer *lx = NULL;
+    pp_status st = kj_open_file(in, &lx);
+    if (st != PP_OK)
+        return st;
+    return convert(lx, in, out, o, stats);
+}
+
+pp_status pp_kineto_convert_mem(const void *data, size_t len, const char *out,
+                                const pp_kineto_options *o, pp_kineto_stats *stats)
+{
+    kj_lexer *lx = NULL;
+    pp_status st = kj_open_mem(data, len, &lx);
+    if (st != PP_OK)
+        return st;
+    return convert(lx, "(buffer)", out, o, stats);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int pp_kineto_name_matches(const char *name)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strcmp(base, "manifest.json") == 0 || strcmp(base, "summary.json") == 0)
+        return 0;
+    return ends_with(base, ".json") || ends_with(base, ".json.gz");
+}
+
+int pp_kineto_sniff(const char *path)
+{
+    kj_lexer *lx = NULL;
+    if (kj_open_file(path, &lx) != PP_OK) {
+        pp_error_clear();
+        return 0;
+    }
+    /* a trace's object has "traceEvents" among its first keys, or is an array of events with
+     * a "ph"; the walk stops after 64 KB */
+    int yes = 0;
+    kj_tok t = kj_next(lx);
+    if (t == KJ_ARR) {
+        yes = kj_next(lx) == KJ_OBJ;
+    } else if (t == KJ_OBJ) {
+        while (!yes && kj_offset(lx) < 65536) {
+            if ((t = kj_next(lx)) != KJ_STR)
+                break;
+            size_t n;
+            const char *k = kj_str(lx, &n);
+            if (strcmp(k, "traceEvents") == 0 || strcmp(k, "schemaVersion") == 0 ||
+                strcmp(k, "deviceProperties") == 0 || strcmp(k, "distributedInfo") == 0)
+                yes = 1;
+            if (kj_next(lx) != KJ_COLON || kj_skip(lx, kj_next(lx)) == KJ_ERR)
+                break;
+            if ((t = kj_next(lx)) != KJ_COMMA)
+                break;
+        }
+    }
+    kj_close(lx);
+    return yes;
+}

@@ -1,0 +1,351 @@
+/* kineto_json.c: the streaming JSON tokenizer of the Kineto importer (kineto_json.h). The input
+ * is read in chunks, through zlib's gzread for files (it reads uncompressed files as they are),
+ * so a trace of any size takes a fixed amount of memory. */
+#include "kineto_json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+enum { CHUNK = 256 * 1024, NUM_CAP = 64 };
+
+struct kj_lexer {
+    gzFile gz;              /* NULL for a buffer */
+    const uint8_t *mem;
+    size_t mem_len;
+    uint8_t *buf;
+    size_t pos, len;        /* buf[pos..len) unread */
+    uint64_t base;          /* input offset of buf[0] */
+    int eof;
+    char str[KJ_STR_CAP + 1];
+    size_t str_len;
+    uint64_t truncated;
+    double num;
+    char err[192];
+};
+
+pp_status kj_open_file(const char *path, kj_lexer **out)
+{
+    *out = NULL;
+    int fd = -1;
+    uint64_t bytes = 0;
+    pp_status st = pp_file_open_regular(path, &fd, &bytes);
+    if (st != PP_OK)
+        return st;
+    kj_lexer *lx = calloc(1, sizeof *lx);
+    uint8_t *buf = malloc(CHUNK);
+    gzFile gz = (lx && buf) ? gzdopen(fd, "rb") : NULL;
+    if (!gz) {
+        free(lx);
+        free(buf);
+        close(fd);
+        return PP_ERR(PP_ERR_NOMEM, "%s: out of memory opening the trace", path);
+    }
+    gzbuffer(gz, CHUNK);
+    lx->gz = gz;
+    lx->buf = buf;
+    *out = lx;
+    return PP_OK;
+}
+
+pp_status kj_open_mem(const void *data, size_t len, kj_lexer **out)
+{
+    kj_lexer *lx = calloc(1, sizeof *lx);
+    if (!lx)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory opening a trace buffer");
+    lx->mem = data;
+    lx->mem_len = len;
+    lx->buf = (uint8_t *)data; /* read in place: never written */
+    lx->len = len;
+    lx->eof = 1;
+    *out = lx;
+    return PP_OK;
+}
+
+void kj_close(kj_lexer *lx)
+{
+    if (!lx)
+        return;
+    if (lx->gz) {
+        gzclose(lx->gz);
+        free(lx->buf);
+    }
+    free(lx);
+}
+
+/* Refills the buffer; 0 at the end of the input (or a read error, recorded). */
+static int refill(kj_lexer *lx)
+{
+    if (lx->eof)
+        return 0;
+    lx->base += lx->len;
+    lx->pos = lx->len = 0;
+    int n = gzread(lx->gz, lx->buf, CHUNK);
+    if (n <= 0) {
+        lx->eof = 1;
+        if (n < 0 && !lx->err[0]) {
+            int zerr = 0;
+            const char *m = gzerror(lx->gz, &zerr);
+            snprintf(lx->err, sizeof lx->err, "read error: %s", m ? m : "?");
+        } else if (!gzeof(lx->gz) && !lx->err[0]) {
+            snprintf(lx->err, sizeof lx->err, "read error");
+        }
+        return 0;
+    }
+    lx->len = (size_t)n;
+    return 1;
+}
+
+/* The next byte, -1 at the end. */
+static inline int peek(kj_lexer *lx)
+{
+    if (lx->pos == lx->len && !refill(lx))
+        return -1;
+    return lx->buf[lx->pos];
+}
+
+static inline int take(kj_lexer *lx)
+{
+    int c = peek(lx);
+    if (c >= 0)
+        lx->pos++;
+    return c;
+}
+
+static kj_tok fail(kj_lexer *lx, const char *what)
+{
+    if (!lx->err[0])
+        snprintf(lx->err, sizeof lx->err, "%s at byte %llu", what,
+                 (unsigned long long)kj_offset(lx));
+    return KJ_ERR;
+}
+
+static void put(kj_lexer *lx, unsigned c)
+{
+    if (lx->str_len < KJ_STR_CAP)
+        lx->str[lx->str_len++] = (char)c;
+    else
+        lx->str_len = KJ_STR_CAP + 1; /* marks the cut; fixed up at the end */
+}
+
+static void put_utf8(kj_lexer *lx, uint32_t cp)
+{
+    if (cp < 0x80) {
+        put(lx, cp);
+    } else if (cp < 0x800) {
+        put(lx, 0xc0 | (cp >> 6));
+        put(lx, 0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        put(lx, 0xe0 | (cp >> 12));
+        put(lx, 0x80 | ((cp >> 6) & 0x3f));
+        put(lx, 0x80 | (cp & 0x3f));
+    } else {
+        put(lx, 0xf0 | (cp >> 18));
+        put(lx, 0x80 | ((cp >> 12) & 0x3f));
+        put(lx, 0x80 | ((cp >> 6) & 0x3f));
+        put(lx, 0x80 | (cp & 0x3f));
+    }
+}
+
+static int hex4(kj_lexer *lx, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = take(lx);
+        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint32_t)d;
+    }
+    *out = v;
+    return 1;
+}
+
+static kj_tok lex_string(kj_lexer *lx)
+{
+    lx->str_len = 0;
+    for (;;) {
+        /* the plain run up to a quote or a backslash, copied in one go */
+        if (lx->pos == lx->len && !refill(lx))
+            return KJ_EOF;
+        const uint8_t *p = lx->buf + lx->pos, *end = lx->buf + lx->len;
+        const uint8_t *q = p;
+        while (q < end && *q != '"' && *q != '\\')
+            q++;
+        size_t run = (size_t)(q - p);
+        size_t room = lx->str_len <= KJ_STR_CAP ? KJ_STR_CAP - lx->str_len : 0;
+        if (run > room) {
+            memcpy(lx->str + lx->str_len, p, room);
+            lx->str_len = KJ_STR_CAP + 1;
+        } else {
+            memcpy(lx->str + lx->str_len, p, run);
+            lx->str_len += run;
+        }
+        lx->pos += run;
+        if (q == end)
+            continue;
+        int c = take(lx);
+        if (c == '"')
+            break;
+        /* an escape */
+        c = take(lx);
+        uint32_t cp;
+        switch (c) {
+        case '"': case '\\': case '/': put(lx, (unsigned)c); break;
+        case 'b': put(lx, '\b'); break;
+        case 'f': put(lx, '\f'); break;
+        case 'n': put(lx, '\n'); break;
+        case 'r': put(lx, '\r'); break;
+        case 't': put(lx, '\t'); break;
+        case 'u':
+            if (!hex4(lx, &cp))
+                return peek(lx) < 0 ? KJ_EOF : fail(lx, "bad \\u escape");
+            if (cp >= 0xd800 && cp < 0xdc00 && peek(lx) == '\\') {
+                uint32_t lo;
+                take(lx);
+                if (take(lx) != 'u' || !hex4(lx, &lo))
+                    return fail(lx, "bad \\u escape");
+                cp = (lo >= 0xdc00 && lo < 0xe000) ? 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00)
+                                                   : 0xfffd;
+            } else if (cp >= 0xd800 && cp < 0xe000) {
+                cp = 0xfffd;
+            }
+            put_utf8(lx, cp);
+            break;
+        case -1: return KJ_EOF;
+        default: return fail(lx, "bad escape in a string");
+        }
+    }
+    if (lx->str_len > KJ_STR_CAP) {
+        lx->str_len = KJ_STR_CAP;
+        lx->truncated++;
+    }
+    lx->str[lx->str_len] = '\0';
+    return KJ_STR;
+}
+
+static kj_tok lex_number(kj_lexer *lx)
+{
+    char b[NUM_CAP];
+    size_t n = 0;
+    for (int c; (c = peek(lx)) >= 0;) {
+        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'))
+            break;
+        if (n + 1 >= sizeof b)
+            return fail(lx, "number longer than 63 characters");
+        b[n++] = (char)c;
+        lx->pos++;
+    }
+    if (n == 1 && b[0] == '-' && peek(lx) == 'I') { /* -Infinity */
+        char w[9];
+        size_t k = 0;
+        while (k < 8 && peek(lx) >= 'A' && peek(lx) <= 'z')
+            w[k++] = (char)take(lx);
+        w[k] = '\0';
+        if (strcmp(w, "Infinity") != 0)
+            return fail(lx, "bad literal");
+        lx->num = -INFINITY;
+        return KJ_NUM;
+    }
+    b[n] = '\0';
+    char *end = NULL;
+    errno = 0;
+    lx->num = strtod(b, &end);
+    if (n == 0 || end != b + n)
+        return peek(lx) < 0 && n ? KJ_EOF : fail(lx, "bad number");
+    return KJ_NUM;
+}
+
+static kj_tok lex_word(kj_lexer *lx)
+{
+    char w[12];
+    size_t k = 0;
+    for (int c; (c = peek(lx)) >= 0 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));) {
+        if (k + 1 >= sizeof w)
+            return fail(lx, "bad literal");
+        w[k++] = (char)c;
+        lx->pos++;
+    }
+    w[k] = '\0';
+    if (strcmp(w, "true") == 0)
+        return KJ_TRUE;
+    if (strcmp(w, "false") == 0)
+        return KJ_FALSE;
+    if (strcmp(w, "null") == 0)
+        return KJ_NULL;
+    if (strcmp(w, "NaN") == 0) { /* Python's json writes these */
+        lx->num = NAN;
+        return KJ_NUM;
+    }
+    if (strcmp(w, "Infinity") == 0) {
+        lx->num = INFINITY;
+        return KJ_NUM;
+    }
+    return peek(lx) < 0 ? KJ_EOF : fail(lx, "unexpected character");
+}
+
+kj_tok kj_next(kj_lexer *lx)
+{
+    if (lx->err[0])
+        return KJ_ERR;
+    int c;
+    while ((c = peek(lx)) == ' ' || c == '\n' || c == '\r' || c == '\t')
+        lx->pos++;
+    switch (c) {
+    case -1: return lx->err[0] ? KJ_ERR : KJ_EOF;
+    case '{': lx->pos++; return KJ_OBJ;
+    case '}': lx->pos++; return KJ_OBJ_END;
+    case '[': lx->pos++; return KJ_ARR;
+    case ']': lx->pos++; return KJ_ARR_END;
+    case ':': lx->pos++; return KJ_COLON;
+    case ',': lx->pos++; return KJ_COMMA;
+    case '"': lx->pos++; return lex_string(lx);
+    default:
+        if (c == '-' || (c >= '0' && c <= '9'))
+            return lex_number(lx);
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+            return lex_word(lx);
+        return fail(lx, "unexpected character");
+    }
+}
+
+const char *kj_str(const kj_lexer *lx, size_t *len)
+{
+    if (len)
+        *len = lx->str_len;
+    return lx->str;
+}
+
+double kj_num(const kj_lexer *lx) { return lx->num; }
+
+kj_tok kj_skip(kj_lexer *lx, kj_tok first)
+{
+    if (first != KJ_OBJ && first != KJ_ARR)
+        return first == KJ_EOF || first == KJ_ERR ? first
+               : (first == KJ_STR || first == KJ_NUM || first == KJ_TRUE || first == KJ_FALSE ||
+                  first == KJ_NULL) ? first : fail(lx, "unexpected token");
+    /* brackets counted, not matched by kind: skipping is lenient, the depth is not */
+    int depth = 1;
+    while (depth > 0) {
+        kj_tok t = kj_next(lx);
+        if (t == KJ_EOF || t == KJ_ERR)
+            return t;
+        if (t == KJ_OBJ || t == KJ_ARR) {
+            if (++depth > KJ_MAX_DEPTH)
+                return fail(lx, "nesting deeper than 256");
+        } else if (t == KJ_OBJ_END || t == KJ_ARR_END) {
+            depth--;
+        }
+    }
+    return first;
+}
+
+const char *kj_error(const kj_lexer *lx) { return lx->err; }
+uint64_t kj_offset(const kj_lexer *lx) { return lx->base + lx->pos; }
+uint64_t kj_strings_truncated(const kj_lexer *lx) { return lx->truncated; }

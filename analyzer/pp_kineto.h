@@ -1,0 +1,83 @@
+/* pp_kineto.h: PyTorch profiler (Kineto) traces in: a streaming converter from Kineto's Chrome
+ * trace JSON (torch.profiler's export_chrome_trace, tensorboard_trace_handler's *.pt.trace.json,
+ * gzip-compressed or not) to a .pft trace (docs/trace-format.md) that the analyzer reads like a
+ * capture. Mapping and limits: docs/kineto.md. Called by input resolution (inputs.c: every
+ * tool that takes a run directory), pprof-report --import, the tests and the fuzz target.
+ *
+ * Streaming: the JSON is tokenized in chunks, never held whole; what the converter keeps is
+ * bounded by fixed caps (a reorder window of events, threads, nesting, open async ranges, the
+ * name table), not by the trace's length. Every value read from the file is checked before it
+ * sizes or indexes anything. Not thread-safe per call; independent calls may run in parallel. */
+#ifndef PP_KINETO_H
+#define PP_KINETO_H
+
+#include "pp_common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Caps (docs/kineto.md "Limits"). */
+enum {
+    PP_KINETO_REORDER_WINDOW = 65536, /* events held to put slightly late ones in order */
+    PP_KINETO_MAX_THREADS = 1024,     /* threads (tids) per file */
+    PP_KINETO_MAX_DEPTH = 1024,       /* nested ranges per thread */
+    PP_KINETO_MAX_OPEN_ASYNC = 65536, /* overlapping (START/END) ranges open per thread */
+    PP_KINETO_MAX_NAMES = 1 << 20,    /* distinct names and categories per file */
+    PP_KINETO_MAX_DOMAINS = 256       /* distinct categories (one domain each) */
+};
+
+typedef struct pp_kineto_options {
+    int32_t default_rank;  /* the rank when the file states none (distributedInfo), -1 unknown */
+    size_t reorder_window; /* 0 = PP_KINETO_REORDER_WINDOW (tests use small ones) */
+} pp_kineto_options;
+
+/* What a conversion met. */
+typedef struct pp_kineto_stats {
+    uint64_t bytes_in;       /* JSON bytes read (after gzip) */
+    uint64_t events_in;      /* elements of traceEvents */
+    uint64_t ranges;         /* CPU ranges written (PUSH/POP or START/END) */
+    uint64_t async_ranges;   /* of them, overlapping without nesting: START/END */
+    uint64_t marks;          /* instant events written as marks */
+    uint64_t gpu, api;       /* GPU activity records, CUDA runtime/driver API records */
+    uint64_t thread_names;
+    uint64_t skipped_memory; /* "[memory]" instant events (not read: issue 17) */
+    uint64_t skipped_other;  /* metadata, flows, counters, categories not read */
+    uint64_t malformed;      /* events missing ts/dur/ph, wrong types, NaN, negative or huge */
+    uint64_t dropped_late;   /* events later than the reorder window allows */
+    uint64_t dropped_caps;   /* lost to a cap: threads, nesting, open async ranges */
+    uint64_t names_capped;   /* names beyond PP_KINETO_MAX_NAMES, written as one shared name */
+    uint64_t strings_truncated; /* strings cut at 4096 bytes */
+    int truncated;           /* the JSON ended early or broke off: a partial conversion */
+    int32_t rank;            /* as written in the header */
+    char host[64];
+    char problem[256];       /* the first problem in words, "" when none */
+} pp_kineto_stats;
+
+void pp_kineto_options_default(pp_kineto_options *o);
+
+/* Converts the Kineto trace `in` into a new .pft file `out` (created, never overwritten; a
+ * scratch file out.part beside it while it runs). A trace that breaks off after some events
+ * gives a partial .pft and PP_OK with stats->truncated set; input that holds no event at all
+ * is PP_ERR_CORRUPT (not JSON) or PP_ERR_INVALID (JSON, but no traceEvents). o and stats may
+ * be NULL. */
+pp_status pp_kineto_convert(const char *in, const char *out, const pp_kineto_options *o,
+                            pp_kineto_stats *stats);
+/* The same over a buffer (uncompressed JSON). */
+pp_status pp_kineto_convert_mem(const void *data, size_t len, const char *out,
+                                const pp_kineto_options *o, pp_kineto_stats *stats);
+
+/* Whether a file name is a Kineto trace's: *.json, *.json.gz (tensorboard_trace_handler's
+ * *.pt.trace.json among them), other than pprof-run's own manifest.json and summary.json. */
+int pp_kineto_name_matches(const char *name);
+/* Whether the file at `path` starts like a Kineto trace: gzip, or JSON whose first object key
+ * or array element is that of a trace (its first 64 KB read). */
+int pp_kineto_sniff(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PP_KINETO_H */

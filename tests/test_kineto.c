@@ -1,0 +1,697 @@
+/* test_kineto.c: the PyTorch profiler (Kineto) importer (analyzer/kineto.c, inputs.c;
+ * docs/kineto.md): real torch traces (tests/data/kineto: torch.distributed.pipelining on CPU,
+ * Interleaved1F1B on 2 ranks, GPipe on 4) converted and checked event by event against their
+ * JSON, nesting against START/END, the reorder window, hostile inputs, GPU records and their
+ * launches, memory against the file's size, and the tools taking Kineto inputs. */
+#include "pp_analyzer.h"
+#include "pp_kineto.h"
+#include "pp_testkit.h"
+#include "pp_trace.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define DATA PP_TEST_DATA_DIR "/kineto"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
+
+static void setup(void) { tk_dir_create("pp_kineto"); }
+TestSuite(kineto, .init = setup, .fini = tk_dir_remove, .timeout = 300);
+
+/* ---- helpers ---- */
+
+/* A whole file, gunzipped when it is gzip (zlib reads both). */
+static char *slurp_any(const char *path, size_t *len)
+{
+    gzFile g = gzopen(path, "rb");
+    cr_assert_not_null(g, "%s", path);
+    size_t cap = 1 << 20, n = 0;
+    char *b = malloc(cap + 1);
+    for (int k; (k = gzread(g, b + n, (unsigned)(cap - n))) > 0;) {
+        n += (size_t)k;
+        if (n == cap)
+            b = realloc(b, (cap *= 2) + 1);
+    }
+    gzclose(g);
+    b[n] = '\0';
+    *len = n;
+    return b;
+}
+
+/* Per (category, name): how many ranges and their summed duration in ns. */
+typedef struct tally {
+    char key[160];
+    uint64_t count, sum_ns;
+} tally;
+
+typedef struct tallies {
+    tally *t;
+    size_t n, cap;
+} tallies;
+
+static void tally_add(tallies *ts, const char *cat, const char *name, uint64_t ns)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s|%s", cat, name);
+    for (size_t i = 0; i < ts->n; i++)
+        if (strcmp(ts->t[i].key, key) == 0) {
+            ts->t[i].count++;
+            ts->t[i].sum_ns += ns;
+            return;
+        }
+    if (ts->n == ts->cap)
+        ts->t = realloc(ts->t, (ts->cap = ts->cap ? 2 * ts->cap : 64) * sizeof *ts->t);
+    tally *x = &ts->t[ts->n++];
+    snprintf(x->key, sizeof x->key, "%s", key);
+    x->count = 1;
+    x->sum_ns = ns;
+}
+
+static int is_cpu_cat(const char *c)
+{
+    return strcmp(c, "cpu_op") == 0 || strcmp(c, "user_annotation") == 0 ||
+           strcmp(c, "python_function") == 0;
+}
+
+/* What the JSON says, computed here with cJSON: the CPU X events by category and name. */
+static cJSON *json_tally(const char *path, tallies *ts)
+{
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(root, "%s: cJSON cannot parse it", path);
+    cJSON *ev = cJSON_GetObjectItem(root, "traceEvents"), *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        cJSON *ph = cJSON_GetObjectItem(e, "ph"), *cat = cJSON_GetObjectItem(e, "cat");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0 || !cJSON_IsString(cat) ||
+            !is_cpu_cat(cat->valuestring))
+            continue;
+        double dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+        tally_add(ts, cat->valuestring, cJSON_GetObjectItem(e, "name")->valuestring,
+                  (uint64_t)llround(dur * 1000.0));
+    }
+    return root;
+}
+
+typedef struct open_r {
+    uint32_t tid, domain;
+    uint64_t id, ts;
+    const char *msg;
+} open_r;
+
+typedef struct pft_counts {
+    uint64_t push, pop, start, end, mark, gpu, api;
+    int time_ordered; /* each thread's records in time order */
+} pft_counts;
+
+/* What the .pft holds: ranges paired back (POP with the innermost PUSH of its domain on its
+ * thread, END with its START) and tallied by domain and message. */
+static pft_counts pft_tally(const char *path, tallies *ts, pp_trace **out)
+{
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(path, &t), PP_OK, "%s: %s", path, pp_error_message());
+    cr_assert(t->damage.has_footer && !t->damage.blocks_bad && !t->damage.truncated,
+              "%s: %s", path, t->damage.first_problem);
+    pft_counts c = {.time_ordered = 1, .gpu = t->n_gpu, .api = t->n_api};
+    open_r *st = calloc(t->n_events + 1, sizeof *st);
+    size_t n = 0;
+    uint32_t last_tid[64] = {0};
+    uint64_t last_ts[64] = {0};
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        size_t slot = e->tid % 64;
+        if (last_tid[slot] == e->tid && e->ts < last_ts[slot])
+            c.time_ordered = 0;
+        last_tid[slot] = e->tid, last_ts[slot] = e->ts;
+        if (e->type == PP_REC_PUSH || e->type == PP_REC_START) {
+            st[n++] = (open_r){e->tid, e->domain, e->range_id, e->ts, e->message};
+            e->type == PP_REC_PUSH ? c.push++ : c.start++;
+        } else if (e->type == PP_REC_POP || e->type == PP_REC_END) {
+            e->type == PP_REC_POP ? c.pop++ : c.end++;
+            for (size_t k = n; k-- > 0;) {
+                int match = e->type == PP_REC_POP
+                                ? st[k].tid == e->tid && st[k].domain == e->domain && !st[k].id
+                                : st[k].id == e->range_id;
+                if (!match)
+                    continue;
+                tally_add(ts, pp_trace_domain_name(t, st[k].domain), st[k].msg, e->ts - st[k].ts);
+                memmove(&st[k], &st[k + 1], (n - k - 1) * sizeof *st);
+                n--;
+                break;
+            }
+        } else if (e->type == PP_REC_MARK) {
+            c.mark++;
+        }
+    }
+    cr_assert_eq(n, 0, "%zu ranges never closed", n);
+    free(st);
+    *out = t;
+    return c;
+}
+
+static const tally *find(const tallies *ts, const char *key)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (strcmp(ts->t[i].key, key) == 0)
+            return &ts->t[i];
+    return NULL;
+}
+
+/* ---- real torch traces ---- */
+
+static void check_real(const char *json, int rank, uint32_t pid)
+{
+    const char *out = tk_path("one.pft");
+    unlink(out);
+    pp_kineto_stats s;
+    cr_assert_eq(pp_kineto_convert(json, out, NULL, &s), PP_OK, "%s: %s", json,
+                 pp_error_message());
+    tallies want = {0}, got = {0};
+    cJSON *root = json_tally(json, &want);
+    pp_trace *t = NULL;
+    pft_counts c = pft_tally(out, &got, &t);
+    cr_assert_eq(want.n, got.n, "%s: %zu names in the JSON, %zu in the trace", json, want.n,
+                 got.n);
+    uint64_t total = 0;
+    for (size_t i = 0; i < want.n; i++) {
+        const tally *g = find(&got, want.t[i].key);
+        cr_assert_not_null(g, "%s: '%s' missing from the trace", json, want.t[i].key);
+        cr_assert_eq(g->count, want.t[i].count, "%s: %s", json, want.t[i].key);
+        cr_assert_eq(g->sum_ns, want.t[i].sum_ns, "%s: %s: %llu ns, the JSON says %llu", json,
+                     want.t[i].key, (unsigned long long)g->sum_ns,
+                     (unsigned long long)want.t[i].sum_ns);
+        total += g->count;
+    }
+    cr_assert_eq(total, s.ranges);
+    cr_assert(c.time_ordered, "%s: a thread's records out of time order", json);
+    cr_assert_eq(c.push, c.pop);
+    cr_assert_eq(c.start, c.end);
+    cr_assert_eq(s.dropped_late + s.dropped_caps + s.malformed, 0);
+    cr_assert_eq(t->header.rank, rank, "distributedInfo.rank");
+    cr_assert_str_eq(t->header.host, "vm", "host_name");
+    cr_assert_eq(t->header.pid, pid);
+    cr_assert(t->n_threads >= 1, "thread names carried");
+    /* the torch profiler span (pid "Spans", cat "Trace") and the flows are not ranges */
+    cr_assert_gt(s.skipped_other, 0);
+    pp_trace_free(t);
+    cJSON_Delete(root);
+    free(want.t);
+    free(got.t);
+}
+
+Test(kineto, real_traces_convert_event_by_event)
+{
+    check_real(DATA "/il/rank0.json", 0, 6320);
+    check_real(DATA "/il/rank1.json.gz", 1, 6321);
+    check_real(DATA "/gp/rank0.pt.trace.json", 0, 6340);
+}
+
+Test(kineto, gloo_send_and_recv_that_outlive_their_action_become_start_end)
+{
+    const char *out = tk_path("il1.pft");
+    pp_kineto_stats s;
+    cr_assert_eq(pp_kineto_convert(DATA "/il/rank1.json.gz", out, NULL, &s), PP_OK, "%s",
+                 pp_error_message());
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+    uint64_t gloo_async = 0, pp_push = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        if (e->type == PP_REC_START && strncmp(e->message, "gloo:", 5) == 0)
+            gloo_async++;
+        if (e->type == PP_REC_PUSH && strncmp(e->message, "PP:", 3) == 0)
+            pp_push++;
+    }
+    cr_assert_gt(gloo_async, 0, "no gloo op became START/END");
+    cr_assert_gt(pp_push, 0, "the PP: actions nest (PUSH/POP)");
+    cr_assert_eq(s.async_ranges, gloo_async, "only gloo ops overlap: %llu async",
+                 (unsigned long long)s.async_ranges);
+    pp_trace_free(t);
+}
+
+/* ---- synthetic traces ---- */
+
+
+static pp_status convert_text(const char *text, pp_kineto_options *o, pp_kineto_stats *s,
+                              pp_trace **t)
+{
+    const char *out = tk_path("syn.pft");
+    unlink(out);
+    pp_status st = pp_kineto_convert_mem(text, strlen(text), out, o, s);
+    if (st == PP_OK && t)
+        cr_assert_eq(pp_trace_load(out, t), PP_OK, "%s", pp_error_message());
+    return st;
+}
+
+#define EV(cat, name, tid, ts, dur)                                                                \
+    "{\"ph\":\"X\",\"cat\":\"" cat "\",\"name\":\"" name "\",\"pid\":7,\"tid\":" #tid              \
+    ",\"ts\":" #ts ",\"dur\":" #dur "}"
+
+Test(kineto, nested_events_push_pop_and_overlapping_ones_start_end)
+{
+    const char *j = "{\"traceEvents\":["
+                    EV("user_annotation", "PP:0F0", 1, 100, 100) ","
+                    EV("cpu_op", "aten::mm", 1, 110, 20) ","
+                    EV("user_annotation", "gloo:send", 1, 150, 200) ","
+                    EV("cpu_op", "aten::add", 1, 160, 10) ","
+                    EV("user_annotation", "PP:0F1", 1, 210, 50) ","
+                    EV("cpu_op", "aten::mm", 1, 210, 5) "]}";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.ranges, 6);
+    cr_assert_eq(s.async_ranges, 1, "gloo:send outlives PP:0F0");
+    /* expected order: PUSH F0, PUSH mm, POP, START send, PUSH add, POP, POP F0 (200),
+     * PUSH F1 (210), PUSH mm (210, shorter: inside), POP, POP F1 (260), END send (350) */
+    static const struct { uint16_t type; uint64_t ts; } want[] = {
+        {PP_REC_PUSH, 100000}, {PP_REC_PUSH, 110000}, {PP_REC_POP, 130000},
+        {PP_REC_START, 150000}, {PP_REC_PUSH, 160000}, {PP_REC_POP, 170000},
+        {PP_REC_POP, 200000}, {PP_REC_PUSH, 210000}, {PP_REC_PUSH, 210000},
+        {PP_REC_POP, 215000}, {PP_REC_POP, 260000}, {PP_REC_END, 350000}};
+    cr_assert_eq(t->n_events, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < t->n_events; i++) {
+        cr_assert_eq(t->events[i].type, want[i].type, "record %zu", i);
+        cr_assert_eq(t->events[i].ts, want[i].ts, "record %zu", i);
+    }
+    cr_assert_str_eq(t->events[7].message, "PP:0F1", "the longer of two starting together first");
+    cr_assert_str_eq(pp_trace_domain_name(t, t->events[0].domain), "user_annotation");
+    cr_assert_str_eq(pp_trace_domain_name(t, t->events[1].domain), "cpu_op");
+    cr_assert_eq(t->header.rank, -1, "no distributedInfo");
+    cr_assert_str_eq(t->header.host, "kineto");
+    pp_trace_free(t);
+}
+
+Test(kineto, late_events_within_the_window_are_reordered_beyond_it_dropped)
+{
+    const char *j = "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
+                    EV("cpu_op", "c", 1, 200, 1) "," EV("cpu_op", "d", 1, 400, 1) ","
+                    EV("cpu_op", "e", 1, 500, 1) "," EV("cpu_op", "f", 1, 600, 1) ","
+                    EV("cpu_op", "g", 1, 150, 1) "]";
+    pp_kineto_options o;
+    pp_kineto_options_default(&o);
+    o.reorder_window = 3;
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, &o, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.ranges, 6, "c reordered, g too late");
+    cr_assert_eq(s.dropped_late, 1);
+    cr_assert_str_eq(t->events[2].message, "c");
+    cr_assert_eq(t->footer.dropped, 1, "the footer counts it");
+    cr_assert_neq(strstr(s.problem, "reorder window"), NULL, "%s", s.problem);
+    pp_trace_free(t);
+}
+
+Test(kineto, thread_names_string_tids_marks_and_memory_events)
+{
+    const char *j =
+        "{\"distributedInfo\":{\"rank\":3},\"host_name\":\"h1\",\"baseTimeNanoseconds\":1000,"
+        "\"traceEvents\":["
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":7,\"tid\":9,\"args\":{\"name\":\"main\"}},"
+        EV("cpu_op", "x", 9, 10, 5) ","
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"y\",\"pid\":7,\"tid\":\"worker\",\"ts\":11,"
+        "\"dur\":1},"
+        "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"tick\",\"pid\":7,\"tid\":9,"
+        "\"ts\":12,\"s\":\"t\"},"
+        "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"pid\":7,\"tid\":9,"
+        "\"ts\":13,\"args\":{\"Bytes\":64}}]}";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(t->header.rank, 3);
+    cr_assert_str_eq(t->header.host, "h1");
+    cr_assert_eq(t->header.real_ns, t->header.mono_ns + 1000, "baseTimeNanoseconds");
+    cr_assert_eq(t->header.mono_ns, 10000, "the first event");
+    cr_assert_str_eq(pp_trace_thread_name(t, 9), "main");
+    cr_assert_eq(s.marks, 1);
+    cr_assert_eq(s.skipped_memory, 1);
+    cr_assert_eq(s.ranges, 2);
+    int string_tid = 0;
+    for (size_t i = 0; i < t->n_events; i++)
+        if (strcmp(t->events[i].message, "y") == 0)
+            string_tid = t->events[i].tid >= 0x80000000u;
+    cr_assert(string_tid, "a named tid gets an id of its own above 2^31");
+    pp_trace_free(t);
+}
+
+/* A GPU trace in Kineto's shapes (libkineto output_json.cpp): CPU ranges on a thread, their
+ * cudaLaunchKernel / cudaMemcpyAsync calls, and, after every CPU event as Kineto writes them,
+ * the kernels and copies with the launches' correlation ids. */
+static void gpu_trace(FILE *f, int steps)
+{
+    fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
+    int corr = 1;
+    for (int k = 0; k < steps; k++) {
+        double t0 = 1000.0 + 1000.0 * k;
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0F%d\",\"pid\":5,"
+                   "\"tid\":5,\"ts\":%.3f,\"dur\":400},\n", k, t0);
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":211,"
+                   "\"correlation\":%d}},\n", t0 + 10, corr);
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\","
+                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":41,"
+                   "\"correlation\":%d}},\n", t0 + 20, corr + 1);
+        corr += 2;
+    }
+    corr = 1;
+    for (int k = 0; k < steps; k++) {
+        double t0 = 1000.0 + 1000.0 * k;
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void gemm<float>(...)\","
+                   "\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":100,\"args\":{\"device\":0,"
+                   "\"stream\":7,\"correlation\":%d,\"registers per thread\":32}},\n",
+                t0 + 30, corr);
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
+                   "Pinned)\",\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":50,\"args\":{\"device\":0,"
+                   "\"stream\":7,\"correlation\":%d,\"bytes\":4096}},\n",
+                t0 + 140, corr + 1);
+        fprintf(f, "{\"ph\":\"f\",\"id\":%d,\"pid\":0,\"tid\":7,\"ts\":%.3f,\"cat\":\"ac2g\","
+                   "\"name\":\"ac2g\",\"bp\":\"e\"},\n", corr, t0 + 30);
+        corr += 2;
+    }
+    fputs("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\","
+          "\"ts\":999999}]}\n", f);
+}
+
+Test(kineto, gpu_records_keep_their_launch_links_and_come_back_in_time_order)
+{
+    const char *json = tk_path("gpu.json"), *out = tk_path("gpu.pft");
+    FILE *f = fopen(json, "w");
+    gpu_trace(f, 2000);
+    fclose(f);
+    pp_kineto_stats s;
+    cr_assert_eq(pp_kineto_convert(json, out, NULL, &s), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.gpu, 4000);
+    cr_assert_eq(s.api, 4000);
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+    cr_assert_eq(t->n_gpu, 4000);
+    cr_assert_eq(t->n_api, 4000);
+    /* every GPU record's correlation finds its API call, on the ranges' thread, inside the
+     * range that launched it */
+    for (size_t i = 0; i < t->n_gpu; i++) {
+        const pp_rec_gpu *g = &t->gpu[i].r;
+        const pp_rec_api *a = NULL;
+        for (size_t k = 0; k < t->n_api; k++)
+            if (t->api[k].correlation == g->correlation)
+                a = &t->api[k];
+        cr_assert_not_null(a, "kernel %zu: no launch", i);
+        cr_assert_eq(a->thread, 5);
+        cr_assert_geq(g->start, a->start);
+        uint64_t step = (a->start / 1000 - 1000) / 1000;
+        cr_assert_eq(a->start, (1000 + 1000 * step) * 1000 + (g->kind == PP_GPU_KERNEL ? 10000 : 20000));
+        if (g->kind == PP_GPU_MEMCPY) {
+            cr_assert_eq(g->bytes, 4096);
+            cr_assert_eq(g->copy_kind, 2, "DtoH");
+        } else {
+            cr_assert_eq(g->kind, PP_GPU_KERNEL);
+            cr_assert_str_eq(t->gpu[i].name, "void gemm<float>(...)");
+        }
+        cr_assert_eq(g->stream, 7);
+    }
+    /* merged in by time: the GPU records come in the file next to the CPU ranges of their
+     * time, not all after them (the projection keeps a window of ranges, pp_gpu.h) */
+    pp_trace_reader *r = NULL;
+    cr_assert_eq(pp_trace_reader_open(out, &r), PP_OK);
+    pp_trace_block b;
+    bool got;
+    int first_gpu_block = -1, last_cpu_block = -1, k = 0;
+    while (pp_trace_reader_next(r, &b, &got) == PP_OK && got) {
+        for (size_t off = 0; b.h.kind == PP_BLOCK_EVENTS && off < b.h.payload_bytes;) {
+            pp_rec_header h;
+            memcpy(&h, b.payload + off, sizeof h);
+            if (h.type == PP_REC_GPU && first_gpu_block < 0)
+                first_gpu_block = k;
+            if (h.type == PP_REC_PUSH)
+                last_cpu_block = k;
+            off += h.size;
+        }
+        k++;
+    }
+    pp_trace_reader_close(r);
+    cr_assert_lt(first_gpu_block, last_cpu_block, "GPU blocks %d, last CPU block %d",
+                 first_gpu_block, last_cpu_block);
+    pp_trace_free(t);
+}
+
+/* ---- hostile input ---- */
+
+static char *repeat(const char *head, const char *unit, size_t n, const char *tail)
+{
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *b = malloc(hl + ul * n + tl + 1), *p = b;
+    memcpy(p, head, hl), p += hl;
+    for (size_t i = 0; i < n; i++)
+        memcpy(p, unit, ul), p += ul;
+    memcpy(p, tail, tl + 1);
+    return b;
+}
+
+Test(kineto, hostile_inputs_give_an_error_or_a_partial_trace_never_a_crash)
+{
+    static const struct {
+        const char *what, *text;
+        int ok; /* 1: converts (partially), 0: refused with a message */
+    } cases[] = {
+        {"empty", "", 0},
+        {"not JSON", "PPFT garbage \x01\x02", 0},
+        {"a number", "42", 0},
+        {"no traceEvents", "{\"schemaVersion\":1,\"x\":[1,2,{\"a\":null}]}", 0},
+        {"truncated in the first event", "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":1", 0},
+        {"truncated after an event",
+         "{\"traceEvents\":[" EV("cpu_op", "a", 1, 1, 1) ",{\"ph\":\"X\",\"na", 1},
+        {"bad number", "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"ts\":1.2.3}]}", 0},
+        {"huge ids", "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":"
+                     "1e300,\"tid\":-5,\"ts\":1,\"dur\":1,\"args\":{\"correlation\":1e30,"
+                     "\"device\":4294967296123,\"stream\":-1,\"bytes\":1e40}},"
+                     EV("cpu_op", "a", 99999999999999, 1, 1) "]}", 1},
+        {"NaN and negative durations",
+         "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"tid\":1,\"ts\":NaN,"
+         "\"dur\":1},{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"b\",\"tid\":1,\"ts\":5,\"dur\":"
+         "-3},{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"c\",\"tid\":1,\"ts\":Infinity,\"dur\":1},"
+         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"d\",\"tid\":1,\"ts\":1e300,\"dur\":1}]}", 1},
+        {"wrong types",
+         "{\"traceEvents\":[7,\"x\",null,[1],{\"ph\":5,\"cat\":[],\"name\":{},\"tid\":true,"
+         "\"ts\":\"1\",\"dur\":{}},{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ok\",\"tid\":1,"
+         "\"ts\":1,\"dur\":1,\"args\":[1,2]}],\"distributedInfo\":{\"rank\":\"zero\"},"
+         "\"host_name\":7}", 1},
+        {"bad escape", "{\"traceEvents\":[{\"name\":\"\\q\"}]}", 0},
+        {"lone surrogate", "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+                           "\"\\ud800x\\udfff\",\"tid\":1,\"ts\":1,\"dur\":1}]}", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_kineto_stats s;
+        pp_trace *t = NULL;
+        pp_error_clear();
+        pp_status st = convert_text(cases[i].text, NULL, &s, &t);
+        if (cases[i].ok) {
+            cr_assert_eq(st, PP_OK, "%s: %s", cases[i].what, pp_error_message());
+            pp_trace_free(t);
+        } else {
+            cr_assert_neq(st, PP_OK, "%s: converted", cases[i].what);
+            cr_assert(pp_error_message()[0], "%s: no message", cases[i].what);
+            cr_assert(!tk_exists(tk_path("syn.pft")), "%s: a file left behind", cases[i].what);
+        }
+        cr_assert(!tk_exists(tk_path("syn.pft.part")), "%s: the scratch file left", cases[i].what);
+    }
+}
+
+Test(kineto, deep_nesting_long_strings_and_many_names_stay_bounded)
+{
+    /* 100 000 nested arrays inside an event's args: the skip gives up at 256 */
+    char *deep = repeat("{\"traceEvents\":[" EV("cpu_op", "a", 1, 1, 1) ",{\"args\":", "[",
+                        100000, "]}]}");
+    pp_kineto_stats s;
+    cr_assert_eq(convert_text(deep, NULL, &s, NULL), PP_OK, "%s", pp_error_message());
+    cr_assert(s.truncated);
+    cr_assert_neq(strstr(s.problem, "nesting"), NULL, "%s", s.problem);
+    free(deep);
+    /* a 10 MB name: cut at 4096 bytes */
+    char *big = repeat("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"tid\":1,\"ts\":1,"
+                       "\"dur\":1,\"name\":\"", "abcdefghij", 1000000, "\"}]}");
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(big, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.strings_truncated, 1);
+    cr_assert_eq(strlen(t->events[0].message), 4096);
+    pp_trace_free(t);
+    free(big);
+    /* 2000 ranges nested on one thread: the deepest beyond 1024 dropped and counted */
+    FILE *f = fopen(tk_path("nest.json"), "w");
+    fputs("{\"traceEvents\":[", f);
+    for (int i = 0; i < 2000; i++)
+        fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n%d\",\"tid\":1,\"ts\":%d,"
+                   "\"dur\":%d}", i ? "," : "", i, i + 10, 100000 - 2 * i);
+    fputs("]}", f);
+    fclose(f);
+    unlink(tk_path("nest.pft"));
+    cr_assert_eq(pp_kineto_convert(tk_path("nest.json"), tk_path("nest.pft"), NULL, &s), PP_OK);
+    cr_assert_eq(s.ranges, PP_KINETO_MAX_DEPTH);
+    cr_assert_eq(s.dropped_caps, 2000 - PP_KINETO_MAX_DEPTH);
+}
+
+/* ---- memory against the file's size ---- */
+
+static void big_trace(const char *path, size_t events)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
+    for (size_t i = 0; i < events; i++) {
+        /* an action with two ops inside it and a send that outlives it, on 4 threads */
+        double t0 = 10.0 * (double)(i / 4);
+        int tid = 100 + (int)(i % 4);
+        fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:%dF%zu\",\"pid\":1,"
+                   "\"tid\":%d,\"ts\":%.3f,\"dur\":8.5,\"args\":{\"External id\":%zu}},\n"
+                   "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":%d,"
+                   "\"ts\":%.3f,\"dur\":2.25,\"args\":{\"External id\":%zu,\"Sequence number\":1}},\n"
+                   "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:send\",\"pid\":1,"
+                   "\"tid\":%d,\"ts\":%.3f,\"dur\":9.75}",
+                i ? "," : "", tid % 4, i % 8, tid, t0, i, tid, t0 + 1, i, tid, t0 + 5);
+    }
+    fputs("]}\n", f);
+    fclose(f);
+}
+
+typedef struct rss_report {
+    pp_status st;
+    long maxrss_kb;
+    uint64_t ranges, bytes_in;
+} rss_report;
+
+static rss_report convert_in_child(const char *json, const char *out)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        rss_report r = {0};
+        pp_kineto_stats s;
+        r.st = pp_kineto_convert(json, out, NULL, &s);
+        if (r.st == PP_OK) {
+            /* and the analysis of what it wrote (no pipeline here: it reads every block) */
+            pp_analysis *a = NULL;
+            pp_analyze_dir(out, NULL, &a);
+            pp_analysis_free(a);
+        }
+        r.ranges = s.ranges;
+        r.bytes_in = s.bytes_in;
+        struct rusage u;
+        getrusage(RUSAGE_SELF, &u);
+        r.maxrss_kb = u.ru_maxrss;
+        ssize_t k = write(fd[1], &r, sizeof r);
+        _exit(k == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    rss_report r = {0};
+    cr_assert_eq(read(fd[0], &r, sizeof r), (ssize_t)sizeof r);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return r;
+}
+
+Test(kineto, peak_memory_does_not_grow_with_the_file_size, .timeout = 600)
+{
+    /* about 20 MB and 200 MB of JSON (the bound: the window, the caps, the buffers) */
+    enum { SMALL = 50000 };
+    big_trace(tk_path("small.json"), SMALL);
+    big_trace(tk_path("large.json"), 10 * SMALL);
+    rss_report s = convert_in_child(tk_path("small.json"), tk_path("small.pft"));
+    rss_report l = convert_in_child(tk_path("large.json"), tk_path("large.pft"));
+    cr_assert_eq(s.st, PP_OK);
+    cr_assert_eq(l.st, PP_OK);
+    cr_assert_eq(s.ranges, 3 * SMALL);
+    cr_assert_eq(l.ranges, 30 * SMALL);
+    cr_log_info("peak RSS %ld KiB for %llu MB of JSON, %ld KiB for %llu MB", s.maxrss_kb,
+                (unsigned long long)(s.bytes_in >> 20), l.maxrss_kb,
+                (unsigned long long)(l.bytes_in >> 20));
+    cr_assert_gt(l.bytes_in, 150u << 20);
+#if defined(__SANITIZE_ADDRESS__)
+    cr_log_info("sanitizer build: the peak RSS comparison is skipped");
+#else
+    cr_assert_leq(l.maxrss_kb, s.maxrss_kb + s.maxrss_kb / 2,
+                  "peak RSS %ld KiB for a 10x larger file, %ld KiB for the small one",
+                  l.maxrss_kb, s.maxrss_kb);
+#endif
+    unlink(tk_path("large.json"));
+    unlink(tk_path("large.pft"));
+}
+
+/* ---- inputs and the tools ---- */
+
+Test(kineto, input_resolution_takes_directories_files_and_cleans_up)
+{
+    /* TMPDIR inside the test's directory: the scratch directory must be gone afterwards */
+    const char *tmp = tk_path("tmp");
+    cr_assert_eq(mkdir(tmp, 0755), 0);
+    setenv("TMPDIR", tmp, 1);
+    pp_inputs *in = NULL;
+    const char *dir[] = {DATA "/gp"};
+    cr_assert_eq(pp_inputs_open(dir, 1, NULL, &in), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_inputs_count(in), 4);
+    cr_assert_eq(pp_inputs_converted(in), 4);
+    cr_assert_str_eq(pp_inputs_source(in, 0), DATA "/gp/rank0.pt.trace.json");
+    for (size_t i = 0; i < 4; i++) {
+        pp_trace *t = NULL;
+        cr_assert_eq(pp_trace_load(pp_inputs_paths(in)[i], &t), PP_OK);
+        cr_assert_eq(t->header.rank, (int32_t)i);
+        pp_trace_free(t);
+    }
+    pp_inputs_close(in);
+    const char *files[] = {DATA "/il/rank1.json.gz", DATA "/il/rank0.json"};
+    cr_assert_eq(pp_inputs_open(files, 2, NULL, &in), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_inputs_count(in), 2);
+    pp_inputs_close(in);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\"", tmp);
+    cr_assert_eq(system(cmd), 0, "the scratch directories were not removed");
+    /* a JSON that is not a trace, and a directory without traces */
+    tk_write_text(tk_path("x.json"), "{\"summary_version\":1}");
+    const char *bad[] = {tk_path("x.json")};
+    cr_assert_eq(pp_inputs_open(bad, 1, NULL, &in), PP_ERR_INVALID);
+    cr_assert_neq(strstr(pp_error_message(), "not a run directory"), NULL);
+    cr_assert_eq(mkdir(tk_path("empty"), 0755), 0);
+    const char *empty[] = {tk_path("empty")};
+    cr_assert_eq(pp_inputs_open(empty, 1, NULL, &in), PP_ERR_INVALID);
+    cr_assert_neq(strstr(pp_error_message(), "no trace files"), NULL);
+    unsetenv("TMPDIR");
+}
+
+Test(kineto, pprof_report_import_writes_a_run_directory_the_tools_read)
+{
+    const char *out = tk_path("imported");
+    const char *args[] = {"--import", out, DATA "/il", NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert(tk_exists(tk_path("imported/rank0.pft")), "%s", r.err);
+    cr_assert(tk_exists(tk_path("imported/rank1.pft")), "%s", r.err);
+    cr_assert_neq(strstr(r.err, "2 PyTorch trace(s) converted"), NULL, "%s", r.err);
+    tk_result_free(&r);
+    /* again: the previous import is kept as .old */
+    r = tk_run(PPREPORT, args, NULL);
+    cr_assert(tk_exists(tk_path("imported.old/rank0.pft")), "%s", r.err);
+    tk_result_free(&r);
+    /* the files themselves and a .json.gz, as inputs of the report */
+    const char *files[] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz", NULL};
+    r = tk_run(PPREPORT, files, NULL);
+    cr_assert_neq(r.code, 3, "%s", r.err);
+    cr_assert_eq(strstr(r.err, "not a run directory"), NULL, "%s", r.err);
+    tk_result_free(&r);
+    /* not a trace: exit 2 with the reason */
+    tk_write_text(tk_path("bad.json"), "{\"traceEvents\": [1, 2");
+    const char *bad[] = {tk_path("bad.json"), NULL};
+    r = tk_run(PPREPORT, bad, NULL);
+    cr_assert_eq(r.code, 2, "%s", r.err);
+    cr_assert_neq(strstr(r.err, "not a readable Kineto trace"), NULL, "%s", r.err);
+    tk_result_free(&r);
+}
