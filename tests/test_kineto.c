@@ -344,42 +344,50 @@ Test(kineto, thread_names_string_tids_marks_and_memory_events)
     pp_trace_free(t);
 }
 
-/* A GPU trace in Kineto's shapes (libkineto output_json.cpp): CPU ranges on a thread, their
- * cudaLaunchKernel / cudaMemcpyAsync calls, and, after every CPU event as Kineto writes them,
- * the kernels and copies with the launches' correlation ids. */
+/* A GPU trace in Kineto's shapes (libkineto output_json.cpp): per step a ProfilerStep#k range
+ * holding a forward and a backward action on thread 5, each launching a kernel and a copy
+ * (cudaLaunchKernel, cudaMemcpyAsync); after every CPU event, as Kineto writes them, the
+ * kernels and copies with the launches' correlation ids. Step k starts at 1000 + 1000 k us; the
+ * forward's GPU work is 100 + 50 us, the backward's 200 + 50 us. */
 static void gpu_trace(FILE *f, int steps)
 {
     fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
-    int corr = 1;
+    static const char *const act[2] = {"F", "B"};
     for (int k = 0; k < steps; k++) {
-        double t0 = 1000.0 + 1000.0 * k;
-        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0F%d\",\"pid\":5,"
-                   "\"tid\":5,\"ts\":%.3f,\"dur\":400},\n", k, t0);
-        fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
-                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":211,"
-                   "\"correlation\":%d}},\n", t0 + 10, corr);
-        fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\","
-                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":41,"
-                   "\"correlation\":%d}},\n", t0 + 20, corr + 1);
-        corr += 2;
+        double t = 1000.0 + 1000.0 * k;
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
+                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":990},\n", k, t);
+        for (int a = 0; a < 2; a++) {
+            double t0 = t + 10 + 440 * a;
+            int corr = 1 + 4 * k + 2 * a;
+            fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0%s0\",\"pid\":5,"
+                       "\"tid\":5,\"ts\":%.3f,\"dur\":400},\n", act[a], t0);
+            fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+                       "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":211,"
+                       "\"correlation\":%d}},\n", t0 + 10, corr);
+            fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\","
+                       "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":41,"
+                       "\"correlation\":%d}},\n", t0 + 20, corr + 1);
+        }
     }
-    corr = 1;
     for (int k = 0; k < steps; k++) {
-        double t0 = 1000.0 + 1000.0 * k;
-        fprintf(f, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void gemm<float>(...)\","
-                   "\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":100,\"args\":{\"device\":0,"
-                   "\"stream\":7,\"correlation\":%d,\"registers per thread\":32}},\n",
-                t0 + 30, corr);
-        fprintf(f, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
-                   "Pinned)\",\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":50,\"args\":{\"device\":0,"
-                   "\"stream\":7,\"correlation\":%d,\"bytes\":4096}},\n",
-                t0 + 140, corr + 1);
-        fprintf(f, "{\"ph\":\"f\",\"id\":%d,\"pid\":0,\"tid\":7,\"ts\":%.3f,\"cat\":\"ac2g\","
-                   "\"name\":\"ac2g\",\"bp\":\"e\"},\n", corr, t0 + 30);
-        corr += 2;
+        for (int a = 0; a < 2; a++) {
+            double t0 = 1000.0 + 1000.0 * k + 10 + 440 * a, kdur = a ? 200 : 100;
+            int corr = 1 + 4 * k + 2 * a;
+            fprintf(f, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void gemm<float>(...)\","
+                       "\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":%.0f,\"args\":{\"device\":0,"
+                       "\"stream\":7,\"correlation\":%d,\"registers per thread\":32}},\n",
+                    t0 + 20, kdur, corr);
+            fprintf(f, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
+                       "Pinned)\",\"pid\":0,\"tid\":7,\"ts\":%.3f,\"dur\":50,\"args\":{\"device\":0,"
+                       "\"stream\":7,\"correlation\":%d,\"bytes\":4096}},\n",
+                    t0 + 25 + kdur, corr + 1);
+            fprintf(f, "{\"ph\":\"f\",\"id\":%d,\"pid\":0,\"tid\":7,\"ts\":%.3f,\"cat\":\"ac2g\","
+                       "\"name\":\"ac2g\",\"bp\":\"e\"},\n", corr, t0 + 20);
+        }
     }
     fputs("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\","
-          "\"ts\":999999}]}\n", f);
+          "\"ts\":9999999}]}\n", f);
 }
 
 Test(kineto, gpu_records_keep_their_launch_links_and_come_back_in_time_order)
@@ -390,31 +398,30 @@ Test(kineto, gpu_records_keep_their_launch_links_and_come_back_in_time_order)
     fclose(f);
     pp_kineto_stats s;
     cr_assert_eq(pp_kineto_convert(json, out, NULL, &s), PP_OK, "%s", pp_error_message());
-    cr_assert_eq(s.gpu, 4000);
-    cr_assert_eq(s.api, 4000);
+    cr_assert_eq(s.gpu, 8000);
+    cr_assert_eq(s.api, 8000);
     pp_trace *t = NULL;
     cr_assert_eq(pp_trace_load(out, &t), PP_OK);
-    cr_assert_eq(t->n_gpu, 4000);
-    cr_assert_eq(t->n_api, 4000);
-    /* every GPU record's correlation finds its API call, on the ranges' thread, inside the
-     * range that launched it */
+    cr_assert_eq(t->n_gpu, 8000);
+    cr_assert_eq(t->n_api, 8000);
+    /* every GPU record's correlation finds its API call, on the ranges' thread */
     for (size_t i = 0; i < t->n_gpu; i++) {
         const pp_rec_gpu *g = &t->gpu[i].r;
         const pp_rec_api *a = NULL;
-        for (size_t k = 0; k < t->n_api; k++)
+        for (size_t k = 0; k < t->n_api && !a; k++)
             if (t->api[k].correlation == g->correlation)
                 a = &t->api[k];
         cr_assert_not_null(a, "kernel %zu: no launch", i);
         cr_assert_eq(a->thread, 5);
         cr_assert_geq(g->start, a->start);
-        uint64_t step = (a->start / 1000 - 1000) / 1000;
-        cr_assert_eq(a->start, (1000 + 1000 * step) * 1000 + (g->kind == PP_GPU_KERNEL ? 10000 : 20000));
         if (g->kind == PP_GPU_MEMCPY) {
             cr_assert_eq(g->bytes, 4096);
             cr_assert_eq(g->copy_kind, 2, "DtoH");
+            cr_assert_eq(a->cbid, 41);
         } else {
             cr_assert_eq(g->kind, PP_GPU_KERNEL);
             cr_assert_str_eq(t->gpu[i].name, "void gemm<float>(...)");
+            cr_assert_eq(a->cbid, 211);
         }
         cr_assert_eq(g->stream, 7);
     }
@@ -441,6 +448,62 @@ Test(kineto, gpu_records_keep_their_launch_links_and_come_back_in_time_order)
     cr_assert_lt(first_gpu_block, last_cpu_block, "GPU blocks %d, last CPU block %d",
                  first_gpu_block, last_cpu_block);
     pp_trace_free(t);
+}
+
+Test(kineto, gpu_kernels_project_onto_the_torch_actions_that_launched_them)
+{
+    /* 20 000 actions: far more than the projection's window of ranges per file, which the
+     * GPU records written after every CPU event would miss without the merge by time */
+    enum { STEPS = 10000 };
+    const char *json = tk_path("gpu.json");
+    FILE *f = fopen(json, "w");
+    gpu_trace(f, STEPS);
+    fclose(f);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(json, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 1);
+    cr_assert_eq(a->n_steps, STEPS - 1, "one warm-up step");
+    cr_assert(a->gpu.present);
+    cr_assert_eq(a->gpu.records, 4 * STEPS);
+    cr_assert_eq(a->gpu.unattributed + a->gpu.late, 0, "%llu unattributed, %llu late",
+                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.late);
+    cr_assert_eq(a->gpu.projected, 4 * (STEPS - 1));
+    cr_assert_float_eq(a->gpu.stages[0].fwd_median_ns, 150000.0, 1e-6, "kernel + copy");
+    cr_assert_float_eq(a->gpu.stages[0].bwd_median_ns, 250000.0, 1e-6);
+    pp_analysis_free(a);
+}
+
+/* ---- the pipeline analysis of real torch traces (the torch dialect: docs/dialects.md) ---- */
+
+static cJSON *report_json(const char *input)
+{
+    const char *args[] = {"--json", input, NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert_eq(r.code, 0, "%s: exit %d: %s", input, r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j, "%s: not JSON", input);
+    tk_result_free(&r);
+    return j;
+}
+
+Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
+{
+    static const struct { const char *dir; int S, files; } runs[] = {
+        {DATA "/il", 2, 2}, /* Interleaved1F1B: 2 ranks x 2 chunks */
+        {DATA "/gp", 4, 4}, /* GPipe on 4 ranks */
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cJSON *j = report_json(runs[i].dir);
+        cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+        cr_assert_eq(cJSON_GetObjectItem(p, "stages")->valueint, runs[i].S, "%s", runs[i].dir);
+        cJSON *files = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files");
+        cr_assert_eq(cJSON_GetArraySize(files), runs[i].files);
+        /* the report names the torch traces, not the scratch files they became */
+        const char *path = cJSON_GetObjectItem(cJSON_GetArrayItem(files, 0), "path")->valuestring;
+        cr_assert_eq(strncmp(path, runs[i].dir, strlen(runs[i].dir)), 0, "%s", path);
+        cr_assert_gt(cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps")), 0);
+        cJSON_Delete(j);
+    }
 }
 
 /* ---- hostile input ---- */
@@ -684,8 +747,19 @@ Test(kineto, pprof_report_import_writes_a_run_directory_the_tools_read)
     /* the files themselves and a .json.gz, as inputs of the report */
     const char *files[] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz", NULL};
     r = tk_run(PPREPORT, files, NULL);
-    cr_assert_neq(r.code, 3, "%s", r.err);
-    cr_assert_eq(strstr(r.err, "not a run directory"), NULL, "%s", r.err);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "pipeline: 2 stage(s)"), NULL, "%s", r.out);
+    tk_result_free(&r);
+    /* pprof-check: a torch run against itself, as directories and as a trace file */
+    const char *check[] = {"-b", DATA "/il", DATA "/il", NULL};
+    r = tk_run(PPCHECK, check, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    tk_result_free(&r);
+    const char *save[] = {"--save-baseline", DATA "/gp/rank0.pt.trace.json", "-o",
+                          tk_path("base.json"), NULL};
+    r = tk_run(PPCHECK, save, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    cr_assert(tk_exists(tk_path("base.json")));
     tk_result_free(&r);
     /* not a trace: exit 2 with the reason */
     tk_write_text(tk_path("bad.json"), "{\"traceEvents\": [1, 2");
