@@ -163,6 +163,12 @@ typedef struct thread_state {
     int32_t dseq[PP_NVTX_KIND_COUNT];
     int32_t dlayer_seq;
     int32_t dbwd_seen;  /* a dialect's backward opened since the step range did (shape) */
+    /* a step made of the micro-batch sequence, for dialect ops outside any step range
+     * (docs/dialects.md "Steps"): its number, stage and extent so far */
+    int syn_open;
+    int32_t syn_stage;
+    int64_t syn_step;
+    uint64_t syn_t0, syn_t1;
 } thread_state;
 
 /* What the message grammar says about one registered string (pp_nvtx_message_parse), worked

@@ -703,6 +703,45 @@ void an_dialect_layers(state *st)
     free(moved);
 }
 
+static inline void close_pipeline(state *st, file_state *f, thread_state *t, const open_range *o,
+                                  uint64_t t1, const decoded *d);
+
+/* The step range of t's sequence step, closed at its extent: into steps.c as a step range of
+ * the convention would go (an_on_range, the stage's latest step). */
+static void syn_close(state *st, file_state *f, thread_state *t)
+{
+    if (!t->syn_open)
+        return;
+    t->syn_open = 0;
+    open_range x;
+    memset(&x, 0, sizeof x);
+    x.t0 = t->syn_t0;
+    decoded d = {.kind = PP_NVTX_STEP, .step = t->syn_step, .stage = t->syn_stage, .mb = -1,
+                 .chunk = -1, .layer = -1, .peer = -1};
+    int64_t cur = t->cur_step;
+    close_pipeline(st, f, t, &x, t->syn_t1 > t->syn_t0 ? t->syn_t1 : t->syn_t0, &d);
+    t->cur_step = cur; /* (no step range of the trace's own was open) */
+}
+
+/* A dialect op d opening at t0 outside any step range: the micro-batch sequence makes the
+ * steps. A forward of micro-batch 0 on chunk 0 after a backward (or the first one) starts the
+ * next step; the op belongs to the step open. */
+static void syn_op(state *st, file_state *f, thread_state *t, decoded *d, uint64_t t0)
+{
+    if (d->kind == PP_NVTX_FWD && d->mb == 0 && d->chunk <= 0 && (!t->syn_open || t->dbwd_seen)) {
+        syn_close(st, f, t);
+        t->syn_open = 1;
+        t->syn_step++;
+        t->syn_stage = (int32_t)d->stage;
+        t->syn_t0 = t->syn_t1 = t0;
+        t->dbwd_seen = 0;
+        if (f->replica == st->o->replica && d->stage >= 0)
+            an_note_step_open(st, f, (int)d->stage, t->syn_step);
+    }
+    if (t->syn_open)
+        d->step = t->syn_step;
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
  * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
  * inside it. */
@@ -742,6 +781,10 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
+    /* (a counted mb restarts with the step range only: it cannot tell where a step ends) */
+    if (d->kind != PP_NVTX_STEP && d->step < 0 && t->cur_step < 0 && !d->oob &&
+        m.from[PP_DF_MB] == PP_DFROM_VALUE)
+        syn_op(st, f, t, d, o->t0);
     if (d->kind == PP_NVTX_STEP) {
         t->dbwd_seen = 0;
     } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
@@ -792,6 +835,8 @@ static void dialect_close(state *st, file_state *f, thread_state *t, const open_
         return;
     }
     st->dialect_ranges++;
+    if (t->syn_open && o->dec.step == t->syn_step && t1 > t->syn_t1)
+        t->syn_t1 = t1; /* the sequence step's extent */
     if (o->has_dec == DEC_COMM && (o->dec.kind == PP_NVTX_RECV_ACT ||
                                    o->dec.kind == PP_NVTX_RECV_GRAD))
         torch_time_put(f->t_arrive, &f->n_arrive, &o->dec, o->dec.kind == PP_NVTX_RECV_GRAD,
@@ -1169,8 +1214,12 @@ int an_read_block(state *st, file_state *f)
 {
     pp_trace_block blk;
     bool got = false;
-    if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got)
+    if (pp_trace_reader_next(f->r, &blk, &got) != PP_OK || !got) {
+        thread_state *t = f->threads.data; /* the last sequence steps end with the trace */
+        for (size_t i = 0; i < f->threads.n; i++)
+            syn_close(st, f, &t[i]);
         return 0;
+    }
     if (blk.h.kind == PP_BLOCK_META) {
         on_meta(f, &blk);
     } else if (blk.h.kind == PP_BLOCK_EVENTS) {

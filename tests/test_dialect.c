@@ -258,7 +258,12 @@ static const uint64_t MS = 1000000;
 
 /* GPipe on 2 ranks, M = 2, 4 steps ("ProfilerStep#N", "Forward i", "Backward i" in a domain
  * "user_annotation"): rank r's forward takes (1 + r) ms, its backward twice that. */
-static void write_gpipe_rank(const char *path, int rank)
+static void write_gpipe_rank_steps(const char *path, int rank, int with_steps);
+
+static void write_gpipe_rank(const char *path, int rank) { write_gpipe_rank_steps(path, rank, 1); }
+
+/* The same, with or without the ProfilerStep#N ranges (a job profiled without a schedule). */
+static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
 {
     static tw t;
     memset(&t, 0, sizeof t);
@@ -283,17 +288,38 @@ static void write_gpipe_rank(const char *path, int rank)
     tw_flush(&t, PP_BLOCK_META, 0);
     for (int s = 0; s < 4; s++) {
         uint64_t t0 = T0 + (uint64_t)s * 40 * MS;
-        push(&t, 7, t0, sid(&t, steps[s]));
+        if (with_steps)
+            push(&t, 7, t0, sid(&t, steps[s]));
         uint64_t x = t0 + (uint64_t)rank * MS;
         for (int mb = 0; mb < 2; mb++, x += f + MS / 10)
             range(&t, 7, x, x + f, fw[mb]);
         x = t0 + 15 * MS + (uint64_t)(1 - rank) * 2 * MS;
         for (int mb = 0; mb < 2; mb++, x += b + MS / 10)
             range(&t, 7, x, x + b, bw[mb]);
-        pop(&t, 7, t0 + 30 * MS);
+        if (with_steps)
+            pop(&t, 7, t0 + 30 * MS);
         tw_flush(&t, PP_BLOCK_EVENTS, 7);
     }
     pp_trace_writer_close(t.w);
+}
+
+Test(dialect, without_step_ranges_a_step_is_one_pass_of_the_micro_batches)
+{
+    const char *p0 = tk_path("n0.pft"), *p1 = tk_path("n1.pft");
+    write_gpipe_rank_steps(p0, 0, 0);
+    write_gpipe_rank_steps(p1, 1, 0);
+    const char *paths[] = {p0, p1};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->n_steps, 3, "4 passes of mb 0, 1: 4 steps, the first one warm-up");
+    for (int s = 0; s < 2; s++) {
+        cr_expect_eq(a->stages[s].fwd_ns.count, 6, "stage %d", s);
+        cr_expect_float_eq(a->stages[s].fwd_ns.mean, (1 + s) * 1e6, 1.0, "stage %d", s);
+    }
+    /* the steps' starts are 40 ms apart */
+    cr_expect_float_eq(a->step_ns.median, 40e6, 1e3, "period %.0f", a->step_ns.median);
+    pp_analysis_free(a);
 }
 
 Test(dialect, torch_gpipe_names_give_a_pipeline_analysis)
