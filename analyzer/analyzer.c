@@ -126,6 +126,7 @@ void an_state_free(state *st)
     vec_free(&st->nccl_members);
     pp_gpu_proj_destroy(st->gpu);
     st->gpu = NULL;
+    an_other_free(st);
 }
 
 /* Names the stages whose process died: a stage no trace holds, or one whose trace (cut off:
@@ -277,6 +278,11 @@ static pp_status no_steps_error(const pp_analysis *a)
                       "PPROF_BUFFER_KB or PPROF_FLUSH_MS smaller (docs/profiler.md)",
                       S, (unsigned long long)a->dropped_total, (unsigned long long)all,
                       100.0 * (double)a->dropped_total / (double)all);
+    if (S == 0 && !a->n_ranges && !a->n_marks)
+        return PP_ERR(PP_ERR_INVALID,
+                      "the traces hold no NVTX range or mark (%llu event(s) read): was the "
+                      "job's NVTX use captured (pprof-run, docs/profiler.md)?",
+                      (unsigned long long)a->events_total);
     return PP_ERR(PP_ERR_INVALID,
                   "no pipeline steps found in the traces (%d stage(s) seen, %lld warm-up "
                   "step(s) skipped): does the job emit the NVTX convention of "
@@ -308,12 +314,16 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
                 (unsigned long long)a->ranges_out_of_bounds, st->oob_first);
     an_dialect_layers(st);
     an_results(st);
+    an_other_results(st, fs, n);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
         return rc;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1))
         return PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "
                                       "numbered from 0",
                       opt->replica, a->dp > 1 ? a->dp : 1);
+    /* without a pipeline at all, the generic view is the analysis (ranges.c) */
+    if (!a->n_steps && a->S == 0 && (a->n_ranges || a->n_marks))
+        return PP_OK;
     return a->n_steps ? PP_OK : no_steps_error(a);
 }
 
@@ -385,6 +395,10 @@ void pp_analysis_free(pp_analysis *a)
     free(a->ops);
     free(a->layer_ops);
     free(a->allreduce_ops);
+    free(a->ranges);
+    free(a->threads);
+    free(a->range_threads);
+    free(a->marks);
     pp_gpu_result_free(&a->gpu);
     free(a);
 }

@@ -238,7 +238,16 @@ typedef struct file_state {
     int n_torch_ids;
     torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
     int n_arrive, n_send;
+    struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
+    vec early_ends;     /* early_end: END records read before their START (another thread's
+                           block came first), at most 4096 */
 } file_state;
+
+/* An END whose START is in a block not read yet (decode.c's on_end / on_open). */
+typedef struct early_end {
+    uint64_t range_id, ts;
+    uint32_t tid;
+} early_end;
 
 
 typedef struct step_range {
@@ -294,6 +303,8 @@ typedef struct stage_seen {
     int file;          /* index into the file states */
 } stage_seen;
 
+struct pp_report_event; /* report_internal.h */
+
 typedef struct state {
     const pp_analysis_options *o;
     pp_analysis *a;
@@ -342,6 +353,10 @@ typedef struct state {
     int64_t dshape_mb, dshape_chunk;
     int dshape_fwd_after_bwd, dshape_split;
     vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
+    struct rg_state *generic; /* host pass: the generic view's tables (ranges.c) */
+    /* replay pass (pp_report_each_event): the other ranges and marks go to sink, nothing is kept */
+    void (*sink)(void *ctx, const struct pp_report_event *e);
+    void *sink_ctx;
 } state;
 
 /* One "clocksync send|recv peer=P phase=F seq=K" mark (docs/nvtx-convention.md), keyed by the
@@ -433,6 +448,13 @@ void an_other_range(state *st, file_state *f, const thread_state *t, const open_
 /* A mark of another domain than pipeprof's (r: its record, ts its time). */
 void an_other_mark(state *st, file_state *f, const thread_state *t, const pp_rec_range *r,
                    uint64_t ts);
+/* A definition record of a META block (decode.c's on_meta): the domain, category and thread
+ * names the generic view shows. Bounded per file. */
+void an_other_meta(file_state *f, const pp_rec_header *h, const uint8_t *rec);
+void an_other_file_free(file_state *f);
+/* The host pass's tables into st->a (after an_results; fs: the files, for names and pids). */
+void an_other_results(state *st, file_state *fs, size_t n);
+void an_other_free(state *st);
 
 /* ---- steps.c: ranges -> steps ---- */
 /* A closed range of file f on thread t, of the pipeprof domain, ending at t1; raw is decode()

@@ -872,6 +872,8 @@ void an_dialect_shape(const state *st, pp_analysis *a)
     }
 }
 
+static void start_ended_early(state *st, file_state *f, thread_state *t, open_range *o);
+
 /* A PUSH, START or MARK record (of its full size); returns the range an EXT_PAYLOAD record may
  * attach to. */
 static inline open_range *on_open(state *st, file_state *f, thread_state *t,
@@ -914,6 +916,10 @@ static inline open_range *on_open(state *st, file_state *f, thread_state *t,
         }
     } else {
         dialect_open(st, f, t, o); /* another domain's range: a dialect may name it */
+    }
+    if (h->type == PP_REC_START && f->early_ends.n && last) {
+        start_ended_early(st, f, t, last); /* its END was read first */
+        return NULL;
     }
     return last;
 }
@@ -1023,24 +1029,59 @@ static inline int take_start(file_state *f, uint64_t id, open_range *o)
     return 0;
 }
 
-/* An END record: closes the START range of its id. */
+/* A START range o of f closed at ts on thread t. */
+static void close_start(state *st, file_state *f, thread_state *t, const open_range *o,
+                        uint64_t ts)
+{
+    if (o->has_dec >= DEC_DIALECT) {
+        dialect_close(st, f, t, o, ts);
+    } else if (f->pipeprof_domain && o->domain == f->pipeprof_domain) {
+        decoded d;
+        decode(st, f, o, &d);
+        an_on_range(st, f, t, o, ts, &d);
+        if (d.kind == PP_NVTX_KIND_NONE && !d.oob)
+            an_other_range(st, f, t, o, ts);
+    } else {
+        an_other_range(st, f, t, o, ts);
+    }
+}
+
+/* An END record: closes the START range of its id; one whose START was not read yet (its
+ * thread's block comes later in the file) waits in f->early_ends. */
 static inline void on_end(state *st, file_state *f, thread_state *t, const pp_rec_header *h,
                           const uint8_t *rec)
 {
     pp_rec_end r;
     open_range o;
-    if (!closing_record(f, h, rec, &r, sizeof r) || !take_start(f, r.range_id, &o))
+    if (!closing_record(f, h, rec, &r, sizeof r))
         return;
-    if (o.has_dec >= DEC_DIALECT) {
-        dialect_close(st, f, t, &o, h->ts);
-    } else if (f->pipeprof_domain && o.domain == f->pipeprof_domain) {
-        decoded d;
-        decode(st, f, &o, &d);
-        an_on_range(st, f, t, &o, h->ts, &d);
-        if (d.kind == PP_NVTX_KIND_NONE && !d.oob)
-            an_other_range(st, f, t, &o, h->ts);
-    } else {
-        an_other_range(st, f, t, &o, h->ts);
+    if (take_start(f, r.range_id, &o)) {
+        close_start(st, f, t, &o, h->ts);
+        return;
+    }
+    early_end *e = f->early_ends.n < 4096 ? vec_push(&f->early_ends) : NULL;
+    if (e)
+        *e = (early_end){r.range_id, h->ts, t->tid};
+}
+
+/* A START just opened (o, the last of f->starts) whose END was read before it: closed now, on
+ * the ending thread (known: its block was read). */
+static void start_ended_early(state *st, file_state *f, thread_state *t, open_range *o)
+{
+    early_end *e = f->early_ends.data;
+    for (size_t k = 0; k < f->early_ends.n; k++) {
+        if (e[k].range_id != o->range_id)
+            continue;
+        early_end x = e[k];
+        e[k] = e[--f->early_ends.n];
+        open_range copy = *o;
+        f->starts.n--;
+        thread_state *th = f->threads.data, *ender = t;
+        for (size_t i = 0; i < f->threads.n; i++)
+            if (th[i].tid == x.tid)
+                ender = &th[i];
+        close_start(st, f, ender, &copy, x.ts);
+        return;
     }
 }
 
@@ -1134,6 +1175,7 @@ static void on_meta(file_state *f, const pp_trace_block *blk)
     pp_rec_header h;
     uint32_t i = 0;
     for (const uint8_t *rec; (rec = next_record(blk, &off, &h, &i)) != NULL;) {
+        an_other_meta(f, &h, rec); /* names of domains, categories, threads (ranges.c) */
         if (h.type == PP_REC_STRING) {
             pp_rec_string s;
             if (h.size < sizeof s)
@@ -1181,6 +1223,7 @@ void an_file_state_init(file_state *f, int index)
     f->domains.elem = sizeof(domain_name);
     f->threads.elem = sizeof(thread_state);
     f->starts.elem = sizeof(open_range);
+    f->early_ends.elem = sizeof(early_end);
     /* the convention's layout until (unless) the file registers the schema */
     for (int k = 0; k < PP_NVTX_FIELD_COUNT; k++)
         f->off[k] = pp_nvtx_fields[k].offset;
@@ -1207,6 +1250,8 @@ void an_file_state_free(file_state *f)
         vec_free(&t[i].stack);
     vec_free(&f->threads);
     vec_free(&f->starts);
+    vec_free(&f->early_ends);
+    an_other_file_free(f);
 }
 
 

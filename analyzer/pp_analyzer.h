@@ -152,7 +152,50 @@ typedef struct pp_afile {
     double clock_drift;          /* its clock's rate error against the reference (1e-6 = 1 ppm) */
     double clock_uncertainty_ns; /* half the feasible band's narrowest width (INFINITY: unbounded) */
     int aligned;                 /* 1: its times are on the run's common clock */
+    int analyzed;                /* 1: read by the analysis (readable, and its rank wanted) */
 } pp_afile;
+
+/* The generic view (docs/metrics.md "Ranges and marks"): every NVTX range that is not a
+ * pipeline range and every mark of another domain, summed per (domain, name) over the run, and
+ * per thread. Bounded: at most PP_ANALYSIS_MAX_NAMES names of ranges (and as many of marks),
+ * PP_ANALYSIS_MAX_THREADS threads; beyond, the rest is summed in a row named "(other names)"
+ * (other = 1) or a thread "(other threads)", with a warning. */
+enum {
+    PP_ANALYSIS_MAX_NAMES = 4096,
+    PP_ANALYSIS_MAX_THREADS = 256,
+    PP_ANALYSIS_NAME_BYTES = 128 /* names kept, NUL included; longer ones are cut */
+};
+
+typedef struct pp_arange {
+    char domain[64];   /* "" for NVTX's default domain */
+    char name[PP_ANALYSIS_NAME_BYTES]; /* the range's message, "" when it has none */
+    int other;         /* 1: the "(other names)" row (names past PP_ANALYSIS_MAX_NAMES) */
+    pp_astats ns;      /* its durations: count, sum (total), mean, median, p95, min, max */
+    double stddev_ns;  /* population standard deviation of the durations */
+    double wall_share; /* ns.sum / pp_analysis.wall_ns (can exceed 1: nested, threads) */
+} pp_arange;
+
+/* A thread that ran generic ranges or marks: file (index into files), OS thread id, its name. */
+typedef struct pp_athread {
+    int32_t file;      /* -1: the "(other threads)" row */
+    uint32_t tid;
+    char name[64];     /* from the trace's thread-name records (nvtxNameOsThread), "" none */
+} pp_athread;
+
+/* One (range name, thread) pair: its count and durations. */
+typedef struct pp_arange_thread {
+    uint32_t range;    /* index into pp_analysis.ranges */
+    uint32_t thread;   /* index into pp_analysis.threads */
+    uint64_t count;
+    double sum_ns, min_ns, max_ns;
+} pp_arange_thread;
+
+typedef struct pp_amark {
+    char domain[64];
+    char name[PP_ANALYSIS_NAME_BYTES];
+    int other;         /* 1: the "(other names)" row */
+    uint64_t count;
+} pp_amark;
 
 typedef struct pp_analysis_options {
     int warmup;          /* steps skipped at the start (default 1) */
@@ -222,12 +265,25 @@ typedef struct pp_analysis {
     /* GPU time (pprof-run --cuda / --nccl), gpu.present = 0 without GPU records */
     pp_gpu_result gpu;
     void *impl;
+    /* the generic view (pp_arange above; ranges.c): sorted by domain, then total time down,
+     * "(other names)" last; range_threads by range, then thread; threads by file, then tid */
+    size_t n_ranges;
+    pp_arange *ranges;
+    size_t n_threads;
+    pp_athread *threads;
+    size_t n_range_threads;
+    pp_arange_thread *range_threads;
+    size_t n_marks;
+    pp_amark *marks;
+    uint64_t generic_ranges;  /* ranges the generic view counted (all rows) */
+    double wall_t0_ns, wall_ns; /* the run's span (docs/metrics.md): start, length */
 } pp_analysis;
 
 /* Analyzes every .pft file of `dir`; `dir` may also be a directory of PyTorch profiler traces
  * or one such trace, or one .pft file (pp_analyze_inputs). Fails (PP_ERR_IO / PP_ERR_INVALID)
- * when the directory cannot be read, has no readable trace, or its traces hold no pipeline
- * ranges; damaged or partial traces give a partial analysis with warnings. */
+ * when the directory cannot be read, has no readable trace, or its traces hold neither pipeline
+ * steps nor any other range or mark; traces with ranges but no pipeline give the generic view
+ * alone (S = 0, n_steps = 0). Damaged or partial traces give a partial analysis with warnings. */
 pp_status pp_analyze_dir(const char *dir, const pp_analysis_options *o, pp_analysis **out);
 
 /* ---- Inputs (inputs.c): what a tool's paths name, as .pft files ----

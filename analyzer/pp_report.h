@@ -20,6 +20,10 @@ extern "C" {
 /* The Gantt draws at most this many consecutive steps (the first ones of the kept range): more
  * would make each bar narrower than a pixel at the picture's width. */
 #define PP_REPORT_GANTT_MAX_STEPS 8
+/* Without pipeline ranges the Gantt draws one row per thread, its top-level ranges (the generic
+ * view, docs/cli/pprof-report.md): at most this many bars, the first ones in the traces; the
+ * title says how many were left out. */
+#define PP_REPORT_GANTT_MAX_BARS 20000
 
 /* Writes the summary JSON of `a` to `out`: pp_summary_write (pp_summary.h, which owns the
  * format) under pprof-report's name. PP_ERR_IO when writing fails. */
@@ -27,7 +31,10 @@ pp_status pp_report_json(const pp_analysis *a, FILE *out);
 
 /* Writes the Gantt's data: one line per bar, "stage start_ms end_ms kind mb chunk", times in ms
  * from the start of the first drawn step, for the compute and transfer ops of the drawn steps
- * (at most PP_REPORT_GANTT_MAX_STEPS from kept_lo). Comment lines start with '#'. */
+ * (at most PP_REPORT_GANTT_MAX_STEPS from kept_lo). Comment lines start with '#'. Without a
+ * pipeline timeline but with other ranges: "thread start_ms end_ms rgb startend" per top-level
+ * range (thread: index in a->threads; times from a->wall_t0_ns; startend 1 for a start/end
+ * range), at most PP_REPORT_GANTT_MAX_BARS, read again from the traces. */
 pp_status pp_report_gantt_data(const pp_analysis *a, FILE *out);
 
 /* Draws the kept timeline to out_path (.png or .svg, chosen by the extension; anything else is
@@ -39,7 +46,11 @@ pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char
 
 /* Writes the kept timeline as a Chrome trace-event JSON object: one process per rank, one
  * track per stage, an "X" event per op and per layer op, flow arrows from each send to its
- * receive. Times in microseconds from the start of the first kept step. */
+ * receive. Times in microseconds from the start of the first kept step. With ranges outside the
+ * pipeline (a->n_ranges, a->n_marks) the traces are read again and every such range ("X", cat
+ * "nvtx") and mark ("i") goes on a track of its thread (tid 100000 + its index in a->threads),
+ * with args domain, category, payload, os_tid: all of them without a pipeline (times from
+ * a->wall_t0_ns, otherData.time_origin_ns), those overlapping the kept steps with one. */
 pp_status pp_report_chrome(const pp_analysis *a, FILE *out);
 
 /* Pairs the kept sends with their receives. Links are FIFO: the k-th send of a step on

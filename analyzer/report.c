@@ -196,8 +196,83 @@ static pp_status gantt_data(const pp_analysis *a, const pp_report_window *win, F
     return PP_OK;
 }
 
+/* ---- the generic view's Gantt: one row per thread, its top-level ranges ---- */
+
+/* Colours of the names with the most time (a->ranges' order), the rest grey. */
+static const unsigned k_generic_colours[] = {0x4c72b0, 0xdd8452, 0x55a868, 0xc44e52,
+                                             0x8172b3, 0x937860, 0xda8bc3, 0x8c8c8c};
+enum { GENERIC_COLOURED = 7, GENERIC_GREY = 0xb0b0b0 };
+
+/* The coloured names: the first GENERIC_COLOURED named rows of a->ranges (indices in top[]). */
+static size_t generic_top(const pp_analysis *a, size_t *top)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_ranges && n < GENERIC_COLOURED; i++)
+        if (!a->ranges[i].other)
+            top[n++] = i;
+    return n;
+}
+
+typedef struct generic_gantt {
+    const pp_analysis *a;
+    FILE *out;
+    size_t top[GENERIC_COLOURED], n_top;
+    uint64_t drawn, left_out;
+} generic_gantt;
+
+static void generic_bar(void *ctx, const pp_report_event *e)
+{
+    generic_gantt *g = ctx;
+    if (e->mark || e->depth > 0 || e->thread < 0 || g->a->threads[e->thread].file < 0)
+        return;
+    if (g->drawn >= PP_REPORT_GANTT_MAX_BARS) {
+        g->left_out++;
+        return;
+    }
+    unsigned colour = GENERIC_GREY;
+    for (size_t k = 0; k < g->n_top; k++) {
+        const pp_arange *r = &g->a->ranges[g->top[k]];
+        if (strcmp(r->name, e->name) == 0 && strcmp(r->domain, e->domain) == 0) {
+            colour = k_generic_colours[k];
+            break;
+        }
+    }
+    /* start/end ranges (depth -1) may overlap the pushed ones: a thin bar at the row's top */
+    fprintf(g->out, "%d %.6f %.6f %u %d\n", e->thread,
+            pp_report_ms((double)e->t0 - g->a->wall_t0_ns),
+            pp_report_ms((double)e->t1 - g->a->wall_t0_ns), colour, e->depth < 0);
+    g->drawn++;
+}
+
+static pp_status generic_data(const pp_analysis *a, FILE *out, generic_gantt *g)
+{
+    memset(g, 0, sizeof *g);
+    g->a = a;
+    g->out = out;
+    g->n_top = generic_top(a, g->top);
+    fprintf(out, "# pipeprof Gantt data (pprof-report, no pipeline ranges): the top-level ranges "
+                 "of each thread, at most %d, times in ms from the run's first range\n"
+                 "# thread start_ms end_ms rgb startend\n",
+            PP_REPORT_GANTT_MAX_BARS);
+    pp_status st = pp_report_each_event(a, generic_bar, g);
+    if (st != PP_OK)
+        return st;
+    if (g->left_out)
+        fprintf(out, "# %llu more range(s) left out\n", (unsigned long long)g->left_out);
+    if (fflush(out) != 0 || ferror(out))
+        return PP_ERR(PP_ERR_IO, "writing the Gantt data: %s", strerror(errno));
+    return PP_OK;
+}
+
+/* Whether the Gantt draws the generic view (no pipeline timeline, but other ranges). */
+static int gantt_generic(const pp_analysis *a) { return !a->n_ops && a->n_ranges; }
+
 pp_status pp_report_gantt_data(const pp_analysis *a, FILE *out)
 {
+    if (gantt_generic(a)) {
+        generic_gantt g;
+        return generic_data(a, out, &g);
+    }
     pp_report_window win;
     pp_status st = pp_report_window_of(a, PP_REPORT_GANTT_MAX_STEPS, &win);
     return st != PP_OK ? st : gantt_data(a, &win, out);
@@ -534,6 +609,105 @@ static pp_status data_fn(const pp_analysis *a, const pp_report_window *win, FILE
     return gantt_data(a, win, f);
 }
 
+/* The generic view's gnuplot script: a row per thread, the drawn bars coloured by name. */
+static pp_status generic_script(const pp_analysis *a, const generic_gantt *g, FILE *f, int svg,
+                                const char *out_path, const char *data_path)
+{
+    int T = a->n_threads > 0 ? (int)a->n_threads : 1;
+    int height = 150 + 30 * T;
+    height = height < 300 ? 300 : height > 2400 ? 2400 : height;
+    double xmax = pp_report_ms(a->wall_ns) * 1.01;
+    if (xmax <= 0)
+        xmax = 1;
+    fputs("# pipeprof Gantt (pprof-report, no pipeline ranges). Data columns: thread start_ms "
+          "end_ms rgb startend\n",
+          f);
+    if (svg)
+        fprintf(f, "set terminal svg size 1200,%d dynamic noenhanced font 'sans,10' background "
+                   "'white'\n",
+                height);
+    else
+        fprintf(f, "set terminal pngcairo size 1200,%d noenhanced font 'sans,9'\n", height);
+    fputs("if (!exists('outfile')) outfile = ", f);
+    gp_quote(f, out_path);
+    fputs("\nset output outfile\ndata = ", f);
+    gp_quote(f, data_path);
+    fputc('\n', f);
+    char title[200];
+    if (g->left_out)
+        snprintf(title, sizeof title, "%zu thread(s), %llu range(s) of %zu name(s): the first "
+                                      "%llu top-level ranges drawn, %llu left out",
+                 a->n_threads, (unsigned long long)a->generic_ranges, a->n_ranges,
+                 (unsigned long long)g->drawn, (unsigned long long)g->left_out);
+    else
+        snprintf(title, sizeof title, "%zu thread(s), %llu range(s) of %zu name(s): top-level "
+                                      "ranges",
+                 a->n_threads, (unsigned long long)a->generic_ranges, a->n_ranges);
+    fputs("set title ", f);
+    gp_quote(f, title);
+    fputs(" font ',11'\nset xlabel 'time (ms) from the run''s first range'\n", f);
+    fprintf(f, "set xrange [0:%.6f]\nset yrange [%d.5:-0.5]\n", xmax, T - 1);
+    fputs("set ytics (", f);
+    int every = T > 40 ? (T + 39) / 40 : 1;
+    for (int i = 0, first = 1; i < T && (size_t)i < a->n_threads; i += every, first = 0) {
+        const pp_athread *t = &a->threads[i];
+        char label[128];
+        if (t->file < 0)
+            snprintf(label, sizeof label, "%s", t->name);
+        else if (t->name[0])
+            snprintf(label, sizeof label, "%u %.40s", t->tid, t->name);
+        else
+            snprintf(label, sizeof label, "tid %u", t->tid);
+        fputs(first ? "" : ", ", f);
+        gp_quote(f, label);
+        fprintf(f, " %d", i);
+    }
+    fputs(") scale 0\nset xtics out nomirror\nset border 3\n", f);
+    fputs("set key outside right top vertical Left reverse samplen 2 spacing 1.2\n", f);
+    fputs("set style fill solid 1.0 border rgb 'white'\nplot \\\n", f);
+    fputs("  data using (($2+$3)/2):1:2:3:($1-($5 > 0 ? 0.42 : 0.30)):($1+($5 > 0 ? -0.32 : 0.30)):4 "
+          "with boxxyerror fc rgb variable notitle",
+          f);
+    for (size_t k = 0; k < g->n_top; k++) {
+        const pp_arange *r = &a->ranges[g->top[k]];
+        char name[PP_ANALYSIS_NAME_BYTES + 72];
+        snprintf(name, sizeof name, "%s%s%.60s", r->domain, r->domain[0] ? ": " : "",
+                 r->name[0] ? r->name : "(no name)");
+        fprintf(f, ", \\\n  keyentry with boxes fc rgb '#%06x' title ", k_generic_colours[k]);
+        gp_quote(f, name);
+    }
+    fprintf(f, ", \\\n  keyentry with boxes fc rgb '#%06x' title 'other names'\n",
+            (unsigned)GENERIC_GREY);
+    fputs("set output\n", f);
+    if (fflush(f) != 0 || ferror(f))
+        return PP_ERR(PP_ERR_IO, "writing the gnuplot script: %s", strerror(errno));
+    return PP_OK;
+}
+
+/* Writes the generic view's data and script. */
+static pp_status generic_files(const pp_analysis *a, int svg, const char *out_path,
+                               const char *dat, const char *gp)
+{
+    generic_gantt g;
+    FILE *f = fopen(dat, "w");
+    if (!f)
+        return PP_ERR(PP_ERR_IO, "cannot write the Gantt data '%s': %s", dat, strerror(errno));
+    pp_status st = generic_data(a, f, &g);
+    if (fclose(f) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_IO, "writing the Gantt data '%s': %s", dat, strerror(errno));
+    if (st != PP_OK)
+        return st;
+    if (!g.drawn)
+        return PP_ERR(PP_ERR_INVALID, "Gantt: no range to draw");
+    f = fopen(gp, "w");
+    if (!f)
+        return PP_ERR(PP_ERR_IO, "cannot write the gnuplot script '%s': %s", gp, strerror(errno));
+    st = generic_script(a, &g, f, svg, out_path, dat);
+    if (fclose(f) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_IO, "writing the gnuplot script '%s': %s", gp, strerror(errno));
+    return st;
+}
+
 pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char *data_path)
 {
     if (!a || !out_path || !out_path[0])
@@ -577,13 +751,18 @@ pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out_path, (long)getpid()) >= sizeof tmp)
         return PP_ERR(PP_ERR_INVALID, "path too long: '%s'", out_path);
     pp_report_window win;
-    if ((st = pp_report_window_of(a, PP_REPORT_GANTT_MAX_STEPS, &win)) != PP_OK)
-        return st;
-    if ((st = write_with(dat, "Gantt data", data_fn, a, &win, svg, NULL, NULL)) != PP_OK)
-        return st;
-    if ((st = write_with(gp, "gnuplot script", gantt_script, a, &win, svg, out_path, dat)) !=
-        PP_OK)
-        return st;
+    if (gantt_generic(a)) {
+        if ((st = generic_files(a, svg, out_path, dat, gp)) != PP_OK)
+            return st;
+    } else {
+        if ((st = pp_report_window_of(a, PP_REPORT_GANTT_MAX_STEPS, &win)) != PP_OK)
+            return st;
+        if ((st = write_with(dat, "Gantt data", data_fn, a, &win, svg, NULL, NULL)) != PP_OK)
+            return st;
+        if ((st = write_with(gp, "gnuplot script", gantt_script, a, &win, svg, out_path, dat)) !=
+            PP_OK)
+            return st;
+    }
     unlink(tmp);
     if ((st = run_gnuplot(gp, tmp)) != PP_OK) {
         unlink(tmp);

@@ -1,6 +1,8 @@
 /* report_chrome.c: the Chrome trace-event JSON of the kept timeline (pp_report_chrome,
  * pp_report.h) for Perfetto and chrome://tracing: one process per rank, one track per stage and
- * GPU stream, an "X" event per op, flow arrows from each send to its receive
+ * GPU stream, an "X" event per op, flow arrows from each send to its receive; and the generic
+ * view: every range outside the pipeline and every mark on a track of its own thread, read
+ * again from the traces as they are written out (pp_report_each_event: streamed)
  * (docs/cli/pprof-report.md). Written through the common JSON writer. */
 #include "pp_report.h"
 #include "pp_json.h"
@@ -307,14 +309,125 @@ static void chrome_steps(pp_json_writer *w, const pp_analysis *a, const pp_repor
     }
 }
 
+/* The generic view's threads: tid CHROME_THREAD_TID + index in a->threads, so that they never
+ * meet the stage, NCCL and GPU tracks; named after the OS thread. Processes that hold no
+ * pipeline track are named here. */
+enum { CHROME_THREAD_TID = 100000 };
+
+static void chrome_threads(pp_json_writer *w, const pp_analysis *a, const track *tracks,
+                           size_t nt)
+{
+    for (size_t i = 0; i < a->n_threads; i++) {
+        const pp_athread *t = &a->threads[i];
+        if (t->file < 0)
+            continue; /* "(other threads)": its ranges are not told apart by thread */
+        int32_t pid = rank_of_file(a, t->file);
+        int named = 0;
+        for (size_t j = 0; j < nt && !named; j++)
+            named = tracks[j].pid == pid;
+        for (size_t j = 0; j < i && !named; j++)
+            named = a->threads[j].file >= 0 && rank_of_file(a, a->threads[j].file) == pid;
+        if (!named) {
+            const pp_afile *f = &a->files[t->file];
+            char name[160];
+            if (f->rank >= 0)
+                snprintf(name, sizeof name, "rank %d (%s pid %u)", f->rank, f->host, f->pid);
+            else
+                snprintf(name, sizeof name, "process %d (%s pid %u)", pid, f->host, f->pid);
+            chrome_meta(w, "process_name", pid, 0, "name", name, 0);
+            chrome_meta(w, "process_sort_index", pid, 0, "sort_index", NULL, pid);
+        }
+        char tname[96];
+        if (t->name[0])
+            snprintf(tname, sizeof tname, "%s (tid %u)", t->name, t->tid);
+        else
+            snprintf(tname, sizeof tname, "thread %u", t->tid);
+        int32_t tid = CHROME_THREAD_TID + (int32_t)i;
+        chrome_meta(w, "thread_name", pid, tid, "name", tname, 0);
+        chrome_meta(w, "thread_sort_index", pid, tid, "sort_index", NULL, tid);
+    }
+}
+
+typedef struct chrome_generic {
+    pp_json_writer *w;
+    const pp_analysis *a;
+    const pp_report_window *win;
+    int clip; /* with a pipeline: only what overlaps the kept steps' window */
+} chrome_generic;
+
+static void chrome_payload(pp_json_writer *w, uint32_t type, uint64_t bits)
+{
+    switch (type) {
+    case 1: pp_json_put_uint(w, "payload", bits); break;
+    case 2: pp_json_put_int(w, "payload", (long long)bits); break;
+    case 3: {
+        double d;
+        memcpy(&d, &bits, sizeof d);
+        if (isfinite(d))
+            pp_json_put_real(w, "payload", d);
+        break;
+    }
+    case 4: pp_json_put_uint(w, "payload", (uint32_t)bits); break;
+    case 5: pp_json_put_int(w, "payload", (int32_t)(uint32_t)bits); break;
+    case 6: {
+        float f;
+        uint32_t b = (uint32_t)bits;
+        memcpy(&f, &b, sizeof f);
+        if (isfinite(f))
+            pp_json_put_real(w, "payload", f);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void chrome_generic_event(void *ctx, const pp_report_event *e)
+{
+    const chrome_generic *c = ctx;
+    if (e->thread < 0 || c->a->threads[e->thread].file < 0)
+        return;
+    if (c->clip && ((double)e->t1 < c->win->origin || (double)e->t0 > c->win->end))
+        return;
+    pp_json_writer *w = c->w;
+    int32_t pid = rank_of_file(c->a, e->file), tid = CHROME_THREAD_TID + e->thread;
+    const char *name = e->name[0] ? e->name : "(no name)";
+    if (e->mark) {
+        pp_json_object_inline(w, NULL);
+        pp_json_put_str(w, "name", name);
+        pp_json_put_str(w, "cat", "nvtx");
+        pp_json_put_str(w, "ph", "i");
+        pp_json_put_str(w, "s", "t");
+        pp_json_put_int(w, "pid", pid);
+        pp_json_put_int(w, "tid", tid);
+        pp_json_put_fixed(w, "ts", 3, us_at(c->win, e->t0));
+    } else {
+        slice_begin(w, name, "nvtx", pid, tid, us_at(c->win, e->t0),
+                    (double)(e->t1 - e->t0) * 1e-3);
+    }
+    pp_json_object_inline(w, "args");
+    pp_json_put_str(w, "domain", e->domain);
+    if (e->category[0])
+        pp_json_put_str(w, "category", e->category);
+    chrome_payload(w, e->payload_type, e->payload);
+    pp_json_put_uint(w, "os_tid", e->tid);
+    pp_json_end(w);
+    pp_json_end(w);
+}
+
 pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
 {
     if (!a || !out)
         return PP_ERR(PP_ERR_INVALID, "pp_report_chrome: no analysis or no output");
     pp_report_window win;
-    pp_status st = pp_report_window_of(a, 0, &win);
-    if (st != PP_OK)
+    int generic = a->n_ranges || a->n_marks;
+    pp_status st = PP_OK;
+    if (!a->n_ops && generic) {
+        /* no pipeline timeline: the whole run, from its first range */
+        win = (pp_report_window){.lo = 0, .hi = -1, .origin = a->wall_t0_ns,
+                                 .end = a->wall_t0_ns + a->wall_ns};
+    } else if ((st = pp_report_window_of(a, 0, &win)) != PP_OK) {
         return st;
+    }
     size_t cap = 4096;
     track *tracks = malloc(cap * sizeof *tracks);
     long *recv_of = malloc((a->n_ops ? a->n_ops : 1) * sizeof *recv_of);
@@ -339,13 +452,22 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
     pp_json_put_str(&w, "displayTimeUnit", "ms");
     pp_json_object_inline(&w, "otherData");
     pp_json_put_str(&w, "generator", "pipeprof pprof-report");
-    pp_json_put_int(&w, "first_step", win.lo);
-    pp_json_put_int(&w, "last_step", win.hi);
-    pp_json_put_str(&w, "time_origin", "start of the first kept step");
+    if (a->n_ops) {
+        pp_json_put_int(&w, "first_step", win.lo);
+        pp_json_put_int(&w, "last_step", win.hi);
+        pp_json_put_str(&w, "time_origin", "start of the first kept step");
+    } else {
+        pp_json_put_str(&w, "time_origin", "start of the run's first range");
+    }
+    if (generic) /* where ts 0 is on the traces' clock, to compare with a job's own times */
+        pp_json_put_fixed(&w, "time_origin_ns", 0, win.origin);
     pp_json_end(&w);
     pp_json_array(&w, "traceEvents");
     chrome_tracks(&w, a, tracks, nt);
-    chrome_steps(&w, a, &win, nt ? tracks[0].pid : 0, nt ? tracks[0].stage : 0);
+    if (generic)
+        chrome_threads(&w, a, tracks, nt);
+    if (a->n_ops)
+        chrome_steps(&w, a, &win, nt ? tracks[0].pid : 0, nt ? tracks[0].stage : 0);
     for (size_t i = 0; i < a->n_ops; i++)
         chrome_op(&w, a, &win, &a->ops[i], 0);
     for (size_t i = 0; i < a->n_layer_ops; i++)
@@ -365,9 +487,14 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
         pp_json_end(&w);
     }
     chrome_gpu(&w, a, &win);
+    if (generic) {
+        chrome_generic c = {&w, a, &win, a->n_ops > 0};
+        st = pp_report_each_event(a, chrome_generic_event, &c);
+    }
     pp_json_end(&w);
     pp_json_end(&w);
     free(tracks);
     free(recv_of);
-    return pp_json_writer_finish(&w);
+    pp_status wst = pp_json_writer_finish(&w);
+    return st != PP_OK ? st : wst;
 }

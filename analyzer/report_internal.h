@@ -29,4 +29,26 @@ const pp_astep *pp_report_step_of(const pp_analysis *a, int64_t step);
 /* The kept steps, at most max_steps of them (0: no cap). PP_ERR_INVALID when nothing was kept. */
 pp_status pp_report_window_of(const pp_analysis *a, int64_t max_steps, pp_report_window *w);
 
+/* One range or mark of the generic view, as a second reading of the traces finds it
+ * (pp_report_each_event): the strings are valid during the call only. */
+typedef struct pp_report_event {
+    int32_t file;         /* index into pp_analysis.files */
+    uint32_t tid;
+    int32_t thread;       /* index into pp_analysis.threads, -1 when not there */
+    int mark;             /* 1: a mark (t1 == t0) */
+    int depth;            /* push/pop ranges: ranges open below it on its thread; -1 start/end */
+    const char *domain, *name, *category; /* "" when none */
+    uint64_t t0, t1;      /* ns on the common clock */
+    uint32_t payload_type; /* NVTX's: 0 none, 1 uint64, 2 int64, 3 double, 4 uint32, 5 int32,
+                              6 float */
+    uint64_t payload;
+} pp_report_event;
+
+/* Reads the analyzed traces again and hands every range that is not a pipeline range, and
+ * every mark of another domain, to fn, file by file in the order the analysis read them
+ * (ranges in the order they end). Streams: memory does not follow the traces' length. */
+pp_status pp_report_each_event(const pp_analysis *a, void (*fn)(void *ctx,
+                                                                const pp_report_event *e),
+                               void *ctx);
+
 #endif /* PP_REPORT_INTERNAL_H */

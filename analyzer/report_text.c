@@ -1,12 +1,136 @@
 /* report_text.c: the readable summary of an analysis (pp_analysis_print, pp_analyzer.h), the
  * tables pprof-report prints and pprof-run prints at the end of a run: the pipeline and its step
  * time, then one table a part (stages, all-reduce, GPU time, links, clocks) where the run has
- * it, then the warnings. The other report formats are report.c's. */
+ * it, then the generic view (ranges outside the pipeline, per thread, marks), then the
+ * warnings. A run without pipeline ranges gets the run's line and the generic view alone. The
+ * other report formats are report.c's. */
 #include "pp_analyzer.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static double ms(double ns) { return ns * 1e-6; }
+
+/* How the pipeline ranges were named, when not by pipeprof's own convention. */
+static void print_dialect(const pp_analysis *a, FILE *out)
+{
+    if (a->dialect[0] && strcmp(a->dialect, "pipeprof") != 0)
+        fprintf(out, "dialect: %s\n", a->dialect);
+}
+
+/* A run without pipeline ranges: its processes, events and span. */
+static void print_run(const pp_analysis *a, FILE *out)
+{
+    fprintf(out, "run: %zu process(es), %llu events, %llu dropped; no pipeline ranges: %llu "
+                 "range(s) of %zu name(s), %zu mark name(s) over %.3f ms\n",
+            a->n_files, (unsigned long long)a->events_total, (unsigned long long)a->dropped_total,
+            (unsigned long long)a->generic_ranges, a->n_ranges, a->n_marks, ms(a->wall_ns));
+    print_dialect(a, out);
+    fprintf(out, "\n");
+}
+
+static void print_domain(const char *domain, FILE *out)
+{
+    if (domain[0])
+        fprintf(out, "domain %s:\n", domain);
+    else
+        fprintf(out, "default domain:\n");
+}
+
+/* The ranges outside the pipeline per domain and name (docs/metrics.md "Ranges and marks"). */
+static void print_ranges(const pp_analysis *a, FILE *out)
+{
+    if (!a->n_ranges)
+        return;
+    fprintf(out, "%s (%% of wall: total over the run's %.3f ms)\n",
+            a->S ? "Other ranges" : "Ranges", ms(a->wall_ns));
+    fprintf(out, "%9s %12s %11s %11s %11s %11s %11s %8s  %s\n", "count", "total ms", "mean us",
+            "median us", "min us", "max us", "stddev us", "% wall", "name");
+    const char *dom = NULL;
+    for (size_t i = 0; i < a->n_ranges; i++) {
+        const pp_arange *r = &a->ranges[i];
+        if (!r->other && (!dom || strcmp(dom, r->domain) != 0)) {
+            print_domain(r->domain, out);
+            dom = r->domain;
+        }
+        if (r->other)
+            fprintf(out, "(every domain):\n");
+        fprintf(out, "%9llu %12.3f %11.1f %11.1f %11.1f %11.1f %11.1f %7.1f%%  %s\n",
+                (unsigned long long)r->ns.count, ms(r->ns.sum), r->ns.mean * 1e-3,
+                r->ns.median * 1e-3, r->ns.min * 1e-3, r->ns.max * 1e-3, r->stddev_ns * 1e-3,
+                100 * r->wall_share, r->name[0] ? r->name : "(no name)");
+    }
+}
+
+/* Per thread: where each name's ranges ran. */
+static void print_range_threads(const pp_analysis *a, FILE *out)
+{
+    if (!a->n_range_threads)
+        return;
+    fprintf(out, "\n%-22s %-16s %9s %12s %11s %11s %11s  %s\n", "process", "thread", "count",
+            "total ms", "mean us", "min us", "max us", "name");
+    for (size_t i = 0; i < a->n_range_threads; i++) {
+        const pp_arange_thread *c = &a->range_threads[i];
+        if (c->range >= a->n_ranges || c->thread >= a->n_threads)
+            continue;
+        const pp_athread *t = &a->threads[c->thread];
+        const pp_arange *r = &a->ranges[c->range];
+        char proc[48] = "-", thr[80];
+        if (t->file >= 0 && (size_t)t->file < a->n_files) {
+            const pp_afile *f = &a->files[t->file];
+            if (f->rank >= 0)
+                snprintf(proc, sizeof proc, "rank %d pid %u", f->rank, f->pid);
+            else
+                snprintf(proc, sizeof proc, "pid %u", f->pid);
+            if (t->name[0])
+                snprintf(thr, sizeof thr, "%u %s", t->tid, t->name);
+            else
+                snprintf(thr, sizeof thr, "%u", t->tid);
+        } else {
+            snprintf(thr, sizeof thr, "%s", t->name);
+        }
+        char name[PP_ANALYSIS_NAME_BYTES + 72];
+        if (r->domain[0])
+            snprintf(name, sizeof name, "%s: %s", r->domain, r->name[0] ? r->name : "(no name)");
+        else
+            snprintf(name, sizeof name, "%s", r->name[0] ? r->name : "(no name)");
+        fprintf(out, "%-22s %-16s %9llu %12.3f %11.1f %11.1f %11.1f  %s\n", proc, thr,
+                (unsigned long long)c->count, ms(c->sum_ns),
+                c->count ? c->sum_ns / (double)c->count * 1e-3 : 0.0, c->min_ns * 1e-3,
+                c->max_ns * 1e-3, name);
+    }
+}
+
+/* Marks of other domains than pipeprof's, per domain and name. */
+static void print_marks(const pp_analysis *a, FILE *out)
+{
+    if (!a->n_marks)
+        return;
+    fprintf(out, "\nMarks\n%9s  %s\n", "count", "name");
+    const char *dom = NULL;
+    for (size_t i = 0; i < a->n_marks; i++) {
+        const pp_amark *m = &a->marks[i];
+        if (!m->other && (!dom || strcmp(dom, m->domain) != 0)) {
+            print_domain(m->domain, out);
+            dom = m->domain;
+        }
+        if (m->other)
+            fprintf(out, "(every domain):\n");
+        fprintf(out, "%9llu  %s\n", (unsigned long long)m->count,
+                m->name[0] ? m->name : "(no name)");
+    }
+}
+
+static void print_generic(const pp_analysis *a, FILE *out)
+{
+    if (!a->n_ranges && !a->n_marks)
+        return;
+    if (a->S)
+        fprintf(out, "\n");
+    print_ranges(a, out);
+    print_range_threads(a, out);
+    print_marks(a, out);
+}
 
 /* The pipeline's shape, step time, bubble and throughput. */
 static void print_summary(const pp_analysis *a, FILE *out)
@@ -24,6 +148,7 @@ static void print_summary(const pp_analysis *a, FILE *out)
             a->n_steps, (long long)a->warmup_skipped, a->n_files,
             (unsigned long long)a->events_total);
     fprintf(out, ", %llu dropped\n", (unsigned long long)a->dropped_total);
+    print_dialect(a, out);
     fprintf(out, "step time: mean %.3f ms, median %.3f ms, p95 %.3f ms, max %.3f ms\n",
             ms(a->step_ns.mean), ms(a->step_ns.median), ms(a->step_ns.p95), ms(a->step_ns.max));
     fprintf(out, "bubble: %.1f%% of stage time idle; imbalance (max/mean busy) %.3f",
@@ -165,12 +290,20 @@ static void print_clocks(const pp_analysis *a, FILE *out)
 
 void pp_analysis_print(const pp_analysis *a, FILE *out)
 {
+    if (a->S == 0 && a->n_steps == 0) {
+        print_run(a, out);
+        print_generic(a, out);
+        if (a->warnings[0])
+            fprintf(out, "\nwarnings:\n%s", a->warnings);
+        return;
+    }
     print_summary(a, out);
     print_stages(a, out);
     print_allreduce(a, out);
     print_gpu(a, out);
     print_links(a, out);
     print_clocks(a, out);
+    print_generic(a, out);
     if (a->warnings[0])
         fprintf(out, "\nwarnings:\n%s", a->warnings);
 }

@@ -350,6 +350,77 @@ static void json_gpu(pp_json_writer *w, const pp_analysis *a)
     pp_json_end(w);
 }
 
+/* The generic view (docs/summary-json.md "ranges", "marks"): written only when the run has
+ * ranges outside the pipeline or marks of other domains, so pipeline-only summaries keep their
+ * keys. */
+static void json_generic(pp_json_writer *w, const pp_analysis *a)
+{
+    if (a->dialect[0] && strcmp(a->dialect, "pipeprof") != 0)
+        pp_json_put_str(w, "dialect", a->dialect);
+    if (!a->n_ranges && !a->n_marks)
+        return;
+    pp_json_put_real(w, "wall_ms", pp_report_ms(a->wall_ns));
+    pp_json_array(w, "ranges");
+    size_t c = 0;
+    for (size_t i = 0; i < a->n_ranges; i++) {
+        const pp_arange *r = &a->ranges[i];
+        pp_json_object(w, NULL);
+        pp_json_put_str(w, "domain", r->domain);
+        pp_json_put_str(w, "name", r->name);
+        pp_json_put_bool(w, "other", r->other);
+        pp_json_put_uint(w, "count", r->ns.count);
+        pp_json_put_real(w, "total_ms", pp_report_ms(r->ns.sum));
+        put_stats(w, "duration_ms", &r->ns, 1e-6);
+        pp_json_put_real(w, "stddev_ms", pp_report_ms(r->stddev_ns));
+        pp_json_put_real(w, "wall_share", r->wall_share);
+        pp_json_array(w, "threads");
+        while (c < a->n_range_threads && a->range_threads[c].range < i)
+            c++;
+        for (; c < a->n_range_threads && a->range_threads[c].range == i; c++) {
+            const pp_arange_thread *x = &a->range_threads[c];
+            if (x->thread >= a->n_threads)
+                continue;
+            const pp_athread *t = &a->threads[x->thread];
+            pp_json_object_inline(w, NULL);
+            if (t->file >= 0 && (size_t)t->file < a->n_files) {
+                const pp_afile *f = &a->files[t->file];
+                pp_json_put_int(w, "file", t->file);
+                if (f->rank >= 0)
+                    pp_json_put_int(w, "rank", f->rank);
+                else
+                    pp_json_put_null(w, "rank");
+                pp_json_put_uint(w, "pid", f->pid);
+                pp_json_put_uint(w, "tid", t->tid);
+            } else {
+                pp_json_put_null(w, "file");
+                pp_json_put_null(w, "rank");
+                pp_json_put_null(w, "pid");
+                pp_json_put_null(w, "tid");
+            }
+            pp_json_put_str(w, "thread", t->name);
+            pp_json_put_uint(w, "count", x->count);
+            pp_json_put_real(w, "total_ms", pp_report_ms(x->sum_ns));
+            pp_json_put_real(w, "min_ms", pp_report_ms(x->min_ns));
+            pp_json_put_real(w, "max_ms", pp_report_ms(x->max_ns));
+            pp_json_end(w);
+        }
+        pp_json_end(w);
+        pp_json_end(w);
+    }
+    pp_json_end(w);
+    pp_json_array(w, "marks");
+    for (size_t i = 0; i < a->n_marks; i++) {
+        const pp_amark *m = &a->marks[i];
+        pp_json_object_inline(w, NULL);
+        pp_json_put_str(w, "domain", m->domain);
+        pp_json_put_str(w, "name", m->name);
+        pp_json_put_bool(w, "other", m->other);
+        pp_json_put_uint(w, "count", m->count);
+        pp_json_end(w);
+    }
+    pp_json_end(w);
+}
+
 pp_status pp_summary_write(const pp_analysis *a, FILE *out)
 {
     if (!a || !out)
@@ -368,6 +439,7 @@ pp_status pp_summary_write(const pp_analysis *a, FILE *out)
     json_stages(&w, a);
     json_links_layers(&w, a);
     json_gpu(&w, a);
+    json_generic(&w, a);
     pp_json_end(&w);
     return pp_json_writer_finish(&w);
 }

@@ -37,6 +37,16 @@ pp_status pp_tune_load_run(const pp_tune_opts *o, const char *dir, pp_analysis *
     pp_status st = pp_analyze_dir(dir, &ao, a);
     if (st != PP_OK)
         return pp_error_wrap(st, "run '%s'", dir);
+    if ((*a)->n_steps == 0 && (*a)->S == 0) {
+        /* the generic view alone (analyzer/ranges.c): nothing to tune */
+        st = PP_ERR(PP_ERR_INVALID, "run '%s': no pipeline ranges in the capture (%llu ranges "
+                                    "of %zu names seen): pprof-tune needs pipeline ranges; see "
+                                    "docs/dialects.md (--dialect)",
+                    dir, (unsigned long long)(*a)->generic_ranges, (*a)->n_ranges);
+        pp_analysis_free(*a);
+        *a = NULL;
+        return st;
+    }
     if ((*a)->n_steps == 0) {
         pp_analysis_free(*a);
         *a = NULL;

@@ -1,5 +1,6 @@
 /* fuzz_analysis.c: fuzz target for the whole analysis (decode, steps, metrics, the simulator's
- * replay, the GPU projection, the text, JSON, Chrome and Gantt reports, the tuner's extraction),
+ * replay, the GPU projection, the generic view of the ranges outside the pipeline, the text, JSON,
+ * Chrome and Gantt reports (their second reading of the traces too), the tuner's extraction),
  * what pprof-report and pprof-tune do with a run directory. Built two ways:
  *   - by scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined, the analyzer's sources
  *     compiled in: libFuzzer's main;
@@ -79,6 +80,18 @@ static void touch(const pp_analysis *a)
         sink += a->links[i].bandwidth_GBps;
     for (size_t i = 0; i < a->n_layers; i++)
         sink += a->layers[i].fwd_ns.median;
+    /* the generic view (ranges.c): its tables and the indices between them */
+    for (size_t i = 0; i < a->n_ranges; i++)
+        sink += a->ranges[i].ns.median + a->ranges[i].stddev_ns + a->ranges[i].wall_share +
+                (double)strlen(a->ranges[i].name) + (double)strlen(a->ranges[i].domain);
+    for (size_t i = 0; i < a->n_range_threads; i++) {
+        const pp_arange_thread *c = &a->range_threads[i];
+        if (c->range >= a->n_ranges || c->thread >= a->n_threads)
+            abort();
+        sink += c->sum_ns + (double)strlen(a->threads[c->thread].name);
+    }
+    for (size_t i = 0; i < a->n_marks; i++)
+        sink += (double)a->marks[i].count + (double)strlen(a->marks[i].name);
     (void)sink;
 }
 

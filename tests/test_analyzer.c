@@ -815,9 +815,9 @@ Test(analyzer, damaged_and_foreign_run_directories)
     pp_analysis_free(a);
 }
 
-Test(analyzer, a_job_without_pipeline_ranges_is_a_clear_error)
+Test(analyzer, a_job_without_pipeline_ranges_gets_the_generic_view)
 {
-    /* a valid trace with no pipeprof domain */
+    /* a valid trace with no pipeprof domain: its range is the analysis (ranges.c) */
     static tw t;
     memset(&t, 0, sizeof t);
     char path[256];
@@ -833,8 +833,22 @@ Test(analyzer, a_job_without_pipeline_ranges_is_a_clear_error)
     tw_flush(&t, PP_BLOCK_EVENTS, 7);
     pp_trace_writer_close(t.w);
     pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 0);
+    cr_assert_eq(a->n_steps, 0u);
+    cr_assert_eq(a->n_ranges, 1u);
+    cr_assert_eq(a->ranges[0].ns.count, 1u);
+    cr_assert_float_eq(a->ranges[0].ns.sum, 100.0, 1e-9);
+    cr_assert_float_eq(a->wall_ns, 100.0, 1e-9);
+    pp_analysis_free(a);
+    /* a trace with no range or mark at all stays a clear error */
+    memset(&t, 0, sizeof t);
+    unlink(path);
+    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    pp_trace_writer_close(t.w);
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
-    cr_assert(strstr(pp_error_message(), "no pipeline steps") != NULL, "%s", pp_error_message());
+    cr_assert(strstr(pp_error_message(), "no NVTX range or mark") != NULL, "%s",
+              pp_error_message());
 }
 
 /* GPU time: the kernels land on the ranges that launched them (by the launching thread and the

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The kept timeline covers at most this many steps (memory: every op of a kept step is held). */
 enum { MAX_KEPT_STEPS = 64, MAX_RANKS = 4096 };
@@ -218,19 +219,31 @@ static pp_status write_summary(const args *a, const pp_analysis *an)
     return st;
 }
 
+/* The Chrome trace, streamed to a temporary file renamed over `path` once complete: with ranges
+ * outside the pipeline it holds every one of them (report_chrome.c), so it is not built in
+ * memory. */
 static pp_status write_chrome(const char *path, const pp_analysis *an)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m)
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the Chrome trace");
-    pp_status st = pp_report_chrome(an, m);
-    if (fclose(m) != 0 && st == PP_OK)
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the Chrome trace");
-    if (st == PP_OK)
-        st = pp_write_file_atomic(path, buf, len);
-    free(buf);
+    snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        pp_status e = PP_ERR(PP_ERR_IO, "cannot write the Chrome trace '%s': %s", path,
+                             strerror(errno));
+        free(tmp);
+        return e;
+    }
+    pp_status st = pp_report_chrome(an, f);
+    if (fclose(f) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_IO, "writing the Chrome trace '%s': %s", path, strerror(errno));
+    if (st == PP_OK && rename(tmp, path) != 0)
+        st = PP_ERR(PP_ERR_IO, "cannot write the Chrome trace '%s': %s", path, strerror(errno));
+    if (st != PP_OK)
+        unlink(tmp);
+    free(tmp);
     return st;
 }
 
@@ -272,6 +285,10 @@ static pp_status write_gantt(const args *a, const pp_analysis *an)
     pp_status st = pp_report_gantt(an, a->gantt, a->gantt_data);
     if (st != PP_OK)
         return st;
+    if (!an->n_ops && an->n_ranges) { /* no pipeline: the generic view's threads */
+        pp_tool_note(0, "Gantt of the threads' top-level ranges written to %s", a->gantt);
+        return PP_OK;
+    }
     int64_t hi = an->kept_hi;
     if (hi - an->kept_lo + 1 > PP_REPORT_GANTT_MAX_STEPS) {
         hi = an->kept_lo + PP_REPORT_GANTT_MAX_STEPS - 1;
@@ -380,7 +397,11 @@ int main(int argc, char **argv)
         st = write_gantt(a, an);
     if (st == PP_OK && a->chrome) {
         st = write_chrome(a->chrome, an);
-        if (st == PP_OK)
+        if (st == PP_OK && !an->n_ops)
+            pp_tool_note(0, "Chrome trace of every range written to %s (open it in "
+                            "https://ui.perfetto.dev or chrome://tracing)",
+                         a->chrome);
+        else if (st == PP_OK)
             pp_tool_note(0, "Chrome trace of step(s) %lld..%lld written to %s (open it in "
                     "https://ui.perfetto.dev or chrome://tracing)",
                  (long long)an->kept_lo, (long long)an->kept_hi, a->chrome);
