@@ -695,18 +695,27 @@ typedef struct replay {
     void (*fn)(void *ctx, const pp_report_event *e);
     void *ctx;
     const pp_analysis *a;
+    int32_t last_file, last_thread; /* the thread found last (a block is one thread's) */
+    uint32_t last_tid;
 } replay;
 
 /* An event of the pass with its thread's index in the analysis. */
 static void replay_event(void *ctx, const pp_report_event *e)
 {
-    const replay *r = ctx;
+    replay *r = ctx;
     pp_report_event x = *e;
-    for (size_t i = 0; i < r->a->n_threads; i++)
-        if (r->a->threads[i].file == e->file && r->a->threads[i].tid == e->tid) {
-            x.thread = (int32_t)i;
-            break;
-        }
+    if (r->last_file == e->file && r->last_tid == e->tid) {
+        x.thread = r->last_thread;
+    } else {
+        for (size_t i = 0; i < r->a->n_threads; i++)
+            if (r->a->threads[i].file == e->file && r->a->threads[i].tid == e->tid) {
+                x.thread = (int32_t)i;
+                break;
+            }
+        r->last_file = e->file;
+        r->last_tid = e->tid;
+        r->last_thread = x.thread;
+    }
     r->fn(r->ctx, &x);
 }
 
@@ -732,7 +741,7 @@ pp_status pp_report_each_event(const pp_analysis *a,
         n = 0;
     }
     /* the decoding writes its warnings and counts into scratch; the sink sees the analysis */
-    replay r = {fn, ctx, a};
+    replay r = {fn, ctx, a, -1, -1, 0};
     st.sink = replay_event;
     st.sink_ctx = &r;
     for (size_t i = 0; i < n; i++) {
