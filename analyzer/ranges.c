@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 enum {
+    RG_RESERVOIR = 256,     /* durations kept per name for its median (series.c's is 4096) */
     RG_MAX_KEYS = 1 << 16,  /* (file, domain, message) keys remembered */
     RG_MAX_CELLS = 1 << 16, /* (name, thread) pairs */
     RG_MAX_DEFS = 4096,     /* domain, category and thread names kept per file */
@@ -204,7 +205,8 @@ static const char *rg_thread_name(file_state *f, uint32_t tid)
 typedef struct rg_row {
     char *domain, *name;
     int other;
-    series s;        /* durations (ns): count, sum, min, max, the median's reservoir */
+    series s;        /* durations (ns): count, sum, min, max, the median's reservoir (at most
+                        RG_RESERVOIR: rg_series_add) */
     double mean, m2; /* Welford's running mean and squared deviations, for the std dev */
 } rg_row;
 
@@ -449,6 +451,37 @@ static void span_add(rg_state *g, uint64_t t0, uint64_t t1)
         g->t_hi = t1;
 }
 
+/* an_series_add with a reservoir of RG_RESERVOIR samples, not RESERVOIR: up to 4096 names each
+ * keep one, and their memory must not follow the trace's length (2 KB a name at most). The
+ * median is exact up to RG_RESERVOIR ranges of a name, then estimated from a uniform sample. */
+static void rg_series_add(series *s, double x)
+{
+    if (s->count == 0)
+        s->max = s->min = x;
+    s->count++;
+    s->sum += x;
+    if (x > s->max)
+        s->max = x;
+    if (x < s->min)
+        s->min = x;
+    if (s->n_res == s->cap_res && s->cap_res < RG_RESERVOIR) {
+        size_t cap = s->cap_res ? s->cap_res * 2 : 8;
+        double *r = realloc(s->res, cap * sizeof *r);
+        if (!r)
+            return;
+        s->res = r;
+        s->cap_res = cap;
+    }
+    if (s->n_res < RG_RESERVOIR) {
+        s->res[s->n_res++] = x;
+        return;
+    }
+    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
+    if (j < RG_RESERVOIR)
+        s->res[j] = x;
+}
+
 /* The replay pass: one event to the sink, its names resolved. */
 static void to_sink(state *st, file_state *f, const thread_state *t, const open_range *o,
                     uint64_t t0, uint64_t t1, int mark)
@@ -497,7 +530,7 @@ void an_other_range(state *st, file_state *f, const thread_state *t, const open_
         return;
     double d = t1 > t0 ? (double)(t1 - t0) : 0.0;
     rg_row *row = &((rg_row *)g->ranges.rows.data)[r];
-    an_series_add(&row->s, d);
+    rg_series_add(&row->s, d);
     double delta = d - row->mean;
     row->mean += delta / (double)row->s.count;
     row->m2 += delta * (d - row->mean);
