@@ -125,6 +125,10 @@ void an_series_free(series *s);
 /* What decode() makes of a range: its fields as the trace states them, wide enough for any
  * value it can hold; they are checked against the bounds (check_bounds) before any of them is
  * narrowed or used. */
+/* decoded.peer / pp_aop.peer of a dialect's transfer: implied from the stages only when its
+ * step is finalized (a dialect job states no S: the stages seen so far may be too few). */
+enum { AN_PEER_LATE = -2 };
+
 typedef struct decoded {
     int kind; /* pp_nvtx_kind, PP_NVTX_KIND_NONE when not a pipeline range */
     int64_t step;

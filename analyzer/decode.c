@@ -457,6 +457,7 @@ static inline void note_open(state *st, file_state *f, thread_state *t, const de
  * operation's range (the op, with the comm's interval); a torch compute action (its waits are
  * taken out at its close). */
 enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5 };
+enum { DIALECT_SCAN = 64 }; /* open ranges looked through for the enclosing torch action */
 
 /* The name of domain id in f ("" for the default domain and an unknown one). */
 static const char *domain_of(file_state *f, uint32_t id)
@@ -556,6 +557,8 @@ static void dialect_resolve(const state *st, file_state *f, thread_state *t,
         t->dlayer_seq = 0;
     }
     check_bounds(st, d);
+    if (!d->oob && d->kind >= PP_NVTX_SEND_ACT && d->kind <= PP_NVTX_RECV_GRAD)
+        d->peer = AN_PEER_LATE; /* implied when its step is finalized */
 }
 
 /* A compute kind's direction for the torch rings: 0 forward, 1 backward (its input is a
@@ -599,7 +602,8 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
     if (top && o == &s[top - 1])
         top--; /* o itself (a PUSH) */
     open_range *own = NULL;
-    for (size_t k = top; k-- > 0;)
+    size_t lo = top > DIALECT_SCAN ? top - DIALECT_SCAN : 0;
+    for (size_t k = top; k-- > lo;)
         if (s[k].has_dec == DEC_DIALECT || s[k].has_dec == DEC_TORCH_COMPUTE) {
             own = &s[k];
             break;
@@ -621,6 +625,7 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
         return;
     o->dec = own->dec;
     o->dec.kind = kind;
+    o->dec.peer = AN_PEER_LATE;
     o->has_dec = DEC_COMM;
     if (own->has_dec == DEC_DIALECT)
         own->has_dec = DEC_TAKEN; /* the action only posted it */
@@ -632,7 +637,8 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
 static open_range *dialect_enclosing(thread_state *t, const open_range *o)
 {
     open_range *s = t->stack.data;
-    for (size_t k = t->stack.n; k-- > 0;)
+    size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
+    for (size_t k = t->stack.n; k-- > lo;)
         if (&s[k] != o && s[k].has_dec >= DEC_DIALECT && s[k].has_dec != DEC_TAKEN)
             return &s[k];
     return NULL;

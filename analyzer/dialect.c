@@ -180,11 +180,15 @@ static pp_status compile_pattern(rule *r, const char *p, const char *ctx)
     return PP_OK;
 }
 
-/* Matches segments [k, nseg) of r against s (len bytes), captures into m; 1 on a match. */
+/* Matches segments [k, nseg) of r against s (len bytes), captures into m; 1 on a match. Each
+ * piece tried costs one of *budget: at 0 nothing matches (a hostile name cannot make {*}'s
+ * backtracking long). */
 static int match_from(const rule *r, int k, const char *s, size_t len, pp_dialect_match *m,
-                      char *word, size_t word_cap)
+                      char *word, size_t word_cap, int *budget)
 {
     for (; k < r->nseg; k++) {
+        if (--*budget <= 0)
+            return 0;
         const seg *g = &r->segs[k];
         switch (g->type) {
         case SEG_LIT:
@@ -219,8 +223,8 @@ static int match_from(const rule *r, int k, const char *s, size_t len, pp_dialec
             break;
         }
         case SEG_ANY:
-            for (size_t skip = 0; skip <= len; skip++)
-                if (match_from(r, k + 1, s + skip, len - skip, m, word, word_cap))
+            for (size_t skip = 0; skip <= len && *budget > 0; skip++)
+                if (match_from(r, k + 1, s + skip, len - skip, m, word, word_cap, budget))
                     return 1;
             return 0;
         }
@@ -237,6 +241,7 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
                           pp_dialect_match *m)
 {
     size_t len = strlen(name);
+    int budget = PP_DIALECT_MATCH_BUDGET;
     if (!d || len > PP_DIALECT_MAX_NAME)
         return 0;
     for (int i = 0; i < d->nrules; i++) {
@@ -247,7 +252,7 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
         for (int k = 0; k < PP_DF_COUNT; k++)
             x.v[k] = -1;
         char word[32];
-        if (!match_from(r, 0, name, len, &x, word, sizeof word))
+        if (!match_from(r, 0, name, len, &x, word, sizeof word, &budget))
             continue;
         int kind = r->kind;
         if (kind == KIND_FROM_CAPTURE) {

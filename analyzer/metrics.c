@@ -563,6 +563,10 @@ void an_finalize(state *st, bucket *b)
     pp_analysis *a = st->a;
     int S = an_state_stages(st);
     uint64_t *bd = NULL; /* [4 S]: the stages' starts and ends of this step, scratch */
+    pp_aop *ops = b->ops.data; /* a dialect's transfers: their peers now that the stages are */
+    for (size_t i = 0; i < b->ops.n && S > 0; i++)
+        if (ops[i].peer == AN_PEER_LATE)
+            ops[i].peer = pp_nvtx_implied_peer(ops[i].kind, ops[i].stage, S);
     if (b->step > st->last_finalized)
         st->last_finalized = b->step;
     if (b->ranges.n && S > 0 && (bd = malloc(4 * sizeof *bd * (size_t)S)) != NULL)

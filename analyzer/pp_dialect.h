@@ -26,7 +26,9 @@ enum {
     PP_DIALECT_MAX_CAPTURES = 8,   /* {...} fields of one pattern */
     PP_DIALECT_MAX_ANY = 2,        /* {*} of one pattern (they backtrack) */
     PP_DIALECT_MAX_KINDS = 32,     /* entries of a rule's "kinds" map */
-    PP_DIALECT_MAX_NAME = 1024,    /* a range name longer than this matches no rule */
+    PP_DIALECT_MAX_NAME = 256,     /* a range name longer than this matches no rule */
+    PP_DIALECT_MATCH_BUDGET = 4096, /* pattern pieces tried per name, over all rules: past it
+                                       the name matches no (further) rule */
     PP_DIALECT_MAX_FILE = 1 << 20  /* bytes of a dialect file */
 };
 

@@ -213,7 +213,7 @@ static inline void range_op(state *st, file_state *f, thread_state *t, const ope
         return;
     }
     int S = an_state_stages(st);
-    if (op.peer < 0 && !an_is_compute(op.kind) && S > 0)
+    if (op.peer == -1 && !an_is_compute(op.kind) && S > 0) /* (AN_PEER_LATE: an_finalize) */
         op.peer = pp_nvtx_implied_peer(op.kind, op.stage, S);
     pp_aop *p = vec_push_raw(&b->ops);
     if (p)

@@ -113,6 +113,20 @@ Test(dialect, patterns_capture_typed_fields_and_the_first_rule_wins)
     cr_expect_eq(m.from[PP_DF_STEP], PP_DFROM_UNSET, "step defaults to the enclosing one");
     cr_expect_str_eq(pp_dialect_name(d), "t");
     pp_dialect_destroy(d);
+    /* backtracking is bounded: two {*} against a long run of the same letter */
+    d = parse_ok("{\"name\": \"bt\", \"rules\": [{\"match\": \"{*}a{*}b\", \"kind\": \"fwd\"},"
+                 " {\"match\": \"a{*}\", \"kind\": \"bwd\"}]}");
+    char name[300];
+    memset(name, 'a', 255);
+    name[255] = '\0';
+    cr_expect_eq(pp_dialect_match_name(d, "", name, &m), 0, "the budget is spent: no match");
+    strcpy(name, "aab");
+    cr_assert_eq(pp_dialect_match_name(d, "", name, &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_FWD);
+    memset(name, 'a', 257);
+    name[257] = '\0';
+    cr_expect_eq(pp_dialect_match_name(d, "", name, &m), 0, "a name past 256 bytes");
+    pp_dialect_destroy(d);
 }
 
 Test(dialect, a_bad_file_is_refused_naming_the_rule_and_the_problem)
@@ -687,6 +701,14 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
                   s, f, fwd_ms[s]);
         cr_expect(b >= 2 * fwd_ms[s] && b < 2 * fwd_ms[s] * 1.1 + 0.5,
                   "stage %d bwd %.3f ms, slept %.0f", s, b, 2 * fwd_ms[s]);
+    }
+    /* the links: activations down, gradients up, every message paired, no stage its own peer
+     * (a dialect job states no S: the peers are implied once the stages are known) */
+    cr_expect_eq(a->n_links, 4);
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        cr_expect_eq(l->dst - l->src, l->grad ? -1 : 1, "link %d -> %d", l->src, l->dst);
+        cr_expect_eq(l->messages, 4 * 5, "link %d -> %d", l->src, l->dst);
     }
     /* the straggler: stage 2 bounds the pipeline, every stage's idle time is its doing */
     int culprit_2 = 0;
