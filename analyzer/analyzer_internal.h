@@ -170,6 +170,8 @@ typedef struct thread_state {
     /* a step made of the micro-batch sequence, for dialect ops outside any step range
      * (docs/dialects.md "Steps"): its number, stage and extent so far */
     int syn_open;
+    int syn_more;       /* its sequence moved past micro-batch 0 (a later one, a backward) */
+    int syn_trains;     /* the thread ran a backward: its passes are training steps */
     int32_t syn_stage;
     int64_t syn_step;
     uint64_t syn_t0, syn_t1;

@@ -730,19 +730,26 @@ static void syn_close(state *st, file_state *f, thread_state *t)
 }
 
 /* A dialect op d opening at t0 outside any step range: the micro-batch sequence makes the
- * steps. A forward of micro-batch 0 on chunk 0 after a backward (or the first one) starts the
- * next step; the op belongs to the step open. */
+ * steps. A forward of micro-batch 0 on chunk 0 starts the next step when the sequence has moved
+ * past micro-batch 0 since the last one did (a later micro-batch, a backward), or it is the
+ * thread's first; the op belongs to the step open. */
 static void syn_op(state *st, file_state *f, thread_state *t, decoded *d, uint64_t t0)
 {
-    if (d->kind == PP_NVTX_FWD && d->mb == 0 && d->chunk <= 0 && (!t->syn_open || t->dbwd_seen)) {
+    if (d->kind != PP_NVTX_FWD)
+        t->syn_trains = 1; /* forward-only passes (inference) make no steps */
+    if (d->kind == PP_NVTX_FWD && d->mb == 0 && d->chunk <= 0 && t->syn_trains &&
+        (!t->syn_open || t->syn_more)) {
         syn_close(st, f, t);
         t->syn_open = 1;
+        t->syn_more = 0;
         t->syn_step++;
         t->syn_stage = (int32_t)d->stage;
         t->syn_t0 = t->syn_t1 = t0;
         t->dbwd_seen = 0;
         if (f->replica == st->o->replica && d->stage >= 0)
             an_note_step_open(st, f, (int)d->stage, t->syn_step);
+    } else if (d->mb > 0 || d->kind != PP_NVTX_FWD) {
+        t->syn_more = 1;
     }
     if (t->syn_open)
         d->step = t->syn_step;
