@@ -275,6 +275,13 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
         st = PP_ERR(PP_ERR_NOMEM, "out of memory reading %s", source);
         goto done;
     }
+    if (n == 0 && a->S == 0) { /* the generic view alone (ranges.c): no pipeline to gate */
+        st = PP_ERR(PP_ERR_INVALID, "%s: no pipeline ranges in the capture (%llu ranges of %zu "
+                                    "names seen): pprof-check compares pipeline runs; see "
+                                    "docs/dialects.md (--dialect)",
+                    source, (unsigned long long)a->generic_ranges, a->n_ranges);
+        goto done;
+    }
     if (n == 0) {
         st = PP_ERR(PP_ERR_INVALID, "%s: no step was analyzed (a run needs steps after the "
                                     "warm-up to be compared)", source);

@@ -8,7 +8,7 @@
  *   - a hostile trace of 100k distinct names: bounded tables and a warning;
  *   - a convention job with other ranges (capture_app steps): an "Other ranges" section and
  *     tracks of their own in the Chrome trace;
- *   - pprof-tune refuses a run without pipeline ranges clearly (exit 2).
+ *   - pprof-tune and pprof-check refuse a run without pipeline ranges clearly (exit 2).
  * The Python is found as in tests/test_pyjob.c. */
 #define _GNU_SOURCE
 #include "pp_analyzer.h"
@@ -27,6 +27,7 @@
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
 #define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
 #define PPTUNE PP_BUILD_DIR "/tools/pprof-tune"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 #define PLAIN_APP PP_BUILD_DIR "/tests/plain_nvtx_app"
 #define CAPTURE_APP PP_BUILD_DIR "/tests/capture_app"
@@ -299,6 +300,12 @@ Test(generic, plain_nvtx_c_job_counts_exact_and_every_range_in_chrome)
     cr_assert_not_null(strstr(r.err, "no pipeline ranges in the capture (145 ranges of 4 names "
                                      "seen)"),
                        "%s", r.err);
+    tk_result_free(&r);
+    /* and pprof-check */
+    const char *ac[] = {"--save-baseline", dir, "-o", tk_path("base.json"), NULL};
+    r = tk_run(PPCHECK, ac, NULL);
+    cr_assert_eq(r.code, 2, "pprof-check: %d", r.code);
+    cr_assert_not_null(strstr(r.err, "no pipeline ranges in the capture"), "%s", r.err);
     tk_result_free(&r);
 }
 
