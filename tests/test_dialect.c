@@ -16,6 +16,7 @@
 
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
 #define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 #define MEGATRON_APP PP_BUILD_DIR "/tests/megatron_app"
 #define DIALECTS PP_SOURCE_DIR "/dialects"
@@ -682,6 +683,17 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
     const char *args[] = {dir, "--dialect", dial, NULL};
     r = tk_run(PPREPORT, args, NULL);
     cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect_not_null(strstr(r.out, "dialect: megatron-lm"), "%s", r.out);
+    tk_result_free(&r);
+    /* pprof-check takes it too: a baseline of the run, the run against it */
+    const char *base = tk_path("base.json");
+    const char *save[] = {"--save-baseline", dir, "-o", base, "--dialect", dial, NULL};
+    r = tk_run(PPCHECK, save, NULL);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    const char *cmp[] = {"--baseline", base, dir, "--dialect", dial, NULL};
+    r = tk_run(PPCHECK, cmp, NULL);
+    cr_expect_eq(r.code, 0, "the run against its own baseline: %s %s", r.out, r.err);
     tk_result_free(&r);
     pp_analysis_options o;
     pp_analysis_options_default(&o);

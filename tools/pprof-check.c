@@ -134,8 +134,8 @@ static int parse_args(int argc, char **argv, args *a)
             return rc;
     if (a->save) {
         if (a->baseline || optind < argc || a->json || a->junit || a->markdown)
-            return pp_tool_usage_error("--save-baseline RUN takes only -o FILE (and --warmup); compare "
-                               "with --baseline BASE CURRENT");
+            return pp_tool_usage_error("--save-baseline RUN takes only -o FILE (and --warmup, "
+                                       "--dialect); compare with --baseline BASE CURRENT");
         return PP_TOOL_GO_ON;
     }
     if (!a->baseline)
