@@ -1,0 +1,195 @@
+/* bench_kineto: how fast the PyTorch profiler (Kineto) importer converts a trace on one core,
+ * and whether its memory stays flat as the file grows (analyzer/kineto.c streams). Writes two
+ * synthetic Kineto traces in the layout torch writes them (pretty-printed, one event per
+ * object, microsecond floats around 5e12 as torch's clock gives), --small and --large MB of
+ * JSON, converts each in a child process of its own (peak RSS is then that conversion's) and
+ * prints MB/s and peak RSS of both and their ratios, measured in the same run. Asserts nothing.
+ * Usage: bench_kineto [--small MB] [--large MB] [--repeat R] [--dir DIR] [--analyze] [--keep]
+ * (--keep leaves the JSON files in DIR, for a profiler). */
+#include "pp_analyzer.h"
+#include "pp_kineto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* One training step of a 2-chunk pipeline rank as torch writes it: a ProfilerStep, actions
+ * with aten ops inside, gloo sends that outlive their action; about 4.6 KB of JSON. */
+static size_t write_step(FILE *f, int k, double *t, unsigned *ev)
+{
+    long before = ftell(f);
+    fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\","
+               " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n"
+               "      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n  },\n",
+            k, *t, 1990.0, *ev, *ev);
+    (*ev)++;
+    for (int a = 0; a < 8; a++) {
+        double t0 = *t + 5 + 240 * a;
+        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"PP:%d%c%d\","
+                   " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": "
+                   "{\n      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n"
+                   "  },\n",
+                a % 2 ? 2 : 0, a < 4 ? 'F' : 'B', a % 4, t0, 200.0, *ev, *ev);
+        (*ev)++;
+        for (int o = 0; o < 3; o++) {
+            fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::%s\", "
+                       "\"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    "
+                       "\"args\": {\n      \"External id\": %u,\"Record function id\": 0, "
+                       "\"Sequence number\": %d, \"Fwd thread id\": 0, \"Ev Idx\": %u\n    }\n  },\n",
+                    o == 0 ? "mm" : o == 1 ? "add" : "relu", t0 + 10 + 50 * o, 33.082, *ev, k,
+                    *ev);
+            (*ev)++;
+        }
+        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"gloo:send\","
+                   " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": "
+                   "{\n      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n"
+                   "  },\n",
+                t0 + 180, 300.0, *ev, *ev);
+        (*ev)++;
+    }
+    *t += 2000;
+    return (size_t)(ftell(f) - before);
+}
+
+static int write_trace(const char *path, double mb)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs("{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"gloo\", \"rank\": 0, "
+          "\"world_size\": 2},\n  \"host_name\": \"bench\",\n  \"baseTimeNanoseconds\": "
+          "1790857026000000000,\n  \"traceEvents\": [\n",
+          f);
+    double t = 5279665373004.758;
+    unsigned ev = 1;
+    size_t bytes = 0;
+    for (int k = 1; (double)bytes < mb * 1048576.0; k++)
+        bytes += write_step(f, k, &t, &ev);
+    fprintf(f, "  {\n    \"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": "
+               "\"\", \"tid\": \"\", \"ts\": %.3f\n  }\n  ],\"traceName\": \"bench\" }\n", t);
+    return fclose(f);
+}
+
+typedef struct result {
+    int ok;
+    double seconds, mb;
+    long rss_kb;
+    uint64_t ranges;
+} result;
+
+/* Converts (and with `analyze` analyzes) in a child, for its own peak RSS. */
+static result run_child(const char *json, const char *pft, int analyze)
+{
+    int fd[2];
+    result r = {0};
+    if (pipe(fd) != 0)
+        return r;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        unlink(pft);
+        pp_kineto_stats s;
+        uint64_t t0 = pp_now_ns();
+        pp_status st = pp_kineto_convert(json, pft, NULL, &s);
+        if (st == PP_OK && analyze) {
+            pp_analysis *a = NULL;
+            if (pp_analyze_dir(pft, NULL, &a) == PP_OK)
+                pp_analysis_free(a);
+        }
+        result c = {.ok = st == PP_OK,
+                    .seconds = (double)(pp_now_ns() - t0) * 1e-9,
+                    .mb = (double)s.bytes_in / 1048576.0,
+                    .ranges = s.ranges};
+        struct rusage u;
+        getrusage(RUSAGE_SELF, &u);
+        c.rss_kb = u.ru_maxrss;
+        ssize_t k = write(fd[1], &c, sizeof c);
+        _exit(k == (ssize_t)sizeof c ? 0 : 1);
+    }
+    close(fd[1]);
+    if (read(fd[0], &r, sizeof r) != (ssize_t)sizeof r)
+        r.ok = 0;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    unlink(pft);
+    return r;
+}
+
+/* The fastest of `repeat` runs (its RSS: the largest seen). */
+static result best_of(const char *json, const char *pft, int analyze, int repeat)
+{
+    result best = {0};
+    for (int i = 0; i < repeat; i++) {
+        result r = run_child(json, pft, analyze);
+        if (!r.ok)
+            return r;
+        long rss = best.rss_kb > r.rss_kb ? best.rss_kb : r.rss_kb;
+        if (!best.ok || r.seconds < best.seconds)
+            best = r;
+        best.rss_kb = rss;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    double small = 20, large = 200;
+    int repeat = 3, analyze = 0, keep = 0;
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--small") == 0 && i + 1 < argc)
+            small = atof(argv[++i]);
+        else if (strcmp(argv[i], "--large") == 0 && i + 1 < argc)
+            large = atof(argv[++i]);
+        else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+            repeat = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+            dir = argv[++i];
+        else if (strcmp(argv[i], "--analyze") == 0)
+            analyze = 1;
+        else if (strcmp(argv[i], "--keep") == 0)
+            keep = 1;
+        else {
+            fprintf(stderr, "usage: bench_kineto [--small MB] [--large MB] [--repeat R] "
+                            "[--dir DIR] [--analyze] [--keep]\n");
+            return 2;
+        }
+    }
+    if (!(small > 0) || !(large > 0) || repeat < 1) {
+        fprintf(stderr, "bench_kineto: sizes and --repeat must be positive\n");
+        return 2;
+    }
+    char js[2][4096], pft[2][4096];
+    const double mb[2] = {small, large};
+    result r[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(js[i], sizeof js[i], "%s/bench_kineto_%d.json", dir, i);
+        snprintf(pft[i], sizeof pft[i], "%s/bench_kineto_%d.pft", dir, i);
+        if (write_trace(js[i], mb[i]) != 0) {
+            fprintf(stderr, "bench_kineto: cannot write %s\n", js[i]);
+            return 3;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        r[i] = best_of(js[i], pft[i], analyze, repeat);
+        if (!keep)
+            unlink(js[i]);
+        if (!r[i].ok) {
+            fprintf(stderr, "bench_kineto: converting %s failed\n", js[i]);
+            return 3;
+        }
+        printf("%-5s %7.1f MB of JSON, %9llu ranges: %6.3f s, %6.1f MB/s%s, peak RSS %6.1f MB\n",
+               i ? "large" : "small", r[i].mb, (unsigned long long)r[i].ranges, r[i].seconds,
+               r[i].mb / r[i].seconds, analyze ? " (convert + analyze)" : "",
+               (double)r[i].rss_kb / 1024.0);
+    }
+    printf("ratios large/small: size %.2fx, time %.2fx, throughput %.2fx, peak RSS %.2fx\n",
+           r[1].mb / r[0].mb, r[1].seconds / r[0].seconds,
+           (r[1].mb / r[1].seconds) / (r[0].mb / r[0].seconds),
+           (double)r[1].rss_kb / (double)r[0].rss_kb);
+    return 0;
+}
