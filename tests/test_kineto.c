@@ -504,6 +504,62 @@ Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
         cr_assert_gt(cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps")), 0);
         cJSON_Delete(j);
     }
+    /* the Chrome export and the Gantt's data of the pipeline view */
+    const char *args[] = {"-q", "--chrome", tk_path("gp.chrome.json"), "--gantt",
+                          tk_path("gp.png"), "--gantt-data", tk_path("gp.dat"), DATA "/gp", NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert(r.code == 0 || (r.code == 3 && strstr(r.err, "gnuplot")), "exit %d: %s", r.code,
+              r.err);
+    tk_result_free(&r);
+    char *chrome = tk_slurp(tk_path("gp.chrome.json"), NULL);
+    cr_assert_not_null(chrome);
+    cr_assert_neq(strstr(chrome, "traceEvents"), NULL);
+    free(chrome);
+    cr_assert(tk_exists(tk_path("gp.dat")), "the Gantt's data");
+}
+
+/* rank1 of the interleaved run as if from another host whose clock is 2.5 s ahead. */
+static void shifted_copy(const char *src, const char *dst, const char *host, double shift_us)
+{
+    size_t len;
+    char *text = slurp_any(src, &len);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(root);
+    cJSON_ReplaceItemInObject(root, "host_name", cJSON_CreateString(host));
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents"))
+    {
+        cJSON *ts = cJSON_GetObjectItem(e, "ts");
+        if (cJSON_IsNumber(ts))
+            cJSON_SetNumberValue(ts, ts->valuedouble + shift_us);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    tk_write_text(dst, out);
+    free(out);
+    cJSON_Delete(root);
+}
+
+Test(kineto, ranks_on_two_hosts_are_aligned_by_their_sends_and_receives)
+{
+    cr_assert_eq(mkdir(tk_path("hosts"), 0755), 0);
+    shifted_copy(DATA "/il/rank0.json", tk_path("hosts/rank0.json"), "vm", 0);
+    shifted_copy(DATA "/il/rank1.json.gz", tk_path("hosts/rank1.json"), "other-host", 2.5e6);
+    pp_analysis *one = NULL, *two = NULL;
+    cr_assert_eq(pp_analyze_dir(DATA "/il", NULL, &one), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_analyze_dir(tk_path("hosts"), NULL, &two), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(one->files[1].clock_status, PP_CLOCK_SHARED, "one host: one clock");
+    cr_assert_eq(two->files[1].clock_status, PP_CLOCK_ESTIMATED);
+    /* the estimate is bounded by the gloo messages' latencies: well under a millisecond */
+    cr_assert_float_eq(two->files[1].clock_offset_ns, 2.5e9, 1e6, "offset %.0f ns",
+                       two->files[1].clock_offset_ns);
+    cr_assert_eq(two->n_steps, one->n_steps);
+    cr_assert_float_eq(two->step_ns.mean, one->step_ns.mean, 0.01 * one->step_ns.mean,
+                       "step %.0f ns aligned, %.0f ns on one clock", two->step_ns.mean,
+                       one->step_ns.mean);
+    cr_assert_float_eq(two->bubble_ratio, one->bubble_ratio, 0.02);
+    pp_analysis_free(one);
+    pp_analysis_free(two);
 }
 
 /* ---- hostile input ---- */
