@@ -414,7 +414,12 @@ static int process(conv *c, const kev *e)
         c->s->marks++;
         return thread_emit(c, t, &r, sizeof r);
     }
-    int nested = !t->depth || e->t1 <= t->stack[t->depth - 1].t1;
+    /* a child whose end rounds 1 ns past its parent's (sub-ns input) still nests, ending with
+     * it: the thread's records must stay in time order */
+    uint64_t t1 = e->t1;
+    if (t->depth && t1 == t->stack[t->depth - 1].t1 + 1)
+        t1--;
+    int nested = !t->depth || t1 <= t->stack[t->depth - 1].t1;
     if (c->open_total >= MAX_OPEN_TOTAL) {
         c->s->dropped_caps++;
         problem(c, "%s", "too many ranges open at once (a cap of the importer): some dropped");
@@ -428,7 +433,7 @@ static int process(conv *c, const kev *e)
             problem(c, "%s", "ranges nested deeper than 1024: the deeper ones dropped");
             return 1;
         }
-        t->stack[t->depth++] = (open_entry){.t1 = e->t1, .id = e->domain};
+        t->stack[t->depth++] = (open_entry){.t1 = t1, .id = e->domain};
     } else {
         if (t->n_ends == PP_KINETO_MAX_OPEN_ASYNC ||
             (t->n_ends == t->cap_ends &&

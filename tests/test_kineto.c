@@ -292,6 +292,22 @@ Test(kineto, nested_events_push_pop_and_overlapping_ones_start_end)
     pp_trace_free(t);
 }
 
+Test(kineto, a_child_ending_a_rounding_nanosecond_past_its_parent_still_nests)
+{
+    /* the parent ends at round(0.4) + round(1000.2) = 1000 ns, the child inside it (true end
+     * 1000.2 ns) at round(500.6) + round(499.6) = 1001 ns */
+    const char *j = "[" EV("user_annotation", "p", 1, 0.0004, 1.0002) ","
+                    EV("cpu_op", "c", 1, 0.5006, 0.4996) "]";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.async_ranges, 0);
+    cr_assert_eq(t->n_events, 4);
+    for (size_t i = 1; i < t->n_events; i++)
+        cr_assert_geq(t->events[i].ts, t->events[i - 1].ts, "record %zu out of order", i);
+    pp_trace_free(t);
+}
+
 Test(kineto, late_events_within_the_window_are_reordered_beyond_it_dropped)
 {
     const char *j = "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
@@ -720,7 +736,7 @@ static rss_report convert_in_child(const char *json, const char *out)
     return r;
 }
 
-Test(kineto, peak_memory_does_not_grow_with_the_file_size, .timeout = 600)
+Test(kineto, peak_memory_does_not_grow_with_the_file_size)
 {
     /* about 20 MB and 200 MB of JSON (the bound: the window, the caps, the buffers) */
     enum { SMALL = 50000 };
