@@ -681,25 +681,33 @@ static void big_trace(const char *path, size_t events)
     cr_assert_not_null(f);
     fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
     for (size_t i = 0; i < events; i++) {
-        /* an action with two ops inside it and a send that outlives it, on 4 threads */
+        /* an action with two ops inside it and a send that outlives it, on 4 threads; a
+         * ProfilerStep every 250 actions of thread 100, so that the steps (whose numbers the
+         * analysis keeps, a few hundred bytes each) stay few */
         double t0 = 10.0 * (double)(i / 4);
         int tid = 100 + (int)(i % 4);
+        if (i % 1000 == 0)
+            fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":"
+                       "\"ProfilerStep#%zu\",\"pid\":1,\"tid\":100,\"ts\":%.3f,\"dur\":2499}",
+                    i ? "," : "", i / 1000, t0);
         fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:%dF%zu\",\"pid\":1,"
                    "\"tid\":%d,\"ts\":%.3f,\"dur\":8.5,\"args\":{\"External id\":%zu}},\n"
                    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":%d,"
                    "\"ts\":%.3f,\"dur\":2.25,\"args\":{\"External id\":%zu,\"Sequence number\":1}},\n"
                    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:send\",\"pid\":1,"
                    "\"tid\":%d,\"ts\":%.3f,\"dur\":9.75}",
-                i ? "," : "", tid % 4, i % 8, tid, t0, i, tid, t0 + 1, i, tid, t0 + 5);
+                i || i % 1000 == 0 ? "," : "", tid % 4, i % 8, tid, t0, i, tid, t0 + 1, i, tid,
+                t0 + 5);
     }
     fputs("]}\n", f);
     fclose(f);
 }
 
 typedef struct rss_report {
-    pp_status st;
+    pp_status st, analysis;
     long maxrss_kb;
-    uint64_t ranges, bytes_in;
+    uint64_t ranges, bytes_in, steps;
+    char why[256];
 } rss_report;
 
 static rss_report convert_in_child(const char *json, const char *out)
@@ -713,10 +721,11 @@ static rss_report convert_in_child(const char *json, const char *out)
         rss_report r = {0};
         pp_kineto_stats s;
         r.st = pp_kineto_convert(json, out, NULL, &s);
-        if (r.st == PP_OK) {
-            /* and the analysis of what it wrote (no pipeline here: it reads every block) */
+        if (r.st == PP_OK) { /* and the analysis of what it wrote */
             pp_analysis *a = NULL;
-            pp_analyze_dir(out, NULL, &a);
+            r.analysis = pp_analyze_dir(out, NULL, &a);
+            r.steps = a ? a->n_steps : 0;
+            snprintf(r.why, sizeof r.why, "%s", pp_error_message());
             pp_analysis_free(a);
         }
         r.ranges = s.ranges;
@@ -746,8 +755,12 @@ Test(kineto, peak_memory_does_not_grow_with_the_file_size)
     rss_report l = convert_in_child(tk_path("large.json"), tk_path("large.pft"));
     cr_assert_eq(s.st, PP_OK);
     cr_assert_eq(l.st, PP_OK);
-    cr_assert_eq(s.ranges, 3 * SMALL);
-    cr_assert_eq(l.ranges, 30 * SMALL);
+    cr_assert_eq(s.analysis, PP_OK, "%s", s.why);
+    cr_assert_eq(l.analysis, PP_OK, "%s", l.why);
+    cr_assert_eq(s.steps, SMALL / 1000 - 1, "every ProfilerStep but the warm-up");
+    cr_assert_eq(l.steps, 10 * SMALL / 1000 - 1);
+    cr_assert_eq(s.ranges, 3 * SMALL + SMALL / 1000);
+    cr_assert_eq(l.ranges, 30 * SMALL + 10 * SMALL / 1000);
     cr_log_info("peak RSS %ld KiB for %llu MB of JSON, %ld KiB for %llu MB", s.maxrss_kb,
                 (unsigned long long)(s.bytes_in >> 20), l.maxrss_kb,
                 (unsigned long long)(l.bytes_in >> 20));
