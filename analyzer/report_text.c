@@ -62,14 +62,19 @@ static void print_ranges(const pp_analysis *a, FILE *out)
     }
 }
 
-/* Per thread: where each name's ranges ran. */
+/* Per thread: where each name's ranges ran; at most TEXT_MAX_THREAD_ROWS rows (the JSON has
+ * them all). */
+enum { TEXT_MAX_THREAD_ROWS = 256 };
+
 static void print_range_threads(const pp_analysis *a, FILE *out)
 {
     if (!a->n_range_threads)
         return;
+    size_t shown = a->n_range_threads < TEXT_MAX_THREAD_ROWS ? a->n_range_threads
+                                                             : TEXT_MAX_THREAD_ROWS;
     fprintf(out, "\n%-22s %-16s %9s %12s %11s %11s %11s  %s\n", "process", "thread", "count",
             "total ms", "mean us", "min us", "max us", "name");
-    for (size_t i = 0; i < a->n_range_threads; i++) {
+    for (size_t i = 0; i < shown; i++) {
         const pp_arange_thread *c = &a->range_threads[i];
         if (c->range >= a->n_ranges || c->thread >= a->n_threads)
             continue;
@@ -99,6 +104,9 @@ static void print_range_threads(const pp_analysis *a, FILE *out)
                 c->count ? c->sum_ns / (double)c->count * 1e-3 : 0.0, c->min_ns * 1e-3,
                 c->max_ns * 1e-3, name);
     }
+    if (shown < a->n_range_threads)
+        fprintf(out, "... %zu more (name, thread) rows: --json has every one\n",
+                a->n_range_threads - shown);
 }
 
 /* Marks of other domains than pipeprof's, per domain and name. */

@@ -443,6 +443,15 @@ Test(generic, hundred_thousand_names_stay_bounded_with_a_warning)
     cr_assert_eq(sum, (uint64_t)NAMES);
     cr_assert_not_null(strstr(a->warnings, "(other names)"), "%s", a->warnings);
     cr_assert_not_null(strstr(a->warnings, "(other threads)"), "%s", a->warnings);
+    /* the table prints 256 per-thread rows, and says how many more the JSON has */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    pp_analysis_print(a, m);
+    fclose(m);
+    cr_assert_not_null(strstr(buf, "more (name, thread) rows: --json has every one"));
+    cr_assert_lt(len, 2u << 20, "a %zu-byte table", len);
+    free(buf);
     pp_analysis_free(a);
 }
 
