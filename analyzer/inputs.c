@@ -19,6 +19,7 @@ struct pp_inputs {
     char tmpdir[4096]; /* "" when none was made */
     int keep;     /* the import directory's files stay */
     size_t converted;
+    int32_t ranks[64];    /* the first converted traces' ranks, for the duplicate check */
     char notes[2048];
 };
 
@@ -131,6 +132,18 @@ static pp_status convert_one(pp_inputs *in, const char *src, int32_t rank, const
         unlink(out);
         return st;
     }
+    /* tensorboard_trace_handler writes a trace per profiling cycle: two of one rank are two
+     * cycles, not two stages */
+    for (size_t i = 0; s.rank >= 0 && i < in->converted && i < 64; i++)
+        if (in->ranks[i] == s.rank) {
+            pp_append_line(in->notes, sizeof in->notes,
+                           "%s: rank %d again (another trace states it too): one trace per rank "
+                           "is expected; analyze one profiling cycle's traces at a time",
+                           src, (int)s.rank);
+            break;
+        }
+    if (in->converted < 64)
+        in->ranks[in->converted] = s.rank;
     in->converted++;
     if (s.problem[0])
         pp_append_line(in->notes, sizeof in->notes, "%s: %s", src, s.problem);

@@ -800,6 +800,12 @@ Test(kineto, input_resolution_takes_directories_files_and_cleans_up)
     const char *files[] = {DATA "/il/rank1.json.gz", DATA "/il/rank0.json"};
     cr_assert_eq(pp_inputs_open(files, 2, NULL, &in), PP_OK, "%s", pp_error_message());
     cr_assert_eq(pp_inputs_count(in), 2);
+    cr_assert_str_empty(pp_inputs_notes(in));
+    pp_inputs_close(in);
+    /* two profiling cycles of one rank: said */
+    const char *twice[] = {DATA "/il/rank0.json", DATA "/gp/rank0.pt.trace.json"};
+    cr_assert_eq(pp_inputs_open(twice, 2, NULL, &in), PP_OK, "%s", pp_error_message());
+    cr_assert_neq(strstr(pp_inputs_notes(in), "rank 0 again"), NULL, "%s", pp_inputs_notes(in));
     pp_inputs_close(in);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\"", tmp);
