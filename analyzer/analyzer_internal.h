@@ -1,5 +1,7 @@
 /* analyzer_internal.h: what the analyzer's files share, private to analyzer/ (the public API is
- * pp_analyzer.h). The analysis runs as a data flow, one file a stage:
+ * pp_analyzer.h). Before it, inputs.c resolves what a tool's paths name into .pft files
+ * (kineto.c converts PyTorch profiler traces, over kineto_json.c's tokenizer: pp_kineto.h).
+ * The analysis runs as a data flow, one file a stage:
  *   decode.c     trace blocks -> ranges: string and schema tables, push/pop pairing, the
  *                convention's decoding rule (extended payload, else the message grammar of
  *                common/pp_convention.h), the bounds, the marks; other domains' ranges by the
@@ -12,7 +14,7 @@
  *                critical path;
  *   clock_pass.c the clock-alignment pass before the analysis (beside clock.c, the estimate);
  *   gpu_pass.c   the GPU pass after it (beside gpu.c, the projection);
- *   analyzer.c   the driver (pp_analyze_files, pp_analyze_dir);
+ *   analyzer.c   the driver (pp_analyze_files; pp_analyze_dir goes through inputs.c);
  *   report_text.c the text summary (pp_analysis_print).
  * One analysis is one `state`, used by one thread. */
 #ifndef PP_ANALYZER_INTERNAL_H
