@@ -70,6 +70,7 @@ typedef struct kev {
     uint64_t t0, t1, seq;
     uint32_t thread, name, domain;
     uint32_t mark;
+    uint64_t tol; /* ns its end may stick out of its parent's by rounding alone */
 } kev;
 
 /* The fields of one traceEvents element, as far as the converter reads them. */
@@ -414,11 +415,12 @@ static int process(conv *c, const kev *e)
         c->s->marks++;
         return thread_emit(c, t, &r, sizeof r);
     }
-    /* a child whose end rounds 1 ns past its parent's (sub-ns input) still nests, ending with
-     * it: the thread's records must stay in time order */
+    /* a child whose end sticks out of its parent's by no more than the times' own rounding
+     * still nests, ending with it (the thread's records must stay in time order): Kineto's
+     * microsecond doubles near 1.7e15 (absolute timestamps) hold quarter microseconds only */
     uint64_t t1 = e->t1;
-    if (t->depth && t1 == t->stack[t->depth - 1].t1 + 1)
-        t1--;
+    if (t->depth && t1 > t->stack[t->depth - 1].t1 && t1 - t->stack[t->depth - 1].t1 <= e->tol)
+        t1 = t->stack[t->depth - 1].t1;
     int nested = !t->depth || t1 <= t->stack[t->depth - 1].t1;
     if (c->open_total >= MAX_OPEN_TOTAL) {
         c->s->dropped_caps++;
@@ -561,7 +563,8 @@ static uint64_t bounded(int has, double v, double max, uint64_t dflt)
 
 /* The event's start and end in ns; 0 when its times are missing, not finite or beyond the
  * bounds. */
-static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_dur)
+static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_dur,
+                    uint64_t *tol)
 {
     if (!e->has_ts || !(e->ts >= 0) || !(e->ts <= TS_MAX_US) ||
         (need_dur && (!e->has_dur || !(e->dur >= 0) || !(e->dur <= DUR_MAX_US)))) {
@@ -571,6 +574,10 @@ static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_
     }
     *t0 = (uint64_t)llround(e->ts * 1000.0);
     *t1 = *t0 + (need_dur ? (uint64_t)llround(e->dur * 1000.0) : 0);
+    /* the rounding error of the file's starts and of their products in ns (both a double's ulp
+     * each, for the parent and the child): 4 ulps of the start, in ns, and the ns rounding */
+    if (tol)
+        *tol = (uint64_t)(4000.0 * (nextafter(e->ts, INFINITY) - e->ts)) + 1;
     if (*t0 < c->t_min)
         c->t_min = *t0;
     return 1;
@@ -593,7 +600,7 @@ static int spill(conv *c, int which, const void *rec, size_t size)
 static int on_gpu(conv *c, const kin *e, int kind)
 {
     uint64_t t0, t1;
-    if (!times_of(c, e, &t0, &t1, 1))
+    if (!times_of(c, e, &t0, &t1, 1, NULL))
         return 1;
     uint32_t name = name_id(c, e->name, e->name_len);
     if (!name)
@@ -617,7 +624,7 @@ static int on_gpu(conv *c, const kin *e, int kind)
 static int on_api(conv *c, const kin *e, int driver)
 {
     uint64_t t0, t1;
-    if (!times_of(c, e, &t0, &t1, 1))
+    if (!times_of(c, e, &t0, &t1, 1, NULL))
         return 1;
     uint32_t tid = tid_of(c, e);
     uint64_t corr = bounded(e->has_corr, e->correlation, UINT32_MAX, 0);
@@ -638,8 +645,8 @@ static int on_api(conv *c, const kin *e, int driver)
 
 static int on_cpu(conv *c, const kin *e, int mark)
 {
-    uint64_t t0, t1;
-    if (!times_of(c, e, &t0, &t1, !mark))
+    uint64_t t0, t1, tol = 1;
+    if (!times_of(c, e, &t0, &t1, !mark, &tol))
         return 1;
     uint32_t tid = tid_of(c, e);
     if (tid == UINT32_MAX) {
@@ -662,7 +669,7 @@ static int on_cpu(conv *c, const kin *e, int mark)
     if (!domain || !name)
         return 0;
     kev k = {.t0 = t0, .t1 = t1, .thread = index, .name = name, .domain = domain,
-             .mark = (uint32_t)mark};
+             .mark = (uint32_t)mark, .tol = tol};
     return enqueue(c, k);
 }
 
