@@ -263,6 +263,7 @@ static void name_sources(pp_analysis *a, const pp_inputs *in)
         const char *p = ((char **)in->paths.data)[i], *s = ((char **)in->sources.data)[i];
         if (strcmp(p, s) == 0)
             continue;
+        snprintf(a->files[i].trace_path, sizeof a->files[i].trace_path, "%s", p);
         snprintf(a->files[i].path, sizeof a->files[i].path, "%s", s);
         char buf[sizeof a->warnings];
         size_t pl = strlen(p), o = 0;
@@ -284,7 +285,16 @@ static void name_sources(pp_analysis *a, const pp_inputs *in)
 pp_status pp_analyze_inputs(const char *const *args, size_t n, const pp_analysis_options *o,
                             pp_analysis **out)
 {
+    return pp_analyze_inputs_held(args, n, o, out, NULL);
+}
+
+pp_status pp_analyze_inputs_held(const char *const *args, size_t n,
+                                 const pp_analysis_options *o, pp_analysis **out,
+                                 pp_inputs **held)
+{
     pp_inputs *in = NULL;
+    if (held)
+        *held = NULL;
     pp_status st = pp_inputs_open(args, n, NULL, &in);
     if (st != PP_OK)
         return st;
@@ -296,6 +306,9 @@ pp_status pp_analyze_inputs(const char *const *args, size_t n, const pp_analysis
             snprintf((*out)->warnings + len, sizeof (*out)->warnings - len, "%s", in->notes);
         }
     }
-    pp_inputs_close(in);
+    if (held && st == PP_OK)
+        *held = in;
+    else
+        pp_inputs_close(in);
     return st;
 }

@@ -153,6 +153,10 @@ typedef struct pp_afile {
     double clock_uncertainty_ns; /* half the feasible band's narrowest width (INFINITY: unbounded) */
     int aligned;                 /* 1: its times are on the run's common clock */
     int analyzed;                /* 1: read by the analysis (readable, and its rank wanted) */
+    /* the .pft file read when `path` names its source instead (a converted PyTorch trace,
+     * docs/kineto.md; readable while the pp_inputs of pp_analyze_inputs_held lives), "" when
+     * `path` is the trace read */
+    char trace_path[512];
 } pp_afile;
 
 /* The generic view (docs/metrics.md "Ranges and marks"): every NVTX range that is not a
@@ -305,6 +309,11 @@ void pp_inputs_close(pp_inputs *in);
  * source (files[].path, warnings) and carries the conversion's notes in its warnings. */
 pp_status pp_analyze_inputs(const char *const *paths, size_t n, const pp_analysis_options *o,
                             pp_analysis **out);
+/* The same, the converted traces kept until the caller's pp_inputs_close(*held) (NULL when
+ * the call fails): for reports that read the traces again (the generic view's Chrome tracks). */
+pp_status pp_analyze_inputs_held(const char *const *paths, size_t n,
+                                 const pp_analysis_options *o, pp_analysis **out,
+                                 pp_inputs **held);
 /* The same over explicit files (tests, benchmarks). */
 pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis_options *o,
                            pp_analysis **out);

@@ -784,7 +784,8 @@ pp_status pp_report_each_event(const pp_analysis *a,
         f->info = &info[i];
         f->rank = a->files[i].rank;
         f->done = 1;
-        if (!a->files[i].analyzed || pp_trace_reader_open(a->files[i].path, &f->r) != PP_OK) {
+        const char *tp = a->files[i].trace_path[0] ? a->files[i].trace_path : a->files[i].path;
+        if (!a->files[i].analyzed || pp_trace_reader_open(tp, &f->r) != PP_OK) {
             pp_error_clear();
             continue;
         }

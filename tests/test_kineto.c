@@ -538,6 +538,9 @@ Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
     char *chrome = tk_slurp(tk_path("gp.chrome.json"), NULL);
     cr_assert_not_null(chrome);
     cr_assert_neq(strstr(chrome, "traceEvents"), NULL);
+    /* the converted traces live until pprof-report exits: their other ranges (the aten ops)
+     * reach the Chrome trace's generic tracks */
+    cr_assert_neq(strstr(chrome, "\"aten::"), NULL, "no aten op in the Chrome trace");
     free(chrome);
     cr_assert(tk_exists(tk_path("gp.dat")), "the Gantt's data");
 }

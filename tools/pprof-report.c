@@ -374,8 +374,10 @@ int main(int argc, char **argv)
          a->n_ranks ? ", selected ranks" : "");
 
     pp_analysis *an = NULL;
+    pp_inputs *held = NULL; /* converted PyTorch traces, read again by the Chrome export */
     pp_status st = a->import ? import_and_analyze(a, &o, &an)
-                             : pp_analyze_inputs(a->inputs, (size_t)a->n_inputs, &o, &an);
+                             : pp_analyze_inputs_held(a->inputs, (size_t)a->n_inputs, &o, &an,
+                                                      &held);
     if (st != PP_OK) {
         if (a->n_ranks)
             pp_error_wrap(st, "with --ranks %s", a->ranks_arg);
@@ -408,6 +410,7 @@ int main(int argc, char **argv)
     }
     rc = st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
     pp_analysis_free(an);
+    pp_inputs_close(held);
     free(a);
     return rc;
 }
