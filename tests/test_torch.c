@@ -1,13 +1,386 @@
-/* test_torch.c: pipeprof on PyTorch pipeline jobs (issue 16). For now the extraction of a torch
- * job's layer costs: module events time only the forward, so the stage's backward is shared
- * out (analyzer/extract.c). The tests that run real torch.distributed.pipelining jobs follow. */
+/* test_torch.c: real torch.distributed.pipelining jobs (tests/py/torch_pipe.py) on CPU under
+ * torchrun with gloo and torch.profiler, analyzed from their own Kineto traces as a PyTorch user
+ * would (pprof-report DIR on the trace directory, no pprof-run), and checked against what
+ * tests/py/kineto_truth.py computes from the same files: the stage count, each stage's mean
+ * forward and backward per micro-batch (within 2%), the step time, the straggler named. Then the
+ * Gantt picture, the Chrome export and a pprof-check baseline from the same directory; and
+ * pprof-tune's split points applied to the job: the re-run's step improves and lands near the
+ * prediction.
+ *
+ * The Python comes from PPROF_TORCH_PYTHON, else the CMake cache's PP_TORCH_PYTHON, else the
+ * venv scripts/setup.sh makes (PPROF_TORCH_VENV, /var/cache/pipeprof/torch-local, or
+ * ${XDG_CACHE_HOME:-~/.cache}/pipeprof/torch-local). The tests skip, saying so, when none of
+ * them has torch and numpy. torchrun is `python -m torch.distributed.run`. The extraction of
+ * a torch job's layer costs (module events: forward only) is tested without Python. */
 #define _GNU_SOURCE
 #include "pp_extract.h"
 
+#include <cJSON.h>
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define REPORT PP_BUILD_DIR "/tools/pprof-report"
+#define TUNE PP_BUILD_DIR "/tools/pprof-tune"
+#define CHECK PP_BUILD_DIR "/tools/pprof-check"
+#define JOB PP_TEST_PY_DIR "/torch_pipe.py"
+#define TRUTH PP_TEST_PY_DIR "/kineto_truth.py"
+
+static void setup(void) { tk_dir_create("pp_torch"); }
+
+TestSuite(torch, .init = setup, .fini = tk_dir_remove, .timeout = 300);
+
+/* Whether py runs and has torch and numpy (found, not imported: an import takes seconds). */
+static int python_has_torch(const char *py)
+{
+    if (!py || !py[0] || access(py, X_OK) != 0)
+        return 0;
+    const char *argv[] = {py, "-c",
+                          "import importlib.util as u, sys; "
+                          "sys.exit(0 if u.find_spec('torch') and u.find_spec('numpy') else 1)",
+                          NULL};
+    tk_result r = tk_runv(argv, NULL);
+    int ok = r.code == 0;
+    tk_result_free(&r);
+    return ok;
+}
+
+/* The first Python with torch of: PPROF_TORCH_PYTHON, PP_TORCH_PYTHON, setup.sh's venvs. */
+static const char *find_python(void)
+{
+    static char path[1024];
+    const char *env = getenv("PPROF_TORCH_PYTHON");
+    if (env && env[0])
+        return python_has_torch(env) ? env : NULL; /* an explicit choice is not second-guessed */
+    if (python_has_torch(PP_TORCH_PYTHON))
+        return PP_TORCH_PYTHON;
+    const char *venv = getenv("PPROF_TORCH_VENV");
+    if (venv && venv[0]) {
+        snprintf(path, sizeof path, "%s/bin/python", venv);
+        return python_has_torch(path) ? path : NULL;
+    }
+    if (python_has_torch("/var/cache/pipeprof/torch-local/bin/python"))
+        return "/var/cache/pipeprof/torch-local/bin/python";
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0])
+        snprintf(path, sizeof path, "%s/pipeprof/torch-local/bin/python", xdg);
+    else if (home && home[0])
+        snprintf(path, sizeof path, "%s/.cache/pipeprof/torch-local/bin/python", home);
+    else
+        return NULL;
+    return python_has_torch(path) ? path : NULL;
+}
+
+static const char *need_python(void)
+{
+    const char *py = find_python();
+    if (!py)
+        cr_skip_test("no Python with torch and numpy (run scripts/setup.sh, or set "
+                     "PPROF_TORCH_PYTHON or PPROF_TORCH_VENV)");
+    return py;
+}
+
+/* Runs argv; fails the test with its output unless it exits 0. */
+static void run_ok(const char *what, const char *const *argv)
+{
+    tk_result r = tk_runv(argv, NULL);
+    if (r.code != 0) {
+        /* the tail of stderr is where Python and the tools say why */
+        const char *err = r.err ? r.err : "";
+        size_t n = strlen(err);
+        cr_assert_fail("%s failed (%d):\n%s\n%s", what, r.code, r.out ? r.out : "",
+                       n > 4000 ? err + n - 4000 : err);
+    }
+    tk_result_free(&r);
+}
+
+/* torchrun --nproc-per-node n torch_pipe.py --out dir <args> */
+static void run_job(const char *py, int n, const char *dir, const char *const *args)
+{
+    const char *argv[40] = {py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"};
+    int k = 5;
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    argv[k++] = nbuf;
+    argv[k++] = JOB;
+    argv[k++] = "--out";
+    argv[k++] = dir;
+    for (int i = 0; args[i]; i++) {
+        cr_assert_lt(k, 38);
+        argv[k++] = args[i];
+    }
+    argv[k] = NULL;
+    run_ok("the torch job under torchrun", argv);
+}
+
+static cJSON *load_json(const char *path)
+{
+    char *text = tk_slurp(path, NULL);
+    cr_assert_not_null(text, "%s was not written", path);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(j, "%s is not JSON", path);
+    return j;
+}
+
+static const cJSON *item(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    cr_assert_not_null(v, "no '%s'", k);
+    return v;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = item(o, k);
+    cr_assert(cJSON_IsNumber(v), "'%s' is not a number", k);
+    return v->valuedouble;
+}
+
+/* pprof-report DIR --json into tk_dir/name; returns it parsed. */
+static cJSON *report_json(const char *dir, const char *name)
+{
+    const char *out = tk_path(name);
+    const char *argv[] = {REPORT, dir, "--json", "-q", "-o", out, NULL};
+    run_ok("pprof-report --json on the trace directory", argv);
+    return load_json(out);
+}
+
+/* What kineto_truth.py computes from the traces of dir. */
+static cJSON *truth_json(const char *py, const char *dir)
+{
+    const char *out = tk_path("truth.json");
+    const char *argv[] = {py, TRUTH, dir, "--out", out, NULL};
+    run_ok("kineto_truth.py", argv);
+    return load_json(out);
+}
+
+/* The truth's row of step `step`, NULL when it has none. */
+static const cJSON *truth_step(const cJSON *truth, int step)
+{
+    const cJSON *s;
+    cJSON_ArrayForEach(s, item(truth, "steps"))
+    {
+        if ((int)num(s, "step") == step)
+            return s;
+    }
+    return NULL;
+}
+
+static int within(double got, double want, double rel)
+{
+    return fabs(got - want) <= rel * fabs(want);
+}
+
+/* The analysis of a trace directory against the truth from the same files: the stage count
+ * (S x v = the torch stages), per stage the mean forward and backward per micro-batch over
+ * the analyzed steps within 2%, the mean step time within 2%, and the straggler. pipeprof's
+ * stage is the rank (its chunks are the torch stages it holds), so the truth's per-rank sums
+ * are what its stages compare with. */
+static void check_against_truth(const cJSON *sum, const cJSON *truth)
+{
+    const cJSON *pipe = item(sum, "pipeline");
+    int S = (int)num(pipe, "stages"), v = (int)num(pipe, "virtual_stages");
+    int R = (int)num(truth, "ranks"), P = (int)num(truth, "pieces");
+    cr_expect_eq(S, R, "pprof-report found %d stages on %d ranks", S, R);
+    cr_assert_eq(S * v, P, "pprof-report found %d x %d stages, the traces hold %d torch stages",
+                 S, v, P);
+
+    const cJSON *steps = item(sum, "steps");
+    int n_steps = cJSON_GetArraySize(steps);
+    cr_assert_geq(n_steps, 2, "only %d steps analyzed", n_steps);
+    double t_step = 0;
+    double *f = calloc((size_t)S, sizeof *f), *b = calloc((size_t)S, sizeof *b);
+    int *nf = calloc((size_t)S, sizeof *nf), *nb = calloc((size_t)S, sizeof *nb);
+    cr_assert(f && b && nf && nb);
+    const cJSON *st;
+    cJSON_ArrayForEach(st, steps)
+    {
+        int step = (int)num(st, "step");
+        const cJSON *ts = truth_step(truth, step);
+        cr_assert_not_null(ts, "step %d of the analysis is no ProfilerStep#%d of the traces",
+                           step, step);
+        t_step += num(ts, "step_ms");
+        for (int s = 0; s < S; s++) {
+            const cJSON *c = cJSON_GetArrayItem(item(ts, "ranks"), s);
+            f[s] += num(c, "fwd_sum_ms");
+            b[s] += num(c, "bwd_sum_ms");
+            nf[s] += (int)num(c, "fwd_n");
+            nb[s] += (int)num(c, "bwd_n");
+        }
+    }
+    t_step /= n_steps;
+    double got_step = num(item(item(sum, "aggregates"), "step_ms"), "mean");
+    cr_expect(within(got_step, t_step, 0.02), "step time %.3f ms, the traces say %.3f ms",
+              got_step, t_step);
+    int M = (int)num(pipe, "microbatches");
+    const cJSON *stages = item(sum, "stages");
+    for (int s = 0; s < S; s++) {
+        const cJSON *g = cJSON_GetArrayItem(stages, s);
+        cr_assert_not_null(g);
+        cr_expect_eq(nf[s], n_steps * M * v, "stage %d: %d forwards in the traces' steps", s,
+                     nf[s]);
+        const cJSON *fs = item(g, "fwd_ms"), *bs = item(g, "bwd_ms");
+        double want_f = f[s] / nf[s], want_b = b[s] / nb[s];
+        cr_expect_eq((int)num(fs, "count"), nf[s], "stage %d forward count", s);
+        cr_expect(within(num(fs, "mean"), want_f, 0.02),
+                  "stage %d forward %.4f ms per micro-batch, the traces say %.4f ms", s,
+                  num(fs, "mean"), want_f);
+        cr_expect(within(num(bs, "mean"), want_b, 0.02),
+                  "stage %d backward %.4f ms per micro-batch, the traces say %.4f ms", s,
+                  num(bs, "mean"), want_b);
+        cr_log_info("stage %d: fwd %.4f (truth %.4f), bwd %.4f (truth %.4f) ms", s,
+                    num(fs, "mean"), want_f, num(bs, "mean"), want_b);
+    }
+    /* the straggler: the stage the others' imbalance is blamed on */
+    int slow = (int)num(truth, "slowest_rank"), votes = 0, against = 0;
+    for (int s = 0; s < S; s++) {
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(stages, s), "imbalance_culprit");
+        if (s == slow || !cJSON_IsNumber(c))
+            continue;
+        if ((int)c->valuedouble == slow)
+            votes++;
+        else
+            against++;
+    }
+    cr_expect_gt(votes, against, "stage %d is the slowest, but the analysis blames it for %d "
+                                 "stages' imbalance and another for %d",
+                 slow, votes, against);
+    free(f);
+    free(b);
+    free(nf);
+    free(nb);
+}
+
+/* Gantt picture, Chrome export and a pprof-check baseline, all from the trace directory. */
+static void check_outputs(const char *dir, int S)
+{
+    const char *png = tk_path("gantt.png"), *chrome = tk_path("chrome.json");
+    const char *argv[] = {REPORT, dir, "-q", "--gantt", png, "--chrome", chrome, NULL};
+    run_ok("pprof-report --gantt --chrome", argv);
+    cr_expect(tk_exists(png), "no Gantt picture");
+    cJSON *c = load_json(chrome);
+    const cJSON *evs = cJSON_IsArray(c) ? c : cJSON_GetObjectItem(c, "traceEvents");
+    cr_assert(cJSON_IsArray(evs), "the Chrome export has no event list");
+    int slices = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        const cJSON *ph = cJSON_GetObjectItem(e, "ph");
+        slices += cJSON_IsString(ph) && strcmp(ph->valuestring, "X") == 0;
+    }
+    cr_expect_gt(slices, 4 * S, "the Chrome export holds %d slices", slices);
+    cJSON_Delete(c);
+    const char *base = tk_path("base.json");
+    const char *cargv[] = {CHECK, "--save-baseline", dir, "-o", base, NULL};
+    run_ok("pprof-check --save-baseline", cargv);
+    cJSON *bj = load_json(base);
+    cr_expect_not_null(cJSON_GetObjectItem(bj, "baseline_version"));
+    cJSON_Delete(bj);
+}
+
+/* GPipe on 4 ranks, the last stage three times the work of the others. */
+Test(torch, gpipe_4_ranks)
+{
+    const char *py = need_python();
+    const char *dir = tk_path("gpipe");
+    const char *args[] = {"--schedule", "gpipe", "--blocks", "8", "--work",
+                          "1,1,1,1,1,1,3,3", "--microbatches", "4", "--steps", "5", NULL};
+    run_job(py, 4, dir, args);
+    cJSON *truth = truth_json(py, dir);
+    cr_assert_eq((int)num(truth, "slowest_piece"), 3, "the job's own straggler is stage %d",
+                 (int)num(truth, "slowest_piece"));
+    cJSON *sum = report_json(dir, "gpipe.json");
+    check_against_truth(sum, truth);
+    check_outputs(dir, 4);
+    cJSON_Delete(sum);
+    cJSON_Delete(truth);
+}
+
+/* Interleaved1F1B on 2 ranks x 2 chunks: torch stages 0 and 2 on rank 0, 1 and 3 on rank 1;
+ * torch stage 3 has three times the work. */
+Test(torch, interleaved_2_ranks_2_chunks)
+{
+    const char *py = need_python();
+    const char *dir = tk_path("inter");
+    const char *args[] = {"--schedule", "interleaved", "--chunks", "2", "--blocks", "8",
+                          "--work", "1,1,1,1,1,1,3,3", "--microbatches", "4", "--steps", "5",
+                          NULL};
+    run_job(py, 2, dir, args);
+    cJSON *truth = truth_json(py, dir);
+    cr_assert_eq((int)num(truth, "slowest_piece"), 3);
+    cJSON *sum = report_json(dir, "inter.json");
+    check_against_truth(sum, truth);
+    check_outputs(dir, 2);
+    cJSON_Delete(sum);
+    cJSON_Delete(truth);
+}
+
+/* The split points of pprof-tune's torchtitan line ("layers.3", ...), comma-joined. */
+static void split_points_of(const char *out, char *buf, size_t cap)
+{
+    const char *line = strstr(out, "pipeline_parallel_split_points = [");
+    cr_assert_not_null(line, "pprof-tune printed no torchtitan split points:\n%s", out);
+    line = strchr(line, '[') + 1;
+    size_t len = 0;
+    buf[0] = '\0';
+    while (*line && *line != ']' && *line != '\n') {
+        if (*line != '"' && *line != ' ') {
+            cr_assert_lt(len + 1, cap);
+            buf[len++] = *line;
+            buf[len] = '\0';
+        }
+        line++;
+    }
+    cr_assert_eq(*line, ']', "unterminated split point list");
+}
+
+/* Deliver 4 of issue 16: module times (with_modules) let pprof-tune rebalance a foreign job.
+ * 8 blocks on 2 ranks, the first four with three times the work: the even split (layers.4)
+ * gives rank 0 three times rank 1's work. The proposal's split points, applied to the job,
+ * must make its median step faster and land within 5% of the prediction. */
+Test(torch, tune_split_points_from_module_times)
+{
+    const char *py = need_python();
+    const char *base = tk_path("base"), *after = tk_path("after"), *plan = tk_path("plan.json");
+    const char *args[] = {"--schedule", "gpipe", "--blocks", "8", "--work", "3,3,3,3,1,1,1,1",
+                          "--microbatches", "4", "--steps", "6", "--with-modules", NULL};
+    run_job(py, 2, base, args);
+    const char *targv[] = {TUNE, base, "-q", "-o", plan, NULL};
+    tk_result r = tk_runv(targv, NULL);
+    cr_assert_eq(r.code, 0, "pprof-tune failed (%d):\n%s%s", r.code, r.out, r.err);
+    char split[256];
+    split_points_of(r.out, split, sizeof split);
+    cr_log_info("pprof-tune proposes split points %s", split);
+    cr_expect(strstr(r.out, "SplitPoint.BEGINNING") != NULL, "no torch split_spec line");
+    tk_result_free(&r);
+    cJSON *pj = load_json(plan);
+    double pred_ms = num(item(pj, "predicted"), "step_ms");
+    cJSON_Delete(pj);
+    cr_assert_str_neq(split, "layers.4", "pprof-tune kept the split it was given");
+
+    const char *args2[] = {"--schedule", "gpipe", "--blocks", "8", "--work", "3,3,3,3,1,1,1,1",
+                           "--microbatches", "4", "--steps", "6", "--with-modules",
+                           "--split-points", split, NULL};
+    run_job(py, 2, after, args2);
+    cJSON *s0 = report_json(base, "base.json"), *s1 = report_json(after, "after.json");
+    double before_ms = num(item(item(s0, "aggregates"), "step_ms"), "median");
+    double after_ms = num(item(item(s1, "aggregates"), "step_ms"), "median");
+    cr_log_info("median step: %.3f ms before, %.3f ms after (predicted %.3f ms)", before_ms,
+                after_ms, pred_ms);
+    cr_expect_lt(after_ms, before_ms, "the proposed split made the step slower: %.3f -> %.3f ms",
+                 before_ms, after_ms);
+    cr_expect(within(after_ms, pred_ms, 0.05),
+              "the re-run's median step %.3f ms is not within 5%% of the predicted %.3f ms",
+              after_ms, pred_ms);
+    cJSON_Delete(s0);
+    cJSON_Delete(s1);
+}
 
 /* ---- costs of layers that have forward times only (no Python needed) ------------------- */
 

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""kineto_truth.py: the numbers tests/test_torch.c checks pprof-report against, computed from the
+PyTorch profiler (Kineto) traces alone, with nothing of pipeprof. Plain Python (json only), so
+any interpreter runs it.
+
+  kineto_truth.py DIR_OR_FILES... [--out FILE]
+
+Reads one Kineto JSON per rank (rank from the header's distributedInfo, else the file order) and
+writes JSON:
+  "ranks", "pieces" (torch pipeline stages), "chunks" (pieces per rank), "schedule"
+  ("gpipe" for Forward/Backward <i> ranges, "pp" for the PP: actions);
+  "steps": per ProfilerStep#N, in step order:
+     "step": N,
+     "step_ms": the mean over ranks of the spacing of ProfilerStep#N's start to #N+1's start
+                (for the last step: of #N-1's end to #N's end),
+     "pieces": [p] {"fwd_sum_ms", "fwd_n", "bwd_sum_ms", "bwd_n"}: the compute time of the
+                piece's forward and backward actions that start in step N, and their count,
+     "ranks": the same per rank (all its pieces: what a pipeline stage of pipeprof holds);
+  "slowest_piece", "slowest_rank": the largest fwd + bwd total over all steps.
+
+The compute time of an action follows the torch dialect's rule, docs/dialects.md "Waits": a
+gloo:/nccl: recv or send belongs to the torch action it starts in; an action's compute starts at
+the end of its own receive when that end lies inside it (for PP:<s>F<m> / PP:<s>B<m>, the
+receive posted in PP:<s>RECV_F<m> / PP:<s>RECV_B<m>; for GPipe's Forward/Backward <m>, the one
+started inside the range itself), and ends where its own send is posted (the start of a send
+started inside it: GPipe), else at the range's end.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+ACTION = re.compile(r"^PP:(\d+)(F|B|I|W)(\d+)$")
+RECV_ACT = re.compile(r"^PP:(\d+)RECV_(F|B)(\d+)$")
+GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
+STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def is_recv(name):
+    return name.endswith(":recv") and name.split(":")[0] in ("gloo", "nccl")
+
+
+def is_send(name):
+    return name.endswith(":send") and name.split(":")[0] in ("gloo", "nccl")
+
+
+def inputs(args):
+    files = []
+    for a in args:
+        if os.path.isdir(a):
+            files += sorted(glob.glob(os.path.join(a, "*.json")))
+        else:
+            files.append(a)
+    if not files:
+        sys.exit("kineto_truth: no trace files")
+    return files
+
+
+def load(path, order):
+    with open(path) as f:
+        j = json.load(f)
+    info = j.get("distributedInfo") or {}
+    rank = info.get("rank", order)
+    evs = [e for e in j.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+    return rank, evs
+
+
+def contains(outer, e):
+    return outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]
+
+
+def analyze_rank(evs):
+    """-> steps {N: (start, end)}, actions [(step, piece or None, kind, compute_ms)], kinds seen."""
+    steps = {}
+    for e in evs:
+        m = STEP.match(e["name"])
+        if m:
+            steps[int(m.group(1))] = (e["ts"], e["ts"] + e["dur"])
+    order = sorted(steps)
+
+    def step_of(ts):
+        for n in order:
+            if steps[n][0] <= ts <= steps[n][1]:
+                return n
+        return None
+
+    recvs = [e for e in evs if is_recv(e["name"])]
+    sends = [e for e in evs if is_send(e["name"])]
+    # the receive posted inside each PP:<s>RECV_<F|B><m>, by (step, s, F|B, m)
+    posted = {}
+    for e in evs:
+        m = RECV_ACT.match(e["name"])
+        if not m:
+            continue
+        r = next((x for x in recvs if contains(e, x)), None)
+        if r:
+            key = (step_of(e["ts"]), int(m.group(1)), m.group(2), int(m.group(3)))
+            posted[key] = r["ts"] + r["dur"]
+    acts, gpipe = [], False
+    for e in evs:
+        name, t0, t1 = e["name"], e["ts"], e["ts"] + e["dur"]
+        n = step_of(t0)
+        if n is None:
+            continue
+        m = ACTION.match(name)
+        if m:
+            s, k, mb = int(m.group(1)), m.group(2), int(m.group(3))
+            ready = None if k == "W" else posted.get((n, s, "F" if k == "F" else "B", mb))
+            start = ready if ready is not None and t0 <= ready <= t1 else t0
+            acts.append((n, s, "F" if k == "F" else "B", (t1 - start) / 1e3))
+            continue
+        m = GPIPE.match(name)
+        if m:
+            gpipe = True
+            r = next((x for x in recvs if contains(e, x)), None)
+            ready = r["ts"] + r["dur"] if r else None
+            start = ready if ready is not None and t0 <= ready <= t1 else t0
+            snd = next((x for x in sends if contains(e, x)), None)
+            end = snd["ts"] if snd else t1
+            acts.append((n, None, "F" if m.group(1) == "Forward" else "B",
+                         max(0.0, end - start) / 1e3))
+    return steps, acts, gpipe
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("inputs", nargs="+")
+    ap.add_argument("--out", default="-")
+    a = ap.parse_args()
+    ranks = {}
+    for i, path in enumerate(inputs(a.inputs)):
+        rank, evs = load(path, i)
+        if rank in ranks:
+            sys.exit(f"kineto_truth: rank {rank} twice ({path})")
+        ranks[rank] = analyze_rank(evs)
+    R = len(ranks)
+    if sorted(ranks) != list(range(R)):
+        sys.exit(f"kineto_truth: ranks {sorted(ranks)} are not 0..{R - 1}")
+    gpipe = any(g for _, _, g in ranks.values())
+    pieces = set()
+    for r, (_, acts, _) in ranks.items():
+        for act in acts:
+            pieces.add(r if act[1] is None else act[1])
+    P = max(pieces) + 1 if pieces else 0
+    if P == 0 or P % R:
+        sys.exit(f"kineto_truth: {P} pipeline stages on {R} ranks")
+    common = sorted(set.intersection(*(set(st) for st, _, _ in ranks.values())))
+    out_steps = []
+    for i, n in enumerate(common):
+        spans = []
+        for st, _, _ in ranks.values():
+            if i + 1 < len(common):
+                spans.append(st[common[i + 1]][0] - st[n][0])
+            elif i > 0:
+                spans.append(st[n][1] - st[common[i - 1]][1])
+            else:
+                spans.append(st[n][1] - st[n][0])
+        row = {"step": n, "step_ms": sum(spans) / len(spans) / 1e3,
+               "pieces": [{"fwd_sum_ms": 0.0, "fwd_n": 0, "bwd_sum_ms": 0.0, "bwd_n": 0}
+                          for _ in range(P)],
+               "ranks": [{"fwd_sum_ms": 0.0, "fwd_n": 0, "bwd_sum_ms": 0.0, "bwd_n": 0}
+                         for _ in range(R)]}
+        for r, (_, acts, _) in ranks.items():
+            for sn, piece, kind, ms in acts:
+                if sn != n:
+                    continue
+                piece = r if piece is None else piece
+                k = "fwd" if kind == "F" else "bwd"
+                for cell in (row["pieces"][piece], row["ranks"][r]):
+                    cell[k + "_sum_ms"] += ms
+                    cell[k + "_n"] += 1
+        out_steps.append(row)
+
+    def slowest(key, n):
+        tot = [sum(s[key][i]["fwd_sum_ms"] + s[key][i]["bwd_sum_ms"] for s in out_steps)
+               for i in range(n)]
+        return max(range(n), key=lambda i: tot[i])
+
+    res = {"ranks": R, "pieces": P, "chunks": P // R, "schedule": "gpipe" if gpipe else "pp",
+           "steps": out_steps, "slowest_piece": slowest("pieces", P),
+           "slowest_rank": slowest("ranks", R)}
+    text = json.dumps(res, indent=1)
+    if a.out == "-":
+        print(text)
+    else:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""torch_pipe.py: a real torch.distributed.pipelining job, the test fixture of tests/test_torch.c
+and the example of docs/torch.md. Run it under torchrun (gloo, CPU), one process per rank:
+
+  torchrun --standalone --nproc-per-node 2 torch_pipe.py --schedule gpipe --out DIR
+
+The model is a sequence of blocks in an attribute `layers` (module FQNs "layers.0",
+"layers.1", ..., as torchtitan names them); block i repeats a Linear+tanh `work[i]` times
+(--work, one number per block, or one number for all), so stages are as unequal as the test
+wants. The blocks are cut into world x chunks pieces at --split-points (FQNs of the first block of
+each piece but the first, as torchtitan's pipeline_parallel_split_points; default: even), and
+piece p runs on rank p % world (the order torch's multi-stage schedules expect). Each piece is a
+module of its own holding its blocks under their original FQNs (torchtitan's manual split).
+
+torch.profiler records every step after one warm-up (schedule wait=0, warmup=1, active=--steps:
+ProfilerStep#1..N in the trace) and writes one Kineto JSON per rank, DIR/rank<r>.json;
+--with-modules adds module events (nn.Module: Block_<k>), the per-layer times pprof-tune needs;
+--with-stack adds Python stack events. --info FILE (rank 0) writes what the job ran as JSON:
+schedule, world, chunks, micro-batches, the pieces' first blocks, the per-block work.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                          ScheduleInterleaved1F1B)
+from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
+
+
+class Block(nn.Module):
+    """work x (Linear, tanh): its cost grows linearly with work."""
+
+    def __init__(self, dim, work):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+        self.work = work
+
+    def forward(self, x):
+        for _ in range(self.work):
+            x = torch.tanh(self.lin(x))
+        return x
+
+
+class Model(nn.Module):
+    def __init__(self, dim, work):
+        super().__init__()
+        self.layers = nn.ModuleList(Block(dim, w) for w in work)
+
+
+class Piece(nn.Module):
+    """Blocks [lo, hi) of the model under their own FQNs (layers.<i>), run in order."""
+
+    def __init__(self, model, lo, hi):
+        super().__init__()
+        self.layers = nn.ModuleDict({str(i): model.layers[i] for i in range(lo, hi)})
+
+    def forward(self, x):
+        for blk in self.layers.values():
+            x = blk(x)
+        return x
+
+
+def parse_split_points(text, n_blocks, n_pieces):
+    """The first block of every piece but the first, from 'layers.3,layers.6' (or '3,6')."""
+    if not text:
+        return [round(p * n_blocks / n_pieces) for p in range(1, n_pieces)]
+    firsts = []
+    for tok in text.split(","):
+        tok = tok.strip()
+        idx = tok[len("layers."):] if tok.startswith("layers.") else tok
+        if not idx.isdigit():
+            sys.exit(f"torch_pipe: bad split point '{tok}' (want layers.<i>)")
+        firsts.append(int(idx))
+    if len(firsts) != n_pieces - 1:
+        sys.exit(f"torch_pipe: {len(firsts)} split points for {n_pieces} pieces "
+                 f"(want {n_pieces - 1})")
+    if any(b <= a for a, b in zip([0] + firsts, firsts + [n_blocks])):
+        sys.exit(f"torch_pipe: split points {text} are not increasing inside 1..{n_blocks - 1}")
+    return firsts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b", "interleaved"])
+    ap.add_argument("--chunks", type=int, default=1, help="pieces per rank (interleaved)")
+    ap.add_argument("--blocks", type=int, default=8)
+    ap.add_argument("--work", default="1", help="per-block work: one number, or one per block")
+    ap.add_argument("--split-points", default="", help="e.g. layers.3 (default: even)")
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--mb-size", type=int, default=16, help="samples per micro-batch")
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=4, help="profiled steps (after 1 warm-up)")
+    ap.add_argument("--with-modules", action="store_true")
+    ap.add_argument("--with-stack", action="store_true")
+    ap.add_argument("--out", required=True, help="directory of the Kineto traces")
+    ap.add_argument("--info", default="", help="rank 0 writes what it ran here (JSON)")
+    a = ap.parse_args()
+
+    torch.set_num_threads(1)  # one core per rank: the ranks share a small machine
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    chunks = a.chunks if a.schedule == "interleaved" else 1
+    n_pieces = world * chunks
+    work = [int(w) for w in a.work.split(",")]
+    if len(work) == 1:
+        work = work * a.blocks
+    if len(work) != a.blocks or min(work) < 1:
+        sys.exit(f"torch_pipe: --work needs 1 or {a.blocks} positive numbers")
+    if n_pieces > a.blocks:
+        sys.exit(f"torch_pipe: {n_pieces} pieces for {a.blocks} blocks")
+    firsts = parse_split_points(a.split_points, a.blocks, n_pieces)
+    bounds = [0] + firsts + [a.blocks]
+
+    torch.manual_seed(0)
+    model = Model(a.dim, work)
+    stages = [PipelineStage(Piece(model, bounds[p], bounds[p + 1]), p, n_pieces,
+                            torch.device("cpu"))
+              for p in range(n_pieces) if p % world == rank]
+    loss_fn = lambda y, t: ((y - t) ** 2).mean()
+    M = a.microbatches
+    if a.schedule == "gpipe":
+        sched = ScheduleGPipe(stages[0], n_microbatches=M, loss_fn=loss_fn)
+    elif a.schedule == "1f1b":
+        sched = Schedule1F1B(stages[0], n_microbatches=M, loss_fn=loss_fn)
+    else:
+        sched = ScheduleInterleaved1F1B(stages, n_microbatches=M, loss_fn=loss_fn)
+    opt = torch.optim.SGD([p for s in stages for p in s.submod.parameters()], lr=1e-3)
+    x = torch.randn(M * a.mb_size, a.dim)
+    target = torch.randn(M * a.mb_size, a.dim)
+    os.makedirs(a.out, exist_ok=True)
+
+    def on_trace(prof):
+        prof.export_chrome_trace(os.path.join(a.out, f"rank{rank}.json"))
+
+    # the first stage holds the input and the last the loss, also for interleaved schedules
+    # (piece 0 on rank 0, piece n_pieces - 1 on rank world - 1)
+    with profile(activities=[ProfilerActivity.CPU], with_modules=a.with_modules,
+                 with_stack=a.with_stack or a.with_modules,
+                 schedule=prof_schedule(wait=0, warmup=1, active=a.steps),
+                 on_trace_ready=on_trace) as prof:
+        for _ in range(a.steps + 1):
+            opt.zero_grad()
+            if rank == 0:
+                sched.step(x)
+            elif rank == world - 1:
+                sched.step(target=target)
+            else:
+                sched.step()
+            opt.step()
+            prof.step()
+    if rank == 0 and a.info:
+        with open(a.info, "w") as f:
+            json.dump({"schedule": a.schedule, "world": world, "chunks": chunks,
+                       "microbatches": M, "blocks": a.blocks, "work": work,
+                       "split_points": [f"layers.{i}" for i in firsts]}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
