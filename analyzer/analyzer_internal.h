@@ -150,6 +150,7 @@ typedef struct open_range {
     uint8_t ext[64];
     uint32_t ext_bytes;
     uint64_t range_id; /* START */
+    uint32_t tid;      /* START: the thread it opened on (a dialect's enclosing action) */
     /* decode() of it, once its extended payload is in: a range is decoded once, not at its push,
      * its payload and its pop (valid while the file's definitions are those of dec_gen) */
     int has_dec;

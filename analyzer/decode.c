@@ -591,6 +591,28 @@ static uint64_t torch_time_take(torch_time *ring, const decoded *d, int dir, uin
     return ring[best].t;
 }
 
+/* The latest-opened START range of thread t (o excluded) that a dialect decoded as an action
+ * (comm: the actions a comm range can belong to), if it opened after `nested` (the innermost
+ * candidate on t's stack, or NULL); else `nested`. A Kineto trace recorded with_stack has its
+ * record_function ranges start inside the Python frame that opens them and outlive it, so the
+ * importer writes the torch actions as START/END, not on the stack (H4, for H3: the smallest
+ * hunk that makes with_stack traces decode like the others). */
+static open_range *start_enclosing(file_state *f, const thread_state *t, const open_range *o,
+                                   open_range *nested, int comm)
+{
+    open_range *s = f->starts.data, *best = nested;
+    for (size_t k = 0; k < f->starts.n; k++) {
+        int h = s[k].has_dec;
+        if (&s[k] == o || s[k].tid != t->tid ||
+            !(comm ? h == DEC_DIALECT || h == DEC_TORCH_COMPUTE
+                   : h >= DEC_DIALECT && h != DEC_TAKEN && h != DEC_COMM))
+            continue;
+        if (!best || s[k].t0 >= best->t0)
+            best = &s[k];
+    }
+    return best;
+}
+
 /* A torch point-to-point operation (gloo:recv, nccl:send, ...) just opened as o: it takes the
  * op of the torch action it is posted in (the innermost one open on t): a RECV_F / SEND_B ...
  * action's transfer, or, inside a compute action (GPipe's Forward i / Backward i), the transfer
@@ -608,6 +630,7 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
             own = &s[k];
             break;
         }
+    own = start_enclosing(f, t, o, own, 1);
     if (!own || own->dec.kind == PP_NVTX_KIND_NONE)
         return;
     int recv = m->torch_comm == PP_DCOMM_RECV, k = own->dec.kind, dir = torch_dir(k);
@@ -634,14 +657,14 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
 }
 
 /* The innermost range open on t that a dialect decoded (o itself excluded), NULL none. */
-static open_range *dialect_enclosing(thread_state *t, const open_range *o)
+static open_range *dialect_enclosing(file_state *f, thread_state *t, const open_range *o)
 {
     open_range *s = t->stack.data;
     size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
     for (size_t k = t->stack.n; k-- > lo;)
         if (&s[k] != o && s[k].has_dec >= DEC_DIALECT && s[k].has_dec != DEC_TAKEN)
-            return &s[k];
-    return NULL;
+            return start_enclosing(f, t, o, &s[k], 0);
+    return start_enclosing(f, t, o, NULL, 0);
 }
 
 /* The provisional layer index of torch module `name` on `stage` (its first sighting appends it,
@@ -769,7 +792,7 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         comm_open(f, t, o, &m);
         return;
     }
-    const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(t, o) : NULL;
+    const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(f, t, o) : NULL;
     /* a stack event inside a torch action is that action's (GPipe's Forward i holds one) */
     if (m.torch_stack && enc && torch_dir(enc->dec.kind) >= 0)
         return;
@@ -916,6 +939,7 @@ static inline open_range *on_open(state *st, file_state *f, thread_state *t,
     o->payload_type = r.payload_type;
     o->payload = r.payload;
     o->range_id = r.range_id;
+    o->tid = t->tid;
     o->has_ext = 0;
     o->ext_bytes = 0;
     o->has_dec = 0;

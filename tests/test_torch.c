@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define REPORT PP_BUILD_DIR "/tools/pprof-report"
@@ -34,6 +35,7 @@
 static void setup(void) { tk_dir_create("pp_torch"); }
 
 TestSuite(torch, .init = setup, .fini = tk_dir_remove, .timeout = 300);
+TestSuite(torch_stack, .init = setup, .fini = tk_dir_remove, .timeout = 60);
 
 /* Whether py runs and has torch and numpy (found, not imported: an import takes seconds). */
 static int python_has_torch(const char *py)
@@ -457,4 +459,104 @@ Test(torch_extract, backward_shared_by_forward_times)
     stages[1].bwd_ns = (pp_astats){0};
     cr_expect_eq(pp_extract_from_analysis(&a, &e), PP_ERR_INVALID);
     cr_expect(strstr(pp_error_message(), "stage 1") != NULL, "%s", pp_error_message());
+}
+
+/* ---- a with_stack trace's actions (no Python needed) ----------------------------------- */
+
+/* One rank's Kineto JSON as torch.profiler writes it with with_stack=True: every
+ * record_function range (ProfilerStep#1, Forward 0, Backward 0) starts inside the Python frame
+ * that opens it (__enter__) and outlives it, so the importer writes them as START/END, not
+ * nested; the schedule's own frames (forward_one_chunk) and the blocks (nn.Module) are nested
+ * in those actions by time. */
+static void write_stack_trace(const char *path, int rank)
+{
+    /* rank 0 sends its activation at 26 and receives the gradient in its backward; rank 1
+     * waits for the activation inside its forward, computes the loss, sends the gradient */
+    const char *events0 =
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/profiler/profiler.py(9): step\","
+        "\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,\"tid\":1,"
+        "\"ts\":1,\"dur\":99},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/autograd/profiler.py(7): "
+        "__enter__\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"Forward 0\",\"pid\":1,\"tid\":1,"
+        "\"ts\":11,\"dur\":19},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
+        "stage.py(1142): forward_one_chunk\",\"pid\":1,\"tid\":1,\"ts\":13,\"dur\":12},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: Block_0\",\"pid\":1,"
+        "\"tid\":1,\"ts\":14,\"dur\":10},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:send\",\"pid\":1,\"tid\":1,"
+        "\"ts\":26,\"dur\":14},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/autograd/profiler.py(7): "
+        "__enter__\",\"pid\":1,\"tid\":1,\"ts\":49,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"Backward 0\",\"pid\":1,\"tid\":1,"
+        "\"ts\":50,\"dur\":40},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:recv\",\"pid\":1,\"tid\":1,"
+        "\"ts\":52,\"dur\":18},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
+        "stage.py(1300): backward_one_chunk\",\"pid\":1,\"tid\":1,\"ts\":71,\"dur\":18}";
+    const char *events1 =
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/profiler/profiler.py(9): step\","
+        "\"pid\":2,\"tid\":2,\"ts\":0,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":2,\"tid\":2,"
+        "\"ts\":1,\"dur\":99},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/autograd/profiler.py(7): "
+        "__enter__\",\"pid\":2,\"tid\":2,\"ts\":10,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"Forward 0\",\"pid\":2,\"tid\":2,"
+        "\"ts\":11,\"dur\":39},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:recv\",\"pid\":2,\"tid\":2,"
+        "\"ts\":13,\"dur\":27},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
+        "stage.py(1142): forward_one_chunk\",\"pid\":2,\"tid\":2,\"ts\":41,\"dur\":8},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: Block_0\",\"pid\":2,"
+        "\"tid\":2,\"ts\":42,\"dur\":6},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/autograd/profiler.py(7): "
+        "__enter__\",\"pid\":2,\"tid\":2,\"ts\":50,\"dur\":2},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"Backward 0\",\"pid\":2,\"tid\":2,"
+        "\"ts\":51,\"dur\":20},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
+        "stage.py(1300): backward_one_chunk\",\"pid\":2,\"tid\":2,\"ts\":52,\"dur\":14},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:send\",\"pid\":2,\"tid\":2,"
+        "\"ts\":67,\"dur\":4}";
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"gloo\",\"rank\":%d,"
+            "\"world_size\":2},\"traceEvents\":[%s]}\n",
+            rank, rank ? events1 : events0);
+    cr_assert_eq(fclose(fp), 0);
+}
+
+/* The actions of such a trace decode as without with_stack: one forward and one backward per
+ * stage (the schedule's frames inside them are theirs, no second op), the compute from the
+ * receive's end, the blocks as layers, the transfers as links. */
+Test(torch_stack, with_stack_actions_decode_as_without)
+{
+    const char *dir = tk_path("stack");
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char p[512];
+    for (int r = 0; r < 2; r++) {
+        snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
+        write_stack_trace(p, r);
+    }
+    const char *out = tk_path("stack.json");
+    const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", out, NULL};
+    run_ok("pprof-report on the with_stack traces", argv);
+    cJSON *j = load_json(out);
+    cr_assert_eq((int)num(item(j, "pipeline"), "stages"), 2);
+    const cJSON *stages = item(j, "stages");
+    for (int s = 0; s < 2; s++) {
+        const cJSON *g = cJSON_GetArrayItem(stages, s);
+        cr_expect_eq((int)num(item(g, "fwd_ms"), "count"), 1, "stage %d: forwards", s);
+        cr_expect_eq((int)num(item(g, "bwd_ms"), "count"), 1, "stage %d: backwards", s);
+    }
+    /* rank 1's forward starts where its receive ended (40 us), ends with its range (50) */
+    const cJSON *g1 = cJSON_GetArrayItem(stages, 1);
+    cr_expect_float_eq(num(item(g1, "fwd_ms"), "mean"), 0.010, 1e-9);
+    /* rank 0's backward: from its receive's end (70) to its range's end (90) */
+    const cJSON *g0 = cJSON_GetArrayItem(stages, 0);
+    cr_expect_float_eq(num(item(g0, "bwd_ms"), "mean"), 0.020, 1e-9);
+    cr_expect_geq(cJSON_GetArraySize(item(j, "links")), 2, "the transfers as links");
+    cr_expect_eq(cJSON_GetArraySize(item(j, "layers")), 2, "one block per stage as a layer");
+    cJSON_Delete(j);
 }
