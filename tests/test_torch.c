@@ -81,9 +81,11 @@ static const char *find_python(void)
 static const char *need_python(void)
 {
     const char *py = find_python();
-    if (!py)
+    if (!py) {
+        tk_dir_remove(); /* a skipped test's .fini does not run */
         cr_skip_test("no Python with torch and numpy (run scripts/setup.sh, or set "
                      "PPROF_TORCH_PYTHON or PPROF_TORCH_VENV)");
+    }
     return py;
 }
 
@@ -349,6 +351,8 @@ static void remove_dir(const char *dir)
     run_ok("rm -rf", argv);
 }
 
+static char attempts_log[1024]; /* what each attempt measured, for the failure message */
+
 /* One attempt of the tuning loop: capture, pprof-tune, the job with the proposed split points,
  * capture again. Fills the medians and the prediction; returns whether the proposal made the
  * median step faster and the re-run landed within 5% of the prediction. */
@@ -384,10 +388,15 @@ static int tune_attempt(const char *py, int attempt, double *before_ms, double *
     *after_ms = num(item(item(s1, "aggregates"), "step_ms"), "median");
     cJSON_Delete(s0);
     cJSON_Delete(s1);
-    cr_log_info("attempt %d: split points %s; median step %.3f ms before, %.3f ms after "
-                "(predicted %.3f ms, %+.1f%%)",
-                attempt, split, *before_ms, *after_ms, *pred_ms,
-                100 * (*after_ms - *pred_ms) / *pred_ms);
+    char line[256];
+    snprintf(line, sizeof line,
+             "attempt %d: split points %s; median step %.3f ms before, %.3f ms after (predicted "
+             "%.3f ms, %+.1f%%)\n",
+             attempt, split, *before_ms, *after_ms, *pred_ms,
+             100 * (*after_ms - *pred_ms) / *pred_ms);
+    cr_log_info("%s", line);
+    size_t len = strlen(attempts_log);
+    snprintf(attempts_log + len, sizeof attempts_log - len, "%s", line);
     remove_dir(base);
     remove_dir(after);
     return *after_ms < *before_ms && within(*after_ms, *pred_ms, 0.05);
@@ -397,20 +406,38 @@ static int tune_attempt(const char *py, int attempt, double *before_ms, double *
  * 8 blocks on 2 ranks, the first four with three times the work: the even split (layers.4)
  * gives rank 0 three times rank 1's work. The proposal's split points, applied to the job,
  * must make its median step faster and land within 5% of the prediction. Two ranks share the
- * machine's cores with whatever else runs, so a disturbed pair of runs is tried again: the
- * best of three attempts is judged (a quiet machine passes the first). */
+ * machine's cores with whatever else runs, so a disturbed pair of runs is tried again, up to
+ * three attempts. When none passes and the attempts could not even reproduce their own
+ * baseline (the same layout measured more than 10% apart: the machine was busy with other
+ * work), a 5% prediction cannot be judged here and the test says so and skips; with steady
+ * baselines a miss is a failure. */
 Test(torch, tune_split_points_from_module_times)
 {
     const char *py = need_python();
-    double before = 0, after = 0, pred = 0;
-    int ok = 0;
-    for (int attempt = 1; attempt <= 3 && !ok; attempt++)
-        ok = tune_attempt(py, attempt, &before, &after, &pred);
-    cr_expect_lt(after, before, "the proposed split made the step slower: %.3f -> %.3f ms",
-                 before, after);
+    double before[3] = {0}, after = 0, pred = 0;
+    int ok = 0, n = 0;
+    attempts_log[0] = '\0';
+    for (; n < 3 && !ok; n++)
+        ok = tune_attempt(py, n + 1, &before[n], &after, &pred);
+    if (!ok) {
+        double lo = before[0], hi = before[0];
+        for (int i = 1; i < n; i++) {
+            lo = before[i] < lo ? before[i] : lo;
+            hi = before[i] > hi ? before[i] : hi;
+        }
+        if (hi > 1.10 * lo) {
+            tk_dir_remove(); /* a skipped test's .fini does not run */
+            cr_skip_test("the machine is too busy to judge a 5%% prediction: the same layout "
+                         "measured %.3f to %.3f ms across the attempts\n%s",
+                         lo, hi, attempts_log);
+        }
+    }
+    cr_expect_lt(after, before[n - 1],
+                 "the proposed split made the step slower: %.3f -> %.3f ms\n%s", before[n - 1],
+                 after, attempts_log);
     cr_expect(within(after, pred, 0.05),
-              "the re-run's median step %.3f ms is not within 5%% of the predicted %.3f ms",
-              after, pred);
+              "the re-run's median step %.3f ms is not within 5%% of the predicted %.3f ms\n%s",
+              after, pred, attempts_log);
 }
 
 /* ---- costs of layers that have forward times only (no Python needed) ------------------- */
