@@ -1270,6 +1270,25 @@ int pp_kineto_name_matches(const char *name)
     return ends_with(base, ".json") || ends_with(base, ".json.gz");
 }
 
+/* Whether an "otherData" object (its '{' read) is that of pprof-report's own Chrome export
+ * ("generator": "pipeprof ..."): a Chrome trace, but not a PyTorch one. Consumes the object. */
+static int own_export(kj_lexer *lx)
+{
+    int own = 0;
+    for (kj_tok t = kj_next(lx); t == KJ_STR;) {
+        int gen = strcmp(kj_str(lx, NULL), "generator") == 0;
+        if (kj_next(lx) != KJ_COLON)
+            return own;
+        t = kj_next(lx);
+        if (gen && t == KJ_STR && strncmp(kj_str(lx, NULL), "pipeprof", 8) == 0)
+            own = 1;
+        if (kj_skip(lx, t) == KJ_ERR || (t = kj_next(lx)) != KJ_COMMA)
+            return own;
+        t = kj_next(lx);
+    }
+    return own;
+}
+
 int pp_kineto_sniff(const char *path)
 {
     kj_lexer *lx = NULL;
@@ -1289,10 +1308,18 @@ int pp_kineto_sniff(const char *path)
                 break;
             size_t n;
             const char *k = kj_str(lx, &n);
+            int other = strcmp(k, "otherData") == 0;
             if (strcmp(k, "traceEvents") == 0 || strcmp(k, "schemaVersion") == 0 ||
                 strcmp(k, "deviceProperties") == 0 || strcmp(k, "distributedInfo") == 0)
                 yes = 1;
-            if (kj_next(lx) != KJ_COLON || kj_skip(lx, kj_next(lx)) == KJ_ERR)
+            if (kj_next(lx) != KJ_COLON)
+                break;
+            t = kj_next(lx);
+            if (other && t == KJ_OBJ && own_export(lx)) { /* pprof-report --chrome's */
+                yes = 0;
+                break;
+            }
+            if ((!other || t != KJ_OBJ) && kj_skip(lx, t) == KJ_ERR)
                 break;
             if ((t = kj_next(lx)) != KJ_COMMA)
                 break;

@@ -821,6 +821,18 @@ Test(kineto, input_resolution_takes_directories_files_and_cleans_up)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\"", tmp);
     cr_assert_eq(system(cmd), 0, "the scratch directories were not removed");
+    /* pprof-report's own Chrome export beside the traces is not taken for one */
+    cr_assert_eq(mkdir(tk_path("withexport"), 0755), 0);
+    char cmd2[1024];
+    snprintf(cmd2, sizeof cmd2, "cp %s %s/", DATA "/il/rank0.json", tk_path("withexport"));
+    cr_assert_eq(system(cmd2), 0);
+    tk_write_text(tk_path("withexport/chrome.json"),
+                  "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"pipeprof "
+                  "pprof-report\", \"first_step\": 4}, \"traceEvents\": []}");
+    const char *wx[] = {tk_path("withexport")};
+    cr_assert_eq(pp_inputs_open(wx, 1, NULL, &in), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_inputs_count(in), 1, "the export is no rank");
+    pp_inputs_close(in);
     /* a JSON that is not a trace, and a directory without traces */
     tk_write_text(tk_path("x.json"), "{\"summary_version\":1}");
     const char *bad[] = {tk_path("x.json")};
