@@ -388,7 +388,7 @@ static int tune_attempt(const char *py, int attempt, double *before_ms, double *
     *after_ms = num(item(item(s1, "aggregates"), "step_ms"), "median");
     cJSON_Delete(s0);
     cJSON_Delete(s1);
-    char line[256];
+    char line[512]; /* split: up to 255 bytes */
     snprintf(line, sizeof line,
              "attempt %d: split points %s; median step %.3f ms before, %.3f ms after (predicted "
              "%.3f ms, %+.1f%%)\n",
