@@ -167,3 +167,41 @@ const char *tk_write_costs(const char *name, int n, double fwd_us, double bwd_us
     cr_assert_eq(fclose(f), 0);
     return path;
 }
+
+int tk_python_ok(const char *py, const char *check)
+{
+    if (!py || !py[0] || access(py, X_OK) != 0)
+        return 0;
+    const char *argv[] = {py, "-c", check, NULL};
+    tk_result r = tk_runv(argv, NULL);
+    int ok = r.code == 0;
+    tk_result_free(&r);
+    return ok;
+}
+
+const char *tk_find_python(const char *env_var, const char *configured, const char *venv_var,
+                           const char *venv, const char *check)
+{
+    static char path[PATH_MAX];
+    const char *env = getenv(env_var);
+    if (env && env[0])
+        return tk_python_ok(env, check) ? env : NULL;
+    if (tk_python_ok(configured, check))
+        return configured;
+    const char *dir = venv_var ? getenv(venv_var) : NULL;
+    if (dir && dir[0]) {
+        snprintf(path, sizeof path, "%s/bin/python", dir);
+        return tk_python_ok(path, check) ? path : NULL;
+    }
+    snprintf(path, sizeof path, "/var/cache/pipeprof/%s/bin/python", venv);
+    if (tk_python_ok(path, check))
+        return path;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0])
+        snprintf(path, sizeof path, "%s/pipeprof/%s/bin/python", xdg, venv);
+    else if (home && home[0])
+        snprintf(path, sizeof path, "%s/.cache/pipeprof/%s/bin/python", home, venv);
+    else
+        return NULL;
+    return tk_python_ok(path, check) ? path : NULL;
+}

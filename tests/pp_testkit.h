@@ -47,4 +47,14 @@ extern const char *const tk_mpirun[];
  * `extra` (NAME=VALUE, NULL-terminated, or NULL). A static array, rebuilt by each call. */
 const char *const *tk_mpirun_env(const char *const *extra);
 
+/* Whether py is an executable that exits 0 running `py -c check`. */
+int tk_python_ok(const char *py, const char *check);
+/* The first Python that passes `check` (tk_python_ok) of: $env_var (an explicit choice, not
+ * second-guessed: NULL when it fails), `configured` (the CMake cache's choice, may be ""),
+ * $venv_var/bin/python (venv_var may be NULL; when set, the answer), then scripts/setup.sh's
+ * venv `venv` in /var/cache/pipeprof, else in ${XDG_CACHE_HOME:-~/.cache}/pipeprof. NULL when
+ * none. The path may be in a static buffer, rewritten by the next call. */
+const char *tk_find_python(const char *env_var, const char *configured, const char *venv_var,
+                           const char *venv, const char *check);
+
 #endif /* PP_TESTKIT_H */

@@ -311,35 +311,10 @@ Test(generic, plain_nvtx_c_job_counts_exact_and_every_range_in_chrome)
 
 /* ---- the Python job ---- */
 
-static int python_has_nvtx(const char *py)
-{
-    if (!py || !py[0] || access(py, X_OK) != 0)
-        return 0;
-    const char *argv[] = {py, "-c", "import nvtx", NULL};
-    tk_result r = tk_runv(argv, NULL);
-    int ok = r.code == 0;
-    tk_result_free(&r);
-    return ok;
-}
-
+/* The first Python with nvtx of: PPROF_PYTHON, PP_PYTHON, setup.sh's venvs; NULL when none. */
 static const char *find_python(void)
 {
-    static char path[1024];
-    const char *env = getenv("PPROF_PYTHON");
-    if (env && env[0])
-        return python_has_nvtx(env) ? env : NULL;
-    if (python_has_nvtx(PP_PYTHON))
-        return PP_PYTHON;
-    if (python_has_nvtx("/var/cache/pipeprof/venv/bin/python"))
-        return "/var/cache/pipeprof/venv/bin/python";
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0])
-        snprintf(path, sizeof path, "%s/pipeprof/venv/bin/python", xdg);
-    else if (home && home[0])
-        snprintf(path, sizeof path, "%s/.cache/pipeprof/venv/bin/python", home);
-    else
-        return NULL;
-    return python_has_nvtx(path) ? path : NULL;
+    return tk_find_python("PPROF_PYTHON", PP_PYTHON, NULL, "venv", "import nvtx");
 }
 
 Test(generic, pypi_nvtx_job_counts_exact_and_every_range_in_chrome)

@@ -37,45 +37,13 @@ static void setup(void) { tk_dir_create("pp_torch"); }
 TestSuite(torch, .init = setup, .fini = tk_dir_remove, .timeout = 300);
 TestSuite(torch_stack, .init = setup, .fini = tk_dir_remove, .timeout = 60);
 
-/* Whether py runs and has torch and numpy (found, not imported: an import takes seconds). */
-static int python_has_torch(const char *py)
-{
-    if (!py || !py[0] || access(py, X_OK) != 0)
-        return 0;
-    const char *argv[] = {py, "-c",
-                          "import importlib.util as u, sys; "
-                          "sys.exit(0 if u.find_spec('torch') and u.find_spec('numpy') else 1)",
-                          NULL};
-    tk_result r = tk_runv(argv, NULL);
-    int ok = r.code == 0;
-    tk_result_free(&r);
-    return ok;
-}
-
-/* The first Python with torch of: PPROF_TORCH_PYTHON, PP_TORCH_PYTHON, setup.sh's venvs. */
+/* The first Python with torch and numpy (found, not imported: an import takes seconds) of:
+ * PPROF_TORCH_PYTHON, PP_TORCH_PYTHON, setup.sh's venvs. */
 static const char *find_python(void)
 {
-    static char path[1024];
-    const char *env = getenv("PPROF_TORCH_PYTHON");
-    if (env && env[0])
-        return python_has_torch(env) ? env : NULL; /* an explicit choice is not second-guessed */
-    if (python_has_torch(PP_TORCH_PYTHON))
-        return PP_TORCH_PYTHON;
-    const char *venv = getenv("PPROF_TORCH_VENV");
-    if (venv && venv[0]) {
-        snprintf(path, sizeof path, "%s/bin/python", venv);
-        return python_has_torch(path) ? path : NULL;
-    }
-    if (python_has_torch("/var/cache/pipeprof/torch-local/bin/python"))
-        return "/var/cache/pipeprof/torch-local/bin/python";
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0])
-        snprintf(path, sizeof path, "%s/pipeprof/torch-local/bin/python", xdg);
-    else if (home && home[0])
-        snprintf(path, sizeof path, "%s/.cache/pipeprof/torch-local/bin/python", home);
-    else
-        return NULL;
-    return python_has_torch(path) ? path : NULL;
+    return tk_find_python("PPROF_TORCH_PYTHON", PP_TORCH_PYTHON, "PPROF_TORCH_VENV", "torch-local",
+                          "import importlib.util as u, sys; "
+                          "sys.exit(0 if u.find_spec('torch') and u.find_spec('numpy') else 1)");
 }
 
 static const char *need_python(void)
