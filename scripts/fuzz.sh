@@ -36,7 +36,10 @@ flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
 # The sources by folder, so that a file added or split there is fuzzed without editing this list:
 # the reader needs common/ only; the analysis is common/, the planning library and the analyzer.
 common_srcs=(common/*.c)
-analysis_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_analysis.c)
+# the harness the targets share (tests/fuzz_common.h); the analysis targets add fuzz_analyze.c
+harness_srcs=(tests/fuzz_common.c)
+analysis_harness=(tests/fuzz_common.c tests/fuzz_analyze.c)
+analysis_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_analysis.c)
 cjson_flags=($(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
 analysis_flags=(-Iplan -Ianalyzer "${cjson_flags[@]}")
 analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -lm -lpthread)
@@ -63,7 +66,7 @@ run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
 }
 echo "== fuzz: building with $cc =="
 if [ "$which" = all ] || [ "$which" = trace ]; then
-  srcs=("${common_srcs[@]}" tests/fuzz_trace.c)
+  srcs=("${common_srcs[@]}" "${harness_srcs[@]}" tests/fuzz_trace.c)
   "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" \
     -o "$out/fuzz_trace" "${analysis_libs[@]}"
   "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
@@ -71,14 +74,14 @@ if [ "$which" = all ] || [ "$which" = trace ]; then
   "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
 if [ "$which" = all ] || [ "$which" = dialect ]; then
-  dialect_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_dialect.c)
+  dialect_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_dialect.c)
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
     "${dialect_srcs[@]}" -o "$out/fuzz_dialect" "${analysis_libs[@]}"
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
     "${dialect_srcs[@]}" -o "$out/fuzz_dialect_driver" "${analysis_libs[@]}"
 fi
 if [ "$which" = all ] || [ "$which" = kineto ]; then
-  ksrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c tests/fuzz_kineto.c)
+  ksrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_kineto.c)
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
     "${ksrcs[@]}" -o "$out/fuzz_kineto" "${analysis_libs[@]}"
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \

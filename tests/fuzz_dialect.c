@@ -8,54 +8,17 @@
  *
  * An input is a dialect file's text, a NUL byte, then one .pft trace (its checksums recomputed
  * so that mutations reach the records). Without a NUL the whole input is the dialect file, and
- * its rules are matched against a fixed list of names. */
+ * its rules are matched against a fixed list of names. The analysis and every report of it run
+ * as in tests/fuzz_analysis.c (fz_analyze, tests/fuzz_common.h). */
+#include "fuzz_common.h"
+
 #include "pp_analyzer.h"
 #include "pp_dialect.h"
-#include "pp_report.h"
 #include "pp_trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char g_dir[64];
-static FILE *g_null;
-
-static void remove_dir(void)
-{
-    char p[96];
-    snprintf(p, sizeof p, "%s/d.json", g_dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/t.pft", g_dir);
-    unlink(p);
-    rmdir(g_dir);
-}
-
-static int init_once(void)
-{
-    if (g_null)
-        return 0;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%.40s/pp_fuzz_di_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir))
-        return -1;
-    g_null = fopen("/dev/null", "w");
-    if (!g_null)
-        return -1;
-    atexit(remove_dir);
-    return 0;
-}
-
-static void write_file(const char *path, const uint8_t *d, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(d, 1, n, f) != n))
-        abort();
-    fclose(f);
-}
 
 /* Matches every rule of d against names of the kinds pipelines use, and hostile ones. */
 static void match_names(const pp_dialect *d)
@@ -74,7 +37,7 @@ static void match_names(const pp_dialect *d)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (init_once() != 0)
+    if (fz_init("di") != 0)
         abort();
     const uint8_t *nul = memchr(data, 0, size);
     size_t dlen = nul ? (size_t)(nul - data) : size;
@@ -96,9 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     char dpath[96], tpath[96];
-    snprintf(dpath, sizeof dpath, "%s/d.json", g_dir);
-    snprintf(tpath, sizeof tpath, "%s/t.pft", g_dir);
-    write_file(dpath, (const uint8_t *)text, dlen);
+    snprintf(dpath, sizeof dpath, "%s/d.json", fz_dir);
+    snprintf(tpath, sizeof tpath, "%s/t.pft", fz_dir);
+    fz_write_file(dpath, (const uint8_t *)text, dlen);
     free(text);
     size_t tlen = size - dlen - 1;
     uint8_t *copy = malloc(tlen ? tlen : 1);
@@ -107,23 +70,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tlen)
         memcpy(copy, nul + 1, tlen);
     pp_trace_repair_checksums(copy, tlen);
-    write_file(tpath, copy, tlen);
+    fz_write_file(tpath, copy, tlen);
     free(copy);
     pp_analysis_options o;
     pp_analysis_options_default(&o);
     o.dialect_file = dpath;
     const char *paths[] = {tpath};
-    pp_analysis *a = NULL;
-    pp_error_clear();
-    if (pp_analyze_files(paths, 1, &o, &a) != PP_OK) {
-        if (a || !pp_error_message()[0])
-            abort();
-        return 0;
-    }
-    pp_analysis_print(a, g_null);
-    if (pp_report_json(a, g_null) != PP_OK && !pp_error_message()[0])
-        abort();
-    pp_analysis_free(a);
+    fz_analyze(paths, 1, &o);
     return 0;
 }
 
@@ -132,16 +85,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 /* Standalone driver: replay, and a deterministic mutation sweep over a directory's inputs.  */
 /* ======================================================================================== */
 
-#include <dirent.h>
-
-typedef struct input {
-    uint8_t *d;
-    size_t n;
-} input;
-
 /* One deterministic mutation: in the dialect text (a byte changed to one JSON and the pattern
  * language care about, or a cut), or in the trace (a flipped byte, a large 32-bit value). */
-static size_t mutate(pp_rng *g, const input *in, uint8_t *out, size_t cap)
+static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
 {
     size_t n = in->n < cap ? in->n : cap;
     memcpy(out, in->d, n);
@@ -170,54 +116,20 @@ static size_t mutate(pp_rng *g, const input *in, uint8_t *out, size_t cap)
     return n;
 }
 
-static int load_dir(const char *dir, input *ins, int cap)
-{
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "fuzz_dialect: cannot open %s\n", dir);
-        return -1;
-    }
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < cap) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *buf = NULL;
-        if (pp_read_file(path, &buf, &ins[n].n) != PP_OK)
-            continue;
-        ins[n++].d = (uint8_t *)buf;
-    }
-    closedir(d);
-    return n;
-}
-
 static int selftest(long iters, const char *dir)
 {
-    input ins[64];
-    int n = load_dir(dir, ins, 64);
+    fz_input ins[64];
+    int n = fz_load_dir("fuzz_dialect", dir, ins, 64);
     if (n <= 0) {
         fprintf(stderr, "fuzz_dialect: no inputs in %s\n", dir);
         return 2;
     }
-    for (int i = 0; i < n; i++)
-        LLVMFuzzerTestOneInput(ins[i].d, ins[i].n);
-    size_t cap = 1 << 18;
-    uint8_t *buf = malloc(cap);
-    if (!buf)
-        return 3;
-    pp_rng g;
-    pp_rng_seed(&g, 20261216);
-    for (long i = 0; i < iters; i++) {
-        size_t len = mutate(&g, &ins[i % n], buf, cap);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    printf("fuzz_dialect: %d inputs and %ld deterministic mutations without fault\n", n, iters);
-    free(buf);
-    for (int i = 0; i < n; i++)
-        free(ins[i].d);
-    return 0;
+    int rc = fz_sweep(ins, n, iters, 20261216, 1 << 18, mutate);
+    if (rc == 0)
+        printf("fuzz_dialect: %d inputs and %ld deterministic mutations without fault\n", n,
+               iters);
+    fz_inputs_free(ins, n);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -228,17 +140,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fuzz_dialect --selftest N DIR | FILE...\n");
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        char *d = NULL;
-        size_t n = 0;
-        if (pp_read_file(argv[i], &d, &n) != PP_OK) {
-            fprintf(stderr, "fuzz_dialect: %s\n", pp_error_message());
-            return 2;
-        }
-        LLVMFuzzerTestOneInput((const uint8_t *)d, n);
-        free(d);
-        printf("%s: ok\n", argv[i]);
-    }
-    return 0;
+    return fz_replay("fuzz_dialect", argv + 1, argc - 1);
 }
 #endif

@@ -8,49 +8,20 @@
  *     event and closed), or runs those seeds and a deterministic mutation sweep over them
  *     (--selftest N DIR..., a CTest regression test).
  *
- * An input is up to two traces (ranks) separated by a NUL byte. */
-#include "pp_analyzer.h"
+ * An input is up to two traces (ranks) separated by a NUL byte. The analysis of the converted
+ * traces and every report of it: fz_analyze (tests/fuzz_common.h). */
+#include "fuzz_common.h"
+
 #include "pp_kineto.h"
-#include "pp_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char g_dir[64];
-static FILE *g_null;
-
-static void remove_dir(void)
-{
-    for (int i = 0; i < 2; i++) {
-        char p[96];
-        snprintf(p, sizeof p, "%s/r%d.pft", g_dir, i);
-        unlink(p);
-    }
-    rmdir(g_dir);
-}
-
-static int init_once(void)
-{
-    if (g_null)
-        return 0;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%.40s/pp_fuzz_kt_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir))
-        return -1;
-    g_null = fopen("/dev/null", "w");
-    if (!g_null)
-        return -1;
-    atexit(remove_dir);
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (init_once() != 0)
+    if (fz_init("kt") != 0)
         abort();
     const uint8_t *nul = memchr(data, 0, size);
     size_t len[2] = {nul ? (size_t)(nul - data) : size, nul ? size - (size_t)(nul - data) - 1 : 0};
@@ -59,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *ok[2];
     size_t n = 0;
     for (int i = 0; i < (nul ? 2 : 1); i++) {
-        snprintf(paths[i], sizeof paths[i], "%s/r%d.pft", g_dir, i);
+        snprintf(paths[i], sizeof paths[i], "%s/r%d.pft", fz_dir, i);
         unlink(paths[i]);
         pp_kineto_options o;
         pp_kineto_options_default(&o);
@@ -75,19 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ok[n++] = paths[i];
     }
-    if (n) {
-        pp_analysis *a = NULL;
-        pp_error_clear();
-        if (pp_analyze_files(ok, n, NULL, &a) == PP_OK) {
-            pp_analysis_print(a, g_null);
-            if (pp_report_json(a, g_null) != PP_OK || pp_report_chrome(a, g_null) != PP_OK)
-                if (!pp_error_message()[0])
-                    abort();
-            pp_analysis_free(a);
-        } else if (a || !pp_error_message()[0]) {
-            abort();
-        }
-    }
+    if (n)
+        fz_analyze(ok, n, NULL);
     return 0;
 }
 
@@ -100,11 +60,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <zlib.h>
 
 enum { SEED_BYTES = 48 * 1024, MAX_INPUTS = 64 };
-
-typedef struct input {
-    char *d;
-    size_t n;
-} input;
 
 /* A file's first `cap` bytes, gunzipped (zlib reads plain files too). */
 static char *head_of(const char *path, size_t cap, size_t *len)
@@ -136,7 +91,7 @@ static size_t close_seed(char *b, size_t n)
     return n;
 }
 
-static int load_dirs(char **dirs, int nd, input *ins, int cap, int as_seeds)
+static int load_dirs(char **dirs, int nd, fz_input *ins, int cap, int as_seeds)
 {
     int n = 0;
     for (int k = 0; k < nd; k++) {
@@ -156,7 +111,7 @@ static int load_dirs(char **dirs, int nd, input *ins, int cap, int as_seeds)
                 continue;
             if (as_seeds && len == SEED_BYTES)
                 len = close_seed(b, len);
-            ins[n++] = (input){b, len};
+            ins[n++] = (fz_input){(uint8_t *)b, len};
         }
         closedir(d);
     }
@@ -164,7 +119,7 @@ static int load_dirs(char **dirs, int nd, input *ins, int cap, int as_seeds)
 }
 
 /* A few edits of the kinds that break JSON in interesting ways. */
-static size_t mutate(pp_rng *g, const input *in, char *out, size_t cap)
+static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
 {
     static const char *const toks[] = {"\"", "{", "}", "[", "]", ",", ":", "NaN", "-Infinity",
                                        "1e999", "-1", "18446744073709551617", "\\u", "\\ud800",
@@ -177,7 +132,7 @@ static size_t mutate(pp_rng *g, const input *in, char *out, size_t cap)
     for (int s = 0; s < steps && n > 2; s++) {
         size_t at = (size_t)pp_rng_below(g, n);
         switch (pp_rng_below(g, 4)) {
-        case 0: out[at] = (char)pp_rng_below(g, 256); break;
+        case 0: out[at] = (uint8_t)pp_rng_below(g, 256); break;
         case 1: { /* insert a token */
             const char *t = toks[pp_rng_below(g, sizeof toks / sizeof toks[0])];
             size_t tl = t[0] ? strlen(t) : 1;
@@ -204,35 +159,23 @@ static size_t mutate(pp_rng *g, const input *in, char *out, size_t cap)
 
 static int selftest(long iters, char **dirs, int nd)
 {
-    input ins[MAX_INPUTS];
+    fz_input ins[MAX_INPUTS];
     int n = load_dirs(dirs, nd, ins, MAX_INPUTS, 1);
     if (n <= 0) {
         fprintf(stderr, "fuzz_kineto: no inputs\n");
         return 2;
     }
-    for (int i = 0; i < n; i++)
-        LLVMFuzzerTestOneInput((const uint8_t *)ins[i].d, ins[i].n);
-    size_t cap = SEED_BYTES + 4096;
-    char *buf = malloc(cap);
-    if (!buf)
-        return 3;
-    pp_rng g;
-    pp_rng_seed(&g, 20261201);
-    for (long i = 0; i < iters; i++) {
-        size_t len = mutate(&g, &ins[i % n], buf, cap);
-        LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
-    }
-    printf("fuzz_kineto: %d seeds and %ld deterministic mutations converted and analyzed "
-           "without fault\n", n, iters);
-    free(buf);
-    for (int i = 0; i < n; i++)
-        free(ins[i].d);
-    return 0;
+    int rc = fz_sweep(ins, n, iters, 20261201, SEED_BYTES + 4096, mutate);
+    if (rc == 0)
+        printf("fuzz_kineto: %d seeds and %ld deterministic mutations converted and analyzed "
+               "without fault\n", n, iters);
+    fz_inputs_free(ins, n);
+    return rc;
 }
 
 static int write_seeds(const char *out, char **dirs, int nd)
 {
-    input ins[MAX_INPUTS];
+    fz_input ins[MAX_INPUTS];
     int n = load_dirs(dirs, nd, ins, MAX_INPUTS, 1);
     for (int i = 0; i < n; i++) {
         char path[4096];
@@ -257,17 +200,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fuzz_kineto --selftest N DIR... | --seeds OUT DIR... | FILE...\n");
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        char *d = NULL;
-        size_t n = 0;
-        if (pp_read_file(argv[i], &d, &n) != PP_OK) {
-            fprintf(stderr, "fuzz_kineto: %s\n", pp_error_message());
-            return 2;
-        }
-        LLVMFuzzerTestOneInput((const uint8_t *)d, n);
-        free(d);
-        printf("%s: ok\n", argv[i]);
-    }
-    return 0;
+    return fz_replay("fuzz_kineto", argv + 1, argc - 1);
 }
 #endif

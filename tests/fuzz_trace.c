@@ -5,13 +5,12 @@
  *     the seeds (--selftest N, a CTest regression test).
  * Every input is read twice: as given (checksums reject most mutations, exercising resync), and
  * with its checksums repaired (so mutated records reach the record parser). */
+#include "fuzz_common.h"
 #include "pp_trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile uint64_t sink; /* keeps the reads of touch() from being optimised away */
 
@@ -364,14 +363,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fuzz_trace --seeds DIR | --selftest N | FILE...\n");
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        char *d = NULL;
-        size_t n = 0;
-        check(pp_read_file(argv[i], &d, &n));
-        LLVMFuzzerTestOneInput((const uint8_t *)d, n);
-        free(d);
-        printf("%s: ok\n", argv[i]);
-    }
-    return 0;
+    return fz_replay("fuzz_trace", argv + 1, argc - 1);
 }
 #endif
