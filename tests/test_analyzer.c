@@ -6,6 +6,7 @@
 #include "pp_analyzer.h"
 #include "pp_report.h"
 #include "pp_trace.h"
+#include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -360,49 +361,8 @@ Test(analyzer, kept_timeline_has_every_op_of_the_last_step)
 /* Hand-written traces: the convention's fallback rule, damage, foreign jobs                 */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef struct tw {
-    pp_trace_writer *w;
-    uint8_t buf[1 << 16];
-    size_t len;
-    uint32_t n;
-} tw;
-
-static void tw_rec(tw *t, const void *rec, size_t size)
-{
-    memcpy(t->buf + t->len, rec, size);
-    t->len += size;
-    t->n++;
-}
-
-static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
-{
-    if (t->n)
-        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
-                     pp_error_message());
-    t->len = 0;
-    t->n = 0;
-}
-
-static void tw_string(tw *t, uint32_t id, const char *s)
-{
-    t->len += pp_trace_enc_string(t->buf + t->len, sizeof t->buf - t->len, id, s, strlen(s));
-    t->n++;
-}
-
-static uint32_t g_next_str;
-static const char *g_strs[64];
-
-static uint32_t sid(tw *t, const char *s)
-{
-    for (uint32_t i = 1; i <= g_next_str; i++)
-        if (strcmp(g_strs[i], s) == 0)
-            return i;
-    g_strs[++g_next_str] = s;
-    tw_string(t, g_next_str, s);
-    return g_next_str;
-}
-
-static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat, uint64_t payload)
+static void push(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat,
+                 uint64_t payload)
 {
     pp_rec_range r;
     memset(&r, 0, sizeof r);
@@ -415,19 +375,7 @@ static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat, u
     r.category = cat;
     r.payload_type = 1; /* uint64 */
     r.payload = payload;
-    tw_rec(t, &r, sizeof r);
-}
-
-static void pop(tw *t, uint32_t tid, uint64_t ts)
-{
-    pp_rec_pop r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_POP;
-    r.h.size = sizeof r;
-    r.h.tid = tid;
-    r.h.ts = ts;
-    r.domain = 1;
-    tw_rec(t, &r, sizeof r);
+    tk_tw_rec(t, &r, sizeof r);
 }
 
 /* GPU capture of the foreign job below: every forward launches one 600 us kernel and every
@@ -436,7 +384,8 @@ static void pop(tw *t, uint32_t tid, uint64_t ts)
  * an NCCL send of 4 MiB whose GPU side takes 1 ms. */
 static uint32_t g_corr;
 
-static void gpu_launch(tw *g, uint32_t tid, uint64_t range_t0, uint64_t dur, uint32_t stream)
+static void gpu_launch(tk_tw *g, uint32_t tid, uint64_t range_t0, uint64_t dur,
+                       uint32_t stream)
 {
     pp_rec_api a;
     memset(&a, 0, sizeof a);
@@ -448,7 +397,7 @@ static void gpu_launch(tw *g, uint32_t tid, uint64_t range_t0, uint64_t dur, uin
     a.cbid = 211;
     a.start = range_t0 + 10000;
     a.end = range_t0 + 20000;
-    tw_rec(g, &a, sizeof a);
+    tk_tw_rec(g, &a, sizeof a);
     pp_rec_gpu k;
     memset(&k, 0, sizeof k);
     k.h.type = PP_REC_GPU;
@@ -459,10 +408,10 @@ static void gpu_launch(tw *g, uint32_t tid, uint64_t range_t0, uint64_t dur, uin
     k.correlation = g_corr;
     k.start = range_t0 + 50000;
     k.end = k.start + dur;
-    tw_rec(g, &k, sizeof k);
+    tk_tw_rec(g, &k, sizeof k);
 }
 
-static void nccl_send(tw *g, uint64_t t0, int peer)
+static void nccl_send(tk_tw *g, uint64_t t0, int peer)
 {
     pp_rec_nccl n;
     memset(&n, 0, sizeof n);
@@ -479,7 +428,7 @@ static void nccl_send(tw *g, uint64_t t0, int peer)
     n.end = t0 + 5000;
     n.gpu_start = t0 + 100000;
     n.gpu_end = n.gpu_start + 1000000;
-    tw_rec(g, &n, sizeof n);
+    tk_tw_rec(g, &n, sizeof n);
 }
 
 /* A 2-stage GPipe job written by "another framework": registered messages, category = stage + 1,
@@ -487,32 +436,23 @@ static void nccl_send(tw *g, uint64_t t0, int peer)
  * With `gpu`, the GPU capture above goes with it. */
 static void write_foreign_trace_gpu(const char *path, int gpu)
 {
-    static tw g;
+    static tk_tw g;
     memset(&g, 0, sizeof g);
     g_corr = 0;
-    static tw t;
-    memset(&t, 0, sizeof t);
-    g_next_str = 0;
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 42;
-    h.rank = -1;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    static tk_tw t;
+    tk_tw_open(&t, path, 42, -1);
     g.w = t.w;
     const char *fwd[2] = {"fwd mb0", "fwd mb1"}, *bwd[2] = {"bwd mb0", "bwd mb1"};
-    uint32_t dom = sid(&t, "pipeprof"), s_step = sid(&t, "step");
-    uint32_t s_fwd[2] = {sid(&t, fwd[0]), sid(&t, fwd[1])};
-    uint32_t s_bwd[2] = {sid(&t, bwd[0]), sid(&t, bwd[1])};
-    uint32_t s_sa[2] = {sid(&t, "send_act mb0"), sid(&t, "send_act mb1")};
-    uint32_t s_ra[2] = {sid(&t, "recv_act mb0"), sid(&t, "recv_act mb1")};
-    uint32_t s_sg[2] = {sid(&t, "send_grad mb0"), sid(&t, "send_grad mb1")};
-    uint32_t s_rg[2] = {sid(&t, "recv_grad mb0"), sid(&t, "recv_grad mb1")};
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
+    uint32_t s_fwd[2] = {tk_tw_sid(&t, fwd[0]), tk_tw_sid(&t, fwd[1])};
+    uint32_t s_bwd[2] = {tk_tw_sid(&t, bwd[0]), tk_tw_sid(&t, bwd[1])};
+    uint32_t s_sa[2] = {tk_tw_sid(&t, "send_act mb0"), tk_tw_sid(&t, "send_act mb1")};
+    uint32_t s_ra[2] = {tk_tw_sid(&t, "recv_act mb0"), tk_tw_sid(&t, "recv_act mb1")};
+    uint32_t s_sg[2] = {tk_tw_sid(&t, "send_grad mb0"), tk_tw_sid(&t, "send_grad mb1")};
+    uint32_t s_rg[2] = {tk_tw_sid(&t, "recv_grad mb0"), tk_tw_sid(&t, "recv_grad mb1")};
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t ms = 1000000, T0 = 1000 * ms;
     for (int step = 1; step <= 3; step++) {
         uint64_t b = T0 + (uint64_t)(step - 1) * 10 * ms;
@@ -520,9 +460,9 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
         push(&t, 100, b, s_step, 1, (uint64_t)step);
         for (int m = 0; m < 2; m++) {
             push(&t, 100, b + m * ms, s_fwd[m], 1, (uint64_t)m);
-            pop(&t, 100, b + (m + 1) * ms);
+            tk_tw_pop(&t, 100, b + (m + 1) * ms);
             push(&t, 100, b + (m + 1) * ms, s_sa[m], 1, 4096);
-            pop(&t, 100, b + (m + 1) * ms + 1000);
+            tk_tw_pop(&t, 100, b + (m + 1) * ms + 1000);
             if (gpu) {
                 gpu_launch(&g, 100, b + m * ms, 600000, 1);
                 nccl_send(&g, b + (m + 1) * ms, 1);
@@ -530,37 +470,37 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
         }
         for (int m = 0; m < 2; m++) {
             push(&t, 100, b + (2 + 2 * m) * ms, s_rg[m], 1, 4096);
-            pop(&t, 100, b + (4 + m) * ms);
+            tk_tw_pop(&t, 100, b + (4 + m) * ms);
             push(&t, 100, b + (4 + m) * ms, s_bwd[m], 1, (uint64_t)m);
-            pop(&t, 100, b + (5 + m) * ms);
+            tk_tw_pop(&t, 100, b + (5 + m) * ms);
             if (gpu)
                 gpu_launch(&g, 100, b + (4 + m) * ms, 1200000, 1);
         }
-        pop(&t, 100, b + 6 * ms);
-        tw_flush(&t, PP_BLOCK_EVENTS, 100);
+        tk_tw_pop(&t, 100, b + 6 * ms);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 100);
         push(&t, 101, b, s_step, 2, (uint64_t)step);
         for (int m = 0; m < 2; m++) {
             push(&t, 101, b + (uint64_t)m * ms, s_ra[m], 2, 4096);
-            pop(&t, 101, b + (m + 1) * ms);
+            tk_tw_pop(&t, 101, b + (m + 1) * ms);
             push(&t, 101, b + (m + 1) * ms, s_fwd[m], 2, (uint64_t)m);
-            pop(&t, 101, b + (m + 2) * ms);
+            tk_tw_pop(&t, 101, b + (m + 2) * ms);
             if (gpu)
                 gpu_launch(&g, 101, b + (m + 1) * ms, 600000, 2);
         }
         for (int m = 0; m < 2; m++) {
             push(&t, 101, b + (3 + m) * ms, s_bwd[m], 2, (uint64_t)m);
-            pop(&t, 101, b + (4 + m) * ms);
+            tk_tw_pop(&t, 101, b + (4 + m) * ms);
             push(&t, 101, b + (4 + m) * ms, s_sg[m], 2, 4096);
-            pop(&t, 101, b + (4 + m) * ms + 1000);
+            tk_tw_pop(&t, 101, b + (4 + m) * ms + 1000);
             if (gpu)
                 gpu_launch(&g, 101, b + (3 + m) * ms, 1200000, 2);
         }
-        pop(&t, 101, b + 6 * ms);
-        tw_flush(&t, PP_BLOCK_EVENTS, 101);
+        tk_tw_pop(&t, 101, b + 6 * ms);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 101);
         if (gpu) {
             /* a launch from a thread with no pipeline range open */
             gpu_launch(&g, 555, b + 7 * ms, 100000, 3);
-            tw_flush(&g, PP_BLOCK_EVENTS, 999);
+            tk_tw_flush(&g, PP_BLOCK_EVENTS, 999);
         }
     }
     pp_trace_writer_close(t.w);
@@ -612,27 +552,19 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
  * waiting took 5 us (a queue's get), which says nothing of the link. */
 static void write_queue_job(const char *path)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    g_next_str = 0;
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 43;
-    h.rank = -1;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
-    uint32_t dom = sid(&t, "pipeprof"), s_step = sid(&t, "step"), s_opt = sid(&t, "opt_step");
-    uint32_t s_fwd[2] = {sid(&t, "fwd mb0"), sid(&t, "fwd mb1")};
-    uint32_t s_bwd[2] = {sid(&t, "bwd mb0"), sid(&t, "bwd mb1")};
-    uint32_t s_sa[2] = {sid(&t, "send_act mb0"), sid(&t, "send_act mb1")};
-    uint32_t s_ra[2] = {sid(&t, "recv_act mb0"), sid(&t, "recv_act mb1")};
-    uint32_t s_sg[2] = {sid(&t, "send_grad mb0"), sid(&t, "send_grad mb1")};
-    uint32_t s_rg[2] = {sid(&t, "recv_grad mb0"), sid(&t, "recv_grad mb1")};
+    static tk_tw t;
+    tk_tw_open(&t, path, 43, -1);
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
+    uint32_t s_opt = tk_tw_sid(&t, "opt_step");
+    uint32_t s_fwd[2] = {tk_tw_sid(&t, "fwd mb0"), tk_tw_sid(&t, "fwd mb1")};
+    uint32_t s_bwd[2] = {tk_tw_sid(&t, "bwd mb0"), tk_tw_sid(&t, "bwd mb1")};
+    uint32_t s_sa[2] = {tk_tw_sid(&t, "send_act mb0"), tk_tw_sid(&t, "send_act mb1")};
+    uint32_t s_ra[2] = {tk_tw_sid(&t, "recv_act mb0"), tk_tw_sid(&t, "recv_act mb1")};
+    uint32_t s_sg[2] = {tk_tw_sid(&t, "send_grad mb0"), tk_tw_sid(&t, "send_grad mb1")};
+    uint32_t s_rg[2] = {tk_tw_sid(&t, "recv_grad mb0"), tk_tw_sid(&t, "recv_grad mb1")};
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t us = 1000, T0 = 1000000 * us;
     typedef struct { uint32_t msg; int64_t t0, t1; uint64_t payload; } r;
     for (int step = 1; step <= 3; step++) {
@@ -650,18 +582,18 @@ static void write_queue_job(const char *path)
         push(&t, 100, b, s_step, 1, (uint64_t)step);
         for (size_t i = 0; i < sizeof st0 / sizeof st0[0]; i++) {
             push(&t, 100, b + (uint64_t)st0[i].t0 * us, st0[i].msg, 1, st0[i].payload);
-            pop(&t, 100, b + (uint64_t)st0[i].t1 * us);
+            tk_tw_pop(&t, 100, b + (uint64_t)st0[i].t1 * us);
         }
-        pop(&t, 100, b + 8000 * us);
-        tw_flush(&t, PP_BLOCK_EVENTS, 100);
+        tk_tw_pop(&t, 100, b + 8000 * us);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 100);
         push(&t, 101, b - 3000 * us, s_step, 2, (uint64_t)step);
         for (size_t i = 0; i < sizeof st1 / sizeof st1[0]; i++) {
             push(&t, 101, (uint64_t)((int64_t)b + st1[i].t0 * (int64_t)us), st1[i].msg, 2,
                  st1[i].payload);
-            pop(&t, 101, b + (uint64_t)st1[i].t1 * us);
+            tk_tw_pop(&t, 101, b + (uint64_t)st1[i].t1 * us);
         }
-        pop(&t, 101, b + 7000 * us);
-        tw_flush(&t, PP_BLOCK_EVENTS, 101);
+        tk_tw_pop(&t, 101, b + 7000 * us);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 101);
     }
     pp_trace_writer_close(t.w);
 }
@@ -738,27 +670,20 @@ Test(analyzer, unannounced_counts_print_as_unknown)
  * drops as the likely reason, not the convention. */
 Test(analyzer, heavy_drops_are_named_when_no_steps_are_found)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    g_next_str = 0;
+    static tk_tw t;
     char path[256];
     snprintf(path, sizeof path, "%s/dropped.pft", g_dir);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK);
-    uint32_t dom = sid(&t, "pipeprof"), s_fwd = sid(&t, "fwd mb0");
+    tk_tw_open(&t, path, 0, 0);
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_fwd = tk_tw_sid(&t, "fwd mb0");
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     /* a few forwards survived; their step ranges did not */
     for (int i = 0; i < 5; i++) {
         push(&t, 7, 1000000 + (uint64_t)i * 2000, s_fwd, 1, 0);
-        pop(&t, 7, 1001000 + (uint64_t)i * 2000);
+        tk_tw_pop(&t, 7, 1001000 + (uint64_t)i * 2000);
     }
-    tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
     pp_rec_footer ft;
     memset(&ft, 0, sizeof ft);
     ft.events = 10;
@@ -818,19 +743,13 @@ Test(analyzer, damaged_and_foreign_run_directories)
 Test(analyzer, a_job_without_pipeline_ranges_gets_the_generic_view)
 {
     /* a valid trace with no pipeprof domain: its range is the analysis (ranges.c) */
-    static tw t;
-    memset(&t, 0, sizeof t);
+    static tk_tw t;
     char path[256];
     snprintf(path, sizeof path, "%s/plain.pft", g_dir);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK);
+    tk_tw_open(&t, path, 0, 0);
     push(&t, 7, 100, 0, 0, 0);
-    pop(&t, 7, 200);
-    tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    tk_tw_pop(&t, 7, 200);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
     pp_trace_writer_close(t.w);
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
@@ -842,9 +761,8 @@ Test(analyzer, a_job_without_pipeline_ranges_gets_the_generic_view)
     cr_assert_float_eq(a->wall_ns, 100.0, 1e-9);
     pp_analysis_free(a);
     /* a trace with no range or mark at all stays a clear error */
-    memset(&t, 0, sizeof t);
     unlink(path);
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    tk_tw_open(&t, path, 0, 0);
     pp_trace_writer_close(t.w);
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_ERR_INVALID);
     cr_assert(strstr(pp_error_message(), "no NVTX range or mark") != NULL, "%s",

@@ -6,6 +6,7 @@
 #include "pp_analyzer.h"
 #include "pp_clock.h"
 #include "pp_trace.h"
+#include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -39,10 +40,7 @@ enum { MAX_S = 4, M = 8, STEPS = 40 };
 static const uint64_t US = 1000, MS = 1000000, T0 = 5000 * MS;
 
 typedef struct tw {
-    pp_trace_writer *w;
-    uint8_t buf[1 << 16];
-    size_t len;
-    uint32_t n;
+    tk_tw k;            /* the writer and its block */
     uint64_t m0;        /* header mono_ns */
     int64_t offset_ns;  /* the hook applied to every timestamp */
     double drift;
@@ -56,23 +54,6 @@ typedef struct run_spec {
     double drift;
     int distinct_hosts;
 } run_spec;
-
-static void tw_rec(tw *t, const void *rec, size_t size)
-{
-    cr_assert_leq(t->len + size, sizeof t->buf);
-    memcpy(t->buf + t->len, rec, size);
-    t->len += size;
-    t->n++;
-}
-
-static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
-{
-    if (t->n)
-        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
-                     pp_error_message());
-    t->len = 0;
-    t->n = 0;
-}
 
 /* the hook, as the profiler applies it (docs/profiler.md) */
 static uint64_t hooked(const tw *t, uint64_t ts)
@@ -93,13 +74,13 @@ static void rec_range(tw *t, uint16_t type, uint64_t ts, uint32_t msg, uint32_t 
         r.category = cat;
         r.payload_type = 1;
         r.payload = payload;
-        tw_rec(t, &r, sizeof r);
+        tk_tw_rec(&t->k, &r, sizeof r);
     } else {
         pp_rec_pop r;
         memset(&r, 0, sizeof r);
         r.h = (pp_rec_header){PP_REC_POP, sizeof r, 100, hooked(t, ts)};
         r.domain = 1;
-        tw_rec(t, &r, sizeof r);
+        tk_tw_rec(&t->k, &r, sizeof r);
     }
 }
 
@@ -143,10 +124,7 @@ static void write_run(const char *name, const run_spec *rs, char *dir_out, size_
             t[s].drift = rs->drift;
         }
         pp_trace_header h;
-        memset(&h, 0, sizeof h);
-        memcpy(h.magic, PP_TRACE_MAGIC, 4);
-        h.version = PP_TRACE_VERSION;
-        h.header_bytes = sizeof h;
+        tk_tw_header(&h);
         h.pid = 1000 + (uint32_t)s;
         h.rank = s;
         h.mono_ns = t[s].m0;
@@ -155,22 +133,18 @@ static void write_run(const char *name, const run_spec *rs, char *dir_out, size_
         snprintf(h.host, sizeof h.host, "node%d", rs->distinct_hosts ? s : 0);
         char path[256];
         snprintf(path, sizeof path, "%s/rank%d.pft", dir_out, s);
-        cr_assert_eq(pp_trace_writer_open(path, &h, &t[s].w), PP_OK, "%s", pp_error_message());
-        uint8_t *b = t[s].buf;
-        t[s].len = pp_trace_enc_string(b, sizeof t[s].buf, 1, "pipeprof", 8);
-        t[s].len += pp_trace_enc_string(b + t[s].len, sizeof t[s].buf - t[s].len, 2, "step", 4);
-        t[s].n = 2;
+        cr_assert_eq(pp_trace_writer_open(path, &h, &t[s].k.w), PP_OK, "%s", pp_error_message());
+        tk_tw_string(&t[s].k, 1, "pipeprof");
+        tk_tw_string(&t[s].k, 2, "step");
         for (int k = 0; k < K_N; k++)
             for (int m = 0; m < M; m++) {
                 char msg[32];
-                int len = snprintf(msg, sizeof msg, "%s mb%d", kind_word[k], m);
-                t[s].len += pp_trace_enc_string(b + t[s].len, sizeof t[s].buf - t[s].len,
-                                                msg_id(k, m), msg, (size_t)len);
-                t[s].n++;
+                snprintf(msg, sizeof msg, "%s mb%d", kind_word[k], m);
+                tk_tw_string(&t[s].k, msg_id(k, m), msg);
             }
         pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, 1};
-        tw_rec(&t[s], &d, sizeof d);
-        tw_flush(&t[s], PP_BLOCK_META, 0);
+        tk_tw_rec(&t[s].k, &d, sizeof d);
+        tk_tw_flush(&t[s].k, PP_BLOCK_META, 0);
     }
     g_rng = 0x9e3779b97f4a7c15ull;
     uint64_t start = T0;
@@ -235,7 +209,7 @@ static void write_run(const char *name, const run_spec *rs, char *dir_out, size_
         }
         for (int s = 0; s < S; s++) {
             rec_range(&t[s], PP_REC_POP, end, 0, 0, 0);
-            tw_flush(&t[s], PP_BLOCK_EVENTS, 100);
+            tk_tw_flush(&t[s].k, PP_BLOCK_EVENTS, 100);
         }
         start = end + 40 * MS;
     }
@@ -244,8 +218,8 @@ static void write_run(const char *name, const run_spec *rs, char *dir_out, size_
         memset(&f, 0, sizeof f);
         f.h.ts = hooked(&t[s], start);
         f.threads = 1;
-        cr_assert_eq(pp_trace_writer_footer(t[s].w, &f), PP_OK);
-        pp_trace_writer_close(t[s].w);
+        cr_assert_eq(pp_trace_writer_footer(t[s].k.w, &f), PP_OK);
+        pp_trace_writer_close(t[s].k.w);
     }
 }
 

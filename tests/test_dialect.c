@@ -7,6 +7,7 @@
 #include "pp_dialect.h"
 #include "pp_testkit.h"
 #include "pp_trace.h"
+#include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -201,44 +202,7 @@ Test(dialect, the_worked_examples_load)
 
 /* ---- hand-written traces named the torch way ---- */
 
-typedef struct tw {
-    pp_trace_writer *w;
-    uint8_t buf[1 << 16];
-    size_t len;
-    uint32_t n;
-    uint32_t next_str;
-    const char *strs[64];
-} tw;
-
-static void tw_rec(tw *t, const void *rec, size_t size)
-{
-    memcpy(t->buf + t->len, rec, size);
-    t->len += size;
-    t->n++;
-}
-
-static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
-{
-    if (t->n)
-        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
-                     pp_error_message());
-    t->len = 0;
-    t->n = 0;
-}
-
-static uint32_t sid(tw *t, const char *s)
-{
-    for (uint32_t i = 1; i <= t->next_str; i++)
-        if (strcmp(t->strs[i], s) == 0)
-            return i;
-    t->strs[++t->next_str] = s;
-    t->len += pp_trace_enc_string(t->buf + t->len, sizeof t->buf - t->len, t->next_str, s,
-                                  strlen(s));
-    t->n++;
-    return t->next_str;
-}
-
-static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg)
+static void push(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg)
 {
     pp_rec_range r;
     memset(&r, 0, sizeof r);
@@ -248,25 +212,13 @@ static void push(tw *t, uint32_t tid, uint64_t ts, uint32_t msg)
     r.h.ts = ts;
     r.domain = 1;
     r.message = msg;
-    tw_rec(t, &r, sizeof r);
+    tk_tw_rec(t, &r, sizeof r);
 }
 
-static void pop(tw *t, uint32_t tid, uint64_t ts)
+static void range(tk_tw *t, uint32_t tid, uint64_t t0, uint64_t t1, const char *name)
 {
-    pp_rec_pop r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_POP;
-    r.h.size = sizeof r;
-    r.h.tid = tid;
-    r.h.ts = ts;
-    r.domain = 1;
-    tw_rec(t, &r, sizeof r);
-}
-
-static void range(tw *t, uint32_t tid, uint64_t t0, uint64_t t1, const char *name)
-{
-    push(t, tid, t0, sid(t, name));
-    pop(t, tid, t1);
+    push(t, tid, t0, tk_tw_sid(t, name));
+    tk_tw_pop(t, tid, t1);
 }
 
 static const uint64_t MS = 1000000;
@@ -280,31 +232,23 @@ static void write_gpipe_rank(const char *path, int rank) { write_gpipe_rank_step
 /* The same, with or without the ProfilerStep#N ranges (a job profiled without a schedule). */
 static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 100 + (uint32_t)rank;
-    h.rank = rank;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
-    uint32_t dom = sid(&t, "user_annotation");
+    static tk_tw t;
+    tk_tw_open(&t, path, 100 + (uint32_t)rank, rank);
+    uint32_t dom = tk_tw_sid(&t, "user_annotation");
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t f = (uint64_t)(1 + rank) * MS, b = 2 * f, T0 = 1000 * MS;
     const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
     for (int i = 0; i < 4; i++)
-        sid(&t, steps[i]), sid(&t, fw[i % 2]), sid(&t, bw[i % 2]);
-    tw_flush(&t, PP_BLOCK_META, 0);
+        tk_tw_sid(&t, steps[i]), tk_tw_sid(&t, fw[i % 2]), tk_tw_sid(&t, bw[i % 2]);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     for (int s = 0; s < 4; s++) {
         uint64_t t0 = T0 + (uint64_t)s * 40 * MS;
         if (with_steps)
-            push(&t, 7, t0, sid(&t, steps[s]));
+            push(&t, 7, t0, tk_tw_sid(&t, steps[s]));
         uint64_t x = t0 + (uint64_t)rank * MS;
         for (int mb = 0; mb < 2; mb++, x += f + MS / 10)
             range(&t, 7, x, x + f, fw[mb]);
@@ -312,8 +256,8 @@ static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
         for (int mb = 0; mb < 2; mb++, x += b + MS / 10)
             range(&t, 7, x, x + b, bw[mb]);
         if (with_steps)
-            pop(&t, 7, t0 + 30 * MS);
-        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+            tk_tw_pop(&t, 7, t0 + 30 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
     }
     pp_trace_writer_close(t.w);
 }
@@ -364,35 +308,27 @@ Test(dialect, torch_gpipe_names_give_a_pipeline_analysis)
  * 3; each is (stage = rank, chunk = the order the trace first names the id). */
 static void write_interleaved_rank(const char *path, int rank)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 200 + (uint32_t)rank;
-    h.rank = rank;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
-    uint32_t dom = sid(&t, "user_annotation");
+    static tk_tw t;
+    tk_tw_open(&t, path, 200 + (uint32_t)rank, rank);
+    uint32_t dom = tk_tw_sid(&t, "user_annotation");
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     static char names[2][2][16]; /* [chunk][fwd/bwd] */
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
     for (int c = 0; c < 2; c++) {
         snprintf(names[c][0], 16, "PP:%dF0", rank + 2 * c);
         snprintf(names[c][1], 16, "PP:%dB0", rank + 2 * c);
-        sid(&t, names[c][0]), sid(&t, names[c][1]);
+        tk_tw_sid(&t, names[c][0]), tk_tw_sid(&t, names[c][1]);
     }
     for (int i = 0; i < 4; i++)
-        sid(&t, steps[i]);
-    sid(&t, "PP:0UNSHARD");
-    tw_flush(&t, PP_BLOCK_META, 0);
+        tk_tw_sid(&t, steps[i]);
+    tk_tw_sid(&t, "PP:0UNSHARD");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     for (int s = 0; s < 4; s++) {
         uint64_t t0 = 1000 * MS + (uint64_t)s * 40 * MS, x = t0 + (uint64_t)rank * MS;
-        push(&t, 9, t0, sid(&t, steps[s]));
+        push(&t, 9, t0, tk_tw_sid(&t, steps[s]));
         for (int c = 0; c < 2; c++) {
             range(&t, 9, x, x + MS, names[c][0]);
             x += 2 * MS;
@@ -402,8 +338,8 @@ static void write_interleaved_rank(const char *path, int rank)
             x += 3 * MS;
         }
         range(&t, 9, x, x + MS, "PP:0UNSHARD");
-        pop(&t, 9, t0 + 30 * MS);
-        tw_flush(&t, PP_BLOCK_EVENTS, 9);
+        tk_tw_pop(&t, 9, t0 + 30 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 9);
     }
     pp_trace_writer_close(t.w);
 }
@@ -442,7 +378,7 @@ Test(dialect, torch_stage_ids_become_rank_and_chunk)
 }
 
 /* An async range (START/END), as the Kineto importer writes one that outlives its parent. */
-static void start(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint64_t id)
+static void start(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint64_t id)
 {
     pp_rec_range r;
     memset(&r, 0, sizeof r);
@@ -453,10 +389,10 @@ static void start(tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint64_t id)
     r.domain = 1;
     r.message = msg;
     r.range_id = id;
-    tw_rec(t, &r, sizeof r);
+    tk_tw_rec(t, &r, sizeof r);
 }
 
-static void end(tw *t, uint32_t tid, uint64_t ts, uint64_t id)
+static void end(tk_tw *t, uint32_t tid, uint64_t ts, uint64_t id)
 {
     pp_rec_end r;
     memset(&r, 0, sizeof r);
@@ -465,7 +401,7 @@ static void end(tw *t, uint32_t tid, uint64_t ts, uint64_t id)
     r.h.tid = tid;
     r.h.ts = ts;
     r.range_id = id;
-    tw_rec(t, &r, sizeof r);
+    tk_tw_rec(t, &r, sizeof r);
 }
 
 /* GPipe on 2 ranks as torch records it: Forward i / Backward i hold their own receive
@@ -474,49 +410,41 @@ static void end(tw *t, uint32_t tid, uint64_t ts, uint64_t id)
  * Each range opens well before its input arrives. */
 static void write_gpipe_waits(const char *path, int rank)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 300 + (uint32_t)rank;
-    h.rank = rank;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
-    uint32_t dom = sid(&t, "user_annotation");
+    static tk_tw t;
+    tk_tw_open(&t, path, 300 + (uint32_t)rank, rank);
+    uint32_t dom = tk_tw_sid(&t, "user_annotation");
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
+    tk_tw_rec(&t, &d, sizeof d);
     const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
     for (int i = 0; i < 4; i++)
-        sid(&t, steps[i]), sid(&t, fw[i % 2]), sid(&t, bw[i % 2]);
-    uint32_t s_recv = sid(&t, "gloo:recv"), s_send = sid(&t, "gloo:send");
-    tw_flush(&t, PP_BLOCK_META, 0);
+        tk_tw_sid(&t, steps[i]), tk_tw_sid(&t, fw[i % 2]), tk_tw_sid(&t, bw[i % 2]);
+    uint32_t s_recv = tk_tw_sid(&t, "gloo:recv"), s_send = tk_tw_sid(&t, "gloo:send");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t f0 = 2 * MS, f1 = 6 * MS, lat = MS / 10;
     uint64_t id = 1;
     for (int s = 0; s < 4; s++) {
         uint64_t t0 = 1000 * MS + (uint64_t)s * 100 * MS;
-        push(&t, 7, t0, sid(&t, steps[s]));
+        push(&t, 7, t0, tk_tw_sid(&t, steps[s]));
         uint64_t prev = t0 + MS / 100;
         /* forwards: rank 0 at t0 + mb (f0 + 0.1 ms); rank 1 waits for each */
         for (int mb = 0; mb < 2; mb++) {
             if (rank == 0) {
                 uint64_t x = t0 + (uint64_t)mb * (f0 + MS / 10);
-                push(&t, 7, x, sid(&t, fw[mb]));
+                push(&t, 7, x, tk_tw_sid(&t, fw[mb]));
                 start(&t, 7, x + f0, s_send, id);
-                pop(&t, 7, x + f0 + MS / 50);
+                tk_tw_pop(&t, 7, x + f0 + MS / 50);
                 end(&t, 7, x + f0 + lat, id++);
             } else {
                 /* rank 0's send of mb is posted at t0 + mb (f0 + 0.1 ms) + f0 */
                 uint64_t arrive = t0 + (uint64_t)mb * (f0 + MS / 10) + f0 + lat;
                 uint64_t x = arrive - MS / 2 > prev ? arrive - MS / 2 : prev; /* opens early */
                 uint64_t a = arrive > x + MS / 50 ? arrive : x + MS / 50;
-                push(&t, 7, x, sid(&t, fw[mb]));
+                push(&t, 7, x, tk_tw_sid(&t, fw[mb]));
                 push(&t, 7, x + MS / 100, s_recv);
-                pop(&t, 7, a);
-                pop(&t, 7, a + f1);
+                tk_tw_pop(&t, 7, a);
+                tk_tw_pop(&t, 7, a + f1);
                 prev = a + f1 + MS / 100;
             }
         }
@@ -526,23 +454,23 @@ static void write_gpipe_waits(const char *path, int rank)
         for (int mb = 0; mb < 2; mb++) {
             if (rank == 1) {
                 uint64_t x = b0 + (uint64_t)mb * (2 * f1 + MS / 10);
-                push(&t, 7, x, sid(&t, bw[mb]));
+                push(&t, 7, x, tk_tw_sid(&t, bw[mb]));
                 start(&t, 7, x + 2 * f1, s_send, id);
-                pop(&t, 7, x + 2 * f1 + MS / 50);
+                tk_tw_pop(&t, 7, x + 2 * f1 + MS / 50);
                 end(&t, 7, x + 2 * f1 + lat, id++);
             } else {
                 uint64_t arrive = b0 + (uint64_t)mb * (2 * f1 + MS / 10) + 2 * f1 + lat;
                 uint64_t x = arrive - MS / 2 > prev ? arrive - MS / 2 : prev;
                 uint64_t a = arrive > x + MS / 50 ? arrive : x + MS / 50;
-                push(&t, 7, x, sid(&t, bw[mb]));
+                push(&t, 7, x, tk_tw_sid(&t, bw[mb]));
                 push(&t, 7, x + MS / 100, s_recv);
-                pop(&t, 7, a);
-                pop(&t, 7, a + 2 * f0);
+                tk_tw_pop(&t, 7, a);
+                tk_tw_pop(&t, 7, a + 2 * f0);
                 prev = a + 2 * f0 + MS / 100;
             }
         }
-        pop(&t, 7, t0 + 90 * MS);
-        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+        tk_tw_pop(&t, 7, t0 + 90 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
     }
     pp_trace_writer_close(t.w);
 }
@@ -580,52 +508,45 @@ Test(dialect, torch_waits_are_taken_out_of_the_compute_actions)
  * "Forward 1" holding its own forward_one_chunk is one forward, not two. */
 static void write_stack_rank(const char *path, int rank)
 {
-    static tw t;
-    memset(&t, 0, sizeof t);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.pid = 400 + (uint32_t)rank;
-    h.rank = rank;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
-    uint32_t dom = sid(&t, "python_function");
+    static tk_tw t;
+    tk_tw_open(&t, path, 400 + (uint32_t)rank, rank);
+    uint32_t dom = tk_tw_sid(&t, "python_function");
     pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tw_rec(&t, &d, sizeof d);
+    tk_tw_rec(&t, &d, sizeof d);
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
     for (int i = 0; i < 4; i++)
-        sid(&t, steps[i]);
-    uint32_t s_f = sid(&t, "torch/distributed/pipelining/stage.py(1142): forward_one_chunk");
-    uint32_t s_b = sid(&t, "torch/distributed/pipelining/stage.py(1237): backward_one_chunk");
-    uint32_t s_blk = sid(&t, "nn.Module: Block_0"), s_lin = sid(&t, "nn.Module: Linear_0");
-    uint32_t s_gp = sid(&t, "Forward 1");
-    tw_flush(&t, PP_BLOCK_META, 0);
+        tk_tw_sid(&t, steps[i]);
+    uint32_t s_f = tk_tw_sid(&t, "torch/distributed/pipelining/stage.py(1142): forward_one_chunk");
+    uint32_t s_b = tk_tw_sid(&t, "torch/distributed/pipelining/stage.py(1237): backward_one_chunk");
+    uint32_t s_blk = tk_tw_sid(&t, "nn.Module: Block_0");
+    uint32_t s_lin = tk_tw_sid(&t, "nn.Module: Linear_0");
+    uint32_t s_gp = tk_tw_sid(&t, "Forward 1");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t m = (uint64_t)(1 + 2 * rank) * MS;
     for (int s = 0; s < 4; s++) {
         uint64_t x = 1000 * MS + (uint64_t)s * 50 * MS + (uint64_t)rank * 2 * MS;
-        push(&t, 7, x - MS / 2, sid(&t, steps[s]));
+        push(&t, 7, x - MS / 2, tk_tw_sid(&t, steps[s]));
         for (int mb = 0; mb < 2; mb++) {
             push(&t, 7, x, s_f);
             push(&t, 7, x + MS / 10, s_blk);
             push(&t, 7, x + MS / 5, s_lin);
-            pop(&t, 7, x + MS / 2);
-            pop(&t, 7, x + MS / 10 + m);
-            pop(&t, 7, x + MS / 5 + m);
+            tk_tw_pop(&t, 7, x + MS / 2);
+            tk_tw_pop(&t, 7, x + MS / 10 + m);
+            tk_tw_pop(&t, 7, x + MS / 5 + m);
             x += m + MS;
             push(&t, 7, x, s_b);
-            pop(&t, 7, x + 2 * m);
+            tk_tw_pop(&t, 7, x + 2 * m);
             x += 2 * m + MS;
         }
         if (s == 3) { /* a GPipe range holding a stack event: one forward */
             push(&t, 7, x, s_gp);
             push(&t, 7, x + MS / 10, s_f);
-            pop(&t, 7, x + MS);
-            pop(&t, 7, x + 2 * MS);
+            tk_tw_pop(&t, 7, x + MS);
+            tk_tw_pop(&t, 7, x + 2 * MS);
         }
-        pop(&t, 7, 1000 * MS + (uint64_t)s * 50 * MS + 40 * MS);
-        tw_flush(&t, PP_BLOCK_EVENTS, 7);
+        tk_tw_pop(&t, 7, 1000 * MS + (uint64_t)s * 50 * MS + 40 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
     }
     pp_trace_writer_close(t.w);
 }

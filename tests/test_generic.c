@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "pp_analyzer.h"
 #include "pp_trace.h"
+#include "pp_testkit_trace.h"
 
 #include <cJSON.h>
 #include "pp_testkit.h"
@@ -338,52 +339,23 @@ Test(generic, pypi_nvtx_job_counts_exact_and_every_range_in_chrome)
 
 /* ---- a hostile trace: 100k distinct names ---- */
 
-typedef struct tw {
-    pp_trace_writer *w;
-    uint8_t buf[1 << 16];
-    size_t len;
-    uint32_t n;
-} tw;
-
-static void tw_flush(tw *t, pp_trace_block_kind kind, uint32_t tid)
-{
-    if (t->n)
-        cr_assert_eq(pp_trace_writer_block(t->w, kind, tid, t->buf, t->len, t->n), PP_OK, "%s",
-                     pp_error_message());
-    t->len = 0;
-    t->n = 0;
-}
-
-static void tw_room(tw *t, size_t need, pp_trace_block_kind kind, uint32_t tid)
-{
-    if (t->len + need > sizeof t->buf)
-        tw_flush(t, kind, tid);
-}
-
 Test(generic, hundred_thousand_names_stay_bounded_with_a_warning)
 {
     enum { NAMES = 100000 };
-    static tw t;
-    memset(&t, 0, sizeof t);
+    static tk_tw t;
     const char *dir = tk_path("hostile");
     cr_assert_eq(mkdir(dir, 0755), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/h.1.pft", dir);
-    pp_trace_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, PP_TRACE_MAGIC, 4);
-    h.version = PP_TRACE_VERSION;
-    h.header_bytes = sizeof h;
-    h.rank = -1;
-    cr_assert_eq(pp_trace_writer_open(path, &h, &t.w), PP_OK, "%s", pp_error_message());
+    tk_tw_open(&t, path, 0, -1);
     for (uint32_t i = 1; i <= NAMES; i++) {
         char s[32];
         int n = snprintf(s, sizeof s, "name %u", i);
-        tw_room(&t, 64, PP_BLOCK_META, 0);
+        tk_tw_room(&t, 64, PP_BLOCK_META, 0);
         t.len += pp_trace_enc_string(t.buf + t.len, sizeof t.buf - t.len, i, s, (size_t)n);
         t.n++;
     }
-    tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
     uint64_t ts = 1000;
     for (uint32_t i = 1; i <= NAMES; i++) {
         /* threads 1..300: more than the 256 the table keeps */
@@ -399,7 +371,7 @@ Test(generic, hundred_thousand_names_stay_bounded_with_a_warning)
         memcpy(t.buf + t.len + sizeof r, &p, sizeof p);
         t.len += sizeof r + sizeof p;
         t.n += 2;
-        tw_flush(&t, PP_BLOCK_EVENTS, tid); /* one block per range: every thread interleaved */
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, tid); /* one block per range: every thread interleaved */
         ts += 20;
     }
     pp_trace_writer_close(t.w);
