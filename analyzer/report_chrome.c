@@ -73,6 +73,21 @@ static void slice_begin(pp_json_writer *w, const char *name, const char *cat, in
     pp_json_put_fixed(w, "dur", 3, dur_us);
 }
 
+/* An instant event ("ph": "i") of this scope ("g" global, "t" thread), left open like
+ * slice_begin's. */
+static void instant_begin(pp_json_writer *w, const char *name, const char *cat, const char *scope,
+                          int32_t pid, int32_t tid, double ts_us)
+{
+    pp_json_object_inline(w, NULL);
+    pp_json_put_str(w, "name", name);
+    pp_json_put_str(w, "cat", cat);
+    pp_json_put_str(w, "ph", "i");
+    pp_json_put_str(w, "s", scope);
+    pp_json_put_int(w, "pid", pid);
+    pp_json_put_int(w, "tid", tid);
+    pp_json_put_fixed(w, "ts", 3, ts_us);
+}
+
 static void chrome_meta(pp_json_writer *w, const char *what, int32_t pid, int32_t tid,
                         const char *key, const char *name, long long sort)
 {
@@ -293,14 +308,7 @@ static void chrome_steps(pp_json_writer *w, const pp_analysis *a, const pp_repor
             continue;
         char name[48];
         snprintf(name, sizeof name, "step %lld", (long long)s);
-        pp_json_object_inline(w, NULL);
-        pp_json_put_str(w, "name", name);
-        pp_json_put_str(w, "cat", "step");
-        pp_json_put_str(w, "ph", "i");
-        pp_json_put_str(w, "s", "g");
-        pp_json_put_int(w, "pid", pid);
-        pp_json_put_int(w, "tid", tid);
-        pp_json_put_fixed(w, "ts", 3, (sp->t0_ns - win->origin) * 1e-3);
+        instant_begin(w, name, "step", "g", pid, tid, (sp->t0_ns - win->origin) * 1e-3);
         pp_json_object_inline(w, "args");
         pp_json_put_real(w, "step_ms", pp_report_ms(sp->step_ns));
         pp_json_put_real(w, "bubble_ratio", sp->bubble_ratio);
@@ -392,14 +400,7 @@ static void chrome_generic_event(void *ctx, const pp_report_event *e)
     int32_t pid = rank_of_file(c->a, e->file), tid = CHROME_THREAD_TID + e->thread;
     const char *name = e->name[0] ? e->name : "(no name)";
     if (e->mark) {
-        pp_json_object_inline(w, NULL);
-        pp_json_put_str(w, "name", name);
-        pp_json_put_str(w, "cat", "nvtx");
-        pp_json_put_str(w, "ph", "i");
-        pp_json_put_str(w, "s", "t");
-        pp_json_put_int(w, "pid", pid);
-        pp_json_put_int(w, "tid", tid);
-        pp_json_put_fixed(w, "ts", 3, us_at(c->win, e->t0));
+        instant_begin(w, name, "nvtx", "t", pid, tid, us_at(c->win, e->t0));
     } else {
         slice_begin(w, name, "nvtx", pid, tid, us_at(c->win, e->t0),
                     (double)(e->t1 - e->t0) * 1e-3);

@@ -37,6 +37,18 @@ static void print_domain(const char *domain, FILE *out)
         fprintf(out, "default domain:\n");
 }
 
+/* Before a row of the ranges or marks table (sorted by domain): the domain's heading when it
+ * changes (*dom: the last one), or "(every domain):" before the row that sums the rest. */
+static void print_row_domain(const char **dom, int other, const char *domain, FILE *out)
+{
+    if (!other && (!*dom || strcmp(*dom, domain) != 0)) {
+        print_domain(domain, out);
+        *dom = domain;
+    }
+    if (other)
+        fprintf(out, "(every domain):\n");
+}
+
 /* The ranges outside the pipeline per domain and name (docs/metrics.md "Ranges and marks"). */
 static void print_ranges(const pp_analysis *a, FILE *out)
 {
@@ -49,12 +61,7 @@ static void print_ranges(const pp_analysis *a, FILE *out)
     const char *dom = NULL;
     for (size_t i = 0; i < a->n_ranges; i++) {
         const pp_arange *r = &a->ranges[i];
-        if (!r->other && (!dom || strcmp(dom, r->domain) != 0)) {
-            print_domain(r->domain, out);
-            dom = r->domain;
-        }
-        if (r->other)
-            fprintf(out, "(every domain):\n");
+        print_row_domain(&dom, r->other, r->domain, out);
         fprintf(out, "%9llu %12.3f %11.1f %11.1f %11.1f %11.1f %11.1f %7.1f%%  %s\n",
                 (unsigned long long)r->ns.count, ms(r->ns.sum), r->ns.mean * 1e-3,
                 r->ns.median * 1e-3, r->ns.min * 1e-3, r->ns.max * 1e-3, r->stddev_ns * 1e-3,
@@ -118,12 +125,7 @@ static void print_marks(const pp_analysis *a, FILE *out)
     const char *dom = NULL;
     for (size_t i = 0; i < a->n_marks; i++) {
         const pp_amark *m = &a->marks[i];
-        if (!m->other && (!dom || strcmp(dom, m->domain) != 0)) {
-            print_domain(m->domain, out);
-            dom = m->domain;
-        }
-        if (m->other)
-            fprintf(out, "(every domain):\n");
+        print_row_domain(&dom, m->other, m->domain, out);
         fprintf(out, "%9llu  %s\n", (unsigned long long)m->count,
                 m->name[0] ? m->name : "(no name)");
     }
