@@ -65,6 +65,25 @@ uint32_t tk_tw_sid(tk_tw *t, const char *s)
     return t->next_str;
 }
 
+void tk_tw_domain(tk_tw *t, const char *name)
+{
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, tk_tw_sid(t, name)};
+    tk_tw_rec(t, &d, sizeof d);
+}
+
+pp_rec_range tk_range_rec(uint16_t type, uint32_t tid, uint64_t ts, uint32_t msg)
+{
+    pp_rec_range r;
+    memset(&r, 0, sizeof r);
+    r.h.type = type;
+    r.h.size = sizeof r;
+    r.h.tid = tid;
+    r.h.ts = ts;
+    r.domain = 1;
+    r.message = msg;
+    return r;
+}
+
 void tk_tw_pop(tk_tw *t, uint32_t tid, uint64_t ts)
 {
     pp_rec_pop r;

@@ -32,6 +32,11 @@ void tk_tw_string(tk_tw *t, uint32_t id, const char *s);
 /* The id of s among t's strings; the first time, s (kept by pointer) gets the next id and its
  * string record goes into the block. */
 uint32_t tk_tw_sid(tk_tw *t, const char *s);
+/* Registers name (tk_tw_sid) and appends the domain record of id 1 with that name. */
+void tk_tw_domain(tk_tw *t, const char *name);
+/* A range record (type PUSH, START or MARK) of domain 1 with this message, the rest zero; the
+ * caller sets any other field and appends it with tk_tw_rec. */
+pp_rec_range tk_range_rec(uint16_t type, uint32_t tid, uint64_t ts, uint32_t msg);
 /* A POP record of domain 1. */
 void tk_tw_pop(tk_tw *t, uint32_t tid, uint64_t ts);
 

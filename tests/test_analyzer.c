@@ -364,14 +364,7 @@ Test(analyzer, kept_timeline_has_every_op_of_the_last_step)
 static void push(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat,
                  uint64_t payload)
 {
-    pp_rec_range r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_PUSH;
-    r.h.size = sizeof r;
-    r.h.tid = tid;
-    r.h.ts = ts;
-    r.domain = 1;
-    r.message = msg;
+    pp_rec_range r = tk_range_rec(PP_REC_PUSH, tid, ts, msg);
     r.category = cat;
     r.payload_type = 1; /* uint64 */
     r.payload = payload;

@@ -204,14 +204,7 @@ Test(dialect, the_worked_examples_load)
 
 static void push(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg)
 {
-    pp_rec_range r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_PUSH;
-    r.h.size = sizeof r;
-    r.h.tid = tid;
-    r.h.ts = ts;
-    r.domain = 1;
-    r.message = msg;
+    pp_rec_range r = tk_range_rec(PP_REC_PUSH, tid, ts, msg);
     tk_tw_rec(t, &r, sizeof r);
 }
 
@@ -234,9 +227,7 @@ static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 100 + (uint32_t)rank, rank);
-    uint32_t dom = tk_tw_sid(&t, "user_annotation");
-    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_domain(&t, "user_annotation");
     tk_tw_flush(&t, PP_BLOCK_META, 0);
     const uint64_t f = (uint64_t)(1 + rank) * MS, b = 2 * f, T0 = 1000 * MS;
     const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
@@ -310,9 +301,7 @@ static void write_interleaved_rank(const char *path, int rank)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 200 + (uint32_t)rank, rank);
-    uint32_t dom = tk_tw_sid(&t, "user_annotation");
-    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_domain(&t, "user_annotation");
     tk_tw_flush(&t, PP_BLOCK_META, 0);
     static char names[2][2][16]; /* [chunk][fwd/bwd] */
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
@@ -380,14 +369,7 @@ Test(dialect, torch_stage_ids_become_rank_and_chunk)
 /* An async range (START/END), as the Kineto importer writes one that outlives its parent. */
 static void start(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint64_t id)
 {
-    pp_rec_range r;
-    memset(&r, 0, sizeof r);
-    r.h.type = PP_REC_START;
-    r.h.size = sizeof r;
-    r.h.tid = tid;
-    r.h.ts = ts;
-    r.domain = 1;
-    r.message = msg;
+    pp_rec_range r = tk_range_rec(PP_REC_START, tid, ts, msg);
     r.range_id = id;
     tk_tw_rec(t, &r, sizeof r);
 }
@@ -412,9 +394,7 @@ static void write_gpipe_waits(const char *path, int rank)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 300 + (uint32_t)rank, rank);
-    uint32_t dom = tk_tw_sid(&t, "user_annotation");
-    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_domain(&t, "user_annotation");
     const char *fw[2] = {"Forward 0", "Forward 1"}, *bw[2] = {"Backward 0", "Backward 1"};
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
@@ -510,9 +490,7 @@ static void write_stack_rank(const char *path, int rank)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 400 + (uint32_t)rank, rank);
-    uint32_t dom = tk_tw_sid(&t, "python_function");
-    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_domain(&t, "python_function");
     const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
                             "ProfilerStep#4"};
     for (int i = 0; i < 4; i++)
