@@ -109,3 +109,28 @@ int fz_replay(const char *tool, char **files, int n)
     }
     return 0;
 }
+
+int fz_dir_main(int argc, char **argv, const char *tool, uint64_t seed, size_t buf_cap,
+                fz_mutator mutate)
+{
+    if (argc == 4 && strcmp(argv[1], "--selftest") == 0) {
+        long iters = strtol(argv[2], NULL, 10);
+        fz_input ins[64];
+        int n = fz_load_dir(tool, argv[3], ins, 64);
+        if (n <= 0) {
+            fprintf(stderr, "%s: no inputs in %s\n", tool, argv[3]);
+            return 2;
+        }
+        int rc = fz_sweep(ins, n, iters, seed, buf_cap, mutate);
+        if (rc == 0)
+            printf("%s: %d inputs and %ld deterministic mutations without fault\n", tool, n,
+                   iters);
+        fz_inputs_free(ins, n);
+        return rc;
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s --selftest N DIR | FILE...\n", tool);
+        return 2;
+    }
+    return fz_replay(tool, argv + 1, argc - 1);
+}

@@ -46,7 +46,7 @@ typedef size_t (*fz_mutator)(pp_rng *g, const fz_input *in, uint8_t *out, size_t
 /* Reads the files of dir (not the hidden ones) into ins, at most cap; returns how many, or -1
  * (said on stderr, prefixed with `tool`) when dir cannot be opened. */
 int fz_load_dir(const char *tool, const char *dir, fz_input *ins, int cap);
-/* Runs each of the n inputs, then `iters` mutations of them in turn (an rng seeded with seed,
+/* Runs each of the n (> 0) inputs, then `iters` mutations of them in turn (an rng seeded with seed,
  * a buffer of buf_cap bytes). Returns 0, or 3 when the buffer cannot be had. */
 int fz_sweep(const fz_input *ins, int n, long iters, uint64_t seed, size_t buf_cap,
              fz_mutator mutate);
@@ -54,5 +54,10 @@ void fz_inputs_free(fz_input *ins, int n);
 /* Runs each of files[0..n-1], printing "FILE: ok"; returns 0, or 2 when one cannot be read
  * (said on stderr, prefixed with `tool`). */
 int fz_replay(const char *tool, char **files, int n);
+/* The main of a target whose seeds are one directory: `--selftest N DIR` (fz_load_dir, at most
+ * 64 inputs, then fz_sweep with this rng seed, buffer size and mutator) or `FILE...`
+ * (fz_replay). Returns the exit status. */
+int fz_dir_main(int argc, char **argv, const char *tool, uint64_t seed, size_t buf_cap,
+                fz_mutator mutate);
 
 #endif /* PP_FUZZ_COMMON_H */

@@ -116,30 +116,8 @@ static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
     return n;
 }
 
-static int selftest(long iters, const char *dir)
-{
-    fz_input ins[64];
-    int n = fz_load_dir("fuzz_dialect", dir, ins, 64);
-    if (n <= 0) {
-        fprintf(stderr, "fuzz_dialect: no inputs in %s\n", dir);
-        return 2;
-    }
-    int rc = fz_sweep(ins, n, iters, 20261216, 1 << 18, mutate);
-    if (rc == 0)
-        printf("fuzz_dialect: %d inputs and %ld deterministic mutations without fault\n", n,
-               iters);
-    fz_inputs_free(ins, n);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "--selftest") == 0)
-        return selftest(strtol(argv[2], NULL, 10), argv[3]);
-    if (argc < 2) {
-        fprintf(stderr, "usage: fuzz_dialect --selftest N DIR | FILE...\n");
-        return 2;
-    }
-    return fz_replay("fuzz_dialect", argv + 1, argc - 1);
+    return fz_dir_main(argc, argv, "fuzz_dialect", 20261216, 1 << 18, mutate);
 }
 #endif
