@@ -413,7 +413,9 @@ Test(torch, tune_split_points_from_module_times)
 /* A torch trace's module events time only the forward: pp_extract shares each piece's measured
  * backward op among its layers in proportion to their forward times, and scales their forward
  * times to add up to the piece's forward op (what the op holds beyond its modules is charged
- * too); without ops of a piece in the kept timeline, its stage's mean backward is shared. */
+ * too). The piece's op: with one chunk per stage its stage's median over every analyzed step,
+ * else (or without statistics) the kept timeline's median; without either, its stage's mean
+ * backward is shared. */
 Test(torch_extract, backward_shared_by_forward_times)
 {
     enum { S = 2, L = 4 };
@@ -436,13 +438,15 @@ Test(torch_extract, backward_shared_by_forward_times)
      * stage 1: forward op 8 us (= its layers'), backward op 16 us */
     const uint64_t f_ns[S] = {4000, 8000}, b_ns[S] = {30000, 16000};
     for (int s = 0; s < S; s++) {
+        /* the kept step's ops are three times slower than the all-step medians: not used */
         ops[2 * s] = (pp_aop){.kind = PP_AOP_FWD, .stage = s, .mb = 0, .chunk = 0, .t0 = 0,
-                              .t1 = f_ns[s]};
+                              .t1 = 3 * f_ns[s]};
         ops[2 * s + 1] = (pp_aop){.kind = PP_AOP_BWD, .stage = s, .mb = 0, .chunk = 0,
-                                  .t0 = 50000, .t1 = 50000 + b_ns[s]};
+                                  .t0 = 50000, .t1 = 50000 + 3 * b_ns[s]};
         stages[s].stage = s;
         stages[s].imbalance_culprit = -1;
-        stages[s].bwd_ns = (pp_astats){.count = 4, .mean = 99e3, .median = 99e3}; /* not used */
+        stages[s].fwd_ns = (pp_astats){.count = 4, .mean = 2e3, .median = (double)f_ns[s]};
+        stages[s].bwd_ns = (pp_astats){.count = 4, .mean = 2e3, .median = (double)b_ns[s]};
     }
     pp_analysis a;
     memset(&a, 0, sizeof a);
@@ -471,7 +475,22 @@ Test(torch_extract, backward_shared_by_forward_times)
     cr_expect(strstr(e.notes, "without backward ranges") != NULL, "notes: %s", e.notes);
     pp_extract_free(&e);
 
-    /* no backward op kept: the stage's mean backward (99 us) is shared */
+    /* no statistics (an analysis made by hand): the kept timeline's ops */
+    for (int s = 0; s < S; s++) {
+        ops[2 * s].t1 = f_ns[s];
+        ops[2 * s + 1].t1 = 50000 + b_ns[s];
+        stages[s].fwd_ns = stages[s].bwd_ns = (pp_astats){0};
+    }
+    cr_assert_eq(pp_extract_from_analysis(&a, &e), PP_OK, "%s", pp_error_message());
+    for (int l = 0; l < L; l++) {
+        cr_expect_float_eq(e.costs->layers[l].fwd_us, want_f[l], 1e-9, "layer %d", l);
+        cr_expect_float_eq(e.costs->layers[l].bwd_us, want_b[l], 1e-9, "layer %d", l);
+    }
+    pp_extract_free(&e);
+
+    /* no forward op kept, a stage backward of 99 us: shared, the forwards not scaled */
+    for (int s = 0; s < S; s++)
+        stages[s].bwd_ns = (pp_astats){.count = 4, .mean = 99e3, .median = 99e3};
     a.n_ops = 1; /* stage 0's forward op only */
     cr_assert_eq(pp_extract_from_analysis(&a, &e), PP_OK, "%s", pp_error_message());
     cr_expect_float_eq(e.costs->layers[0].bwd_us, 33, 1e-9);
