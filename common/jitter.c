@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
@@ -87,19 +88,31 @@ double pp_jitter_mean(const pp_jitter *j)
     return m * (1.0 + j->tail_p * (j->tail_x - 1.0));
 }
 
+/* The shortest of %.15g, %.16g, %.17g that reads back as v: "0.1", not "0.10000000000000001". */
+static void shortest(double v, char *buf, size_t cap)
+{
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 int pp_jitter_format(const pp_jitter *j, char *buf, size_t cap)
 {
-    char tail[80] = "";
-    if (j->tail_p > 0.0)
-        snprintf(tail, sizeof tail, "tail:%.17g:%.17g,", j->tail_p, j->tail_x);
-    if (j->dist == PP_JITTER_LOGNORMAL)
-        return snprintf(buf, cap, "lognormal:%.17g,%sseed=%llu", j->sigma, tail,
-                        (unsigned long long)j->seed);
-    if (j->dist == PP_JITTER_UNIFORM)
-        return snprintf(buf, cap, "uniform:%.17g,%sseed=%llu", j->width, tail,
-                        (unsigned long long)j->seed);
-    return snprintf(buf, cap, "%sseed=%llu", *tail ? tail : "none,",
-                    (unsigned long long)j->seed);
+    char a[32], b[32], tail[80] = "";
+    if (j->tail_p > 0.0) {
+        shortest(j->tail_p, a, sizeof a);
+        shortest(j->tail_x, b, sizeof b);
+        snprintf(tail, sizeof tail, "tail:%s:%s,", a, b);
+    }
+    unsigned long long seed = (unsigned long long)j->seed;
+    if (j->dist == PP_JITTER_LOGNORMAL || j->dist == PP_JITTER_UNIFORM) {
+        shortest(j->dist == PP_JITTER_LOGNORMAL ? j->sigma : j->width, a, sizeof a);
+        return snprintf(buf, cap, "%s:%s,%sseed=%llu",
+                        j->dist == PP_JITTER_LOGNORMAL ? "lognormal" : "uniform", a, tail, seed);
+    }
+    return snprintf(buf, cap, "%sseed=%llu", *tail ? tail : "none,", seed);
 }
 
 enum { SEEN_DIST = 1, SEEN_TAIL = 2, SEEN_SEED = 4 };

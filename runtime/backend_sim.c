@@ -4,8 +4,12 @@
  * split, as the simulator and the rebalancer take them): the worker sleeps to an absolute deadline
  * (clock_nanosleep with TIMER_ABSTIME) and its clock advances by exactly the cost, so lateness
  * in waking never accumulates and 16+ stages on a 2-core machine show the schedule's timing,
- * not CPU contention. Transfers are modelled by the executor with transfer_ns. */
+ * not CPU contention. Transfers are modelled by the executor with transfer_ns. With a jitter
+ * spec (pptrain --sim-jitter, common/pp_jitter.h) each compute op's layers take their cost times
+ * one factor drawn for (replica, stage, step, chunk, mb, op): a function of the op alone, so the
+ * durations are the same whatever the threads' or ranks' order. */
 #include "pp_exec.h"
+#include "pp_jitter.h"
 #include "pp_nvtx.h"
 
 #include <errno.h>
@@ -20,6 +24,9 @@ typedef struct sim_backend {
     double mult;
     int split;
     int64_t step;
+    int jittered;     /* 0: every factor is 1, nothing drawn */
+    pp_jitter jitter; /* a copy */
+    int replica;
 } sim_backend;
 
 static void sleep_until(uint64_t t_ns)
@@ -70,6 +77,16 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
                        uint64_t *t_ns)
 {
     int lo = sb->lo[chunk], hi = sb->hi[chunk];
+    pp_nvtx_kind op_kind = kind == PP_NVTX_LAYER_FWD ? PP_NVTX_FWD
+                           : kind == PP_NVTX_LAYER_BWD_WEIGHT ? PP_NVTX_BWD_WEIGHT
+                           : sb->split ? PP_NVTX_BWD_INPUT
+                                       : PP_NVTX_BWD;
+    /* One factor for the whole op, as a predictor replaying ops (not layers) draws it. */
+    double mult = sb->mult;
+    if (sb->jittered)
+        mult *= pp_jitter_factor(&sb->jitter, pp_jitter_key(&sb->jitter, sb->replica,
+                                                            sb->base.stage, sb->step, chunk, mb,
+                                                            op_kind));
     for (int k = 0; k < hi - lo; k++) {
         int li = reverse ? hi - 1 - k : lo + k;
         const pp_layer_cost *lc = &sb->costs->layers[li];
@@ -85,7 +102,7 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
         info.chunk = chunk;
         info.layer = li;
         pp_nvtx_push(kind, &info);
-        *t_ns = clock_add(*t_ns, us_to_ns(us * sb->mult));
+        *t_ns = clock_add(*t_ns, us_to_ns(us * mult));
         sleep_until(*t_ns);
         pp_nvtx_pop();
     }
@@ -136,7 +153,12 @@ static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
     (void)lr;
     (void)grad_scale;
     sim_backend *sb = (sim_backend *)b;
-    *t_ns = clock_add(*t_ns, us_to_ns(sb->costs->optimizer_us * sb->mult));
+    double mult = sb->mult;
+    if (sb->jittered)
+        mult *= pp_jitter_factor(&sb->jitter, pp_jitter_key(&sb->jitter, sb->replica,
+                                                            sb->base.stage, sb->step, 0, 0,
+                                                            PP_NVTX_OPT_STEP));
+    *t_ns = clock_add(*t_ns, us_to_ns(sb->costs->optimizer_us * mult));
     sleep_until(*t_ns);
     return PP_OK;
 }
@@ -183,27 +205,27 @@ static const pp_backend_ops k_sim_ops = {
     .destroy = sim_destroy,
 };
 
-/* One cost in nanoseconds must stay below SIM_MAX_NS; `what` names it for the message. */
-static pp_status check_ns(double us, double mult, const char *what)
+/* One cost in nanoseconds must stay below SIM_MAX_NS; `what` names it for the message, `times`
+ * what multiplied it ("" when nothing did). */
+static pp_status check_ns(double us, double mult, const char *times, const char *what)
 {
     double ns = us * mult * 1e3;
     if (!(ns < SIM_MAX_NS)) /* also NaN */
         return PP_ERR(PP_ERR_INVALID,
                       "%s is %g us%s: %.3g ns does not fit the sim's 64-bit nanosecond clock "
                       "(at most %.3g ns, about 146 years)",
-                      what, us, mult != 1.0 ? " times the stage's multiplier" : "", ns,
-                      SIM_MAX_NS);
+                      what, us, times, ns, SIM_MAX_NS);
     return PP_OK;
 }
 
 /* Every cost the stage will sleep for, one by one and summed over one micro-batch (its
  * layers' forward and backward, the optimizer, its sends and receives). */
 static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int stage,
-                                double mult, int split)
+                                double mult, const char *times, int split)
 {
     char what[160];
     double sum_us = c->optimizer_us * mult;
-    pp_status st = check_ns(c->optimizer_us, mult, "the cost file's optimizer_us");
+    pp_status st = check_ns(c->optimizer_us, mult, times, "the cost file's optimizer_us");
     uint64_t param_bytes = 0;
     for (int ch = 0; ch < part->v && st == PP_OK; ch++) {
         int piece = ch * part->S + stage, lo = part->bounds[piece], hi = part->bounds[piece + 1];
@@ -217,7 +239,7 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
                                   half ? half : "bwd_weight_us"};
             for (int k = 0; k < 3 && st == PP_OK; k++) {
                 snprintf(what, sizeof what, "layer %d (\"%s\"): %s", li, l->name, key[k]);
-                st = check_ns(t[k], mult, what);
+                st = check_ns(t[k], mult, times, what);
                 sum_us += t[k] * mult;
             }
             param_bytes += l->param_bytes;
@@ -228,7 +250,7 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
             double us = pp_costs_transfer_us(c, msgs[k]);
             snprintf(what, sizeof what, "a transfer of %llu bytes (p2p_latency_us + bytes / "
                      "p2p_GBps)", (unsigned long long)msgs[k]);
-            st = check_ns(us, 1.0, what);
+            st = check_ns(us, 1.0, "", what);
             sum_us += us;
         }
     }
@@ -236,27 +258,35 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
         double us = pp_costs_transfer_us(c, param_bytes); /* the data-parallel all-reduce */
         snprintf(what, sizeof what, "the all-reduce of stage %d's %llu parameter bytes", stage,
                  (unsigned long long)param_bytes);
-        st = check_ns(us, 1.0, what);
+        st = check_ns(us, 1.0, "", what);
         sum_us += us;
     }
     if (st == PP_OK) {
         snprintf(what, sizeof what, "stage %d's work for one micro-batch (its layers, optimizer "
                  "and transfers)", stage);
-        st = check_ns(sum_us, 1.0, what);
+        st = check_ns(sum_us, 1.0, "", what);
     }
     return st;
 }
 
 pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
                                 double multiplier, int split_backward, int n_slots,
-                                pp_stage_backend **out)
+                                const pp_jitter *jitter, int replica, pp_stage_backend **out)
 {
     if (part->L != costs->n_layers)
         return PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the cost file's %d",
                       part->L, costs->n_layers);
     if (!(multiplier > 0.0))
         return PP_ERR(PP_ERR_INVALID, "sim cost multiplier %g must be > 0", multiplier);
-    pp_status st = check_stage_ns(costs, part, stage, multiplier, split_backward);
+    int jittered = jitter && !pp_jitter_is_none(jitter);
+    /* Checked at the largest factor a draw can give, so no draw can overflow the clock. */
+    double check_mult = multiplier * (jittered ? pp_jitter_factor_max(jitter) : 1.0);
+    const char *times = jittered ? (multiplier != 1.0 ? " times the stage's multiplier and the "
+                                                        "jitter's largest factor"
+                                                      : " times the jitter's largest factor")
+                        : multiplier != 1.0 ? " times the stage's multiplier"
+                                            : "";
+    pp_status st = check_stage_ns(costs, part, stage, check_mult, times, split_backward);
     if (st != PP_OK)
         return st;
     sim_backend *sb = pp_alloc(sizeof *sb);
@@ -270,6 +300,10 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
     sb->costs = costs;
     sb->mult = multiplier;
     sb->split = split_backward;
+    sb->jittered = jittered;
+    if (jittered)
+        sb->jitter = *jitter;
+    sb->replica = replica;
     sb->lo = pp_alloc(sizeof(int) * (size_t)part->v);
     sb->hi = pp_alloc(sizeof(int) * (size_t)part->v);
     if (!sb->lo || !sb->hi) {

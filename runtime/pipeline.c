@@ -204,7 +204,7 @@ static pp_status backend_create(const pp_pipe_trainer *t, int s, pp_stage_backen
     default:
         return pp_backend_sim_create(c->costs, &t->part, s,
                                      s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
-                                     out);
+                                     c->sim_jitter, t->replica, out);
     }
 }
 

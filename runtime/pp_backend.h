@@ -6,6 +6,7 @@
 #define PP_BACKEND_H
 
 #include "pp_common.h"
+#include "pp_jitter.h"
 #include "pp_kops.h"
 #include "pp_plan.h"
 #include "pp_runtime.h"
@@ -116,10 +117,13 @@ pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition 
  * bwd_weight_us, or bwd_us / 2 each where the file has no split); otherwise a backward costs
  * bwd_us. `costs` is borrowed and must outlive the
  * backend. n_slots is how many micro-batches per chunk the executor may track at once (no memory
- * is held for them). */
+ * is held for them). jitter (NULL: none; copied) multiplies each compute op's cost by
+ * pp_jitter_factor of its key (replica, stage, step, chunk, mb, op kind): docs/executor.md,
+ * "Jitter". Every cost times the multiplier and the jitter's largest factor must fit the sim's
+ * clock (PP_ERR_INVALID otherwise). */
 pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
                                 double multiplier, int split_backward, int n_slots,
-                                pp_stage_backend **out);
+                                const pp_jitter *jitter, int replica, pp_stage_backend **out);
 
 #ifdef __cplusplus
 }

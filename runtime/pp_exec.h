@@ -29,6 +29,8 @@ typedef struct pp_pipe_config {
     const pp_costs *costs;   /* sim only; borrowed */
     int slow_stage;          /* sim: stage whose costs are multiplied (-1: none) */
     double slow_factor;
+    const pp_jitter *sim_jitter; /* sim: each compute op's random factor (NULL: none; borrowed,
+                                    read while the backends are made) */
     pp_transport_kind transport; /* a row of the transport table; 0 (inproc) unless set */
     int dp;                  /* data-parallel replicas (a one-stage-per-process transport; 0 or
                                 1: none). The batch is the global one: each replica trains

@@ -2,7 +2,9 @@
  * --sim-jitter): spec parsing, the drawn factors' distributions (a fixed set of keys, so every
  * statistic is exact and the same on every run), determinism per seed, and what a jittered
  * pipeline's steps look like. */
+#include "pp_exec.h"
 #include "pp_jitter.h"
+#include "pp_testkit.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -270,4 +272,265 @@ Test(jitter, same_seed_same_factors_other_seed_others)
     k = pp_jitter_key(&l, 0, 3, 5, 1, 2, PP_NVTX_BWD);
     cr_expect_eq(k, UINT64_C(0x0c498baaf6394fc0), "%llx", (unsigned long long)k);
     cr_expect(fabs(pp_jitter_factor(&l, k) / 0.9859831846209194 - 1) < 1e-14);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The sim backend under a jitter spec                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+/* What the sim backend sleeps for one layer: its cost times the op's factor, rounded to ns. */
+static uint64_t layer_ns(double us, double f) { return (uint64_t)(us * f * 1e3 + 0.5); }
+
+/* Each op advances the stage clock by exactly its layers' costs times the one factor of its key:
+ * the formula a predictor reproduces, checked on the backend itself (clock arithmetic, no wall
+ * time). */
+Test(jitter, the_sim_backend_draws_one_factor_per_op_by_its_key, .timeout = 60)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(3, 7.0, 13.0, 0, &c), PP_OK);
+    c->layers[1].fwd_us = 11.0;
+    c->optimizer_us = 5.0;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(3, 1, 1, &part), PP_OK);
+    pp_jitter j = parsed("lognormal:0.3,tail:0.2:3,seed=9");
+    for (int split = 0; split < 2; split++) {
+        pp_stage_backend *b = NULL;
+        cr_assert_eq(pp_backend_sim_create(c, &part, 0, 1.5, split, 4, &j, 2, &b), PP_OK, "%s",
+                     pp_error_message());
+        cr_assert_eq(b->ops->begin_step(b, 5, NULL), PP_OK);
+        uint64_t t = pp_now_ns(), t0 = t;
+        const void *out = NULL;
+        cr_assert_eq(b->ops->forward(b, 0, 2, 0, NULL, &out, &t), PP_OK);
+        double f = 1.5 * pp_jitter_factor(&j, pp_jitter_key(&j, 2, 0, 5, 0, 2, PP_NVTX_FWD));
+        cr_expect_eq(t - t0, layer_ns(7, f) + layer_ns(11, f) + layer_ns(7, f));
+        t0 = t;
+        cr_assert_eq(b->ops->backward_input(b, 0, 2, 0, NULL, &out, &t), PP_OK);
+        cr_assert_eq(b->ops->backward_weight(b, 0, 2, 0, &t), PP_OK);
+        if (split) {
+            double fb = 1.5 * pp_jitter_factor(&j, pp_jitter_key(&j, 2, 0, 5, 0, 2,
+                                                                 PP_NVTX_BWD_INPUT));
+            double fw = 1.5 * pp_jitter_factor(&j, pp_jitter_key(&j, 2, 0, 5, 0, 2,
+                                                                 PP_NVTX_BWD_WEIGHT));
+            cr_expect_eq(t - t0, 3 * layer_ns(6.5, fb) + 3 * layer_ns(6.5, fw));
+        } else {
+            double fb = 1.5 * pp_jitter_factor(&j, pp_jitter_key(&j, 2, 0, 5, 0, 2, PP_NVTX_BWD));
+            cr_expect_eq(t - t0, 3 * layer_ns(13, fb));
+        }
+        t0 = t;
+        cr_assert_eq(b->ops->optimizer_step(b, 0.1f, 1.0f, &t), PP_OK);
+        double fo = 1.5 * pp_jitter_factor(&j, pp_jitter_key(&j, 2, 0, 5, 0, 0,
+                                                             PP_NVTX_OPT_STEP));
+        cr_expect_eq(t - t0, layer_ns(5, fo));
+        b->ops->destroy(b);
+    }
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
+/* Every draw must fit the sim's clock: a cost that fits alone but not at the jitter's largest
+ * factor is refused before the run, and the message says why. */
+Test(jitter, a_cost_that_a_draw_could_overflow_is_refused)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1e11, 1e11, 0, &c), PP_OK); /* 28 hours per layer */
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 1, 1, &part), PP_OK);
+    pp_stage_backend *b = NULL;
+    cr_assert_eq(pp_backend_sim_create(c, &part, 0, 1.0, 0, 1, NULL, 0, &b), PP_OK);
+    b->ops->destroy(b);
+    pp_jitter j = parsed("lognormal:2"); /* factors up to exp(17.3) */
+    cr_assert_eq(pp_backend_sim_create(c, &part, 0, 1.0, 0, 1, &j, 0, &b), PP_ERR_INVALID);
+    cr_expect(strstr(pp_error_message(), "times the jitter's largest factor") != NULL, "%s",
+              pp_error_message());
+    j = parsed("none"); /* no noise: nothing to refuse */
+    cr_assert_eq(pp_backend_sim_create(c, &part, 0, 1.0, 0, 1, &j, 0, &b), PP_OK);
+    b->ops->destroy(b);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
+/* A sim pipeline of 8 layers on S stages under `spec` (NULL: no jitter); the model time of each
+ * of n steps into ms[]. */
+static void model_times(pp_schedule_kind kind, int S, int M, const char *spec, int n, double *ms)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(8, 150, 300, 4096, &c), PP_OK);
+    c->optimizer_us = 100;
+    c->p2p_latency_us = 10;
+    pp_jitter j;
+    if (spec)
+        j = parsed(spec);
+    int v = pp_schedule_default_v(kind);
+    pp_pipe_config pc = {.train = {.microbatches = M}, .backend = PP_BACKEND_SIM,
+                         .schedule = kind, .v = v, .costs = c, .slow_stage = -1,
+                         .sim_jitter = spec ? &j : NULL};
+    pp_adamw_config_default(&pc.train.opt);
+    cr_assert_eq(pp_partition_even(8, S, v, &pc.partition), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    cr_assert_eq(pp_pipe_trainer_create(&pc, NULL, &t), PP_OK, "%s", pp_error_message());
+    for (int i = 0; i < n; i++) {
+        pp_step_stats st;
+        pp_exec_result r;
+        cr_assert_eq(pp_pipe_trainer_step(t, &st, &r), PP_OK, "%s", pp_error_message());
+        ms[i] = r.model_ms;
+        /* the wall clock can only be later than the deadlines it sleeps to */
+        cr_expect(st.step_ms >= r.model_ms * (1 - 1e-9), "step %d: %g ms < model %g ms", i + 1,
+                  st.step_ms, r.model_ms);
+    }
+    pp_pipe_trainer_destroy(t);
+    pp_partition_free(&pc.partition);
+    pp_costs_destroy(c);
+}
+
+/* The time model's step (the latest stage clock) is a function of the draws alone: one seed
+ * gives the same step times bit for bit, whatever the threads did; another seed others. */
+Test(jitter, one_seed_gives_the_same_steps_bit_for_bit, .timeout = 120)
+{
+    enum { N = 6 };
+    double a[N], b[N], c[N];
+    model_times(PP_SCHED_ZBH1, 4, 8, "lognormal:0.2,seed=3", N, a);
+    model_times(PP_SCHED_ZBH1, 4, 8, "lognormal:0.2,seed=3", N, b);
+    model_times(PP_SCHED_ZBH1, 4, 8, "lognormal:0.2,seed=4", N, c);
+    int same_steps = 0;
+    for (int i = 0; i < N; i++) {
+        cr_expect(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "step %d: %a vs %a", i + 1, a[i], b[i]);
+        cr_expect(a[i] != c[i], "step %d: seeds 3 and 4 gave %g", i + 1, a[i]);
+        same_steps += i > 0 && a[i] == a[0];
+    }
+    cr_expect_eq(same_steps, 0, "steps of one run must differ from each other");
+}
+
+static int cmp_ms(const void *x, const void *y) { return cmp_double(x, y); }
+
+/* A step is the longest path through noisy ops: with median-1 factors its median is above the
+ * noise-free step (the max of sums is convex), for every schedule. */
+Test(jitter, the_median_jittered_step_is_above_the_noise_free_one, .timeout = 300)
+{
+    enum { N = 25 };
+    static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B,
+                                             PP_SCHED_INTERLEAVED, PP_SCHED_ZBH1};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        double clean, noisy[N];
+        model_times(kinds[k], 4, 8, NULL, 1, &clean);
+        model_times(kinds[k], 4, 8, "lognormal:0.2,seed=1", N, noisy);
+        qsort(noisy, N, sizeof *noisy, cmp_ms);
+        cr_expect(noisy[N / 2] > clean, "%s: median %g ms, noise-free %g ms",
+                  pp_schedule_kind_name(kinds[k]), noisy[N / 2], clean);
+        cr_expect(noisy[0] != noisy[N - 1]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* pptrain --sim-jitter                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+
+static void cli_setup(void) { tk_dir_create("pp_test_jitter"); }
+
+/* pptrain with args (NULL-terminated) in tk_dir, under mpirun -np np when np > 0. */
+static tk_result pptrain(int np, const char *const *args)
+{
+    const char *argv[64];
+    int n = 0;
+    char nps[16];
+    if (np > 0) {
+        for (int i = 0; tk_mpirun[i]; i++)
+            argv[n++] = tk_mpirun[i];
+        snprintf(nps, sizeof nps, "%d", np);
+        argv[n++] = "-np";
+        argv[n++] = nps;
+    }
+    argv[n++] = PPTRAIN;
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return tk_runv(argv, np > 0 ? tk_mpirun_env(NULL) : NULL);
+}
+
+Test(jitter_cli, a_bad_spec_exits_2_naming_it, .init = cli_setup, .fini = tk_dir_remove)
+{
+    const char *costs = tk_write_costs("c.json", 4, 100, 200, 0, 0, 0, 0);
+    static const char *bad[] = {"lognormal:3", "gauss:0.1", "uniform:0.1,uniform:0.2",
+                                "tail:0.1", "seed=4", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *args[] = {"--backend", "sim", "--costs", costs, "--steps", "1",
+                              "--sim-jitter", bad[i], NULL};
+        tk_result r = pptrain(0, args);
+        char want[128];
+        snprintf(want, sizeof want, "pptrain: --sim-jitter: jitter spec '%s'", bad[i]);
+        cr_expect_eq(r.code, 2, "'%s': exit %d", bad[i], r.code);
+        cr_expect(strstr(r.err, want) != NULL, "'%s': stderr: %s", bad[i], r.err);
+        cr_expect(strstr(r.out, "step") == NULL, "'%s' ran steps", bad[i]);
+        tk_result_free(&r);
+    }
+    const char *cpu[] = {"--sim-jitter", "lognormal:0.1", "--steps", "1", NULL};
+    tk_result r = pptrain(0, cpu);
+    cr_expect_eq(r.code, 2);
+    cr_expect(strstr(r.err, "--sim-jitter is for --backend sim") != NULL, "%s", r.err);
+    tk_result_free(&r);
+}
+
+/* The "model_ms" values of a --log-json file, concatenated ("66.461;70.122;..."). */
+static void model_column(const char *path, char *buf, size_t cap)
+{
+    char *text = tk_slurp(path, NULL);
+    cr_assert_not_null(text, "no log %s", path);
+    buf[0] = '\0';
+    for (const char *p = text; (p = strstr(p, "\"model_ms\": ")) != NULL;) {
+        p += 12;
+        size_t len = strcspn(p, "}"), have = strlen(buf);
+        if (have + len + 2 < cap)
+            snprintf(buf + have, cap - have, "%.*s;", (int)len, p);
+    }
+    free(text);
+}
+
+/* --seed seeds the jitter unless the spec names its own seed; the steps depend on the seed
+ * alone, not on how the stages run (threads of one process, or MPI ranks). The cost file has no
+ * optimizer_us on purpose: over MPI a process's model_ms is its own stages' latest clock, and
+ * after the step's all-reduce only a jittered optimizer step could end the stages apart
+ * (docs/executor.md, "Jitter"). */
+Test(jitter_cli, the_steps_follow_the_seed_whatever_the_transport, .init = cli_setup,
+     .fini = tk_dir_remove, .timeout = 180)
+{
+    const char *costs = tk_write_costs("c.json", 4, 300, 600, 1024, 0, 10, 5);
+    const char *base[] = {"--backend", "sim", "--costs", costs, "--stages", "2",
+                          "--microbatches", "4", "--steps", "6", "-q"};
+    enum { NB = sizeof base / sizeof *base };
+    const char *variants[][5] = {
+        {"--sim-jitter", "lognormal:0.3", "--seed", "5", "a.log"},
+        {"--sim-jitter", "lognormal:0.3,seed=5", "--seed", "99", "b.log"},
+        {"--sim-jitter", "lognormal:0.3", "--seed", "6", "c.log"},
+    };
+    char cols[4][512];
+    for (int v = 0; v < 3; v++) {
+        const char *args[NB + 7];
+        memcpy(args, base, sizeof base);
+        for (int k = 0; k < 4; k++)
+            args[NB + k] = variants[v][k];
+        args[NB + 4] = "--log-json";
+        args[NB + 5] = tk_path(variants[v][4]);
+        args[NB + 6] = NULL;
+        tk_result r = pptrain(0, args);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        tk_result_free(&r);
+        model_column(tk_path(variants[v][4]), cols[v], sizeof cols[v]);
+    }
+    cr_expect_str_eq(cols[0], cols[1]);
+    cr_expect_str_neq(cols[0], cols[2]);
+#ifdef PP_HAVE_MPI
+    if (system("command -v mpirun >/dev/null 2>&1") == 0) {
+        const char *args[NB + 9];
+        memcpy(args, base, sizeof base);
+        const char *more[] = {"--transport", "mpi", "--clock-sync", "0", "--sim-jitter",
+                              "lognormal:0.3,seed=5", "--log-json", tk_path("m.log"), NULL};
+        memcpy(args + NB, more, sizeof more);
+        tk_result r = pptrain(2, args);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        tk_result_free(&r);
+        model_column(tk_path("m.log"), cols[3], sizeof cols[3]);
+        cr_expect_str_eq(cols[0], cols[3], "in-process vs MPI ranks");
+    }
+#endif
 }

@@ -629,7 +629,7 @@ Test(pipeline, a_failing_stage_aborts_the_step_without_deadlock, .timeout = 30)
     cr_assert_eq(pp_transport_inproc_create(S, 4, 0, &tp), PP_OK);
     pp_stage_backend *bs[S];
     for (int s = 0; s < S; s++) {
-        cr_assert_eq(pp_backend_sim_create(c, &part, s, 1.0, 0, M, &bs[s]), PP_OK);
+        cr_assert_eq(pp_backend_sim_create(c, &part, s, 1.0, 0, M, NULL, 0, &bs[s]), PP_OK);
         g_sim_ops = bs[s]->ops;
         g_faulty_ops = *bs[s]->ops;
         g_faulty_ops.forward = faulty_forward;

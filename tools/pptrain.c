@@ -202,6 +202,7 @@ static pp_status make_pipe_config(job *j)
                              .costs = j->costs,
                              .slow_stage = a->slow_stage,
                              .slow_factor = a->slow_factor,
+                             .sim_jitter = a->jitter_given ? &a->jitter : NULL,
                              .transport = a->transport,
                              .dp = a->dp,
                              .cuda_device = a->device >= 0 ? a->device : 0,
@@ -272,6 +273,12 @@ static void print_header(const job *j)
     if (!j->sim)
         printf("data: %s\n", j->data_desc);
     print_pipeline(a, &j->part, j->tr);
+    if (j->sim && a->jitter_given) {
+        char spec[PP_JITTER_MAX_SPEC];
+        pp_jitter_format(&a->jitter, spec, sizeof spec);
+        printf("jitter: %s (each compute op's cost times a factor of this distribution)\n",
+               spec);
+    }
     if (!j->sim)
         printf("training: %lld steps, batch %d (%d micro-batches), lr %g, seed %llu%s\n",
                (long long)a->tc.steps, a->tc.batch, a->tc.microbatches, (double)a->tc.opt.lr,

@@ -32,6 +32,11 @@ static const char *k_usage =
     "  --costs FILE          per-layer costs for the sim backend (docs/cost-file.md); the\n"
     "                        cost file's layer list is the model\n"
     "  --sim-slow S=F        sim: multiply stage S's compute costs by F (a straggler)\n"
+    "  --sim-jitter SPEC     sim: each compute op's cost times a seeded random factor:\n"
+    "                        lognormal:SIGMA (median 1), uniform:W (in [1-W, 1+W]),\n"
+    "                        tail:P:X (X times longer with probability P), seed=N\n"
+    "                        (default --seed); comma-separated, e.g.\n"
+    "                        lognormal:0.1,tail:0.01:4 (docs/executor.md, \"Jitter\")\n"
     "  --print-schedule      print each stage's instruction list and exit\n"
     "  --transport NAME      inproc (default): stages are threads of this process; mpi: one\n"
     "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...;\n"
@@ -83,7 +88,8 @@ enum {
     OPT_STEPS, OPT_STOP_AT, OPT_BATCH, OPT_MICRO, OPT_LR, OPT_WARMUP, OPT_DECAY, OPT_WD, OPT_CLIP,
     OPT_SEED, OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON,
     OPT_STAGES, OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS,
-    OPT_SLOW, OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC, OPT_PRECISION, OPT_DEVICE
+    OPT_SLOW, OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC, OPT_PRECISION, OPT_DEVICE,
+    OPT_JITTER
 };
 
 static const struct option k_opts[] = {
@@ -118,6 +124,7 @@ static const struct option k_opts[] = {
     {"backend", required_argument, 0, OPT_BACKEND},
     {"costs", required_argument, 0, OPT_COSTS},
     {"sim-slow", required_argument, 0, OPT_SLOW},
+    {"sim-jitter", required_argument, 0, OPT_JITTER},
     {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
     {"transport", required_argument, 0, OPT_TRANSPORT},
     {"dp", required_argument, 0, OPT_DP},
@@ -301,6 +308,11 @@ static int choice_option(int id, char *val, pptrain_args *a)
             return pp_tool_usage_error("%s", pp_error_message());
         return -1;
     case OPT_SLOW: return parse_slow(val, a);
+    case OPT_JITTER:
+        if ((st = pp_jitter_parse(val, &a->jitter)) != PP_OK)
+            return pp_tool_fail(pp_error_wrap(st, "--sim-jitter"));
+        a->jitter_given = 1;
+        return -1;
     case OPT_PRINT_SCHED: a->print_schedule = 1; return -1;
     case 'q': a->quiet = 1; return -1;
     case 'v':
@@ -348,6 +360,8 @@ static int check_combinations(const pptrain_args *a)
     }
     if (a->slow_stage >= 0 && a->backend != PP_BACKEND_SIM)
         return pp_tool_usage_error("%s", "--sim-slow is for --backend sim");
+    if (a->jitter_given && a->backend != PP_BACKEND_SIM)
+        return pp_tool_usage_error("%s", "--sim-jitter is for --backend sim");
     if (a->plan && (a->stages || a->boundaries))
         return pp_tool_usage_error("%s", "--plan sets the stages and boundaries: drop "
                                          "--stages/--boundaries");
@@ -384,6 +398,8 @@ int pptrain_parse_args(int argc, char **argv, pptrain_args *a)
     if (a->save_every && !a->save)
         return pp_tool_usage_error("%s", "--save-every needs --save FILE");
     plan_from_environment(a);
+    if (a->jitter_given && !a->jitter.seed_given)
+        a->jitter.seed = a->tc.seed; /* after the loop: --seed may come after --sim-jitter */
     return check_combinations(a);
 }
 

@@ -27,6 +27,8 @@ typedef struct pptrain_args {
     pp_backend_kind backend;
     int slow_stage;
     double slow_factor;
+    pp_jitter jitter; /* --sim-jitter; its seed is --seed's unless the spec names one */
+    int jitter_given;
     int print_schedule;
     int plan_from_env;
     pp_transport_kind transport;
