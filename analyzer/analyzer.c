@@ -389,6 +389,9 @@ void pp_analysis_free(pp_analysis *a)
         free(a->steps[i].stage);
     free(a->steps);
     free(a->files);
+    for (int s = 0; a->stages && s < a->S; s++)
+        for (int k = 0; k < PP_ASTAGE_N_SAMPLES; k++)
+            free(a->stages[s].sample[k]);
     free(a->stages);
     free(a->links);
     free(a->layers);

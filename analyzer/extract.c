@@ -31,6 +31,7 @@ void pp_extract_free(pp_extract *e)
         return;
     pp_costs_destroy(e->costs);
     pp_partition_free(&e->partition);
+    pp_sim_noise_free(&e->noise);
     memset(e, 0, sizeof *e);
 }
 
@@ -370,6 +371,48 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
     e->costs->optimizer_us = (opt + gap) * 1e-3;
 }
 
+/* The op durations' variation (pp_sim_noise_fit): the stages' samples of every op kind and
+ * their per-step means. */
+static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
+{
+    int S = a->S;
+    if (S < 1 || !a->stages)
+        return PP_OK;
+    size_t cells = 0;
+    const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
+    uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
+    double *mean = pp_size_mul3(a->n_steps, (size_t)S, 2, &cells) && cells
+                       ? pp_alloc_array(cells, sizeof *mean)
+                       : NULL;
+    pp_status st = PP_OK;
+    if (!sample || !n_sample || (cells && !mean)) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
+        goto done;
+    }
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+            sample[s * PP_SIM_NOISE_KINDS + k] = a->stages[s].sample[k];
+            n_sample[s * PP_SIM_NOISE_KINDS + k] = a->stages[s].n_sample[k];
+        }
+    for (size_t i = 0; mean && i < a->n_steps; i++)
+        for (int s = 0; s < S && a->steps[i].stage; s++) {
+            mean[(i * (size_t)S + (size_t)s) * 2] = a->steps[i].stage[s].fwd_ns;
+            mean[(i * (size_t)S + (size_t)s) * 2 + 1] = a->steps[i].stage[s].bwd_ns;
+        }
+    pp_sim_noise_input in = {.S = S, .sample = sample, .n_sample = n_sample,
+                             .n_steps = mean ? a->n_steps : 0, .step_mean = mean, .M = a->M};
+    if ((st = pp_sim_noise_fit(&in, &e->noise)) == PP_OK)
+        note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, per "
+                "stage up to %.2f log-sd) over %d steps, the rest per op",
+             100.0 * e->noise.common_share, e->noise.sigma_step,
+             e->noise.S ? e->noise.sigma_stage[0] : 0.0, e->noise.n_steps);
+done:
+    pp_free(sample);
+    pp_free(n_sample);
+    pp_free(mean);
+    return st;
+}
+
 /* The run's schedule and those its config mark says it can run. */
 static pp_status extract_schedules(const pp_analysis *a, pp_extract *e)
 {
@@ -431,6 +474,9 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->costs->microbatch_size = e->microbatch_size;
     e->measured_step_ns = a->step_ns.median;
     e->measured_bubble = a->bubble_ratio;
+    e->measured_p95_ns = a->step_ns.p95;
+    if ((st = extract_noise(a, e)) != PP_OK)
+        goto fail;
     return PP_OK;
 fail:
     pp_extract_free(e);
@@ -450,4 +496,12 @@ pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const p
         *bubble = r.bubble_ratio;
     pp_sim_result_free(&r);
     return PP_OK;
+}
+
+pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
+                                  const pp_partition *part, int M, uint64_t seed,
+                                  pp_sim_dist_result *res)
+{
+    pp_sim_dist_opts o = {.noise = &e->noise, .seed = seed};
+    return pp_sim_dist_file(kind, part, M, e->costs, &o, res);
 }

@@ -633,6 +633,14 @@ static void results_stage(const state *st, int s, pp_astage *o)
     o->bwd_weight_ns = an_series_stats(&sa->bwd_w);
     o->opt_ns = an_series_stats(&sa->opt);
     o->allreduce_ns = an_series_stats(&sa->allred);
+    /* the reservoirs themselves are handed over: the op-duration distribution (pp_astage) */
+    series *kept[PP_ASTAGE_N_SAMPLES] = {&sa->fwd, &sa->bwd, &sa->bwd_in, &sa->bwd_w, &sa->opt};
+    for (int k = 0; k < PP_ASTAGE_N_SAMPLES; k++) {
+        o->sample[k] = kept[k]->res;
+        o->n_sample[k] = (uint32_t)kept[k]->n_res;
+        kept[k]->res = NULL;
+        kept[k]->n_res = kept[k]->cap_res = 0;
+    }
     if (o->allreduce_ns.count)
         o->allreduce_bytes = sa->allred_bytes / (double)o->allreduce_ns.count;
     /* bus bandwidth as nccl-tests defines it for all-reduce: 2 (n - 1) / n x bytes / time */

@@ -133,7 +133,17 @@ typedef struct pp_astage {
     double allreduce_bytes;     /* gradient bytes reduced per step */
     double allreduce_busbw_GBps; /* bus bandwidth of the median all-reduce */
     int imbalance_culprit; /* stage most often on the critical path, -1 unknown */
+    /* The samples behind fwd_ns .. opt_ns (index PP_ASTAGE_FWD .. PP_ASTAGE_OPT): every op's
+     * duration (ns) up to 4096, a uniform reservoir of them beyond, in no order; owned (freed by
+     * pp_analysis_free), NULL when none. The op-duration distribution the Monte Carlo predictor
+     * replays (analyzer/pp_extract.h, pp_sim.h's pp_sim_dist). */
+    double *sample[5];
+    uint32_t n_sample[5];
 } pp_astage;
+
+/* pp_astage.sample's index by op kind. */
+enum { PP_ASTAGE_FWD, PP_ASTAGE_BWD, PP_ASTAGE_BWD_INPUT, PP_ASTAGE_BWD_WEIGHT, PP_ASTAGE_OPT,
+       PP_ASTAGE_N_SAMPLES };
 
 /* A process of the run. */
 typedef struct pp_afile {

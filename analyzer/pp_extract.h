@@ -6,6 +6,7 @@
 
 #include "pp_analyzer.h"
 #include "pp_plan.h"
+#include "pp_sim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,10 @@ typedef struct pp_extract {
     double between_steps_ns;  /* the job's time between steps (period - window, median), which
                                  costs->optimizer_us includes */
     double measured_bubble;
+    double measured_p95_ns;   /* p95 over the analyzed steps */
+    /* The op durations' variation (pp_sim.h, docs/sim-dist.md): per stage and op kind, and
+     * the per-step parts; owned. pp_extract_predict_dist replays it. */
+    pp_sim_noise noise;
     int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
     char notes[1024];         /* the assumptions made, one per line */
@@ -41,6 +46,12 @@ void pp_extract_free(pp_extract *e);
  * (kind, M) with these costs. */
 pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const pp_partition *part,
                              int M, double *step_ns, double *bubble);
+
+/* The step's distribution of `part` under (kind, M) with these costs and the run's variation
+ * (pp_sim_dist, seeded by `seed`): median, p95 and mean beside the noise-free step. */
+pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
+                                  const pp_partition *part, int M, uint64_t seed,
+                                  pp_sim_dist_result *res);
 
 #ifdef __cplusplus
 }

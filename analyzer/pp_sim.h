@@ -59,6 +59,98 @@ void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out);
 pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,
                       const pp_costs *costs, const double *mult, pp_sim_result *res);
 
+/* ---- The step's distribution: Monte Carlo replays (sim_dist.c, docs/sim-dist.md) ---- */
+
+/* Kinds of compute op a noise model describes: FWD, BWD, BWD_INPUT, BWD_WEIGHT, OPT_STEP (the
+ * order of pp_analyzer.h's PP_ASTAGE_*). */
+enum {
+    PP_SIM_NOISE_KINDS = 5,
+    PP_SIM_NOISE_MAX_SAMPLES = 4096,
+    PP_SIM_DIST_MAX_REPLAYS = 1 << 20
+};
+
+/* One (stage, op kind)'s per-op variation: factors = duration / the kind's median on the stage,
+ * from a capture. */
+typedef struct pp_sim_noise_kind {
+    uint32_t n;          /* factors held (<= PP_SIM_NOISE_MAX_SAMPLES); 0: the kind does not vary */
+    double *factor;      /* [n] the op's own (independent) factor: the measured ones with the
+                            per-step parts taken out (log-space shrink), owned */
+    double p05, p95;     /* quantiles of the measured factor (duration / median) */
+    double sigma_log;    /* standard deviation of log(duration / median): all of the variation */
+} pp_sim_noise_kind;
+
+/* The variation of a step's op durations. A compute op of stage s in a step takes its cost times
+ * C x D_s x e: C shared by every op of the step (the machine was busy: lognormal, sigma_step), D_s
+ * shared by the stage's ops of the step (lognormal, sigma_stage[s]), e the op's own factor, drawn
+ * from kind[s * PP_SIM_NOISE_KINDS + kind].factor. Stages past S use stage % S. */
+typedef struct pp_sim_noise {
+    int S;                   /* stages described; 0: no variation */
+    pp_sim_noise_kind *kind; /* [S * PP_SIM_NOISE_KINDS] */
+    double sigma_step;
+    double *sigma_stage;     /* [S] */
+    double common_share;     /* the share of the log-variance the per-step parts explain (C and
+                                D_s together, mean over the stages' kinds): reported */
+    int n_steps;             /* steps the per-step parts were estimated from (0: not estimated) */
+} pp_sim_noise;
+
+/* What the fit takes, from a capture: per (stage, kind) op durations in any order (a uniform
+ * sample: pp_astage.sample), and per step each stage's mean forward and backward per
+ * micro-batch (pp_stage_step.fwd_ns / bwd_ns). Nothing here sizes memory beyond the arrays
+ * given: samples past PP_SIM_NOISE_MAX_SAMPLES are not read. */
+typedef struct pp_sim_noise_input {
+    int S;
+    const double *const *sample; /* [S * PP_SIM_NOISE_KINDS], NULL entries: none */
+    const uint32_t *n_sample;    /* [S * PP_SIM_NOISE_KINDS] */
+    size_t n_steps;
+    const double *step_mean;     /* [n_steps * S * 2]: (fwd, bwd) of stage s in step i at
+                                    (i * S + s) * 2; <= 0: the stage ran none */
+    int M;                       /* micro-batches per step (ops of a kind per stage and step) */
+} pp_sim_noise_input;
+
+/* Fits the model (docs/sim-dist.md, "The model"): per (stage, kind) the factors and their
+ * spread; C's variance from the covariance of different stages' per-step means, D_s's from what
+ * the stage's per-step means vary beyond C and beyond a mean of M independent ops; e keeps the
+ * rest. Fewer than 8 steps: no per-step parts (all of it independent). Free with
+ * pp_sim_noise_free. */
+pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out);
+void pp_sim_noise_free(pp_sim_noise *n);
+
+/* Replays until the median's Monte Carlo error is small enough: n_min (0: 1000) replays,
+ * doubled until the median's relative error <= target (0: 0.003, i.e. 0.3%) and the p95's <= 3 x
+ * target, at most n_max (0: 65536; never more than PP_SIM_DIST_MAX_REPLAYS). */
+typedef struct pp_sim_dist_opts {
+    const pp_sim_noise *noise; /* the capture's distribution, or NULL for draw */
+    /* Instead of noise: the factor of compute instruction k of `stage` in a replay, from `key`,
+     * unique per (seed, replay, stage, k): a jitter spec's draw. NULL with noise NULL: no
+     * variation (the distribution is the noise-free step). */
+    double (*draw)(void *ctx, int stage, int k, const pp_instr *in, uint64_t key);
+    void *draw_ctx;
+    uint64_t seed;
+    int n_min, n_max;
+    double target;
+} pp_sim_dist_opts;
+
+typedef struct pp_sim_dist_result {
+    double noise_free_ns;          /* pp_sim_run's step */
+    double median_ns, p95_ns, mean_ns;
+    /* 95% confidence intervals of the two quantiles: the order statistics a binomial count of
+     * replays below the quantile puts around it; err = half-width / value */
+    double median_lo_ns, median_hi_ns, p95_lo_ns, p95_hi_ns;
+    double median_err, p95_err;
+    int n;                         /* replays run */
+} pp_sim_dist_result;
+
+/* The step's distribution under `costs` (the noise-free durations) and o's variation: seeded
+ * (same seed, same numbers), no allocation per replay (the replay's order is recorded once and
+ * re-timed). Transfers do not vary. */
+pp_status pp_sim_dist(const pp_schedule *sched, const pp_sim_costs *costs,
+                      const pp_sim_dist_opts *o, pp_sim_dist_result *res);
+
+/* Convenience: pp_sim_dist of (kind, partition, M) with a cost file. */
+pp_status pp_sim_dist_file(pp_schedule_kind kind, const pp_partition *part, int M,
+                           const pp_costs *costs, const pp_sim_dist_opts *o,
+                           pp_sim_dist_result *res);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,471 @@
+/* sim_dist.c: the step's distribution (pp_sim.h, docs/sim-dist.md). A measured step is a max
+ * over paths of sums of noisy ops, so its median lies above the replay with median ops; this file
+ * fits the op durations' variation from a capture (pp_sim_noise_fit) and replays the schedule
+ * many times with sampled durations (pp_sim_dist). The replay's order is taken once from
+ * pp_schedule_replay and each Monte Carlo replay re-times that order with sim.c's arithmetic
+ * (receives wait for their message, sends post it after the transfer, OPT_STEP starts at the
+ * barrier of every stage), so a replay allocates nothing. */
+#include "pp_sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pp_sim_noise_free(pp_sim_noise *n)
+{
+    if (!n)
+        return;
+    if (n->kind)
+        for (int i = 0; i < n->S * PP_SIM_NOISE_KINDS; i++)
+            pp_free(n->kind[i].factor);
+    pp_free(n->kind);
+    pp_free(n->sigma_stage);
+    memset(n, 0, sizeof *n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quantile q of sorted v[n], interpolated as the analyzer's statistics are (pos = q (n - 1)). */
+static double quantile_sorted(const double *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    double f = pos - (double)i;
+    return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+}
+
+static double mean_of(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    return n ? s / (double)n : 0;
+}
+
+/* Per (stage, kind): the measured factors' logs into k (shrunk later), their spread. The
+ * median is the sample's; durations <= 0 are left out. */
+static pp_status fit_kind(const double *d, uint32_t n, pp_sim_noise_kind *k, double *scratch)
+{
+    if (n > PP_SIM_NOISE_MAX_SAMPLES)
+        n = PP_SIM_NOISE_MAX_SAMPLES;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (d[i] > 0 && isfinite(d[i]))
+            scratch[m++] = d[i];
+    if (m < 2)
+        return PP_OK; /* one op or none: nothing to say about its spread */
+    qsort(scratch, m, sizeof *scratch, cmp_double);
+    double med = quantile_sorted(scratch, m, 0.5);
+    if (!(med > 0))
+        return PP_OK;
+    k->p05 = quantile_sorted(scratch, m, 0.05) / med;
+    k->p95 = quantile_sorted(scratch, m, 0.95) / med;
+    k->factor = pp_alloc_array(m, sizeof(double));
+    if (!k->factor)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
+    double s = 0, ss = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        double l = log(scratch[i] / med);
+        k->factor[i] = l;
+        s += l;
+        ss += l * l;
+    }
+    k->n = m;
+    double var = ss / m - (s / m) * (s / m);
+    k->sigma_log = var > 0 ? sqrt(var) : 0;
+    return PP_OK;
+}
+
+/* The per-step parts: C's variance from the covariance of different stages' per-step log means
+ * (what moves every stage together), D_s's from what stage s's per-step means vary beyond C and
+ * beyond the variance of a mean of M independent ops. */
+static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out)
+{
+    int S = in->S;
+    size_t n = in->n_steps;
+    if (n < 8 || !in->step_mean || in->M < 1)
+        return PP_OK;
+    size_t cells;
+    if (!pp_size_mul3(n, (size_t)S, 2, &cells))
+        return PP_ERR(PP_ERR_INVALID, "%zu steps x %d stages is too large", n, S);
+    double *x = pp_alloc_array(cells, sizeof(double));
+    uint8_t *ok = pp_alloc_array(cells, 1);
+    double *tmp = pp_alloc_array(n, sizeof(double));
+    double *mu = pp_alloc_array((size_t)S * 2, sizeof(double));
+    double *var = pp_alloc_array((size_t)S * 2, sizeof(double));
+    pp_status st = PP_OK;
+    if (!x || !ok || !tmp || !mu || !var) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory fitting the per-step variation");
+        goto done;
+    }
+    /* log(step mean / median of the step means), per (stage, fwd|bwd) */
+    for (int c = 0; c < S * 2; c++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = in->step_mean[i * (size_t)S * 2 + (size_t)c];
+            if (v > 0 && isfinite(v))
+                tmp[m++] = v;
+        }
+        if (m < 8)
+            continue;
+        qsort(tmp, m, sizeof *tmp, cmp_double);
+        double med = quantile_sorted(tmp, m, 0.5);
+        double s = 0, ss = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = in->step_mean[i * (size_t)S * 2 + (size_t)c];
+            if (!(v > 0 && isfinite(v)))
+                continue;
+            double l = log(v / med);
+            x[i * (size_t)S * 2 + (size_t)c] = l;
+            ok[i * (size_t)S * 2 + (size_t)c] = 1;
+            s += l;
+            ss += l * l;
+            k++;
+        }
+        mu[c] = s / (double)k;
+        var[c] = ss / (double)k - mu[c] * mu[c];
+    }
+    /* C: the mean covariance over pairs of cells of different stages */
+    double cov_sum = 0;
+    int pairs = 0;
+    for (int c = 0; c < S * 2; c++)
+        for (int d = c + 1; d < S * 2; d++) {
+            if (c / 2 == d / 2)
+                continue;
+            double s = 0;
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) {
+                size_t a = i * (size_t)S * 2;
+                if (ok[a + (size_t)c] && ok[a + (size_t)d]) {
+                    s += (x[a + (size_t)c] - mu[c]) * (x[a + (size_t)d] - mu[d]);
+                    k++;
+                }
+            }
+            if (k >= 8) {
+                cov_sum += s / (double)k;
+                pairs++;
+            }
+        }
+    double var_c = pairs && cov_sum > 0 ? cov_sum / pairs : 0;
+    out->sigma_step = sqrt(var_c);
+    /* D_s: what is left of a stage's per-step variance; a mean of M ops of its kind varies by
+     * sigma_log^2 / M on its own (fwd: FWD; bwd: BWD, or BWD_INPUT's when split) */
+    for (int s = 0; s < S; s++) {
+        double sum = 0;
+        int k = 0;
+        for (int j = 0; j < 2; j++) {
+            int c = s * 2 + j;
+            int has = 0;
+            for (size_t i = 0; i < n && !has; i++)
+                has = ok[i * (size_t)S * 2 + (size_t)c];
+            if (!has)
+                continue;
+            const pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + (j ? 1 : 0)];
+            if (j && !kd->n)
+                kd = &out->kind[s * PP_SIM_NOISE_KINDS + 2];
+            double own = kd->sigma_log * kd->sigma_log / in->M;
+            sum += fmax(0, var[c] - own - var_c);
+            k++;
+        }
+        out->sigma_stage[s] = k ? sqrt(sum / k) : 0;
+    }
+    out->n_steps = (int)(n > INT32_MAX ? INT32_MAX : n);
+done:
+    pp_free(x);
+    pp_free(ok);
+    pp_free(tmp);
+    pp_free(mu);
+    pp_free(var);
+    return st;
+}
+
+pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
+{
+    memset(out, 0, sizeof *out);
+    int S = in->S;
+    if (S < 1 || S > PP_SCHED_MAX_S || !in->sample || !in->n_sample)
+        return PP_ERR(PP_ERR_INVALID, "noise model: %d stages", S);
+    out->S = S;
+    out->kind = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *out->kind);
+    out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
+    double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
+    pp_status st = PP_OK;
+    if (!out->kind || !out->sigma_stage || !scratch) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
+        goto done;
+    }
+    for (int i = 0; i < S * PP_SIM_NOISE_KINDS && st == PP_OK; i++)
+        if (in->sample[i] && in->n_sample[i])
+            st = fit_kind(in->sample[i], in->n_sample[i], &out->kind[i], scratch);
+    if (st == PP_OK)
+        st = fit_steps(in, out);
+    if (st != PP_OK)
+        goto done;
+    /* e keeps what the per-step parts do not explain: its logs shrunk by
+     * sqrt(1 - shared / total), which keeps the measured shape (tails included) */
+    double share_sum = 0;
+    int share_n = 0;
+    for (int s = 0; s < S; s++) {
+        double shared = out->sigma_step * out->sigma_step +
+                        out->sigma_stage[s] * out->sigma_stage[s];
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+            pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
+            if (!kd->n)
+                continue;
+            double total = kd->sigma_log * kd->sigma_log;
+            double shrink = total > shared ? sqrt(1 - shared / total) : 0;
+            if (total > 0) {
+                share_sum += fmin(1, shared / total);
+                share_n++;
+            }
+            for (uint32_t i = 0; i < kd->n; i++)
+                kd->factor[i] = exp(shrink * kd->factor[i]);
+        }
+    }
+    out->common_share = share_n ? share_sum / share_n : 0;
+done:
+    pp_free(scratch);
+    if (st != PP_OK)
+        pp_sim_noise_free(out);
+    return st;
+}
+
+/* ---- Monte Carlo replays ---------------------------------------------------------------- */
+
+/* One instruction of the recorded order, with what re-timing it needs. */
+typedef struct step_op {
+    int32_t s, k;
+    uint8_t op;
+    int64_t msg;                 /* message index of a send or receive, else -1 */
+    double base_ns;              /* compute: its noise-free duration; send: its transfer */
+    const pp_sim_noise_kind *nk; /* compute with a noise model: its factors, NULL = none */
+} step_op;
+
+typedef struct order_rec {
+    step_op *ops;
+    size_t n, cap;
+    const pp_sim_costs *costs;
+    const pp_sim_noise *noise;
+} order_rec;
+
+static int kind_index(uint8_t op)
+{
+    switch (op) {
+    case PP_OP_FWD: return 0;
+    case PP_OP_BWD: return 1;
+    case PP_OP_BWD_INPUT: return 2;
+    case PP_OP_BWD_WEIGHT: return 3;
+    case PP_OP_OPT_STEP: return 4;
+    default: return -1;
+    }
+}
+
+static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg)
+{
+    order_rec *r = ctx;
+    if (r->n == r->cap)
+        return PP_ERR(PP_ERR_INVALID, "the replay ran more instructions than the lists hold");
+    step_op *o = &r->ops[r->n++];
+    o->s = s;
+    o->k = k;
+    o->op = in->op;
+    o->msg = msg;
+    o->nk = NULL;
+    int ki = kind_index(in->op);
+    if (ki >= 0) {
+        o->base_ns = r->costs->op_ns(r->costs->ctx, s, k, in);
+        if (r->noise && r->noise->S > 0) {
+            const pp_sim_noise_kind *nk =
+                &r->noise->kind[(s % r->noise->S) * PP_SIM_NOISE_KINDS + ki];
+            o->nk = nk->n ? nk : NULL;
+        }
+    } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+        o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
+    } else {
+        o->base_ns = 0;
+    }
+    return PP_OK;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct mc {
+    const pp_schedule *sc;
+    const pp_sim_dist_opts *o;
+    const step_op *ops;
+    size_t n_ops;
+    double *clock;    /* [S] */
+    double *stage_f;  /* [S] C x D_s of the replay */
+    double *avail;    /* [n_msgs] */
+} mc;
+
+/* Replay `r`: the recorded order re-timed with this replay's factors. */
+static double replay_once(mc *m, uint64_t r)
+{
+    const pp_sim_dist_opts *o = m->o;
+    const pp_sim_noise *nz = o->noise;
+    int S = m->sc->S;
+    pp_rng rng;
+    pp_rng_seed(&rng, mix64(o->seed) ^ mix64(r + 0x51ed2701u));
+    double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;
+    for (int s = 0; s < S; s++) {
+        m->clock[s] = 0;
+        double d = nz && nz->S > 0 && nz->sigma_stage[s % nz->S] > 0
+                       ? exp(nz->sigma_stage[s % nz->S] * pp_rng_normal(&rng))
+                       : 1.0;
+        m->stage_f[s] = c * d;
+    }
+    int barrier_set = 0;
+    double barrier = 0;
+    uint64_t key_base = mix64(o->seed ^ mix64(r));
+    for (size_t i = 0; i < m->n_ops; i++) {
+        const step_op *x = &m->ops[i];
+        double *clock = &m->clock[x->s];
+        switch (x->op) {
+        case PP_OP_RECV_ACT:
+        case PP_OP_RECV_GRAD: *clock = fmax(*clock, m->avail[x->msg]); break;
+        case PP_OP_SEND_ACT:
+        case PP_OP_SEND_GRAD: m->avail[x->msg] = *clock + x->base_ns; break;
+        default: {
+            double f;
+            if (o->draw)
+                f = o->draw(o->draw_ctx, x->s, x->k, &m->sc->instrs[x->s][x->k],
+                            mix64(key_base ^ ((uint64_t)(uint32_t)x->s << 32 | (uint32_t)x->k)));
+            else if (x->nk)
+                f = m->stage_f[x->s] *
+                    x->nk->factor[(uint64_t)(((unsigned __int128)pp_rng_u64(&rng) * x->nk->n) >>
+                                             64)];
+            else
+                f = nz ? m->stage_f[x->s] : 1.0;
+            double d = x->base_ns * f;
+            if (x->op == PP_OP_OPT_STEP) {
+                if (!barrier_set) {
+                    for (int q = 0; q < S; q++)
+                        barrier = fmax(barrier, m->clock[q]);
+                    barrier_set = 1;
+                }
+                *clock = barrier + d;
+            } else {
+                *clock += d;
+            }
+        }
+        }
+    }
+    double step = 0;
+    for (int s = 0; s < S; s++)
+        step = fmax(step, m->clock[s]);
+    return step;
+}
+
+/* Order-statistic confidence interval of quantile q over sorted v[n] (95%: the binomial count
+ * of replays below the quantile, normal approximation). */
+static void quantile_ci(const double *v, size_t n, double q, double *lo, double *hi)
+{
+    double sd = sqrt((double)n * q * (1 - q));
+    double a = floor((double)n * q - 1.96 * sd), b = ceil((double)n * q + 1.96 * sd);
+    size_t ia = a < 0 ? 0 : (size_t)a, ib = b > (double)(n - 1) ? n - 1 : (size_t)b;
+    *lo = v[ia];
+    *hi = v[ib];
+}
+
+pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp_sim_dist_opts *o,
+                      pp_sim_dist_result *res)
+{
+    memset(res, 0, sizeof *res);
+    pp_sim_result base;
+    pp_status st = pp_sim_run(sc, costs, &base); /* validates the lists, as every replay needs */
+    if (st != PP_OK)
+        return st;
+    res->noise_free_ns = base.step_ns;
+    pp_sim_result_free(&base);
+    int n_min = o->n_min > 0 ? o->n_min : 1000;
+    int n_max = o->n_max > 0 ? o->n_max : 65536;
+    n_max = n_max < PP_SIM_DIST_MAX_REPLAYS ? n_max : PP_SIM_DIST_MAX_REPLAYS;
+    n_min = n_min < n_max ? n_min : n_max;
+    double target = o->target > 0 ? o->target : 0.003;
+    int S = sc->S;
+    size_t total = 0;
+    for (int s = 0; s < S; s++)
+        total += (size_t)sc->n_instrs[s];
+    order_rec rec = {.cap = total, .costs = costs, .noise = o->noise};
+    mc m = {.sc = sc, .o = o};
+    rec.ops = pp_alloc_array(total ? total : 1, sizeof(step_op));
+    m.clock = pp_alloc_array((size_t)S, sizeof(double));
+    m.stage_f = pp_alloc_array((size_t)S, sizeof(double));
+    m.avail = pp_alloc_array(pp_schedule_n_msgs(sc) + 1, sizeof(double));
+    int *pc = pp_alloc_array((size_t)S, sizeof(int));
+    double *steps = pp_alloc_array((size_t)n_max, sizeof(double));
+    double *sorted = pp_alloc_array((size_t)n_max, sizeof(double));
+    if (!rec.ops || !m.clock || !m.stage_f || !m.avail || !pc || !steps || !sorted) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for %d Monte Carlo replays", n_max);
+        goto done;
+    }
+    pp_replay_hooks h = {.run = record_op, .ctx = &rec, .barrier = 1};
+    if ((st = pp_schedule_replay(sc, &h, pc, NULL)) != PP_OK) {
+        st = pp_error_wrap(st, "Monte Carlo replay");
+        goto done;
+    }
+    m.ops = rec.ops;
+    m.n_ops = rec.n;
+    int n = 0, goal = n_min;
+    for (;;) {
+        for (; n < goal; n++)
+            steps[n] = replay_once(&m, (uint64_t)n);
+        memcpy(sorted, steps, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        res->median_ns = quantile_sorted(sorted, (size_t)n, 0.5);
+        res->p95_ns = quantile_sorted(sorted, (size_t)n, 0.95);
+        quantile_ci(sorted, (size_t)n, 0.5, &res->median_lo_ns, &res->median_hi_ns);
+        quantile_ci(sorted, (size_t)n, 0.95, &res->p95_lo_ns, &res->p95_hi_ns);
+        res->median_err = res->median_ns > 0
+                              ? 0.5 * (res->median_hi_ns - res->median_lo_ns) / res->median_ns
+                              : 0;
+        res->p95_err =
+            res->p95_ns > 0 ? 0.5 * (res->p95_hi_ns - res->p95_lo_ns) / res->p95_ns : 0;
+        if ((res->median_err <= target && res->p95_err <= 3 * target) || n >= n_max)
+            break;
+        goal = n > n_max / 2 ? n_max : 2 * n;
+    }
+    res->n = n;
+    res->mean_ns = mean_of(steps, (size_t)n);
+done:
+    pp_free(rec.ops);
+    pp_free(m.clock);
+    pp_free(m.stage_f);
+    pp_free(m.avail);
+    pp_free(pc);
+    pp_free(steps);
+    pp_free(sorted);
+    return st;
+}
+
+pp_status pp_sim_dist_file(pp_schedule_kind kind, const pp_partition *part, int M,
+                           const pp_costs *costs, const pp_sim_dist_opts *o,
+                           pp_sim_dist_result *res)
+{
+    pp_schedule *sc = NULL;
+    pp_status st = pp_schedule_create(kind, part->S, M, part->v, &sc);
+    if (st != PP_OK)
+        return st;
+    if ((st = pp_schedule_validate(sc, NULL)) == PP_OK) {
+        pp_sim_file_costs fc = {costs, part, NULL};
+        pp_sim_costs c;
+        pp_sim_costs_from_file(&fc, &c);
+        st = pp_sim_dist(sc, &c, o, res);
+    }
+    pp_schedule_destroy(sc);
+    return st;
+}

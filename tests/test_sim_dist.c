@@ -1,0 +1,300 @@
+/* test_sim_dist.c: the step's distribution (analyzer/sim_dist.c): the Monte Carlo replays
+ * collapse to the noise-free step without variation and re-time the replay as pp_sim_run does,
+ * match the analytic distribution of a sum on a one-stage chain, are deterministic per seed, and
+ * the noise model is fitted back from synthetic captures with memory bounded whatever the
+ * counts claim. */
+#include "pp_extract.h"
+#include "pp_sim.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const pp_schedule_kind k_kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                           PP_SCHED_ZBH1};
+
+/* A cost set with uneven layers, so paths differ. */
+static pp_costs *uneven_costs(int L)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(L, 1000, 2000, 4096, &c), PP_OK);
+    for (int l = 0; l < L; l++) {
+        c->layers[l].fwd_us = 500 + 137 * (l % 5);
+        c->layers[l].bwd_us = 2 * c->layers[l].fwd_us + 50 * (l % 3);
+        c->layers[l].has_split = 0;
+    }
+    c->p2p_latency_us = 30;
+    c->optimizer_us = 400;
+    return c;
+}
+
+static double sim_step(pp_schedule_kind kind, const pp_partition *part, int M, const pp_costs *c)
+{
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_file(kind, part, M, c, NULL, &r), PP_OK, "%s", pp_error_message());
+    double t = r.step_ns;
+    pp_sim_result_free(&r);
+    return t;
+}
+
+Test(sim_dist, no_variation_collapses_to_the_noise_free_step)
+{
+    pp_costs *c = uneven_costs(16);
+    /* a model fitted from samples that never vary: every factor 1 */
+    double flat[64];
+    for (int i = 0; i < 64; i++)
+        flat[i] = 1234.0;
+    const double *samples[4 * PP_SIM_NOISE_KINDS];
+    uint32_t ns[4 * PP_SIM_NOISE_KINDS];
+    for (int i = 0; i < 4 * PP_SIM_NOISE_KINDS; i++) {
+        samples[i] = flat;
+        ns[i] = 64;
+    }
+    pp_sim_noise_input in = {.S = 4, .sample = samples, .n_sample = ns, .M = 8};
+    pp_sim_noise flat_model;
+    cr_assert_eq(pp_sim_noise_fit(&in, &flat_model), PP_OK);
+    for (size_t k = 0; k < sizeof k_kinds / sizeof k_kinds[0]; k++) {
+        int v = k_kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1;
+        pp_partition part;
+        cr_assert_eq(pp_partition_even(16, 4, v, &part), PP_OK);
+        double want = sim_step(k_kinds[k], &part, 8, c);
+        for (int model = 0; model < 2; model++) {
+            pp_sim_dist_opts o = {.seed = 7, .noise = model ? &flat_model : NULL};
+            pp_sim_dist_result r;
+            cr_assert_eq(pp_sim_dist_file(k_kinds[k], &part, 8, c, &o, &r), PP_OK, "%s",
+                         pp_error_message());
+            cr_assert_eq(r.noise_free_ns, want);
+            /* the same arithmetic in the same order: equal, not close */
+            cr_assert_eq(r.median_ns, want, "%s: median %.3f vs %.3f",
+                         pp_schedule_kind_name(k_kinds[k]), r.median_ns, want);
+            cr_assert_eq(r.p95_ns, want);
+            cr_assert_float_eq(r.mean_ns, want, 1e-9 * want);
+            cr_assert_eq(r.median_err, 0);
+        }
+        pp_partition_free(&part);
+    }
+    pp_sim_noise_free(&flat_model);
+    pp_costs_destroy(c);
+}
+
+/* A factor fixed by (stage, index): every replay the same, unequal across ops. */
+static double fixed_draw(void *ctx, int stage, int k, const pp_instr *in, uint64_t key)
+{
+    (void)ctx;
+    (void)in;
+    (void)key;
+    return 0.7 + 0.1 * ((stage * 7 + k) % 7);
+}
+
+typedef struct scaled {
+    pp_sim_file_costs fc;
+    pp_sim_costs base;
+} scaled;
+
+static double scaled_op(void *ctx, int stage, int k, const pp_instr *in)
+{
+    scaled *s = ctx;
+    return s->base.op_ns(s->base.ctx, stage, k, in) * fixed_draw(NULL, stage, k, in, 0);
+}
+
+static double scaled_xfer(void *ctx, int stage, int k, const pp_instr *in)
+{
+    scaled *s = ctx;
+    return s->base.transfer_ns(s->base.ctx, stage, k, in);
+}
+
+Test(sim_dist, replays_retime_the_schedule_as_pp_sim_run_does)
+{
+    pp_costs *c = uneven_costs(24);
+    for (size_t k = 0; k < sizeof k_kinds / sizeof k_kinds[0]; k++) {
+        int v = k_kinds[k] == PP_SCHED_INTERLEAVED ? 3 : 1;
+        pp_partition part;
+        cr_assert_eq(pp_partition_even(24, 4, v, &part), PP_OK);
+        pp_schedule *sc = NULL;
+        cr_assert_eq(pp_schedule_create(k_kinds[k], 4, 12, v, &sc), PP_OK);
+        cr_assert_eq(pp_schedule_validate(sc, NULL), PP_OK);
+        scaled s = {.fc = {c, &part, NULL}};
+        pp_sim_costs_from_file(&s.fc, &s.base);
+        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s};
+        pp_sim_result want;
+        cr_assert_eq(pp_sim_run(sc, &sc_costs, &want), PP_OK);
+        pp_sim_dist_opts o = {.draw = fixed_draw, .seed = 1, .n_min = 16};
+        pp_sim_dist_result r;
+        cr_assert_eq(pp_sim_dist(sc, &s.base, &o, &r), PP_OK, "%s", pp_error_message());
+        cr_assert_float_eq(r.median_ns, want.step_ns, 1e-9 * want.step_ns, "%s: %.1f vs %.1f",
+                           pp_schedule_kind_name(k_kinds[k]), r.median_ns, want.step_ns);
+        cr_assert_eq(r.median_ns, r.p95_ns);
+        pp_sim_result_free(&want);
+        pp_schedule_destroy(sc);
+        pp_partition_free(&part);
+    }
+    pp_costs_destroy(c);
+}
+
+/* Uniform factors in [1 - W, 1 + W] from the key: independent per op. */
+#define W 0.5
+static double uniform_draw(void *ctx, int stage, int k, const pp_instr *in, uint64_t key)
+{
+    (void)ctx;
+    (void)stage;
+    (void)k;
+    (void)in;
+    return 1 - W + 2 * W * (double)(key >> 11) * 0x1.0p-53;
+}
+
+Test(sim_dist, one_stage_chain_has_the_sum_distribution)
+{
+    /* S = 1: the step is the sum of its 2 M ops and the optimizer, each independent: by the CLT
+     * close to normal with mean sum d_i and variance W^2 / 3 x sum d_i^2 */
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(1, 1000, 2000, 0, &c), PP_OK);
+    c->optimizer_us = 500;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(1, 1, 1, &part), PP_OK);
+    int M = 32;
+    double mean = M * 3000.0 + 500, var = W * W / 3 * (M * (1e6 + 4e6) + 500.0 * 500);
+    double sd = sqrt(var) * 1e3, mu = mean * 1e3;
+    pp_sim_dist_opts o = {.draw = uniform_draw, .seed = 11};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, M, c, &o, &r), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert_float_eq(r.noise_free_ns, mu, 1e-6 * mu);
+    cr_assert(r.median_err <= 0.003, "median error %.4f", r.median_err);
+    /* within the stated Monte Carlo error (and the CLT's, small at 65 terms) */
+    cr_assert(fabs(r.median_ns - mu) <= mu * r.median_err + 0.02 * sd, "median %.0f vs %.0f",
+              r.median_ns, mu);
+    double p95 = mu + 1.6449 * sd;
+    cr_assert(fabs(r.p95_ns - p95) <= p95 * r.p95_err + 0.05 * sd, "p95 %.0f vs %.0f (sd %.0f)",
+              r.p95_ns, p95, sd);
+    cr_assert(fabs(r.mean_ns - mu) <= 4 * sd / sqrt(r.n), "mean %.0f vs %.0f", r.mean_ns, mu);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
+/* The same sum through a fitted model: the stage's factors a uniform grid over [0.5, 1.5]. */
+Test(sim_dist, one_stage_chain_through_a_fitted_model)
+{
+    enum { N = 4096 };
+    static double grid[N];
+    for (int i = 0; i < N; i++)
+        grid[i] = 1000.0 * (1 - W + 2 * W * (i + 0.5) / N);
+    const double *samples[PP_SIM_NOISE_KINDS] = {grid, grid, NULL, NULL, grid};
+    uint32_t ns[PP_SIM_NOISE_KINDS] = {N, N, 0, 0, N};
+    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .M = 32};
+    pp_sim_noise model;
+    cr_assert_eq(pp_sim_noise_fit(&in, &model), PP_OK);
+    cr_assert_eq(model.sigma_step, 0);
+    cr_assert_float_eq(model.kind[0].p95, 1 + W * 0.9, 1e-3);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(1, 1000, 2000, 0, &c), PP_OK);
+    c->optimizer_us = 500;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(1, 1, 1, &part), PP_OK);
+    int M = 32;
+    double mu = (M * 3000.0 + 500) * 1e3;
+    double sd = sqrt(W * W / 3 * (M * (1e6 + 4e6) + 500.0 * 500)) * 1e3;
+    pp_sim_dist_opts o = {.noise = &model, .seed = 3};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, M, c, &o, &r), PP_OK);
+    cr_assert(fabs(r.median_ns - mu) <= mu * r.median_err + 0.02 * sd, "median %.0f vs %.0f",
+              r.median_ns, mu);
+    double p95 = mu + 1.6449 * sd;
+    cr_assert(fabs(r.p95_ns - p95) <= p95 * r.p95_err + 0.05 * sd, "p95 %.0f vs %.0f", r.p95_ns,
+              p95);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_sim_noise_free(&model);
+}
+
+Test(sim_dist, deterministic_per_seed)
+{
+    pp_costs *c = uneven_costs(16);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(16, 4, 1, &part), PP_OK);
+    pp_sim_dist_result a, b, d;
+    pp_sim_dist_opts o = {.draw = uniform_draw, .seed = 42};
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, 8, c, &o, &a), PP_OK);
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, 8, c, &o, &b), PP_OK);
+    cr_assert(memcmp(&a, &b, sizeof a) == 0, "same seed, other numbers");
+    o.seed = 43;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, 8, c, &o, &d), PP_OK);
+    cr_assert_neq(a.median_ns, d.median_ns);
+    /* a max over noisy paths: the median lies above the noise-free step */
+    cr_assert_gt(a.median_ns, a.noise_free_ns);
+    cr_assert_gt(a.p95_ns, a.median_ns);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
+/* A synthetic capture: per step a factor shared by both stages (log-sd 0.1), per op its own
+ * (log-sd 0.05); the fit finds both. */
+Test(sim_dist, fit_separates_the_per_step_part)
+{
+    enum { S = 2, M = 8, STEPS = 400, PER = STEPS * M };
+    static double d[S * PP_SIM_NOISE_KINDS][PER];
+    static double means[STEPS * S * 2];
+    pp_rng rng;
+    pp_rng_seed(&rng, 5);
+    for (int i = 0; i < STEPS; i++) {
+        double cst = exp(0.1 * pp_rng_normal(&rng));
+        for (int s = 0; s < S; s++)
+            for (int j = 0; j < 2; j++) {
+                double sum = 0;
+                for (int m = 0; m < M; m++) {
+                    double x = (j ? 2000.0 : 1000.0) * cst * exp(0.05 * pp_rng_normal(&rng));
+                    d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
+                    sum += x;
+                }
+                means[(i * S + s) * 2 + j] = sum / M;
+            }
+    }
+    const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < 2; j++) {
+            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
+            ns[s * PP_SIM_NOISE_KINDS + j] = PER;
+        }
+    pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
+                             .step_mean = means, .M = M};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.n_steps, STEPS);
+    cr_assert_float_eq(n.kind[0].sigma_log, sqrt(0.01 + 0.0025), 0.012, "%.4f",
+                       n.kind[0].sigma_log);
+    cr_assert_float_eq(n.sigma_step, 0.1, 0.015, "%.4f", n.sigma_step);
+    cr_assert_lt(n.sigma_stage[0], 0.03, "%.4f", n.sigma_stage[0]);
+    cr_assert_float_eq(n.common_share, 0.8, 0.1, "%.3f", n.common_share);
+    pp_sim_noise_free(&n);
+}
+
+Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
+{
+    /* a count past the reservoir's cap reads no further than the cap (ASan: no over-read) */
+    double *buf = malloc(PP_SIM_NOISE_MAX_SAMPLES * sizeof *buf);
+    for (int i = 0; i < PP_SIM_NOISE_MAX_SAMPLES; i++)
+        buf[i] = 100 + i % 17;
+    const double *samples[PP_SIM_NOISE_KINDS] = {buf};
+    uint32_t ns[PP_SIM_NOISE_KINDS] = {UINT32_MAX};
+    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .M = 1 << 20};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.kind[0].n, PP_SIM_NOISE_MAX_SAMPLES);
+    pp_sim_noise_free(&n);
+    in.S = 1 << 30; /* a stage count no schedule has */
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_ERR_INVALID);
+    free(buf);
+    /* replays: a claimed count is capped, the run stops at its cap */
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(1, 10, 20, 0, &c), PP_OK);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(1, 1, 1, &part), PP_OK);
+    pp_sim_dist_opts o = {.draw = uniform_draw, .n_min = INT32_MAX, .n_max = INT32_MAX};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, 1, c, &o, &r), PP_OK);
+    cr_assert_eq(r.n, PP_SIM_DIST_MAX_REPLAYS);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
