@@ -534,3 +534,51 @@ Test(jitter_cli, the_steps_follow_the_seed_whatever_the_transport, .init = cli_s
     }
 #endif
 }
+
+/* Hostile specs: 200000 seeded random specs, near-valid parts (a stem and a number) with
+ * random characters mixed in, never crash the parser; every spec it accepts formats to text that
+ * parses back to the same struct, with a factor that is positive, finite and within its bound. */
+Test(jitter, random_specs_parse_or_are_refused_cleanly)
+{
+    static const char junk[] = "lognrmaiuftds=:,.0123456789-+eEx ";
+    static const char *stems[] = {"lognormal:", "uniform:", "tail:0.", "tail:", "seed=", "none",
+                                  ""};
+    static const char *nums[] = {"0.1", "0.", "1", "2", "1e-3", "0.99", "3", ":2", ":1000",
+                                 "1e400", "-0", "nan", "9223372036854775807", ""};
+    pp_rng rng;
+    pp_rng_seed(&rng, 18);
+    int accepted = 0;
+    for (int i = 0; i < 200000; i++) {
+        char spec[96];
+        size_t n = 0;
+        int parts = 1 + (int)pp_rng_below(&rng, 3);
+        for (int p = 0; p < parts; p++) {
+            n += (size_t)snprintf(spec + n, sizeof spec - n, "%s%s%s", p ? "," : "",
+                                  stems[pp_rng_below(&rng, 7)], nums[pp_rng_below(&rng, 14)]);
+            if (n >= sizeof spec - 1)
+                n = sizeof spec - 2;
+        }
+        spec[n] = '\0';
+        int edits = (int)pp_rng_below(&rng, 3); /* 0: as built; else overwrite characters */
+        for (int e = 0; e < edits && n > 0; e++)
+            spec[pp_rng_below(&rng, n)] = junk[pp_rng_below(&rng, sizeof junk - 1)];
+        pp_jitter a, b;
+        if (pp_jitter_parse(spec, &a) != PP_OK) {
+            cr_assert(strstr(pp_error_message(), "jitter spec '") != NULL, "%s: %s", spec,
+                      pp_error_message());
+            continue;
+        }
+        accepted++;
+        char text[PP_JITTER_MAX_SPEC];
+        pp_jitter_format(&a, text, sizeof text);
+        cr_assert_eq(pp_jitter_parse(text, &b), PP_OK, "%s -> %s", spec, text);
+        cr_assert(a.dist == b.dist && a.sigma == b.sigma && a.width == b.width &&
+                      a.tail_p == b.tail_p && a.tail_x == b.tail_x && a.seed == b.seed,
+                  "%s -> %s", spec, text);
+        double f = pp_jitter_factor(&a, pp_rng_u64(&rng));
+        cr_assert(f > 0 && isfinite(f) && f <= pp_jitter_factor_max(&a), "%s: %g", spec, f);
+    }
+    cr_log_info("%d of 200000 random specs parsed", accepted);
+    cr_expect(accepted > 2000, "only %d of the random specs parsed: the test tests little",
+              accepted);
+}
