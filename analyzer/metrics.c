@@ -435,6 +435,51 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
     return 1;
 }
 
+/* Each stage's time outside its pipeline work (pp_stage_step.outside_ns): its period, from
+ * its step start (bd[s]) to its next step start, minus its ops' span; and which stage's ops
+ * ended last. bd[4 S]: b's starts and ends, then scratch for the next step's. */
+static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
+                         size_t n, uint64_t *bd, int S)
+{
+    uint64_t *first = bd + 2 * S, *last = bd + 3 * S;
+    for (int s = 0; s < S; s++) {
+        first[s] = UINT64_MAX;
+        last[s] = 0;
+        sp->stage[s].outside_ns = -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const pp_aop *o = &ops[i];
+        if (o->stage < 0 || o->stage >= S)
+            continue;
+        first[o->stage] = o->t0 < first[o->stage] ? o->t0 : first[o->stage];
+        if (o->kind != PP_AOP_RECV_ACT && o->kind != PP_AOP_RECV_GRAD)
+            last[o->stage] = o->t1 > last[o->stage] ? o->t1 : last[o->stage];
+    }
+    int latest = -1;
+    for (int s = 0; s < S; s++)
+        if (last[s] > first[s] && (latest < 0 || last[s] > last[latest]))
+            latest = s;
+    if (latest >= 0)
+        sp->stage[latest].last_end = 1;
+    const bucket *nb = b->step < INT64_MAX ? bucket_find(st, b->step + 1) : NULL;
+    if (!nb)
+        return;
+    for (int s = 0; s < S; s++) {
+        if (last[s] <= first[s])
+            continue;
+        /* the next step's start on stage s: its ranges' earliest start */
+        uint64_t next = UINT64_MAX;
+        const step_range *rg = nb->ranges.data;
+        for (size_t i = 0; i < nb->ranges.n; i++)
+            if (rg[i].stage == s && rg[i].t0 < next)
+                next = rg[i].t0;
+        if (next == UINT64_MAX || bd[s] == UINT64_MAX || next <= bd[s])
+            continue;
+        double out = (double)(next - bd[s]) - (double)(last[s] - first[s]);
+        sp->stage[s].outside_ns = out > 0 ? out : 0;
+    }
+}
+
 /* Data-parallel all-reduce: communication outside the pipeline's schedule. */
 static void step_allreduce(state *st, pp_astep *sp, const bucket *b, int S)
 {
@@ -540,6 +585,7 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     double kind_sum[PP_AOP_COUNT] = {0}, kind_n[PP_AOP_COUNT] = {0};
     if (!sp || !step_op_times(st, sp, ops, n, S, kind_sum, kind_n))
         return;
+    step_outside(st, sp, b, ops, n, bd, S);
     step_allreduce(st, sp, b, S);
     step_idle(st, sp, S);
     /* the decomposition: replay the step's own lists (bubble.c) */
@@ -603,6 +649,8 @@ static void results_steps(state *st, int S)
             break;
         }
         memset(w + had, 0, (size_t)(S - had) * sizeof *w);
+        for (int s = had; s < S; s++)
+            w[s].outside_ns = -1;
         sps[i].stage = w;
     }
     a->steps = vec_take(&st->steps, &a->n_steps);

@@ -85,6 +85,12 @@ typedef struct pp_stage_step {
     /* this step's mean forward and backward time per micro-batch (the backward counts BWD, or
      * BWD_INPUT + BWD_WEIGHT when split), 0 when the stage ran none */
     double fwd_ns, bwd_ns;
+    /* the stage's time in this step outside its pipeline work: its period (its step start to
+     * its next step start) minus the span of its ops (first op start to last compute or send
+     * end); the job's own loop, optimizer and framework time. -1 when not known (the last
+     * step, a stage without ops) */
+    double outside_ns;
+    int last_end; /* 1 on the stage whose ops ended last in the step */
 } pp_stage_step;
 
 /* One step's numbers. */
