@@ -27,6 +27,9 @@
 /* piece_bound is tabulated over all (piece, lo, hi) up to this many entries (32 MiB). */
 #define MAX_PIECE_TABLE ((int64_t)1 << 22)
 
+/* pp_schedule_check_args allows v <= 64: stage_bound's per-chunk terms live on the stack. */
+#define RB_MAX_V 64
+
 enum { K_F = 0, K_B = 1, K_BI = 2, K_BW = 3, K_RECV = 4, N_COMPUTE = 4 };
 
 /* One step of the compiled replay, in an order where every dependency comes first. */
@@ -47,6 +50,17 @@ typedef struct rb_seq {
     int total[N_COMPUTE]; /* ops of each kind */
 } rb_seq;
 
+/* A stage's compute ops of all its chunks in list order, for the stage bound (stage_bound). */
+typedef struct rb_sseq {
+    int n;
+    uint8_t *kind;    /* [n] K_F .. K_BW */
+    uint8_t *chunk;   /* [n] */
+    int32_t *round;   /* [n] FWD(m) of chunk c >= 1: the op FWD(m) of chunk c - 1; input-gradient
+                         op of m for chunk c <= v - 2: that of chunk c + 1; else -1 */
+    int32_t *partner; /* [n * v] input-gradient ops: for each chunk c, the latest earlier FWD of
+                         chunk c from which a path through all later pieces leads here; -1 */
+} rb_sseq;
+
 typedef struct rb_child {
     int e;
     double bound;
@@ -66,6 +80,9 @@ typedef struct rb_ctx {
     double *tr;        /* [P] ns, boundary q between piece q and q + 1 */
     double opt_ns;
     rb_seq *seq;       /* [P] */
+    rb_sseq *sseq;     /* [S] v > 1: the stages' lists for stage_bound, else NULL */
+    int fill_ok;       /* v > 1: every stage's list starts with a FWD of chunk 0 and ends with
+                          an input-gradient op of chunk 0 (fill_drain_ns holds) */
     double *G;         /* [P * (L+1) * (L+1)] piece_bound table, NULL when too large */
     double *val;       /* scratch of piece_bound: [longest sequence] */
     double *pre[N_COMPUTE]; /* [L + 1] prefix sums of per-layer op costs, us */
@@ -364,6 +381,157 @@ static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
     return (best + x->opt_ns) * BOUND_SAFETY;
 }
 
+/* ---- the stage bound (v > 1) ---- */
+
+/* Builds each stage's op list over all its chunks for stage_bound: the links of a micro-batch's
+ * forward (backward) from one chunk of the stage to the next round's chunk, and for each
+ * input-gradient op and each chunk c the latest earlier FWD of chunk c from which a path
+ * through all later pieces (the last piece running that FWD before this op's backward) leads
+ * here. */
+static pp_status extract_stage_paths(rb_ctx *x, const pp_schedule *sc)
+{
+    int M = sc->M, P = x->P, S = sc->S, v = x->v;
+    pp_status st = PP_OK;
+    int *lf = pp_alloc(sizeof(int) * (size_t)M), *lb = pp_alloc(sizeof(int) * (size_t)M);
+    int *fidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)v);
+    int *bidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)v);
+    int *mbs = NULL;
+    x->sseq = pp_alloc(sizeof(rb_sseq) * (size_t)S);
+    int longest = 0;
+    for (int s = 0; s < S; s++)
+        longest = sc->n_instrs[s] > longest ? sc->n_instrs[s] : longest;
+    mbs = pp_alloc(sizeof(int) * (size_t)(longest + 1));
+    if (!lf || !lb || !fidx || !bidx || !mbs || !x->sseq) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the stage bounds");
+        goto done;
+    }
+    memset(x->sseq, 0, sizeof(rb_sseq) * (size_t)S);
+    op_positions(sc, pp_schedule_piece_stage(sc, P - 1), pp_schedule_piece_chunk(sc, P - 1), lf,
+                 lb);
+    for (int s = 0; s < S; s++) {
+        rb_sseq *q = &x->sseq[s];
+        size_t n = (size_t)sc->n_instrs[s] + 1;
+        q->kind = pp_alloc(n);
+        q->chunk = pp_alloc(n);
+        q->round = pp_alloc(sizeof(int32_t) * n);
+        q->partner = pp_alloc(sizeof(int32_t) * n * (size_t)v);
+        if (!q->kind || !q->chunk || !q->round || !q->partner) {
+            st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the stage bounds");
+            goto done;
+        }
+        for (int i = 0; i < M * v; i++)
+            fidx[i] = bidx[i] = -1;
+        for (int i = 0; i < sc->n_instrs[s]; i++) {
+            const pp_instr *in = &sc->instrs[s][i];
+            int k = op_kind(in->op);
+            if (k < 0 || in->chunk < 0 || in->chunk >= v || in->mb < 0 || in->mb >= M)
+                continue;
+            int n_ = q->n, c = in->chunk;
+            q->kind[n_] = (uint8_t)k;
+            q->chunk[n_] = (uint8_t)c;
+            q->round[n_] = -1;
+            mbs[n_] = in->mb;
+            for (int c0 = 0; c0 < v; c0++)
+                q->partner[(size_t)n_ * v + c0] = -1;
+            if (k == K_F) {
+                fidx[in->mb * v + c] = n_;
+                if (c >= 1)
+                    q->round[n_] = fidx[in->mb * v + c - 1];
+            } else if (k == K_B || k == K_BI) {
+                bidx[in->mb * v + c] = n_;
+                if (c <= v - 2)
+                    q->round[n_] = bidx[in->mb * v + c + 1];
+                for (int c0 = 0; c0 < v; c0++)
+                    for (int f = n_ - 1; f >= 0; f--)
+                        if (q->kind[f] == K_F && q->chunk[f] == c0 && lf[mbs[f]] < lb[in->mb]) {
+                            q->partner[(size_t)n_ * v + c0] = f;
+                            break;
+                        }
+            }
+            q->n++;
+        }
+    }
+    x->fill_ok = 1;
+    for (int s = 0; s < S; s++) {
+        const rb_sseq *q = &x->sseq[s];
+        int last = q->n - 1;
+        if (q->n == 0 || q->kind[0] != K_F || q->chunk[0] != 0 || q->chunk[last] != 0 ||
+            (q->kind[last] != K_B && q->kind[last] != K_BI))
+            x->fill_ok = 0;
+    }
+done:
+    pp_free(lf);
+    pp_free(lb);
+    pp_free(fidx);
+    pp_free(bidx);
+    pp_free(mbs);
+    return st;
+}
+
+/* max without fmax's NaN rules (a library call in the hot loops; no NaN reaches them). */
+static inline double dmax(double a, double b) { return a > b ? a : b; }
+
+/* Layers [a, b) of a prefix sum (us) in ns. */
+static double span_ns(const double *pre, int a, int b) { return (pre[b] - pre[a]) * 1e3; }
+
+/* Lower bound on the step time of partition b: the longest of a family of paths of the replay
+ * that walk stage s's whole list, all its chunks, each op at its exact duration
+ * (docs/rebalancer.md, "The stage bound"). A path enters at a FWD of chunk c through the
+ * forwards of the layers before piece c·S+s; goes from FWD(m) of chunk c to FWD(m) of chunk c+1
+ * through the pieces between them, and from the input-gradient op of chunk c+1 to that of chunk
+ * c likewise; leaves after a FWD(m) through all later pieces and comes back at an
+ * input-gradient op of m' (partner); and ends at the list's last op, after an input-gradient op
+ * with the gradient's way down through the layers before the piece, or after a FWD with the
+ * forward to the end and the backward of every layer. Transfers count t_min each. It reads
+ * only the boundaries of stage s's own pieces, b[c·S+s] and b[c·S+s+1]. */
+static double stage_bound(const rb_ctx *x, int s, const int *b)
+{
+    int S = x->S, v = x->v, P = x->P, L = x->L;
+    double tm = x->tmin;
+    const double *pf = x->pre[K_F], *pb = x->pre_bb;
+    double dur[RB_MAX_V][N_COMPUTE], enter[RB_MAX_V], exitb[RB_MAX_V], exitf[RB_MAX_V],
+        out[RB_MAX_V], back[RB_MAX_V], rf[RB_MAX_V], rbk[RB_MAX_V];
+    for (int c = 0; c < v; c++) {
+        int j = c * S + s, lo = b[j], hi = b[j + 1];
+        for (int q = 0; q < N_COMPUTE; q++)
+            dur[c][q] = (x->pre[q][hi] - x->pre[q][lo]) * 1e3;
+        enter[c] = span_ns(pf, 0, lo) + j * tm;
+        exitb[c] = span_ns(pb, 0, lo) + j * tm;
+        out[c] = span_ns(pf, hi, L) + (P - 1 - j) * tm;
+        back[c] = span_ns(pb, hi, L) + (P - 1 - j) * tm;
+        exitf[c] = out[c] + span_ns(pb, 0, L) + (P - 1) * tm;
+        /* pieces j-S+1 .. j-1 lie between chunk c-1 and c: layers [end of c-1, start of c) */
+        rf[c] = c >= 1 ? span_ns(pf, b[j - S + 1], lo) + S * tm : 0.0;
+        rbk[c] = c <= v - 2 ? span_ns(pb, hi, b[j + S]) + S * tm : 0.0;
+    }
+    const rb_sseq *q = &x->sseq[s];
+    double *val = x->val, t = 0.0, best = 0.0;
+    for (int i = 0; i < q->n; i++) {
+        int kd = q->kind[i], c = q->chunk[i];
+        double a = t;
+        if (kd == K_F) {
+            a = dmax(a, enter[c]);
+            if (q->round[i] >= 0)
+                a = dmax(a, val[q->round[i]] + rf[c]);
+        } else if (kd == K_B || kd == K_BI) {
+            if (q->round[i] >= 0)
+                a = dmax(a, val[q->round[i]] + rbk[c]);
+            const int32_t *pt = &q->partner[(size_t)i * v];
+            for (int c0 = 0; c0 < v; c0++)
+                if (pt[c0] >= 0)
+                    a = dmax(a, val[pt[c0]] + out[c0] + back[c]);
+        }
+        t = a + dur[c][kd];
+        val[i] = t;
+        if (kd == K_B || kd == K_BI)
+            best = dmax(best, t + exitb[c]);
+        else if (kd == K_F)
+            best = dmax(best, t + exitf[c]);
+    }
+    best = dmax(best, t);
+    return (best + x->opt_ns) * BOUND_SAFETY;
+}
+
 static double *gcell(const rb_ctx *x, int j, int lo, int hi)
 {
     return &x->G[((size_t)j * (x->L + 1) + lo) * (x->L + 1) + hi];
@@ -443,6 +611,14 @@ static void ctx_free(rb_ctx *x)
             pp_free(x->seq[j].partner);
         }
     pp_free(x->seq);
+    if (x->sseq)
+        for (int s = 0; s < x->S; s++) {
+            pp_free(x->sseq[s].kind);
+            pp_free(x->sseq[s].chunk);
+            pp_free(x->sseq[s].round);
+            pp_free(x->sseq[s].partner);
+        }
+    pp_free(x->sseq);
     pp_free(x->G);
     pp_free(x->val);
     for (int k = 0; k < N_COMPUTE; k++)
@@ -527,6 +703,8 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     for (int s = 0; s < S; s++)
         x->peak[s] = rep.peak_inflight[s];
     if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK)
+        goto done;
+    if (x->v > 1 && (st = extract_stage_paths(x, sc)) != PP_OK)
         goto done;
     const pp_costs *c = x->c;
     x->opt_ns = pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 0) * 1e3 * 1.0;
@@ -689,6 +867,242 @@ static double search(rb_ctx *x, int k, double nb)
     return INFINITY;
 }
 
+/* ---- v = 2: the stage bound over all partitions, by a DP over stages ---- */
+
+/* The pair DP's back-pointers hold (S + 1) x (L + 1)^2 entries at most. */
+#define MAX_PAIR_TABLE ((int64_t)1 << 24)
+
+/* Per-micro-batch-independent work of piece j over [lo, hi): all its ops, ns. */
+static double piece_work_ns(const rb_ctx *x, const int *total, int lo, int hi)
+{
+    double d[N_COMPUTE];
+    for (int q = 0; q < N_COMPUTE; q++)
+        d[q] = (x->pre[q][hi] - x->pre[q][lo]) * 1e3;
+    return dot(total, d);
+}
+
+/* The part of stage s's fill-and-drain path outside its list when its first piece starts at
+ * layer `lo`: the forward of layers [0, lo) to its first FWD and the gradient of its last op (a
+ * backward of chunk 0, interleaved) down through them, with the transfers of s boundaries each
+ * way. It grows with lo. */
+static double fill_drain_ns(const rb_ctx *x, int s, int lo)
+{
+    return (x->pre[K_F][lo] + x->pre_bb[lo]) * 1e3 + 2.0 * s * x->tmin;
+}
+
+/* Scratch of the pair DP. */
+typedef struct rb_pair {
+    double *va, *vb;  /* [(L + 1)^2] best value of each state of the current / next stage */
+    int32_t *la, *lb; /* [(L + 1)^2] the states reached */
+    int32_t *par;     /* [(S + 1) (L + 1)^2] back-pointers */
+    int *tb;          /* [P + 1] */
+    double *room;     /* [(S + 1) (L + 1)] room_table */
+} rb_pair;
+
+/* For one R and cut: room[s][pos] = the most room that stages s .. S-1 can leave for their
+ * second-round pieces when their first-round pieces tile [pos, R): stage s' with first piece
+ * [lo, e) keeps its fill, busy time and drain below the cut only if its second piece's work is
+ * below sigma = cut - opt - fill_drain(s', lo) - work(lo, e); the sum of sigma over those stages,
+ * each sigma > 0, maximised over the tilings (-inf: no tiling keeps every sigma > 0). The second
+ * round's pieces must hold all the work after the state's second boundary: a state whose room is
+ * not above that work cannot lead below the cut. */
+static void room_table(const rb_ctx *x, rb_pair *w, int R, double cut, const int *tot)
+{
+    int S = x->S, L = x->L;
+    double lim = cut / BOUND_SAFETY - x->opt_ns;
+#define ROOM(s, p) w->room[(size_t)(s) * (L + 1) + (p)]
+    for (int pos = 0; pos <= L; pos++)
+        ROOM(S, pos) = pos == R ? 0.0 : -INFINITY;
+    for (int s = S - 1; s >= 1; s--)
+        for (int pos = 0; pos <= R; pos++) {
+            double best = -INFINITY, f = fill_drain_ns(x, s, pos);
+            int rest = S - 1 - s;
+            for (int e = pos + 1; e <= R - rest; e++) {
+                double sig = lim - f - piece_work_ns(x, tot, pos, e);
+                if (sig <= 0)
+                    break; /* only shrinks as e grows */
+                double t = ROOM(s + 1, e);
+                if (t > -INFINITY && sig + t > best)
+                    best = sig + t;
+            }
+            ROOM(s, pos) = best;
+        }
+}
+
+/* One pass of the pair DP below with states pruned at min(T, the incumbent's cutoff). Returns the
+ * least max of the bounds over all partitions (of any R) whose bounds all stay below that cut, or
+ * +inf when none does; offers each R's best partition. Sets x->aborted when out of time. */
+static double pair_pass(rb_ctx *x, rb_pair *w, double T)
+{
+    int S = x->S, L = x->L, P = x->P;
+    size_t NS = (size_t)(L + 1) * (size_t)(L + 1);
+    double best = INFINITY;
+    int tot[N_COMPUTE]; /* each piece runs at least these many ops of each kind */
+    for (int q = 0; q < N_COMPUTE; q++) {
+        tot[q] = x->seq[0].total[q];
+        for (int j = 1; j < P; j++)
+            tot[q] = x->seq[j].total[q] < tot[q] ? x->seq[j].total[q] : tot[q];
+    }
+    for (int R = S; R <= L - S; R++) {
+        if (x->deadline && pp_now_ns() > x->deadline) {
+            x->aborted = 1;
+            return best;
+        }
+        room_table(x, w, R, fmin(T, cutoff(x)), tot);
+        int na = 0;
+        w->va[(size_t)R] = 0.0; /* state (b_0, b_S) = (0, R) */
+        w->la[na++] = R;
+        for (int s = 0; s < S && na > 0; s++) {
+            int nb = 0, rest = S - 1 - s;
+            const rb_seq *q0 = &x->seq[s], *q1 = &x->seq[S + s];
+            for (int i = 0; i < na; i++) {
+                int32_t st = w->la[i];
+                double val = w->va[st];
+                w->va[st] = INFINITY;
+                int xs = st / (L + 1), ys = st % (L + 1);
+                double cut = fmin(T, cutoff(x));
+                if (val >= cut)
+                    continue;
+                x->nodes++;
+                int xlo = rest ? xs + 1 : R, xhi = rest ? R - rest : R;
+                int ylo = rest ? ys + 1 : L, yhi = rest ? L - rest : L;
+                /* this stage's fill and drain around all the ops of its list */
+                double fill = fill_drain_ns(x, s, xs);
+                for (int x2 = xlo; x2 <= xhi; x2++) {
+                    double w0 = piece_work_ns(x, q0->total, xs, x2);
+                    if ((fill + w0 + x->opt_ns) * BOUND_SAFETY >= cut)
+                        break; /* grows with x2 */
+                    double later = rest ? fill_drain_ns(x, s + 1, x2) : 0.0;
+                    for (int y2 = ylo; y2 <= yhi; y2++) {
+                        double wk = w0 + piece_work_ns(x, q1->total, ys, y2);
+                        if ((fill + wk + x->opt_ns) * BOUND_SAFETY >= cut)
+                            break; /* grows with y2 */
+                        if (rest) {
+                            /* some later stage gets at least the average remaining work, and
+                             * each later stage's first piece starts at x2 or later */
+                            double rem = piece_work_ns(x, tot, x2, R) + piece_work_ns(x, tot, y2, L);
+                            if ((later + rem / rest + x->opt_ns) * BOUND_SAFETY >= cut)
+                                continue;
+                            /* the later stages' room for the second round's work */
+                            double need = piece_work_ns(x, tot, y2, L);
+                            if (w->room[(size_t)(s + 1) * (L + 1) + x2] * (1 + 1e-12) <= need)
+                                continue;
+                        }
+                        if (x->limit) {
+                            uint64_t a0 = x->pre_act[x2] - x->pre_act[xs];
+                            uint64_t a1 = x->pre_act[y2] - x->pre_act[ys];
+                            uint64_t pm = add_sat(x->pre_param[x2] - x->pre_param[xs],
+                                                  x->pre_param[y2] - x->pre_param[ys]);
+                            if (mem_model(pm, a0 > a1 ? a0 : a1, x->peak[s]) > x->limit)
+                                continue;
+                        }
+                        double nv = dmax(val, dmax(piece_bound(x, s, xs, x2),
+                                                   piece_bound(x, S + s, ys, y2)));
+                        if (nv >= cut)
+                            continue;
+                        w->tb[s] = xs;
+                        w->tb[s + 1] = x2;
+                        w->tb[S + s] = ys;
+                        w->tb[S + s + 1] = y2;
+                        nv = dmax(nv, stage_bound(x, s, w->tb));
+                        if (nv >= cut)
+                            continue;
+                        int32_t ni = x2 * (L + 1) + y2;
+                        if (nv < w->vb[ni]) {
+                            if (w->vb[ni] == INFINITY)
+                                w->lb[nb++] = ni;
+                            w->vb[ni] = nv;
+                            w->par[(size_t)(s + 1) * NS + (size_t)ni] = st;
+                        }
+                    }
+                }
+            }
+            double *tv = w->va;
+            w->va = w->vb;
+            w->vb = tv;
+            int32_t *tl = w->la;
+            w->la = w->lb;
+            w->lb = tl;
+            na = nb;
+        }
+        if (na == 0)
+            continue;
+        /* the one final state (R, L) */
+        int32_t st = w->la[0];
+        double val = w->va[st];
+        w->va[st] = INFINITY;
+        best = fmin(best, val);
+        w->tb[0] = 0;
+        w->tb[P] = L;
+        for (int s = S; s >= 1; s--) {
+            w->tb[s] = st / (L + 1);
+            w->tb[S + s] = st % (L + 1);
+            st = w->par[(size_t)s * NS + (size_t)st];
+        }
+        offer(x, w->tb);
+    }
+    return best;
+}
+
+/* For v = 2, stage s's stage bound depends on its two pieces only: [b_s, b_{s+1}) and
+ * [b_{S+s}, b_{S+s+1}). So, for each first layer R = b_S of the second round, the least value
+ * over all partitions of max_s stage_bound (and of the piece bounds) is a DP over stages whose
+ * state after stage s is the pair (b_{s+1}, b_{S+s+1}). States are dropped when their bounds
+ * reach a cut T: a stage whose fill, busy time and drain reach it, a state whose later stages
+ * must (their average remaining work after the fill up to x2), a stage whose bound does. A pass
+ * that keeps no partition proves the minimum at T or above; T starts at the root bound and grows
+ * by 1% until a pass keeps one (then its value is the minimum) or T reaches the incumbent. Each
+ * R's best partition is offered as an incumbent. Returns the proven lower bound on the optimum,
+ * or -1 when the DP does not apply (v != 2, tables too large, out of memory) or ran out of
+ * time. */
+static double pair_dp(rb_ctx *x, double root)
+{
+    int S = x->S, L = x->L, P = x->P;
+    if (x->v != 2 || !x->sseq || !x->fill_ok)
+        return -1.0;
+    size_t NS = (size_t)(L + 1) * (size_t)(L + 1);
+    if ((int64_t)(S + 1) * (int64_t)NS > MAX_PAIR_TABLE)
+        return -1.0;
+    double res = -1.0;
+    rb_pair w = {.va = pp_alloc(sizeof(double) * NS),
+                 .vb = pp_alloc(sizeof(double) * NS),
+                 .la = pp_alloc(sizeof(int32_t) * NS),
+                 .lb = pp_alloc(sizeof(int32_t) * NS),
+                 .par = pp_alloc(sizeof(int32_t) * NS * (size_t)(S + 1)),
+                 .tb = pp_alloc(sizeof(int) * (size_t)(P + 1)),
+                 .room = pp_alloc(sizeof(double) * (size_t)(S + 1) * (size_t)(L + 1))};
+    if (!w.va || !w.vb || !w.la || !w.lb || !w.par || !w.tb || !w.room)
+        goto done;
+    for (size_t i = 0; i < NS; i++)
+        w.va[i] = w.vb[i] = INFINITY;
+    double proven = -1.0; /* every partition's bounds reach this */
+    for (double T = fmax(root, 0.5 * cutoff(x)) * 1.02;; T *= 1.02) {
+        double m = pair_pass(x, &w, T);
+        if (x->aborted) {
+            res = proven;
+            goto done;
+        }
+        if (m < INFINITY) {
+            res = fmin(m, cutoff(x));
+            break;
+        }
+        proven = fmin(T, cutoff(x));
+        if (T >= cutoff(x)) {
+            res = cutoff(x);
+            break;
+        }
+    }
+done:
+    pp_free(w.va);
+    pp_free(w.vb);
+    pp_free(w.la);
+    pp_free(w.lb);
+    pp_free(w.par);
+    pp_free(w.tb);
+    pp_free(w.room);
+    return res;
+}
+
 /* ---- seeds for the incumbent ---- */
 
 /* The partition that attains the root of the bound table: a good guess, often the optimum. */
@@ -757,26 +1171,32 @@ done:
 }
 
 /* Moves single boundaries by one layer while that shortens the simulated step. */
+/* With v > 1 the moves are runs: boundaries q1 .. q2 all move by one layer, which hands a layer
+ * from piece q1 - 1 to piece q2 (or back) and shifts the pieces between: interleaved stages hold
+ * pieces far apart, and balancing them needs such moves. */
 static void local_search(rb_ctx *x)
 {
     if (!isfinite(x->best_step))
         return;
-    int *b = x->bounds;
+    int *b = x->bounds, P = x->P, span = x->v > 1 ? P - 1 : 1;
     for (int pass = 0, improved = 1; improved && pass < 64; pass++) {
         improved = 0;
-        for (int q = 1; q < x->P; q++) {
-            for (int dir = -1; dir <= 1; dir += 2) {
-                memcpy(b, x->best, sizeof(int) * (size_t)(x->P + 1));
-                b[q] += dir;
-                if (b[q] <= b[q - 1] || b[q] >= b[q + 1])
-                    continue;
-                double before = x->best_step;
-                offer(x, b);
-                improved |= x->best_step < before;
+        for (int q1 = 1; q1 < P; q1++) {
+            for (int q2 = q1; q2 < P && q2 < q1 + span; q2++) {
+                for (int dir = -1; dir <= 1; dir += 2) {
+                    memcpy(b, x->best, sizeof(int) * (size_t)(P + 1));
+                    for (int q = q1; q <= q2; q++)
+                        b[q] += dir;
+                    if (b[q1] <= b[q1 - 1] || b[q2] >= b[q2 + 1])
+                        continue;
+                    double before = x->best_step;
+                    offer(x, b);
+                    improved |= x->best_step < before;
+                }
             }
+            if (x->deadline && pp_now_ns() > x->deadline)
+                return;
         }
-        if (x->deadline && pp_now_ns() > x->deadline)
-            break;
     }
 }
 
@@ -848,15 +1268,24 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         seed_from_table(&x);
         seed_min_max_load(&x);
         local_search(&x);
+        double pair = pair_dp(&x, root);
+        if (pair >= 0)
+            local_search(&x);
         x.bounds[0] = 0;
         for (int s = 0; s < x.S; s++) {
             x.stage_work[s] = 0;
             x.stage_param[s] = 0;
             x.stage_act[s] = 0;
         }
-        double open = search(&x, 0, root);
-        r->lower_bound_ns = fmin(open, cutoff(&x));
-        r->exact = !x.aborted;
+        if (pair >= cutoff(&x)) {
+            /* no partition's stage bounds let it beat the incumbent */
+            r->lower_bound_ns = cutoff(&x);
+            r->exact = 1;
+        } else {
+            double open = search(&x, 0, root);
+            r->lower_bound_ns = fmax(fmin(open, cutoff(&x)), pair);
+            r->exact = !x.aborted;
+        }
     }
     if (!isfinite(x.best_step)) {
         uint64_t m = min_max_memory(&x);
@@ -920,6 +1349,10 @@ pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p
                 work += dot(x.seq[j].total, d);
             }
             b = fmax(b, (work + x.opt_ns) * BOUND_SAFETY);
+            if (x.v > 1)
+                b = fmax(b, stage_bound(&x, s, p->bounds));
+            if (x.v > 1 && x.fill_ok) /* the pair DP's first test */
+                b = fmax(b, (fill_drain_ns(&x, s, p->bounds[s]) + work + x.opt_ns) * BOUND_SAFETY);
         }
         *bound_ns = b;
     }

@@ -75,6 +75,7 @@ int main(int argc, char **argv)
         {PP_SCHED_1F1B, 32, 1, 0},    {PP_SCHED_1F1B, 64, 1, 0},
         {PP_SCHED_GPIPE, 32, 1, 0},   {PP_SCHED_ZBH1, 32, 1, 0},
         {PP_SCHED_1F1B, 32, 1, 0.9},  {PP_SCHED_INTERLEAVED, 32, 2, 0},
+        {PP_SCHED_INTERLEAVED, 32, 3, 0}, {PP_SCHED_INTERLEAVED, 32, 4, 0},
     };
     printf("GPT-like model, L = %d layers (embedding, %d blocks, head = 5 blocks), S = %d, "
            "budget %.1f s per search, one core\n",
