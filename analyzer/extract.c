@@ -404,11 +404,11 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     size_t cells = 0;
     const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
     uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
-    double *mean = pp_size_mul3(a->n_steps, (size_t)S, 2, &cells) && cells
-                       ? pp_alloc_array(cells, sizeof *mean)
+    double *busy = pp_size_mul(a->n_steps, (size_t)S, &cells) && cells
+                       ? pp_alloc_array(cells, sizeof *busy)
                        : NULL;
     pp_status st = PP_OK;
-    if (!sample || !n_sample || (cells && !mean)) {
+    if (!sample || !n_sample || (cells && !busy)) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
         goto done;
     }
@@ -417,13 +417,13 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
             sample[s * PP_SIM_NOISE_KINDS + k] = a->stages[s].sample[k];
             n_sample[s * PP_SIM_NOISE_KINDS + k] = a->stages[s].n_sample[k];
         }
-    for (size_t i = 0; mean && i < a->n_steps; i++)
-        for (int s = 0; s < S && a->steps[i].stage; s++) {
-            mean[(i * (size_t)S + (size_t)s) * 2] = a->steps[i].stage[s].fwd_ns;
-            mean[(i * (size_t)S + (size_t)s) * 2 + 1] = a->steps[i].stage[s].bwd_ns;
-        }
+    for (size_t i = 0; busy && i < a->n_steps; i++)
+        for (int s = 0; s < S && a->steps[i].stage; s++)
+            busy[i * (size_t)S + (size_t)s] = a->steps[i].stage[s].busy_ns;
+    int v = a->v > 0 ? a->v : 1;
     pp_sim_noise_input in = {.S = S, .sample = sample, .n_sample = n_sample,
-                             .n_steps = mean ? a->n_steps : 0, .step_mean = mean, .M = a->M};
+                             .n_steps = busy ? a->n_steps : 0, .step_busy = busy,
+                             .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1};
     if ((st = pp_sim_noise_fit(&in, &e->noise)) == PP_OK)
         note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, per "
                 "stage up to %.2f log-sd) over %d steps, the rest per op",
@@ -432,7 +432,7 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
 done:
     pp_free(sample);
     pp_free(n_sample);
-    pp_free(mean);
+    pp_free(busy);
     return st;
 }
 

@@ -73,10 +73,13 @@ enum {
  * from a capture. */
 typedef struct pp_sim_noise_kind {
     uint32_t n;          /* factors held (<= PP_SIM_NOISE_MAX_SAMPLES); 0: the kind does not vary */
-    double *factor;      /* [n] the op's own (independent) factor: the measured ones with the
-                            per-step parts taken out (log-space shrink), owned */
+    double *factor;      /* [n] the op's own (independent) factor: the measured ones, clipped,
+                            with the per-step parts taken out (log-space shrink), owned */
+    double median_ns;    /* the measured durations' median */
     double p05, p95;     /* quantiles of the measured factor (duration / median) */
     double sigma_log;    /* standard deviation of log(duration / median): all of the variation */
+    double sigma_robust; /* 1.4826 x median |log(duration / median)| (<= sigma_log): the bulk's */
+    double sigma_kept;   /* of the logs clipped as kept (docs/sim-dist.md), before the shrink */
 } pp_sim_noise_kind;
 
 /* The variation of a step's op durations. A compute op of stage s in a step takes its cost times
@@ -94,24 +97,23 @@ typedef struct pp_sim_noise {
 } pp_sim_noise;
 
 /* What the fit takes, from a capture: per (stage, kind) op durations in any order (a uniform
- * sample: pp_astage.sample), and per step each stage's mean forward and backward per
- * micro-batch (pp_stage_step.fwd_ns / bwd_ns). Nothing here sizes memory beyond the arrays
- * given: samples past PP_SIM_NOISE_MAX_SAMPLES are not read. */
+ * sample: pp_astage.sample), and per step each stage's busy time (pp_stage_step.busy_ns: the
+ * sum of its compute ops). Nothing here sizes memory beyond the arrays given: samples past
+ * PP_SIM_NOISE_MAX_SAMPLES are not read. */
 typedef struct pp_sim_noise_input {
     int S;
     const double *const *sample; /* [S * PP_SIM_NOISE_KINDS], NULL entries: none */
     const uint32_t *n_sample;    /* [S * PP_SIM_NOISE_KINDS] */
     size_t n_steps;
-    const double *step_mean;     /* [n_steps * S * 2]: (fwd, bwd) of stage s in step i at
-                                    (i * S + s) * 2; <= 0: the stage ran none */
-    int M;                       /* micro-batches per step (ops of a kind per stage and step) */
+    const double *step_busy;     /* [n_steps * S]: stage s in step i at i * S + s; <= 0: none */
+    int ops_per_step;            /* ops of each compute kind per stage and step: M x v */
 } pp_sim_noise_input;
 
 /* Fits the model (docs/sim-dist.md, "The model"): per (stage, kind) the factors and their
  * spread; C's variance from the covariance of different stages' per-step means, D_s's from what
  * the stage's per-step means vary beyond C and beyond a mean of M independent ops; e keeps the
- * rest. Fewer than 8 steps: no per-step parts (all of it independent). Free with
- * pp_sim_noise_free. */
+ * rest of the factors' robust spread. Fewer than 8 steps: no per-step parts (e has the robust
+ * spread). Free with pp_sim_noise_free. */
 pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out);
 void pp_sim_noise_free(pp_sim_noise *n);
 

@@ -13,8 +13,10 @@
 #include "pp_advise.h"
 #include "pp_analyzer.h"
 #include "pp_extract.h"
+#include "pp_jitter.h"
 #include "pp_plan.h"
 #include "pp_rebalance.h"
+#include "pp_sim.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +42,19 @@ typedef struct pp_tune_opts {
     int verbose;                  /* every candidate, every fitted layer */
     pp_tune_note_fn note;         /* may be NULL */
     FILE *detail;                 /* the extraction notes of every run loaded, or NULL */
+    /* The op durations' variation the step's median and p95 are predicted with
+     * (docs/sim-dist.md): NULL, the run's own (fitted from its capture); else this jitter
+     * spec's (--jitter: the sim backend's --sim-jitter distribution). */
+    const pp_jitter *jitter;
 } pp_tune_opts;
+
+/* The seed of every Monte Carlo prediction the tuner prints (with --jitter, xor the spec's). */
+enum { PP_TUNE_DIST_SEED = 1 };
+
+/* The step's distribution of `part` under (kind, M) with run e's costs and o's variation
+ * (pp_sim_dist: median, p95, mean, their Monte Carlo errors, the noise-free step). */
+pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, pp_schedule_kind kind,
+                               const pp_partition *part, int M, pp_sim_dist_result *res);
 
 /* Analyzes run directory `dir` and extracts its costs (pp_extract.h); errors name the directory,
  * a run without a complete step is PP_ERR_INVALID. The caller frees both. */
@@ -53,7 +67,8 @@ typedef struct pp_tune_proposal {
     int ok;              /* 0: not evaluated, why[] says why */
     char why[512];
     pp_partition part;   /* owned */
-    double step_ns, bubble, lower_ns;
+    double step_ns, bubble, lower_ns; /* step_ns: the noise-free step */
+    pp_sim_dist_result dist;      /* its distribution (pp_tune_search_run; n = 0: none) */
     int exact;
     uint64_t *mem;       /* [S] owned */
     double seconds;
@@ -69,7 +84,8 @@ typedef struct pp_tune_search {
     char skipped[PP_TUNE_MAX_KINDS][256]; /* "<schedule>: why not" */
     int n_skipped;
     double current_pred_ns, current_bubble; /* the run's own layout, simulated */
-    double measured_ns;
+    pp_sim_dist_result current_dist;        /* its distribution */
+    double measured_ns, measured_p95_ns;    /* median and p95 of the run's steps */
 } pp_tune_search;
 
 /* Evaluates the candidates for run e (the run's own schedule, and those of o->kinds the job can
@@ -91,14 +107,14 @@ void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, 
 void pp_tune_warn_model_error(double err_pct, int S, FILE *out);
 
 /* A plan for (part, kind, M, b) with its prediction and the run it was made from; a bubble < 0
- * is "unknown". The caller frees it (pp_plan_free). */
+ * is "unknown", a median or p95 <= 0 absent. The caller frees it (pp_plan_free). */
 pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int M, int b,
-                            uint64_t mem_limit, double step_ns, double bubble,
-                            const char *baseline, pp_plan *plan);
+                            uint64_t mem_limit, double step_ns, double bubble, double median_ns,
+                            double p95_ns, const char *baseline, pp_plan *plan);
 /* pp_tune_plan_make and pp_plan_write; errors name the path. */
 pp_status pp_tune_plan_write(const pp_partition *part, pp_schedule_kind kind, int M, int b,
-                             uint64_t mem_limit, double step_ns, double bubble,
-                             const char *baseline, const char *path);
+                             uint64_t mem_limit, double step_ns, double bubble, double median_ns,
+                             double p95_ns, const char *baseline, const char *path);
 
 /* PP_ERR_INVALID naming the first difference between what run `dir` ran and the plan. */
 pp_status pp_tune_check_ran_plan(const char *dir, const pp_extract *e, const pp_plan *plan,

@@ -64,6 +64,7 @@ static pp_status fit_kind(const double *d, uint32_t n, pp_sim_noise_kind *k, dou
     double med = quantile_sorted(scratch, m, 0.5);
     if (!(med > 0))
         return PP_OK;
+    k->median_ns = med;
     k->p05 = quantile_sorted(scratch, m, 0.05) / med;
     k->p95 = quantile_sorted(scratch, m, 0.95) / med;
     k->factor = pp_alloc_array(m, sizeof(double));
@@ -79,110 +80,87 @@ static pp_status fit_kind(const double *d, uint32_t n, pp_sim_noise_kind *k, dou
     k->n = m;
     double var = ss / m - (s / m) * (s / m);
     k->sigma_log = var > 0 ? sqrt(var) : 0;
+    /* 1.4826 x the median absolute log factor (the logs' median is 0): the spread of the bulk,
+     * which a few extreme ops (the sim backend's catch-up after a late wake-up: one op short,
+     * the next long, their sum exact) cannot inflate */
+    for (uint32_t i = 0; i < m; i++)
+        scratch[i] = fabs(k->factor[i]);
+    qsort(scratch, m, sizeof *scratch, cmp_double);
+    k->sigma_robust = fmin(k->sigma_log, 1.4826 * quantile_sorted(scratch, m, 0.5));
     return PP_OK;
 }
 
-/* The per-step parts: C's variance from the covariance of different stages' per-step log means
- * (what moves every stage together), D_s's from what stage s's per-step means vary beyond C and
- * beyond the variance of a mean of M independent ops. */
-static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out)
+/* The per-step parts, from each stage's busy time per step (the sum of its compute ops: what
+ * moves a stage's whole step, and immune to a pair of ops that trade time, as the sim backend's
+ * catch-up does). Logs of busy / its median: C's variance is the mean covariance of different
+ * stages' series (what moves every stage together); V[s] the variance of stage s's. */
+static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, double *V)
 {
     int S = in->S;
     size_t n = in->n_steps;
-    if (n < 8 || !in->step_mean || in->M < 1)
+    if (n < 8 || !in->step_busy)
         return PP_OK;
     size_t cells;
-    if (!pp_size_mul3(n, (size_t)S, 2, &cells))
+    if (!pp_size_mul(n, (size_t)S, &cells))
         return PP_ERR(PP_ERR_INVALID, "%zu steps x %d stages is too large", n, S);
     double *x = pp_alloc_array(cells, sizeof(double));
     uint8_t *ok = pp_alloc_array(cells, 1);
     double *tmp = pp_alloc_array(n, sizeof(double));
-    double *mu = pp_alloc_array((size_t)S * 2, sizeof(double));
-    double *var = pp_alloc_array((size_t)S * 2, sizeof(double));
+    double *mu = pp_alloc_array((size_t)S, sizeof(double));
     pp_status st = PP_OK;
-    if (!x || !ok || !tmp || !mu || !var) {
+    if (!x || !ok || !tmp || !mu) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory fitting the per-step variation");
         goto done;
     }
-    /* log(step mean / median of the step means), per (stage, fwd|bwd) */
-    for (int c = 0; c < S * 2; c++) {
+    for (int s = 0; s < S; s++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
-            double v = in->step_mean[i * (size_t)S * 2 + (size_t)c];
+            double v = in->step_busy[i * (size_t)S + (size_t)s];
             if (v > 0 && isfinite(v))
                 tmp[m++] = v;
         }
         if (m < 8)
             continue;
         qsort(tmp, m, sizeof *tmp, cmp_double);
-        double med = quantile_sorted(tmp, m, 0.5);
-        double s = 0, ss = 0;
-        size_t k = 0;
+        double med = quantile_sorted(tmp, m, 0.5), sum = 0, ss = 0;
         for (size_t i = 0; i < n; i++) {
-            double v = in->step_mean[i * (size_t)S * 2 + (size_t)c];
+            double v = in->step_busy[i * (size_t)S + (size_t)s];
             if (!(v > 0 && isfinite(v)))
                 continue;
             double l = log(v / med);
-            x[i * (size_t)S * 2 + (size_t)c] = l;
-            ok[i * (size_t)S * 2 + (size_t)c] = 1;
-            s += l;
+            x[i * (size_t)S + (size_t)s] = l;
+            ok[i * (size_t)S + (size_t)s] = 1;
+            sum += l;
             ss += l * l;
-            k++;
         }
-        mu[c] = s / (double)k;
-        var[c] = ss / (double)k - mu[c] * mu[c];
+        mu[s] = sum / (double)m;
+        V[s] = fmax(0, ss / (double)m - mu[s] * mu[s]);
     }
-    /* C: the mean covariance over pairs of cells of different stages */
     double cov_sum = 0;
     int pairs = 0;
-    for (int c = 0; c < S * 2; c++)
-        for (int d = c + 1; d < S * 2; d++) {
-            if (c / 2 == d / 2)
-                continue;
-            double s = 0;
+    for (int a = 0; a < S; a++)
+        for (int b = a + 1; b < S; b++) {
+            double sum = 0;
             size_t k = 0;
             for (size_t i = 0; i < n; i++) {
-                size_t a = i * (size_t)S * 2;
-                if (ok[a + (size_t)c] && ok[a + (size_t)d]) {
-                    s += (x[a + (size_t)c] - mu[c]) * (x[a + (size_t)d] - mu[d]);
+                size_t r = i * (size_t)S;
+                if (ok[r + (size_t)a] && ok[r + (size_t)b]) {
+                    sum += (x[r + (size_t)a] - mu[a]) * (x[r + (size_t)b] - mu[b]);
                     k++;
                 }
             }
             if (k >= 8) {
-                cov_sum += s / (double)k;
+                cov_sum += sum / (double)k;
                 pairs++;
             }
         }
-    double var_c = pairs && cov_sum > 0 ? cov_sum / pairs : 0;
-    out->sigma_step = sqrt(var_c);
-    /* D_s: what is left of a stage's per-step variance; a mean of M ops of its kind varies by
-     * sigma_log^2 / M on its own (fwd: FWD; bwd: BWD, or BWD_INPUT's when split) */
-    for (int s = 0; s < S; s++) {
-        double sum = 0;
-        int k = 0;
-        for (int j = 0; j < 2; j++) {
-            int c = s * 2 + j;
-            int has = 0;
-            for (size_t i = 0; i < n && !has; i++)
-                has = ok[i * (size_t)S * 2 + (size_t)c];
-            if (!has)
-                continue;
-            const pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + (j ? 1 : 0)];
-            if (j && !kd->n)
-                kd = &out->kind[s * PP_SIM_NOISE_KINDS + 2];
-            double own = kd->sigma_log * kd->sigma_log / in->M;
-            sum += fmax(0, var[c] - own - var_c);
-            k++;
-        }
-        out->sigma_stage[s] = k ? sqrt(sum / k) : 0;
-    }
+    out->sigma_step = pairs && cov_sum > 0 ? sqrt(cov_sum / pairs) : 0;
     out->n_steps = (int)(n > INT32_MAX ? INT32_MAX : n);
 done:
     pp_free(x);
     pp_free(ok);
     pp_free(tmp);
     pp_free(mu);
-    pp_free(var);
     return st;
 }
 
@@ -196,42 +174,93 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     out->kind = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *out->kind);
     out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
     double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
+    double *V = pp_alloc_array((size_t)S, sizeof(double));
     pp_status st = PP_OK;
-    if (!out->kind || !out->sigma_stage || !scratch) {
+    if (!out->kind || !out->sigma_stage || !scratch || !V) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
         goto done;
     }
     for (int i = 0; i < S * PP_SIM_NOISE_KINDS && st == PP_OK; i++)
         if (in->sample[i] && in->n_sample[i])
             st = fit_kind(in->sample[i], in->n_sample[i], &out->kind[i], scratch);
+    for (int s = 0; s < S; s++)
+        V[s] = -1;
     if (st == PP_OK)
-        st = fit_steps(in, out);
+        st = fit_steps(in, out, V);
     if (st != PP_OK)
         goto done;
-    /* e keeps what the per-step parts do not explain: its logs shrunk by
-     * sqrt(1 - shared / total), which keeps the measured shape (tails included) */
-    double share_sum = 0;
+    /* Per stage, D_s and e together (docs/sim-dist.md, "Fitted from the capture"). The logs
+     * are clipped first: at 4 robust sd or, with per-step data to check them against, at
+     * 1.5 x the farther of p05 / p95 if wider (a tail of 5% of the ops or more stays whole). e_k,
+     * the op's own log-variance, is the clipped factors' less the per-step parts (c =
+     * sigma_step^2, d); d is what the stage's busy time varies (V) beyond c and beyond what the
+     * ops' own factors give a sum of them, E = sum_k n_k m_k^2 e_k / (sum_k n_k m_k)^2 (n_k ops
+     * of median m_k per step); solved by iteration. Where E exceeds twice V - c, the ops' own
+     * factors would make busy times vary more than they did (a late wake-up on the sim backend
+     * makes one op short and the next long, their sum exact): e is scaled down to that. e's
+     * factors are the clipped logs scaled to its variance, keeping their shape. */
+    double c = out->sigma_step * out->sigma_step, share_sum = 0;
     int share_n = 0;
+    double per_step = in->ops_per_step > 0 ? in->ops_per_step : 1;
     for (int s = 0; s < S; s++) {
-        double shared = out->sigma_step * out->sigma_step +
-                        out->sigma_stage[s] * out->sigma_stage[s];
+        double r[PP_SIM_NOISE_KINDS] = {0}, e[PP_SIM_NOISE_KINDS] = {0}, d = 0;
+        double nm2[PP_SIM_NOISE_KINDS] = {0}, den = 0;
         for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
             pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
             if (!kd->n)
                 continue;
-            double total = kd->sigma_log * kd->sigma_log;
-            double shrink = total > shared ? sqrt(1 - shared / total) : 0;
-            if (total > 0) {
-                share_sum += fmin(1, shared / total);
+            double lim = 4 * kd->sigma_robust;
+            if (V[s] >= 0)
+                lim = fmax(lim, 1.5 * fmax(fabs(log(kd->p05)), fabs(log(kd->p95))));
+            double sum = 0, ss = 0;
+            for (uint32_t i = 0; i < kd->n; i++) {
+                double l = fmin(lim, fmax(-lim, kd->factor[i]));
+                kd->factor[i] = l;
+                sum += l;
+                ss += l * l;
+            }
+            double var = ss / kd->n - (sum / kd->n) * (sum / kd->n);
+            kd->sigma_kept = var > 0 ? sqrt(var) : 0;
+            r[k] = kd->sigma_kept * kd->sigma_kept;
+            double nk = k == 4 ? 1 : per_step;
+            nm2[k] = nk * kd->median_ns * kd->median_ns;
+            den += nk * kd->median_ns;
+        }
+        double E = 0;
+        for (int it = 0; it < 64; it++) {
+            E = 0;
+            for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+                e[k] = V[s] >= 0 ? fmax(0, r[k] - c - d) : r[k];
+                E += den > 0 ? nm2[k] * e[k] / (den * den) : 0;
+            }
+            if (V[s] < 0)
+                break;
+            d = fmax(0, V[s] - c - E);
+        }
+        double room = 2 * fmax(0, V[s] - c);
+        if (V[s] >= 0 && E > room) {
+            for (int k = 0; k < PP_SIM_NOISE_KINDS; k++)
+                e[k] *= E > 0 ? room / E : 0;
+            d = fmax(0, V[s] - c - room);
+        }
+        out->sigma_stage[s] = sqrt(d);
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+            pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
+            if (!kd->n)
+                continue;
+            double scale = r[k] > 0 ? sqrt(e[k] / r[k]) : 0;
+            if (r[k] > 0) {
+                share_sum += fmin(1, (c + d) / (c + d + e[k]));
                 share_n++;
             }
             for (uint32_t i = 0; i < kd->n; i++)
-                kd->factor[i] = exp(shrink * kd->factor[i]);
+                kd->factor[i] = exp(scale * kd->factor[i]);
         }
     }
     out->common_share = share_n ? share_sum / share_n : 0;
 done:
     pp_free(scratch);
+    pp_free(V);
     if (st != PP_OK)
         pp_sim_noise_free(out);
     return st;

@@ -68,6 +68,27 @@ pp_status pp_tune_load_run(const pp_tune_opts *o, const char *dir, pp_analysis *
     return PP_OK;
 }
 
+static double jitter_draw(void *ctx, int stage, int k, const pp_instr *in, uint64_t key)
+{
+    (void)stage;
+    (void)k;
+    (void)in;
+    return pp_jitter_factor(ctx, key);
+}
+
+pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, pp_schedule_kind kind,
+                               const pp_partition *part, int M, pp_sim_dist_result *res)
+{
+    pp_sim_dist_opts d = {.noise = &e->noise, .seed = PP_TUNE_DIST_SEED};
+    if (o && o->jitter) {
+        d.noise = NULL;
+        d.draw = jitter_draw;
+        d.draw_ctx = (void *)o->jitter;
+        d.seed ^= o->jitter->seed;
+    }
+    return pp_sim_dist_file(kind, part, M, e->costs, &d, res);
+}
+
 void pp_tune_proposal_free(pp_tune_proposal *p)
 {
     pp_partition_free(&p->part);
@@ -164,6 +185,9 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
     if (st != PP_OK)
         return pp_error_wrap(st, "predicting the run's own layout");
     s->measured_ns = e->measured_step_ns;
+    s->measured_p95_ns = e->measured_p95_ns;
+    if ((st = pp_tune_predict_dist(o, e, e->schedule, cur, e->M, &s->current_dist)) != PP_OK)
+        return pp_error_wrap(st, "the step distribution of the run's own layout");
     if (o->memory_limit_bytes && !e->has_param_bytes && o->note)
         o->note(0, "run '%s' has no layer marks with parameter sizes: the memory limit counts "
                    "activations only", dir);
@@ -192,6 +216,12 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
             }
         }
     }
+    for (int i = 0; i < s->n_cands; i++) {
+        pp_tune_proposal *p = &s->cands[i];
+        if (p->ok && (st = pp_tune_predict_dist(o, e, p->kind, &p->part, p->M, &p->dist)) != PP_OK)
+            return pp_error_wrap(st, "the step distribution of the %s proposal",
+                                 pp_schedule_kind_name(p->kind));
+    }
     for (int i = 0; i < s->n_cands; i++)
         if (s->cands[i].ok && (s->best < 0 || s->cands[i].step_ns < s->cands[s->best].step_ns))
             s->best = i;
@@ -211,8 +241,8 @@ void pp_tune_search_free(pp_tune_search *s)
 }
 
 pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int M, int b,
-                            uint64_t mem_limit, double step_ns, double bubble,
-                            const char *baseline, pp_plan *plan)
+                            uint64_t mem_limit, double step_ns, double bubble, double median_ns,
+                            double p95_ns, const char *baseline, pp_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     plan->version = 1;
@@ -227,6 +257,8 @@ pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int
     plan->memory_limit_bytes = mem_limit;
     plan->predicted_step_ms = step_ns * 1e-6;
     plan->predicted_bubble = bubble < 0 ? -1 : bubble > 1 ? 1 : bubble;
+    plan->predicted_median_ms = median_ns > 0 ? median_ns * 1e-6 : -1;
+    plan->predicted_p95_ms = p95_ns > 0 ? p95_ns * 1e-6 : -1;
     /* a baseline path longer than the plan's field is cut (it is informational) */
     size_t n = baseline ? strlen(baseline) : 0;
     if (n >= sizeof plan->baseline)
@@ -237,12 +269,12 @@ pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int
 }
 
 pp_status pp_tune_plan_write(const pp_partition *part, pp_schedule_kind kind, int M, int b,
-                             uint64_t mem_limit, double step_ns, double bubble,
-                             const char *baseline, const char *path)
+                             uint64_t mem_limit, double step_ns, double bubble, double median_ns,
+                             double p95_ns, const char *baseline, const char *path)
 {
     pp_plan plan;
-    pp_status st = pp_tune_plan_make(part, kind, M, b, mem_limit, step_ns, bubble, baseline,
-                                     &plan);
+    pp_status st = pp_tune_plan_make(part, kind, M, b, mem_limit, step_ns, bubble, median_ns,
+                                     p95_ns, baseline, &plan);
     if (st == PP_OK)
         st = pp_plan_write(&plan, path);
     pp_plan_free(&plan);

@@ -19,7 +19,8 @@ typedef struct iteration {
     char bounds[512];
     pp_schedule_kind kind;
     int M, v;
-    double predicted_ns, measured_ns;
+    double predicted_ns, measured_ns; /* predicted: the median (noise-free when none) */
+    double noise_free_ns, p95_ns;     /* iteration 0: its own layout's noise-free step, p95 */
     pp_partition part;
     char plan[PATH_MAX]; /* "" for iter 0 */
 } iteration;
@@ -85,8 +86,10 @@ static pp_status tune_next(auto_state *s, int it, const char *plan, int *converg
         return PP_OK;
     }
     st = pp_tune_plan_write(&b->part, b->kind, b->M, s->e.microbatch_size,
-                            ao->tune.memory_limit_bytes, b->step_ns, b->bubble, prev, plan);
-    s->its[it].predicted_ns = b->step_ns;
+                            ao->tune.memory_limit_bytes, b->step_ns, b->bubble, b->dist.median_ns,
+                            b->dist.p95_ns, prev, plan);
+    /* the measured median compares with the predicted median (docs/sim-dist.md) */
+    s->its[it].predicted_ns = b->dist.n ? b->dist.median_ns : b->step_ns;
     pp_tune_search_free(&ts);
     if (st != PP_OK)
         return st;
@@ -117,7 +120,16 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
             return pp_error_wrap(st, "the job did not run the plan (does it read PPROF_PLAN, or "
                                      "take --plan?)");
     } else {
-        pp_extract_predict(e, e->schedule, &e->partition, e->M, &cur->predicted_ns, NULL);
+        pp_sim_dist_result d;
+        if (pp_tune_predict_dist(&ao->tune, e, e->schedule, &e->partition, e->M, &d) == PP_OK) {
+            cur->predicted_ns = d.median_ns;
+            cur->noise_free_ns = d.noise_free_ns;
+            cur->p95_ns = d.p95_ns;
+        } else {
+            pp_extract_predict(e, e->schedule, &e->partition, e->M, &cur->predicted_ns, NULL);
+            cur->noise_free_ns = cur->predicted_ns;
+            cur->p95_ns = -1;
+        }
     }
     cur->kind = e->schedule;
     cur->M = e->M;
@@ -210,7 +222,8 @@ static pp_status print_summary(const auto_state *s, FILE *o)
         char base[PATH_MAX + 16];
         snprintf(base, sizeof base, "%s/iter0", ao->outdir);
         st = pp_tune_plan_make(&its[0].part, its[0].kind, its[0].M, 0,
-                               ao->tune.memory_limit_bytes, its[0].predicted_ns, -1, base, &pl);
+                               ao->tune.memory_limit_bytes, its[0].noise_free_ns, -1,
+                               its[0].predicted_ns, its[0].p95_ns, base, &pl);
     }
     if (st == PP_OK) {
         st = pp_plan_write(&pl, best_plan);

@@ -274,15 +274,19 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
     char cb[2048], pbnd[2048], w[64], cs[64];
     pp_partition_format(cur, cb, sizeof cb);
     pp_partition_format(&b->part, pbnd, sizeof pbnd);
-    double err = 100.0 * (s->measured_ns - s->current_pred_ns) / s->current_pred_ns;
+    const pp_sim_dist_result *cd = &s->current_dist, *bd = &b->dist;
+    double err = 100.0 * (s->measured_ns - cd->median_ns) / cd->median_ns;
+    double err95 = 100.0 * (s->measured_p95_ns - cd->p95_ns) / cd->p95_ns;
     fprintf(out, "run %s: %d layers, %d stages, %s, M = %d", dir, cur->L, cur->S,
             pp_schedule_kind_name(e->schedule), e->M);
     if (e->microbatch_size)
         fprintf(out, ", micro-batch size %d", e->microbatch_size);
     fputc('\n', out);
-    fprintf(out, "self-check: the run's own layout measured %.3f ms, the model predicts %.3f ms "
-                 "(error %+.2f%%)\n",
-            s->measured_ns * 1e-6, s->current_pred_ns * 1e-6, err);
+    fprintf(out, "self-check: the run's own layout measured %.3f ms median, the model predicts "
+                 "%.3f ms (error %+.2f%%)\n"
+                 "            p95 measured %.3f ms, predicted %.3f ms (error %+.2f%%)\n",
+            s->measured_ns * 1e-6, cd->median_ns * 1e-6, err, s->measured_p95_ns * 1e-6,
+            cd->p95_ns * 1e-6, err95);
     pp_tune_warn_model_error(err, cur->S, out);
     fputc('\n', out);
     fprintf(out, "%-16s%-28s%s\n", "", "current", "proposed");
@@ -291,15 +295,24 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
     fprintf(out, "%-16s%-28d%d\n", "virtual stages", cur->v, b->v);
     fprintf(out, "%-16s%-28d%d\n", "micro-batches", e->M, b->M);
     fprintf(out, "%-16s%-28s%s\n", "boundaries", cb, pbnd);
-    snprintf(cs, sizeof cs, "%.3f (measured %.3f)", s->current_pred_ns * 1e-6,
-             s->measured_ns * 1e-6);
-    fprintf(out, "%-16s%-28s%.3f\n", "step ms", cs, b->step_ns * 1e-6);
+    snprintf(cs, sizeof cs, "%.3f", s->current_pred_ns * 1e-6);
+    fprintf(out, "%-16s%-28s%.3f\n", "noise-free ms", cs, b->step_ns * 1e-6);
+    snprintf(cs, sizeof cs, "%.3f (measured %.3f)", cd->median_ns * 1e-6, s->measured_ns * 1e-6);
+    fprintf(out, "%-16s%-28s%.3f\n", "step median ms", cs, bd->median_ns * 1e-6);
+    snprintf(cs, sizeof cs, "%.3f (measured %.3f)", cd->p95_ns * 1e-6, s->measured_p95_ns * 1e-6);
+    fprintf(out, "%-16s%-28s%.3f\n", "step p95 ms", cs, bd->p95_ns * 1e-6);
+    char rb[64];
+    snprintf(cs, sizeof cs, "%d (+-%.2f%%, +-%.2f%%)", cd->n, 100 * cd->median_err,
+             100 * cd->p95_err);
+    snprintf(rb, sizeof rb, "%d (+-%.2f%%, +-%.2f%%)", bd->n, 100 * bd->median_err,
+             100 * bd->p95_err);
+    fprintf(out, "%-16s%-28s%s\n", "replays", cs, rb);
     snprintf(cs, sizeof cs, "%.1f%% (measured %.1f%%)", 100.0 * s->current_bubble,
              100.0 * e->measured_bubble);
     fprintf(out, "%-16s%-28s%.1f%%\n", "bubble", cs, 100.0 * b->bubble);
     snprintf(cs, sizeof cs, "%.3fx", 1.0);
     fprintf(out, "%-16s%-28s%.3fx predicted (%.3fx vs measured)\n", "speedup", cs,
-            s->current_pred_ns / b->step_ns, s->measured_ns / b->step_ns);
+            cd->median_ns / bd->median_ns, s->measured_ns / bd->median_ns);
     fprintf(out, "%-16s%-28s%s (lower bound %.3f ms)\n", "search", "-",
             pp_tune_search_word(b, w, sizeof w), b->lower_ns * 1e-6);
     if (e->has_param_bytes) {
@@ -322,21 +335,66 @@ static void print_candidates(const pp_tune_opts *o, const pp_tune_search *s, FIL
         return;
     fprintf(out, "\ncandidates (%s):\n", o->memory_limit_bytes ? "within the memory limit"
                                                              : "no memory limit");
-    fprintf(out, "  %-12s %2s %12s %8s %9s  %s\n", "schedule", "v", "step ms", "bubble",
-            "speedup", "search / why not");
+    fprintf(out, "  %-12s %2s %12s %12s %8s %9s  %s\n", "schedule", "v", "noise-free ms",
+            "median ms", "bubble", "speedup", "search / why not");
     for (int i = 0; i < s->n_cands; i++) {
         const pp_tune_proposal *p = &s->cands[i];
         if (p->ok)
-            fprintf(out, "  %-12s %2d %12.3f %7.1f%% %8.3fx  %s, %.2f s%s\n",
-                    pp_schedule_kind_name(p->kind), p->v, p->step_ns * 1e-6, 100.0 * p->bubble,
-                    s->current_pred_ns / p->step_ns, pp_tune_search_word(p, w, sizeof w),
-                    p->seconds, i == s->best ? "  <- best" : "");
+            fprintf(out, "  %-12s %2d %12.3f %12.3f %7.1f%% %8.3fx  %s, %.2f s%s\n",
+                    pp_schedule_kind_name(p->kind), p->v, p->step_ns * 1e-6,
+                    p->dist.median_ns * 1e-6, 100.0 * p->bubble,
+                    s->current_dist.median_ns / p->dist.median_ns,
+                    pp_tune_search_word(p, w, sizeof w), p->seconds,
+                    i == s->best ? "  <- best" : "");
         else
-            fprintf(out, "  %-12s %2d %12s %8s %9s  %s\n", pp_schedule_kind_name(p->kind), p->v,
-                    "-", "-", "-", p->why);
+            fprintf(out, "  %-12s %2d %12s %12s %8s %9s  %s\n", pp_schedule_kind_name(p->kind),
+                    p->v, "-", "-", "-", "-", p->why);
     }
     for (int i = 0; i < s->n_skipped; i++)
         fprintf(out, "  skipped %s\n", s->skipped[i]);
+}
+
+/* --formula: the Monte Carlo replays behind a median and p95. */
+static void print_dist_terms(const pp_sim_dist_result *d, FILE *out)
+{
+    fprintf(out, "    distribution = %d replays, each compute op's cost x a sampled factor "
+                 "(docs/sim-dist.md):\n"
+                 "      median %.3f ms (95%% CI %.3f .. %.3f), p95 %.3f ms (%.3f .. %.3f), mean "
+                 "%.3f ms; noise-free %.3f ms\n",
+            d->n, d->median_ns * 1e-6, d->median_lo_ns * 1e-6, d->median_hi_ns * 1e-6,
+            d->p95_ns * 1e-6, d->p95_lo_ns * 1e-6, d->p95_hi_ns * 1e-6, d->mean_ns * 1e-6,
+            d->noise_free_ns * 1e-6);
+}
+
+/* --formula: where the factors come from. */
+static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *out)
+{
+    if (o->jitter) {
+        char spec[PP_JITTER_MAX_SPEC + 32];
+        pp_jitter_format(o->jitter, spec, sizeof spec);
+        fprintf(out, "  variation: --jitter %s, independent per op (pp_jitter_factor)\n", spec);
+        return;
+    }
+    const pp_sim_noise *n = &e->noise;
+    fprintf(out, "  variation (the run's own): op = cost x C x D_s x e; C per step, log-sd %.4f; "
+                 "D_s per stage and step, log-sd",
+            n->sigma_step);
+    for (int s = 0; s < n->S; s++)
+        fprintf(out, "%s %.4f", s ? "," : "", n->sigma_stage[s]);
+    fprintf(out, " (from %d steps; %.0f%% of the variance per step)\n", n->n_steps,
+            100 * n->common_share);
+    static const char *const names[PP_SIM_NOISE_KINDS] = {"fwd", "bwd", "bwd_input",
+                                                          "bwd_weight", "opt"};
+    for (int s = 0; s < n->S; s++) {
+        fprintf(out, "    stage %d: factors / median p05 .. p95, log-sd (robust), kept:", s);
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+            const pp_sim_noise_kind *kd = &n->kind[s * PP_SIM_NOISE_KINDS + k];
+            if (kd->n)
+                fprintf(out, " %s %.3f .. %.3f, %.4f (%.4f), %u;", names[k], kd->p05, kd->p95,
+                        kd->sigma_log, kd->sigma_robust, kd->n);
+        }
+        fputc('\n', out);
+    }
 }
 
 /* --formula: the arithmetic of the current and the proposed layout. */
@@ -351,16 +409,20 @@ static void print_formula(const pp_tune_opts *o, const pp_extract *e, const pp_t
     fputs("  current layout:\n", out);
     pp_tune_print_stage_sums(c, cur, e->M, out);
     pp_tune_print_sim_terms(c, cur, e->schedule, e->M, out);
+    print_dist_terms(&s->current_dist, out);
     fputs("  proposed layout:\n", out);
     pp_tune_print_stage_sums(c, &b->part, b->M, out);
     pp_tune_print_sim_terms(c, &b->part, b->kind, b->M, out);
+    print_dist_terms(&b->dist, out);
     fprintf(out, "    lower bound = %.3f ms (proven: no partition%s simulates faster); gap "
                  "= step / bound - 1 = %.4f%%%s\n",
             b->lower_ns * 1e-6, limit ? " within the limit" : "",
             100.0 * (b->step_ns / b->lower_ns - 1),
             b->exact ? " (search finished: optimal up to 1e-9 ties)" : "");
-    fprintf(out, "    speedup = current predicted / proposed = %.3f / %.3f = %.3fx\n",
-            s->current_pred_ns * 1e-6, b->step_ns * 1e-6, s->current_pred_ns / b->step_ns);
+    fprintf(out, "    speedup = current predicted median / proposed = %.3f / %.3f = %.3fx\n",
+            s->current_dist.median_ns * 1e-6, b->dist.median_ns * 1e-6,
+            s->current_dist.median_ns / b->dist.median_ns);
+    print_variation(o, e, out);
     if (c->p2p_GBps > 0)
         fprintf(out, "  transfers: latency %.1f us + bytes / %.3f GB/s per message\n",
                 c->p2p_latency_us, c->p2p_GBps);
@@ -427,21 +489,39 @@ pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char 
         return st;
     if ((st = pp_tune_check_ran_plan(dir, &e, plan, plan_path)) != PP_OK)
         goto out;
-    double self_ns = 0;
-    pp_extract_predict(&e, e.schedule, &e.partition, e.M, &self_ns, NULL);
-    double pred_ns = plan->predicted_step_ms >= 0 ? plan->predicted_step_ms * 1e6 : self_ns;
-    double meas_ns = e.measured_step_ns;
+    pp_sim_dist_result self;
+    if ((st = pp_tune_predict_dist(o, &e, e.schedule, &e.partition, e.M, &self)) != PP_OK)
+        goto out;
+    /* like with like: the measured median against a predicted median, p95 against p95; a plan
+     * from before issue 18 has only the noise-free step, compared as it was */
+    int has_med = plan->predicted_median_ms > 0, has_p95 = plan->predicted_p95_ms > 0;
+    double pred_ns = has_med                          ? plan->predicted_median_ms * 1e6
+                     : plan->predicted_step_ms >= 0 ? plan->predicted_step_ms * 1e6
+                                                      : self.median_ns;
+    double pred95_ns = has_p95 ? plan->predicted_p95_ms * 1e6 : self.p95_ns;
+    double meas_ns = e.measured_step_ns, meas95_ns = e.measured_p95_ns;
     char bnd[2048];
     pp_partition_format(&e.partition, bnd, sizeof bnd);
     fprintf(out, "%s ran the plan %s: %d stages, boundaries %s, %s, M = %d\n", dir, plan_path,
             e.partition.S, bnd, plan->schedule, e.M);
-    fprintf(out, "step: measured %.3f ms, predicted %.3f ms%s: error %+.2f%%\n", meas_ns * 1e-6,
-            pred_ns * 1e-6,
-            plan->predicted_step_ms >= 0 ? " (the plan's)"
-                                         : " (no prediction in the plan: the run's own costs)",
+    fprintf(out, "step median: measured %.3f ms, predicted %.3f ms%s: error %+.2f%%\n",
+            meas_ns * 1e-6, pred_ns * 1e-6,
+            has_med ? " (the plan's)"
+            : plan->predicted_step_ms >= 0
+                ? " (the plan's noise-free step: the plan has no median, made before issue 18)"
+                : " (no prediction in the plan: the run's own costs)",
             100.0 * (meas_ns - pred_ns) / pred_ns);
-    fprintf(out, "model re-check: this run's own costs predict %.3f ms (error %+.2f%%)\n",
-            self_ns * 1e-6, 100.0 * (meas_ns - self_ns) / self_ns);
+    fprintf(out, "step p95:    measured %.3f ms, predicted %.3f ms%s: error %+.2f%%\n",
+            meas95_ns * 1e-6, pred95_ns * 1e-6,
+            has_p95 ? " (the plan's)" : " (none in the plan: the run's own costs)",
+            100.0 * (meas95_ns - pred95_ns) / pred95_ns);
+    if (plan->predicted_step_ms >= 0 && has_med)
+        fprintf(out, "noise-free:  predicted %.3f ms (the plan's)\n", plan->predicted_step_ms);
+    fprintf(out, "model re-check: this run's own costs predict median %.3f ms (error %+.2f%%), "
+                 "p95 %.3f ms (error %+.2f%%), noise-free %.3f ms\n",
+            self.median_ns * 1e-6, 100.0 * (meas_ns - self.median_ns) / self.median_ns,
+            self.p95_ns * 1e-6, 100.0 * (meas95_ns - self.p95_ns) / self.p95_ns,
+            self.noise_free_ns * 1e-6);
     if (plan->predicted_bubble >= 0)
         fprintf(out, "bubble: measured %.1f%%, predicted %.1f%%\n", 100.0 * e.measured_bubble,
                 100.0 * plan->predicted_bubble);

@@ -48,7 +48,7 @@ int main(int argc, char **argv)
         smp[i] = d;
         ns[i] = N;
     }
-    pp_sim_noise_input in = {.S = S, .sample = smp, .n_sample = ns, .M = M};
+    pp_sim_noise_input in = {.S = S, .sample = smp, .n_sample = ns, .ops_per_step = M};
     pp_sim_noise noise;
     if (pp_sim_noise_fit(&in, &noise) != PP_OK)
         return 3;

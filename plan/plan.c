@@ -21,7 +21,7 @@ enum {
     K_VERSION, K_LAYERS, K_STAGES, K_VIRTUAL, K_BOUNDS, K_SCHEDULE, K_M, K_MBS, K_MEMORY,
     K_PREDICTED, K_BASELINE, N_KEYS
 };
-static const char *const k_pred_keys[] = {"step_ms", "bubble_ratio"};
+static const char *const k_pred_keys[] = {"step_ms", "bubble_ratio", "median_ms", "p95_ms"};
 
 /* Names as the schedule module spells them; compared as text so the plan file does not depend
  * on which schedules this build implements (pp_schedule_check_args says that). */
@@ -33,13 +33,18 @@ static pp_status parse_predicted(const cJSON *obj, const char *ctx, pp_plan *p)
     snprintf(pctx, sizeof pctx, "%s: \"predicted\"", ctx);
     if (!cJSON_IsObject(obj))
         return PP_ERR(PP_ERR_INVALID, "%s must be an object (got %s)", pctx, pp_json_type_name(obj));
-    const cJSON *f[2];
-    pp_status st = pp_json_collect_keys(obj, k_pred_keys, 2, f, pctx);
+    const cJSON *f[4];
+    pp_status st = pp_json_collect_keys(obj, k_pred_keys, 4, f, pctx);
     if (st != PP_OK)
         return st;
     if (f[0] && (st = pp_json_get_real(f[0], pctx, "step_ms", 0, HUGE_VAL, &p->predicted_step_ms)) != PP_OK)
         return st;
     if (f[1] && (st = pp_json_get_real(f[1], pctx, "bubble_ratio", 0, 1, &p->predicted_bubble)) != PP_OK)
+        return st;
+    /* the step's distribution (docs/sim-dist.md), absent from plans before issue 18 */
+    if (f[2] && (st = pp_json_get_real(f[2], pctx, "median_ms", 0, HUGE_VAL, &p->predicted_median_ms)) != PP_OK)
+        return st;
+    if (f[3] && (st = pp_json_get_real(f[3], pctx, "p95_ms", 0, HUGE_VAL, &p->predicted_p95_ms)) != PP_OK)
         return st;
     return PP_OK;
 }
@@ -141,7 +146,8 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     snprintf(ctx, sizeof ctx, "plan '%s'", origin);
     if (!json)
         return PP_ERR(PP_ERR_INVALID, "%s: no text", ctx);
-    pp_plan p = {.version = 1, .predicted_step_ms = -1, .predicted_bubble = -1};
+    pp_plan p = {.version = 1, .predicted_step_ms = -1, .predicted_bubble = -1,
+                 .predicted_median_ms = -1, .predicted_p95_ms = -1};
     pp_status st = PP_OK;
     cJSON *root = NULL;
     const cJSON *f[N_KEYS];
@@ -210,6 +216,10 @@ static pp_status plan_fill(pp_json_writer *w, const void *ctx)
             pp_json_put_exact(w, "step_ms", p->predicted_step_ms);
         if (p->predicted_bubble >= 0)
             pp_json_put_exact(w, "bubble_ratio", p->predicted_bubble);
+        if (p->predicted_median_ms > 0)
+            pp_json_put_exact(w, "median_ms", p->predicted_median_ms);
+        if (p->predicted_p95_ms > 0)
+            pp_json_put_exact(w, "p95_ms", p->predicted_p95_ms);
         pp_json_end(w);
     }
     if (p->baseline[0])
@@ -243,7 +253,8 @@ pp_status pp_plan_write(const pp_plan *p, const char *path)
                       path, p->microbatches, p->microbatch_size,
                       (unsigned long long)p->memory_limit_bytes);
     if (!isfinite(p->predicted_step_ms) || !isfinite(p->predicted_bubble) ||
-        p->predicted_bubble > 1)
+        p->predicted_bubble > 1 || !isfinite(p->predicted_median_ms) ||
+        !isfinite(p->predicted_p95_ms))
         return PP_ERR(PP_ERR_INVALID,
                       "plan '%s': cannot write predicted step %g ms, bubble %g (need finite, "
                       "bubble <= 1; negative = absent)",

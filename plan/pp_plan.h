@@ -296,6 +296,8 @@ typedef struct pp_plan {
     uint64_t memory_limit_bytes; /* per stage, 0 = none */
     double predicted_step_ms;    /* < 0 when absent */
     double predicted_bubble;     /* < 0 when absent */
+    double predicted_median_ms;  /* the step's predicted median and p95 (docs/sim-dist.md); */
+    double predicted_p95_ms;     /* <= 0 when absent (plans before issue 18) */
     char baseline[512];          /* run the plan came from, "" when absent */
 } pp_plan;
 

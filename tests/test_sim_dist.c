@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const pp_schedule_kind k_kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
                                            PP_SCHED_ZBH1};
@@ -52,7 +53,7 @@ Test(sim_dist, no_variation_collapses_to_the_noise_free_step)
         samples[i] = flat;
         ns[i] = 64;
     }
-    pp_sim_noise_input in = {.S = 4, .sample = samples, .n_sample = ns, .M = 8};
+    pp_sim_noise_input in = {.S = 4, .sample = samples, .n_sample = ns, .ops_per_step = 8};
     pp_sim_noise flat_model;
     cr_assert_eq(pp_sim_noise_fit(&in, &flat_model), PP_OK);
     for (size_t k = 0; k < sizeof k_kinds / sizeof k_kinds[0]; k++) {
@@ -182,7 +183,7 @@ Test(sim_dist, one_stage_chain_through_a_fitted_model)
         grid[i] = 1000.0 * (1 - W + 2 * W * (i + 0.5) / N);
     const double *samples[PP_SIM_NOISE_KINDS] = {grid, grid, NULL, NULL, grid};
     uint32_t ns[PP_SIM_NOISE_KINDS] = {N, N, 0, 0, N};
-    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .M = 32};
+    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .ops_per_step = 32};
     pp_sim_noise model;
     cr_assert_eq(pp_sim_noise_fit(&in, &model), PP_OK);
     cr_assert_eq(model.sigma_step, 0);
@@ -234,21 +235,21 @@ Test(sim_dist, fit_separates_the_per_step_part)
 {
     enum { S = 2, M = 8, STEPS = 400, PER = STEPS * M };
     static double d[S * PP_SIM_NOISE_KINDS][PER];
-    static double means[STEPS * S * 2];
+    static double busy[STEPS * S];
     pp_rng rng;
     pp_rng_seed(&rng, 5);
     for (int i = 0; i < STEPS; i++) {
         double cst = exp(0.1 * pp_rng_normal(&rng));
-        for (int s = 0; s < S; s++)
-            for (int j = 0; j < 2; j++) {
-                double sum = 0;
+        for (int s = 0; s < S; s++) {
+            double sum = 0;
+            for (int j = 0; j < 2; j++)
                 for (int m = 0; m < M; m++) {
                     double x = (j ? 2000.0 : 1000.0) * cst * exp(0.05 * pp_rng_normal(&rng));
                     d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
                     sum += x;
                 }
-                means[(i * S + s) * 2 + j] = sum / M;
-            }
+            busy[i * S + s] = sum;
+        }
     }
     const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
     uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
@@ -258,7 +259,7 @@ Test(sim_dist, fit_separates_the_per_step_part)
             ns[s * PP_SIM_NOISE_KINDS + j] = PER;
         }
     pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
-                             .step_mean = means, .M = M};
+                             .step_busy = busy, .ops_per_step = M};
     pp_sim_noise n;
     cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
     cr_assert_eq(n.n_steps, STEPS);
@@ -278,7 +279,7 @@ Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
         buf[i] = 100 + i % 17;
     const double *samples[PP_SIM_NOISE_KINDS] = {buf};
     uint32_t ns[PP_SIM_NOISE_KINDS] = {UINT32_MAX};
-    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .M = 1 << 20};
+    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .ops_per_step = 1 << 20};
     pp_sim_noise n;
     cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
     cr_assert_eq(n.kind[0].n, PP_SIM_NOISE_MAX_SAMPLES);
@@ -297,4 +298,95 @@ Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
     cr_assert_eq(r.n, PP_SIM_DIST_MAX_REPLAYS);
     pp_partition_free(&part);
     pp_costs_destroy(c);
+}
+
+Test(sim_dist, plan_files_carry_the_predicted_median_and_old_ones_load)
+{
+    static const char *old = "{\"version\": 1, \"num_layers\": 4, \"stages\": 2, \"boundaries\": "
+                             "[0, 2, 4], \"schedule\": \"1f1b\", \"microbatches\": 4, "
+                             "\"predicted\": {\"step_ms\": 10.5, \"bubble_ratio\": 0.2}}";
+    pp_plan p;
+    cr_assert_eq(pp_plan_parse(old, "old", &p), PP_OK, "%s", pp_error_message());
+    cr_assert_lt(p.predicted_median_ms, 0);
+    cr_assert_lt(p.predicted_p95_ms, 0);
+    cr_assert_float_eq(p.predicted_step_ms, 10.5, 1e-12);
+    p.predicted_median_ms = 11.25;
+    p.predicted_p95_ms = 12.5;
+    char path[] = "/tmp/pp_sim_dist_planXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(pp_plan_write(&p, path), PP_OK, "%s", pp_error_message());
+    pp_plan q;
+    cr_assert_eq(pp_plan_load(path, &q), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(q.predicted_median_ms, 11.25);
+    cr_assert_eq(q.predicted_p95_ms, 12.5);
+    pp_plan_free(&q);
+    pp_plan_free(&p);
+    unlink(path);
+    /* hostile values: refused with the field named, never trusted */
+    static const char *bad[] = {"-1", "\"3\"", "1e400", "true"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"version\": 1, \"num_layers\": 4, \"stages\": 2, \"boundaries\": [0, 2, 4], "
+                 "\"schedule\": \"1f1b\", \"microbatches\": 4, \"predicted\": {\"median_ms\": "
+                 "%s}}",
+                 bad[i]);
+        pp_plan r;
+        cr_assert_eq(pp_plan_parse(text, "hostile", &r), PP_ERR_INVALID, "%s", bad[i]);
+        cr_assert(strstr(pp_error_message(), "median_ms"), "%s", pp_error_message());
+    }
+}
+
+/* The sim backend's catch-up: a late wake-up makes one op short and the next as much longer, the
+ * stage's busy time exact. The ops' factors spread wide, the steps do not: the fitted model
+ * must not make the step slower than the busy times allow. */
+Test(sim_dist, ops_that_trade_time_do_not_slow_the_step)
+{
+    enum { S = 2, M = 8, STEPS = 40, PER = STEPS * M };
+    static double d[S * PP_SIM_NOISE_KINDS][PER];
+    static double busy[STEPS * S];
+    pp_rng rng;
+    pp_rng_seed(&rng, 9);
+    for (int i = 0; i < STEPS; i++)
+        for (int s = 0; s < S; s++) {
+            double sum = 0;
+            for (int j = 0; j < 2; j++)
+                for (int m = 0; m < M; m++) {
+                    double base = j ? 2000.0 : 1000.0;
+                    double x = base * exp(0.002 * pp_rng_normal(&rng));
+                    d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
+                    sum += x;
+                }
+            /* one pair per step: a forward 70% short, the next backward as much longer */
+            int m = (int)pp_rng_below(&rng, M);
+            d[s * PP_SIM_NOISE_KINDS][i * M + m] -= 700;
+            d[s * PP_SIM_NOISE_KINDS + 1][i * M + m] += 700;
+            busy[i * S + s] = sum;
+        }
+    const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < 2; j++) {
+            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
+            ns[s * PP_SIM_NOISE_KINDS + j] = PER;
+        }
+    pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
+                             .step_busy = busy, .ops_per_step = M};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_gt(n.kind[0].sigma_log, 0.1, "%.4f", n.kind[0].sigma_log);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    pp_sim_dist_opts o = {.noise = &n, .seed = 2};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &r), PP_OK);
+    cr_assert_lt(r.median_ns, 1.003 * r.noise_free_ns, "median %.0f, noise-free %.0f",
+                 r.median_ns, r.noise_free_ns);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_sim_noise_free(&n);
 }

@@ -259,7 +259,7 @@ Test(tune, verify_checks_the_run_of_a_plan)
     const char *vargs[] = {"--verify", tk_path("plan.json"), after, "--baseline", before, NULL};
     r = tk_run(PPTUNE, vargs, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-    double err = number_after(strstr(r.out, "step: measured"), "error ");
+    double err = number_after(strstr(r.out, "step median: measured"), "error ");
     double achieved = number_after(r.out, "speedup: achieved ");
     double predicted = number_after(r.out, "x, predicted ");
     cr_log_info("verify: error %+.3f%%, speedup achieved %.3fx, predicted %.3fx\n", err, achieved,
@@ -269,7 +269,7 @@ Test(tune, verify_checks_the_run_of_a_plan)
     /* the prediction against the least disturbed steps of the two runs */
     pp_plan plan;
     cr_assert_eq(pp_plan_load(tk_path("plan.json"), &plan), PP_OK, "%s", pp_error_message());
-    double pred_ms = plan.predicted_step_ms;
+    double pred_ms = plan.predicted_median_ms; /* like with like: the measured median */
     pp_plan_free(&plan);
     double after_ms = median_step_ms(after), before_ms = median_step_ms(before);
     cr_log_info("median steps: before %.3f ms, after %.3f ms, plan predicts %.3f ms\n",
@@ -655,8 +655,8 @@ Test(tune, driver_searches_explains_and_checks_plans)
     free(text);
 
     pp_plan plan;
-    cr_assert_eq(pp_tune_plan_make(&b->part, b->kind, b->M, 2, 0, b->step_ns, b->bubble, "run",
-                                   &plan),
+    cr_assert_eq(pp_tune_plan_make(&b->part, b->kind, b->M, 2, 0, b->step_ns, b->bubble,
+                                   b->dist.median_ns, b->dist.p95_ns, "run", &plan),
                  PP_OK);
     cr_assert_str_eq(plan.baseline, "run");
     cr_assert_float_eq(plan.predicted_step_ms, b->step_ns * 1e-6, 1e-12);

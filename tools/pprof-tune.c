@@ -53,6 +53,9 @@ static const char *k_usage =
     "                          repeat while the measured gain is >= 1%\n"
     "      --max-iters N       --auto: re-runs at most (default 3)\n"
     "      --dialect FILE      a dialect file naming the job's pipeline ranges (docs/dialects.md)\n"
+    "      --jitter SPEC       predict the step's median and p95 with this op-duration noise\n"
+    "                          (pptrain --sim-jitter's SPEC) instead of the run's own\n"
+    "                          (docs/sim-dist.md)\n"
     "  -q, --quiet             only the result lines\n"
     "  -v, --verbose           more detail (every candidate, the extraction notes)\n"
     "  -h, --help              this help\n"
@@ -73,7 +76,8 @@ enum {
     OPT_AUTO,
     OPT_MAX_ITERS,
     OPT_MB_SIZES,
-    OPT_DIALECT
+    OPT_DIALECT,
+    OPT_JITTER
 };
 
 static const struct option k_opts[] = {
@@ -92,6 +96,7 @@ static const struct option k_opts[] = {
     {"max-iters", required_argument, 0, OPT_MAX_ITERS},
     {"microbatch-sizes", required_argument, 0, OPT_MB_SIZES},
     {"dialect", required_argument, 0, OPT_DIALECT},
+    {"jitter", required_argument, 0, OPT_JITTER},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -111,6 +116,7 @@ typedef struct args {
     int n_mb_sizes;            /* --microbatch-sizes, one per run */
     int mb_sizes[MAX_DIRS];
     char **cmd;                /* --auto: the job, NULL-terminated */
+    pp_jitter jitter;          /* --jitter, tune.jitter points here when given */
 } args;
 
 
@@ -221,6 +227,13 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_MAX_ITERS: return pp_tool_option_i64(optarg, "--max-iters", 1, 100, &a->max_iters);
     case OPT_MB_SIZES: return pp_tool_option_status(parse_sizes(optarg, a));
     case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
+    case OPT_JITTER: {
+        pp_status st = pp_jitter_parse(optarg, &a->jitter);
+        if (st == PP_OK && !a->jitter.seed_given)
+            a->jitter.seed = 1; /* pptrain's default --seed */
+        t->jitter = st == PP_OK ? &a->jitter : NULL;
+        return pp_tool_option_status(st);
+    }
     default: return pp_tool_option_common(c, argv, k_usage, &a->quiet, &a->verbose);
     }
     return PP_TOOL_GO_ON;
@@ -333,8 +346,8 @@ static int run_tune(const args *a)
     if (a->output) {
         const pp_tune_proposal *b = &s.cands[s.best];
         st = pp_tune_plan_write(&b->part, b->kind, b->M, e.microbatch_size,
-                                a->tune.memory_limit_bytes, b->step_ns, b->bubble, a->dirs[0],
-                                a->output);
+                                a->tune.memory_limit_bytes, b->step_ns, b->bubble,
+                                b->dist.median_ns, b->dist.p95_ns, a->dirs[0], a->output);
         if (st == PP_OK)
             printf("plan:         %s (pptrain --plan %s, or PPROF_PLAN=%s)\n", a->output,
                    a->output, a->output);
@@ -360,7 +373,8 @@ static int run_advise(const args *a)
         const pp_tune_proposal *b = &adv.cands[0];
         if (a->output && (st = pp_tune_plan_write(&b->part, b->kind, b->M, b->b,
                                                   a->tune.memory_limit_bytes, b->step_ns,
-                                                  b->bubble, a->dirs[0], a->output)) == PP_OK)
+                                                  b->bubble, b->dist.median_ns, b->dist.p95_ns,
+                                                  a->dirs[0], a->output)) == PP_OK)
             printf("plan:         %s (pptrain --plan %s sets --batch to M x b = %lld)\n",
                    a->output, a->output, (long long)adv.global_batch);
     }
