@@ -154,7 +154,18 @@ static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, doub
                 pairs++;
             }
         }
-    out->sigma_step = pairs && cov_sum > 0 ? sqrt(cov_sum / pairs) : 0;
+    /* kept only when it stands out of its own sampling noise: a covariance of two series that
+     * do not co-vary is about sqrt(V_a V_b / n) either way, and a positive clamp of that noise
+     * would make independent ops look shared */
+    double v_sum = 0;
+    int v_n = 0;
+    for (int s = 0; s < S; s++)
+        if (V[s] >= 0) {
+            v_sum += V[s];
+            v_n++;
+        }
+    double c = pairs ? cov_sum / pairs : 0, c_noise = v_n ? 2 * v_sum / v_n / sqrt((double)n) : 0;
+    out->sigma_step = c > c_noise ? sqrt(c) : 0;
     out->n_steps = (int)(n > INT32_MAX ? INT32_MAX : n);
 done:
     pp_free(x);
@@ -195,9 +206,10 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
      * the op's own log-variance, is the clipped factors' less the per-step parts (c =
      * sigma_step^2, d); d is what the stage's busy time varies (V) beyond c and beyond what the
      * ops' own factors give a sum of them, E = sum_k n_k m_k^2 e_k / (sum_k n_k m_k)^2 (n_k ops
-     * of median m_k per step); solved by iteration. Where E exceeds twice V - c, the ops' own
-     * factors would make busy times vary more than they did (a late wake-up on the sim backend
-     * makes one op short and the next long, their sum exact): e is scaled down to that. e's
+     * of median m_k per step); solved by iteration. Where E exceeds V - c, the ops' own factors
+     * would make busy times vary more than they did (a late wake-up on the sim backend makes one
+     * op short and the next long, their sum exact): e is scaled down to that. d and C are kept
+     * only above their estimates' sampling noise (2 x V sqrt(2 / n), 2 x V / sqrt(n)). e's
      * factors are the clipped logs scaled to its variance, keeping their shape. */
     double c = out->sigma_step * out->sigma_step, share_sum = 0;
     int share_n = 0;
@@ -236,8 +248,11 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
             if (V[s] < 0)
                 break;
             d = fmax(0, V[s] - c - E);
+            /* as for C: a variance estimated from n steps is off by about V sqrt(2 / n) */
+            if (d < 2 * V[s] * sqrt(2.0 / out->n_steps))
+                d = 0;
         }
-        double room = 2 * fmax(0, V[s] - c);
+        double room = fmax(0, V[s] - c);
         if (V[s] >= 0 && E > room) {
             for (int k = 0; k < PP_SIM_NOISE_KINDS; k++)
                 e[k] *= E > 0 ? room / E : 0;

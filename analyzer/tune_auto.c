@@ -20,7 +20,8 @@ typedef struct iteration {
     pp_schedule_kind kind;
     int M, v;
     double predicted_ns, measured_ns; /* predicted: the median (noise-free when none) */
-    double noise_free_ns, p95_ns;     /* iteration 0: its own layout's noise-free step, p95 */
+    double noise_free_ns;             /* iteration 0: its own layout's noise-free step */
+    double p95_ns, measured_p95_ns;   /* predicted (<= 0: none) and measured p95 */
     pp_partition part;
     char plan[PATH_MAX]; /* "" for iter 0 */
 } iteration;
@@ -90,6 +91,7 @@ static pp_status tune_next(auto_state *s, int it, const char *plan, int *converg
                             b->dist.p95_ns, prev, plan);
     /* the measured median compares with the predicted median (docs/sim-dist.md) */
     s->its[it].predicted_ns = b->dist.n ? b->dist.median_ns : b->step_ns;
+    s->its[it].p95_ns = b->dist.n ? b->dist.p95_ns : -1;
     pp_tune_search_free(&ts);
     if (st != PP_OK)
         return st;
@@ -135,6 +137,7 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
     cur->M = e->M;
     cur->v = e->partition.v;
     cur->measured_ns = e->measured_step_ns;
+    cur->measured_p95_ns = e->measured_p95_ns;
     pp_partition_format(&e->partition, cur->bounds, sizeof cur->bounds);
     if ((st = pp_partition_from_bounds(e->partition.bounds, e->partition.P + 1, e->partition.L,
                                        e->partition.S, e->partition.v, &cur->part)) != PP_OK)
@@ -202,14 +205,24 @@ static pp_status print_summary(const auto_state *s, FILE *o)
     int best = s->best;
     fprintf(o, "pprof-tune --auto: %d run(s) in %s; stopped: %s\n\n", s->n_its, ao->outdir,
             s->stop);
-    fprintf(o, "%-5s %-12s %4s %2s  %-22s %12s %12s %8s %9s\n", "iter", "schedule", "M", "v",
-            "boundaries", "predicted ms", "measured ms", "error", "speedup");
+    /* like with like: the median against the predicted median, the p95 against the p95 */
+    fprintf(o, "%-5s %-12s %4s %2s  %-22s %12s %12s %8s %10s %10s %8s %9s\n", "iter", "schedule",
+            "M", "v", "boundaries", "predicted ms", "measured ms", "error", "p95 pred", "p95 meas",
+            "error", "speedup");
     for (int i = 0; i < s->n_its; i++) {
         const iteration *r = &its[i];
-        fprintf(o, "%-5d %-12s %4d %2d  %-22s %12.3f %12.3f %+7.2f%% %8.3fx%s\n", r->iter,
-                pp_schedule_kind_name(r->kind), r->M, r->v, r->bounds, r->predicted_ns * 1e-6,
-                r->measured_ns * 1e-6, 100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns,
-                its[0].measured_ns / r->measured_ns, i == best ? "  <- best" : "");
+        char p95[3][24] = {"-", "-", "-"};
+        if (r->p95_ns > 0) {
+            snprintf(p95[0], sizeof p95[0], "%.3f", r->p95_ns * 1e-6);
+            snprintf(p95[2], sizeof p95[2], "%+.2f%%",
+                     100.0 * (r->measured_p95_ns - r->p95_ns) / r->p95_ns);
+        }
+        snprintf(p95[1], sizeof p95[1], "%.3f", r->measured_p95_ns * 1e-6);
+        fprintf(o, "%-5d %-12s %4d %2d  %-22s %12.3f %12.3f %+7.2f%% %10s %10s %8s %8.3fx%s\n",
+                r->iter, pp_schedule_kind_name(r->kind), r->M, r->v, r->bounds,
+                r->predicted_ns * 1e-6, r->measured_ns * 1e-6,
+                100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns, p95[0], p95[1],
+                p95[2], its[0].measured_ns / r->measured_ns, i == best ? "  <- best" : "");
     }
     char best_plan[PATH_MAX + 32];
     snprintf(best_plan, sizeof best_plan, "%s/best-plan.json", ao->outdir);
