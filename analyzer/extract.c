@@ -32,6 +32,7 @@ void pp_extract_free(pp_extract *e)
     pp_costs_destroy(e->costs);
     pp_partition_free(&e->partition);
     pp_sim_noise_free(&e->noise);
+    pp_free(e->layer_p95_ratio);
     memset(e, 0, sizeof *e);
 }
 
@@ -424,6 +425,21 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     pp_sim_noise_input in = {.S = S, .sample = sample, .n_sample = n_sample,
                              .n_steps = busy ? a->n_steps : 0, .step_busy = busy,
                              .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1};
+    int L = e->costs->n_layers;
+    e->layer_p95_ratio = pp_alloc_array((size_t)L * 2 + 1, sizeof(double));
+    if (!e->layer_p95_ratio) {
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the layers' spread");
+        goto done;
+    }
+    for (size_t i = 0; i < a->n_layers; i++) {
+        const pp_alayer *al = &a->layers[i];
+        if (al->layer < 0 || al->layer >= L)
+            continue;
+        if (al->fwd_ns.count && al->fwd_ns.median > 0)
+            e->layer_p95_ratio[al->layer * 2] = al->fwd_ns.p95 / al->fwd_ns.median;
+        if (al->bwd_ns.count && al->bwd_ns.median > 0)
+            e->layer_p95_ratio[al->layer * 2 + 1] = al->bwd_ns.p95 / al->bwd_ns.median;
+    }
     if ((st = pp_sim_noise_fit(&in, &e->noise)) == PP_OK)
         note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, per "
                 "stage up to %.2f log-sd) over %d steps, the rest per op",

@@ -32,6 +32,10 @@ typedef struct pp_extract {
     /* The op durations' variation (pp_sim.h, docs/sim-dist.md): per stage and op kind, and
      * the per-step parts; owned. pp_extract_predict_dist replays it. */
     pp_sim_noise noise;
+    /* Each layer's spread where the capture times layers: p95 / median of its forward and
+     * backward ranges ([n_layers][2], 0 when it has none), owned. Reported (--formula); the
+     * replays use the stages' variation above. */
+    double *layer_p95_ratio;
     int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
     char notes[1024];         /* the assumptions made, one per line */

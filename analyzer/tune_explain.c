@@ -376,6 +376,19 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
         return;
     }
     const pp_sim_noise *n = &e->noise;
+    if (e->layer_p95_ratio) {
+        int L = e->costs->n_layers;
+        fputs("  layers' p95 / median (fwd, bwd; reported, the replays use the stages'):", out);
+        for (int l = 0; l < L; l++) {
+            if (L > 12 && l == 6)
+                fprintf(out, " ... (%d more)", L - 9);
+            if (L > 12 && l >= 6 && l < L - 3)
+                continue;
+            fprintf(out, " %d %.3f, %.3f;", l, e->layer_p95_ratio[l * 2],
+                    e->layer_p95_ratio[l * 2 + 1]);
+        }
+        fputc('\n', out);
+    }
     fprintf(out, "  variation (the run's own): op = cost x C x D_s x e; C per step, log-sd %.4f; "
                  "D_s per stage and step, log-sd",
             n->sigma_step);
