@@ -38,6 +38,7 @@ typedef struct rb_step {
     int32_t q;      /* RECV: boundary crossed (between piece q and q + 1) */
     int32_t piece;  /* compute: piece whose cost it takes */
     int32_t stage;
+    int32_t mb;     /* compute: micro-batch */
     uint8_t kind;   /* K_* */
 } rb_step;
 
@@ -61,6 +62,17 @@ typedef struct rb_sseq {
                          chunk c from which a path through all later pieces leads here; -1 */
 } rb_sseq;
 
+/* The compute ops of the first and the last stage merged in replay order, for ends_bound. */
+typedef struct rb_eseq {
+    int n;
+    uint8_t *kind;  /* [n] K_F .. K_BW */
+    int32_t *piece; /* [n] */
+    int32_t *prev;  /* [n] the previous op of the same stage, -1 none */
+    int32_t *hop;   /* [n] FWD(m) of piece j: FWD(m) of the nearest earlier piece of the two
+                       stages; input-gradient op of m: that of the nearest later piece; -1 */
+    double *val;    /* [n] scratch */
+} rb_eseq;
+
 typedef struct rb_child {
     int e;
     double bound;
@@ -81,6 +93,7 @@ typedef struct rb_ctx {
     double opt_ns;
     rb_seq *seq;       /* [P] */
     rb_sseq *sseq;     /* [S] v > 1: the stages' lists for stage_bound, else NULL */
+    rb_eseq ends;      /* v > 1: the first and last stage's ops, for ends_bound */
     int fill_ok;       /* v > 1: every stage's list starts with a FWD of chunk 0 and ends with
                           an input-gradient op of chunk 0 (fill_drain_ns holds) */
     double *G;         /* [P * (L+1) * (L+1)] piece_bound table, NULL when too large */
@@ -193,6 +206,7 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
     t->q = recv ? cp->msg_q[msg] : -1;
     t->stage = s;
     t->piece = piece;
+    t->mb = in->mb;
     cp->last[s] = x->n_steps++;
     return PP_OK;
 }
@@ -532,6 +546,97 @@ static double stage_bound(const rb_ctx *x, int s, const int *b)
     return (best + x->opt_ns) * BOUND_SAFETY;
 }
 
+/* ---- the bound of the first and the last stage together (v > 1) ---- */
+
+static int is_end_piece(const rb_ctx *x, int j) { return j % x->S == 0 || j % x->S == x->S - 1; }
+
+/* Merges the compute ops of stages 0 and S-1 in the replay's order (every dependency first) and
+ * links each FWD(m) to FWD(m) of the nearest earlier piece on those two stages and each
+ * input-gradient op of m to that of the nearest later one. */
+static pp_status extract_ends(rb_ctx *x)
+{
+    int S = x->S, P = x->P, M = x->M;
+    rb_eseq *e = &x->ends;
+    int n = 0;
+    for (int i = 0; i < x->n_steps; i++)
+        n += x->steps[i].kind != K_RECV && (x->steps[i].stage == 0 || x->steps[i].stage == S - 1);
+    e->kind = pp_alloc((size_t)n + 1);
+    e->piece = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
+    e->prev = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
+    e->hop = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
+    e->val = pp_alloc(sizeof(double) * ((size_t)n + 1));
+    int *fidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)P);
+    int *bidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)P);
+    pp_status st = PP_OK;
+    if (!e->kind || !e->piece || !e->prev || !e->hop || !e->val || !fidx || !bidx) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the end stages' bound");
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)M * (size_t)P; i++)
+        fidx[i] = bidx[i] = -1;
+    int last[2] = {-1, -1};
+    for (int i = 0; i < x->n_steps; i++) {
+        const rb_step *t = &x->steps[i];
+        if (t->kind == K_RECV || (t->stage != 0 && t->stage != S - 1) || t->mb < 0 ||
+            t->mb >= M || t->piece < 0 || t->piece >= P)
+            continue;
+        int k = e->n++, side = t->stage == 0 ? 0 : 1, j = t->piece;
+        e->kind[k] = t->kind;
+        e->piece[k] = j;
+        e->prev[k] = last[side];
+        e->hop[k] = -1;
+        last[side] = k;
+        if (t->kind == K_F) {
+            int i0 = j - 1;
+            while (i0 >= 0 && !is_end_piece(x, i0))
+                i0--;
+            if (i0 >= 0)
+                e->hop[k] = fidx[(size_t)t->mb * P + i0];
+            fidx[(size_t)t->mb * P + j] = k;
+        } else if (t->kind == K_B || t->kind == K_BI) {
+            int i0 = j + 1;
+            while (i0 < P && !is_end_piece(x, i0))
+                i0++;
+            if (i0 < P)
+                e->hop[k] = bidx[(size_t)t->mb * P + i0];
+            bidx[(size_t)t->mb * P + j] = k;
+        }
+    }
+done:
+    pp_free(fidx);
+    pp_free(bidx);
+    return st;
+}
+
+/* Lower bound on the step time of partition b: the longest path over the ops of the first and
+ * the last stage, each at its exact duration, in list order on each stage and linked by a
+ * micro-batch's forward (backward) through the pieces between two of their pieces
+ * (docs/rebalancer.md, "The end stages' bound"). Piece 0 and the last piece are on these stages,
+ * so the path starts at time 0 and needs no entry or exit terms. Transfers count t_min each. It
+ * reads the boundaries of those two stages' pieces only. */
+static double ends_bound(const rb_ctx *x, const int *b)
+{
+    const rb_eseq *e = &x->ends;
+    int P = x->P;
+    double tm = x->tmin, best = 0.0;
+    double *val = e->val;
+    for (int i = 0; i < e->n; i++) {
+        int j = e->piece[i], kd = e->kind[i];
+        double a = e->prev[i] >= 0 ? val[e->prev[i]] : 0.0;
+        int h = e->hop[i];
+        if (h >= 0) {
+            int i0 = e->piece[h];
+            double w = kd == K_F ? span_ns(x->pre[K_F], b[i0 + 1], b[j]) + (j - i0) * tm
+                                 : span_ns(x->pre_bb, b[j + 1], b[i0]) + (i0 - j) * tm;
+            a = dmax(a, val[h] + w);
+        }
+        val[i] = a + (x->pre[kd][b[j + 1]] - x->pre[kd][b[j]]) * 1e3;
+        best = dmax(best, val[i]);
+    }
+    (void)P;
+    return (best + x->opt_ns) * BOUND_SAFETY;
+}
+
 static double *gcell(const rb_ctx *x, int j, int lo, int hi)
 {
     return &x->G[((size_t)j * (x->L + 1) + lo) * (x->L + 1) + hi];
@@ -619,6 +724,11 @@ static void ctx_free(rb_ctx *x)
             pp_free(x->sseq[s].partner);
         }
     pp_free(x->sseq);
+    pp_free(x->ends.kind);
+    pp_free(x->ends.piece);
+    pp_free(x->ends.prev);
+    pp_free(x->ends.hop);
+    pp_free(x->ends.val);
     pp_free(x->G);
     pp_free(x->val);
     for (int k = 0; k < N_COMPUTE; k++)
@@ -704,7 +814,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         x->peak[s] = rep.peak_inflight[s];
     if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK)
         goto done;
-    if (x->v > 1 && (st = extract_stage_paths(x, sc)) != PP_OK)
+    if (x->v > 1 && ((st = extract_stage_paths(x, sc)) != PP_OK || (st = extract_ends(x)) != PP_OK))
         goto done;
     const pp_costs *c = x->c;
     x->opt_ns = pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 0) * 1e3 * 1.0;
@@ -890,6 +1000,11 @@ static double fill_drain_ns(const rb_ctx *x, int s, int lo)
     return (x->pre[K_F][lo] + x->pre_bb[lo]) * 1e3 + 2.0 * s * x->tmin;
 }
 
+/* Labels of the first stage's choices that the pair DP carries to the last stage for ends_bound;
+ * the last label stands for every choice beyond the others (no ends_bound for it). */
+#define PAIR_LABEL_WORDS 8
+#define PAIR_LABELS (64 * PAIR_LABEL_WORDS)
+
 /* Scratch of the pair DP. */
 typedef struct rb_pair {
     double *va, *vb;  /* [(L + 1)^2] best value of each state of the current / next stage */
@@ -897,6 +1012,8 @@ typedef struct rb_pair {
     int32_t *par;     /* [(S + 1) (L + 1)^2] back-pointers */
     int *tb;          /* [P + 1] */
     double *room;     /* [(S + 1) (L + 1)] room_table */
+    uint64_t *ma, *mb; /* [(L + 1)^2 * PAIR_LABEL_WORDS] which first-stage choices reach a state */
+    int *lab_x, *lab_y; /* [PAIR_LABELS] the first stage's ends (b_1, b_{S+1}) of each label */
 } rb_pair;
 
 /* For one R and cut: room[s][pos] = the most room that stages s .. S-1 can leave for their
@@ -1007,10 +1124,48 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
                         nv = dmax(nv, stage_bound(x, s, w->tb));
                         if (nv >= cut)
                             continue;
+                        if (!rest) {
+                            /* the last stage: the first and last stages' bound for each first-stage
+                             * choice that reaches this state; the least of them */
+                            double e = INFINITY;
+                            const uint64_t *m = &w->ma[(size_t)st * PAIR_LABEL_WORDS];
+                            for (int l = 0; l < PAIR_LABELS && e > nv; l++) {
+                                if (!(m[l / 64] >> (l % 64) & 1))
+                                    continue;
+                                if (l == PAIR_LABELS - 1) {
+                                    e = nv;
+                                    break;
+                                }
+                                w->tb[0] = 0;
+                                w->tb[1] = w->lab_x[l];
+                                w->tb[S + 1] = w->lab_y[l];
+                                w->tb[S - 1] = xs;
+                                w->tb[2 * S - 1] = ys;
+                                w->tb[S] = R;
+                                w->tb[2 * S] = L;
+                                e = fmin(e, dmax(nv, ends_bound(x, w->tb)));
+                            }
+                            nv = e;
+                            if (nv >= cut)
+                                continue;
+                        }
                         int32_t ni = x2 * (L + 1) + y2;
+                        uint64_t *mn = &w->mb[(size_t)ni * PAIR_LABEL_WORDS];
+                        if (w->vb[ni] == INFINITY) {
+                            w->lb[nb++] = ni;
+                            memset(mn, 0, sizeof(uint64_t) * PAIR_LABEL_WORDS);
+                        }
+                        if (s == 0) {
+                            int l = nb - 1 < PAIR_LABELS - 1 ? nb - 1 : PAIR_LABELS - 1;
+                            w->lab_x[l] = x2;
+                            w->lab_y[l] = y2;
+                            mn[l / 64] |= (uint64_t)1 << (l % 64);
+                        } else {
+                            const uint64_t *m = &w->ma[(size_t)st * PAIR_LABEL_WORDS];
+                            for (int q = 0; q < PAIR_LABEL_WORDS; q++)
+                                mn[q] |= m[q];
+                        }
                         if (nv < w->vb[ni]) {
-                            if (w->vb[ni] == INFINITY)
-                                w->lb[nb++] = ni;
                             w->vb[ni] = nv;
                             w->par[(size_t)(s + 1) * NS + (size_t)ni] = st;
                         }
@@ -1020,6 +1175,9 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
             double *tv = w->va;
             w->va = w->vb;
             w->vb = tv;
+            uint64_t *tm = w->ma;
+            w->ma = w->mb;
+            w->mb = tm;
             int32_t *tl = w->la;
             w->la = w->lb;
             w->lb = tl;
@@ -1055,14 +1213,18 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
  * R's best partition is offered as an incumbent. Returns the proven lower bound on the optimum,
  * or -1 when the DP does not apply (v != 2, tables too large, out of memory) or ran out of
  * time. */
+static int pair_dp_applies(const rb_ctx *x)
+{
+    return x->v == 2 && x->sseq && x->fill_ok &&
+           (int64_t)(x->S + 1) * (x->L + 1) * (x->L + 1) <= MAX_PAIR_TABLE;
+}
+
 static double pair_dp(rb_ctx *x, double root)
 {
     int S = x->S, L = x->L, P = x->P;
-    if (x->v != 2 || !x->sseq || !x->fill_ok)
+    if (!pair_dp_applies(x))
         return -1.0;
     size_t NS = (size_t)(L + 1) * (size_t)(L + 1);
-    if ((int64_t)(S + 1) * (int64_t)NS > MAX_PAIR_TABLE)
-        return -1.0;
     double res = -1.0;
     rb_pair w = {.va = pp_alloc(sizeof(double) * NS),
                  .vb = pp_alloc(sizeof(double) * NS),
@@ -1070,8 +1232,13 @@ static double pair_dp(rb_ctx *x, double root)
                  .lb = pp_alloc(sizeof(int32_t) * NS),
                  .par = pp_alloc(sizeof(int32_t) * NS * (size_t)(S + 1)),
                  .tb = pp_alloc(sizeof(int) * (size_t)(P + 1)),
-                 .room = pp_alloc(sizeof(double) * (size_t)(S + 1) * (size_t)(L + 1))};
-    if (!w.va || !w.vb || !w.la || !w.lb || !w.par || !w.tb || !w.room)
+                 .room = pp_alloc(sizeof(double) * (size_t)(S + 1) * (size_t)(L + 1)),
+                 .ma = pp_alloc(sizeof(uint64_t) * NS * PAIR_LABEL_WORDS),
+                 .mb = pp_alloc(sizeof(uint64_t) * NS * PAIR_LABEL_WORDS),
+                 .lab_x = pp_alloc(sizeof(int) * PAIR_LABELS),
+                 .lab_y = pp_alloc(sizeof(int) * PAIR_LABELS)};
+    if (!w.va || !w.vb || !w.la || !w.lb || !w.par || !w.tb || !w.room || !w.ma || !w.mb ||
+        !w.lab_x || !w.lab_y)
         goto done;
     for (size_t i = 0; i < NS; i++)
         w.va[i] = w.vb[i] = INFINITY;
@@ -1083,7 +1250,9 @@ static double pair_dp(rb_ctx *x, double root)
             goto done;
         }
         if (m < INFINITY) {
-            res = fmin(m, cutoff(x));
+            /* m mixes a state's least value with any first-stage choice reaching it, so it
+             * can lie below the last cut that kept nothing; both are proven */
+            res = dmax(fmin(m, cutoff(x)), proven);
             break;
         }
         proven = fmin(T, cutoff(x));
@@ -1100,7 +1269,22 @@ done:
     pp_free(w.par);
     pp_free(w.tb);
     pp_free(w.room);
+    pp_free(w.ma);
+    pp_free(w.mb);
+    pp_free(w.lab_x);
+    pp_free(w.lab_y);
     return res;
+}
+
+/* The search's state at the root. */
+static void search_reset(rb_ctx *x)
+{
+    x->bounds[0] = 0;
+    for (int s = 0; s < x->S; s++) {
+        x->stage_work[s] = 0;
+        x->stage_param[s] = 0;
+        x->stage_act[s] = 0;
+    }
 }
 
 /* ---- seeds for the incumbent ---- */
@@ -1268,17 +1452,28 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         seed_from_table(&x);
         seed_min_max_load(&x);
         local_search(&x);
-        double pair = pair_dp(&x, root);
-        if (pair >= 0)
-            local_search(&x);
-        x.bounds[0] = 0;
-        for (int s = 0; s < x.S; s++) {
-            x.stage_work[s] = 0;
-            x.stage_param[s] = 0;
-            x.stage_act[s] = 0;
+        double pair = -1.0;
+        int proven = 0;
+        if (pair_dp_applies(&x)) {
+            /* a first slice of the branch and bound: small cases end there, large ones get
+             * its first leaves as incumbents, which tighten the DP's cut */
+            uint64_t full = x.deadline, now = pp_now_ns();
+            uint64_t slice = full ? (full > now ? (full - now) / 5 : 0) : (uint64_t)1000000000;
+            x.deadline = now + slice;
+            search_reset(&x);
+            search(&x, 0, root);
+            proven = !x.aborted;
+            x.aborted = 0;
+            x.deadline = full;
+            if (!proven) {
+                pair = pair_dp(&x, root);
+                if (pair >= 0)
+                    local_search(&x);
+            }
         }
-        if (pair >= cutoff(&x)) {
-            /* no partition's stage bounds let it beat the incumbent */
+        search_reset(&x);
+        if (proven || pair >= cutoff(&x)) {
+            /* the search ended, or no partition's bounds let it beat the incumbent */
             r->lower_bound_ns = cutoff(&x);
             r->exact = 1;
         } else {
@@ -1351,6 +1546,8 @@ pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p
             b = fmax(b, (work + x.opt_ns) * BOUND_SAFETY);
             if (x.v > 1)
                 b = fmax(b, stage_bound(&x, s, p->bounds));
+            if (x.v > 1 && s == 0)
+                b = fmax(b, ends_bound(&x, p->bounds));
             if (x.v > 1 && x.fill_ok) /* the pair DP's first test */
                 b = fmax(b, (fill_drain_ns(&x, s, p->bounds[s]) + work + x.opt_ns) * BOUND_SAFETY);
         }
