@@ -117,6 +117,9 @@ pp_status pp_advise_fit_costs(const pp_costs *const *costs, const int *sizes, in
         out->p2p_GBps += costs[i]->p2p_GBps / n;
         out->p2p_latency_us += costs[i]->p2p_latency_us / n;
         out->optimizer_us += costs[i]->optimizer_us / n;
+        out->optimizer_us_per_MB += costs[i]->optimizer_us_per_MB / n;
+        out->grad_norm_us += costs[i]->grad_norm_us / n;
+        out->step_fixed_us += costs[i]->step_fixed_us / n;
     }
     free(x);
     return PP_OK;
@@ -159,6 +162,9 @@ pp_status pp_advise_costs_at(const pp_advise_fit *f, int b, pp_costs **out, int 
     c->p2p_GBps = f->p2p_GBps;
     c->p2p_latency_us = f->p2p_latency_us;
     c->optimizer_us = f->optimizer_us;
+    c->optimizer_us_per_MB = f->optimizer_us_per_MB;
+    c->grad_norm_us = f->grad_norm_us;
+    c->step_fixed_us = f->step_fixed_us;
     c->microbatch_size = b;
     if (clamped)
         *clamped = n_clamped;

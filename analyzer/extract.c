@@ -352,47 +352,111 @@ static double median_of(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The optimizer step's cost: the slowest stage's optimizer plus the time every step costs
- * outside the pipeline's ops, whatever the layout (the job's loop, data loading, a framework's
- * own bookkeeping; docs/metrics.md), so that the simulator's steps compare with the measured
- * period. That time, per step, is the larger of
- * - the gap between steps: the period minus the steps' window (a job whose stages meet at a
- *   barrier before their optimizer: its loop runs between the windows), and
- * - the time outside its ops of the stage whose ops ended last (pp_stage_step.outside_ns): the
- *   stage that paces the pipeline, which waits for no other in that time (a job without a
- *   barrier: its stages' steps run into each other, the window is longer than the period and
- *   the gap is nothing). Its optimizer ranges, when it has any, are ops: not counted twice.
- * The median over steps of each. */
+/* The optimizer step per stage from its parameters: each stage's median optimizer op against
+ * its parameter bytes (MB = 1e6 bytes). Stages whose parameters differ by 25% or more fit
+ * optimizer_us + optimizer_us_per_MB x MB by least squares (both kept >= 0); otherwise the
+ * fixed part and the slope cannot be told apart and the time is taken as proportional to the
+ * parameters (an optimizer's work is per parameter): slope = sum of times / sum of MB. Without
+ * parameter sizes (no layer marks), the slowest stage's time for every stage. */
+static void fit_optimizer(const pp_analysis *a, const pp_extract *e, double *fixed_us,
+                          double *per_mb_us)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, lo = HUGE_VAL, hi = 0, slowest = 0;
+    int n = 0;
+    for (int s = 0; s < a->S && s < e->partition.S; s++) {
+        const pp_astats *o = &a->stages[s].opt_ns;
+        if (!o->count)
+            continue;
+        double y = o->median * 1e-3;
+        slowest = y > slowest ? y : slowest;
+        uint64_t bytes = 0;
+        for (int c = 0; c < e->partition.v; c++) {
+            int l0, l1;
+            pp_partition_piece_layers(&e->partition, s, c, &l0, &l1);
+            bytes += pp_costs_param_bytes(e->costs, l0, l1);
+        }
+        double x = (double)bytes * 1e-6;
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+        n++;
+    }
+    *fixed_us = slowest;
+    *per_mb_us = 0;
+    if (!n || !e->has_param_bytes || hi <= 0)
+        return;
+    double den = n * sxx - sx * sx;
+    if (n >= 2 && hi >= 1.25 * lo && den > 0) {
+        double k = (n * sxy - sx * sy) / den, c0 = (sy - k * sx) / n;
+        if (k < 0) { /* the time does not grow with the parameters: a constant */
+            k = 0;
+            c0 = sy / n;
+        } else if (c0 < 0) { /* through the origin */
+            c0 = 0;
+            k = sxy / sxx;
+        }
+        *fixed_us = c0;
+        *per_mb_us = k;
+    } else {
+        *fixed_us = 0;
+        *per_mb_us = sy / sx;
+    }
+}
+
+/* The optimizer step's cost, in its named terms (docs/cost-file.md):
+ * - optimizer_us + optimizer_us_per_MB x the stage's parameters: fit_optimizer;
+ * - grad_norm_us: the gradient norm and the barrier before the optimizer step (pptrain's
+ *   all-reduce of the norm), timed on the stage that reaches it last, which waits for no other
+ *   there (pp_stage_step.pre_opt_ns): median over steps;
+ * - step_fixed_us: the time every step costs outside the pipeline's ops whatever the layout (the
+ *   job's loop, data loading, a framework's own bookkeeping, docs/metrics.md), so that the
+ *   simulator's steps compare with the measured period. Per step the larger of the gap between
+ *   steps (the period minus the steps' window: a job whose stages meet at a barrier before their
+ *   optimizer, whose loop runs between the windows) and the time outside its ops of the stage
+ *   whose ops ended last (pp_stage_step.outside_ns: a job without a barrier, whose steps run
+ *   into each other, leaves no gap; the pacing stage waits for no other then); median over
+ *   steps of each. */
 static void extract_optimizer(const pp_analysis *a, pp_extract *e)
 {
-    double opt = 0;
-    for (int s = 0; s < a->S; s++)
-        if (a->stages[s].opt_ns.count && a->stages[s].opt_ns.median > opt)
-            opt = a->stages[s].opt_ns.median;
-    double gap = 0, outside = 0;
-    double *g = a->n_steps ? malloc(2 * a->n_steps * sizeof *g) : NULL;
+    fit_optimizer(a, e, &e->costs->optimizer_us, &e->costs->optimizer_us_per_MB);
+    double gap = 0, outside = 0, pre = 0;
+    double *g = a->n_steps ? malloc(3 * a->n_steps * sizeof *g) : NULL;
     if (g) {
-        double *o = g + a->n_steps;
-        size_t no = 0;
+        double *o = g + a->n_steps, *q = o + a->n_steps;
+        size_t no = 0, nq = 0;
         for (size_t i = 0; i < a->n_steps; i++) {
             const pp_astep *sp = &a->steps[i];
             g[i] = sp->window_ns > 0 ? sp->step_ns - sp->window_ns : 0;
-            for (int s = 0; s < a->S && sp->stage; s++)
+            for (int s = 0; s < a->S && sp->stage; s++) {
                 if (sp->stage[s].last_end && sp->stage[s].outside_ns >= 0)
                     o[no++] = sp->stage[s].outside_ns;
+                if (sp->stage[s].last_to_opt && sp->stage[s].pre_opt_ns >= 0)
+                    q[nq++] = sp->stage[s].pre_opt_ns;
+            }
         }
         gap = median_of(g, a->n_steps);
         gap = gap > 0 ? gap : 0;
         outside = median_of(o, no);
+        pre = median_of(q, nq);
         free(g);
     }
     double fixed = outside > gap ? outside : gap;
     e->between_steps_ns = fixed;
+    e->costs->grad_norm_us = pre * 1e-3;
+    e->costs->step_fixed_us = fixed * 1e-3;
+    if (e->costs->optimizer_us_per_MB > 0)
+        note(e, "optimizer step per stage: %.3f ms + %.3f ms per MB of its parameters",
+             e->costs->optimizer_us * 1e-3, e->costs->optimizer_us_per_MB * 1e-3);
+    if (pre > 0)
+        note(e, "%.3f ms a step for the gradient norm and the barrier before the optimizer",
+             pre * 1e-6);
     if (fixed > 0)
         note(e, "%.3f ms a step outside the pipeline's ops (the job's own loop and framework "
                 "time, %s) is charged to the optimizer step",
              fixed * 1e-6, outside > gap ? "on the stage that ends last" : "between steps");
-    e->costs->optimizer_us = (opt + fixed) * 1e-3;
 }
 
 /* The op durations' variation (pp_sim_noise_fit): the stages' samples of every op kind and
@@ -495,11 +559,11 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
         return st;
     if ((st = extract_layers(a, L, e)) != PP_OK)
         goto fail;
-    extract_optimizer(a, e);
     fit_links(a, e);
     if ((st = infer_partition(a, L, &e->partition)) != PP_OK ||
         (st = fill_backwards(a, e)) != PP_OK || (st = extract_schedules(a, e)) != PP_OK)
         goto fail;
+    extract_optimizer(a, e);
     e->M = a->M;
     if (e->M <= 0) {
         st = PP_ERR(PP_ERR_INVALID, "the run does not state its micro-batch count (config mark)");

@@ -480,6 +480,41 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     }
 }
 
+/* Each stage's time before its optimizer step (pp_stage_step.pre_opt_ns) and which stage
+ * reached that point last. first/last: scratch of S entries each. */
+static void step_pre_opt(pp_astep *sp, const pp_aop *ops, size_t n, uint64_t *first,
+                         uint64_t *last, int S)
+{
+    /* before the optimizer step: per stage its optimizer op's start and the latest end of a
+     * compute op that started before it */
+    for (int s = 0; s < S; s++) {
+        first[s] = UINT64_MAX; /* the optimizer op's start */
+        last[s] = 0;
+        sp->stage[s].pre_opt_ns = -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == PP_AOP_OPT && ops[i].stage >= 0 && ops[i].stage < S &&
+            ops[i].t0 < first[ops[i].stage])
+            first[ops[i].stage] = ops[i].t0;
+    for (size_t i = 0; i < n; i++) {
+        const pp_aop *o = &ops[i];
+        if (o->stage < 0 || o->stage >= S || o->kind == PP_AOP_OPT || !an_is_compute(o->kind))
+            continue;
+        if (o->t0 < first[o->stage] && o->t1 > last[o->stage])
+            last[o->stage] = o->t1;
+    }
+    int late = -1;
+    for (int s = 0; s < S; s++) {
+        if (first[s] == UINT64_MAX || !last[s] || last[s] > first[s])
+            continue;
+        sp->stage[s].pre_opt_ns = (double)(first[s] - last[s]);
+        if (late < 0 || last[s] > last[late])
+            late = s;
+    }
+    if (late >= 0)
+        sp->stage[late].last_to_opt = 1;
+}
+
 /* Data-parallel all-reduce: communication outside the pipeline's schedule. */
 static void step_allreduce(state *st, pp_astep *sp, const bucket *b, int S)
 {
@@ -586,6 +621,7 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     if (!sp || !step_op_times(st, sp, ops, n, S, kind_sum, kind_n))
         return;
     step_outside(st, sp, b, ops, n, bd, S);
+    step_pre_opt(sp, ops, n, bd + 2 * S, bd + 3 * S, S);
     step_allreduce(st, sp, b, S);
     step_idle(st, sp, S);
     /* the decomposition: replay the step's own lists (bubble.c) */
@@ -650,7 +686,7 @@ static void results_steps(state *st, int S)
         }
         memset(w + had, 0, (size_t)(S - had) * sizeof *w);
         for (int s = had; s < S; s++)
-            w[s].outside_ns = -1;
+            w[s].outside_ns = w[s].pre_opt_ns = -1;
         sps[i].stage = w;
     }
     a->steps = vec_take(&st->steps, &a->n_steps);

@@ -39,6 +39,9 @@ typedef struct pp_advise_fit {
     pp_advise_layer *layers;         /* [L] */
     double p2p_GBps, p2p_latency_us; /* means over the runs */
     double optimizer_us;             /* mean over the runs (does not depend on b) */
+    double optimizer_us_per_MB;      /* mean over the runs */
+    double grad_norm_us;             /* mean over the runs */
+    double step_fixed_us;            /* mean over the runs */
     double worst_rel;                /* largest max_rel over layers and fields */
     int worst_layer;                 /* where it is, -1 when every residual is 0 */
 } pp_advise_fit;

@@ -91,6 +91,11 @@ typedef struct pp_stage_step {
      * step, a stage without ops) */
     double outside_ns;
     int last_end; /* 1 on the stage whose ops ended last in the step */
+    /* from the end of its last compute op before its optimizer step to that step's start:
+     * the gradient norm and the barrier (pptrain's all-reduce of it), with the wait for the
+     * other stages; -1 without an optimizer range */
+    double pre_opt_ns;
+    int last_to_opt; /* 1 on the stage that reached its optimizer step's wait last */
 } pp_stage_step;
 
 /* One step's numbers. */

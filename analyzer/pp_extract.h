@@ -25,8 +25,8 @@ typedef struct pp_extract {
     int microbatch_size;      /* samples per micro-batch, 0 when unknown */
     double samples_per_step, tokens_per_step;
     double measured_step_ns;  /* median over the analyzed steps (the period) */
-    double between_steps_ns;  /* the job's time between steps (period - window, median), which
-                                 costs->optimizer_us includes */
+    double between_steps_ns;  /* the job's time a step outside the pipeline's ops (median),
+                                 costs->step_fixed_us */
     double measured_bubble;
     double measured_p95_ns;   /* p95 over the analyzed steps */
     /* The op durations' variation (pp_sim.h, docs/sim-dist.md): per stage and op kind, and

@@ -276,7 +276,18 @@ static double evaluate(rb_ctx *x, const int *b)
     for (int s = 0; s < x->S; s++)
         barrier = fmax(barrier, x->clock[s]);
     x->evaluated++;
-    return barrier + x->opt_ns;
+    if (c->optimizer_us_per_MB <= 0)
+        return barrier + x->opt_ns;
+    /* each stage's optimizer step from its parameters (pp_costs_opt_us), all starting at the
+     * barrier; x->opt_ns, its part without them, is what the bounds count */
+    double step = barrier;
+    for (int s = 0; s < x->S; s++) {
+        uint64_t bytes = 0;
+        for (int p = s; p < x->P; p += x->S)
+            bytes += x->pre_param[b[p + 1]] - x->pre_param[b[p]];
+        step = fmax(step, barrier + pp_costs_opt_us(c, bytes) * 1e3 * 1.0);
+    }
+    return step;
 }
 
 /* ---- the bounds ---- */

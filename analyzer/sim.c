@@ -197,8 +197,16 @@ static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
     const pp_sim_file_costs *fc = ctx;
     double m = fc->mult ? fc->mult[stage] : 1.0;
     int lo = 0, hi = 0;
-    if (in->op != PP_OP_OPT_STEP)
-        pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
+    if (in->op == PP_OP_OPT_STEP) {
+        /* the stage's optimizer step: of all its chunks' parameters */
+        uint64_t bytes = 0;
+        for (int c = 0; c < fc->part->v; c++) {
+            pp_partition_piece_layers(fc->part, stage, c, &lo, &hi);
+            bytes += pp_costs_param_bytes(fc->costs, lo, hi);
+        }
+        return pp_costs_opt_us(fc->costs, bytes) * 1e3 * m;
+    }
+    pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
     return pp_costs_op_us(fc->costs, (pp_op)in->op, lo, hi) * 1e3 * m;
 }
 

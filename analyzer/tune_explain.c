@@ -188,6 +188,20 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
         fprintf(out, "    (simulation failed: %s)\n", pp_error_message());
         return;
     }
+    /* the optimizer step's named terms (docs/cost-file.md), per stage */
+    for (int s = 0; s < part->S; s++) {
+        uint64_t bytes = 0;
+        for (int ch = 0; ch < part->v; ch++) {
+            int lo, hi;
+            pp_partition_piece_layers(part, s, ch, &lo, &hi);
+            bytes += pp_costs_param_bytes(c, lo, hi);
+        }
+        fprintf(out, "    stage %d optimizer step = optimizer %.3f + %.3f per MB x %.3f MB + "
+                     "gradient norm and barrier %.3f + per-step fixed %.3f = %.3f ms\n",
+                s, c->optimizer_us * 1e-3, c->optimizer_us_per_MB * 1e-3, (double)bytes * 1e-6,
+                c->grad_norm_us * 1e-3, c->step_fixed_us * 1e-3,
+                pp_costs_opt_us(c, bytes) * 1e-3);
+    }
     fprintf(out, "    step = replay of the %s instruction lists (S = %d, M = %d, v = %d) with "
                  "these costs = %.3f ms\n",
             pp_schedule_kind_name(kind), part->S, M, part->v, r.step_ns * 1e-6);

@@ -18,8 +18,20 @@
 #define MAX_EXACT_U64 (UINT64_C(1) << 53)
 
 static const char *const k_top_keys[] = {"version",        "layers",       "p2p_GBps",
-                                         "p2p_latency_us", "optimizer_us", "microbatch_size"};
-enum { TOP_VERSION, TOP_LAYERS, TOP_GBPS, TOP_LATENCY, TOP_OPTIMIZER, TOP_MBS, N_TOP };
+                                         "p2p_latency_us", "optimizer_us", "microbatch_size",
+                                         "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us"};
+enum {
+    TOP_VERSION,
+    TOP_LAYERS,
+    TOP_GBPS,
+    TOP_LATENCY,
+    TOP_OPTIMIZER,
+    TOP_MBS,
+    TOP_OPT_PER_MB,
+    TOP_GRAD_NORM,
+    TOP_STEP_FIXED,
+    N_TOP
+};
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
                                            "bwd_input_us",  "bwd_weight_us",    "activation_bytes",
                                            "param_bytes"};
@@ -152,7 +164,16 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
         (f[TOP_LATENCY] &&
          (st = pp_json_get_real(f[TOP_LATENCY], ctx, "p2p_latency_us", 0, HUGE_VAL, &c->p2p_latency_us)) != PP_OK) ||
         (f[TOP_OPTIMIZER] &&
-         (st = pp_json_get_real(f[TOP_OPTIMIZER], ctx, "optimizer_us", 0, HUGE_VAL, &c->optimizer_us)) != PP_OK))
+         (st = pp_json_get_real(f[TOP_OPTIMIZER], ctx, "optimizer_us", 0, HUGE_VAL, &c->optimizer_us)) != PP_OK) ||
+        (f[TOP_OPT_PER_MB] &&
+         (st = pp_json_get_real(f[TOP_OPT_PER_MB], ctx, "optimizer_us_per_MB", 0, HUGE_VAL,
+                                &c->optimizer_us_per_MB)) != PP_OK) ||
+        (f[TOP_GRAD_NORM] &&
+         (st = pp_json_get_real(f[TOP_GRAD_NORM], ctx, "grad_norm_us", 0, HUGE_VAL,
+                                &c->grad_norm_us)) != PP_OK) ||
+        (f[TOP_STEP_FIXED] &&
+         (st = pp_json_get_real(f[TOP_STEP_FIXED], ctx, "step_fixed_us", 0, HUGE_VAL,
+                                &c->step_fixed_us)) != PP_OK))
         goto done;
     if (f[TOP_MBS]) {
         if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
@@ -186,9 +207,11 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    const double top[3] = {c->p2p_GBps, c->p2p_latency_us, c->optimizer_us};
-    static const char *const top_key[3] = {"p2p_GBps", "p2p_latency_us", "optimizer_us"};
-    for (int k = 0; k < 3; k++)
+    const double top[6] = {c->p2p_GBps, c->p2p_latency_us, c->optimizer_us,
+                           c->optimizer_us_per_MB, c->grad_norm_us, c->step_fixed_us};
+    static const char *const top_key[6] = {"p2p_GBps", "p2p_latency_us", "optimizer_us",
+                                           "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us"};
+    for (int k = 0; k < 6; k++)
         if (!ok_time(top[k]))
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
@@ -228,6 +251,12 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
     pp_json_put_exact(w, "p2p_GBps", c->p2p_GBps);
     pp_json_put_exact(w, "p2p_latency_us", c->p2p_latency_us);
     pp_json_put_exact(w, "optimizer_us", c->optimizer_us);
+    if (c->optimizer_us_per_MB > 0)
+        pp_json_put_exact(w, "optimizer_us_per_MB", c->optimizer_us_per_MB);
+    if (c->grad_norm_us > 0)
+        pp_json_put_exact(w, "grad_norm_us", c->grad_norm_us);
+    if (c->step_fixed_us > 0)
+        pp_json_put_exact(w, "step_fixed_us", c->step_fixed_us);
     pp_json_array(w, "layers");
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *l = &c->layers[i];
@@ -314,10 +343,24 @@ double pp_costs_layer_us(const pp_layer_cost *l, pp_op op)
     }
 }
 
+uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi)
+{
+    uint64_t b = 0;
+    for (int l = lo < 0 ? 0 : lo; l < hi && l < c->n_layers; l++)
+        b += c->layers[l].param_bytes;
+    return b;
+}
+
+double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes)
+{
+    return c->optimizer_us + c->optimizer_us_per_MB * ((double)param_bytes * 1e-6) +
+           c->grad_norm_us + c->step_fixed_us;
+}
+
 double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi)
 {
     if (op == PP_OP_OPT_STEP)
-        return c->optimizer_us;
+        return pp_costs_opt_us(c, pp_costs_param_bytes(c, lo, hi));
     double us = 0.0;
     for (int l = lo; l < hi; l++)
         us += pp_costs_layer_us(&c->layers[l], op);

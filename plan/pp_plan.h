@@ -249,7 +249,11 @@ typedef struct pp_costs {
     pp_layer_cost *layers;
     double p2p_GBps;       /* inter-stage bandwidth; 0 = transfers cost latency only */
     double p2p_latency_us; /* per message */
-    double optimizer_us;   /* per stage per optimizer step */
+    double optimizer_us;   /* per stage per optimizer step: its part that no parameter drives */
+    double optimizer_us_per_MB; /* and per 1e6 bytes of the stage's parameters (0 = none) */
+    double grad_norm_us;   /* every step, the gradient norm and the barrier before the optimizer */
+    double step_fixed_us;  /* every step, outside the pipeline's ops (the job's loop); both charged
+                              with the optimizer step, which starts on every stage at once */
     int microbatch_size;   /* sequences per micro-batch the costs were measured at; 0 = not
                               recorded */
 } pp_costs;
@@ -274,8 +278,14 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes);
  * microseconds: fwd_us, bwd_us, and for the halves bwd_input_us / bwd_weight_us when the layer
  * has them, else bwd_us / 2 each. 0 for other ops. */
 double pp_costs_layer_us(const pp_layer_cost *l, pp_op op);
+/* The optimizer step of a stage holding param_bytes of parameters, in microseconds:
+ * optimizer_us + optimizer_us_per_MB x param_bytes / 1e6 + grad_norm_us + step_fixed_us. */
+double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes);
+/* The parameter bytes of layers [lo, hi). */
+uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi);
 /* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up;
- * OPT_STEP is optimizer_us (the stage's, whatever its layers); 0 for messages. */
+ * OPT_STEP is pp_costs_opt_us of [lo, hi)'s parameters (a stage of several pieces: sum their
+ * parameters and call pp_costs_opt_us); 0 for messages. */
 double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi);
 /* Bytes of the message that crosses layer boundary b (between layers b - 1 and b: the
  * activation layer b - 1 hands on, or its gradient coming back): 0 at the ends, b <= 0 or

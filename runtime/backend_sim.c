@@ -21,6 +21,7 @@ typedef struct sim_backend {
     pp_stage_backend base;
     const pp_costs *costs;
     int *lo, *hi;       /* [v] layer range of each chunk */
+    double opt_us;      /* its optimizer step (pp_costs_opt_us of its chunks' parameters) */
     double mult;
     int split;
     int64_t step;
@@ -158,7 +159,7 @@ static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
         mult *= pp_jitter_factor(&sb->jitter, pp_jitter_key(&sb->jitter, sb->replica,
                                                             sb->base.stage, sb->step, 0, 0,
                                                             PP_NVTX_OPT_STEP));
-    *t_ns = clock_add(*t_ns, us_to_ns(sb->costs->optimizer_us * mult));
+    *t_ns = clock_add(*t_ns, us_to_ns(sb->opt_us * mult));
     sleep_until(*t_ns);
     return PP_OK;
 }
@@ -224,9 +225,16 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
                                 double mult, const char *times, int split)
 {
     char what[160];
-    double sum_us = c->optimizer_us * mult;
-    pp_status st = check_ns(c->optimizer_us, mult, times, "the cost file's optimizer_us");
     uint64_t param_bytes = 0;
+    for (int ch = 0; ch < part->v; ch++)
+        param_bytes += pp_costs_param_bytes(c, part->bounds[ch * part->S + stage],
+                                            part->bounds[ch * part->S + stage + 1]);
+    double opt_us = pp_costs_opt_us(c, param_bytes);
+    double sum_us = opt_us * mult;
+    pp_status st = check_ns(opt_us, mult, times,
+                            "the optimizer step (the cost file's optimizer_us, "
+                            "optimizer_us_per_MB and step_fixed_us)");
+    param_bytes = 0;
     for (int ch = 0; ch < part->v && st == PP_OK; ch++) {
         int piece = ch * part->S + stage, lo = part->bounds[piece], hi = part->bounds[piece + 1];
         for (int li = lo; li < hi && st == PP_OK; li++) {
@@ -310,11 +318,14 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
         sim_destroy(&sb->base);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
     }
+    uint64_t param_bytes = 0;
     for (int c = 0; c < part->v; c++) {
         int piece = c * part->S + stage;
         sb->lo[c] = part->bounds[piece];
         sb->hi[c] = part->bounds[piece + 1];
+        param_bytes += pp_costs_param_bytes(costs, sb->lo[c], sb->hi[c]);
     }
+    sb->opt_us = pp_costs_opt_us(costs, param_bytes);
     *out = &sb->base;
     return PP_OK;
 }

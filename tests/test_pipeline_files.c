@@ -358,6 +358,9 @@ static const bad_json k_bad_costs[] = {
      "\"p2p_latency_us\" must be a number >= 0 (got null)"},
     {"{\"layers\": [" LAYER_A "], \"optimizer_us\": true}",
      "\"optimizer_us\" must be a number >= 0 (got a boolean)"},
+    {"{\"layers\": [" LAYER_A "], \"optimizer_us_per_MB\": -1}", "optimizer_us_per_MB"},
+    {"{\"layers\": [" LAYER_A "], \"grad_norm_us\": \"1\"}", "grad_norm_us"},
+    {"{\"layers\": [" LAYER_A "], \"step_fixed_us\": 1e999}", "step_fixed_us"},
     {"{\"layers\": [" LAYER_A "], \"microbatch_size\": 0}",
      "\"microbatch_size\" 0 is out of range"},
 };
@@ -407,7 +410,7 @@ Test(costs, transfer_time_is_latency_plus_bytes_over_bandwidth)
 }
 
 /* The one cost rule: a layer without split costs gives each backward half bwd_us / 2; a piece
- * sums its layers; the optimizer step is optimizer_us whatever the layers; a boundary carries
+ * sums its layers; the optimizer step is optimizer_us plus its per-MB and per-step terms; a boundary carries
  * the activation of the layer before it, nothing at the ends. */
 Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
 {
@@ -428,6 +431,16 @@ Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_BWD_INPUT, 0, 2), 50.0);
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_BWD_WEIGHT, 1, 3), 45.0);
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 1, 2), 7.0);
+    /* the optimizer's named terms: per MB of the piece's parameters, and the two per-step ones */
+    lay[1].param_bytes = 2000000;
+    lay[2].param_bytes = 500000;
+    c.optimizer_us_per_MB = 4;
+    c.grad_norm_us = 0.5;
+    c.step_fixed_us = 0.25;
+    cr_assert_eq(pp_costs_param_bytes(&c, 0, 3), 2500000);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 1, 2), 7 + 8 + 0.5 + 0.25);
+    cr_assert_eq(pp_costs_opt_us(&c, 2500000), 7 + 10 + 0.5 + 0.25);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 0, 1), 7 + 0.5 + 0.25);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 0), 0);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 1), 100);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 2), 200);
@@ -441,6 +454,9 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->p2p_GBps = 0.1;
     c->p2p_latency_us = 1.0 / 3.0;
     c->optimizer_us = 123456789.123456789;
+    c->optimizer_us_per_MB = 1.0 / 7.0;
+    c->grad_norm_us = 0.1 + 0.7;
+    c->step_fixed_us = 3e-5;
     c->microbatch_size = 8;
     snprintf(c->layers[0].name, sizeof c->layers[0].name, "q\"uote\\back\nline\tt");
     c->layers[0].fwd_us = 1e-7;
@@ -462,6 +478,9 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     cr_assert_eq(d->p2p_GBps, c->p2p_GBps);
     cr_assert_eq(d->p2p_latency_us, c->p2p_latency_us);
     cr_assert_eq(d->optimizer_us, c->optimizer_us);
+    cr_assert_eq(d->optimizer_us_per_MB, c->optimizer_us_per_MB);
+    cr_assert_eq(d->grad_norm_us, c->grad_norm_us);
+    cr_assert_eq(d->step_fixed_us, c->step_fixed_us);
     cr_assert_eq(d->microbatch_size, 8);
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *a = &c->layers[i], *b = &d->layers[i];

@@ -1,0 +1,209 @@
+/* test_extract.c: the cost extraction's optimizer terms (analyzer/extract.c, extract_optimizer;
+ * docs/cost-file.md "How pprof-tune --export-costs fills the optimizer terms") on analyses made
+ * by hand: the per-stage optimizer fitted against the stages' parameters, the gradient norm
+ * and barrier, and the per-step time outside the pipeline's ops. */
+#include "pp_extract.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+enum { S = 2, L = 4, STEPS = 3 };
+
+typedef struct hand {
+    pp_alayer layers[L];
+    pp_aop layer_ops[L];
+    pp_astage stages[S];
+    pp_astep steps[STEPS];
+    pp_stage_step stage_steps[STEPS][S];
+    pp_analysis a;
+} hand;
+
+static pp_astats one(double ns) { return (pp_astats){.count = 3, .mean = ns, .median = ns}; }
+
+/* Layers 0-1 on stage 0, 2-3 on stage 1, each 1 ms forward and 2 ms backward; layer l holds
+ * params[l] bytes (0 for all: no layer marks); stage s's optimizer op takes opt_ms[s]. */
+static void make(hand *h, const uint64_t *params, const double *opt_ms)
+{
+    memset(h, 0, sizeof *h);
+    for (int l = 0; l < L; l++) {
+        h->layers[l].layer = l;
+        snprintf(h->layers[l].name, sizeof h->layers[l].name, "layer%d", l);
+        h->layers[l].fwd_ns = one(1e6);
+        h->layers[l].bwd_ns = one(2e6);
+        h->layers[l].has_info = params != NULL;
+        h->layers[l].param_bytes = params ? params[l] : 0;
+        h->layer_ops[l] = (pp_aop){.kind = PP_AOP_FWD, .stage = l / 2, .mb = 0, .chunk = l,
+                                   .t0 = 10 + (uint64_t)l, .t1 = 11 + (uint64_t)l};
+    }
+    for (int s = 0; s < S; s++) {
+        h->stages[s].stage = s;
+        h->stages[s].imbalance_culprit = -1;
+        h->stages[s].fwd_ns = one(2e6);
+        h->stages[s].bwd_ns = one(4e6);
+        if (opt_ms)
+            h->stages[s].opt_ns = one(opt_ms[s] * 1e6);
+    }
+    for (int i = 0; i < STEPS; i++) {
+        h->steps[i].step = i + 1;
+        h->steps[i].step_ns = 50e6;
+        h->steps[i].window_ns = 50e6; /* no gap between windows */
+        h->steps[i].stage = h->stage_steps[i];
+        for (int s = 0; s < S; s++)
+            h->stage_steps[i][s].outside_ns = h->stage_steps[i][s].pre_opt_ns = -1;
+    }
+    pp_analysis *a = &h->a;
+    a->S = S;
+    a->M = 4;
+    a->v = 1;
+    snprintf(a->schedule, sizeof a->schedule, "1f1b");
+    a->stages = h->stages;
+    a->layers = h->layers;
+    a->n_layers = L;
+    a->layer_ops = h->layer_ops;
+    a->n_layer_ops = L;
+    a->steps = h->steps;
+    a->n_steps = STEPS;
+    a->step_ns = one(50e6);
+}
+
+static void extract(const hand *h, pp_extract *e)
+{
+    cr_assert_eq(pp_extract_from_analysis(&h->a, e), PP_OK, "%s", pp_error_message());
+}
+
+/* Parameters that differ (1 MB against 3 MB): optimizer_us + optimizer_us_per_MB x MB by least
+ * squares, here exact: 3 ms and 7 ms give 1 ms + 2 ms per MB. */
+Test(extract_optimizer, a_line_through_stages_whose_parameters_differ)
+{
+    const uint64_t params[L] = {500000, 500000, 1000000, 2000000};
+    const double opt[S] = {3, 7};
+    hand h;
+    make(&h, params, opt);
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->optimizer_us, 1000, 1e-6);
+    cr_expect_float_eq(e.costs->optimizer_us_per_MB, 2000, 1e-6);
+    cr_expect_float_eq(pp_costs_opt_us(e.costs, 1000000), 3000, 1e-6);
+    /* moved: stage 0 with layers 0-2 (2 MB) now costs 5 ms */
+    cr_expect_float_eq(pp_costs_opt_us(e.costs, pp_costs_param_bytes(e.costs, 0, 3)), 5000, 1e-6);
+    pp_extract_free(&e);
+}
+
+/* Parameters within 25% of each other cannot tell a fixed part from a slope: proportional,
+ * 4.2 ms over 2.1 MB = 2 ms per MB. A slope below 0 (the heavier stage faster) is no slope:
+ * the mean, fixed. */
+Test(extract_optimizer, proportional_when_the_parameters_are_alike_constant_when_falling)
+{
+    const uint64_t params[L] = {500000, 500000, 500000, 600000};
+    const double opt[S] = {2.0, 2.2};
+    hand h;
+    make(&h, params, opt);
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->optimizer_us, 0, 1e-9);
+    cr_expect_float_eq(e.costs->optimizer_us_per_MB, 2000, 1e-6);
+    pp_extract_free(&e);
+
+    const uint64_t params2[L] = {500000, 500000, 1000000, 2000000};
+    const double falling[S] = {5, 3};
+    make(&h, params2, falling);
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->optimizer_us, 4000, 1e-6);
+    cr_expect_float_eq(e.costs->optimizer_us_per_MB, 0, 1e-9);
+    pp_extract_free(&e);
+}
+
+/* Without layer marks (no parameter sizes): the slowest stage's optimizer, for every stage. */
+Test(extract_optimizer, the_slowest_stage_without_parameter_sizes)
+{
+    const double opt[S] = {3, 7};
+    hand h;
+    make(&h, NULL, opt);
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->optimizer_us, 7000, 1e-6);
+    cr_expect_float_eq(e.costs->optimizer_us_per_MB, 0, 1e-9);
+    pp_extract_free(&e);
+}
+
+/* The per-step terms: the time before the optimizer on the stage that reaches it last (the
+ * others' include their wait for it: not used), and the time outside the ops of the stage whose
+ * ops end last (the others' include waits), each the median over steps; the gap between
+ * windows when that is larger. */
+Test(extract_optimizer, per_step_terms_from_the_pacing_stage)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    const double outside_ms[STEPS] = {1, 3, 2}, pre_ms[STEPS] = {0.5, 0.7, 0.6};
+    for (int i = 0; i < STEPS; i++) {
+        pp_stage_step *ss = h.stage_steps[i];
+        ss[1].last_end = ss[1].last_to_opt = 1;
+        ss[1].outside_ns = outside_ms[i] * 1e6;
+        ss[1].pre_opt_ns = pre_ms[i] * 1e6;
+        ss[0].outside_ns = 40e6; /* waited for stage 1 */
+        ss[0].pre_opt_ns = 30e6;
+    }
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->step_fixed_us, 2000, 1e-6);
+    cr_expect_float_eq(e.costs->grad_norm_us, 600, 1e-6);
+    cr_expect_float_eq(e.between_steps_ns, 2e6, 1e-3);
+    cr_expect_float_eq(pp_costs_opt_us(e.costs, 0), 2600, 1e-6);
+    pp_extract_free(&e);
+
+    /* a barrier job: its windows leave 4 ms between them, more than the 2 ms outside */
+    for (int i = 0; i < STEPS; i++)
+        h.steps[i].window_ns = 46e6;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->step_fixed_us, 4000, 1e-6);
+    pp_extract_free(&e);
+
+    /* nothing known: no per-step terms */
+    make(&h, NULL, NULL);
+    extract(&h, &e);
+    cr_expect_eq(e.costs->step_fixed_us, 0);
+    cr_expect_eq(e.costs->grad_norm_us, 0);
+    pp_extract_free(&e);
+}
+
+/* The rebalancer charges each stage the optimizer step of its own parameters, as the
+ * simulator does: on 6 equal layers whose first holds most of the parameters, the optimum
+ * (brute force over every cut of pp_sim_file) gives stage 0 fewer layers, and pp_rebalance
+ * finds it, proven, with the same double. */
+#include "pp_rebalance.h"
+#include "pp_sim.h"
+
+Test(extract_optimizer, the_rebalancer_charges_each_stage_its_optimizer)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(6, 100, 200, 1000, &c), PP_OK);
+    for (int l = 0; l < 6; l++)
+        c->layers[l].param_bytes = l == 0 ? 8000000 : 1000000;
+    c->optimizer_us = 50;
+    c->optimizer_us_per_MB = 100; /* stage 0 with layer 0: 800 us and more */
+    c->step_fixed_us = 30;
+    double best = INFINITY;
+    int best_cut = -1;
+    for (int cut = 1; cut < 6; cut++) {
+        int bounds[3] = {0, cut, 6};
+        pp_partition part = {.L = 6, .S = 2, .v = 1, .P = 2, .bounds = bounds};
+        pp_sim_result r;
+        cr_assert_eq(pp_sim_file(PP_SCHED_1F1B, &part, 4, c, NULL, &r), PP_OK);
+        if (r.step_ns < best) {
+            best = r.step_ns;
+            best_cut = cut;
+        }
+        pp_sim_result_free(&r);
+    }
+    cr_expect_lt(best_cut, 3, "the parameters should pull the cut towards layer 0");
+    pp_rebalance_opts o = {.kind = PP_SCHED_1F1B, .S = 2, .v = 1, .M = 4, .costs = c};
+    pp_rebalance_result r;
+    cr_assert_eq(pp_rebalance(&o, &r), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(r.step_ns, best);
+    cr_expect_eq(r.partition.bounds[1], best_cut);
+    cr_expect(r.exact);
+    cr_expect_leq(r.lower_bound_ns, r.step_ns);
+    pp_rebalance_result_free(&r);
+    pp_costs_destroy(c);
+}
