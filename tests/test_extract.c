@@ -177,7 +177,7 @@ Test(extract_optimizer, per_step_terms_from_the_pacing_stage)
 Test(extract_optimizer, the_rebalancer_charges_each_stage_its_optimizer)
 {
     pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_uniform(6, 100, 200, 1000, &c), PP_OK);
+    cr_assert_eq(pp_costs_uniform(6, 10, 20, 1000, &c), PP_OK);
     for (int l = 0; l < 6; l++)
         c->layers[l].param_bytes = l == 0 ? 8000000 : 1000000;
     c->optimizer_us = 50;
