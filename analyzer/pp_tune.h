@@ -89,7 +89,8 @@ typedef struct pp_tune_search {
 } pp_tune_search;
 
 /* Evaluates the candidates for run e (the run's own schedule, and those of o->kinds the job can
- * run, each at its allowed v) and picks the best predicted. Fills `s` (free it with
+ * run, each at its allowed v) and picks the best predicted median (ties within the Monte Carlo
+ * errors: the best noise-free step). Fills `s` (free it with
  * pp_tune_search_free, also after a failure). */
 pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_extract *e,
                              pp_tune_search *s);

@@ -222,9 +222,22 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
             return pp_error_wrap(st, "the step distribution of the %s proposal",
                                  pp_schedule_kind_name(p->kind));
     }
-    for (int i = 0; i < s->n_cands; i++)
-        if (s->cands[i].ok && (s->best < 0 || s->cands[i].step_ns < s->cands[s->best].step_ns))
+    /* The best by predicted median (what the run will measure), where the medians differ by
+     * more than their Monte Carlo errors; within them, by the noise-free step */
+    for (int i = 0; i < s->n_cands; i++) {
+        const pp_tune_proposal *p = &s->cands[i];
+        if (!p->ok)
+            continue;
+        if (s->best < 0) {
             s->best = i;
+            continue;
+        }
+        const pp_tune_proposal *q = &s->cands[s->best];
+        double tol = (p->dist.median_err + q->dist.median_err) * q->dist.median_ns;
+        if (p->dist.median_ns < q->dist.median_ns - tol ||
+            (p->dist.median_ns <= q->dist.median_ns + tol && p->step_ns < q->step_ns))
+            s->best = i;
+    }
     if (s->best >= 0)
         return PP_OK;
     if (first_fail != PP_OK)
