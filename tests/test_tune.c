@@ -243,6 +243,37 @@ Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
     tk_result_free(&r);
 }
 
+/* The step's distribution beside the noise-free step (docs/sim-dist.md): rows for both, the
+ * run's own variation predicting its measured median, and --jitter's noise lifting the median
+ * above the noise-free step (a max over noisy paths). */
+Test(tune, predicts_the_median_and_p95_with_the_runs_or_a_given_variation)
+{
+    need_capture();
+    const char *costs = tk_path("gpt.json");
+    write_gpt_costs(costs, 14, 500, 5, 1);
+    const char *run = capture("dist", costs, "--stages", "4", "16", NULL, "4");
+    const char *args[] = {run, "-q", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    double free_ms = number_after(r.out, "noise-free ms");
+    double med_ms = number_after(r.out, "step median ms");
+    double meas_ms = number_after(strstr(r.out, "step median ms"), "(measured ");
+    cr_assert(strstr(r.out, "step p95 ms") && strstr(r.out, "replays"), "%s", r.out);
+    cr_assert(med_ms > 0 && fabs(med_ms - meas_ms) < 0.03 * meas_ms, "median %.3f, measured %.3f",
+              med_ms, meas_ms);
+    tk_result_free(&r);
+    const char *jargs[] = {run, "-q", "--jitter", "lognormal:0.2", NULL};
+    r = tk_run(PPTUNE, jargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    double jfree_ms = number_after(r.out, "noise-free ms");
+    double jmed_ms = number_after(r.out, "step median ms");
+    cr_log_info("noise-free %.3f ms; median: the run's variation %.3f, lognormal:0.2 %.3f "
+                "(measured %.3f)\n", free_ms, med_ms, jmed_ms, meas_ms);
+    cr_assert_eq(jfree_ms, free_ms);
+    cr_assert_gt(jmed_ms, 1.01 * jfree_ms, "%s", r.out);
+    tk_result_free(&r);
+}
+
 /* --verify: the run of a plan is within 2% of its prediction; a run of another layout is
  * refused with both layouts named; so is a plan for another model. */
 Test(tune, verify_checks_the_run_of_a_plan)
@@ -476,6 +507,7 @@ Test(tune, bad_input_is_exit_2)
         {{"--verify", "p.json", NULL}, "one run directory"},
         {{"d", "--baseline", "e", NULL}, "--baseline is for --verify"},
         {{"d", "--max-iters", "0", NULL}, "--max-iters"},
+        {{"d", "--jitter", "lognormal:9", NULL}, "jitter spec 'lognormal:9'"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         tk_result r = tk_run(PPTUNE, k_cases[i].args, NULL);
