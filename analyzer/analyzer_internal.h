@@ -94,9 +94,10 @@ typedef struct series {
 /* Makes room for one more sample in s's reservoir (below RESERVOIR); 0 when out of memory. */
 int an_series_grow(series *s);
 
-/* Adds sample x: inline, as it runs for every op of every step (metrics.c); the reservoir grows
- * out of line (an_series_grow). */
-static inline void an_series_add(series *s, double x)
+/* Adds sample x, keeping at most `cap` of them for the median (a power of two up to
+ * RESERVOIR; past it a uniform sample): inline, as it runs for every op of every step
+ * (metrics.c); the reservoir grows out of line (an_series_grow). */
+static inline void an_series_add_cap(series *s, double x, size_t cap)
 {
     if (s->count == 0) {
         s->max = s->min = x;
@@ -107,20 +108,23 @@ static inline void an_series_add(series *s, double x)
         s->max = x;
     if (x < s->min)
         s->min = x;
-    if (s->n_res == s->cap_res && s->cap_res < RESERVOIR && !an_series_grow(s))
+    if (s->n_res == s->cap_res && s->cap_res < cap && !an_series_grow(s))
         return;
-    if (s->n_res < RESERVOIR) {
+    if (s->n_res < cap) {
         s->res[s->n_res++] = x;
     } else {
-        /* reservoir sampling: keep each of the count samples with probability R / count; the
-         * slot is the high word of rng x count, uniform in [0, count) (a 64-bit division here
-         * was a twentieth of the analysis once the reservoirs are full) */
+        /* reservoir sampling: keep each of the count samples with probability cap / count;
+         * the slot is the high word of rng x count, uniform in [0, count) (a 64-bit division
+         * here was a twentieth of the analysis once the reservoirs are full) */
         s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
         uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
-        if (j < RESERVOIR)
+        if (j < cap)
             s->res[j] = x;
     }
 }
+
+static inline void an_series_add(series *s, double x) { an_series_add_cap(s, x, RESERVOIR); }
+
 pp_astats an_series_stats(series *s); /* reorders the reservoir */
 void an_series_free(series *s);
 

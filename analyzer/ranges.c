@@ -206,7 +206,7 @@ typedef struct rg_row {
     char *domain, *name;
     int other;
     series s;        /* durations (ns): count, sum, min, max, the median's reservoir (at most
-                        RG_RESERVOIR: rg_series_add) */
+                        RG_RESERVOIR: an_series_add_cap) */
     double mean, m2; /* Welford's running mean and squared deviations, for the std dev */
 } rg_row;
 
@@ -451,37 +451,6 @@ static void span_add(rg_state *g, uint64_t t0, uint64_t t1)
         g->t_hi = t1;
 }
 
-/* an_series_add with a reservoir of RG_RESERVOIR samples, not RESERVOIR: up to 4096 names each
- * keep one, and their memory must not follow the trace's length (2 KB a name at most). The
- * median is exact up to RG_RESERVOIR ranges of a name, then estimated from a uniform sample. */
-static void rg_series_add(series *s, double x)
-{
-    if (s->count == 0)
-        s->max = s->min = x;
-    s->count++;
-    s->sum += x;
-    if (x > s->max)
-        s->max = x;
-    if (x < s->min)
-        s->min = x;
-    if (s->n_res == s->cap_res && s->cap_res < RG_RESERVOIR) {
-        size_t cap = s->cap_res ? s->cap_res * 2 : 8;
-        double *r = realloc(s->res, cap * sizeof *r);
-        if (!r)
-            return;
-        s->res = r;
-        s->cap_res = cap;
-    }
-    if (s->n_res < RG_RESERVOIR) {
-        s->res[s->n_res++] = x;
-        return;
-    }
-    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
-    uint64_t j = (uint64_t)(((unsigned __int128)s->rng * s->count) >> 64);
-    if (j < RG_RESERVOIR)
-        s->res[j] = x;
-}
-
 /* The replay pass: one event to the sink, its names resolved. */
 static void to_sink(state *st, file_state *f, const thread_state *t, const open_range *o,
                     uint64_t t0, uint64_t t1, int mark)
@@ -530,7 +499,7 @@ void an_other_range(state *st, file_state *f, const thread_state *t, const open_
         return;
     double d = t1 > t0 ? (double)(t1 - t0) : 0.0;
     rg_row *row = &((rg_row *)g->ranges.rows.data)[r];
-    rg_series_add(&row->s, d);
+    an_series_add_cap(&row->s, d, RG_RESERVOIR); /* 2 KB a name at most: up to 4096 names */
     double delta = d - row->mean;
     row->mean += delta / (double)row->s.count;
     row->m2 += delta * (d - row->mean);
