@@ -436,8 +436,11 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
 }
 
 /* Each stage's time outside its pipeline work (pp_stage_step.outside_ns): its period, from
- * its step start (bd[s]) to its next step start, minus its ops' span; and which stage's ops
- * ended last. bd[4 S]: b's starts and ends, then scratch for the next step's. */
+ * its step start (bd[s]) to its next step start, minus its ops' span; which stage's ops ended
+ * last; each stage's time before its optimizer step (pre_opt_ns: from the latest end of a
+ * compute op that started before it) and which stage reached that point last. One pass over
+ * the ops, which are in time order within each stage. bd[4 S]: b's starts and ends, then
+ * scratch. */
 static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
                          size_t n, uint64_t *bd, int S)
 {
@@ -446,15 +449,38 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
         first[s] = UINT64_MAX;
         last[s] = 0;
         sp->stage[s].outside_ns = -1;
+        sp->stage[s].pre_opt_ns = -1;
     }
+    int late = -1;             /* the stage that reached its optimizer step last */
+    uint64_t late_at = 0;      /* when: its latest compute end before it */
+    int cur = -1;              /* the stage of the run of ops being read */
+    uint64_t compute_end = 0;  /* its latest compute op end so far */
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
-        if (o->stage < 0 || o->stage >= S)
+        int s = o->stage;
+        if (s < 0 || s >= S)
             continue;
-        first[o->stage] = o->t0 < first[o->stage] ? o->t0 : first[o->stage];
+        if (s != cur) {
+            cur = s;
+            compute_end = 0;
+        }
+        first[s] = o->t0 < first[s] ? o->t0 : first[s];
         if (o->kind != PP_AOP_RECV_ACT && o->kind != PP_AOP_RECV_GRAD)
-            last[o->stage] = o->t1 > last[o->stage] ? o->t1 : last[o->stage];
+            last[s] = o->t1 > last[s] ? o->t1 : last[s];
+        if (o->kind == PP_AOP_OPT) {
+            if (sp->stage[s].pre_opt_ns < 0 && compute_end && compute_end <= o->t0) {
+                sp->stage[s].pre_opt_ns = (double)(o->t0 - compute_end);
+                if (late < 0 || compute_end > late_at) {
+                    late = s;
+                    late_at = compute_end;
+                }
+            }
+        } else if (an_is_compute(o->kind) && o->t1 > compute_end) {
+            compute_end = o->t1;
+        }
     }
+    if (late >= 0)
+        sp->stage[late].last_to_opt = 1;
     int latest = -1;
     for (int s = 0; s < S; s++)
         if (last[s] > first[s] && (latest < 0 || last[s] > last[latest]))
@@ -464,55 +490,23 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     const bucket *nb = b->step < INT64_MAX ? bucket_find(st, b->step + 1) : NULL;
     if (!nb)
         return;
+    /* the next step's start on each stage: its ranges' earliest start (first[] reused as the
+     * span) */
+    for (int s = 0; s < S; s++)
+        first[s] = last[s] > first[s] ? last[s] - first[s] : UINT64_MAX;
+    for (int s = 0; s < S; s++)
+        last[s] = UINT64_MAX;
+    const step_range *rg = nb->ranges.data;
+    for (size_t i = 0; i < nb->ranges.n; i++)
+        if (rg[i].stage >= 0 && rg[i].stage < S && rg[i].t0 < last[rg[i].stage])
+            last[rg[i].stage] = rg[i].t0;
     for (int s = 0; s < S; s++) {
-        if (last[s] <= first[s])
+        if (first[s] == UINT64_MAX || last[s] == UINT64_MAX || bd[s] == UINT64_MAX ||
+            last[s] <= bd[s])
             continue;
-        /* the next step's start on stage s: its ranges' earliest start */
-        uint64_t next = UINT64_MAX;
-        const step_range *rg = nb->ranges.data;
-        for (size_t i = 0; i < nb->ranges.n; i++)
-            if (rg[i].stage == s && rg[i].t0 < next)
-                next = rg[i].t0;
-        if (next == UINT64_MAX || bd[s] == UINT64_MAX || next <= bd[s])
-            continue;
-        double out = (double)(next - bd[s]) - (double)(last[s] - first[s]);
+        double out = (double)(last[s] - bd[s]) - (double)first[s];
         sp->stage[s].outside_ns = out > 0 ? out : 0;
     }
-}
-
-/* Each stage's time before its optimizer step (pp_stage_step.pre_opt_ns) and which stage
- * reached that point last. first/last: scratch of S entries each. */
-static void step_pre_opt(pp_astep *sp, const pp_aop *ops, size_t n, uint64_t *first,
-                         uint64_t *last, int S)
-{
-    /* before the optimizer step: per stage its optimizer op's start and the latest end of a
-     * compute op that started before it */
-    for (int s = 0; s < S; s++) {
-        first[s] = UINT64_MAX; /* the optimizer op's start */
-        last[s] = 0;
-        sp->stage[s].pre_opt_ns = -1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].kind == PP_AOP_OPT && ops[i].stage >= 0 && ops[i].stage < S &&
-            ops[i].t0 < first[ops[i].stage])
-            first[ops[i].stage] = ops[i].t0;
-    for (size_t i = 0; i < n; i++) {
-        const pp_aop *o = &ops[i];
-        if (o->stage < 0 || o->stage >= S || o->kind == PP_AOP_OPT || !an_is_compute(o->kind))
-            continue;
-        if (o->t0 < first[o->stage] && o->t1 > last[o->stage])
-            last[o->stage] = o->t1;
-    }
-    int late = -1;
-    for (int s = 0; s < S; s++) {
-        if (first[s] == UINT64_MAX || !last[s] || last[s] > first[s])
-            continue;
-        sp->stage[s].pre_opt_ns = (double)(first[s] - last[s]);
-        if (late < 0 || last[s] > last[late])
-            late = s;
-    }
-    if (late >= 0)
-        sp->stage[late].last_to_opt = 1;
 }
 
 /* Data-parallel all-reduce: communication outside the pipeline's schedule. */
@@ -621,7 +615,6 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     if (!sp || !step_op_times(st, sp, ops, n, S, kind_sum, kind_n))
         return;
     step_outside(st, sp, b, ops, n, bd, S);
-    step_pre_opt(sp, ops, n, bd + 2 * S, bd + 3 * S, S);
     step_allreduce(st, sp, b, S);
     step_idle(st, sp, S);
     /* the decomposition: replay the step's own lists (bubble.c) */
