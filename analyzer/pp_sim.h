@@ -68,6 +68,10 @@ enum {
     PP_SIM_NOISE_MAX_SAMPLES = 4096,
     PP_SIM_DIST_MAX_REPLAYS = 1 << 20
 };
+/* Bounds of a fitted model, whatever the capture holds: |log factor| of one op (1000x its
+ * median), log-sd of the per-step parts (as pp_jitter's lognormal). */
+#define PP_SIM_NOISE_MAX_LOG 6.907755278982137
+#define PP_SIM_NOISE_MAX_SIGMA 2.0
 
 /* One (stage, op kind)'s per-op variation: factors = duration / the kind's median on the stage,
  * from a capture. */

@@ -165,7 +165,7 @@ static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, doub
             v_n++;
         }
     double c = pairs ? cov_sum / pairs : 0, c_noise = v_n ? 2 * v_sum / v_n / sqrt((double)n) : 0;
-    out->sigma_step = c > c_noise ? sqrt(c) : 0;
+    out->sigma_step = c > c_noise ? fmin(sqrt(c), PP_SIM_NOISE_MAX_SIGMA) : 0;
     out->n_steps = (int)(n > INT32_MAX ? INT32_MAX : n);
 done:
     pp_free(x);
@@ -224,6 +224,7 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
             double lim = 4 * kd->sigma_robust;
             if (V[s] >= 0)
                 lim = fmax(lim, 1.5 * fmax(fabs(log(kd->p05)), fabs(log(kd->p95))));
+            lim = fmin(lim, PP_SIM_NOISE_MAX_LOG); /* no op 1000 times its median: not noise */
             double sum = 0, ss = 0;
             for (uint32_t i = 0; i < kd->n; i++) {
                 double l = fmin(lim, fmax(-lim, kd->factor[i]));
@@ -258,7 +259,7 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
                 e[k] *= E > 0 ? room / E : 0;
             d = fmax(0, V[s] - c - room);
         }
-        out->sigma_stage[s] = sqrt(d);
+        out->sigma_stage[s] = fmin(sqrt(d), PP_SIM_NOISE_MAX_SIGMA);
         for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
             pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
             if (!kd->n)

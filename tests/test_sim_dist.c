@@ -390,3 +390,52 @@ Test(sim_dist, ops_that_trade_time_do_not_slow_the_step)
     pp_costs_destroy(c);
     pp_sim_noise_free(&n);
 }
+
+/* Whatever a capture's durations hold (0, negative, NaN, infinities, 1e300, one sample), the fit
+ * finishes with finite factors and the replays with finite steps. */
+Test(sim_dist, hostile_durations_give_a_finite_model)
+{
+    static const double odd[] = {0.0, -1.0, NAN, INFINITY, -INFINITY, 1e300, 1e-300, 5.0};
+    enum { S = 3, N = 64, STEPS = 12 };
+    static double d[S * PP_SIM_NOISE_KINDS][N];
+    static double busy[STEPS * S];
+    pp_rng rng;
+    pp_rng_seed(&rng, 77);
+    for (int round = 0; round < 200; round++) {
+        const double *samples[S * PP_SIM_NOISE_KINDS];
+        uint32_t ns[S * PP_SIM_NOISE_KINDS];
+        for (int i = 0; i < S * PP_SIM_NOISE_KINDS; i++) {
+            for (int j = 0; j < N; j++)
+                d[i][j] = pp_rng_below(&rng, 3) ? odd[pp_rng_below(&rng, 8)]
+                                                : 100 * exp(pp_rng_normal(&rng));
+            samples[i] = pp_rng_below(&rng, 5) ? d[i] : NULL;
+            ns[i] = (uint32_t)pp_rng_below(&rng, N + 1);
+        }
+        for (int i = 0; i < STEPS * S; i++)
+            busy[i] = pp_rng_below(&rng, 4) ? 1000 * exp(0.1 * pp_rng_normal(&rng))
+                                            : odd[pp_rng_below(&rng, 8)];
+        pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns,
+                                 .n_steps = pp_rng_below(&rng, STEPS + 1), .step_busy = busy,
+                                 .ops_per_step = (int)pp_rng_below(&rng, 40)};
+        pp_sim_noise n;
+        cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+        cr_assert(isfinite(n.sigma_step) && n.sigma_step >= 0);
+        for (int i = 0; i < S * PP_SIM_NOISE_KINDS; i++)
+            for (uint32_t j = 0; j < n.kind[i].n; j++)
+                cr_assert(isfinite(n.kind[i].factor[j]) && n.kind[i].factor[j] > 0,
+                          "round %d kind %d factor %u: %g", round, i, j, n.kind[i].factor[j]);
+        if (round % 20 == 0) {
+            pp_costs *c = NULL;
+            cr_assert_eq(pp_costs_uniform(6, 100, 200, 0, &c), PP_OK);
+            pp_partition part;
+            cr_assert_eq(pp_partition_even(6, S, 1, &part), PP_OK);
+            pp_sim_dist_opts o = {.noise = &n, .seed = (uint64_t)round, .n_max = 2000};
+            pp_sim_dist_result r;
+            cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, 6, c, &o, &r), PP_OK);
+            cr_assert(isfinite(r.median_ns) && isfinite(r.p95_ns) && isfinite(r.mean_ns));
+            pp_partition_free(&part);
+            pp_costs_destroy(c);
+        }
+        pp_sim_noise_free(&n);
+    }
+}
