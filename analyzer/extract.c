@@ -459,6 +459,41 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
              fixed * 1e-6, outside > gap ? "on the stage that ends last" : "between steps");
 }
 
+/* With several chunks per stage: the median duration of each (stage, kind, chunk)'s ops in the
+ * kept timeline ([(s * PP_SIM_NOISE_KINDS + kind) * v + chunk], 0 when none), which tells the
+ * stage's sample of a kind apart by chunk (pp_sim_noise_input.chunk_median). */
+static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
+{
+    static const int k_kinds[PP_SIM_NOISE_KINDS] = {PP_AOP_FWD, PP_AOP_BWD, PP_AOP_BWD_INPUT,
+                                                    PP_AOP_BWD_WEIGHT, PP_AOP_OPT};
+    size_t cells = (size_t)a->S * PP_SIM_NOISE_KINDS * (size_t)v;
+    double *med = pp_alloc_array(cells, sizeof *med);
+    double *d = pp_alloc_array(a->n_ops + 1, sizeof *d);
+    if (!med || !d) {
+        pp_free(med);
+        pp_free(d);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the chunks' medians");
+    }
+    for (int s = 0; s < a->S; s++)
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++)
+            for (int c = 0; c < v; c++) {
+                size_t n = 0;
+                for (size_t i = 0; i < a->n_ops; i++) {
+                    const pp_aop *o = &a->ops[i];
+                    if (o->stage == s && o->chunk == c && o->kind == k_kinds[k] && o->t1 > o->t0)
+                        d[n++] = (double)(o->t1 - o->t0);
+                }
+                if (!n)
+                    continue;
+                qsort(d, n, sizeof *d, cmp_double);
+                med[((size_t)s * PP_SIM_NOISE_KINDS + (size_t)k) * (size_t)v + (size_t)c] =
+                    n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+            }
+    pp_free(d);
+    *out = med;
+    return PP_OK;
+}
+
 /* The op durations' variation (pp_sim_noise_fit): the stages' samples of every op kind and
  * their per-step means. */
 static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
@@ -467,6 +502,7 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     if (S < 1 || !a->stages)
         return PP_OK;
     size_t cells = 0;
+    double *chunk_med = NULL;
     const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
     uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
     double *busy = pp_size_mul(a->n_steps, (size_t)S, &cells) && cells
@@ -485,10 +521,13 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     for (size_t i = 0; busy && i < a->n_steps; i++)
         for (int s = 0; s < S && a->steps[i].stage; s++)
             busy[i * (size_t)S + (size_t)s] = a->steps[i].stage[s].busy_ns;
-    int v = a->v > 0 ? a->v : 1;
+    int v = a->v > 0 && a->v <= PP_SCHED_MAX_V ? a->v : 1;
+    if (v > 1 && (st = chunk_medians(a, v, &chunk_med)) != PP_OK)
+        goto done;
     pp_sim_noise_input in = {.S = S, .sample = sample, .n_sample = n_sample,
                              .n_steps = busy ? a->n_steps : 0, .step_busy = busy,
-                             .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1};
+                             .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1,
+                             .v = v, .chunk_median = chunk_med};
     int L = e->costs->n_layers;
     e->layer_p95_ratio = pp_alloc_array((size_t)L * 2 + 1, sizeof(double));
     if (!e->layer_p95_ratio) {
@@ -513,6 +552,7 @@ done:
     pp_free(sample);
     pp_free(n_sample);
     pp_free(busy);
+    pp_free(chunk_med);
     return st;
 }
 

@@ -111,6 +111,11 @@ typedef struct pp_sim_noise_input {
     size_t n_steps;
     const double *step_busy;     /* [n_steps * S]: stage s in step i at i * S + s; <= 0: none */
     int ops_per_step;            /* ops of each compute kind per stage and step: M x v */
+    /* With v > 1 chunks per stage: each (stage, kind)'s chunk medians (ns; <= 0 unknown) at
+     * [(s * PP_SIM_NOISE_KINDS + kind) * v + chunk], NULL when unknown: a duration is taken
+     * relative to the nearest one, so unequal chunks do not read as spread */
+    int v;
+    const double *chunk_median;
 } pp_sim_noise_input;
 
 /* Fits the model (docs/sim-dist.md, "The model"): per (stage, kind) the factors and their

@@ -50,7 +50,38 @@ static double mean_of(const double *x, size_t n)
 
 /* Per (stage, kind): the measured factors' logs into k (shrunk later), their spread. The
  * median is the sample's; durations <= 0 are left out. */
-static pp_status fit_kind(const double *d, uint32_t n, pp_sim_noise_kind *k, double *scratch)
+/* Several chunks on a stage (interleaved) put ops of different costs in one sample: each
+ * duration is taken relative to the chunk median nearest to it (in log), so chunks of unequal
+ * cost do not read as spread; their geometric mean keeps the kind's scale. */
+static void unmix_chunks(double *x, uint32_t m, const double *cm, int v)
+{
+    double logsum = 0;
+    int nv = 0;
+    for (int c = 0; c < v; c++)
+        if (cm[c] > 0 && isfinite(cm[c])) {
+            logsum += log(cm[c]);
+            nv++;
+        }
+    if (nv < 2)
+        return;
+    double g = exp(logsum / nv);
+    for (uint32_t i = 0; i < m; i++) {
+        double best = INFINITY, mc = g;
+        for (int c = 0; c < v; c++) {
+            if (!(cm[c] > 0 && isfinite(cm[c])))
+                continue;
+            double dist = fabs(log(x[i] / cm[c]));
+            if (dist < best) {
+                best = dist;
+                mc = cm[c];
+            }
+        }
+        x[i] *= g / mc;
+    }
+}
+
+static pp_status fit_kind(const double *d, uint32_t n, const double *chunk_median, int v,
+                          pp_sim_noise_kind *k, double *scratch)
 {
     if (n > PP_SIM_NOISE_MAX_SAMPLES)
         n = PP_SIM_NOISE_MAX_SAMPLES;
@@ -58,6 +89,8 @@ static pp_status fit_kind(const double *d, uint32_t n, pp_sim_noise_kind *k, dou
     for (uint32_t i = 0; i < n; i++)
         if (d[i] > 0 && isfinite(d[i]))
             scratch[m++] = d[i];
+    if (chunk_median && v > 1)
+        unmix_chunks(scratch, m, chunk_median, v);
     if (m < 2)
         return PP_OK; /* one op or none: nothing to say about its spread */
     qsort(scratch, m, sizeof *scratch, cmp_double);
@@ -179,8 +212,9 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
 {
     memset(out, 0, sizeof *out);
     int S = in->S;
-    if (S < 1 || S > PP_SCHED_MAX_S || !in->sample || !in->n_sample)
-        return PP_ERR(PP_ERR_INVALID, "noise model: %d stages", S);
+    if (S < 1 || S > PP_SCHED_MAX_S || !in->sample || !in->n_sample ||
+        (in->chunk_median && (in->v < 1 || in->v > PP_SCHED_MAX_V)))
+        return PP_ERR(PP_ERR_INVALID, "noise model: %d stages, %d chunks", S, in->v);
     out->S = S;
     out->kind = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *out->kind);
     out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
@@ -193,7 +227,10 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     }
     for (int i = 0; i < S * PP_SIM_NOISE_KINDS && st == PP_OK; i++)
         if (in->sample[i] && in->n_sample[i])
-            st = fit_kind(in->sample[i], in->n_sample[i], &out->kind[i], scratch);
+            st = fit_kind(in->sample[i], in->n_sample[i],
+                          in->chunk_median && in->v > 1 ? in->chunk_median + (size_t)i * in->v
+                                                        : NULL,
+                          in->v, &out->kind[i], scratch);
     for (int s = 0; s < S; s++)
         V[s] = -1;
     if (st == PP_OK)

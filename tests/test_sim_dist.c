@@ -439,3 +439,31 @@ Test(sim_dist, hostile_durations_give_a_finite_model)
         pp_sim_noise_free(&n);
     }
 }
+
+/* Interleaved: a stage's sample holds its chunks' ops, of different costs; told apart by their
+ * medians, they do not read as spread. */
+Test(sim_dist, chunks_of_unequal_cost_are_not_spread)
+{
+    enum { N = 2000 };
+    static double d[N];
+    pp_rng rng;
+    pp_rng_seed(&rng, 4);
+    for (int i = 0; i < N; i++)
+        d[i] = (i % 2 ? 1000.0 : 1667.0) * exp(0.05 * pp_rng_normal(&rng));
+    const double *samples[PP_SIM_NOISE_KINDS] = {d};
+    uint32_t ns[PP_SIM_NOISE_KINDS] = {N};
+    double cm[PP_SIM_NOISE_KINDS * 2] = {1667.0, 1000.0};
+    pp_sim_noise_input in = {.S = 1, .sample = samples, .n_sample = ns, .ops_per_step = 16};
+    pp_sim_noise mixed, told;
+    cr_assert_eq(pp_sim_noise_fit(&in, &mixed), PP_OK);
+    in.v = 2;
+    in.chunk_median = cm;
+    cr_assert_eq(pp_sim_noise_fit(&in, &told), PP_OK);
+    cr_log_info("robust log-sd: mixed %.4f, told apart %.4f\n", mixed.kind[0].sigma_robust,
+                told.kind[0].sigma_robust);
+    cr_assert_gt(mixed.kind[0].sigma_robust, 0.15);
+    cr_assert_float_eq(told.kind[0].sigma_robust, 0.05, 0.005);
+    cr_assert_float_eq(told.kind[0].median_ns, sqrt(1000.0 * 1667.0), 20);
+    pp_sim_noise_free(&mixed);
+    pp_sim_noise_free(&told);
+}
