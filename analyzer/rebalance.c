@@ -561,6 +561,9 @@ static double stage_bound(const rb_ctx *x, int s, const int *b)
 
 static int is_end_piece(const rb_ctx *x, int j) { return j % x->S == 0 || j % x->S == x->S - 1; }
 
+/* Index of an end piece among the 2v pieces of stages 0 and S-1. */
+static int end_slot(const rb_ctx *x, int j) { return (j / x->S) * 2 + (j % x->S == 0 ? 0 : 1); }
+
 /* Merges the compute ops of stages 0 and S-1 in the replay's order (every dependency first) and
  * links each FWD(m) to FWD(m) of the nearest earlier piece on those two stages and each
  * input-gradient op of m to that of the nearest later one. */
@@ -576,14 +579,15 @@ static pp_status extract_ends(rb_ctx *x)
     e->prev = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
     e->hop = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
     e->val = pp_alloc(sizeof(double) * ((size_t)n + 1));
-    int *fidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)P);
-    int *bidx = pp_alloc(sizeof(int) * (size_t)M * (size_t)P);
+    size_t nslot = (size_t)M * 2 * (size_t)x->v;
+    int *fidx = pp_alloc(sizeof(int) * nslot);
+    int *bidx = pp_alloc(sizeof(int) * nslot);
     pp_status st = PP_OK;
     if (!e->kind || !e->piece || !e->prev || !e->hop || !e->val || !fidx || !bidx) {
         st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the end stages' bound");
         goto done;
     }
-    for (size_t i = 0; i < (size_t)M * (size_t)P; i++)
+    for (size_t i = 0; i < nslot; i++)
         fidx[i] = bidx[i] = -1;
     int last[2] = {-1, -1};
     for (int i = 0; i < x->n_steps; i++) {
@@ -602,15 +606,15 @@ static pp_status extract_ends(rb_ctx *x)
             while (i0 >= 0 && !is_end_piece(x, i0))
                 i0--;
             if (i0 >= 0)
-                e->hop[k] = fidx[(size_t)t->mb * P + i0];
-            fidx[(size_t)t->mb * P + j] = k;
+                e->hop[k] = fidx[(size_t)t->mb * 2 * x->v + end_slot(x, i0)];
+            fidx[(size_t)t->mb * 2 * x->v + end_slot(x, j)] = k;
         } else if (t->kind == K_B || t->kind == K_BI) {
             int i0 = j + 1;
             while (i0 < P && !is_end_piece(x, i0))
                 i0++;
             if (i0 < P)
-                e->hop[k] = bidx[(size_t)t->mb * P + i0];
-            bidx[(size_t)t->mb * P + j] = k;
+                e->hop[k] = bidx[(size_t)t->mb * 2 * x->v + end_slot(x, i0)];
+            bidx[(size_t)t->mb * 2 * x->v + end_slot(x, j)] = k;
         }
     }
 done:
@@ -990,8 +994,11 @@ static double search(rb_ctx *x, int k, double nb)
 
 /* ---- v = 2: the stage bound over all partitions, by a DP over stages ---- */
 
-/* The pair DP's back-pointers hold (S + 1) x (L + 1)^2 entries at most. */
+/* The pair DP's back-pointers hold (S + 1) x (L + 1)^2 entries at most (64 MiB), its per-state
+ * arrays (L + 1)^2 entries (with the label bitsets, 2 x 64 bytes each: 64 MiB); beyond, the DP
+ * is skipped. */
 #define MAX_PAIR_TABLE ((int64_t)1 << 24)
+#define MAX_PAIR_STATES ((int64_t)1 << 19)
 
 /* Per-micro-batch-independent work of piece j over [lo, hi): all its ops, ns. */
 static double piece_work_ns(const rb_ctx *x, const int *total, int lo, int hi)
@@ -1226,8 +1233,9 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
  * time. */
 static int pair_dp_applies(const rb_ctx *x)
 {
-    return x->v == 2 && x->sseq && x->fill_ok &&
-           (int64_t)(x->S + 1) * (x->L + 1) * (x->L + 1) <= MAX_PAIR_TABLE;
+    int64_t ns = (int64_t)(x->L + 1) * (x->L + 1);
+    return x->v == 2 && x->sseq && x->fill_ok && ns <= MAX_PAIR_STATES &&
+           (int64_t)(x->S + 1) * ns <= MAX_PAIR_TABLE;
 }
 
 static double pair_dp(rb_ctx *x, double root)
