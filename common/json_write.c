@@ -66,6 +66,34 @@ static void continuation(pp_json_writer *w)
     outs(w, " ");
 }
 
+size_t pp_json_utf8_seq(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0];
+    if (c < 0x80)
+        return c ? 1 : 0;
+    size_t len = c >= 0xf0 && c <= 0xf4   ? 4
+                 : c >= 0xe0 && c < 0xf0 ? 3
+                 : c >= 0xc2 && c <= 0xdf ? 2
+                                          : 0;
+    for (size_t k = 1; k < len; k++)
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+    if (len == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0)))
+        return 0; /* no overlong forms, no surrogates */
+    if (len == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
+        return 0;
+    return len;
+}
+
+int pp_json_utf8_valid(const char *s)
+{
+    for (size_t n; *s; s += n)
+        if ((n = pp_json_utf8_seq(s)) == 0)
+            return 0;
+    return 1;
+}
+
 static void quote(pp_json_writer *w, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -87,16 +115,9 @@ static void quote(pp_json_writer *w, const char *s)
             out(w, (const char *)p, 1);
             p++;
         } else {
-            int len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-            int ok = len > 0 && c < 0xf5;
-            for (int k = 1; ok && k < len; k++)
-                ok = (p[k] & 0xc0) == 0x80;
-            if (ok && len == 3) /* no overlong forms, no surrogates */
-                ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] >= 0xa0);
-            if (ok && len == 4)
-                ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] >= 0x90);
-            if (ok) {
-                out(w, (const char *)p, (size_t)len);
+            size_t len = pp_json_utf8_seq((const char *)p);
+            if (len) {
+                out(w, (const char *)p, len);
                 p += len;
             } else {
                 outs(w, "\\ufffd");

@@ -118,6 +118,11 @@ void pp_json_wrap(pp_json_writer *w);
  * filesystem still give valid JSON. A NULL string is null. Every number that is not finite is
  * null, and -0 is written 0. */
 void pp_json_put_str(pp_json_writer *w, const char *key, const char *s);
+/* The bytes of the valid UTF-8 sequence s starts with (1 to 4), 0 when it starts with none (or
+ * at the NUL): the writer's rule. pp_json_utf8_valid: 1 when all of s is valid UTF-8, so that a
+ * reader can refuse a string the writer would not give back as it was. */
+size_t pp_json_utf8_seq(const char *s);
+int pp_json_utf8_valid(const char *s);
 void pp_json_put_int(pp_json_writer *w, const char *key, long long v);
 void pp_json_put_uint(pp_json_writer *w, const char *key, uint64_t v);
 void pp_json_put_bool(pp_json_writer *w, const char *key, int v);

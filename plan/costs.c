@@ -41,7 +41,8 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
 {
     char ctx[256];
     const cJSON *name = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, "name") : NULL;
-    if (cJSON_IsString(name) && strlen(name->valuestring) < sizeof out->name)
+    if (cJSON_IsString(name) && strlen(name->valuestring) < sizeof out->name &&
+        pp_json_utf8_valid(name->valuestring))
         snprintf(ctx, sizeof ctx, "cost file '%s': layer %d (\"%s\")", origin, i,
                  name->valuestring);
     else
@@ -62,6 +63,8 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
     if (len == 0 || len >= sizeof out->name)
         return PP_ERR(PP_ERR_INVALID, "%s: \"name\" must have 1 to %zu characters (got %zu)",
                       ctx, sizeof out->name - 1, len);
+    if (!pp_json_utf8_valid(f[L_NAME]->valuestring)) /* the writer would not give it back */
+        return PP_ERR(PP_ERR_INVALID, "%s: \"name\" is not valid UTF-8", ctx);
     memcpy(out->name, f[L_NAME]->valuestring, len + 1);
 
     if (!f[L_FWD])

@@ -133,6 +133,8 @@ static pp_status parse_batching(const cJSON *const *f, const char *ctx, pp_plan 
     if (len >= sizeof p->baseline)
         return PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" is %zu characters (at most %zu)", ctx,
                       len, sizeof p->baseline - 1);
+    if (!pp_json_utf8_valid(jl->valuestring)) /* the writer would not give it back */
+        return PP_ERR(PP_ERR_INVALID, "%s: \"baseline\" is not valid UTF-8", ctx);
     memcpy(p->baseline, jl->valuestring, len + 1);
     return PP_OK;
 }
@@ -210,7 +212,8 @@ static pp_status plan_fill(pp_json_writer *w, const void *ctx)
     if (p->microbatch_size > 0)
         pp_json_put_int(w, "microbatch_size", p->microbatch_size);
     pp_json_put_uint(w, "memory_limit_bytes", p->memory_limit_bytes);
-    if (p->predicted_step_ms >= 0 || p->predicted_bubble >= 0) {
+    if (p->predicted_step_ms >= 0 || p->predicted_bubble >= 0 || p->predicted_median_ms > 0 ||
+        p->predicted_p95_ms > 0) {
         pp_json_object(w, "predicted");
         if (p->predicted_step_ms >= 0)
             pp_json_put_exact(w, "step_ms", p->predicted_step_ms);

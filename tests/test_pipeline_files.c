@@ -363,6 +363,9 @@ static const bad_json k_bad_costs[] = {
     {"{\"layers\": [" LAYER_A "], \"step_fixed_us\": 1e999}", "step_fixed_us"},
     {"{\"layers\": [" LAYER_A "], \"microbatch_size\": 0}",
      "\"microbatch_size\" 0 is out of range"},
+    /* the writer would write U+FFFD for the byte (tests/fuzz_costs.c found it) */
+    {"{\"layers\": [{\"name\": \"b\xfc\", \"fwd_us\": 1, \"bwd_us\": 2}]}",
+     "layer 0: \"name\" is not valid UTF-8"},
 };
 
 Test(costs, rejects_each_bad_file_naming_origin_layer_and_field)
@@ -646,6 +649,8 @@ static const bad_json k_bad_plans[] = {
      "\"predicted\" must be an object"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"baseline\": 3}",
      "\"baseline\" must be a string (got a number)"},
+    {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"baseline\": \"runs/\xed\xa0\x80\"}",
+     "\"baseline\" is not valid UTF-8"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"memory_limit_bytes\": -1}",
      "\"memory_limit_bytes\" -1 is out of range"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"microbatch_size\": 2.5}",
@@ -719,6 +724,17 @@ Test(plan, write_then_load_gives_back_the_same_plan)
     cr_assert_eq(pp_plan_write(&c, path), PP_OK, "%s", pp_error_message());
     cr_assert_eq(pp_plan_load(path, &b), PP_OK, "%s", pp_error_message());
     assert_plans_equal(&c, &b);
+    pp_plan_free(&b);
+
+    /* A predicted median and p95 without the step and bubble are kept (tests/fuzz_plan.c
+     * found them dropped). */
+    c.predicted_median_ms = 7.5;
+    c.predicted_p95_ms = 8.25;
+    cr_assert_eq(pp_plan_write(&c, path), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_plan_load(path, &b), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(b.predicted_median_ms, 7.5);
+    cr_assert_eq(b.predicted_p95_ms, 8.25);
+    cr_assert(b.predicted_step_ms < 0 && b.predicted_bubble < 0);
     pp_plan_free(&b);
     pp_plan_free(&c);
 }
