@@ -72,6 +72,29 @@ static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
     return PP_OK;
 }
 
+/* Layers whose names are not listed ("layer_names" null: the writer could not list them
+ * exactly): their count and fingerprint, as written. */
+static pp_status baseline_unlisted_layers(const cJSON *shape, const char *ctx, pp_check_shape *s)
+{
+    if (s->n_layers > 0)
+        return PP_OK;
+    double n = 0;
+    char fp[32];
+    pp_status st;
+    if ((st = pp_json_opt_int(shape, ctx, "layers", 0, 1 << 30, 0, &n)) != PP_OK ||
+        (st = pp_json_opt_string(shape, ctx, "layer_fingerprint", fp, sizeof fp)) != PP_OK)
+        return st;
+    if (n == 0 || !fp[0])
+        return PP_OK;
+    size_t hex = strspn(fp + (strncmp(fp, "fnv1a64:", 8) == 0 ? 8 : 0), "0123456789abcdef");
+    if (strncmp(fp, "fnv1a64:", 8) != 0 || hex != 16 || fp[24] != '\0')
+        return PP_ERR(PP_ERR_INVALID, "%s: \"layer_fingerprint\" \"%s\" is not fnv1a64: and 16 "
+                                      "hex digits", ctx, fp);
+    s->n_layers = (int)n;
+    memcpy(s->layer_fp, fp, 25);
+    return PP_OK;
+}
+
 /* "value" and "stats" of a metric with n samples v[]: numbers where numbers belong, and the
  * same as the samples say (a hand-edited file whose summary disagrees with its samples cannot
  * be told apart from a damaged one, and the gate would test numbers nobody looked at). */
@@ -162,6 +185,7 @@ pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
         return st;
     if ((st = pp_check_shape_read_layers(pp_json_member(shape, "layer_names"), sctx,
                                          "layer_names", &r->shape)) != PP_OK ||
+        (st = baseline_unlisted_layers(shape, sctx, &r->shape)) != PP_OK ||
         (st = pp_json_get_int(pp_json_member(root, "steps"), ctx, "steps", 0,
                               PP_JSON_MAX_EXACT_INT, &d)) != PP_OK)
         return st;
@@ -254,7 +278,13 @@ static void put_shape(pp_json_writer *w, const pp_check_shape *s)
     pp_check_shape_put(w, s);
     pp_json_put_int(w, "layers", s->n_layers);
     pp_json_put_str(w, "layer_fingerprint", or_null(s->layer_fp));
-    if (s->n_layers > 0 && strlen(s->layer_names) < sizeof s->layer_names - 1) {
+    /* listed only when the reader gets back the same names (and so the same fingerprint): not
+     * cut short, no name with a comma, valid UTF-8 (else the writer's U+FFFD changes them) */
+    int commas = 0;
+    for (const char *c = s->layer_names; (c = strchr(c, ',')) != NULL; c++)
+        commas++;
+    if (s->n_layers > 0 && strlen(s->layer_names) < sizeof s->layer_names - 1 &&
+        commas == s->n_layers - 1 && pp_json_utf8_valid(s->layer_names)) {
         pp_json_array(w, "layer_names");
         const char *p = s->layer_names;
         for (int i = 0; i < s->n_layers; i++) {

@@ -351,6 +351,51 @@ Test(check, baseline_round_trip_and_bad_texts)
     }
 }
 
+/* Layer names the baseline cannot list as they are (a comma in one, bytes that are not UTF-8,
+ * too many to fit) are written as null with their count and fingerprint, which are read back:
+ * the run compares as the same model (tests/fuzz_plan.c found the fingerprint changed). */
+Test(check, unlisted_layer_names_keep_their_fingerprint_through_a_baseline)
+{
+    static const char *const lists[] = {"[\"a,b\", \"c\"]", "[\"a\", \"b\\u00e9\xff\"]",
+                                        NULL};
+    char many[4096];
+    size_t k = (size_t)snprintf(many, sizeof many, "[");
+    for (int i = 0; i < 80; i++)
+        k += (size_t)snprintf(many + k, sizeof many - k, "%s\"layer_number_%d\"", i ? ", " : "",
+                              i);
+    snprintf(many + k, sizeof many - k, "]");
+    for (int c = 0; c < 3; c++) {
+        const char *names = lists[c] ? lists[c] : many;
+        char *t = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&t, &len);
+        fprintf(f, "{\"baseline_version\": 1, \"shape\": {\"stages\": 1, \"layer_names\": %s}, "
+                   "\"steps\": 2, \"metrics\": [{\"name\": \"step_ms\", \"family\": "
+                   "\"step_ms\", \"samples\": [1, 2]}]}", names);
+        fclose(f);
+        pp_check_run *a = parse_ok(t, "a.json");
+        cr_assert(a->shape.n_layers == 2 || a->shape.n_layers == 80);
+        char *buf = NULL;
+        f = open_memstream(&buf, &len);
+        cr_assert_eq(pp_check_baseline_write(a, "9.9", f), PP_OK);
+        fclose(f);
+        cr_assert_not_null(strstr(buf, "\"layer_names\": null"), "case %d: %s", c, buf);
+        pp_check_run *b = parse_ok(buf, "written.json");
+        cr_assert_eq(b->shape.n_layers, a->shape.n_layers, "case %d", c);
+        cr_assert_str_eq(b->shape.layer_fp, a->shape.layer_fp, "case %d", c);
+        pp_check_run_free(a);
+        pp_check_run_free(b);
+        free(buf);
+        free(t);
+    }
+    pp_check_run *r = NULL;
+    cr_assert_neq(pp_check_run_parse("{\"baseline_version\": 1, \"shape\": {\"stages\": 1, "
+                                     "\"layers\": 2, \"layer_fingerprint\": \"fnv1a64:xyz\", "
+                                     "\"layer_names\": null}, \"steps\": 1, \"metrics\": []}",
+                                     "bad.json", &r), PP_OK);
+    cr_assert_not_null(strstr(pp_error_message(), "layer_fingerprint"), "%s", pp_error_message());
+}
+
 /* A baseline of one 1-stage pipeline, 3 steps, and the one metric given as JSON. */
 static char *one_metric_baseline(const char *metric)
 {
