@@ -6,11 +6,15 @@
 # build-fuzz/, writes the reader's seed traces, takes the analysis's seeds from
 # tests/data/fuzz/analysis/ (real captures, one process and multi-rank, plus regression inputs),
 # then runs each target for its share of the time under an RSS and a malloc limit.
-# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis|dialect|kineto]   (all: the seconds
-# split in four). The dialect target (tests/fuzz_dialect.c) fuzzes dialect files with a trace
+# Usage: scripts/fuzz.sh [seconds=60] [all|trace|analysis|dialect|kineto|costs|plan]   (all: the
+# seconds split in six). The dialect target (tests/fuzz_dialect.c) fuzzes dialect files with a trace
 # analyzed by them; its seeds are tests/data/fuzz/dialect/. The kineto target (tests/fuzz_kineto.c)
 # fuzzes the PyTorch trace importer (the JSON tokenizer, the converter, the analysis of what it
-# wrote), seeded with the heads of tests/data/kineto's torch traces.
+# wrote), seeded with the heads of tests/data/kineto's torch traces. The costs target
+# (tests/fuzz_costs.c) fuzzes cost files and what runs behind them (the simulator, the Monte Carlo
+# predictor, the rebalancer, the write + reload round trip); the plan target (tests/fuzz_plan.c)
+# plan files and pprof-check's summaries and baselines, with their round trips; their seeds are
+# tests/data/fuzz/costs/ and plan/.
 # Called by scripts/test.sh; exits non-zero on a finding, leaving the input that caused it in
 # build-fuzz/artifacts/ (replay it with build-fuzz/fuzz_trace_driver FILE or
 # build-fuzz/fuzz_analysis_driver FILE). FUZZ_RUNS=N runs N inputs per target instead of a time.
@@ -25,12 +29,13 @@ if ! command -v "$cc" >/dev/null; then
   exit 3
 fi
 case "$which" in
-  all) share=$(( (secs + 3) / 4 )) ;;
-  trace|analysis|dialect|kineto) share=$secs ;;
-  *) echo "fuzz: unknown target '$which' (all, trace, analysis, dialect, kineto)" >&2; exit 2 ;;
+  all) share=$(( (secs + 5) / 6 )) ;;
+  trace|analysis|dialect|kineto|costs|plan) share=$secs ;;
+  *) echo "fuzz: unknown target '$which' (all, trace, analysis, dialect, kineto, costs, plan)" >&2
+     exit 2 ;;
 esac
 mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts" "$out/corpus-analysis" "$out/corpus-dialect" \
-  "$out/corpus-kineto" "$out/seeds-kineto"
+  "$out/corpus-kineto" "$out/seeds-kineto" "$out/corpus-costs" "$out/corpus-plan"
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
        -fno-omit-frame-pointer -fno-sanitize-recover=all)
 # The sources by folder, so that a file added or split there is fuzzed without editing this list:
@@ -88,6 +93,16 @@ if [ "$which" = all ] || [ "$which" = kineto ]; then
     "${ksrcs[@]}" -o "$out/fuzz_kineto_driver" "${analysis_libs[@]}"
   "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp
 fi
+# the cost file and the plan file (and pprof-check's baselines): the parsers and what runs behind
+for t in costs plan; do
+  if [ "$which" = all ] || [ "$which" = "$t" ]; then
+    tsrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${harness_srcs[@]}" "tests/fuzz_$t.c")
+    "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
+      "${tsrcs[@]}" -o "$out/fuzz_$t" "${analysis_libs[@]}"
+    "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+      "${tsrcs[@]}" -o "$out/fuzz_${t}_driver" "${analysis_libs[@]}"
+  fi
+done
 if [ "$which" = all ] || [ "$which" = analysis ]; then
   "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
     "${analysis_srcs[@]}" -o "$out/fuzz_analysis" "${analysis_libs[@]}"
@@ -109,5 +124,13 @@ if [ "$which" = all ] || [ "$which" = analysis ]; then
 fi
 if [ "$which" = all ] || [ "$which" = kineto ]; then
   run_target "Kineto importer" "$out/fuzz_kineto" "$out/corpus-kineto" "$out/seeds-kineto" \
+    65536 512 256
+fi
+if [ "$which" = all ] || [ "$which" = costs ]; then
+  run_target "cost files" "$out/fuzz_costs" "$out/corpus-costs" tests/data/fuzz/costs \
+    65536 512 256
+fi
+if [ "$which" = all ] || [ "$which" = plan ]; then
+  run_target "plan and baseline files" "$out/fuzz_plan" "$out/corpus-plan" tests/data/fuzz/plan \
     65536 512 256
 fi
