@@ -6,8 +6,9 @@
 # pprof-tune on it, then the job with the proposed split points (the re-run), alternating, so
 # that both layouts see the same state of a shared machine. Prints, per round, the baseline's
 # median step, the prediction for the proposal, the re-run's median step and the error, and
-# each capture's own self-check; then the medians over the rounds: the re-run's median step
-# against the median prediction. One run's median moves by up to ~10% between runs on a busy
+# each capture's own self-check (its predicted median against its measured median); then the
+# medians over the rounds: the re-run's median step against the median prediction (pprof-tune's
+# predicted median, Monte Carlo over the run's own variation: docs/sim-dist.md). One run's median moves by up to ~10% between runs on a busy
 # 2-core machine (what the rounds are for); the verdict line says whether the median re-run
 # lands within 5% of the median prediction. Exits 1 when it does not, or when a proposal
 # made the step slower.
@@ -67,9 +68,9 @@ for r in $(seq 1 "$rounds"); do
   run_job "$base"
   out=$(tune "$base" "$work/plan$r.json")
   split=$(field "$out" '.*pipeline_parallel_split_points = \[\(.*\)\].*' | tr -d '" ')
-  base_ms=$(field "$out" '^step ms *[0-9.]* (measured \([0-9.]*\)).*')
+  base_ms=$(field "$out" '^step median ms *[0-9.]* (measured \([0-9.]*\)).*')
   base_self=$(field "$out" '.*(error \([-+0-9.]*\)%).*')
-  pred=$(field "$out" '^step ms *[0-9.]* (measured [0-9.]*) *\([0-9.]*\).*')
+  pred=$(field "$out" '^step median ms *[0-9.]* (measured [0-9.]*) *\([0-9.]*\).*')
   if [ -z "$split" ] || [ -z "$pred" ]; then
     echo "bench_torch_tune.sh: pprof-tune proposed no split points on round $r:" >&2
     printf '%s\n' "$out" >&2
@@ -77,7 +78,7 @@ for r in $(seq 1 "$rounds"); do
   fi
   run_job "$after" --split-points "$split"
   out2=$(tune "$after" "$work/plan${r}b.json")
-  rerun=$(field "$out2" '^step ms *[0-9.]* (measured \([0-9.]*\)).*')
+  rerun=$(field "$out2" '^step median ms *[0-9.]* (measured \([0-9.]*\)).*')
   rerun_self=$(field "$out2" '.*(error \([-+0-9.]*\)%).*')
   err=$(awk -v m="$rerun" -v p="$pred" 'BEGIN {printf "%+.1f", 100 * (m - p) / p}')
   gain=$(awk -v b="$base_ms" -v a="$rerun" 'BEGIN {printf "%.3fx", b / a}')
