@@ -364,6 +364,8 @@ pp_status pp_check_shape_read(const cJSON *p, const char *ctx, pp_check_shape *s
     s->v = (int)d;
     if ((st = pp_json_opt_string(p, ctx, "schedule", s->schedule, sizeof s->schedule)) != PP_OK)
         return st;
+    if (!pp_json_utf8_valid(s->schedule)) /* a baseline would write U+FFFD: another schedule */
+        return PP_ERR(PP_ERR_INVALID, "%s: \"schedule\" is not valid UTF-8", ctx);
     if ((st = pp_json_opt_real(p, ctx, "samples_per_step", 0, PP_CHECK_BIG, 0,
                                &s->samples_per_step)) != PP_OK)
         return st;
