@@ -349,8 +349,8 @@ double pp_costs_layer_us(const pp_layer_cost *l, pp_op op)
 uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi)
 {
     uint64_t b = 0;
-    for (int l = lo < 0 ? 0 : lo; l < hi && l < c->n_layers; l++)
-        b += c->layers[l].param_bytes;
+    for (int l = lo < 0 ? 0 : lo; l < hi && l < c->n_layers; l++) /* saturating: 1e5 x 2^53 */
+        b = c->layers[l].param_bytes > UINT64_MAX - b ? UINT64_MAX : b + c->layers[l].param_bytes;
     return b;
 }
 

@@ -229,6 +229,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!c)
         return 0;
     sane = sane_costs(c);
+    /* the parameters of a range are at least those of any one layer in it (no wrap-around) */
+    uint64_t all = pp_costs_param_bytes(c, 0, c->n_layers);
+    for (int i = 0; i < c->n_layers; i++)
+        if (c->layers[i].param_bytes > all)
+            abort();
     uint8_t b[6] = {0};
     size_t nb = nul ? size - tlen - 1 : 0;
     memcpy(b, nul ? nul + 1 : data, nb < sizeof b ? nb : sizeof b);

@@ -136,3 +136,17 @@ Test(cost_rule, zbh1_without_halves_costs_what_explicit_halves_cost_for_every_us
     pp_costs_destroy(bare);
     pp_costs_destroy(halves);
 }
+
+/* A stage's parameter bytes saturate instead of wrapping: 3000 layers of 2^53 bytes each are
+ * more than 2^64 (tests/fuzz_costs.c checks the same on every input). */
+Test(cost_rule, parameter_bytes_of_a_range_saturate)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(3000, 1, 2, 0, &c), PP_OK);
+    for (int i = 0; i < c->n_layers; i++)
+        c->layers[i].param_bytes = UINT64_C(1) << 53;
+    cr_assert_eq(pp_costs_param_bytes(c, 0, 3000), UINT64_MAX);
+    cr_assert_eq(pp_costs_param_bytes(c, 0, 2), UINT64_C(1) << 54);
+    cr_assert(isfinite(pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 3000)));
+    pp_costs_destroy(c);
+}
