@@ -175,6 +175,13 @@ pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
             (st = pp_json_opt_string(prov, c, "pipeprof_version", r->version,
                                      sizeof r->version)) != PP_OK)
             return st;
+        /* a baseline saved from this one would write U+FFFD for bad bytes, 3 bytes each: past
+         * the sizes above */
+        const char *const got[] = {r->origin, r->created, r->host, r->version};
+        const char *const key[] = {"source", "created", "host", "pipeprof_version"};
+        for (int k = 0; k < 4; k++)
+            if (!pp_json_utf8_valid(got[k]))
+                return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" is not valid UTF-8", c, key[k]);
     }
     const cJSON *shape = pp_json_member(root, "shape");
     if ((st = pp_json_need_object(shape, ctx, "shape")) != PP_OK)
@@ -264,10 +271,12 @@ static void put_provenance(pp_json_writer *w, const pp_check_run *r, const char 
         host[0] = '\0';
     host[sizeof host - 1] = '\0';
     pp_json_object_inline(w, "provenance");
-    pp_json_put_str(w, "source", r->origin[0] ? r->origin : r->source);
+    /* what a reader refuses (not UTF-8: a run directory's path, a host name) is unknown */
+    const char *src = r->origin[0] ? r->origin : r->source;
+    pp_json_put_str(w, "source", pp_json_utf8_valid(src) ? src : NULL);
     pp_json_put_str(w, "source_kind", r->source_kind);
     pp_json_put_str(w, "created", created);
-    pp_json_put_str(w, "host", or_null(host));
+    pp_json_put_str(w, "host", pp_json_utf8_valid(host) ? or_null(host) : NULL);
     pp_json_put_str(w, "pipeprof_version", or_null(version));
     pp_json_end(w);
 }

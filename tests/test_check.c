@@ -338,6 +338,8 @@ Test(check, baseline_round_trip_and_bad_texts)
         {"{\"baseline_version\": 1, \"shape\": {\"stages\": 2}, \"steps\": 1, \"metrics\": "
          "[{\"name\": \"x\", \"family\": \"bogus\", \"samples\": []}]}", "family"},
         {"{\"summary_version\": 1, \"pipeline\": {\"stages\": 1}, \"steps\": []}", "empty"},
+        {"{\"baseline_version\": 1, \"provenance\": {\"source\": \"runs/\xff\"}}",
+         "provenance: \"source\" is not valid UTF-8"},
         {"{\"summary_version\": 1, \"pipeline\": {\"stages\": 1, \"schedule\": \"g\x9cipe\"}, "
          "\"steps\": [{\"step_ms\": 1}]}", "\"schedule\" is not valid UTF-8"},
         {"{\"summary_version\": 1, \"pipeline\": {\"stages\": 1}, \"steps\": "
