@@ -288,12 +288,20 @@ static void put_shape(pp_json_writer *w, const pp_check_shape *s)
     pp_json_put_int(w, "layers", s->n_layers);
     pp_json_put_str(w, "layer_fingerprint", or_null(s->layer_fp));
     /* listed only when the reader gets back the same names (and so the same fingerprint): not
-     * cut short, no name with a comma, valid UTF-8 (else the writer's U+FFFD changes them) */
+     * cut short, no name with a comma or over 127 bytes, valid UTF-8 (else the writer's U+FFFD
+     * changes them) */
     int commas = 0;
-    for (const char *c = s->layer_names; (c = strchr(c, ',')) != NULL; c++)
+    size_t longest = 0;
+    for (const char *c = s->layer_names;; c++) {
+        size_t len = strcspn(c, ",");
+        longest = len > longest ? len : longest;
+        if (!c[len])
+            break;
         commas++;
+        c += len;
+    }
     if (s->n_layers > 0 && strlen(s->layer_names) < sizeof s->layer_names - 1 &&
-        commas == s->n_layers - 1 && pp_json_utf8_valid(s->layer_names)) {
+        commas == s->n_layers - 1 && longest < 128 && pp_json_utf8_valid(s->layer_names)) {
         pp_json_array(w, "layer_names");
         const char *p = s->layer_names;
         for (int i = 0; i < s->n_layers; i++) {

@@ -356,19 +356,22 @@ Test(check, baseline_round_trip_and_bad_texts)
 }
 
 /* Layer names the baseline cannot list as they are (a comma in one, bytes that are not UTF-8,
- * too many to fit) are written as null with their count and fingerprint, which are read back:
- * the run compares as the same model (tests/fuzz_plan.c found the fingerprint changed). */
+ * a name over 127 bytes, too many to fit) are written as null with their count and
+ * fingerprint, which are read back: the run compares as the same model (tests/fuzz_plan.c found
+ * the fingerprint changed). */
 Test(check, unlisted_layer_names_keep_their_fingerprint_through_a_baseline)
 {
-    static const char *const lists[] = {"[\"a,b\", \"c\"]", "[\"a\", \"b\\u00e9\xff\"]",
-                                        NULL};
+    static const char *const lists[] = {
+        "[\"a,b\", \"c\"]", "[\"a\", \"b\\u00e9\xff\"]",
+        "[\"a\", \"long_name_over_127_bytesxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"]", NULL};
     char many[4096];
     size_t k = (size_t)snprintf(many, sizeof many, "[");
     for (int i = 0; i < 80; i++)
         k += (size_t)snprintf(many + k, sizeof many - k, "%s\"layer_number_%d\"", i ? ", " : "",
                               i);
     snprintf(many + k, sizeof many - k, "]");
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         const char *names = lists[c] ? lists[c] : many;
         char *t = NULL;
         size_t len = 0;
