@@ -9,9 +9,10 @@
 # each capture's own self-check (its predicted median against its measured median); then the
 # medians over the rounds: the re-run's median step against the median prediction (pprof-tune's
 # predicted median, Monte Carlo over the run's own variation: docs/sim-dist.md). One run's median moves by up to ~10% between runs on a busy
-# 2-core machine (what the rounds are for); the verdict line says whether the median re-run
-# lands within 5% of the median prediction. Exits 1 when it does not, or when a proposal
-# made the step slower.
+# 2-core machine (what the rounds are for), so the verdict is judged on the medians over the
+# rounds: whether the median re-run lands within 5% of the median prediction and is faster than
+# the median baseline (rounds whose re-run was slower than their own baseline are counted and
+# shown). Exits 1 when it does not.
 #
 # usage: benchmarks/bench_torch_tune.sh [--build DIR] [--python PY] [ROUNDS]   (default 5)
 # PY: a Python with torch (default: scripts/setup.sh's venv, PPROF_TORCH_VENV or
@@ -62,7 +63,7 @@ median() { # numbers on stdin
 printf 'torch GPipe, 2 ranks, 8 blocks (work 3,3,3,3,1,1,1,1), M = 4, 16 profiled steps; %s rounds\n' "$rounds"
 printf '%-6s %-10s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' round split base_ms base_self% \
   predicted_ms rerun_ms error% rerun_self% gain
-preds=() reruns=() slower=0
+preds=() reruns=() bases=() slower=0
 for r in $(seq 1 "$rounds"); do
   base=$work/base$r after=$work/after$r
   run_job "$base"
@@ -86,17 +87,21 @@ for r in $(seq 1 "$rounds"); do
   printf '%-6s %-10s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' "$r" "$split" "$base_ms" \
     "$base_self" "$pred" "$rerun" "$err" "$rerun_self" "$gain"
   preds+=("$pred")
+  bases+=("$base_ms")
   reruns+=("$rerun")
   rm -rf "$base" "$after"
 done
 mp=$(printf '%s\n' "${preds[@]}" | median)
 mr=$(printf '%s\n' "${reruns[@]}" | median)
+mb=$(printf '%s\n' "${bases[@]}" | median)
 err=$(awk -v m="$mr" -v p="$mp" 'BEGIN {printf "%+.2f", 100 * (m - p) / p}')
 ok=$(awk -v m="$mr" -v p="$mp" 'BEGIN {d = (m - p) / p; print (d <= 0.05 && d >= -0.05) ? 1 : 0}')
-printf 'median over %s rounds: predicted %s ms, re-run measured %s ms: %s%%\n' "$rounds" "$mp" "$mr" "$err"
-if [ "$ok" = 1 ] && [ "$slower" = 0 ]; then
-  echo "verdict: the re-run lands within 5% of the prediction, every proposal made the step faster"
+faster=$(awk -v b="$mb" -v a="$mr" 'BEGIN {print (a < b) ? 1 : 0}')
+printf 'median over %s rounds: baseline %s ms; predicted %s ms, re-run measured %s ms: %s%%; %s of %s re-runs slower than their own baseline\n' \
+  "$rounds" "$mb" "$mp" "$mr" "$err" "$slower" "$rounds"
+if [ "$ok" = 1 ] && [ "$faster" = 1 ]; then
+  echo "verdict: the median re-run is faster than the median baseline and lands within 5% of the median prediction"
 else
-  echo "verdict: NOT within 5% (or $slower proposal(s) made the step slower)"
+  echo "verdict: NOT met (within 5%: $ok, faster: $faster)"
   exit 1
 fi

@@ -17,5 +17,5 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPP_WERROR=ON -DPP_SANITIZE=O
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -j"$jobs" --timeout 1800
-echo "== fuzz: trace reader and whole analysis (bounded, 60 s in all) =="
+echo "== fuzz: every target (traces, the analysis, dialects, Kineto, cost and plan files; bounded, 60 s in all) =="
 bash scripts/fuzz.sh 60
