@@ -271,25 +271,60 @@ Test(analyzer, link_bandwidth_matches_the_cost_file, .timeout = 120)
  * model's, so activations read like gradients. A receive that found its activation waiting in
  * the mailbox (common in both schedules) must not count the time it sat there. */
 
-/* the links of one capture against the model: 0 and a reason when one is off */
-static int links_match_model(const pp_analysis *a, const char *kind, double model_ns, char *why,
-                             size_t len)
+/* The least disturbed latency seen so far of each link (src -> dst, activation or gradient): a
+ * late wake-up of the sim's sender shortens the in-flight part one capture shows, a late receiver
+ * lengthens it, and on a busy machine (the ASan suite beside other tests) every capture may have
+ * some link disturbed, rarely the same one. Each link is judged on the capture where it came
+ * closest to the model: a rule that is wrong (counting the mailbox wait, timing the wrong pair)
+ * is off on every capture of every link and still fails. */
+typedef struct {
+    int src, dst, grad;
+    double best;     /* the median latency closest to the model so far, ns */
+    unsigned timed;  /* messages timed in that capture */
+} link_best;
+
+static void links_note(const pp_analysis *a, const char *kind, double model_ns, link_best *lb,
+                       size_t *n_lb, size_t cap)
 {
-    double lat[2] = {0}, n[2] = {0};
     for (size_t i = 0; i < a->n_links; i++) {
         const pp_alink *l = &a->links[i];
         cr_log_info("%s %d -> %d %s: latency %.1f us (model %.1f), %llu of %llu timed", kind,
                     l->src, l->dst, l->grad ? "grad" : "act", l->latency_ns.median * 1e-3,
                     model_ns * 1e-3, (unsigned long long)l->timed,
                     (unsigned long long)l->messages);
-        if (l->timed == 0 || fabs(l->latency_ns.median - model_ns) > 0.25 * model_ns) {
-            snprintf(why, len, "%s %d -> %d: %.1f us (%llu timed), the model's %.1f us", kind,
-                     l->src, l->dst, l->latency_ns.median * 1e-3, (unsigned long long)l->timed,
-                     model_ns * 1e-3);
+        if (l->timed == 0)
+            continue;
+        size_t k = 0;
+        while (k < *n_lb && !(lb[k].src == l->src && lb[k].dst == l->dst && lb[k].grad == l->grad))
+            k++;
+        if (k == *n_lb) {
+            cr_assert_lt(k, cap);
+            lb[k] = (link_best){l->src, l->dst, l->grad, l->latency_ns.median, (unsigned)l->timed};
+            (*n_lb)++;
+        } else if (fabs(l->latency_ns.median - model_ns) < fabs(lb[k].best - model_ns)) {
+            lb[k].best = l->latency_ns.median;
+            lb[k].timed = (unsigned)l->timed;
+        }
+    }
+}
+
+/* every link at its best against the model: 0 and a reason when one is off */
+static int links_match_model(const link_best *lb, size_t n_lb, size_t want, const char *kind,
+                             double model_ns, char *why, size_t len)
+{
+    if (n_lb < want) {
+        snprintf(why, len, "%s: %zu links timed, %zu expected", kind, n_lb, want);
+        return 0;
+    }
+    double lat[2] = {0}, n[2] = {0};
+    for (size_t k = 0; k < n_lb; k++) {
+        if (fabs(lb[k].best - model_ns) > 0.25 * model_ns) {
+            snprintf(why, len, "%s %d -> %d: %.1f us (%u timed) at best, the model's %.1f us",
+                     kind, lb[k].src, lb[k].dst, lb[k].best * 1e-3, lb[k].timed, model_ns * 1e-3);
             return 0;
         }
-        lat[l->grad] += l->latency_ns.median;
-        n[l->grad]++;
+        lat[lb[k].grad] += lb[k].best;
+        n[lb[k].grad]++;
     }
     double act = lat[0] / n[0], grad = lat[1] / n[1];
     if (fabs(act - grad) > 0.25 * grad) {
@@ -300,10 +335,7 @@ static int links_match_model(const pp_analysis *a, const char *kind, double mode
     return 1;
 }
 
-/* A late wake-up of the sim's sender shortens the in-flight part it shows, a late receiver
- * lengthens it: on a busy machine one capture can be off either way. The least disturbed of up to
- * five captures is judged (a rule that is wrong, like counting the mailbox wait, fails all; three
- * were once all disturbed in the ASan suite running beside other tests). */
+/* up to five captures per schedule; each link judged on its least disturbed one (above) */
 Test(analyzer, pptrain_activations_latency_is_the_link_model_like_gradients, .timeout = 300)
 {
     need_capture();
@@ -319,11 +351,14 @@ Test(analyzer, pptrain_activations_latency_is_the_link_model_like_gradients, .ti
     for (int k = 0; k < 2; k++) {
         char why[256] = "";
         int ok = 0;
+        link_best lb[8];
+        size_t n_lb = 0;
         for (int attempt = 0; attempt < 5 && !ok; attempt++) {
             pp_analysis *a = capture(kinds[k], costs, kinds[k], 4, 8, steps[k], NULL);
             cr_assert_eq(a->n_links, 6u);
-            ok = links_match_model(a, kinds[k], model_ns, why, sizeof why);
+            links_note(a, kinds[k], model_ns, lb, &n_lb, 8);
             pp_analysis_free(a);
+            ok = links_match_model(lb, n_lb, 6, kinds[k], model_ns, why, sizeof why);
         }
         cr_assert(ok, "%s", why);
     }
