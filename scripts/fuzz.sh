@@ -42,9 +42,7 @@ flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Icommon -Wall -Wextra -Werror
 # the reader needs common/ only; the analysis is common/, the planning library and the analyzer.
 common_srcs=(common/*.c)
 # the harness the targets share (tests/fuzz_common.h); the analysis targets add fuzz_analyze.c
-harness_srcs=(tests/fuzz_common.c)
 analysis_harness=(tests/fuzz_common.c tests/fuzz_analyze.c)
-analysis_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_analysis.c)
 cjson_flags=($(pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson))
 analysis_flags=(-Iplan -Ianalyzer "${cjson_flags[@]}")
 analysis_libs=($(pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -lm -lpthread)
@@ -70,44 +68,39 @@ run_target() { # name binary corpus seeds max_len rss_mb malloc_mb
   echo "fuzz: no finding in the $name"
 }
 echo "== fuzz: building with $cc =="
+# The sources every target shares (common/, the planning library, the analyzer, the harness) are
+# compiled once, in parallel, into one archive with the sanitizers and libFuzzer's coverage
+# instrumentation (fuzzer-no-link); each target's own file is then compiled and linked against it,
+# with libFuzzer for the fuzzer and without it for the standalone driver (the ASan runtime takes the
+# coverage callbacks). The linker pulls from the archive only what a target uses.
+lib_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}")
+objdir="$out/obj"
+rm -rf "$objdir"
+mkdir -p "$objdir"
+jobs=$(nproc 2>/dev/null || echo 2)
+cflags_lib=("${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer-no-link,address,undefined)
+running=0
+for src in "${lib_srcs[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+  "$cc" "${cflags_lib[@]}" -c "$src" -o "$objdir/$(echo "$src" | tr / _).o" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do wait -n; running=$((running - 1)); done
+ar rcs "$out/libfuzzshared.a" "$objdir"/*.o
+build_target() { # name: tests/fuzz_<name>.c into fuzz_<name> and fuzz_<name>_driver
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
+    "tests/fuzz_$1.c" "$out/libfuzzshared.a" -o "$out/fuzz_$1" "${analysis_libs[@]}"
+  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
+    "tests/fuzz_$1.c" "$out/libfuzzshared.a" -o "$out/fuzz_$1_driver" "${analysis_libs[@]}"
+}
+for t in trace dialect kineto costs plan analysis; do
+  if [ "$which" = all ] || [ "$which" = "$t" ]; then build_target "$t"; fi
+done
 if [ "$which" = all ] || [ "$which" = trace ]; then
-  srcs=("${common_srcs[@]}" "${harness_srcs[@]}" tests/fuzz_trace.c)
-  "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=fuzzer,address,undefined "${srcs[@]}" \
-    -o "$out/fuzz_trace" "${analysis_libs[@]}"
-  "$cc" "${flags[@]}" "${cjson_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
-    "${srcs[@]}" -o "$out/fuzz_trace_driver" "${analysis_libs[@]}"
   "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
-if [ "$which" = all ] || [ "$which" = dialect ]; then
-  dialect_srcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_dialect.c)
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
-    "${dialect_srcs[@]}" -o "$out/fuzz_dialect" "${analysis_libs[@]}"
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
-    "${dialect_srcs[@]}" -o "$out/fuzz_dialect_driver" "${analysis_libs[@]}"
-fi
 if [ "$which" = all ] || [ "$which" = kineto ]; then
-  ksrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${analysis_harness[@]}" tests/fuzz_kineto.c)
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
-    "${ksrcs[@]}" -o "$out/fuzz_kineto" "${analysis_libs[@]}"
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
-    "${ksrcs[@]}" -o "$out/fuzz_kineto_driver" "${analysis_libs[@]}"
   "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp
-fi
-# the cost file and the plan file (and pprof-check's baselines): the parsers and what runs behind
-for t in costs plan; do
-  if [ "$which" = all ] || [ "$which" = "$t" ]; then
-    tsrcs=("${common_srcs[@]}" plan/*.c analyzer/*.c "${harness_srcs[@]}" "tests/fuzz_$t.c")
-    "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
-      "${tsrcs[@]}" -o "$out/fuzz_$t" "${analysis_libs[@]}"
-    "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
-      "${tsrcs[@]}" -o "$out/fuzz_${t}_driver" "${analysis_libs[@]}"
-  fi
-done
-if [ "$which" = all ] || [ "$which" = analysis ]; then
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=fuzzer,address,undefined \
-    "${analysis_srcs[@]}" -o "$out/fuzz_analysis" "${analysis_libs[@]}"
-  "$cc" "${flags[@]}" "${analysis_flags[@]}" -fsanitize=address,undefined -DPP_FUZZ_STANDALONE \
-    "${analysis_srcs[@]}" -o "$out/fuzz_analysis_driver" "${analysis_libs[@]}"
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.

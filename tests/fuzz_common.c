@@ -134,3 +134,29 @@ int fz_dir_main(int argc, char **argv, const char *tool, uint64_t seed, size_t b
     }
     return fz_replay(tool, argv + 1, argc - 1);
 }
+
+void fz_mutate_json_text(pp_rng *g, uint8_t *t, size_t len, int number)
+{
+    if (len == 0)
+        return;
+    size_t at = (size_t)pp_rng_below(g, len);
+    if (!number) {
+        static const char bytes[] = "{}[]\",:0123456789-+.eE \\nul,";
+        t[at] = (uint8_t)bytes[pp_rng_below(g, sizeof bytes - 1)];
+        return;
+    }
+    static const char *const vals[] = {"1e300", "-1",         "0",          "9e15",
+                                       "1e-300", "-0",        "2147483648", "4294967296",
+                                       "1e999", "100000",     "65"};
+    while (at < len && (t[at] < '0' || t[at] > '9'))
+        at++;
+    size_t end = at;
+    while (end < len && t[end] >= '0' && t[end] <= '9')
+        end++;
+    const char *v = vals[pp_rng_below(g, sizeof vals / sizeof vals[0])];
+    size_t vl = strlen(v);
+    if (end > at && vl <= end - at) {
+        memcpy(t + at, v, vl);
+        memset(t + at + vl, ' ', end - at - vl);
+    }
+}

@@ -43,6 +43,12 @@ typedef struct fz_input {
 /* One deterministic mutation of in into out (capacity cap); returns the new length. */
 typedef size_t (*fz_mutator)(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap);
 
+/* One mutation of the JSON text t[0..len) at a random place: with number == 0 a byte changed to
+ * one JSON cares about; else the next digit run replaced in place by a hostile number of the same
+ * width or less (1e300, -1, 2^31, 2^32, 1e999, ...). The cost, plan and analysis-option targets
+ * share it and add their own kinds. */
+void fz_mutate_json_text(pp_rng *g, uint8_t *t, size_t len, int number);
+
 /* Reads the files of dir (not the hidden ones) into ins, at most cap; returns how many, or -1
  * (said on stderr, prefixed with `tool`) when dir cannot be opened. */
 int fz_load_dir(const char *tool, const char *dir, fz_input *ins, int cap);

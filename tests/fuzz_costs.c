@@ -275,30 +275,13 @@ static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
     int steps = 1 + (int)pp_rng_below(g, 3);
     for (int s = 0; s < steps && tlen > 2; s++) {
         uint64_t what = pp_rng_below(g, 8);
-        size_t at = (size_t)pp_rng_below(g, tlen);
-        if (what < 4) {
-            static const char bytes[] = "{}[]\",:0123456789-+.eE \\nul";
-            out[at] = (uint8_t)bytes[pp_rng_below(g, sizeof bytes - 1)];
-        } else if (what < 7) {
-            /* a digit run replaced in place by a value of the same width or less */
-            static const char *const vals[] = {"1e300", "-1", "0", "9e15", "1e-300", "-0",
-                                               "4294967296", "1e999", "100000", "65"};
-            while (at < tlen && (out[at] < '0' || out[at] > '9'))
-                at++;
-            size_t end = at;
-            while (end < tlen && out[end] >= '0' && out[end] <= '9')
-                end++;
-            const char *v = vals[pp_rng_below(g, sizeof vals / sizeof vals[0])];
-            size_t vl = strlen(v);
-            if (end > at && vl <= end - at) {
-                memcpy(out + at, v, vl);
-                memset(out + at + vl, ' ', end - at - vl);
-            }
+        if (what < 7) {
+            fz_mutate_json_text(g, out, tlen, what >= 4);
         } else if (nul && n > tlen + 1) {
             size_t k = tlen + 1 + (size_t)pp_rng_below(g, n - tlen - 1);
             out[k] = (uint8_t)pp_rng_below(g, 256);
         } else {
-            n = tlen = at + 1;
+            n = tlen = (size_t)pp_rng_below(g, tlen) + 1;
         }
     }
     return n;

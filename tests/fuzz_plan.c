@@ -200,26 +200,10 @@ static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
     int steps = 1 + (int)pp_rng_below(g, 3);
     for (int s = 0; s < steps && n > 2; s++) {
         uint64_t what = pp_rng_below(g, 8);
-        size_t at = (size_t)pp_rng_below(g, n);
-        if (what < 4) {
-            static const char bytes[] = "{}[]\",:0123456789-+.eE \\nul,";
-            out[at] = (uint8_t)bytes[pp_rng_below(g, sizeof bytes - 1)];
-        } else if (what < 7) {
-            static const char *const vals[] = {"1e300", "-1", "0", "9e15", "1e-300", "-0",
-                                               "2147483648", "1e999", "100000", "65"};
-            while (at < n && (out[at] < '0' || out[at] > '9'))
-                at++;
-            size_t end = at;
-            while (end < n && out[end] >= '0' && out[end] <= '9')
-                end++;
-            const char *v = vals[pp_rng_below(g, sizeof vals / sizeof vals[0])];
-            size_t vl = strlen(v);
-            if (end > at && vl <= end - at) {
-                memcpy(out + at, v, vl);
-                memset(out + at + vl, ' ', end - at - vl);
-            }
+        if (what < 7) {
+            fz_mutate_json_text(g, out, n, what >= 4);
         } else {
-            n = at + 1;
+            n = (size_t)pp_rng_below(g, n) + 1;
         }
     }
     return n;
