@@ -430,6 +430,7 @@ pp_status pp_summary_write(const pp_analysis *a, FILE *out)
     pp_json_object(&w, NULL);
     pp_json_put_int(&w, "summary_version", PP_SUMMARY_VERSION);
     pp_json_put_str(&w, "generator", "pipeprof pprof-report");
+    pp_json_put_str(&w, "pipeprof_version", PP_VERSION);
     json_run(&w, a);
     json_pipeline(&w, a);
     json_steps(&w, a);

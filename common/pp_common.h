@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The project's version (CMake's project(): a compile definition on every target); outputs
+ * record it, --version prints it with the git commit (tools/tool.c). Builds outside CMake (the
+ * fuzz targets) say "unknown". */
+#ifndef PP_VERSION
+#define PP_VERSION "unknown"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

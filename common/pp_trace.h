@@ -45,7 +45,9 @@ typedef struct pp_trace_header {
     double clock_drift;      /* test hook: timestamps scaled by (1 + drift) around mono_ns */
     char host[64];        /* NUL-padded */
     char exe[96];         /* NUL-padded, basename of the executable */
-    uint8_t reserved[36];
+    char writer[16];      /* NUL-padded: the pipeprof version that wrote the file ("0.1.0");
+                             all zero in files of versions before 0.1.0 recorded it */
+    uint8_t reserved[20];
     uint32_t crc;         /* CRC-32C of the 252 bytes before it */
 } pp_trace_header;
 

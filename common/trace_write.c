@@ -31,6 +31,8 @@ pp_status pp_trace_writer_open(const char *path, const pp_trace_header *h, pp_tr
     memcpy(hdr.magic, PP_TRACE_MAGIC, 4);
     hdr.version = PP_TRACE_VERSION;
     hdr.header_bytes = HDR_BYTES;
+    memset(hdr.writer, 0, sizeof hdr.writer);
+    memcpy(hdr.writer, PP_VERSION, strnlen(PP_VERSION, sizeof hdr.writer - 1));
     hdr.crc = trace_header_crc(&hdr);
 
     pp_trace_writer *w = calloc(1, sizeof *w);

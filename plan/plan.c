@@ -16,10 +16,10 @@
 static const char *const k_keys[] = {"version",     "num_layers",      "stages",
                                      "virtual_stages", "boundaries",   "schedule",
                                      "microbatches", "microbatch_size", "memory_limit_bytes",
-                                     "predicted",   "baseline"};
+                                     "predicted",   "baseline",        "pipeprof_version"};
 enum {
     K_VERSION, K_LAYERS, K_STAGES, K_VIRTUAL, K_BOUNDS, K_SCHEDULE, K_M, K_MBS, K_MEMORY,
-    K_PREDICTED, K_BASELINE, N_KEYS
+    K_PREDICTED, K_BASELINE, K_WRITER, N_KEYS
 };
 static const char *const k_pred_keys[] = {"step_ms", "bubble_ratio", "median_ms", "p95_ms"};
 
@@ -123,6 +123,10 @@ static pp_status parse_batching(const cJSON *const *f, const char *ctx, pp_plan 
     }
     if (f[K_PREDICTED] && (st = parse_predicted(f[K_PREDICTED], ctx, p)) != PP_OK)
         return st;
+    /* the version that wrote it: informative, any string (the "version" key decides the format) */
+    if (f[K_WRITER] && !cJSON_IsString(f[K_WRITER]))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"pipeprof_version\" must be a string (got %s)", ctx,
+                      pp_json_type_name(f[K_WRITER]));
     const cJSON *jl = f[K_BASELINE];
     if (!jl)
         return PP_OK;
@@ -227,6 +231,7 @@ static pp_status plan_fill(pp_json_writer *w, const void *ctx)
     }
     if (p->baseline[0])
         pp_json_put_str(w, "baseline", p->baseline);
+    pp_json_put_str(w, "pipeprof_version", PP_VERSION);
     pp_json_end(w);
     return pp_json_writer_status(w);
 }

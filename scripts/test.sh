@@ -12,6 +12,10 @@ cmake --build build-ci -j"$jobs"
 ctest --test-dir build-ci -j"$jobs" --timeout 900
 echo "== performance gate: pprof-check against benchmarks/ci-baseline.json =="
 bash benchmarks/ci_gate.sh --build build-ci
+echo "== package: the .deb built, unpacked (and installed by apt in CI) and its tools run from there =="
+install=0
+if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then install=1; fi
+PPROF_PACKAGE_INSTALL=$install bash scripts/package_test.sh build-pkg
 echo "== ASan + UBSan build =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPP_WERROR=ON -DPP_SANITIZE=ON -DPP_WITH_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"

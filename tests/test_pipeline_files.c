@@ -649,6 +649,8 @@ static const bad_json k_bad_plans[] = {
      "\"predicted\" must be an object"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"baseline\": 3}",
      "\"baseline\" must be a string (got a number)"},
+    {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"pipeprof_version\": [0, 1]}",
+     "\"pipeprof_version\" must be a string (got an array)"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"baseline\": \"runs/\xed\xa0\x80\"}",
      "\"baseline\" is not valid UTF-8"},
     {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"memory_limit_bytes\": -1}",

@@ -808,6 +808,7 @@ static const char k_golden_json[] =
     "{\n"
     "  \"summary_version\": 1,\n"
     "  \"generator\": \"pipeprof pprof-report\",\n"
+    "  \"pipeprof_version\": \"" PP_VERSION "\",\n"
     "  \"run\": {\n"
     "    \"files\": [\n"
     "      {\"path\": \"run/h\\\"ost.12.pft\", \"host\": \"h\\\"ost\", \"pid\": 12, \"rank\": null, "

@@ -33,10 +33,15 @@ enum { PP_TOOL_GO_ON = -1 };
 /* The entries every command's getopt_long table ends with (and the terminator). */
 #define PP_TOOL_OPTIONS_COMMON                                                                     \
     {"quiet", no_argument, 0, 'q'}, {"verbose", no_argument, 0, 'v'},                              \
-        {"help", no_argument, 0, 'h'}, { 0, 0, 0, 0 }
+        {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, PP_TOOL_OPT_VERSION},           \
+        { 0, 0, 0, 0 }
+/* --version's getopt value: above every tool's own option numbers */
+enum { PP_TOOL_OPT_VERSION = 0x10000 };
+/* Prints "NAME (pipeprof) VERSION" and the git commit the tool was built from, when known. */
+void pp_tool_print_version(void);
 
 /* The getopt_long results every command handles alike: 'q' and 'v' set *quiet and *verbose
- * (PP_TOOL_GO_ON), 'h' prints `usage` on stdout (PP_EXIT_OK), ':' is "option 'X' needs a
+ * (PP_TOOL_GO_ON), 'h' prints `usage` on stdout (PP_EXIT_OK), --version the version (PP_EXIT_OK), ':' is "option 'X' needs a
  * value" and anything else "unknown option 'X'" (PP_EXIT_USAGE). For the default case. */
 int pp_tool_option_common(int c, char **argv, const char *usage, int *quiet, int *verbose);
 

@@ -52,6 +52,7 @@ static const char *k_usage =
     "  -q, --quiet               no table (files and the exit code only)\n"
     "  -v, --verbose             say what is read and written\n"
     "  -h, --help                this help\n"
+    "      --version             the version and the git commit built from\n"
     "\n"
     "exit codes: 0 pass, 1 regression, 2 usage or bad input (missing, garbage or differently\n"
     "            shaped runs), 3 runtime error\n";

@@ -50,6 +50,7 @@ static const char *k_usage =
     "  -q, --quiet         no table and no notes (JSON and pictures are still written)\n"
     "  -v, --verbose       say what is read and written\n"
     "  -h, --help          this help\n"
+    "      --version       the version and the git commit built from\n"
     "\n"
     "exit codes: 0 ok, 2 bad option or a directory that cannot be analyzed,\n"
     "            3 runtime error (e.g. gnuplot not found)\n";

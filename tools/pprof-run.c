@@ -64,6 +64,7 @@ static const char *k_usage =
     "  -q, --quiet         no summary; the library stays quiet too (PPROF_QUIET=1)\n"
     "  -v, --verbose       say what pprof-run does (library, directory, signals, processes)\n"
     "  -h, --help          this help\n"
+    "      --version       the version and the git commit built from\n"
     "\n"
     "Options after CMD belong to CMD; use -- when CMD itself starts with '-'.\n"
     "Under mpirun/srun (a rank variable is set) each instance writes manifest.<rank>.json and\n"

@@ -59,6 +59,7 @@ static const char *k_usage =
     "  -q, --quiet             only the result lines\n"
     "  -v, --verbose           more detail (every candidate, the extraction notes)\n"
     "  -h, --help              this help\n"
+    "      --version           the version and the git commit built from\n"
     "\n"
     "exit codes: 0 ok, 2 bad option or input (includes a plan that does not match the run and an\n"
     "            impossible memory limit), 3 runtime error (e.g. the job failed)\n";

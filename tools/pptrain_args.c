@@ -80,6 +80,7 @@ static const char *k_usage =
     "  -q, --quiet           print only the final summary\n"
     "  -v, --verbose         more diagnostics on stderr\n"
     "  -h, --help            this help\n"
+    "      --version         the version and the git commit built from\n"
     "\n"
     "exit codes: 0 ok, 2 bad flag, config, data or checkpoint, 3 runtime error\n";
 
@@ -134,6 +135,7 @@ static const struct option k_opts[] = {
     {"quiet", no_argument, 0, 'q'},
     {"verbose", no_argument, 0, 'v'},
     {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, PP_TOOL_OPT_VERSION},
     {0, 0, 0, 0},
 };
 
@@ -320,6 +322,7 @@ static int choice_option(int id, char *val, pptrain_args *a)
         pp_tool_verbose = 1;
         return -1;
     case 'h': fputs(k_usage, stdout); return PP_EXIT_OK;
+    case PP_TOOL_OPT_VERSION: pp_tool_print_version(); return PP_EXIT_OK;
     default: return -2;
     }
 }

@@ -13,10 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef PP_VERSION
-#define PP_VERSION "0.1.0"
-#endif
-
 enum { MANIFEST_VERSION = 1 };
 
 extern char **environ;

@@ -3,6 +3,7 @@
  * keep the previous one as DIR.old (pprof-run's run directory, pprof-tune --auto's OUTDIR). */
 #define _GNU_SOURCE /* nftw */
 #include "pp_tool.h"
+#include "pp_version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,12 +53,21 @@ void pp_tool_note(int verbose_only, const char *fmt, ...)
 
 /* ---- options ---------------------------------------------------------------------------- */
 
+void pp_tool_print_version(void)
+{
+    if (PP_GIT_COMMIT[0])
+        printf("%s (pipeprof) %s, git %s\n", g_name, PP_VERSION_FULL, PP_GIT_COMMIT);
+    else
+        printf("%s (pipeprof) %s\n", g_name, PP_VERSION_FULL);
+}
+
 int pp_tool_option_common(int c, char **argv, const char *usage, int *quiet, int *verbose)
 {
     switch (c) {
     case 'q': *quiet = 1; return PP_TOOL_GO_ON;
     case 'v': *verbose = 1; return PP_TOOL_GO_ON;
     case 'h': fputs(usage, stdout); return PP_EXIT_OK;
+    case PP_TOOL_OPT_VERSION: pp_tool_print_version(); return PP_EXIT_OK;
     case ':': return pp_tool_usage_error("option '%s' needs a value", argv[optind - 1]);
     default:
         /* optopt names the letter of an unknown short option (also inside "-qx"); 0 for an

@@ -108,8 +108,10 @@ produce() {
   t verify-mismatch "$B/pprof-tune" --verify plan.json runs/onef1b4_again
   t advise "$B/pprof-tune" --time-budget 0 --advise runs/onef1b4 runs/onef1b4_m4
   # What depends on when, where and how fast the tools ran, not on the code: the baseline's
-  # provenance and the rebalancer's search seconds.
+  # provenance and the rebalancer's search seconds; and the version that wrote an output (a
+  # release changes it, not the behaviour).
   sed -i -E 's/"created": "[^"]*"/"created": "-"/; s/"host": "[^"]*"/"host": "-"/;
+             s/"pipeprof_version": "[^"]*"/"pipeprof_version": "-"/;
              s/(optimal|gap [^,]*), [0-9]+\.[0-9]+ s/\1, - s/g' "$out"/*
 }
 
