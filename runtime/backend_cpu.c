@@ -13,7 +13,17 @@
 #include "pp_cuda.h"
 #endif
 
+#include <stdint.h>
 #include <string.h>
+
+/* Activation recomputation (pp_recompute): a recomputed layer has no activation set per slot.
+ * Its slot keeps only the layer's input ("kept" tensors, plus the chunk's output and input
+ * gradient when the layer is at an end of the chunk, for the sends that follow); its forward and
+ * its backward run in one of the chunk's workspaces, a full activation set of every recomputed
+ * layer, which the forward holds while it runs and the backward from its input half (which runs
+ * the forward again first) to its weight half. The same kernels in the same order on the same
+ * inputs: the results are bit-identical to a run without recomputation. */
+#define NO_OFF SIZE_MAX
 
 typedef struct cpu_chunk {
     int piece;
@@ -21,7 +31,18 @@ typedef struct cpu_chunk {
     pp_optimizer *opt;   /* host: step count (and moments for the cpu table) */
     pp_layer *layers;    /* the layers the kernels run: the model's, or device copies */
     float *params, *grads, *m, *v; /* in the table's memory space */
-    pp_layer_acts **acts; /* [n_slots * model->n_layers] */
+    pp_layer_acts **acts; /* [n_slots * model->n_layers]; NULL for recomputed layers */
+    uint8_t *rc;          /* [n_layers]: 1 = recomputed */
+    int any_rc;
+    float **kept;         /* [n_slots]: each slot's kept tensors, in the table's memory */
+    size_t *kin_off;      /* [n_layers]: a recomputed layer's input in kept (NO_OFF: none) */
+    size_t kout_off, kdin_off; /* the chunk's output / input gradient in kept (NO_OFF: none) */
+    size_t kept_floats;
+    pp_layer_acts **ws;   /* [n_sets * n_layers]: the workspaces (recomputed layers only) */
+    int *ws_slot;         /* [n_sets]: the slot holding each, -1 free */
+    int n_sets;
+    int64_t mb_bytes;     /* activation bytes a micro-batch in flight holds in its slot */
+    int64_t set_bytes;    /* bytes of one workspace */
 } cpu_chunk;
 
 typedef struct cpu_backend {
@@ -47,6 +68,49 @@ typedef struct cpu_backend {
 static pp_layer_acts *acts_of(cpu_chunk *c, int slot, int li)
 {
     return c->acts[(size_t)slot * c->model->n_layers + li];
+}
+
+/* Layer li's activations for this op: the slot's own, or workspace `set`'s when recomputed. */
+static pp_layer_acts *layer_acts(cpu_chunk *c, int slot, int set, int li)
+{
+    return c->rc[li] ? c->ws[(size_t)set * c->model->n_layers + li] : acts_of(c, slot, li);
+}
+
+static float *kept_at(cpu_chunk *c, int slot, size_t off)
+{
+    return off == NO_OFF ? NULL : c->kept[slot] + off;
+}
+
+/* The workspace `slot` holds, or a free one it takes now (-1: none free; -1 too without
+ * recomputed layers, where no workspace is used). */
+static int ws_take(cpu_backend *cb, cpu_chunk *c, int slot)
+{
+    if (!c->any_rc)
+        return -1;
+    for (int i = 0; i < c->n_sets; i++)
+        if (c->ws_slot[i] == slot)
+            return i;
+    for (int i = 0; i < c->n_sets; i++)
+        if (c->ws_slot[i] < 0) {
+            c->ws_slot[i] = slot;
+            pp_stage_mem_add(&cb->base.memory, PP_STAGE_MEM_ACTIVATIONS, c->set_bytes);
+            return i;
+        }
+    return -1;
+}
+
+static void ws_give(cpu_backend *cb, cpu_chunk *c, int set)
+{
+    if (set < 0)
+        return;
+    c->ws_slot[set] = -1;
+    pp_stage_mem_add(&cb->base.memory, PP_STAGE_MEM_ACTIVATIONS, -c->set_bytes);
+}
+
+static pp_status ws_exhausted(cpu_backend *cb, cpu_chunk *c)
+{
+    return PP_ERR(PP_ERR_RUNTIME, "stage %d: all %d recompute workspaces of piece %d are held",
+                  cb->base.stage, c->n_sets, c->piece);
 }
 
 /* The first error of the device table since the last check (PP_OK on the cpu). */
@@ -124,18 +188,34 @@ static pp_status cpu_forward(pp_stage_backend *b, int chunk, int mb, int slot, c
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
     const pp_microbatch *m = &cb->mbs[mb];
+    const pp_kops *k = cb->k;
+    int nl = c->model->n_layers;
+    pp_stage_mem_add(&cb->base.memory, PP_STAGE_MEM_ACTIVATIONS, c->mb_bytes);
+    int set = ws_take(cb, c, slot);
+    if (c->any_rc && set < 0)
+        return ws_exhausted(cb, c);
     const float *x = in;
-    for (int li = 0; li < c->model->n_layers; li++) {
+    for (int li = 0; li < nl; li++) {
         pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_FWD, &info);
-        pp_layer_forward(L, acts_of(c, slot, li), m, x);
-        x = pp_layer_acts_output(acts_of(c, slot, li));
+        float *keep = c->rc[li] ? kept_at(c, slot, c->kin_off[li]) : NULL;
+        if (keep)
+            k->copy(k->ctx, keep, x, cb->io_bytes);
+        pp_layer_acts *a = layer_acts(c, slot, set, li);
+        pp_layer_forward(L, a, m, x);
+        x = pp_layer_acts_output(a);
         pp_nvtx_pop();
+    }
+    if (c->rc[nl - 1] && c->kout_off != NO_OFF) {
+        /* the send reads the output after the workspace is given back */
+        float *o = kept_at(c, slot, c->kout_off);
+        k->copy(k->ctx, o, x, cb->io_bytes);
+        x = o;
     }
     if (c->piece == cb->P - 1) {
         /* each micro-batch's mean loss weighted by its share of the batch */
-        pp_layer_acts *head = acts_of(c, slot, c->model->n_layers - 1);
+        pp_layer_acts *head = layer_acts(c, slot, set, nl - 1);
 #ifdef PP_HAVE_CUDA
         if (cb->owned)
             pp_cuda_accumulate(cb->owned, cb->dloss, pp_layer_acts_loss_mean(head),
@@ -147,6 +227,7 @@ static pp_status cpu_forward(pp_stage_backend *b, int chunk, int mb, int slot, c
     } else {
         *out = x;
     }
+    ws_give(cb, c, set);
     *t_ns = pp_now_ns();
     return device_status(cb);
 }
@@ -157,14 +238,27 @@ static pp_status cpu_backward_input(pp_stage_backend *b, int chunk, int mb, int 
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
     const pp_microbatch *m = &cb->mbs[mb];
+    const pp_kops *k = cb->k;
+    int set = ws_take(cb, c, slot);
+    if (c->any_rc && set < 0)
+        return ws_exhausted(cb, c);
     const float *dx = dout;
     for (int li = c->model->n_layers - 1; li >= 0; li--) {
         pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_BWD, &info);
-        pp_layer_backward_input(L, acts_of(c, slot, li), m, dx, cb->d->loss_scale);
-        dx = pp_layer_acts_dinput(acts_of(c, slot, li));
+        pp_layer_acts *a = layer_acts(c, slot, set, li);
+        if (c->rc[li]) /* the layer's forward again, from its kept input (none: the tokens) */
+            pp_layer_forward(L, a, m, kept_at(c, slot, c->kin_off[li]));
+        pp_layer_backward_input(L, a, m, dx, cb->d->loss_scale);
+        dx = pp_layer_acts_dinput(a);
         pp_nvtx_pop();
+    }
+    if (c->rc[0] && c->kdin_off != NO_OFF) {
+        /* the send may follow the weight half, which gives the workspace back */
+        float *g = kept_at(c, slot, c->kdin_off);
+        k->copy(k->ctx, g, dx, cb->io_bytes);
+        dx = g;
     }
     *din = c->piece == 0 ? NULL : dx;
     *t_ns = pp_now_ns();
@@ -177,13 +271,19 @@ static pp_status cpu_backward_weight(pp_stage_backend *b, int chunk, int mb, int
     cpu_backend *cb = (cpu_backend *)b;
     cpu_chunk *c = &cb->chunks[chunk];
     const pp_microbatch *m = &cb->mbs[mb];
+    int set = ws_take(cb, c, slot); /* the one its input half holds */
+    if (c->any_rc && set < 0)
+        return ws_exhausted(cb, c);
     for (int li = c->model->n_layers - 1; li >= 0; li--) {
         pp_layer *L = &c->layers[li];
         pp_nvtx_info info = layer_info(cb, chunk, mb, L->index);
         pp_nvtx_push(PP_NVTX_LAYER_BWD_WEIGHT, &info);
-        pp_layer_backward_weight(L, acts_of(c, slot, li), m);
+        pp_layer_backward_weight(L, layer_acts(c, slot, set, li), m);
         pp_nvtx_pop();
     }
+    ws_give(cb, c, set);
+    /* the micro-batch's backward is done: its activations are released */
+    pp_stage_mem_add(&cb->base.memory, PP_STAGE_MEM_ACTIVATIONS, -c->mb_bytes);
     *t_ns = pp_now_ns();
     return device_status(cb);
 }
@@ -254,6 +354,18 @@ static void cpu_destroy(pp_stage_backend *b)
                 for (int i = 0; i < b->n_slots * ch->model->n_layers; i++)
                     pp_layer_acts_destroy(ch->acts[i]);
             pp_free(ch->acts);
+            if (ch->ws && ch->model)
+                for (int i = 0; i < ch->n_sets * ch->model->n_layers; i++)
+                    pp_layer_acts_destroy(ch->ws[i]);
+            pp_free(ch->ws);
+            if (ch->kept)
+                for (int i = 0; i < b->n_slots; i++)
+                    if (ch->kept[i])
+                        k->free(k->ctx, ch->kept[i]);
+            pp_free(ch->kept);
+            pp_free(ch->kin_off);
+            pp_free(ch->ws_slot);
+            pp_free(ch->rc);
             if (cb->owned) {
                 float *dev[] = {ch->params, ch->grads, ch->m, ch->v};
                 for (int i = 0; i < 4; i++)
@@ -344,8 +456,70 @@ static pp_status check_create_args(const pp_model_config *cfg, const pp_partitio
 
 /* One chunk: its model slice with initial parameters, its optimizer, the tensors in the
  * table's memory, and n_slots activation sets of mb_B sequences per layer. */
+/* Where a chunk's recomputed layers keep their inputs (and the chunk's output and input
+ * gradient, when a recomputed layer is at that end) in each slot, and its n_sets workspaces. */
+static pp_status chunk_recompute_create(cpu_backend *cb, cpu_chunk *ch, const pp_recompute *rc,
+                                        int n_slots)
+{
+    int stage = cb->base.stage, nl = ch->model->n_layers;
+    size_t io = cb->io_bytes / sizeof(float), rounded = (io + 15) & ~(size_t)15;
+    ch->rc = pp_alloc((size_t)nl);
+    ch->kin_off = pp_alloc(sizeof(size_t) * (size_t)nl);
+    if (!ch->rc || !ch->kin_off)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's recompute state", stage);
+    ch->kout_off = ch->kdin_off = NO_OFF;
+    ch->kept_floats = 0;
+    for (int li = 0; li < nl; li++) {
+        const pp_layer *L = &ch->model->layers[li];
+        ch->rc[li] = rc && rc->layers && rc->layers[L->index] ? 1 : 0;
+        ch->any_rc |= ch->rc[li];
+        ch->kin_off[li] = NO_OFF;
+        if (ch->rc[li] && L->kind != PP_LAYER_EMBED) { /* the embedding's input: the tokens */
+            ch->kin_off[li] = ch->kept_floats;
+            ch->kept_floats += rounded;
+        }
+    }
+    if (ch->rc[nl - 1] && ch->model->layers[nl - 1].kind != PP_LAYER_HEAD) {
+        ch->kout_off = ch->kept_floats;
+        ch->kept_floats += rounded;
+    }
+    if (ch->rc[0] && ch->model->layers[0].kind != PP_LAYER_EMBED) {
+        ch->kdin_off = ch->kept_floats;
+        ch->kept_floats += rounded;
+    }
+    if (!ch->any_rc)
+        return PP_OK;
+    const pp_kops *k = cb->k;
+    ch->n_sets = rc->n_sets > 0 ? rc->n_sets : 1;
+    ch->kept = pp_alloc(sizeof(float *) * (size_t)n_slots);
+    ch->ws = pp_alloc(sizeof(pp_layer_acts *) * (size_t)ch->n_sets * nl);
+    ch->ws_slot = pp_alloc(sizeof(int) * (size_t)ch->n_sets);
+    if (!ch->kept || !ch->ws || !ch->ws_slot)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's recompute state", stage);
+    for (int sl = 0; sl < n_slots && ch->kept_floats; sl++)
+        if (!(ch->kept[sl] = k->alloc(k->ctx, ch->kept_floats * sizeof(float))))
+            return PP_ERR(PP_ERR_NOMEM, "out of %s memory for stage %d's kept inputs", k->name,
+                          stage);
+    ch->set_bytes = 0;
+    for (int i = 0; i < ch->n_sets; i++) {
+        ch->ws_slot[i] = -1;
+        for (int li = 0; li < nl; li++) {
+            if (!ch->rc[li])
+                continue;
+            pp_layer_acts **a = &ch->ws[(size_t)i * nl + li];
+            pp_status st = pp_layer_acts_create_k(&ch->layers[li], cb->mb_B, k, a);
+            if (st != PP_OK)
+                return st;
+            if (i == 0)
+                ch->set_bytes += (int64_t)pp_layer_acts_bytes(*a);
+        }
+    }
+    return PP_OK;
+}
+
 static pp_status chunk_create(cpu_backend *cb, cpu_chunk *ch, const pp_partition *part,
-                              const pp_adamw_config *opt, uint64_t seed, int n_slots)
+                              const pp_adamw_config *opt, uint64_t seed, int n_slots,
+                              const pp_recompute *rc)
 {
     int stage = cb->base.stage;
     pp_status st = pp_model_create(&cb->cfg, part->bounds[ch->piece],
@@ -366,16 +540,29 @@ static pp_status chunk_create(cpu_backend *cb, cpu_chunk *ch, const pp_partition
         ch->v = ch->opt->v;
     }
     int nl = ch->model->n_layers;
+    if ((st = chunk_recompute_create(cb, ch, rc, n_slots)) != PP_OK)
+        return st;
     ch->acts = pp_alloc(sizeof(pp_layer_acts *) * (size_t)n_slots * nl);
     if (!ch->acts)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d's activations", stage);
+    ch->mb_bytes = (int64_t)(ch->kept_floats * sizeof(float));
     for (int sl = 0; sl < n_slots; sl++)
         for (int li = 0; li < nl; li++) {
+            if (ch->rc[li])
+                continue;
             st = pp_layer_acts_create_k(&ch->layers[li], cb->mb_B, cb->k,
                                         &ch->acts[(size_t)sl * nl + li]);
             if (st != PP_OK)
                 return st;
+            if (sl == 0)
+                ch->mb_bytes += (int64_t)pp_layer_acts_bytes(ch->acts[li]);
         }
+    /* the static purposes: what the chunk allocated for them */
+    int64_t pbytes = (int64_t)(ch->model->n_params * sizeof(float));
+    pp_stage_mem *mem = &cb->base.memory;
+    pp_stage_mem_add(mem, PP_STAGE_MEM_PARAMS, pbytes);
+    pp_stage_mem_add(mem, PP_STAGE_MEM_GRADS, pbytes);
+    pp_stage_mem_add(mem, PP_STAGE_MEM_OPTIMIZER, 2 * pbytes);
     return PP_OK;
 }
 
@@ -397,6 +584,9 @@ static pp_status device_buffers_create(cpu_backend *cb, int max_M)
     for (int m = 0; m < max_M; m++)
         cb->dmbs[m] = (pp_microbatch){.B = cb->mb_B, .tokens = cb->dtok + 2 * m * per,
                                       .targets = cb->dtok + (2 * m + 1) * per};
+    /* the device's share: the step's tokens and the loss accumulator */
+    pp_stage_mem_add(&cb->base.memory, PP_STAGE_MEM_WORKSPACE,
+                     (int64_t)(2 * (size_t)max_M * per * sizeof(int32_t) + sizeof(float)));
     return PP_OK;
 #else
     (void)max_M;
@@ -409,7 +599,7 @@ static pp_status device_buffers_create(cpu_backend *cb, int max_M)
 static pp_status compute_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
                                 pp_kops *device, const pp_kops *host, int max_M,
-                                pp_stage_backend **out)
+                                const pp_recompute *rc, pp_stage_backend **out)
 {
     pp_status st =
         check_create_args(cfg, part, stage, mb_B, n_slots, host, device ? "cuda" : "cpu");
@@ -421,7 +611,8 @@ static pp_status compute_create(const pp_model_config *cfg, const pp_partition *
         return st != PP_OK ? st : PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
     }
     cb->base = (pp_stage_backend){.ops = &k_cpu_ops, .stage = stage, .n_chunks = part->v,
-                                  .n_slots = n_slots, .carries_data = 1, .mem = device};
+                                  .n_slots = n_slots, .carries_data = 1, .mem = device,
+                                  .memory = {.stage = stage}};
     cb->owned = device;
     cb->k = device ? device : host ? host : &pp_kops_cpu;
     cb->cfg = *cfg;
@@ -436,7 +627,7 @@ static pp_status compute_create(const pp_model_config *cfg, const pp_partition *
     }
     for (int c = 0; c < part->v && st == PP_OK; c++) {
         cb->chunks[c].piece = c * part->S + stage;
-        st = chunk_create(cb, &cb->chunks[c], part, opt, seed, n_slots);
+        st = chunk_create(cb, &cb->chunks[c], part, opt, seed, n_slots, rc);
     }
     if (st == PP_OK && device)
         st = device_buffers_create(cb, max_M);
@@ -453,7 +644,15 @@ pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B,
                                 int n_slots, pp_stage_backend **out)
 {
-    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, NULL, 0, out);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, NULL, 0, NULL, out);
+}
+
+pp_status pp_backend_cpu_create_rc(const pp_model_config *cfg, const pp_partition *part,
+                                   int stage, const pp_adamw_config *opt, uint64_t seed,
+                                   int mb_B, int n_slots, const pp_recompute *rc,
+                                   pp_stage_backend **out)
+{
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, NULL, 0, rc, out);
 }
 
 pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partition *part,
@@ -461,22 +660,23 @@ pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partit
                                      int mb_B, int n_slots, const pp_kops *k,
                                      pp_stage_backend **out)
 {
-    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, k, 0, out);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, NULL, k, 0, NULL, out);
 }
 
 pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                  const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
-                                 int device, int precision, int max_M, pp_stage_backend **out)
+                                 int device, int precision, int max_M, const pp_recompute *rc,
+                                 pp_stage_backend **out)
 {
 #ifdef PP_HAVE_CUDA
     pp_kops *k = NULL;
     pp_status st = pp_cuda_kops_create(device, (pp_cuda_precision)precision, &k);
     if (st != PP_OK)
         return pp_error_wrap(st, "stage %d on GPU %d", stage, device);
-    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, NULL, max_M, out);
+    return compute_create(cfg, part, stage, opt, seed, mb_B, n_slots, k, NULL, max_M, rc, out);
 #else
     (void)cfg, (void)part, (void)stage, (void)opt, (void)seed, (void)mb_B, (void)n_slots;
-    (void)device, (void)precision, (void)max_M, (void)out;
+    (void)device, (void)precision, (void)max_M, (void)rc, (void)out;
     return PP_ERR(PP_ERR_INVALID, "--backend cuda: this build has no CUDA (the CUDA toolkit was "
                                   "not found at configure time)");
 #endif

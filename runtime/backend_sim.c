@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct sim_backend {
@@ -28,6 +29,9 @@ typedef struct sim_backend {
     int jittered;     /* 0: every factor is 1, nothing drawn */
     pp_jitter jitter; /* a copy */
     int replica;
+    uint8_t *rc;        /* [L]: 1 = recomputed (NULL: none) */
+    int64_t *mb_bytes;  /* [v]: modelled activation bytes a micro-batch holds between F and B */
+    int64_t *set_bytes; /* [v]: and its recomputed layers' activations while an op runs */
 } sim_backend;
 
 static void sleep_until(uint64_t t_ns)
@@ -96,6 +100,8 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
                    : sb->split ? PP_OP_BWD_INPUT
                                : PP_OP_BWD;
         double us = pp_costs_layer_us(lc, op);
+        if (sb->rc && sb->rc[li] && (op == PP_OP_BWD || op == PP_OP_BWD_INPUT))
+            us += pp_costs_layer_us(lc, PP_OP_FWD); /* the forward again, inside the backward */
         pp_nvtx_info info = pp_nvtx_info_none();
         info.step = sb->step;
         info.stage = sb->base.stage;
@@ -114,7 +120,11 @@ static pp_status sim_forward(pp_stage_backend *b, int chunk, int mb, int slot, c
 {
     (void)slot;
     (void)in;
-    run_layers((sim_backend *)b, chunk, mb, PP_NVTX_LAYER_FWD, 0, t_ns);
+    sim_backend *sb = (sim_backend *)b;
+    pp_stage_mem_add(&b->memory, PP_STAGE_MEM_ACTIVATIONS, sb->mb_bytes[chunk]);
+    pp_stage_mem_add(&b->memory, PP_STAGE_MEM_ACTIVATIONS, sb->set_bytes[chunk]);
+    run_layers(sb, chunk, mb, PP_NVTX_LAYER_FWD, 0, t_ns);
+    pp_stage_mem_add(&b->memory, PP_STAGE_MEM_ACTIVATIONS, -sb->set_bytes[chunk]);
     *out = NULL;
     return PP_OK;
 }
@@ -124,7 +134,9 @@ static pp_status sim_backward_input(pp_stage_backend *b, int chunk, int mb, int 
 {
     (void)slot;
     (void)dout;
-    run_layers((sim_backend *)b, chunk, mb, PP_NVTX_LAYER_BWD, 1, t_ns);
+    sim_backend *sb = (sim_backend *)b;
+    pp_stage_mem_add(&b->memory, PP_STAGE_MEM_ACTIVATIONS, sb->set_bytes[chunk]);
+    run_layers(sb, chunk, mb, PP_NVTX_LAYER_BWD, 1, t_ns);
     *din = NULL;
     return PP_OK;
 }
@@ -137,6 +149,8 @@ static pp_status sim_backward_weight(pp_stage_backend *b, int chunk, int mb, int
     /* Unsplit, the whole backward was charged to the input half. */
     if (sb->split)
         run_layers(sb, chunk, mb, PP_NVTX_LAYER_BWD_WEIGHT, 1, t_ns);
+    pp_stage_mem_add(&b->memory, PP_STAGE_MEM_ACTIVATIONS,
+                     -(sb->set_bytes[chunk] + sb->mb_bytes[chunk]));
     return PP_OK;
 }
 
@@ -188,6 +202,9 @@ static void sim_destroy(pp_stage_backend *b)
         return;
     pp_free(sb->lo);
     pp_free(sb->hi);
+    pp_free(sb->rc);
+    pp_free(sb->mb_bytes);
+    pp_free(sb->set_bytes);
     pp_free(sb);
 }
 
@@ -281,6 +298,15 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
                                 double multiplier, int split_backward, int n_slots,
                                 const pp_jitter *jitter, int replica, pp_stage_backend **out)
 {
+    return pp_backend_sim_create_rc(costs, part, stage, multiplier, split_backward, n_slots,
+                                    jitter, replica, NULL, out);
+}
+
+pp_status pp_backend_sim_create_rc(const pp_costs *costs, const pp_partition *part, int stage,
+                                   double multiplier, int split_backward, int n_slots,
+                                   const pp_jitter *jitter, int replica, const pp_recompute *rc,
+                                   pp_stage_backend **out)
+{
     if (part->L != costs->n_layers)
         return PP_ERR(PP_ERR_INVALID, "partition of %d layers does not fit the cost file's %d",
                       part->L, costs->n_layers);
@@ -312,9 +338,14 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
     if (jittered)
         sb->jitter = *jitter;
     sb->replica = replica;
+    sb->base.memory.stage = stage;
     sb->lo = pp_alloc(sizeof(int) * (size_t)part->v);
     sb->hi = pp_alloc(sizeof(int) * (size_t)part->v);
-    if (!sb->lo || !sb->hi) {
+    sb->mb_bytes = pp_alloc(sizeof(int64_t) * (size_t)part->v);
+    sb->set_bytes = pp_alloc(sizeof(int64_t) * (size_t)part->v);
+    if (rc && rc->layers && (sb->rc = pp_alloc((size_t)part->L)) != NULL)
+        memcpy(sb->rc, rc->layers, (size_t)part->L);
+    if (!sb->lo || !sb->hi || !sb->mb_bytes || !sb->set_bytes || (rc && rc->layers && !sb->rc)) {
         sim_destroy(&sb->base);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for stage %d", stage);
     }
@@ -324,8 +355,21 @@ pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part,
         sb->lo[c] = part->bounds[piece];
         sb->hi[c] = part->bounds[piece + 1];
         param_bytes += pp_costs_param_bytes(costs, sb->lo[c], sb->hi[c]);
+        /* a layer keeps what it hands on (activation_bytes); recomputed, only its input */
+        for (int li = sb->lo[c]; li < sb->hi[c]; li++) {
+            int64_t own = (int64_t)costs->layers[li].activation_bytes;
+            if (sb->rc && sb->rc[li]) {
+                sb->mb_bytes[c] += li > 0 ? (int64_t)costs->layers[li - 1].activation_bytes : 0;
+                sb->set_bytes[c] += own;
+            } else {
+                sb->mb_bytes[c] += own;
+            }
+        }
     }
     sb->opt_us = pp_costs_opt_us(costs, param_bytes);
+    pp_stage_mem_set(&sb->base.memory, PP_STAGE_MEM_PARAMS, (int64_t)param_bytes);
+    pp_stage_mem_set(&sb->base.memory, PP_STAGE_MEM_GRADS, (int64_t)param_bytes);
+    pp_stage_mem_set(&sb->base.memory, PP_STAGE_MEM_OPTIMIZER, 2 * (int64_t)param_bytes);
     *out = &sb->base;
     return PP_OK;
 }

@@ -361,6 +361,8 @@ static void *worker_main(void *arg)
     char name[32];
     snprintf(name, sizeof name, "stage %d", w->stage);
     pp_nvtx_name_thread(name);
+    /* the stage's memory counters, registered and first sampled on its own thread */
+    pp_stage_mem_announce(&w->b->memory);
     uint64_t seen = 0;
     for (;;) {
         pthread_mutex_lock(&e->mu);
@@ -397,6 +399,17 @@ static void *worker_main(void *arg)
     }
 }
 
+pp_status pp_exec_memory(pp_exec *e, int stage, pp_stage_mem *out)
+{
+    pp_stage_backend *b = pp_exec_backend(e, stage);
+    if (!b)
+        return PP_ERR(PP_ERR_INVALID, "stage %d is not run by this process", stage);
+    pthread_mutex_lock(&e->mu); /* the workers are between steps: their last writes are seen */
+    *out = b->memory;
+    pthread_mutex_unlock(&e->mu);
+    return PP_OK;
+}
+
 pp_stage_backend *pp_exec_backend(pp_exec *e, int stage)
 {
     int i = stage - e->first_local;
@@ -426,6 +439,8 @@ static pp_status worker_init(worker *w)
         act_total += w->in_bytes[c] * (size_t)w->n_slots;
         grad_total += w->out_bytes[c] * (size_t)w->n_slots;
     }
+    /* allocated below for a data-carrying backend; the sim backend holds what a real one would */
+    pp_stage_mem_set(&b->memory, PP_STAGE_MEM_TRANSPORT, (int64_t)(act_total + grad_total));
     if (b->carries_data && b->mem) {
         /* in the backend's memory space (a GPU's) */
         w->recv_act = b->mem->alloc(b->mem->ctx, act_total);

@@ -30,6 +30,8 @@
 #define NVTX_POINTER_AS_PAYLOAD_ULLVALUE(p) ((uint64_t)(uintptr_t)(p))
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
+#include <nvtx3/nvToolsExtCounters.h>
+#include <nvtx3/nvToolsExtSemanticsCounters.h>
 
 /* The convention's numbers (domain, schema id and name, kinds, payload layout, messages) are
  * common/pp_convention.h's; the id must be one of NVTX's static schema ids. */
@@ -354,6 +356,44 @@ void pp_nvtx_mark_config(const char *text)
     nvtxDomainMarkEx(t->domain, &a);
 }
 
+uint64_t pp_nvtx_counter_register(const char *name, uint64_t id)
+{
+    pp_nvtx_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
+    if (!t || !t->domain || !name)
+        return 0;
+    nvtxSemanticsCounter_t sem;
+    memset(&sem, 0, sizeof sem);
+    sem.header.structSize = (uint32_t)sizeof sem;
+    sem.header.semanticId = NVTX_SEMANTIC_ID_COUNTERS_V1;
+    sem.header.version = NVTX_COUNTER_SEMANTIC_VERSION;
+    sem.flags = NVTX_COUNTER_FLAG_VALUETYPE_ABSOLUTE | NVTX_COUNTER_FLAG_INTERPOLATION_UNTIL_NEXT;
+    sem.unit = "bytes";
+    sem.unitScaleNumerator = 1;
+    sem.unitScaleDenominator = 1;
+    nvtxCounterAttr_t a;
+    memset(&a, 0, sizeof a);
+    a.structSize = sizeof a;
+    a.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
+    a.name = name;
+    a.scopeId = NVTX_SCOPE_NONE;
+    a.semantics = &sem.header;
+    a.counterId = id;
+    uint64_t got = nvtxCounterRegister(t->domain, &a);
+    /* A tool without the counters module answers 0; the static id is ours to sample with
+     * (the samples are then no-ops as well). */
+    return got ? got : id;
+}
+
+void pp_nvtx_counter_sample(uint64_t id, int64_t value)
+{
+    if (!id)
+        return;
+    pp_nvtx_table *t = atomic_load_explicit(&g_table, memory_order_acquire);
+    if (!t || !t->domain)
+        return;
+    nvtxCounterSampleInt64(t->domain, id, value);
+}
+
 int pp_nvtx_compiled_in(void) { return 1; }
 
 #else /* no NVTX headers at build time: every call is a no-op */
@@ -366,6 +406,12 @@ void pp_nvtx_push(pp_nvtx_kind kind, const pp_nvtx_info *info) { (void)kind, (vo
 void pp_nvtx_pop(void) {}
 void pp_nvtx_name_thread(const char *name) { (void)name; }
 void pp_nvtx_mark_config(const char *text) { (void)text; }
+uint64_t pp_nvtx_counter_register(const char *name, uint64_t id)
+{
+    (void)name, (void)id;
+    return 0;
+}
+void pp_nvtx_counter_sample(uint64_t id, int64_t value) { (void)id, (void)value; }
 int pp_nvtx_compiled_in(void) { return 0; }
 
 #endif

@@ -26,6 +26,7 @@ struct pp_pipe_trainer {
     int first_local, n_local; /* the stages this process runs (the transport says) */
     int dp, replica;          /* data-parallel replicas and the one this process runs */
     int mb_B;                 /* sequences per micro-batch of this replica (cpu, cuda) */
+    uint8_t *rc;              /* [L]: --recompute resolved, 1 = recomputed */
 };
 
 /* Backends that train a model on data (cpu, cuda), as opposed to sim. */
@@ -69,6 +70,7 @@ void pp_pipe_trainer_destroy(pp_pipe_trainer *t)
     pp_free(t->inputs);
     pp_free(t->targets);
     pp_free(t->mbs);
+    pp_free(t->rc);
     pp_free(t);
 }
 
@@ -193,18 +195,19 @@ static pp_status backend_create(const pp_pipe_trainer *t, int s, pp_stage_backen
     if (slots > M)
         slots = M;
     int split = pp_schedule_splits_backward(c->schedule);
+    pp_recompute rc = {.layers = t->rc, .n_sets = pp_recompute_sets(t->sched, s)};
     switch (c->backend) {
     case PP_BACKEND_CPU:
-        return pp_backend_cpu_create(&c->train.model, &t->part, s, &c->train.opt, c->train.seed,
-                                     t->mb_B, slots, out);
+        return pp_backend_cpu_create_rc(&c->train.model, &t->part, s, &c->train.opt,
+                                        c->train.seed, t->mb_B, slots, &rc, out);
     case PP_BACKEND_CUDA:
         return pp_backend_cuda_create(&c->train.model, &t->part, s, &c->train.opt,
                                       c->train.seed, t->mb_B, slots, c->cuda_device,
-                                      c->cuda_precision, M, out);
+                                      c->cuda_precision, M, &rc, out);
     default:
-        return pp_backend_sim_create(c->costs, &t->part, s,
-                                     s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
-                                     c->sim_jitter, t->replica, out);
+        return pp_backend_sim_create_rc(c->costs, &t->part, s,
+                                        s == c->slow_stage ? c->slow_factor : 1.0, split, slots,
+                                        c->sim_jitter, t->replica, &rc, out);
     }
 }
 
@@ -353,6 +356,10 @@ static pp_status trainer_build(pp_pipe_trainer *t)
         return st;
     if (computes(c->backend))
         t->mb_B = c->train.batch / t->dp / c->train.microbatches;
+    if ((t->rc = pp_alloc((size_t)t->part.L)) == NULL)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the recompute choice");
+    if ((st = pp_recompute_parse(c->recompute, &t->part, t->rc)) != PP_OK)
+        return st;
     if ((st = make_schedule(t)) != PP_OK || (st = check_transport_fits(t, e)) != PP_OK ||
         (st = make_transport(t)) != PP_OK)
         return st;
@@ -432,6 +439,11 @@ pp_status pp_pipe_trainer_step(pp_pipe_trainer *t, pp_step_stats *st, pp_exec_re
 }
 
 int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t) { return t->steps_done; }
+pp_status pp_pipe_trainer_memory(pp_pipe_trainer *t, int s, pp_stage_mem *out)
+{
+    return pp_exec_memory(t->exec, s, out);
+}
+const uint8_t *pp_pipe_trainer_recompute(const pp_pipe_trainer *t) { return t->rc; }
 int pp_pipe_trainer_local_stage(const pp_pipe_trainer *t)
 {
     return t->n_local == t->part.S ? -1 : t->first_local;

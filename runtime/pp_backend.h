@@ -34,6 +34,60 @@ typedef struct pp_step_data {
     float loss_scale;         /* multiplies the summed token losses (1 / (batch * T)) */
 } pp_step_data;
 
+/* Memory accounting per stage and purpose (docs/executor.md "Memory"): what the stage holds
+ * now and the most it held, in bytes, from the sizes of its real allocations (cpu, cuda; the
+ * sim backend holds the bytes the cost file says a real stage would). Static purposes are set
+ * once at creation; activations change as micro-batches come and go. Updated only by the
+ * stage's worker thread (and at creation, before the worker starts); read between steps. Each
+ * change is also sampled as an NVTX counter `pp.mem.stage<S>.<purpose>` (contract of issue 17,
+ * docs/nvtx-convention.md "Memory counters") once pp_stage_mem_announce registered them. */
+typedef enum pp_stage_mem_purpose {
+    PP_STAGE_MEM_PARAMS = 0,
+    PP_STAGE_MEM_GRADS,
+    PP_STAGE_MEM_OPTIMIZER,   /* AdamW's two moments */
+    PP_STAGE_MEM_ACTIVATIONS, /* tensors kept for the backward, live now */
+    PP_STAGE_MEM_TRANSPORT,   /* receive buffers of the executor's slots */
+    PP_STAGE_MEM_WORKSPACE,   /* per-step buffers of no micro-batch (cuda: the step's tokens) */
+    PP_STAGE_MEM_N_PURPOSES
+} pp_stage_mem_purpose;
+
+/* "params", "grads", "optimizer", "activations", "transport", "workspace". */
+const char *pp_stage_mem_purpose_name(pp_stage_mem_purpose p);
+
+typedef struct pp_stage_mem {
+    int64_t cur[PP_STAGE_MEM_N_PURPOSES];
+    int64_t peak[PP_STAGE_MEM_N_PURPOSES];
+    int64_t peak_total; /* the largest sum over purposes at any moment */
+    int stage;
+    uint64_t counter[PP_STAGE_MEM_N_PURPOSES]; /* NVTX counter ids; 0: not registered */
+} pp_stage_mem;
+
+/* Sets one purpose's bytes now (peaks follow), samples its counter if registered. */
+void pp_stage_mem_set(pp_stage_mem *m, pp_stage_mem_purpose p, int64_t bytes);
+void pp_stage_mem_add(pp_stage_mem *m, pp_stage_mem_purpose p, int64_t delta);
+int64_t pp_stage_mem_total(const pp_stage_mem *m);
+/* Registers the stage's six counters in the pipeprof domain and samples each once; called by
+ * the stage's worker thread, so the samples sit on its timeline. No-op without a tool. */
+void pp_stage_mem_announce(pp_stage_mem *m);
+
+/* Activation recomputation of one stage (pptrain --recompute, docs/pptrain.md): a recomputed
+ * layer keeps only its input between forward and backward and runs its forward again inside
+ * the backward, into one of n_sets workspaces per chunk (the most the schedule can hold at
+ * once: forward, and backward input to weight halves; pp_recompute_sets). */
+typedef struct pp_recompute {
+    const uint8_t *layers; /* [L], the model's layer list: 1 = recompute; NULL: none */
+    int n_sets;
+} pp_recompute;
+
+/* Parses a --recompute value: "none", "full", or a comma-separated list of layer indices and
+ * ranges of the layer list ("1-4,7") and stages ("s0", "s1-2"); ranges are inclusive. With
+ * part NULL only the syntax is checked; otherwise mask[part->L] is set (1 = recompute) and
+ * indices beyond the model or the stages are refused. PP_ERR_INVALID names the bad item. */
+pp_status pp_recompute_parse(const char *spec, const pp_partition *part, uint8_t *mask);
+/* Workspaces stage s of sched needs per chunk for recomputed layers: 1 + the most micro-batches
+ * whose input half of the backward ran but not yet the weight half, at a forward. */
+int pp_recompute_sets(const pp_schedule *sched, int s);
+
 /* Time model: every op receives the stage's clock `*t_ns` (CLOCK_MONOTONIC ns at which the op
  * may start) and returns with it set to when the op ended. Compute backends ignore the input and
  * set it to the real time after computing; the sim backend sleeps to the absolute deadline
@@ -82,6 +136,7 @@ struct pp_stage_backend {
     int carries_data; /* 0 for sim: messages carry byte counts, not tensors */
     pp_kops *mem;     /* where its tensors live (the executor's receive buffers and a
                          transport's device copies too); NULL: host memory */
+    pp_stage_mem memory; /* its bytes per purpose (the executor adds the transport's) */
 };
 
 /* CPU backend for stage s: the layers of each of its chunks (pieces s, s + S, ...) with their
@@ -89,6 +144,11 @@ struct pp_stage_backend {
 pp_status pp_backend_cpu_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                 const pp_adamw_config *opt, uint64_t seed, int mb_B,
                                 int n_slots, pp_stage_backend **out);
+/* The same with activation recomputation (rc NULL or rc->layers NULL: none; copied). */
+pp_status pp_backend_cpu_create_rc(const pp_model_config *cfg, const pp_partition *part,
+                                   int stage, const pp_adamw_config *opt, uint64_t seed,
+                                   int mb_B, int n_slots, const pp_recompute *rc,
+                                   pp_stage_backend **out);
 /* The same on another host kernel table (k->on_device 0; borrowed: it outlives the backend),
  * e.g. one that checks or injects faults, as tests do. */
 pp_status pp_backend_cpu_create_kops(const pp_model_config *cfg, const pp_partition *part,
@@ -109,7 +169,8 @@ pp_optimizer *pp_backend_cpu_optimizer(pp_stage_backend *b, int chunk);
  * stage's stream) is b->mem, for transports that order copies on it. */
 pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition *part, int stage,
                                  const pp_adamw_config *opt, uint64_t seed, int mb_B, int n_slots,
-                                 int device, int precision, int max_M, pp_stage_backend **out);
+                                 int device, int precision, int max_M, const pp_recompute *rc,
+                                 pp_stage_backend **out);
 
 /* Sim backend for stage s: every layer op sleeps to its deadline per the cost file; the
  * multiplier scales this stage's compute costs (1.0 = as in the file; stragglers). With
@@ -124,6 +185,14 @@ pp_status pp_backend_cuda_create(const pp_model_config *cfg, const pp_partition 
 pp_status pp_backend_sim_create(const pp_costs *costs, const pp_partition *part, int stage,
                                 double multiplier, int split_backward, int n_slots,
                                 const pp_jitter *jitter, int replica, pp_stage_backend **out);
+/* The same with recomputation: a recomputed layer's backward (its input half when split) also
+ * takes the layer's fwd_us, and its activations are modelled as the cpu backend holds them:
+ * its input (the previous layer's activation_bytes) between forward and backward, its own
+ * activation_bytes while the backward runs. */
+pp_status pp_backend_sim_create_rc(const pp_costs *costs, const pp_partition *part, int stage,
+                                   double multiplier, int split_backward, int n_slots,
+                                   const pp_jitter *jitter, int replica, const pp_recompute *rc,
+                                   pp_stage_backend **out);
 
 #ifdef __cplusplus
 }

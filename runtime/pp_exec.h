@@ -37,6 +37,8 @@ typedef struct pp_pipe_config {
                                 batch / dp of it */
     int cuda_device;         /* cuda: the GPU of stage 0 in-process, or of this rank */
     int cuda_precision;      /* cuda: pp_cuda_precision (0 fp32) */
+    const char *recompute;   /* --recompute: "none", "full" or a list (pp_recompute_parse);
+                                NULL: none. Borrowed, read at creation */
 } pp_pipe_config;
 
 typedef struct pp_pipe_trainer pp_pipe_trainer;
@@ -53,6 +55,10 @@ int64_t pp_pipe_trainer_steps_done(const pp_pipe_trainer *t);
 int pp_pipe_trainer_local_stage(const pp_pipe_trainer *t);
 const pp_schedule *pp_pipe_trainer_schedule(const pp_pipe_trainer *t);
 const pp_schedule_report *pp_pipe_trainer_report(const pp_pipe_trainer *t);
+/* Memory accounting of stage s (local to this process), pp_exec_memory. */
+pp_status pp_pipe_trainer_memory(pp_pipe_trainer *t, int s, pp_stage_mem *out);
+/* The layers recomputed, [L] (1 = recomputed), as --recompute resolved on the partition. */
+const uint8_t *pp_pipe_trainer_recompute(const pp_pipe_trainer *t);
 /* Parameters of the whole model in layer order, gathered from the stages (cpu): n floats. */
 pp_status pp_pipe_trainer_gather_params(pp_pipe_trainer *t, float *params, size_t n);
 /* Checkpoints in the single-stage format (docs/checkpoint.md), so a run can resume with another

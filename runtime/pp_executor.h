@@ -34,6 +34,9 @@ pp_status pp_exec_create(const pp_schedule *sched, pp_transport *tp, int first_l
 pp_status pp_exec_step(pp_exec *e, int64_t step, const pp_step_data *d, float lr, float grad_clip,
                        pp_exec_result *res);
 void pp_exec_destroy(pp_exec *e);
+/* The memory accounting of local `stage` (pp_backend.h, pp_stage_mem): bytes per purpose now
+ * and the peaks since creation. Call between steps. PP_ERR_INVALID for a stage not local. */
+pp_status pp_exec_memory(pp_exec *e, int stage, pp_stage_mem *out);
 /* The local backend of `stage` (NULL if not local). */
 pp_stage_backend *pp_exec_backend(pp_exec *e, int stage);
 

@@ -41,6 +41,12 @@ void pp_nvtx_pop(void);
 /* Emits the run's configuration mark (docs/nvtx-convention.md, "Configuration mark"): an ASCII
  * message "config key=value ..." in the pipeprof domain, once, before the first step. */
 void pp_nvtx_mark_config(const char *text);
+/* NVTX counters (nvToolsExtCounters.h) in the pipeprof domain: registers an int64 counter of
+ * unit "bytes" under `name` with the static id `id` (>= 1 << 24) and returns the id to sample
+ * with (the tool's, or `id`), 0 when no tool is attached or set-up has not run. */
+uint64_t pp_nvtx_counter_register(const char *name, uint64_t id);
+/* One sample of a registered counter on the calling thread; id 0 is a no-op. */
+void pp_nvtx_counter_sample(uint64_t id, int64_t value);
 /* Names the calling OS thread (e.g. "stage 3"). */
 void pp_nvtx_name_thread(const char *name);
 /* 1 when the NVTX headers were available at build time. */

@@ -20,6 +20,8 @@ uint32_t tt_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 #define NVTX_NO_IMPL /* a tool: types only, no NVTX instance of its own */
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
+#include <nvtx3/nvToolsExtCounters.h>
+#include <nvtx3/nvToolsExtSemanticsCounters.h>
 
 enum { TT_EVENTS_MAX = 32768, TT_DOMAINS_MAX = 16, TT_STRINGS_MAX = 8192, TT_SCHEMAS_MAX = 8 };
 
@@ -346,6 +348,37 @@ static uint64_t h_schema_register(nvtxDomainHandle_t d, const nvtxPayloadSchemaA
     return id;
 }
 
+/* ---- counters extension ---- */
+
+static uint64_t h_counter_register(nvtxDomainHandle_t d, const nvtxCounterAttr_t *a)
+{
+    if (!a)
+        return 0;
+    pthread_mutex_lock(&g_mu);
+    tt_event *e = event_new(TT_COUNTER_REGISTER, d);
+    if (e) {
+        copy_text(e->text, sizeof e->text, a->name);
+        e->counter_id = a->counterId;
+        e->schema_id = a->schemaId;
+        for (const nvtxSemanticsHeader_t *h = a->semantics; h; h = h->next)
+            if (h->semanticId == NVTX_SEMANTIC_ID_COUNTERS_V1)
+                copy_text(e->unit, sizeof e->unit, ((const nvtxSemanticsCounter_t *)h)->unit);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return a->counterId;
+}
+
+static void h_counter_sample_i64(nvtxDomainHandle_t d, uint64_t id, int64_t value)
+{
+    pthread_mutex_lock(&g_mu);
+    tt_event *e = event_new(TT_COUNTER_SAMPLE, d);
+    if (e) {
+        e->counter_id = id;
+        e->value = value;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
 /* ---- entry points ---- */
 
 static int install(NvtxFunctionTable t, unsigned size, unsigned cbid, NvtxFunctionPointer fn)
@@ -400,6 +433,16 @@ static int tool_ext_init(nvtxExtModuleInfo_t *mi)
     pthread_mutex_lock(&g_mu);
     g_ext_init_calls++;
     pthread_mutex_unlock(&g_mu);
+    if (mi && mi->moduleId == NVTX_EXT_COUNTERS_MODULEID) {
+        if (mi->segmentsCount < 1 || !mi->segments ||
+            mi->segments[0].slotCount <= NVTX3EXT_CBID_nvtxCounterSampleInt64)
+            return 0;
+        mi->segments[0].functionSlots[NVTX3EXT_CBID_nvtxCounterRegister] =
+            (intptr_t)h_counter_register;
+        mi->segments[0].functionSlots[NVTX3EXT_CBID_nvtxCounterSampleInt64] =
+            (intptr_t)h_counter_sample_i64;
+        return 1;
+    }
     if (!mi || mi->moduleId != NVTX_EXT_PAYLOAD_MODULEID)
         return 1; /* other extension modules: not handled, not an error */
     if (mi->segmentsCount < 1 || !mi->segments ||

@@ -1,7 +1,7 @@
 /* nvtx_test_tool.h: a minimal NVTX tool statically injected into test_nvtx (tests/
  * nvtx_test_tool.c). It records what the runtime's annotations (runtime/nvtx.c) hand to NVTX:
  * domains, category names, registered strings, payload schemas, pushes with their decoded
- * extended payload, pops and thread names, so the tests can check docs/nvtx-convention.md from
+ * extended payload, pops, thread names and counters (registrations, int64 samples), so the tests can check docs/nvtx-convention.md from
  * the tool's side. Without the NVTX headers at build time every query returns 0. */
 #ifndef NVTX_TEST_TOOL_H
 #define NVTX_TEST_TOOL_H
@@ -17,6 +17,8 @@ typedef enum tt_kind {
     TT_PUSH,
     TT_POP,
     TT_NAME_THREAD,
+    TT_COUNTER_REGISTER, /* text: the name; counter_id, schema_id, unit */
+    TT_COUNTER_SAMPLE,   /* counter_id, value (nvtxCounterSampleInt64) */
     TT_OTHER /* any other NVTX call: the runtime should never make one */
 } tt_kind;
 
@@ -49,6 +51,10 @@ typedef struct tt_event {
     size_t payload_size; /* of the first extended payload */
     int n_fields;        /* decoded through the registered schema; 0 if none matched */
     tt_field field[TT_FIELDS_MAX];
+    /* counters */
+    uint64_t counter_id;
+    int64_t value;
+    char unit[TT_NAME_MAX];
 } tt_event;
 
 typedef struct tt_schema_entry {

@@ -637,3 +637,94 @@ Test(nvtx, a_pipeline_step_is_annotated_per_the_convention)
     pp_partition_free(&pc.partition);
     pp_costs_destroy(c);
 }
+
+/* Issue 17's contract (docs/nvtx-convention.md "Memory counters"): one int64 counter of unit
+ * "bytes" per (stage, purpose) named pp.mem.stage<S>.<purpose>, registered and first sampled
+ * on the stage's thread, sampled there at every change; the samples are the accounting. */
+Test(nvtx, memory_counters_follow_the_contract)
+{
+    need_nvtx();
+    enum { S = 2, M = 4, NP = PP_STAGE_MEM_N_PURPOSES };
+    pp_pipe_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train.model = (pp_model_config){.vocab_size = 32, .seq_len = 8, .d_model = 16,
+                                       .n_heads = 2, .n_layers = 2};
+    pp_adamw_config_default(&pc.train.opt);
+    pc.train.batch = 4;
+    pc.train.microbatches = M;
+    pc.train.steps = 2;
+    pc.train.seed = 3;
+    pc.backend = PP_BACKEND_CPU;
+    pc.schedule = PP_SCHED_GPIPE;
+    pc.v = 1;
+    pc.slow_stage = -1;
+    pc.recompute = "s1";
+    cr_assert_eq(pp_partition_even(4, S, 1, &pc.partition), PP_OK);
+    pp_data *d = NULL;
+    cr_assert_eq(pp_data_markov_create(32, 4, 5, &d), PP_OK);
+    pp_pipe_trainer *t = NULL;
+    tt_reset();
+    cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "%s", pp_error_message());
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK, "%s", pp_error_message());
+    pp_stage_mem mem[S];
+    for (int s = 0; s < S; s++)
+        cr_assert_eq(pp_pipe_trainer_memory(t, s, &mem[s]), PP_OK);
+    pp_pipe_trainer_destroy(t);
+
+    for (int s = 0; s < S; s++) {
+        /* the stage's worker thread: the one named "stage s" */
+        char thread[16];
+        snprintf(thread, sizeof thread, "stage %d", s);
+        uint32_t tid = 0;
+        for (int i = 0; i < tt_count(); i++)
+            if (tt_get(i)->kind == TT_NAME_THREAD && strcmp(tt_get(i)->text, thread) == 0)
+                tid = tt_get(i)->tid;
+        cr_assert_neq(tid, 0u);
+        for (int p = 0; p < NP; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "pp.mem.stage%d.%s", s,
+                     pp_stage_mem_purpose_name((pp_stage_mem_purpose)p));
+            int reg = -1, n_reg = 0;
+            for (int i = 0; i < tt_count(); i++)
+                if (tt_get(i)->kind == TT_COUNTER_REGISTER && strcmp(tt_get(i)->text, name) == 0) {
+                    reg = reg < 0 ? i : reg;
+                    n_reg++;
+                }
+            cr_assert_eq(n_reg, 1, "%s registered once", name);
+            const tt_event *r = tt_get(reg);
+            cr_assert_str_eq(r->domain, "pipeprof");
+            cr_assert_str_eq(r->unit, "bytes");
+            cr_assert_eq(r->schema_id, 17u /* NVTX_PAYLOAD_ENTRY_TYPE_INT64 */, "%s", name);
+            cr_assert_eq(r->tid, tid, "%s registered on its stage's thread", name);
+            /* samples: the first right after registration, all on the stage's thread, the
+             * largest the peak, the last the value now */
+            int64_t first = -1, last = -1, most = -1;
+            int n = 0;
+            for (int i = reg + 1; i < tt_count(); i++) {
+                const tt_event *e = tt_get(i);
+                if (e->kind != TT_COUNTER_SAMPLE || e->counter_id != r->counter_id)
+                    continue;
+                cr_assert_eq(e->tid, tid, "%s sampled on its stage's thread", name);
+                if (n++ == 0)
+                    first = e->value;
+                last = e->value;
+                most = e->value > most ? e->value : most;
+            }
+            cr_assert_geq(n, 1, "%s sampled", name);
+            cr_assert_eq(last, mem[s].cur[p], "%s ends at the accounting's value", name);
+            cr_assert_eq(most, mem[s].peak[p], "%s peaks at the accounting's peak", name);
+            if (p != PP_STAGE_MEM_ACTIVATIONS) {
+                cr_assert_eq(n, 1, "%s is static: one sample", name);
+                cr_assert_eq(first, mem[s].cur[p]);
+            } else {
+                cr_assert_eq(first, 0, "no activations before the first step");
+                /* gpipe, 2 steps: each micro-batch's forward adds and its backward releases,
+                 * and stage 1 (recomputed) also takes and gives a workspace in each */
+                cr_assert_eq(n, 1 + (s == 0 ? 2 * 2 * M : 2 * 6 * M), "%s: %d samples", name, n);
+                cr_assert_gt(most, 0);
+            }
+        }
+    }
+    pp_partition_free(&pc.partition);
+}

@@ -63,6 +63,24 @@ static void print_pipeline(const pptrain_args *a, const pp_partition *part, pp_p
            pp_backend_kind_name(a->backend), bounds);
     for (int s = 0; s < part->S; s++)
         printf("%s%d", s ? "," : " ", rep->peak_inflight[s]);
+    if (a->recompute && strcmp(a->recompute, "none") != 0)
+        printf(", recompute %s", a->recompute);
+    printf("\n");
+}
+
+/* Each local stage's peak memory, in total and of its activations (docs/pptrain.md). */
+static void print_memory(const job *j)
+{
+    int S = j->part.S, first = 0;
+    int local = pp_pipe_trainer_local_stage(j->tr);
+    printf("memory: peak MiB per stage (total/activations)");
+    for (int s = 0; s < S; s++) {
+        pp_stage_mem m;
+        if ((local >= 0 && s != local) || pp_pipe_trainer_memory(j->tr, s, &m) != PP_OK)
+            continue;
+        printf("%s s%d %.2f/%.2f", first++ ? "," : "", s, (double)m.peak_total / 1048576.0,
+               (double)m.peak[PP_STAGE_MEM_ACTIVATIONS] / 1048576.0);
+    }
     printf("\n");
 }
 
@@ -203,6 +221,7 @@ static pp_status make_pipe_config(job *j)
                              .slow_stage = a->slow_stage,
                              .slow_factor = a->slow_factor,
                              .sim_jitter = a->jitter_given ? &a->jitter : NULL,
+                             .recompute = a->recompute,
                              .transport = a->transport,
                              .dp = a->dp,
                              .cuda_device = a->device >= 0 ? a->device : 0,
@@ -402,7 +421,10 @@ static void print_summary(const job *j, const run_totals *tot)
         printf("\n");
         if (j->a.backend == PP_BACKEND_CUDA)
             print_gpu_summary(j, tot);
-    } else {
+    }
+    if (ran > 0)
+        print_memory(j);
+    else {
         printf("done: nothing to do, already at step %lld\n",
                (long long)pp_pipe_trainer_steps_done(j->tr));
     }

@@ -37,6 +37,11 @@ static const char *k_usage =
     "                        tail:P:X (X times longer with probability P), seed=N\n"
     "                        (default --seed); comma-separated, e.g.\n"
     "                        lognormal:0.1,tail:0.01:4 (docs/executor.md, \"Jitter\")\n"
+    "  --recompute WHAT      activation recomputation: none (default), full, or a list of\n"
+    "                        layers and stages, e.g. 1-4,7 (layer indices of the layer list,\n"
+    "                        0 = embedding) or s0,s2-3 (every layer of those stages): a\n"
+    "                        recomputed layer keeps only its input and runs its forward\n"
+    "                        again in the backward (docs/pptrain.md)\n"
     "  --print-schedule      print each stage's instruction list and exit\n"
     "  --transport NAME      inproc (default): stages are threads of this process; mpi: one\n"
     "                        stage per MPI rank, mpirun -np S pptrain --transport mpi ...;\n"
@@ -90,7 +95,7 @@ enum {
     OPT_SEED, OPT_DATA, OPT_BRANCH, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_JSON,
     OPT_STAGES, OPT_BOUNDS, OPT_PLAN, OPT_SCHEDULE, OPT_VSTAGES, OPT_BACKEND, OPT_COSTS,
     OPT_SLOW, OPT_PRINT_SCHED, OPT_TRANSPORT, OPT_DP, OPT_CLOCK_SYNC, OPT_PRECISION, OPT_DEVICE,
-    OPT_JITTER
+    OPT_JITTER, OPT_RECOMPUTE
 };
 
 static const struct option k_opts[] = {
@@ -126,6 +131,7 @@ static const struct option k_opts[] = {
     {"costs", required_argument, 0, OPT_COSTS},
     {"sim-slow", required_argument, 0, OPT_SLOW},
     {"sim-jitter", required_argument, 0, OPT_JITTER},
+    {"recompute", required_argument, 0, OPT_RECOMPUTE},
     {"print-schedule", no_argument, 0, OPT_PRINT_SCHED},
     {"transport", required_argument, 0, OPT_TRANSPORT},
     {"dp", required_argument, 0, OPT_DP},
@@ -314,6 +320,12 @@ static int choice_option(int id, char *val, pptrain_args *a)
         if ((st = pp_jitter_parse(val, &a->jitter)) != PP_OK)
             return pp_tool_fail(pp_error_wrap(st, "--sim-jitter"));
         a->jitter_given = 1;
+        return -1;
+    case OPT_RECOMPUTE:
+        /* the syntax now; indices against the model and stages once the partition exists */
+        if ((st = pp_recompute_parse(val, NULL, NULL)) != PP_OK)
+            return pp_tool_fail(st);
+        a->recompute = val;
         return -1;
     case OPT_PRINT_SCHED: a->print_schedule = 1; return -1;
     case 'q': a->quiet = 1; return -1;

@@ -30,6 +30,7 @@ typedef struct pptrain_args {
     pp_jitter jitter; /* --sim-jitter; its seed is --seed's unless the spec names one */
     int jitter_given;
     int print_schedule;
+    const char *recompute; /* --recompute (NULL: none) */
     int plan_from_env;
     pp_transport_kind transport;
     int dp;
