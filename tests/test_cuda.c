@@ -342,6 +342,40 @@ Test(cuda, pipeline_1f1b_matches_cpu) { same_as_cpu("1f1b", "1"); }
 Test(cuda, pipeline_interleaved_matches_cpu) { same_as_cpu("interleaved", "2"); }
 Test(cuda, pipeline_zbh1_matches_cpu) { same_as_cpu("zb-h1", "1"); }
 
+/* --recompute on the cuda backend: the same kernels on the same inputs as without it, so the
+ * same losses and gradient norms (the 1e-4 of the cpu comparison, should a kernel's atomics
+ * order sums differently from run to run), and a smaller activation peak on the stages that
+ * hold several micro-batches. */
+static void recompute_same_as_none(const char *schedule, const char *v)
+{
+    tk_dir_create("pp_test_cuda");
+    const char *logs[2] = {tk_path("none.jsonl"), tk_path("full.jsonl")};
+    const char *rc[2] = {"none", "full"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {PPTRAIN, "--backend", "cuda", "--stages", "4", "--schedule",
+                              schedule, "--virtual-stages", v, "--layers", "6", "--batch", "8",
+                              "--microbatches", "8", "--steps", "3", "-q", "--log-json", logs[i],
+                              "--recompute", rc[i], NULL};
+        tk_result r = tk_runv(args, NULL);
+        cr_assert_eq(r.code, 0, "--recompute %s %s: %s", rc[i], schedule, r.err);
+        cr_assert_not_null(strstr(r.out, "memory: peak MiB per stage"), "%s", r.out);
+        tk_result_free(&r);
+    }
+    const char *keys[] = {"loss", "grad_norm"};
+    for (int k = 0; k < 2; k++) {
+        double a[8], b[8];
+        cr_assert_eq(read_losses(logs[0], keys[k], a, 8), 3);
+        cr_assert_eq(read_losses(logs[1], keys[k], b, 8), 3);
+        for (int i = 0; i < 3; i++)
+            cr_expect_leq(fabs(a[i] - b[i]), 1e-4 * fabs(a[i]), "%s step %d %s: %.9g vs %.9g",
+                          schedule, i + 1, keys[k], a[i], b[i]);
+    }
+    tk_dir_remove();
+}
+
+Test(cuda, recompute_1f1b_trains_as_without) { recompute_same_as_none("1f1b", "1"); }
+Test(cuda, recompute_zbh1_trains_as_without) { recompute_same_as_none("zb-h1", "1"); }
+
 #ifdef PP_HAVE_NCCL
 /* NCCL on one GPU: a one-rank communicator sending 64 MiB to itself. */
 Test(cuda, nccl_self_send_receive)
