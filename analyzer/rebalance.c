@@ -73,10 +73,32 @@ typedef struct rb_eseq {
     double *val;    /* [n] scratch */
 } rb_eseq;
 
+/* The path-mixture bound's state (lag_solve): chains (rows) and partitions (columns) of the
+ * game, their lengths, the restricted game's mixtures and the best mixture's boundary DP. */
+#define LAG_MAX 128
+typedef struct rb_lag {
+    int m, n;          /* chains, partitions */
+    double *chain;     /* [LAG_MAX * LAG_NC] counts of each chain */
+    int *part;         /* [LAG_MAX * (P + 1)] */
+    double *len;       /* [LAG_MAX * LAG_MAX] chain i's length on partition j, ns */
+    double *K, *tab;   /* the game's matrix and simplex tableau */
+    int *basis;
+    double *lam, *y;   /* [LAG_MAX] the restricted game's mixtures */
+    double *agg, *best_agg; /* [LAG_NC] aggregated counts: current, best */
+    double *coef;      /* [LAG_NC] scratch chain */
+    double *mdur, *mtr; /* [4P], [P] the partition mixture's average durations */
+    double *G;         /* [P * (L + 1)] cost to go of the mixture in agg (lag_table) */
+    int *arg;          /* [P * (L + 1)] its minimising next boundary */
+    double c0;         /* the mixture's constant term */
+    double bound;      /* the best proven bound, ns (0: none) */
+    double upper;      /* the last round's mixed replay: the relaxation's value is below */
+} rb_lag;
+
 typedef struct rb_child {
     int e;
     double bound;
     double tie;
+    double lh; /* the chain mixture's H over the boundaries fixed with this child */
 } rb_child;
 
 typedef struct rb_ctx {
@@ -86,6 +108,8 @@ typedef struct rb_ctx {
     int *peak;         /* [S] peak in-flight (micro-batch-chunks) per stage */
     rb_step *steps;
     int n_steps;
+    int32_t *sprev;    /* [n_steps] the previous step of the same stage, -1 none */
+    int32_t *last_step; /* [S] each stage's last step, -1 none */
     double *fin;       /* [n_steps] */
     double *clock;     /* [S] */
     double *dur;       /* [N_COMPUTE * P] ns */
@@ -112,6 +136,8 @@ typedef struct rb_ctx {
     double *stage_work;          /* [S] v > 1: fixed work per stage, ns */
     uint64_t *stage_param, *stage_act; /* [S] v > 1: fixed params, heaviest fixed chunk */
     rb_child *kids;    /* [P * (L + 1)] */
+    rb_lag *lag;       /* the path-mixture bound, NULL when not computed */
+    double *lag_fixed; /* [P + 1] sum of the mixture's H_j over the fixed boundaries 1 .. k */
     uint64_t t0, deadline;
     int aborted;
     int64_t nodes, evaluated;
@@ -207,6 +233,7 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
     t->stage = s;
     t->piece = piece;
     t->mb = in->mb;
+    x->sprev[x->n_steps] = cp->last[s];
     cp->last[s] = x->n_steps++;
     return PP_OK;
 }
@@ -230,7 +257,10 @@ static pp_status compile_schedule(rb_ctx *x, const pp_schedule *sc)
     cp.msg_q = pp_alloc(sizeof(int) * n_msgs);
     x->steps = pp_alloc(sizeof(rb_step) * (size_t)total);
     x->fin = pp_alloc(sizeof(double) * (size_t)total);
-    if (!pc || !cp.last || !cp.msg_step || !cp.msg_q || !x->steps || !x->fin) {
+    x->sprev = pp_alloc(sizeof(int32_t) * (size_t)total);
+    x->last_step = pp_alloc(sizeof(int32_t) * (size_t)S);
+    if (!pc || !cp.last || !cp.msg_step || !cp.msg_q || !x->steps || !x->fin || !x->sprev ||
+        !x->last_step) {
         st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory compiling the schedule");
         goto done;
     }
@@ -239,6 +269,8 @@ static pp_status compile_schedule(rb_ctx *x, const pp_schedule *sc)
     pp_replay_hooks h = {.run = record_step, .ctx = &cp, .barrier = 0};
     if ((st = pp_schedule_replay(sc, &h, pc, NULL)) != PP_OK)
         st = pp_error_wrap(st, "rebalance");
+    for (int s = 0; s < S; s++)
+        x->last_step[s] = cp.last[s];
 done:
     pp_free(pc);
     pp_free(cp.last);
@@ -495,6 +527,7 @@ done:
 
 /* max without fmax's NaN rules (a library call in the hot loops; no NaN reaches them). */
 static inline double dmax(double a, double b) { return a > b ? a : b; }
+static inline double dmin(double a, double b) { return a < b ? a : b; }
 
 /* Layers [a, b) of a prefix sum (us) in ns. */
 static double span_ns(const double *pre, int a, int b) { return (pre[b] - pre[a]) * 1e3; }
@@ -717,11 +750,18 @@ static void build_table(rb_ctx *x)
 
 /* ---- setup ---- */
 
+static void lag_free(rb_lag *lg);
+static void local_search(rb_ctx *x);
+
 static void ctx_free(rb_ctx *x)
 {
     pp_free(x->peak);
     pp_free(x->steps);
     pp_free(x->fin);
+    pp_free(x->sprev);
+    pp_free(x->last_step);
+    lag_free(x->lag);
+    pp_free(x->lag_fixed);
     pp_free(x->clock);
     pp_free(x->dur);
     pp_free(x->tr);
@@ -884,6 +924,466 @@ static void offer(rb_ctx *x, const int *b)
     }
 }
 
+/* ---- the path-mixture (Lagrangian) bound ---- */
+
+/* A chain of the replay: a path of real dependencies (list order on a stage, a message) that
+ * starts at time 0. Its length on any partition is the sum of its compute ops' durations and
+ * its messages' transfers, each a difference of prefix sums at the two boundaries of its piece
+ * or the transfer of one boundary, so it is linear in per-boundary terms, and at most the
+ * barrier of that partition. A chain is kept as its counts: coef[t * P + p] ops of kind t of
+ * piece p, coef[4 * P + q] messages across boundary q (between pieces q and q + 1). */
+#define LAG_NC(P) (5 * (size_t)(P))
+/* The chain bound is computed from prefix sums with coefficients up to a few hundred, in another
+ * order than the replay: scaled by this much it stays below the mixture it bounds. */
+#define LAG_SAFETY (1.0 - 1e-9)
+
+/* Replays the schedule with the durations and transfers in x->dur, x->tr (any nonnegative
+ * values: one partition's, or a mixture's averages) and writes the counts of a longest chain to
+ * `coef` (LAG_NC(P) entries). Returns the barrier, the chain's length. */
+static double replay_chain(rb_ctx *x, double *coef)
+{
+    for (int s = 0; s < x->S; s++)
+        x->clock[s] = 0.0;
+    for (int i = 0; i < x->n_steps; i++) {
+        const rb_step *t = &x->steps[i];
+        double clk = x->clock[t->stage];
+        if (t->kind == K_RECV)
+            clk = fmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
+        else
+            clk += x->dur[t->kind * x->P + t->piece];
+        x->fin[i] = clk;
+        x->clock[t->stage] = clk;
+    }
+    int s_end = 0;
+    for (int s = 1; s < x->S; s++)
+        if (x->clock[s] > x->clock[s_end])
+            s_end = s;
+    memset(coef, 0, sizeof(double) * LAG_NC(x->P));
+    int i = x->last_step[s_end];
+    while (i >= 0) {
+        const rb_step *t = &x->steps[i];
+        int pv = x->sprev[i];
+        if (t->kind != K_RECV) {
+            coef[t->kind * x->P + t->piece] += 1.0;
+            i = pv;
+            continue;
+        }
+        double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
+        double c = pv >= 0 ? x->fin[pv] : 0.0;
+        if (a >= c) {
+            coef[4 * x->P + t->q] += 1.0;
+            i = t->dep;
+        } else {
+            i = pv;
+        }
+    }
+    return x->clock[s_end];
+}
+
+/* Fills x->dur and x->tr with partition b's durations (evaluate's). */
+static void fill_durations(rb_ctx *x, const int *b)
+{
+    for (int p = 0; p < x->P; p++) {
+        for (int k = 0; k < N_COMPUTE; k++)
+            x->dur[k * x->P + p] = pp_costs_op_us(x->c, k_kind_op[k], b[p], b[p + 1]) * 1e3;
+        if (p < x->P - 1)
+            x->tr[p] = x->tl[b[p + 1] - 1];
+    }
+}
+
+/* A chain's length on partition b (without the optimizer step). */
+static double chain_len(const rb_ctx *x, const double *coef, const int *b)
+{
+    int P = x->P;
+    double t = 0.0;
+    for (int k = 0; k < N_COMPUTE; k++) {
+        const double *pre = x->pre[k];
+        const double *ck = coef + (size_t)k * P;
+        for (int p = 0; p < P; p++)
+            if (ck[p] != 0.0)
+                t += ck[p] * (pre[b[p + 1]] - pre[b[p]]) * 1e3;
+    }
+    for (int q = 0; q + 1 < P; q++)
+        if (coef[4 * P + q] != 0.0)
+            t += coef[4 * P + q] * x->tl[b[q + 1] - 1];
+    return t;
+}
+
+/* The per-boundary cost of a mixture of chains with aggregated counts `agg` (weights summing to
+ * 1): boundary k (1 .. P-1) at layer pos costs
+ *   H_k(pos) = sum_t (agg[t][k-1] - agg[t][k]) W_t(pos) + agg_msg[k-1] t(pos),
+ * and the rest is the constant sum_t agg[t][P-1] W_t(L). */
+static double lag_h(const rb_ctx *x, const double *agg, int k, int pos)
+{
+    int P = x->P;
+    double h = 0.0;
+    for (int t = 0; t < N_COMPUTE; t++) {
+        double a = agg[(size_t)t * P + k - 1] - agg[(size_t)t * P + k];
+        if (a != 0.0)
+            h += a * x->pre[t][pos] * 1e3;
+    }
+    double m = agg[4 * (size_t)P + k - 1];
+    if (m != 0.0)
+        h += m * x->tl[pos - 1];
+    return h;
+}
+
+static double lag_const(const rb_ctx *x, const double *agg)
+{
+    double c = 0.0;
+    for (int t = 0; t < N_COMPUTE; t++)
+        c += agg[(size_t)t * x->P + x->P - 1] * x->pre[t][x->L] * 1e3;
+    return c;
+}
+
+/* The mixture's cost to go: lag->G[k][pos] = the least sum of H_j over boundaries j = k+1 ..
+ * P-1 when boundary k is at pos (b_P = L), over every partition (memory not considered: a
+ * relaxation, still a lower bound); lag->arg its minimiser of b_{k+1}. */
+static void lag_table(const rb_ctx *x, rb_lag *lg)
+{
+    int L = x->L, P = x->P;
+#define LG(k, p) lg->G[(size_t)(k) * (L + 1) + (p)]
+#define LA(k, p) lg->arg[(size_t)(k) * (L + 1) + (p)]
+    for (int pos = 0; pos <= L; pos++) {
+        LG(P - 1, pos) = pos < L ? 0.0 : INFINITY;
+        LA(P - 1, pos) = L;
+    }
+    for (int k = P - 2; k >= 0; k--) {
+        /* suffix minimum over e of H_{k+1}(e) + G[k+1][e], e <= L - (P - k - 1) */
+        int emax = L - (P - k - 1);
+        double m = INFINITY;
+        int am = -1;
+        for (int pos = L; pos >= 0; pos--) {
+            int e = pos + 1;
+            if (e <= emax && e >= k + 1) {
+                double v = lag_h(x, lg->agg, k + 1, e) + LG(k + 1, e);
+                if (v < m) {
+                    m = v;
+                    am = e;
+                }
+            }
+            LG(k, pos) = m;
+            LA(k, pos) = am;
+        }
+    }
+    lg->c0 = lag_const(x, lg->agg);
+#undef LG
+#undef LA
+}
+
+/* The bound of a node whose boundaries b_0 .. b_k are fixed, under the mixture in lg. */
+static double lag_node_bound(const rb_ctx *x, const rb_lag *lg, int k, int pos, double fixed_h)
+{
+    double g = lg->G[(size_t)k * (x->L + 1) + pos];
+    return (lg->c0 + fixed_h + g + x->opt_ns) * LAG_SAFETY;
+}
+
+/* Solves the matrix game max over mixtures u of rows, min over columns j, of sum_i u_i K[i][j]
+ * (m rows, n columns, row stride ld, every entry > 0) by the simplex method on
+ *   max sum_j w_j  subject to  sum_j K[i][j] w_j <= 1 (each row i),  w >= 0,
+ * whose optimum is 1 / value; the column player's mixture is w / sum w and the row player's
+ * the duals of the rows, normalised. Writes lam[m] and y[n]; returns 0, or -1 when the pivots
+ * ran out (then lam and y are left uniform). */
+static int solve_game(const double *K, int ld, int m, int n, double *lam, double *y, double *tab,
+                      int *basis)
+{
+    int W = n + m + 1; /* columns: w, slacks, right-hand side */
+#define TB(r, c) tab[(size_t)(r) * W + (c)]
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++)
+            TB(i, j) = K[(size_t)i * ld + j];
+        for (int j = 0; j < m; j++)
+            TB(i, n + j) = i == j ? 1.0 : 0.0;
+        TB(i, W - 1) = 1.0;
+        basis[i] = n + i;
+    }
+    for (int j = 0; j < W; j++)
+        TB(m, j) = j < n ? -1.0 : 0.0;
+    int ok = 0;
+    for (int it = 0, limit = 50 * (m + n) + 100; it < limit; it++) {
+        int bland = it > 10 * (m + n);
+        int e = -1;
+        double most = -1e-11;
+        for (int j = 0; j < n + m; j++)
+            if (TB(m, j) < most) {
+                e = j;
+                if (bland)
+                    break;
+                most = TB(m, j);
+            }
+        if (e < 0) {
+            ok = 1;
+            break;
+        }
+        int r = -1;
+        double ratio = INFINITY;
+        for (int i = 0; i < m; i++)
+            if (TB(i, e) > 1e-12) {
+                double q = TB(i, W - 1) / TB(i, e);
+                if (q < ratio || (q == ratio && r >= 0 && basis[i] < basis[r])) {
+                    ratio = q;
+                    r = i;
+                }
+            }
+        if (r < 0)
+            break; /* unbounded: not with K > 0 */
+        double pv = TB(r, e);
+        for (int j = 0; j < W; j++)
+            TB(r, j) /= pv;
+        for (int i = 0; i <= m; i++) {
+            double f = TB(i, e);
+            if (i == r || f == 0.0)
+                continue;
+            for (int j = 0; j < W; j++)
+                TB(i, j) -= f * TB(r, j);
+        }
+        basis[r] = e;
+    }
+    double su = 0.0, sw = 0.0;
+    if (ok) {
+        for (int j = 0; j < n; j++)
+            y[j] = 0.0;
+        for (int i = 0; i < m; i++)
+            if (basis[i] < n)
+                y[basis[i]] = fmax(TB(i, W - 1), 0.0);
+        for (int i = 0; i < m; i++)
+            lam[i] = fmax(TB(m, n + i), 0.0);
+        for (int i = 0; i < m; i++)
+            su += lam[i];
+        for (int j = 0; j < n; j++)
+            sw += y[j];
+    }
+    if (!ok || !(su > 0) || !(sw > 0)) {
+        for (int i = 0; i < m; i++)
+            lam[i] = 1.0 / m;
+        for (int j = 0; j < n; j++)
+            y[j] = 1.0 / n;
+        return -1;
+    }
+    for (int i = 0; i < m; i++)
+        lam[i] /= su;
+    for (int j = 0; j < n; j++)
+        y[j] /= sw;
+    return 0;
+#undef TB
+}
+
+/* Adds partition b as a column (when new and there is room); returns its index or -1. */
+static int lag_add_part(rb_ctx *x, rb_lag *lg, const int *b)
+{
+    size_t nb = (size_t)x->P + 1;
+    for (int j = 0; j < lg->n; j++)
+        if (!memcmp(&lg->part[(size_t)j * nb], b, sizeof(int) * nb))
+            return -1;
+    if (lg->n >= LAG_MAX)
+        return -1;
+    int j = lg->n++;
+    memcpy(&lg->part[(size_t)j * nb], b, sizeof(int) * nb);
+    for (int i = 0; i < lg->m; i++)
+        lg->len[(size_t)i * LAG_MAX + j] = chain_len(x, &lg->chain[(size_t)i * LAG_NC(x->P)], b);
+    return j;
+}
+
+/* Adds the chain in lg->coef as a row (when new and there is room); returns its index or -1. */
+static int lag_add_chain(rb_ctx *x, rb_lag *lg)
+{
+    size_t nc = LAG_NC(x->P);
+    for (int i = 0; i < lg->m; i++)
+        if (!memcmp(&lg->chain[(size_t)i * nc], lg->coef, sizeof(double) * nc))
+            return -1;
+    if (lg->m >= LAG_MAX)
+        return -1;
+    int i = lg->m++;
+    memcpy(&lg->chain[(size_t)i * nc], lg->coef, sizeof(double) * nc);
+    for (int j = 0; j < lg->n; j++)
+        lg->len[(size_t)i * LAG_MAX + j] =
+            chain_len(x, lg->coef, &lg->part[(size_t)j * ((size_t)x->P + 1)]);
+    return i;
+}
+
+/* A partition's own critical chain as a row. */
+static void lag_add_part_chain(rb_ctx *x, rb_lag *lg, const int *b)
+{
+    fill_durations(x, b);
+    replay_chain(x, lg->coef);
+    lag_add_chain(x, lg);
+}
+
+/* Drops the chains and partitions that the last restricted game left without weight, when the
+ * tables are nearly full (the game's solution only needs its support). */
+static void lag_compact(rb_ctx *x, rb_lag *lg)
+{
+    size_t nc = LAG_NC(x->P), nb = (size_t)x->P + 1;
+    int *ri = lg->basis; /* scratch: the kept rows' old indices, then the kept columns' */
+    int m2 = 0, n2 = 0;
+    for (int i = 0; i < lg->m; i++)
+        if (lg->lam[i] > 0)
+            ri[m2++] = i;
+    for (int i = 0; i < m2; i++) {
+        memmove(&lg->chain[(size_t)i * nc], &lg->chain[(size_t)ri[i] * nc], sizeof(double) * nc);
+        memmove(&lg->len[(size_t)i * LAG_MAX], &lg->len[(size_t)ri[i] * LAG_MAX],
+                sizeof(double) * (size_t)lg->n);
+        lg->lam[i] = lg->lam[ri[i]];
+    }
+    for (int j = 0; j < lg->n; j++)
+        if (lg->y[j] > 0)
+            ri[n2++] = j;
+    for (int j = 0; j < n2; j++) {
+        memmove(&lg->part[(size_t)j * nb], &lg->part[(size_t)ri[j] * nb], sizeof(int) * nb);
+        for (int i = 0; i < m2; i++)
+            lg->len[(size_t)i * LAG_MAX + j] = lg->len[(size_t)i * LAG_MAX + ri[j]];
+        lg->y[j] = lg->y[ri[j]];
+    }
+    lg->m = m2;
+    lg->n = n2;
+}
+
+/* The double oracle on the game "the search picks a partition, the adversary a chain, the step
+ * is at least the chain's length": the rows are chains, the columns partitions, both sets grown
+ * by best responses. Each round solves the restricted game (solve_game), then
+ *  - the partition player's best response to the chain mixture over ALL partitions is the
+ *    boundary DP of lag_table, and its value a proven lower bound on every partition's step
+ *    (a weighted average of chains, each at most the step); the partition is also simulated as
+ *    an incumbent;
+ *  - the chain player's best response to the partition mixture is the longest chain of the
+ *    replay with the mixture's average durations (lengths are linear in them).
+ * Keeps the best bound and its mixture in lg->best_agg. Stops when the two values meet, nothing
+ * new comes, or at `deadline` (pp_now_ns). */
+static void lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
+{
+    int P = x->P;
+    size_t nc = LAG_NC(P), nb = (size_t)P + 1;
+    if (isfinite(x->best_step)) {
+        lag_add_part(x, lg, x->best);
+        lag_add_part_chain(x, lg, x->best);
+    }
+    pp_partition even;
+    if (pp_partition_even(x->L, x->S, x->v, &even) == PP_OK) {
+        lag_add_part(x, lg, even.bounds);
+        lag_add_part_chain(x, lg, even.bounds);
+        pp_partition_free(&even);
+    }
+    for (int it = 0; it < rounds && lg->m > 0 && lg->n > 0; it++) {
+        if (deadline && pp_now_ns() > deadline)
+            break;
+        int m = lg->m, n = lg->n;
+        double kmin = INFINITY, kmax = 0.0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double v = lg->len[(size_t)i * LAG_MAX + j];
+                kmin = fmin(kmin, v);
+                kmax = fmax(kmax, v);
+            }
+        double sc = kmax > 0 ? 1.0 / kmax : 1.0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                lg->K[(size_t)i * LAG_MAX + j] =
+                    (lg->len[(size_t)i * LAG_MAX + j] - kmin) * sc + 0.05;
+        solve_game(lg->K, LAG_MAX, m, n, lg->lam, lg->y, lg->tab, lg->basis);
+        memset(lg->agg, 0, sizeof(double) * nc);
+        for (int i = 0; i < m; i++)
+            for (size_t q = 0; q < nc; q++)
+                lg->agg[q] += lg->lam[i] * lg->chain[(size_t)i * nc + q];
+        lag_table(x, lg);
+        double lb = (lg->c0 + lg->G[0] + x->opt_ns) * LAG_SAFETY;
+        if (lg->m > LAG_MAX - 4 || lg->n > LAG_MAX - 4)
+            lag_compact(x, lg);
+        if (lb > lg->bound) {
+            lg->bound = lb;
+            memcpy(lg->best_agg, lg->agg, sizeof(double) * nc);
+        }
+        /* the partition player's best response */
+        int *b = x->bounds;
+        b[0] = 0;
+        for (int k = 0; k < P - 1; k++)
+            b[k + 1] = lg->arg[(size_t)k * (x->L + 1) + b[k]];
+        b[P] = x->L;
+        offer(x, b);
+        int added = lag_add_part(x, lg, b) >= 0;
+        if (added)
+            lag_add_part_chain(x, lg, b);
+        /* the chain player's best response to the mixture of partitions */
+        for (size_t q = 0; q < (size_t)(N_COMPUTE * P); q++)
+            lg->mdur[q] = 0.0;
+        for (int q = 0; q < P; q++)
+            lg->mtr[q] = 0.0;
+        for (int j = 0; j < n; j++) {
+            if (lg->y[j] <= 0)
+                continue;
+            fill_durations(x, &lg->part[(size_t)j * nb]);
+            for (size_t q = 0; q < (size_t)(N_COMPUTE * P); q++)
+                lg->mdur[q] += lg->y[j] * x->dur[q];
+            for (int q = 0; q + 1 < P; q++)
+                lg->mtr[q] += lg->y[j] * x->tr[q];
+        }
+        memcpy(x->dur, lg->mdur, sizeof(double) * (size_t)(N_COMPUTE * P));
+        memcpy(x->tr, lg->mtr, sizeof(double) * (size_t)P);
+        double ub = replay_chain(x, lg->coef) + x->opt_ns;
+        added |= lag_add_chain(x, lg) >= 0;
+        lg->upper = ub;
+        if (!added || ub - lb <= 1e-6 * ub)
+            break;
+    }
+    memcpy(lg->agg, lg->best_agg, sizeof(double) * nc);
+    lag_table(x, lg);
+}
+
+static void lag_free(rb_lag *lg)
+{
+    if (!lg)
+        return;
+    pp_free(lg->chain);
+    pp_free(lg->part);
+    pp_free(lg->len);
+    pp_free(lg->K);
+    pp_free(lg->tab);
+    pp_free(lg->basis);
+    pp_free(lg->lam);
+    pp_free(lg->y);
+    pp_free(lg->agg);
+    pp_free(lg->best_agg);
+    pp_free(lg->coef);
+    pp_free(lg->mdur);
+    pp_free(lg->mtr);
+    pp_free(lg->G);
+    pp_free(lg->arg);
+    pp_free(lg);
+}
+
+static rb_lag *lag_new(const rb_ctx *x)
+{
+    rb_lag *lg = pp_alloc(sizeof *lg);
+    if (!lg)
+        return NULL;
+    memset(lg, 0, sizeof *lg);
+    size_t nc = LAG_NC(x->P), LM = LAG_MAX, tw = (size_t)(LM + 1) * (2 * LM + 1);
+    size_t gt = (size_t)x->P * ((size_t)x->L + 1);
+    lg->chain = pp_alloc(sizeof(double) * LM * nc);
+    lg->part = pp_alloc(sizeof(int) * LM * ((size_t)x->P + 1));
+    lg->len = pp_alloc(sizeof(double) * LM * LM);
+    lg->K = pp_alloc(sizeof(double) * LM * LM);
+    lg->tab = pp_alloc(sizeof(double) * tw);
+    lg->basis = pp_alloc(sizeof(int) * LM);
+    lg->lam = pp_alloc(sizeof(double) * LM);
+    lg->y = pp_alloc(sizeof(double) * LM);
+    lg->agg = pp_alloc(sizeof(double) * nc);
+    lg->best_agg = pp_alloc(sizeof(double) * nc);
+    lg->coef = pp_alloc(sizeof(double) * nc);
+    lg->mdur = pp_alloc(sizeof(double) * N_COMPUTE * (size_t)x->P);
+    lg->mtr = pp_alloc(sizeof(double) * (size_t)x->P);
+    lg->G = pp_alloc(sizeof(double) * gt);
+    lg->arg = pp_alloc(sizeof(int) * gt);
+    if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
+        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->G ||
+        !lg->arg) {
+        lag_free(lg);
+        return NULL;
+    }
+    memset(lg->agg, 0, sizeof(double) * nc);
+    memset(lg->best_agg, 0, sizeof(double) * nc);
+    return lg;
+}
+
 /* ---- the search ---- */
 
 static int over_time(rb_ctx *x)
@@ -929,6 +1429,12 @@ static double search(rb_ctx *x, int k, double nb)
         if (tail >= cutoff(x) || piece_over_limit(x, k, pos, e))
             continue;
         double b = fmax(fmax(nb, tail), piece_bound(x, k, pos, e));
+        double lh = 0.0;
+        if (x->lag) {
+            /* the chain mixture with boundaries 1 .. k+1 fixed, the rest at their best */
+            lh = x->lag_fixed[k] + lag_h(x, x->lag->agg, k + 1, e);
+            b = fmax(b, lag_node_bound(x, x->lag, k + 1, e, lh));
+        }
         if (x->v > 1) {
             /* the stage runs all ops of its fixed chunks one after another */
             double d[N_COMPUTE];
@@ -956,6 +1462,7 @@ static double search(rb_ctx *x, int k, double nb)
         kids[i].e = e;
         kids[i].bound = b;
         kids[i].tie = tie;
+        kids[i].lh = lh;
     }
     for (int i = 0; i < n; i++) {
         if (kids[i].bound >= cutoff(x))
@@ -976,6 +1483,8 @@ static double search(rb_ctx *x, int k, double nb)
             uint64_t a = x->pre_act[e] - x->pre_act[pos];
             x->stage_act[s] = a > save_a ? a : save_a;
         }
+        if (x->lag)
+            x->lag_fixed[k + 1] = kids[i].lh;
         double open = search(x, k + 1, kids[i].bound);
         if (x->v > 1) {
             x->stage_work[s] = sw;
@@ -1032,6 +1541,9 @@ typedef struct rb_pair {
     double *room;     /* [(S + 1) (L + 1)] room_table */
     uint64_t *ma, *mb; /* [(L + 1)^2 * PAIR_LABEL_WORDS] which first-stage choices reach a state */
     int *lab_x, *lab_y; /* [PAIR_LABELS] the first stage's ends (b_1, b_{S+1}) of each label */
+    double *ga, *gb;  /* [(L + 1)^2] with the chain mixture: the least sum of its H over the
+                         boundaries fixed so far, over the paths that reach a state */
+    double *gx;       /* [S (L + 1)] the mixture's cost to go over the first round (lag_round) */
 } rb_pair;
 
 /* For one R and cut: room[s][pos] = the most room that stages s .. S-1 can leave for their
@@ -1064,6 +1576,27 @@ static void room_table(const rb_ctx *x, rb_pair *w, int R, double cut, const int
         }
 }
 
+/* The chain mixture's cost to go over the first round for this R: gx[k][pos] = the least sum
+ * of its H_j over boundaries j = k+1 .. S-1 with boundary k at pos and b_S = R. */
+static void lag_round(const rb_ctx *x, rb_pair *w, int R)
+{
+    int S = x->S, L = x->L;
+    const rb_lag *lg = x->lag;
+#define GX(k, p) w->gx[(size_t)(k) * (L + 1) + (p)]
+    for (int pos = 0; pos <= L; pos++)
+        GX(S - 1, pos) = pos < R ? 0.0 : INFINITY;
+    for (int k = S - 2; k >= 1; k--) {
+        double m = INFINITY;
+        for (int pos = L; pos >= 0; pos--) {
+            int e = pos + 1;
+            if (e < R && e >= k + 1)
+                m = dmin(m, lag_h(x, lg->agg, k + 1, e) + GX(k + 1, e));
+            GX(k, pos) = m;
+        }
+    }
+#undef GX
+}
+
 /* One pass of the pair DP below with states pruned at min(T, the incumbent's cutoff). Returns the
  * least max of the bounds over all partitions (of any R) whose bounds all stay below that cut, or
  * +inf when none does; offers each R's best partition. Sets x->aborted when out of time. */
@@ -1084,15 +1617,22 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
             return best;
         }
         room_table(x, w, R, fmin(T, cutoff(x)), tot);
+        const rb_lag *lg = x->lag;
+        double lag0 = 0.0; /* the mixture's constant and H_S(R), with the optimizer step */
+        if (lg) {
+            lag_round(x, w, R);
+            lag0 = lg->c0 + lag_h(x, lg->agg, S, R) + x->opt_ns;
+        }
         int na = 0;
         w->va[(size_t)R] = 0.0; /* state (b_0, b_S) = (0, R) */
+        w->ga[(size_t)R] = 0.0;
         w->la[na++] = R;
         for (int s = 0; s < S && na > 0; s++) {
             int nb = 0, rest = S - 1 - s;
             const rb_seq *q0 = &x->seq[s], *q1 = &x->seq[S + s];
             for (int i = 0; i < na; i++) {
                 int32_t st = w->la[i];
-                double val = w->va[st];
+                double val = w->va[st], gval = w->ga[st];
                 w->va[st] = INFINITY;
                 int xs = st / (L + 1), ys = st % (L + 1);
                 double cut = fmin(T, cutoff(x));
@@ -1121,6 +1661,16 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
                             /* the later stages' room for the second round's work */
                             double need = piece_work_ns(x, tot, y2, L);
                             if (w->room[(size_t)(s + 1) * (L + 1) + x2] * (1 + 1e-12) <= need)
+                                continue;
+                        }
+                        double gnew = gval;
+                        if (lg && rest) {
+                            /* the chain mixture over this partial partition and the least its
+                             * remaining boundaries can add */
+                            gnew += lag_h(x, lg->agg, s + 1, x2) + lag_h(x, lg->agg, S + s + 1, y2);
+                            double togo = w->gx[(size_t)(s + 1) * (L + 1) + x2] +
+                                          lg->G[(size_t)(S + s + 1) * (L + 1) + y2];
+                            if ((lag0 + gnew + togo) * LAG_SAFETY >= cut)
                                 continue;
                         }
                         if (x->limit) {
@@ -1170,6 +1720,7 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
                         int32_t ni = x2 * (L + 1) + y2;
                         uint64_t *mn = &w->mb[(size_t)ni * PAIR_LABEL_WORDS];
                         if (w->vb[ni] == INFINITY) {
+                            w->gb[ni] = INFINITY;
                             w->lb[nb++] = ni;
                             memset(mn, 0, sizeof(uint64_t) * PAIR_LABEL_WORDS);
                         }
@@ -1183,6 +1734,7 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
                             for (int q = 0; q < PAIR_LABEL_WORDS; q++)
                                 mn[q] |= m[q];
                         }
+                        w->gb[ni] = dmin(w->gb[ni], gnew);
                         if (nv < w->vb[ni]) {
                             w->vb[ni] = nv;
                             w->par[(size_t)(s + 1) * NS + (size_t)ni] = st;
@@ -1193,6 +1745,9 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
             double *tv = w->va;
             w->va = w->vb;
             w->vb = tv;
+            tv = w->ga;
+            w->ga = w->gb;
+            w->gb = tv;
             uint64_t *tm = w->ma;
             w->ma = w->mb;
             w->mb = tm;
@@ -1255,9 +1810,12 @@ static double pair_dp(rb_ctx *x, double root)
                  .ma = pp_alloc(sizeof(uint64_t) * NS * PAIR_LABEL_WORDS),
                  .mb = pp_alloc(sizeof(uint64_t) * NS * PAIR_LABEL_WORDS),
                  .lab_x = pp_alloc(sizeof(int) * PAIR_LABELS),
-                 .lab_y = pp_alloc(sizeof(int) * PAIR_LABELS)};
+                 .lab_y = pp_alloc(sizeof(int) * PAIR_LABELS),
+                 .ga = pp_alloc(sizeof(double) * NS),
+                 .gb = pp_alloc(sizeof(double) * NS),
+                 .gx = pp_alloc(sizeof(double) * (size_t)S * (size_t)(L + 1))};
     if (!w.va || !w.vb || !w.la || !w.lb || !w.par || !w.tb || !w.room || !w.ma || !w.mb ||
-        !w.lab_x || !w.lab_y)
+        !w.lab_x || !w.lab_y || !w.ga || !w.gb || !w.gx)
         goto done;
     for (size_t i = 0; i < NS; i++)
         w.va[i] = w.vb[i] = INFINITY;
@@ -1292,7 +1850,125 @@ done:
     pp_free(w.mb);
     pp_free(w.lab_x);
     pp_free(w.lab_y);
+    pp_free(w.ga);
+    pp_free(w.gb);
+    pp_free(w.gx);
     return res;
+}
+
+/* Local moves (local_search) from partition b (simulated to kb); keeps the result when it beats
+ * the incumbent. `save` is scratch of P + 1 entries. */
+static void search_from(rb_ctx *x, const int *b, double kb, int *save)
+{
+    size_t nb = (size_t)x->P + 1;
+    if (!fits(x, b))
+        return;
+    double keep = x->best_step;
+    memcpy(x->bounds, b, sizeof(int) * nb);
+    memcpy(save, x->best, sizeof(int) * nb);
+    x->best_step = kb;
+    memcpy(x->best, x->bounds, sizeof(int) * nb);
+    local_search(x);
+    if (!(x->best_step < keep)) {
+        x->best_step = keep;
+        memcpy(x->best, save, sizeof(int) * nb);
+    }
+}
+
+/* Incumbents from the chain mixture, until `deadline`: local moves from the mixture's average
+ * boundaries (rounded, kept increasing) and from each partition of its support, best simulated
+ * first (partitions good on average against the chains, often bad alone); then, while time
+ * remains, from the incumbent with a few random run moves applied (seeded: an iterated local
+ * search). */
+static void lag_starts(rb_ctx *x, rb_lag *lg, uint64_t deadline)
+{
+    int P = x->P;
+    size_t nb = (size_t)P + 1;
+    int *save = pp_alloc(sizeof(int) * nb), *cur = pp_alloc(sizeof(int) * nb);
+    double *key = pp_alloc(sizeof(double) * (size_t)LAG_MAX);
+    int *ord = pp_alloc(sizeof(int) * (size_t)LAG_MAX);
+    uint64_t full = x->deadline;
+    if (!save || !cur || !key || !ord)
+        goto done;
+    x->deadline = deadline;
+    double sy = 0.0;
+    for (int j = 0; j < lg->n; j++)
+        sy += lg->y[j] > 0 ? lg->y[j] : 0.0;
+    cur[0] = 0;
+    for (int k = 1; k < P; k++) {
+        double a = 0.0;
+        for (int j = 0; j < lg->n; j++)
+            if (lg->y[j] > 0)
+                a += lg->y[j] * lg->part[(size_t)j * nb + (size_t)k];
+        int r = sy > 0 ? (int)lround(a / sy) : k;
+        int lo = cur[k - 1] + 1, hi = x->L - (P - k);
+        cur[k] = r < lo ? lo : r > hi ? hi : r;
+    }
+    cur[P] = x->L;
+    search_from(x, cur, evaluate(x, cur), save);
+    int n = 0;
+    for (int j = 0; j < lg->n; j++) {
+        if (lg->y[j] <= 0)
+            continue;
+        double t = evaluate(x, &lg->part[(size_t)j * nb]);
+        int i = n++;
+        while (i > 0 && key[i - 1] > t) {
+            key[i] = key[i - 1];
+            ord[i] = ord[i - 1];
+            i--;
+        }
+        key[i] = t;
+        ord[i] = j;
+    }
+    for (int i = 0; i < n && pp_now_ns() < deadline; i++)
+        search_from(x, &lg->part[(size_t)ord[i] * nb], key[i], save);
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)P * 0x100000001b3ull;
+    for (int stall = 0; isfinite(x->best_step) && stall < 400 && pp_now_ns() < deadline;
+         stall++) {
+        double before = x->best_step;
+        memcpy(cur, x->best, sizeof(int) * nb);
+        for (int moves = 0; moves < 3; moves++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            int q1 = 1 + (int)(rng % (uint64_t)(P - 1));
+            int q2 = q1 + (int)((rng >> 20) % (uint64_t)(P - q1));
+            int dir = (rng >> 40) & 1 ? 1 : -1;
+            for (int q = q1; q <= q2; q++)
+                cur[q] += dir;
+            if (cur[q1] <= cur[q1 - 1] || cur[q2] >= cur[q2 + 1])
+                for (int q = q1; q <= q2; q++)
+                    cur[q] -= dir;
+        }
+        search_from(x, cur, evaluate(x, cur), save);
+        if (x->best_step < before * (1 - PRUNE_TOL))
+            stall = -1;
+    }
+done:
+    x->deadline = full;
+    pp_free(save);
+    pp_free(cur);
+    pp_free(key);
+    pp_free(ord);
+}
+
+/* For v > 1: the chain mixture's bound (lag_solve) on at most 35% of the budget (3 s without
+ * one); raises the root bound and gives the search its node bound (x->lag). Skipped when out of
+ * memory (only a bound). */
+static void lag_setup(rb_ctx *x, double *root)
+{
+    x->lag = lag_new(x);
+    x->lag_fixed = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
+    if (!x->lag || !x->lag_fixed) {
+        lag_free(x->lag);
+        x->lag = NULL;
+        return;
+    }
+    uint64_t now = pp_now_ns(), left = x->deadline > now ? x->deadline - now : 0;
+    uint64_t dl = x->deadline ? now + left * 7 / 20 : now + 3000000000ull;
+    lag_solve(x, x->lag, dl, 4000);
+    *root = fmax(*root, x->lag->bound);
+    x->lag_fixed[0] = 0.0;
 }
 
 /* The search's state at the root. */
@@ -1473,11 +2149,12 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         local_search(&x);
         double pair = -1.0;
         int proven = 0;
-        if (pair_dp_applies(&x)) {
+        if (x.v > 1) {
+            lag_setup(&x, &root);
             /* a first slice of the branch and bound: small cases end there, large ones get
-             * its first leaves as incumbents, which tighten the DP's cut */
+             * its first leaves as incumbents */
             uint64_t full = x.deadline, now = pp_now_ns();
-            uint64_t slice = full ? (full > now ? (full - now) / 5 : 0) : (uint64_t)1000000000;
+            uint64_t slice = full ? (full > now ? (full - now) / 10 : 0) : (uint64_t)1000000000;
             x.deadline = now + slice;
             search_reset(&x);
             search(&x, 0, root);
@@ -1485,9 +2162,15 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
             x.aborted = 0;
             x.deadline = full;
             if (!proven) {
-                pair = pair_dp(&x, root);
-                if (pair >= 0)
-                    local_search(&x);
+                if (x.lag) {
+                    uint64_t left = full > now ? full - now : 0;
+                    lag_starts(&x, x.lag, full ? now + left * 17 / 20 : now + 2000000000ull);
+                }
+                if (pair_dp_applies(&x)) {
+                    pair = pair_dp(&x, root);
+                    if (pair >= 0)
+                        local_search(&x);
+                }
             }
         }
         search_reset(&x);
@@ -1569,6 +2252,19 @@ pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p
                 b = fmax(b, ends_bound(&x, p->bounds));
             if (x.v > 1 && x.fill_ok) /* the pair DP's first test */
                 b = fmax(b, (fill_drain_ns(&x, s, p->bounds[s]) + work + x.opt_ns) * BOUND_SAFETY);
+        }
+        if (x.v > 1 && (x.lag = lag_new(&x)) != NULL) {
+            /* the chain mixture of a few rounds of lag_solve (deterministic: no deadline) at this
+             * partition's boundaries, the search's node bound at a leaf, and each chain alone */
+            x.best_step = INFINITY;
+            lag_solve(&x, x.lag, 0, 12);
+            double h = x.lag->c0;
+            for (int k = 1; k < x.P; k++)
+                h += lag_h(&x, x.lag->agg, k, p->bounds[k]);
+            b = fmax(b, (h + x.opt_ns) * LAG_SAFETY);
+            for (int i = 0; i < x.lag->m; i++)
+                b = fmax(b, (chain_len(&x, &x.lag->chain[(size_t)i * LAG_NC(x.P)], p->bounds) +
+                             x.opt_ns) * LAG_SAFETY);
         }
         *bound_ns = b;
     }
