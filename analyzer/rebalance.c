@@ -5,7 +5,10 @@
  * over it with the same cost rule, allocation-free), partial ones are pruned with lower bounds
  * that are longest paths of that replay, each depending on one piece's layer range only, so
  * that the best bound over all completions of a prefix is a min-max dynamic program computed
- * once. docs/rebalancer.md has the method, the proofs of the bounds and measured times. */
+ * once. Interleaved schedules add bounds over a stage's whole list, over the first and last
+ * stages', a DP over stages for v = 2, and the path-mixture bound: a weighted average of chains of
+ * the replay, each linear in per-boundary terms, so its least value is a DP over boundaries
+ * (lag_solve). docs/rebalancer.md has the method, the proofs of the bounds and measured times. */
 #include "pp_sim.h"
 #include "pp_rebalance.h"
 
