@@ -92,18 +92,28 @@ void pp_check_run_free(pp_check_run *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n_metrics; i++)
+    for (size_t i = 0; i < r->n_metrics; i++) {
         free(r->metrics[i].samples);
+        free(r->metrics[i].run_n);
+        free(r->metrics[i].run_values);
+    }
     free(r->metrics);
+    free(r->runs);
     free(r);
 }
 
-static pp_check_run *run_new(const char *source, const char *kind)
+pp_check_run *pp_check_run_new(const char *source, const char *kind)
 {
     pp_check_run *r = calloc(1, sizeof *r);
-    if (!r)
+    if (r)
+        r->runs = calloc(1, sizeof *r->runs);
+    if (!r || !r->runs) {
+        free(r);
         return NULL;
+    }
+    r->n_runs = 1;
     snprintf(r->source, sizeof r->source, "%s", source ? source : "");
+    snprintf(r->runs[0].source, sizeof r->runs[0].source, "%s", r->source);
     snprintf(r->source_kind, sizeof r->source_kind, "%s", kind);
     return r;
 }
@@ -114,6 +124,8 @@ pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind
     for (size_t i = 0; i < r->n_metrics; i++)
         if (strcmp(r->metrics[i].name, name) == 0)
             return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" appears twice", r->source, name);
+    if (r->n_runs != 1) /* sets of runs are made by pp_check_run_append */
+        return PP_ERR(PP_ERR_INVALID, "%s: metrics are added to one run at a time", r->source);
     pp_check_metric *grown = realloc(r->metrics, (r->n_metrics + 1) * sizeof *grown);
     if (!grown)
         return PP_ERR(PP_ERR_NOMEM, "out of memory adding metric %s", name);
@@ -123,6 +135,11 @@ pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->unit, sizeof m->unit, "%s", pp_check_kind_unit(kind, &r->shape));
     m->kind = kind;
+    m->run_n = calloc(1, sizeof *m->run_n);
+    m->run_values = calloc(1, sizeof *m->run_values);
+    r->n_metrics++; /* freed with r from here on */
+    if (!m->run_n || !m->run_values)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory adding metric %s", name);
     if (n > 0) {
         m->samples = malloc(n * sizeof *m->samples);
         if (!m->samples)
@@ -133,7 +150,9 @@ pp_status pp_check_run_add(pp_check_run *r, const char *name, pp_check_kind kind
     } else {
         m->value = value;
     }
-    r->n_metrics++;
+    m->run_n[0] = n;
+    m->run_values[0] = m->value;
+    r->runs[0].n_steps = r->n_steps;
     return PP_OK;
 }
 
@@ -266,7 +285,7 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
 {
     *out = NULL;
     pp_status st = PP_OK;
-    pp_check_run *r = run_new(source, "run");
+    pp_check_run *r = pp_check_run_new(source, "run");
     size_t n = a->n_steps;
     double *v1 = malloc((n ? n : 1) * sizeof *v1), *v2 = malloc((n ? n : 1) * sizeof *v2);
     double *v3 = malloc((n ? n : 1) * sizeof *v3);
@@ -438,7 +457,7 @@ pp_status pp_check_run_parse(const char *text, const char *ctx, pp_check_run **o
                                     "\"baseline_version\")", ctx);
         goto done;
     }
-    r = run_new(ctx, is_base ? "baseline" : "summary");
+    r = pp_check_run_new(ctx, is_base ? "baseline" : "summary");
     if (!r) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory reading %s", ctx);
         goto done;

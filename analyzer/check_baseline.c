@@ -152,52 +152,10 @@ static pp_status baseline_metric_consistency(const cJSON *m, const char *mctx, c
     return PP_OK;
 }
 
-pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
+/* The metrics array of one run into r (its shape and n_steps set, one run, no metrics yet). */
+static pp_status read_metrics(const cJSON *metrics, const char *ctx, pp_check_run *r)
 {
-    const char *ctx = r->source;
-    double d;
-    pp_status st = pp_json_get_int(pp_json_member(root, "baseline_version"), ctx,
-                                   "baseline_version", 0, PP_JSON_MAX_EXACT_INT, &d);
-    if (st != PP_OK)
-        return st;
-    if (d != PP_BASELINE_VERSION)
-        return PP_ERR(PP_ERR_INVALID, "%s: baseline_version %.0f is not supported (this "
-                                      "pprof-check reads baseline_version %d)", ctx, d,
-                      PP_BASELINE_VERSION);
-    const cJSON *prov = pp_json_member(root, "provenance");
-    if (prov && !cJSON_IsNull(prov)) {
-        char c[600];
-        snprintf(c, sizeof c, "%s: provenance", ctx);
-        if ((st = pp_json_need_object(prov, ctx, "provenance")) != PP_OK ||
-            (st = pp_json_opt_string(prov, c, "source", r->origin, sizeof r->origin)) != PP_OK ||
-            (st = pp_json_opt_string(prov, c, "created", r->created, sizeof r->created)) != PP_OK ||
-            (st = pp_json_opt_string(prov, c, "host", r->host, sizeof r->host)) != PP_OK ||
-            (st = pp_json_opt_string(prov, c, "pipeprof_version", r->version,
-                                     sizeof r->version)) != PP_OK)
-            return st;
-        /* a baseline saved from this one would write U+FFFD for bad bytes, 3 bytes each: past
-         * the sizes above */
-        const char *const got[] = {r->origin, r->created, r->host, r->version};
-        const char *const key[] = {"source", "created", "host", "pipeprof_version"};
-        for (int k = 0; k < 4; k++)
-            if (!pp_json_utf8_valid(got[k]))
-                return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" is not valid UTF-8", c, key[k]);
-    }
-    const cJSON *shape = pp_json_member(root, "shape");
-    if ((st = pp_json_need_object(shape, ctx, "shape")) != PP_OK)
-        return st;
-    char sctx[600];
-    snprintf(sctx, sizeof sctx, "%s: shape", ctx);
-    if ((st = pp_check_shape_read(shape, sctx, &r->shape)) != PP_OK)
-        return st;
-    if ((st = pp_check_shape_read_layers(pp_json_member(shape, "layer_names"), sctx,
-                                         "layer_names", &r->shape)) != PP_OK ||
-        (st = baseline_unlisted_layers(shape, sctx, &r->shape)) != PP_OK ||
-        (st = pp_json_get_int(pp_json_member(root, "steps"), ctx, "steps", 0,
-                              PP_JSON_MAX_EXACT_INT, &d)) != PP_OK)
-        return st;
-    r->n_steps = (size_t)d;
-    const cJSON *metrics = pp_json_member(root, "metrics");
+    pp_status st;
     if ((st = pp_json_need_array(metrics, ctx, "metrics")) != PP_OK)
         return st;
     if (cJSON_GetArraySize(metrics) == 0)
@@ -206,7 +164,7 @@ pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
     const cJSON *m;
     cJSON_ArrayForEach(m, metrics)
     {
-        char mctx[600];
+        char mctx[700];
         snprintf(mctx, sizeof mctx, "%s: metrics[%d]", ctx, i++);
         char name[64], unit[16];
         int kind = -1;
@@ -246,6 +204,294 @@ pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
             return st;
     }
     return PP_OK;
+}
+
+/* A string member that must be valid UTF-8 (a baseline saved from this one writes it back). */
+static pp_status read_text(const cJSON *obj, const char *ctx, const char *key, char *buf,
+                           size_t cap)
+{
+    pp_status st = pp_json_opt_string(obj, ctx, key, buf, cap);
+    if (st != PP_OK)
+        return st;
+    if (!pp_json_utf8_valid(buf))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" is not valid UTF-8", ctx, key);
+    return PP_OK;
+}
+
+/* Moves the metrics and runs of src (read into a fresh run) into the empty r; frees src. */
+static void run_take(pp_check_run *r, pp_check_run *src)
+{
+    free(r->metrics);
+    free(r->runs);
+    r->metrics = src->metrics;
+    r->n_metrics = src->n_metrics;
+    r->runs = src->runs;
+    r->n_runs = src->n_runs;
+    r->n_steps = src->n_steps;
+    src->metrics = NULL;
+    src->n_metrics = 0;
+    src->runs = NULL;
+    src->n_runs = 0;
+    pp_check_run_free(src);
+}
+
+/* baseline_version 2: "runs", each with its own steps and metrics. */
+static pp_status read_runs(const cJSON *root, const char *ctx, size_t steps, pp_check_run *r)
+{
+    const cJSON *runs = pp_json_member(root, "runs");
+    pp_status st = pp_json_need_array(runs, ctx, "runs");
+    if (st != PP_OK)
+        return st;
+    int n = cJSON_GetArraySize(runs);
+    if (n == 0 || n > PP_CHECK_MAX_RUNS)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"runs\" holds %d runs (1 to %d)", ctx, n,
+                      PP_CHECK_MAX_RUNS);
+    int i = 0;
+    size_t total = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, runs)
+    {
+        char rctx[640];
+        snprintf(rctx, sizeof rctx, "%s: runs[%d]", ctx, i++);
+        if ((st = pp_json_need_object(it, rctx, "run")) != PP_OK)
+            return st;
+        pp_check_run *one = pp_check_run_new(r->source, r->source_kind);
+        if (!one)
+            return PP_ERR(PP_ERR_NOMEM, "out of memory reading %s", rctx);
+        one->shape = r->shape;
+        double d;
+        pp_check_run_info *info = &one->runs[0];
+        if ((st = read_text(it, rctx, "source", info->source, sizeof info->source)) != PP_OK ||
+            (st = read_text(it, rctx, "label", info->label, sizeof info->label)) != PP_OK ||
+            (st = read_text(it, rctx, "time", info->time, sizeof info->time)) != PP_OK ||
+            (st = pp_json_get_int(pp_json_member(it, "steps"), rctx, "steps", 0,
+                                  PP_JSON_MAX_EXACT_INT, &d)) != PP_OK) {
+            pp_check_run_free(one);
+            return st;
+        }
+        one->n_steps = info->n_steps = (size_t)d;
+        total += one->n_steps;
+        if ((st = read_metrics(pp_json_member(it, "metrics"), rctx, one)) != PP_OK) {
+            pp_check_run_free(one);
+            return st;
+        }
+        if (r->n_metrics == 0 && i == 1) {
+            run_take(r, one);
+            continue;
+        }
+        st = pp_check_run_append(r, one);
+        pp_check_run_free(one);
+        if (st != PP_OK)
+            return st;
+    }
+    if (total != steps)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"steps\" is %zu, but its runs hold %zu steps", ctx,
+                      steps, total);
+    return PP_OK;
+}
+
+pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r)
+{
+    const char *ctx = r->source;
+    double d;
+    pp_status st = pp_json_get_int(pp_json_member(root, "baseline_version"), ctx,
+                                   "baseline_version", 0, PP_JSON_MAX_EXACT_INT, &d);
+    if (st != PP_OK)
+        return st;
+    if (d != PP_BASELINE_VERSION && d != PP_BASELINE_VERSION_V1)
+        return PP_ERR(PP_ERR_INVALID, "%s: baseline_version %.0f is not supported (this "
+                                      "pprof-check reads baseline_version %d and %d)", ctx, d,
+                      PP_BASELINE_VERSION_V1, PP_BASELINE_VERSION);
+    int v1 = d == PP_BASELINE_VERSION_V1;
+    const cJSON *prov = pp_json_member(root, "provenance");
+    if (prov && !cJSON_IsNull(prov)) {
+        char c[600];
+        snprintf(c, sizeof c, "%s: provenance", ctx);
+        if ((st = pp_json_need_object(prov, ctx, "provenance")) != PP_OK ||
+            (st = pp_json_opt_string(prov, c, "source", r->origin, sizeof r->origin)) != PP_OK ||
+            (st = pp_json_opt_string(prov, c, "created", r->created, sizeof r->created)) != PP_OK ||
+            (st = pp_json_opt_string(prov, c, "host", r->host, sizeof r->host)) != PP_OK ||
+            (st = pp_json_opt_string(prov, c, "pipeprof_version", r->version,
+                                     sizeof r->version)) != PP_OK)
+            return st;
+        /* a baseline saved from this one would write U+FFFD for bad bytes, 3 bytes each: past
+         * the sizes above */
+        const char *const got[] = {r->origin, r->created, r->host, r->version};
+        const char *const key[] = {"source", "created", "host", "pipeprof_version"};
+        for (int k = 0; k < 4; k++)
+            if (!pp_json_utf8_valid(got[k]))
+                return PP_ERR(PP_ERR_INVALID, "%s: \"%s\" is not valid UTF-8", c, key[k]);
+    }
+    const cJSON *shape = pp_json_member(root, "shape");
+    if ((st = pp_json_need_object(shape, ctx, "shape")) != PP_OK)
+        return st;
+    char sctx[600];
+    snprintf(sctx, sizeof sctx, "%s: shape", ctx);
+    if ((st = pp_check_shape_read(shape, sctx, &r->shape)) != PP_OK)
+        return st;
+    if ((st = pp_check_shape_read_layers(pp_json_member(shape, "layer_names"), sctx,
+                                         "layer_names", &r->shape)) != PP_OK ||
+        (st = baseline_unlisted_layers(shape, sctx, &r->shape)) != PP_OK ||
+        (st = pp_json_get_int(pp_json_member(root, "steps"), ctx, "steps", 0,
+                              PP_JSON_MAX_EXACT_INT, &d)) != PP_OK)
+        return st;
+    if (!v1)
+        return read_runs(root, ctx, (size_t)d, r);
+    r->n_steps = (size_t)d;
+    r->runs[0].n_steps = r->n_steps;
+    snprintf(r->runs[0].source, sizeof r->runs[0].source, "%s", r->origin);
+    return read_metrics(pp_json_member(root, "metrics"), ctx, r);
+}
+
+/* ---- sets of runs ------------------------------------------------------------------------- */
+
+double pp_check_median_finite(const double *x, size_t n)
+{
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NAN;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            v[k++] = x[i];
+    double m = pp_check_median(v, k);
+    free(v);
+    return m;
+}
+
+size_t pp_check_run_slice(const pp_check_metric *m, size_t k, size_t *off)
+{
+    size_t o = 0;
+    for (size_t j = 0; j < k; j++)
+        o += m->run_n[j];
+    *off = o;
+    return m->run_n[k];
+}
+
+static const pp_check_metric *metric_named(const pp_check_run *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_metrics; i++)
+        if (strcmp(r->metrics[i].name, name) == 0)
+            return &r->metrics[i];
+    return NULL;
+}
+
+/* Grows metric m of a set of R0 runs to R1 runs, the new ones from s (runs R0.. of the set
+ * are s's runs; s NULL: absent there). */
+static pp_status metric_grow(pp_check_metric *m, size_t R0, size_t R1, const pp_check_metric *s)
+{
+    size_t *rn = realloc(m->run_n, R1 * sizeof *rn);
+    if (rn)
+        m->run_n = rn;
+    double *rv = rn ? realloc(m->run_values, R1 * sizeof *rv) : NULL;
+    if (rv)
+        m->run_values = rv;
+    size_t add = s ? s->n : 0;
+    double *smp = rv && add ? realloc(m->samples, (m->n + add) * sizeof *smp) : m->samples;
+    if (!rn || !rv || (add && !smp))
+        return PP_ERR(PP_ERR_NOMEM, "out of memory joining runs of %s", m->name);
+    m->samples = smp;
+    for (size_t k = R0; k < R1; k++) {
+        m->run_n[k] = s ? s->run_n[k - R0] : 0;
+        m->run_values[k] = s ? s->run_values[k - R0] : NAN;
+    }
+    if (add)
+        memcpy(m->samples + m->n, s->samples, add * sizeof *smp);
+    m->n += add;
+    m->value = pp_check_median_finite(m->run_values, R1);
+    return PP_OK;
+}
+
+pp_status pp_check_run_append(pp_check_run *dst, const pp_check_run *src)
+{
+    char diff[512];
+    pp_check_shape_diff(&dst->shape, &src->shape, diff, sizeof diff);
+    if (diff[0])
+        return PP_ERR(PP_ERR_INVALID, "%s and %s are runs of different configurations (%s): the "
+                                      "runs of one set must have one shape", dst->source,
+                      src->source, diff);
+    if (dst->n_runs + src->n_runs > PP_CHECK_MAX_RUNS)
+        return PP_ERR(PP_ERR_INVALID, "more than %d runs in one set", PP_CHECK_MAX_RUNS);
+    for (size_t i = 0; i < src->n_metrics; i++) {
+        const pp_check_metric *d = metric_named(dst, src->metrics[i].name);
+        if (d && strcmp(d->unit, src->metrics[i].unit) != 0)
+            return PP_ERR(PP_ERR_INVALID, "%s gives %s in %s, %s in %s: the runs of one set "
+                                          "must announce the same samples or tokens per step",
+                          dst->source, d->name, d->unit, src->source, src->metrics[i].unit);
+    }
+    size_t R0 = dst->n_runs, R1 = R0 + src->n_runs;
+    pp_check_run_info *runs = realloc(dst->runs, R1 * sizeof *runs);
+    if (!runs)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory joining runs");
+    dst->runs = runs;
+    memcpy(runs + R0, src->runs, src->n_runs * sizeof *runs);
+    if (src->n_runs == 1)
+        runs[R0].n_steps = src->n_steps;
+    if (R0 == 1)
+        runs[0].n_steps = dst->n_steps;
+    pp_status st;
+    for (size_t i = 0; i < dst->n_metrics; i++)
+        if ((st = metric_grow(&dst->metrics[i], R0, R1,
+                              metric_named(src, dst->metrics[i].name))) != PP_OK)
+            return st;
+    for (size_t i = 0; i < src->n_metrics; i++) {
+        const pp_check_metric *s = &src->metrics[i];
+        if (metric_named(dst, s->name))
+            continue;
+        pp_check_metric *grown = realloc(dst->metrics, (dst->n_metrics + 1) * sizeof *grown);
+        if (!grown)
+            return PP_ERR(PP_ERR_NOMEM, "out of memory joining runs");
+        dst->metrics = grown;
+        pp_check_metric *m = &grown[dst->n_metrics++];
+        memset(m, 0, sizeof *m);
+        snprintf(m->name, sizeof m->name, "%s", s->name);
+        snprintf(m->unit, sizeof m->unit, "%s", s->unit);
+        m->kind = s->kind;
+        if ((st = metric_grow(m, 0, R0, NULL)) != PP_OK ||
+            (st = metric_grow(m, R0, R1, s)) != PP_OK)
+            return st;
+    }
+    dst->n_runs = R1;
+    dst->n_steps += src->n_steps;
+    if (src->warnings[0] && !strstr(dst->warnings, src->warnings))
+        pp_append_line(dst->warnings, sizeof dst->warnings, "%.300s", src->warnings);
+    return PP_OK;
+}
+
+pp_status pp_check_runs_load(const char *const *paths, size_t n, int warmup, pp_check_run **out)
+{
+    *out = NULL;
+    if (n == 0)
+        return PP_ERR(PP_ERR_INVALID, "no run given");
+    pp_check_run *set = NULL;
+    pp_status st = pp_check_run_load(paths[0], warmup, &set);
+    for (size_t i = 1; st == PP_OK && i < n; i++) {
+        pp_check_run *one = NULL;
+        if ((st = pp_check_run_load(paths[i], warmup, &one)) == PP_OK)
+            st = pp_check_run_append(set, one);
+        pp_check_run_free(one);
+    }
+    if (st != PP_OK) {
+        pp_check_run_free(set);
+        return st;
+    }
+    if (n > 1) {
+        snprintf(set->source, sizeof set->source, "%s and %zu more", paths[0], n - 1);
+        /* the set's runs, not the first file's kind */
+        snprintf(set->source_kind, sizeof set->source_kind, "runs");
+    }
+    *out = set;
+    return PP_OK;
+}
+
+void pp_check_run_label(pp_check_run *r, size_t k, const char *label, const char *time)
+{
+    if (k >= r->n_runs)
+        return;
+    if (label)
+        snprintf(r->runs[k].label, sizeof r->runs[k].label, "%s", label);
+    if (time)
+        snprintf(r->runs[k].time, sizeof r->runs[k].time, "%s", time);
 }
 
 /* ---- writing a baseline ------------------------------------------------------------------- */
@@ -319,30 +565,38 @@ static void put_shape(pp_json_writer *w, const pp_check_shape *s)
     pp_json_end(w);
 }
 
-/* One metric on three lines: identity and value, the statistics of its samples (for readers of
- * the file; the reader checks them against the samples), the samples. */
-static void put_metric(pp_json_writer *w, const pp_check_metric *m)
+/* Run k of one metric on three lines: identity and value, the statistics of its samples (for
+ * readers of the file; the reader checks them against the samples), the samples. */
+static void put_metric(pp_json_writer *w, const pp_check_metric *m, size_t k)
 {
+    size_t off, n = pp_check_run_slice(m, k, &off);
+    const double *x = m->samples + off;
     pp_json_object_inline(w, NULL);
     pp_check_put_identity(w, m->name, m->kind, m->unit);
-    pp_json_put_real(w, "value", m->value);
+    pp_json_put_real(w, "value", m->run_values[k]);
     pp_json_wrap(w);
     pp_check_sample_stats_t ss;
-    if (m->n == 0 || pp_check_sample_stats(m->samples, m->n, &ss) != PP_OK) {
+    if (n == 0 || pp_check_sample_stats(x, n, &ss) != PP_OK) {
         pp_json_put_null(w, "stats");
     } else {
         pp_json_object(w, "stats");
-        pp_json_put_uint(w, "count", m->n);
-        for (int k = 0; k < PP_SS_COUNT; k++)
-            pp_json_put_real(w, k_stat_names[k], ss.v[k]);
+        pp_json_put_uint(w, "count", n);
+        for (int j = 0; j < PP_SS_COUNT; j++)
+            pp_json_put_real(w, k_stat_names[j], ss.v[j]);
         pp_json_end(w);
     }
     pp_json_wrap(w);
     pp_json_array(w, "samples");
-    for (size_t k = 0; k < m->n; k++)
-        pp_json_put_real(w, NULL, m->samples[k]);
+    for (size_t j = 0; j < n; j++)
+        pp_json_put_real(w, NULL, x[j]);
     pp_json_end(w);
     pp_json_end(w);
+}
+
+/* A string the reader takes back (valid UTF-8), else null. */
+static void put_text(pp_json_writer *w, const char *key, const char *s)
+{
+    pp_json_put_str(w, key, s && s[0] && pp_json_utf8_valid(s) ? s : NULL);
 }
 
 pp_status pp_check_baseline_write(const pp_check_run *r, const char *version, FILE *f)
@@ -355,9 +609,21 @@ pp_status pp_check_baseline_write(const pp_check_run *r, const char *version, FI
     put_provenance(&w, r, version);
     put_shape(&w, &r->shape);
     pp_json_put_uint(&w, "steps", r->n_steps);
-    pp_json_array(&w, "metrics");
-    for (size_t i = 0; i < r->n_metrics; i++)
-        put_metric(&w, &r->metrics[i]);
+    pp_json_array(&w, "runs");
+    for (size_t k = 0; k < r->n_runs; k++) {
+        const pp_check_run_info *info = &r->runs[k];
+        pp_json_object(&w, NULL);
+        put_text(&w, "source", info->source);
+        put_text(&w, "label", info->label);
+        put_text(&w, "time", info->time);
+        pp_json_put_uint(&w, "steps", r->n_runs == 1 ? r->n_steps : info->n_steps);
+        pp_json_array(&w, "metrics");
+        for (size_t i = 0; i < r->n_metrics; i++)
+            if (isfinite(r->metrics[i].run_values[k]) || r->metrics[i].run_n[k] > 0)
+                put_metric(&w, &r->metrics[i], k);
+        pp_json_end(&w);
+        pp_json_end(&w);
+    }
     pp_json_end(&w);
     pp_json_end(&w);
     return pp_json_writer_finish(&w);

@@ -18,6 +18,9 @@ void pp_check_options_default(pp_check_options *o)
     o->holm = 1;
     o->bootstrap_reps = PP_CHECK_BOOTSTRAP_DEFAULT;
     o->seed = 20240601;
+    o->power = PP_CHECK_POWER_DEFAULT;
+    o->permutations = PP_CHECK_PERMUTATIONS_DEFAULT;
+    o->min_segment = PP_CHECK_MIN_SEGMENT_DEFAULT;
     for (int k = 0; k < PP_CHECK_KIND_COUNT; k++)
         o->threshold[k] = pp_check_kind_default_threshold((pp_check_kind)k);
 }
@@ -86,7 +89,7 @@ void pp_check_result_free(pp_check_result *r) { if (r) { free(r->rows); free(r);
 int pp_check_failed(const pp_check_result *r) { return r && r->n_regressions > 0; }
 
 /* Which shape fields differ, as "M 8 -> 16, schedule 1f1b -> gpipe"; "" when comparable. */
-static void shape_diff(const pp_check_shape *a, const pp_check_shape *b, char *buf, size_t cap)
+void pp_check_shape_diff(const pp_check_shape *a, const pp_check_shape *b, char *buf, size_t cap)
 {
     buf[0] = '\0';
     size_t len = 0;
@@ -142,8 +145,17 @@ static double min_p(size_t m, size_t n)
     return fmin(1.0, 2 * exp(-lc));
 }
 
-static void row_fill(pp_check_row *w, const pp_check_metric *b, const pp_check_metric *c,
-                     const pp_check_options *o)
+/* The runs of a set of R that have metric m. */
+static size_t runs_with(const pp_check_metric *m, size_t R)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < R; i++)
+        k += isfinite(m->run_values[i]) ? 1 : 0;
+    return k;
+}
+
+static void row_fill(pp_check_row *w, const pp_check_metric *b, size_t nb,
+                     const pp_check_metric *c, size_t nc, const pp_check_options *o)
 {
     const pp_check_metric *m = b ? b : c;
     memset(w, 0, sizeof *w);
@@ -157,7 +169,10 @@ static void row_fill(pp_check_row *w, const pp_check_metric *b, const pp_check_m
     w->cur = c ? c->value : NAN;
     w->n_base = b ? b->n : 0;
     w->n_cur = c ? c->n : 0;
-    w->u = w->p = w->p_adj = w->ci_lo = w->ci_hi = NAN;
+    w->runs_base = b ? runs_with(b, nb) : 0;
+    w->runs_cur = c ? runs_with(c, nc) : 0;
+    w->u = w->t = w->df = w->p = w->p_adj = w->ci_lo = w->ci_hi = w->run_sd = NAN;
+    w->detectable = NAN;
     if (!b || !c) {
         w->change = NAN;
         w->verdict = PP_VERDICT_MISSING;
@@ -202,9 +217,13 @@ static pp_check_result *result_new(const pp_check_run *base, const pp_check_run 
     snprintf(r->cur_shape, sizeof r->cur_shape, "%s", sc);
     r->base_steps = base->n_steps;
     r->cur_steps = cur->n_steps;
+    r->base_runs = base->n_runs;
+    r->cur_runs = cur->n_runs;
     r->alpha = o->alpha;
+    r->power = o->power;
     r->holm = o->holm;
-    r->bootstrap_reps = o->bootstrap_reps;
+    r->bootstrap_reps = o->per_step ? o->bootstrap_reps : 0;
+    r->per_step = o->per_step;
     if (diff[0]) {
         r->shape_differs = 1;
         pp_append_line(r->notes, sizeof r->notes, "shapes differ (%s), compared anyway "
@@ -212,11 +231,13 @@ static pp_check_result *result_new(const pp_check_run *base, const pp_check_run 
     }
     for (size_t i = 0; i < base->n_metrics; i++) {
         const pp_check_metric *b = &base->metrics[i];
-        row_fill(&r->rows[r->n_rows++], b, find_metric(cur, b->name), o);
+        row_fill(&r->rows[r->n_rows++], b, base->n_runs, find_metric(cur, b->name),
+                 cur->n_runs, o);
     }
     for (size_t i = 0; i < cur->n_metrics; i++)
         if (!find_metric(base, cur->metrics[i].name))
-            row_fill(&r->rows[r->n_rows++], NULL, &cur->metrics[i], o);
+            row_fill(&r->rows[r->n_rows++], NULL, base->n_runs, &cur->metrics[i], cur->n_runs,
+                     o);
     return r;
 }
 
@@ -229,6 +250,7 @@ static pp_status test_row(pp_check_row *w, const pp_check_metric *b, const pp_ch
     if (st != PP_OK)
         return st;
     w->tested = 1;
+    w->test = "mann-whitney";
     w->exact = t.exact;
     w->u = t.u;
     w->p = t.p;
@@ -247,6 +269,148 @@ static pp_status test_row(pp_check_row *w, const pp_check_metric *b, const pp_ch
     return PP_OK;
 }
 
+/* How many runs a change of each tested metric's threshold needs (at Holm's strictest level,
+ * `need`), and the notes that say it. */
+static void power_statement(pp_check_result *r, double need, const pp_check_options *o)
+{
+    const pp_check_row *worst = NULL, *step = NULL;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        pp_check_row *w = &r->rows[i];
+        if (!w->tested || !isfinite(w->run_sd))
+            continue;
+        /* the threshold on the scale the test works on */
+        double delta = w->absolute ? w->threshold : log1p(w->threshold / 100) * 100;
+        w->runs_needed = pp_check_runs_needed(delta, w->run_sd, need, o->power, 1000);
+        w->detectable = pp_check_detectable(w->run_sd, w->runs_base, w->runs_cur, need, o->power);
+        if (!w->absolute && isfinite(w->detectable)) /* back from the log scale */
+            w->detectable = expm1(w->detectable / 100) * 100;
+        if (w->runs_needed > 0 && (!worst || w->runs_needed > worst->runs_needed))
+            worst = w;
+        if (w->kind == PP_CHECK_STEP)
+            step = w;
+    }
+    if (r->threshold_only)
+        pp_append_line(r->notes, sizeof r->notes,
+                       "one run on each side: run-to-run noise cannot be told from a change, so "
+                       "the thresholds alone decided (no p-value); steps of one run share its "
+                       "conditions, and runs of one job on a real machine differ by more than "
+                       "its steps do: give the baseline several runs (--save-baseline RUN "
+                       "RUN..., --add-run) or check several current runs");
+    if (!worst)
+        return;
+    r->runs_needed = worst->runs_needed;
+    const pp_check_row *say = step ? step : worst;
+    char more[160] = "";
+    if (worst != say)
+        snprintf(more, sizeof more, "; the most any metric needs is %d (%s)",
+                 worst->runs_needed, worst->name);
+    char n[32];
+    if (say->runs_needed > 1000)
+        snprintf(n, sizeof n, "more than 1000");
+    else
+        snprintf(n, sizeof n, "%d", say->runs_needed);
+    char now[160] = "";
+    if (isfinite(say->detectable))
+        snprintf(now, sizeof now, ", which detect changes of %s beyond %.3g%s", say->name,
+                 say->detectable, say->absolute ? " pt" : "%");
+    pp_append_line(r->notes, sizeof r->notes,
+                   "power: the runs' %s scatter by %.3g%s (standard deviation of their medians); "
+                   "detecting a change of its threshold (%g%s) with probability %g at level "
+                   "%.3g needs %s runs per side%s; this check has %zu and %zu%s",
+                   say->name, say->run_sd, say->absolute ? " pt" : "%", say->threshold,
+                   say->absolute ? " pt" : "%", o->power, need, n, more, r->base_runs,
+                   r->cur_runs, now);
+}
+
+/* The finite run values of m (logarithms when *logs and all are positive; *logs cleared when
+ * some is not) into v; their count. */
+static size_t run_values(const pp_check_metric *m, size_t R, double *v)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < R; i++)
+        if (isfinite(m->run_values[i]))
+            v[k++] = m->run_values[i];
+    return k;
+}
+
+static int all_positive(const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] > 0))
+            return 0;
+    return 1;
+}
+
+static double mean_of(const double *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += v[i];
+    return s / (double)n;
+}
+
+/* Row w's run-level test: Welch's t on the runs' medians (on their logarithms for a change in
+ * percent), the pooled t when one side has one run, nothing but the threshold with one run a
+ * side. The row's values and change become the (geometric) means of the runs' medians, the
+ * estimate the test is about. bv and cv hold room for the runs. */
+static pp_status test_row_runs(pp_check_row *w, const pp_check_metric *b, size_t Rb,
+                               const pp_check_metric *c, size_t Rc, const pp_check_options *o,
+                               double *bv, double *cv)
+{
+    size_t nb = run_values(b, Rb, bv), nc = run_values(c, Rc, cv);
+    /* metrics without per-step samples (link bandwidth: one figure per run, scattered far more
+     * than the runs' step times) stay reported, untested, as they were */
+    if (nb == 0 || nc == 0 || b->n == 0 || c->n == 0)
+        return PP_OK;
+    int logs = !w->absolute && all_positive(bv, nb) && all_positive(cv, nc);
+    for (size_t i = 0; logs && i < nb; i++)
+        bv[i] = log(bv[i]);
+    for (size_t i = 0; logs && i < nc; i++)
+        cv[i] = log(cv[i]);
+    double mb = mean_of(bv, nb), mc = mean_of(cv, nc);
+    w->base = logs ? exp(mb) : mb;
+    w->cur = logs ? exp(mc) : mc;
+    if (w->absolute)
+        w->change = (w->cur - w->base) * 100;
+    else if (logs)
+        w->change = expm1(mc - mb) * 100;
+    else if (w->base != 0)
+        w->change = (w->cur / w->base - 1) * 100;
+    if (nb < 2 && nc < 2) {
+        w->test = "threshold-only";
+        return PP_OK;
+    }
+    pp_check_ttest t;
+    pp_status st = pp_check_welch(bv, nb, cv, nc, 1 - o->alpha, &t);
+    if (st != PP_OK)
+        return st;
+    w->tested = 1;
+    w->test = t.pooled ? "pooled-t" : "welch";
+    w->t = t.t;
+    w->df = t.df;
+    w->p = t.p;
+    double scale = logs || w->absolute ? 100 : 100 / w->base;
+    if (isfinite(t.lo) && isfinite(t.hi)) {
+        w->has_ci = 1;
+        w->ci_lo = logs ? expm1(t.lo) * 100 : t.lo * scale;
+        w->ci_hi = logs ? expm1(t.hi) * 100 : t.hi * scale;
+    }
+    /* the runs' scatter: the pooled standard deviation of both sides */
+    double q = 0, dfs = 0;
+    const double *side[2] = {bv, cv};
+    size_t cnt[2] = {nb, nc};
+    for (int s = 0; s < 2; s++) {
+        if (cnt[s] < 2)
+            continue;
+        double m = mean_of(side[s], cnt[s]);
+        for (size_t i = 0; i < cnt[s]; i++)
+            q += (side[s][i] - m) * (side[s][i] - m);
+        dfs += (double)(cnt[s] - 1);
+    }
+    w->run_sd = sqrt(q / dfs) * scale;
+    return PP_OK;
+}
+
 /* The test on every metric with samples on both sides, then Holm's adjustment over them. */
 static pp_status test_rows(pp_check_result *r, const pp_check_run *base, const pp_check_run *cur,
                            const pp_check_options *o)
@@ -255,7 +419,8 @@ static pp_status test_rows(pp_check_result *r, const pp_check_run *base, const p
     size_t cap = r->n_rows ? r->n_rows : 1;
     double *p = malloc(cap * sizeof *p), *adj = malloc(cap * sizeof *adj);
     size_t *idx = malloc(cap * sizeof *idx);
-    if (!p || !adj || !idx) {
+    double *bv = malloc(base->n_runs * sizeof *bv), *cv = malloc(cur->n_runs * sizeof *cv);
+    if (!p || !adj || !idx || !bv || !cv) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory comparing runs");
         goto done;
     }
@@ -264,13 +429,32 @@ static pp_status test_rows(pp_check_result *r, const pp_check_run *base, const p
     for (size_t i = 0; i < r->n_rows; i++) {
         pp_check_row *w = &r->rows[i];
         const pp_check_metric *b = find_metric(base, w->name), *c = find_metric(cur, w->name);
-        if (!b || !c || b->n == 0 || c->n == 0 || w->unit_differs)
+        if (!b || !c || w->unit_differs)
             continue;
-        if ((st = test_row(w, b, c, o)) != PP_OK)
-            goto done;
+        if (!o->per_step) {
+            if ((st = test_row_runs(w, b, base->n_runs, c, cur->n_runs, o, bv, cv)) != PP_OK)
+                goto done;
+            if (w->test && !w->tested)
+                r->threshold_only = 1;
+            if (!w->tested)
+                continue;
+        } else {
+            if (b->n == 0 || c->n == 0)
+                continue;
+            if (base->n_runs > 1 || cur->n_runs > 1) { /* the medians of the pooled steps */
+                w->base = pp_check_median(b->samples, b->n);
+                w->cur = pp_check_median(c->samples, c->n);
+                if (w->absolute)
+                    w->change = (w->cur - w->base) * 100;
+                else if (w->base != 0)
+                    w->change = (w->cur / w->base - 1) * 100;
+            }
+            if ((st = test_row(w, b, c, o)) != PP_OK)
+                goto done;
+            worst_min_p = fmax(worst_min_p, min_p(b->n, c->n));
+        }
         p[nt] = w->p;
         idx[nt++] = i;
-        worst_min_p = fmax(worst_min_p, min_p(b->n, c->n));
     }
     r->n_tested = (int)nt;
     if (o->holm) {
@@ -282,6 +466,8 @@ static pp_status test_rows(pp_check_result *r, const pp_check_run *base, const p
     for (size_t k = 0; k < nt; k++)
         r->rows[idx[k]].p_adj = adj[k];
     double need = o->holm && nt > 0 ? o->alpha / (double)nt : o->alpha;
+    if (!o->per_step)
+        power_statement(r, need, o);
     if (nt > 0 && worst_min_p >= need)
         pp_append_line(r->notes, sizeof r->notes,
                        "too few steps to ever be significant: with %zu and %zu steps the smallest "
@@ -292,6 +478,8 @@ done:
     free(p);
     free(adj);
     free(idx);
+    free(bv);
+    free(cv);
     return st;
 }
 
@@ -314,8 +502,11 @@ static void judge_rows(pp_check_result *r, const pp_check_options *o)
         double ch = w->change;
         int beyond = isfinite(ch) && fabs(ch) > w->threshold;
         int worse = w->higher_is_better ? ch < 0 : ch > 0;
+        int threshold_only = w->test && strcmp(w->test, "threshold-only") == 0;
         if (!beyond)
             w->verdict = PP_VERDICT_OK;
+        else if (threshold_only)
+            w->verdict = worse ? PP_VERDICT_REGRESSION : PP_VERDICT_IMPROVEMENT;
         else if (!w->tested)
             w->verdict = PP_VERDICT_CHANGED;
         else if (w->p_adj < o->alpha)
@@ -337,7 +528,7 @@ pp_status pp_check_compare(const pp_check_run *base, const pp_check_run *cur,
 {
     *out = NULL;
     char diff[512];
-    shape_diff(&base->shape, &cur->shape, diff, sizeof diff);
+    pp_check_shape_diff(&base->shape, &cur->shape, diff, sizeof diff);
     char sb[160], sc[160];
     pp_check_shape_format(&base->shape, sb, sizeof sb);
     pp_check_shape_format(&cur->shape, sc, sizeof sc);
@@ -355,6 +546,11 @@ pp_status pp_check_compare(const pp_check_run *base, const pp_check_run *cur,
         return st;
     }
     judge_rows(r, o);
+    if (o->per_step && (base->n_runs > 1 || cur->n_runs > 1))
+        pp_append_line(r->notes, sizeof r->notes, "--per-step pools the steps of %zu and %zu "
+                       "runs as independent samples: right where steps are (the sim backend), "
+                       "not where runs differ from each other (real machines)",
+                       base->n_runs, cur->n_runs);
     if (base->warnings[0])
         pp_append_line(r->notes, sizeof r->notes, "baseline %s has warnings: %.200s",
                        base->source, base->warnings);

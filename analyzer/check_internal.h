@@ -19,6 +19,9 @@
 
 /* ---- families and runs (check.c) ----------------------------------------------------------- */
 
+/* An empty run (one run, no metrics) read from source; NULL when out of memory. */
+pp_check_run *pp_check_run_new(const char *source, const char *kind);
+
 /* The family named s ("step_ms", ...), -1 for none. */
 int pp_check_kind_by_name(const char *s);
 /* The family's default --threshold (% of the baseline, points when absolute). */
@@ -59,6 +62,14 @@ void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind ki
                            const char *unit);
 
 /* ---- the baseline file (check_baseline.c) -------------------------------------------------- */
+
+/* The median of the finite values of x[0..n) (NAN when none); the value of a set's metric. */
+double pp_check_median_finite(const double *x, size_t n);
+/* Which shape fields differ, as "M 8 -> 16, schedule 1f1b -> gpipe"; "" when comparable
+ * (check_compare.c). */
+void pp_check_shape_diff(const pp_check_shape *a, const pp_check_shape *b, char *buf, size_t cap);
+/* The samples of run k of metric m: *off is where they start in m->samples. */
+size_t pp_check_run_slice(const pp_check_metric *m, size_t k, size_t *off);
 
 /* Reads a parsed baseline file into r (docs/baseline-format.md). */
 pp_status pp_check_baseline_read(const cJSON *root, pp_check_run *r);

@@ -39,10 +39,16 @@ static void fmt_threshold(const pp_check_row *w, char *buf, size_t cap)
     snprintf(buf, cap, "%.3g%s", w->threshold, change_unit(w));
 }
 
+static int threshold_only(const pp_check_row *w)
+{
+    return w->test && strcmp(w->test, "threshold-only") == 0;
+}
+
 static void fmt_ci(const pp_check_row *w, char *buf, size_t cap)
 {
     if (!w->has_ci)
-        snprintf(buf, cap, "%s", w->tested ? "-" : "no test");
+        snprintf(buf, cap, "%s", w->tested ? "-" : threshold_only(w) ? "one run a side"
+                                                                      : "no test");
     else
         snprintf(buf, cap, "[%+.2f, %+.2f]%s", w->ci_lo, w->ci_hi, change_unit(w));
 }
@@ -50,7 +56,7 @@ static void fmt_ci(const pp_check_row *w, char *buf, size_t cap)
 static void fmt_p(const pp_check_row *w, char *buf, size_t cap)
 {
     if (!w->tested)
-        snprintf(buf, cap, "no test");
+        snprintf(buf, cap, "%s", threshold_only(w) ? "threshold" : "no test");
     else if (w->p_adj < 1e-4)
         snprintf(buf, cap, "%.1e", w->p_adj);
     else
@@ -85,17 +91,38 @@ static void names_of(const pp_check_result *r, pp_check_verdict v, char *buf, si
 
 static void test_line(const pp_check_result *r, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "Mann-Whitney U on per-step samples, two-sided, alpha %g%s; interval: "
-                       "%g%% bootstrap of the change in medians (%d resamples)",
-             r->alpha, r->holm ? ", Holm-adjusted over the tested metrics" : "",
-             (1 - r->alpha) * 100, r->bootstrap_reps);
+    if (r->per_step)
+        snprintf(buf, cap, "Mann-Whitney U on per-step samples (--per-step), two-sided, alpha "
+                           "%g%s; interval: %g%% bootstrap of the change in medians (%d "
+                           "resamples)",
+                 r->alpha, r->holm ? ", Holm-adjusted over the tested metrics" : "",
+                 (1 - r->alpha) * 100, r->bootstrap_reps);
+    else if (r->base_runs < 2 && r->cur_runs < 2)
+        snprintf(buf, cap, "none: one run on each side, the thresholds decide (a run-level "
+                           "test needs two runs on one side)");
+    else
+        snprintf(buf, cap, "Welch t on the runs' medians (log scale; pooled t with one run a "
+                           "side), two-sided, alpha %g%s; interval: %g%% t interval of the "
+                           "change; values: geometric means of the runs' medians",
+                 r->alpha, r->holm ? ", Holm-adjusted over the tested metrics" : "",
+                 (1 - r->alpha) * 100);
+}
+
+/* " (3 runs, 120 steps)" or " (20 steps)" for one run. */
+static void side_counts(const char *kind, size_t runs, size_t steps, char *buf, size_t cap)
+{
+    if (runs > 1)
+        snprintf(buf, cap, "%s, %zu runs, %zu steps", kind, runs, steps);
+    else
+        snprintf(buf, cap, "%s, %zu steps", kind, steps);
 }
 
 pp_status pp_check_write_table(const pp_check_result *r, FILE *f)
 {
-    char line[512];
-    fprintf(f, "baseline: %s (%s, %zu steps)\ncurrent:  %s (%s, %zu steps)\n", r->base_source,
-            r->base_kind, r->base_steps, r->cur_source, r->cur_kind, r->cur_steps);
+    char line[512], sb[96], sc[96];
+    side_counts(r->base_kind, r->base_runs, r->base_steps, sb, sizeof sb);
+    side_counts(r->cur_kind, r->cur_runs, r->cur_steps, sc, sizeof sc);
+    fprintf(f, "baseline: %s (%s)\ncurrent:  %s (%s)\n", r->base_source, sb, r->cur_source, sc);
     if (r->shape_differs)
         fprintf(f, "shape:    baseline %s, current %s\n", r->base_shape, r->cur_shape);
     else
@@ -143,11 +170,12 @@ pp_status pp_check_write_table(const pp_check_result *r, FILE *f)
 }
 
 static void json_side(pp_json_writer *w, const char *key, const char *src, const char *kind,
-                      size_t steps, const char *shape)
+                      size_t runs, size_t steps, const char *shape)
 {
     pp_json_object_inline(w, key);
     pp_json_put_str(w, "source", src);
     pp_json_put_str(w, "kind", kind);
+    pp_json_put_uint(w, "runs", runs);
     pp_json_put_uint(w, "steps", steps);
     pp_json_put_str(w, "shape", shape);
     pp_json_end(w);
@@ -185,11 +213,23 @@ static void json_row(pp_json_writer *w, const pp_check_row *r)
     pp_json_wrap(w);
     pp_json_put_uint(w, "n_baseline", r->n_base);
     pp_json_put_uint(w, "n_current", r->n_cur);
+    pp_json_put_uint(w, "runs_baseline", r->runs_base);
+    pp_json_put_uint(w, "runs_current", r->runs_cur);
+    pp_json_wrap(w);
     pp_json_put_bool(w, "tested", r->tested);
+    pp_json_put_str(w, "test", r->test);
     pp_json_put_bool(w, "exact", r->exact);
     pp_json_put_real(w, "u", r->u);
+    pp_json_put_real(w, "t", r->t);
+    pp_json_put_real(w, "df", r->df);
     pp_json_put_real(w, "p", r->p);
     pp_json_put_real(w, "p_adjusted", r->p_adj);
+    pp_json_put_real(w, "run_sd", r->run_sd);
+    if (r->runs_needed > 0)
+        pp_json_put_int(w, "runs_needed", r->runs_needed);
+    else
+        pp_json_put_null(w, "runs_needed");
+    pp_json_put_real(w, "detectable", r->detectable);
     if (r->has_ci) {
         pp_json_array(w, "interval");
         pp_json_put_real(w, NULL, r->ci_lo);
@@ -205,16 +245,29 @@ static void json_row(pp_json_writer *w, const pp_check_row *r)
 /* The test's parameters: %g, as --alpha was given. */
 static void json_test(pp_json_writer *w, const pp_check_result *r)
 {
+    int none = !r->per_step && r->base_runs < 2 && r->cur_runs < 2;
     pp_json_object_inline(w, "test");
-    pp_json_put_str(w, "name", "mann-whitney-u");
+    pp_json_put_str(w, "name", r->per_step ? "mann-whitney-u" : none ? "threshold-only"
+                                                                       : "welch-t-run-medians");
+    pp_json_put_str(w, "unit", r->per_step ? "step" : "run");
     pp_json_put_int(w, "sides", 2);
     pp_json_put_real_digits(w, "alpha", 6, r->alpha);
     pp_json_put_str(w, "correction", r->holm ? "holm" : "none");
     pp_json_put_int(w, "tested_metrics", r->n_tested);
+    pp_json_put_real_digits(w, "power", 6, r->power);
+    if (r->runs_needed > 0)
+        pp_json_put_int(w, "runs_needed", r->runs_needed);
+    else
+        pp_json_put_null(w, "runs_needed");
     pp_json_end(w);
     pp_json_object_inline(w, "interval");
-    pp_json_put_str(w, "method", "bootstrap-percentile");
-    pp_json_put_str(w, "of", "change of medians");
+    if (r->per_step) {
+        pp_json_put_str(w, "method", "bootstrap-percentile");
+        pp_json_put_str(w, "of", "change of medians");
+    } else {
+        pp_json_put_str(w, "method", none ? "none" : "t");
+        pp_json_put_str(w, "of", "change of the runs' (geometric) mean medians");
+    }
     pp_json_put_real_digits(w, "level", 6, 1 - r->alpha);
     pp_json_put_int(w, "resamples", r->bootstrap_reps);
     pp_json_end(w);
@@ -228,8 +281,10 @@ pp_status pp_check_write_json(const pp_check_result *r, FILE *f)
     pp_json_put_int(&w, "check_version", PP_CHECK_JSON_VERSION);
     pp_json_put_str(&w, "result", r->n_regressions ? "fail" : "pass");
     json_test(&w, r);
-    json_side(&w, "baseline", r->base_source, r->base_kind, r->base_steps, r->base_shape);
-    json_side(&w, "current", r->cur_source, r->cur_kind, r->cur_steps, r->cur_shape);
+    json_side(&w, "baseline", r->base_source, r->base_kind, r->base_runs, r->base_steps,
+              r->base_shape);
+    json_side(&w, "current", r->cur_source, r->cur_kind, r->cur_runs, r->cur_steps,
+              r->cur_shape);
     pp_json_put_bool(&w, "shape_differs", r->shape_differs);
     pp_json_array(&w, "metrics");
     for (size_t i = 0; i < r->n_rows; i++)
@@ -275,9 +330,10 @@ static void row_summary(const pp_check_row *w, double alpha, char *buf, size_t c
     cells x;
     cells_of(w, &x);
     snprintf(buf, cap, "%s: %s -> %s %s, change %s (threshold %s), %g%% interval %s, p %s, "
-                       "%zu vs %zu steps",
+                       "%zu vs %zu runs, %zu vs %zu steps",
              pp_check_verdict_name(w->verdict), x.base, x.cur, w->absolute ? "%" : w->unit,
-             x.change, x.threshold, (1 - alpha) * 100, x.ci, x.p, w->n_base, w->n_cur);
+             x.change, x.threshold, (1 - alpha) * 100, x.ci, x.p, w->runs_base, w->runs_cur,
+             w->n_base, w->n_cur);
 }
 
 pp_status pp_check_write_junit(const pp_check_result *r, FILE *f)
@@ -361,9 +417,12 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
     }
     fputs("Baseline `", f);
     md_text(f, r->base_source);
-    fprintf(f, "` (%s, %zu steps) vs current `", r->base_kind, r->base_steps);
+    char sb[96], sc[96];
+    side_counts(r->base_kind, r->base_runs, r->base_steps, sb, sizeof sb);
+    side_counts(r->cur_kind, r->cur_runs, r->cur_steps, sc, sizeof sc);
+    fprintf(f, "` (%s) vs current `", sb);
     md_text(f, r->cur_source);
-    fprintf(f, "` (%s, %zu steps); ", r->cur_kind, r->cur_steps);
+    fprintf(f, "` (%s); ", sc);
     md_text(f, r->cur_shape);
     test_line(r, line, sizeof line);
     fputs(".\n", f);

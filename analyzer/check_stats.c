@@ -298,3 +298,162 @@ pp_status pp_check_sample_stats(const double *x, size_t n, pp_check_sample_stats
     return PP_OK;
 }
 
+
+/* ---- Student's t and the run-level test ------------------------------------------------- */
+
+/* The continued fraction of the regularized incomplete beta function, evaluated by the modified
+ * Lentz method (converges quickly for x < (a + 1) / (a + b + 2); the caller swaps otherwise). */
+static double beta_fraction(double a, double b, double x)
+{
+    const double tiny = 1e-300, eps = 1e-15;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    d = 1 / (fabs(d) < tiny ? tiny : d);
+    double h = d;
+    for (int m = 1; m <= 500; m++) {
+        double m2 = 2.0 * m;
+        /* the even term, then the odd one */
+        double num = m * (b - m) * x / ((a - 1 + m2) * (a + m2));
+        d = 1 + num * d;
+        d = 1 / (fabs(d) < tiny ? tiny : d);
+        c = 1 + num / c;
+        c = fabs(c) < tiny ? tiny : c;
+        h *= d * c;
+        num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + 1 + m2));
+        d = 1 + num * d;
+        d = 1 / (fabs(d) < tiny ? tiny : d);
+        c = 1 + num / c;
+        c = fabs(c) < tiny ? tiny : c;
+        double step = d * c;
+        h *= step;
+        if (fabs(step - 1) < eps)
+            break;
+    }
+    return h;
+}
+
+/* I_x(a, b). */
+static double beta_regularized(double a, double b, double x)
+{
+    if (!(x > 0))
+        return 0;
+    if (!(x < 1))
+        return 1;
+    double front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+    if (x < (a + 1) / (a + b + 2))
+        return front * beta_fraction(a, b, x) / a;
+    return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+double pp_check_t_tail2(double t, double df)
+{
+    if (isnan(t) || !(df > 0))
+        return NAN;
+    if (isinf(t))
+        return 0;
+    return beta_regularized(df / 2, 0.5, df / (df + t * t));
+}
+
+double pp_check_t_quantile2(double p, double df)
+{
+    if (!(p > 0) || !(df > 0))
+        return INFINITY;
+    if (p >= 1)
+        return 0;
+    double lo = 0, hi = 1;
+    while (pp_check_t_tail2(hi, df) > p && hi < 1e12)
+        hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (pp_check_t_tail2(mid, df) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+static void mean_var(const double *x, size_t n, double *mean, double *var)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    double m = s / (double)n, q = 0;
+    for (size_t i = 0; i < n; i++)
+        q += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *var = n > 1 ? q / (double)(n - 1) : 0;
+}
+
+pp_status pp_check_welch(const double *x, size_t nx, const double *y, size_t ny, double level,
+                         pp_check_ttest *out)
+{
+    memset(out, 0, sizeof *out);
+    if (nx == 0 || ny == 0 || (nx < 2 && ny < 2))
+        return PP_ERR(PP_ERR_INVALID, "a t-test needs two values on one side and one on the "
+                                      "other (got %zu and %zu)", nx, ny);
+    double mx, vx, my, vy;
+    mean_var(x, nx, &mx, &vx);
+    mean_var(y, ny, &my, &vy);
+    double fx = 1 / (double)nx, fy = 1 / (double)ny;
+    out->diff = my - mx;
+    if (nx >= 2 && ny >= 2) {
+        double a = vx * fx, b = vy * fy;
+        out->se = sqrt(a + b);
+        out->df = (a + b) * (a + b) / (a * a / (double)(nx - 1) + b * b / (double)(ny - 1));
+        if (!isfinite(out->df)) /* both variances 0 */
+            out->df = (double)(nx + ny - 2);
+    } else {
+        /* one value on one side: the other side's variance is the only estimate of how runs
+         * scatter, and stands for both (the runs are of one job on one machine) */
+        out->pooled = 1;
+        double v = nx >= 2 ? vx : vy;
+        out->se = sqrt(v * (fx + fy));
+        out->df = (double)((nx >= 2 ? nx : ny) - 1);
+    }
+    if (out->se > 0) {
+        out->t = out->diff / out->se;
+        out->p = pp_check_t_tail2(out->t, out->df);
+    } else { /* no scatter at all: any difference is certain, none is none */
+        out->t = out->diff == 0 ? 0 : copysign(INFINITY, out->diff);
+        out->p = out->diff == 0 ? 1 : 0;
+    }
+    double q = pp_check_t_quantile2(1 - level, out->df);
+    out->lo = out->diff - q * out->se;
+    out->hi = out->diff + q * out->se;
+    if (out->se == 0)
+        out->lo = out->hi = out->diff;
+    return PP_OK;
+}
+
+/* P(T > x) for Student's t with df degrees of freedom. */
+static double t_upper(double x, double df)
+{
+    double half = 0.5 * pp_check_t_tail2(x, df);
+    return x >= 0 ? half : 1 - half;
+}
+
+int pp_check_runs_needed(double delta, double sd, double alpha, double power, int cap)
+{
+    if (!(sd > 0) || !(delta > 0) || !(alpha > 0) || !(power > 0))
+        return 0;
+    for (int n = 2; n <= cap; n++) {
+        double df = 2.0 * n - 2, tc = pp_check_t_quantile2(alpha, df);
+        /* the shifted central t stands for the noncentral one (the far tail is negligible) */
+        double shift = delta / (sd * sqrt(2.0 / n));
+        if (t_upper(tc - shift, df) >= power)
+            return n;
+    }
+    return cap + 1;
+}
+
+double pp_check_detectable(double sd, size_t nb, size_t nc, double alpha, double power)
+{
+    if (!(sd > 0) || nb == 0 || nc == 0 || (nb < 2 && nc < 2))
+        return NAN;
+    /* the design the test has: Welch's df is at most nb + nc - 2 (equal scatter), the pooled
+     * test's the multi-run side's count - 1 */
+    double df = nb >= 2 && nc >= 2 ? (double)(nb + nc - 2) : (double)((nb > nc ? nb : nc) - 1);
+    double se = sd * sqrt(1.0 / (double)nb + 1.0 / (double)nc);
+    /* P(T > t_crit - delta / se) = power */
+    return se * (pp_check_t_quantile2(alpha, df) + pp_check_t_quantile2(2 * (1 - power), df));
+}

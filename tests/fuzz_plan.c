@@ -101,13 +101,22 @@ static int same_run(const pp_check_run *a, const pp_check_run *b)
     const pp_check_shape *x = &a->shape, *y = &b->shape;
     if (x->S != y->S || x->M != y->M || x->v != y->v || strcmp(x->schedule, y->schedule) != 0 ||
         x->n_layers != y->n_layers || strcmp(x->layer_fp, y->layer_fp) != 0 ||
-        a->n_steps != b->n_steps || a->n_metrics != b->n_metrics) {
+        a->n_steps != b->n_steps || a->n_metrics != b->n_metrics || a->n_runs != b->n_runs) {
         fprintf(stderr, "fuzz_plan: shape %d %d %d %s %d %s, %zu steps, %zu metrics; back "
                 "%d %d %d %s %d %s, %zu, %zu\n", x->S, x->M, x->v, x->schedule, x->n_layers,
                 x->layer_fp, a->n_steps, a->n_metrics, y->S, y->M, y->v, y->schedule,
                 y->n_layers, y->layer_fp, b->n_steps, b->n_metrics);
         return 0;
     }
+    for (size_t k = 0; k < a->n_runs; k++)
+        if (strcmp(a->runs[k].label, b->runs[k].label) != 0 ||
+            strcmp(a->runs[k].time, b->runs[k].time) != 0 ||
+            a->runs[k].n_steps != b->runs[k].n_steps) {
+            fprintf(stderr, "fuzz_plan: run %zu \"%s\" %s %zu steps back as \"%s\" %s %zu\n", k,
+                    a->runs[k].label, a->runs[k].time, a->runs[k].n_steps, b->runs[k].label,
+                    b->runs[k].time, b->runs[k].n_steps);
+            return 0;
+        }
     for (size_t i = 0; i < a->n_metrics; i++) {
         const pp_check_metric *m = &a->metrics[i], *n = &b->metrics[i];
         if (strcmp(m->name, n->name) != 0 || m->kind != n->kind || m->n != n->n ||
@@ -117,6 +126,13 @@ static int same_run(const pp_check_run *a, const pp_check_run *b)
                     n->name, (int)n->kind, n->n, n->value);
             return 0;
         }
+        for (size_t k = 0; k < a->n_runs; k++)
+            if (m->run_n[k] != n->run_n[k] || !near(m->run_values[k], n->run_values[k])) {
+                fprintf(stderr, "fuzz_plan: metric \"%s\" run %zu: %zu samples, %.17g back as "
+                        "%zu, %.17g\n", m->name, k, m->run_n[k], m->run_values[k], n->run_n[k],
+                        n->run_values[k]);
+                return 0;
+            }
         for (size_t k = 0; k < m->n; k++)
             if (!near(m->samples[k], n->samples[k])) {
                 fprintf(stderr, "fuzz_plan: metric \"%s\" sample %zu %.17g back as %.17g\n",

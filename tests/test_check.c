@@ -191,6 +191,7 @@ Test(check, verdicts_need_threshold_and_significance)
     cr_assert_eq(b->shape.n_layers, 2);
     pp_check_options o;
     pp_check_options_default(&o);
+    o.per_step = 1; /* these synthetic steps are independent samples: the per-step test holds */
     pp_check_result *r = NULL;
     cr_assert_eq(pp_check_compare(b, s, &o, &r), PP_OK);
     cr_assert_eq(row_of(r, "step_ms")->verdict, PP_VERDICT_REGRESSION);
@@ -574,9 +575,11 @@ static const char *save_baseline(const char *dir, const char *name)
     return out;
 }
 
+/* The sim backend's steps are independent (it sleeps to absolute deadlines): the per-step test
+ * is valid on its one-run captures, where the run-level test would have thresholds only. */
 static tk_result check_json(const char *base, const char *cur)
 {
-    const char *args[] = {"--baseline", base, cur, "--json", NULL};
+    const char *args[] = {"--per-step", "--baseline", base, cur, "--json", NULL};
     return tk_run(PPCHECK, args, NULL);
 }
 
@@ -602,7 +605,7 @@ Test(check, reruns_of_the_same_configuration_pass)
         char name[16];
         snprintf(name, sizeof name, "rerun%d", i);
         const char *dir = capture(name, costs, 4, 8, "1f1b", 25, NULL);
-        const char *args[] = {"--baseline", base, dir, NULL};
+        const char *args[] = {"--per-step", "--baseline", base, dir, NULL};
         tk_result r = tk_run(PPCHECK, args, NULL);
         cr_assert_eq(r.code, 0, "false alarm on rerun %d:\n%s%s", i, r.out, r.err);
         cr_assert_not_null(strstr(r.out, "result: PASS"), "%s", r.out);
@@ -655,8 +658,8 @@ Test(check, one_stage_5_percent_slower_is_a_regression_naming_it)
     cJSON_Delete(j);
     tk_result_free(&r);
     /* the table, JUnit and Markdown say the same */
-    const char *args[] = {"--baseline", base, slow, "--junit", "gate.xml", "--markdown", "gate.md",
-                          NULL};
+    const char *args[] = {"--per-step", "--baseline", base, slow, "--junit", "gate.xml",
+                          "--markdown", "gate.md", NULL};
     r = tk_run(PPCHECK, args, NULL);
     cr_assert_eq(r.code, 1);
     cr_assert_not_null(strstr(r.out, "result: FAIL"));
@@ -793,7 +796,7 @@ Test(check, missing_and_garbage_inputs_are_exit_2)
     static const char *const usage[][6] = {
         {"garbage.json", NULL},                                  /* no --baseline */
         {"--baseline", "garbage.json", NULL},                    /* no CURRENT */
-        {"--baseline", "a", "b", "c", NULL},                     /* two CURRENTs */
+        {"--baseline", "a", "--add-run", NULL},                  /* no run to add */
         {"--threshold", "bogus=3", "--baseline", "a", "b", NULL},
         {"--threshold", "step_ms=lots", "--baseline", "a", "b", NULL},
         {"--alpha", "2", "--baseline", "a", "b", NULL},

@@ -99,6 +99,7 @@ produce() {
   keep check-slow.xml check-slow.xml
   keep check-slow.md check-slow.md
   t check-slow-json "$B/pprof-check" --json --baseline runs/onef1b4 runs/onef1b4_slow
+  t check-slow-per-step "$B/pprof-check" --per-step --baseline runs/onef1b4 runs/onef1b4_slow
   t check-shape "$B/pprof-check" --baseline runs/onef1b4 runs/gpipe2
   t check-shape-allowed "$B/pprof-check" --allow-shape-change --baseline runs/onef1b4 runs/zbh1_4
   "$B/pprof-report" -q --json -o base.json runs/onef1b4 >/dev/null 2>&1 || true
