@@ -53,6 +53,21 @@ pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char
  * a->wall_t0_ns, otherData.time_origin_ns), those overlapping the kept steps with one. */
 pp_status pp_report_chrome(const pp_analysis *a, FILE *out);
 
+/* One self-contained HTML page of the analysis (report_html.c): the run, step time and bubble,
+ * the stages with their bubble decomposition as stacked bars, the kept steps' Gantt chart as
+ * inline SVG (micro-batch labels, details on hover), links, layers, GPU, the ranges outside the
+ * pipeline, warnings; no network, no script. Numbers the summary JSON also holds carry a
+ * data-key attribute naming its field (e.g. "step_ms.median"). title: the page's (NULL: "run");
+ * command: the job's command line when known (NULL: not shown). PP_ERR_IO when writing fails. */
+typedef struct pp_report_html_opts {
+    const char *title;
+    const char *command;
+} pp_report_html_opts;
+pp_status pp_report_html(const pp_analysis *a, const pp_report_html_opts *opts, FILE *out);
+/* The Gantt chart alone, as an inline <svg> element (or a line saying no timeline was kept), for
+ * pages that show several runs (pprof-tune --auto's index). */
+pp_status pp_report_gantt_svg(const pp_analysis *a, FILE *out);
+
 /* Pairs the kept sends with their receives. Links are FIFO: the k-th send of a step on
  * (src stage, dst stage, act|grad) meets the k-th receive of that step on (dst, src, same kind).
  * recv_of[i] (caller-allocated, a->n_ops entries) becomes the index in a->ops of the receive

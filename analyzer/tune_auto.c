@@ -8,6 +8,7 @@
 
 #include "pp_report.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ typedef struct iteration {
     double p95_ns, measured_p95_ns;   /* predicted (<= 0: none) and measured p95 */
     pp_partition part;
     char plan[PATH_MAX]; /* "" for iter 0 */
+    char *gantt_svg;     /* its Gantt chart as inline SVG, for OUTDIR/index.html (NULL: none) */
 } iteration;
 
 typedef struct auto_state {
@@ -143,6 +145,30 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
                                        e->partition.S, e->partition.v, &cur->part)) != PP_OK)
         return st;
     s->n_its = it + 1;
+    /* the run's own page (DIR/report.html) and its Gantt for the index page; neither stops the
+     * loop when it cannot be written */
+    char html[PATH_MAX + 16];
+    snprintf(html, sizeof html, "%s/report.html", dir);
+    FILE *hf = fopen(html, "w");
+    char title[32];
+    snprintf(title, sizeof title, "iteration %d", it);
+    pp_report_html_opts ho = {.title = title, .command = NULL};
+    if (!hf || pp_report_html(s->an, &ho, hf) != PP_OK) {
+        note(s, "iter %d: no HTML report: %s", it, hf ? pp_error_message() : strerror(errno));
+        pp_error_clear();
+    }
+    if (hf)
+        fclose(hf);
+    size_t svg_len = 0;
+    FILE *m = open_memstream(&cur->gantt_svg, &svg_len);
+    if (m) {
+        if (pp_report_gantt_svg(s->an, m) != PP_OK)
+            pp_error_clear();
+        if (fclose(m) != 0) {
+            free(cur->gantt_svg);
+            cur->gantt_svg = NULL;
+        }
+    }
     if (ao->gantt) {
         char png[PATH_MAX + 16];
         snprintf(png, sizeof png, "%s/gantt.png", dir);
@@ -195,6 +221,74 @@ static pp_status iterate(auto_state *s, int it, int *stop, int *job_failed)
         *stop = 1;
     }
     return PP_OK;
+}
+
+/* OUTDIR/index.html: the iterations' table (predicted against measured, median and p95, the
+ * speedup) and each iteration's Gantt chart inline, with a link to its own report. */
+static void write_index(const auto_state *s)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/index.html", s->ao->outdir);
+    FILE *o = fopen(path, "w");
+    if (!o) {
+        note(s, "no index page %s: %s", path, strerror(errno));
+        return;
+    }
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
+          "pipeprof: pprof-tune --auto</title>\n<style>body{font:14px/1.45 system-ui,sans-serif;"
+          "margin:2em auto;max-width:1200px;padding:0 1em}td,th{padding:2px 8px;border-bottom:"
+          "1px solid #eee}td.n{text-align:right}th{background:#f4f4f4}h2{border-bottom:1px solid "
+          "#ccc}svg text{font:11px system-ui,sans-serif}.legend span{display:inline-block;width:12px;"
+          "height:12px;margin:0 4px 0 12px;vertical-align:middle}</style>\n</head>\n<body>\n<h1>pprof-tune "
+          "--auto</h1>\n",
+          o);
+    fprintf(o, "<p id=\"stop\">%d run(s); stopped: ", s->n_its);
+    for (const char *p = s->stop; *p; p++) { /* the loop's own text, a plan path in it */
+        if (*p == '<')
+            fputs("&lt;", o);
+        else if (*p == '>')
+            fputs("&gt;", o);
+        else if (*p == '&')
+            fputs("&amp;", o);
+        else
+            fputc(*p, o);
+    }
+    fputs("</p>\n<table id=\"iterations\">\n<tr><th>iter</th><th>schedule</th><th>M</th>"
+          "<th>v</th><th>boundaries</th><th>predicted ms</th><th>measured ms</th><th>error</th>"
+          "<th>p95 predicted</th><th>p95 measured</th><th>error</th><th>speedup</th></tr>\n",
+          o);
+    for (int i = 0; i < s->n_its; i++) {
+        const iteration *r = &s->its[i];
+        fprintf(o, "<tr%s><td>%d</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td>"
+                   "<td>%s</td><td class=\"n\" data-key=\"predicted_ms\">%.3f</td>"
+                   "<td class=\"n\" data-key=\"measured_ms\">%.3f</td><td class=\"n\">%+.2f%%</td>",
+                i == s->best ? " style=\"font-weight:bold\"" : "", r->iter,
+                pp_schedule_kind_name(r->kind), r->M, r->v, r->bounds, r->predicted_ns * 1e-6,
+                r->measured_ns * 1e-6,
+                100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns);
+        if (r->p95_ns > 0)
+            fprintf(o, "<td class=\"n\">%.3f</td><td class=\"n\">%.3f</td><td class=\"n\">%+.2f%%"
+                       "</td>",
+                    r->p95_ns * 1e-6, r->measured_p95_ns * 1e-6,
+                    100.0 * (r->measured_p95_ns - r->p95_ns) / r->p95_ns);
+        else
+            fprintf(o, "<td>&ndash;</td><td class=\"n\">%.3f</td><td>&ndash;</td>",
+                    r->measured_p95_ns * 1e-6);
+        fprintf(o, "<td class=\"n\">%.3fx%s</td></tr>\n", s->its[0].measured_ns / r->measured_ns,
+                i == s->best ? " (best)" : "");
+    }
+    fputs("</table>\n", o);
+    for (int i = 0; i < s->n_its; i++) {
+        fprintf(o, "<h2 id=\"iter%d\">Iteration %d: %s</h2>\n<p><a href=\"iter%d/report.html\">"
+                   "its report</a></p>\n",
+                i, i, s->its[i].bounds, i);
+        if (s->its[i].gantt_svg)
+            fputs(s->its[i].gantt_svg, o);
+    }
+    fprintf(o, "<footer>Written by pipeprof %s (pprof-tune --auto).</footer>\n</body>\n</html>\n",
+            PP_VERSION);
+    if (fclose(o) != 0)
+        note(s, "writing the index page %s failed", path);
 }
 
 /* The iterations' table, OUTDIR/best-plan.json and the best layout's forms. */
@@ -256,6 +350,8 @@ static pp_status print_summary(const auto_state *s, FILE *o)
                 ao->outdir, s->n_its - 1);
     else if (ao->gantt)
         fprintf(o, "Gantt chart:  %s/iter0/gantt.png\n", ao->outdir);
+    fprintf(o, "HTML:         %s/index.html (each iteration's report: iterN/report.html)\n",
+            ao->outdir);
     return PP_OK;
 }
 
@@ -273,12 +369,16 @@ pp_status pp_tune_auto(const pp_tune_auto_opts *ao, FILE *out, int *job_failed)
     for (int it = 0, stop = 0; it <= ao->max_iters && !stop; it++)
         if ((st = iterate(&s, it, &stop, job_failed)) != PP_OK)
             break;
-    if (st == PP_OK && !(*job_failed && s.n_its == 0))
+    if (st == PP_OK && !(*job_failed && s.n_its == 0)) {
         st = print_summary(&s, out);
+        write_index(&s);
+    }
     pp_extract_free(&s.e);
     pp_analysis_free(s.an);
-    for (int i = 0; i <= ao->max_iters; i++)
+    for (int i = 0; i <= ao->max_iters; i++) {
         pp_partition_free(&s.its[i].part);
+        free(s.its[i].gantt_svg);
+    }
     free(s.its);
     return st;
 }

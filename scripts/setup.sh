@@ -6,8 +6,9 @@ pkgs=(build-essential cmake pkg-config libcriterion-dev libopenblas-dev libcjson
       clang libclang-rt-dev
       openmpi-bin libopenmpi-dev # the MPI transport (pptrain --transport mpi) and its test
       zlib1g-dev # gzip-compressed PyTorch profiler traces (analyzer/kineto_json.c)
-      dpkg-dev man-db) # the Debian package (cpack's dpkg-shlibdeps) and its man pages, checked
-                       # by scripts/package_test.sh
+      dpkg-dev man-db # the Debian package (cpack's dpkg-shlibdeps) and its man pages, checked
+                      # by scripts/package_test.sh
+      chromium) # pprof-report --html opened in a real browser (tests/html/html_test.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -47,8 +47,9 @@ void fz_analyze(const char *const *paths, size_t n, const struct pp_analysis_opt
     }
     touch(a);
     pp_analysis_print(a, fz_null);
+    pp_report_html_opts ho = {.title = "fuzz <run>", .command = "job \"--x\" & <y>"};
     if (pp_report_json(a, fz_null) != PP_OK || pp_report_chrome(a, fz_null) != PP_OK ||
-        pp_report_gantt_data(a, fz_null) != PP_OK) {
+        pp_report_gantt_data(a, fz_null) != PP_OK || pp_report_html(a, &ho, fz_null) != PP_OK) {
         if (!pp_error_message()[0])
             abort();
     }

@@ -9,6 +9,7 @@
 #include "pp_analyzer.h"
 #include "pp_common.h"
 #include "pp_tool.h"
+#include "pp_json.h"
 #include "pp_report.h"
 
 #include <errno.h>
@@ -37,6 +38,7 @@ static const char *k_usage =
     "                      and script are left next to it as FILE's name with .dat and .gp\n"
     "      --gantt-data F  write the Gantt's data to F instead (the script becomes F with .gp)\n"
     "      --chrome FILE   the kept timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
+    "      --html FILE     the whole report as one self-contained HTML page (Gantt inline)\n"
     "      --steps N:M     analyze steps N..M only (N: = from N on); the pictures then show\n"
     "                      these steps (the Gantt at most 8, the Chrome trace at most 64);\n"
     "                      without it they show the last analyzed step\n"
@@ -55,7 +57,7 @@ static const char *k_usage =
     "exit codes: 0 ok, 2 bad option or a directory that cannot be analyzed,\n"
     "            3 runtime error (e.g. gnuplot not found)\n";
 
-enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_STEPS, OPT_WARMUP, OPT_RANKS,
+enum { OPT_JSON = 256, OPT_GANTT, OPT_GANTT_DATA, OPT_CHROME, OPT_HTML, OPT_STEPS, OPT_WARMUP, OPT_RANKS,
        OPT_REPLICA, OPT_DIALECT, OPT_IMPORT };
 
 /* The most inputs on the command line (a trace per rank). */
@@ -67,6 +69,7 @@ static const struct option k_opts[] = {
     {"gantt", required_argument, 0, OPT_GANTT},
     {"gantt-data", required_argument, 0, OPT_GANTT_DATA},
     {"chrome", required_argument, 0, OPT_CHROME},
+    {"html", required_argument, 0, OPT_HTML},
     {"steps", required_argument, 0, OPT_STEPS},
     {"warmup", required_argument, 0, OPT_WARMUP},
     {"ranks", required_argument, 0, OPT_RANKS},
@@ -82,7 +85,7 @@ typedef struct args {
     int n_inputs;
     const char *import;       /* --import OUTDIR */
     const char *output;     /* -o, NULL = stdout */
-    const char *gantt, *gantt_data, *chrome;
+    const char *gantt, *gantt_data, *chrome, *html;
     int json, quiet, verbose;
     int64_t step_lo, step_hi; /* 0 = not given / open */
     int64_t warmup;           /* -1 = not given */
@@ -119,6 +122,7 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_GANTT: a->gantt = optarg; break;
     case OPT_GANTT_DATA: a->gantt_data = optarg; break;
     case OPT_CHROME: a->chrome = optarg; break;
+    case OPT_HTML: a->html = optarg; break;
     case OPT_STEPS:
         return pp_tool_option_status(
             pp_tool_parse_steps(optarg, "first and last step", &a->step_lo, &a->step_hi));
@@ -168,9 +172,9 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (a->gantt_data && !a->gantt)
         return pp_tool_usage_error("--gantt-data needs --gantt");
-    static const char *const outs[] = {"-o", "--gantt", "--gantt-data", "--chrome"};
-    const char *paths[] = {a->output, a->gantt, a->gantt_data, a->chrome};
-    for (int i = 0; i < 4; i++) {
+    static const char *const outs[] = {"-o", "--gantt", "--gantt-data", "--chrome", "--html"};
+    const char *paths[] = {a->output, a->gantt, a->gantt_data, a->chrome, a->html};
+    for (int i = 0; i < 5; i++) {
         if (paths[i] && !paths[i][0])
             return pp_tool_usage_error("%s: empty file name", outs[i]);
         for (int j = 0; j < i; j++)
@@ -245,6 +249,63 @@ static pp_status write_chrome(const char *path, const pp_analysis *an)
     if (st != PP_OK)
         unlink(tmp);
     free(tmp);
+    return st;
+}
+
+/* The job's command line from the run directory's manifest.json (docs/cli/pprof-run.md), joined
+ * with spaces into buf; "" when there is none or it cannot be read (the page then omits it). */
+static void manifest_command(const char *dir, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return;
+    char path[4096], *text = NULL;
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (stat(path, &sb) != 0 || pp_json_file_read(path, "the manifest", &text) != PP_OK)
+        return;
+    cJSON *root = NULL;
+    if (pp_json_parse(text, "the manifest", &root) == PP_OK) {
+        const cJSON *cmd = pp_json_member(root, "command");
+        size_t n = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cmd) {
+            if (!cJSON_IsString(it))
+                continue;
+            int w = snprintf(buf + n, cap - n, "%s%s", n ? " " : "", it->valuestring);
+            if (w < 0 || (size_t)w >= cap - n) {
+                buf[n] = '\0';
+                break;
+            }
+            n += (size_t)w;
+        }
+        cJSON_Delete(root);
+    }
+    free(text);
+}
+
+/* The HTML page, written to a temporary file renamed over `path` once complete. */
+static pp_status write_html(const args *a, const pp_analysis *an)
+{
+    char command[4096], tmp[4096 + 32];
+    manifest_command(a->dir, command, sizeof command);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", a->html, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return PP_ERR(PP_ERR_IO, "cannot write the HTML report '%s': %s", a->html,
+                      strerror(errno));
+    const char *slash = strrchr(a->dir, '/');
+    pp_report_html_opts ho = {.title = slash && slash[1] ? slash + 1 : a->dir,
+                              .command = command};
+    pp_status st = pp_report_html(an, &ho, f);
+    if (fclose(f) != 0 && st == PP_OK)
+        st = PP_ERR(PP_ERR_IO, "writing the HTML report '%s': %s", a->html, strerror(errno));
+    if (st == PP_OK && rename(tmp, a->html) != 0)
+        st = PP_ERR(PP_ERR_IO, "cannot write the HTML report '%s': %s", a->html, strerror(errno));
+    if (st != PP_OK)
+        unlink(tmp);
+    else
+        pp_tool_note(0, "HTML report written to %s", a->html);
     return st;
 }
 
@@ -409,6 +470,8 @@ int main(int argc, char **argv)
                     "https://ui.perfetto.dev or chrome://tracing)",
                  (long long)an->kept_lo, (long long)an->kept_hi, a->chrome);
     }
+    if (st == PP_OK && a->html)
+        st = write_html(a, an);
     rc = st == PP_OK ? PP_EXIT_OK : pp_tool_fail(st);
     pp_analysis_free(an);
     pp_inputs_close(held);

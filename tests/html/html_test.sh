@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# html_test.sh BUILD: pprof-report --html opened in a real browser (issue 20). For a pipeline run
+# (the golden sim capture onef1b4) and a plain NVTX job without the convention (the analysis
+# fixture plain_nvtx.pft), writes the page, the summary JSON and the Gantt data, has headless
+# Chromium build the DOM (--dump-dom) and take a screenshot, then asserts on them: every section
+# present, every number marked data-key equal to the summary's field, one Gantt bar per op of the
+# Gantt data, a screenshot that is not blank (check_dom.py, png_not_blank.py). Exit 77 (skipped)
+# when no Chromium is installed, except under CI=true (scripts/setup.sh installs it there).
+set -euo pipefail
+build=$(cd "${1:?usage: html_test.sh BUILD}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+browser=""
+for b in chromium chromium-browser google-chrome; do
+  if command -v "$b" >/dev/null; then browser=$b; break; fi
+done
+if [ -z "$browser" ]; then
+  if [ "${CI:-}" = true ]; then echo "html_test: no Chromium (scripts/setup.sh installs it)" >&2; exit 1; fi
+  echo "html_test: skipped: no Chromium installed (apt-get install chromium)"
+  exit 77
+fi
+py=${PPROF_PYTHON:-python3}
+work=$(mktemp -d /tmp/pp_html.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+# headless Chromium as root needs --no-sandbox; its own profile dir, no first-run noise
+chrome() {
+  HOME="$work" timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+    --user-data-dir="$work/profile" --no-first-run --window-size=1280,2400 "$@" 2>"$work/chrome.err"
+}
+cp -r "$root/tests/golden/runs/onef1b4" pipe
+"$build/tools/pprof-report" pipe -q --html pipe.html --json -o pipe.json --gantt pipe.png \
+  --gantt-data pipe.dat
+chrome --dump-dom "file://$work/pipe.html" >pipe.dom
+ops=$(grep -vc '^#' pipe.dat)
+"$py" "$here/check_dom.py" pipe.dom pipe.json --pipeline --ops "$ops"
+chrome --screenshot="$work/pipe-shot.png" "file://$work/pipe.html" >/dev/null
+"$py" "$here/png_not_blank.py" pipe-shot.png 8
+mkdir plain
+cp "$root/tests/data/fuzz/analysis/plain_nvtx.pft" plain/
+"$build/tools/pprof-report" plain -q --html plain.html --json -o plain.json
+chrome --dump-dom "file://$work/plain.html" >plain.dom
+"$py" "$here/check_dom.py" plain.dom plain.json --generic
+echo "html_test: ok ($browser)"
