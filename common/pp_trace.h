@@ -399,6 +399,9 @@ const pp_trace_header *pp_trace_reader_header(const pp_trace_reader *r);
 pp_status pp_trace_reader_next(pp_trace_reader *r, pp_trace_block *b, bool *got);
 /* Damage seen so far (final once next reports the end). */
 const pp_trace_damage *pp_trace_reader_damage(const pp_trace_reader *r);
+/* Bytes of valid blocks all readers of this process have handed out so far (several passes over a
+ * file count each time): what the tools' progress line shows. */
+uint64_t pp_trace_bytes_read(void);
 void pp_trace_reader_close(pp_trace_reader *r);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #include "trace_internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,14 @@ const pp_trace_damage *pp_trace_reader_damage(const pp_trace_reader *r)
     return r ? &r->damage : NULL;
 }
 
+/* Bytes of valid blocks handed out by every reader of the process (the tools' progress line). */
+static _Atomic uint64_t g_bytes_read;
+
+uint64_t pp_trace_bytes_read(void)
+{
+    return atomic_load_explicit(&g_bytes_read, memory_order_relaxed);
+}
+
 pp_status pp_trace_reader_next(pp_trace_reader *r, pp_trace_block *b, bool *got)
 {
     if (!r || !b || !got)
@@ -326,6 +335,8 @@ pp_status pp_trace_reader_next(pp_trace_reader *r, pp_trace_block *b, bool *got)
                 continue;
             }
             d->blocks_ok++;
+            atomic_fetch_add_explicit(&g_bytes_read, BLK_BYTES + bh.payload_bytes,
+                                      memory_order_relaxed);
             b->h = bh;
             b->offset = off;
             b->payload = payload;

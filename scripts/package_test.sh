@@ -4,7 +4,7 @@
 # `cpack -G DEB`, checks the package's metadata and that apt can resolve its dependencies on this
 # machine (`apt-get install --simulate`), then unpacks it into an empty prefix and, from the
 # installed paths only (a scratch working directory, no build tree on PATH, no PPROF_LIB), runs
-# every tool's --version, `pprof-run -- pptrain ...`, `pprof-report` (table, JSON, Gantt chart),
+# every tool's --version, `pprof-run -- pptrain ...`, `pprof-report` (table, JSON, Gantt chart, HTML),
 # `pprof-tune` on the run, and `man` on every page. With PPROF_PACKAGE_INSTALL=1 (CI sets it when
 # it runs as root) it also installs the package with apt-get, runs the tools from /usr/bin and
 # purges it again.
@@ -68,6 +68,8 @@ check_installed() { # bin-dir man-dir (empty: the man pages are not checked)
     grep -q "\"pipeprof_version\": \"$version\"" summary.json || fail "the summary has no version"
     pprof-report run -q --gantt gantt.png || fail "pprof-report --gantt failed"
     [ -s gantt.png ] || fail "no Gantt chart"
+    pprof-report run -q --html report.html || fail "pprof-report --html failed"
+    grep -q '<svg id="gantt-svg"' report.html || fail "the HTML report has no Gantt chart"
     pprof-tune -q run -o plan.json >/dev/null || fail "pprof-tune failed"
     grep -q '"boundaries"' plan.json || fail "no plan"
     for t in pprof-run pprof-report pprof-tune pprof-check pptrain; do
@@ -82,7 +84,7 @@ prefix=$(mktemp -d /tmp/pp_pkg_prefix.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 dpkg-deb -x "$deb" "$prefix"
 check_installed "$prefix/usr/bin" "$prefix/usr/share/man"
-say "unpacked into an empty prefix: --version, pprof-run -- pptrain, pprof-report, --gantt, pprof-tune, man: ok"
+say "unpacked into an empty prefix: --version, pprof-run -- pptrain, pprof-report, --gantt, --html, pprof-tune, man: ok"
 
 if [ "${PPROF_PACKAGE_INSTALL:-0}" = 1 ]; then
   [ "$(id -u)" = 0 ] || fail "PPROF_PACKAGE_INSTALL=1 needs root"

@@ -40,8 +40,19 @@ enum { PP_TOOL_OPT_VERSION = 0x10000 };
 /* Prints "NAME (pipeprof) VERSION" and the git commit the tool was built from, when known. */
 void pp_tool_print_version(void);
 
+/* Progress of long work on a terminal: after start, a line on stderr, rewritten every half
+ * second once the work has taken a second, says what is being done, the trace bytes read so far
+ * and their rate, and the time spent ("pprof-report: analysing 3 trace files: 1.8 GB read
+ * (610 MB/s), 3.0 s"); stop erases it. Shown only when stderr is a terminal and -q was not given;
+ * PPROF_PROGRESS=never turns it off, =always shows it anyway, at once and each 100 ms (tests).
+ * phase changes the words on the line. Safe to call when it is off; start/stop do not nest. */
+void pp_tool_progress_start(const char *what);
+void pp_tool_progress_phase(const char *what);
+void pp_tool_progress_stop(void);
+
 /* The getopt_long results every command handles alike: 'q' and 'v' set *quiet and *verbose
- * (PP_TOOL_GO_ON), 'h' prints `usage` on stdout (PP_EXIT_OK), --version the version (PP_EXIT_OK), ':' is "option 'X' needs a
+ * (PP_TOOL_GO_ON), 'h' prints `usage` on stdout (PP_EXIT_OK), --version the version
+ * (PP_EXIT_OK), ':' is "option 'X' needs a
  * value" and anything else "unknown option 'X'" (PP_EXIT_USAGE). For the default case. */
 int pp_tool_option_common(int c, char **argv, const char *usage, int *quiet, int *verbose);
 

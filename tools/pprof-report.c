@@ -437,9 +437,13 @@ int main(int argc, char **argv)
 
     pp_analysis *an = NULL;
     pp_inputs *held = NULL; /* converted PyTorch traces, read again by the Chrome export */
+    char what[64];
+    snprintf(what, sizeof what, "analysing %s", a->n_inputs > 1 ? "the trace files" : a->dir);
+    pp_tool_progress_start(what);
     pp_status st = a->import ? import_and_analyze(a, &o, &an)
                              : pp_analyze_inputs_held(a->inputs, (size_t)a->n_inputs, &o, &an,
                                                       &held);
+    pp_tool_progress_stop();
     if (st != PP_OK) {
         if (a->n_ranks)
             pp_error_wrap(st, "with --ranks %s", a->ranks_arg);

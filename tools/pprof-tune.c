@@ -329,9 +329,12 @@ static int run_tune(const args *a)
 {
     pp_analysis *an = NULL;
     pp_extract e;
+    pp_tool_progress_start("analysing the run");
     pp_status st = pp_tune_load_run(&a->tune, a->dirs[0], &an, &e);
-    if (st != PP_OK)
+    if (st != PP_OK) {
+        pp_tool_progress_stop();
         return pp_tool_fail(st);
+    }
     pp_tune_search s;
     memset(&s, 0, sizeof s);
     if (a->export_costs) {
@@ -341,7 +344,10 @@ static int run_tune(const args *a)
         }
         pp_tool_note(0, "costs written to %s", a->export_costs);
     }
-    if ((st = pp_tune_search_run(&a->tune, a->dirs[0], &e, &s)) != PP_OK)
+    pp_tool_progress_phase("searching layouts");
+    st = pp_tune_search_run(&a->tune, a->dirs[0], &e, &s);
+    pp_tool_progress_stop();
+    if (st != PP_OK)
         goto done;
     pp_tune_search_print(&a->tune, a->dirs[0], &e, &s, stdout);
     if (a->output) {
@@ -354,6 +360,7 @@ static int run_tune(const args *a)
                    a->output, a->output);
     }
 done:
+    pp_tool_progress_stop();
     pp_tune_search_free(&s);
     pp_extract_free(&e);
     pp_analysis_free(an);

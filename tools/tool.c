@@ -3,17 +3,21 @@
  * keep the previous one as DIR.old (pprof-run's run directory, pprof-tune --auto's OUTDIR). */
 #define _GNU_SOURCE /* nftw */
 #include "pp_tool.h"
+#include "pp_trace.h"
 #include "pp_version.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 int pp_tool_verbose, pp_tool_quiet;
 static const char *g_name = "pipeprof";
@@ -49,6 +53,97 @@ void pp_tool_note(int verbose_only, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* ---- progress on a terminal --------------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    int running, stop, always, shown;
+    char what[128];
+} g_prog = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *progress_thread(void *arg)
+{
+    (void)arg;
+    double t0 = now_s(), delay = g_prog.always ? 0.0 : 1.0, every = g_prog.always ? 0.1 : 0.5;
+    uint64_t b0 = pp_trace_bytes_read();
+    pthread_mutex_lock(&g_prog.mu);
+    /* with =always the line is shown at least once, however soon the work ends (tests) */
+    for (int first = g_prog.always; first || !g_prog.stop; first = 0) {
+        double t = now_s() - t0;
+        if (t >= delay) {
+            double mb = (double)(pp_trace_bytes_read() - b0) / 1e6;
+            if (mb > 0)
+                fprintf(stderr, "\r%s: %s: %.1f MB read (%.0f MB/s), %.1f s\033[K", g_name,
+                        g_prog.what, mb, t > 0 ? mb / t : 0.0, t);
+            else
+                fprintf(stderr, "\r%s: %s: %.1f s\033[K", g_name, g_prog.what, t);
+            fflush(stderr);
+            g_prog.shown = 1;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double wait = t < delay ? delay - t : every;
+        until.tv_sec += (time_t)wait;
+        until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_prog.cv, &g_prog.mu, &until);
+    }
+    pthread_mutex_unlock(&g_prog.mu);
+    return NULL;
+}
+
+void pp_tool_progress_start(const char *what)
+{
+    const char *env = getenv("PPROF_PROGRESS");
+    int always = env && strcmp(env, "always") == 0;
+    if (g_prog.running || (env && strcmp(env, "never") == 0) ||
+        (!always && (pp_tool_quiet || !isatty(STDERR_FILENO))))
+        return;
+    g_prog.always = always;
+    g_prog.stop = 0;
+    g_prog.shown = 0;
+    snprintf(g_prog.what, sizeof g_prog.what, "%s", what ? what : "working");
+    /* a thread that cannot be had means no progress line, never a failure */
+    g_prog.running = pthread_create(&g_prog.th, NULL, progress_thread, NULL) == 0;
+}
+
+void pp_tool_progress_phase(const char *what)
+{
+    if (!g_prog.running)
+        return;
+    pthread_mutex_lock(&g_prog.mu);
+    snprintf(g_prog.what, sizeof g_prog.what, "%s", what ? what : "working");
+    pthread_mutex_unlock(&g_prog.mu);
+}
+
+void pp_tool_progress_stop(void)
+{
+    if (!g_prog.running)
+        return;
+    pthread_mutex_lock(&g_prog.mu);
+    g_prog.stop = 1;
+    pthread_cond_signal(&g_prog.cv);
+    pthread_mutex_unlock(&g_prog.mu);
+    pthread_join(g_prog.th, NULL);
+    g_prog.running = 0;
+    if (g_prog.shown) { /* erase the line on a terminal; end it elsewhere (always) */
+        fputs(isatty(STDERR_FILENO) ? "\r\033[K" : "\n", stderr);
+        fflush(stderr);
+    }
 }
 
 /* ---- options ---------------------------------------------------------------------------- */
