@@ -485,6 +485,8 @@ void an_finalize(state *st, bucket *b);
  * of memory. */
 int an_match_transfers(state *st, const pp_aop *ops, size_t n);
 /* The accumulators into st->a. */
+/* The step times' regimes (regime.c) into a->regimes, and a warning when there are two. */
+void an_regimes(pp_analysis *a);
 void an_results(state *st);
 
 /* ---- bubble.c: the decomposition ---- */

@@ -222,6 +222,22 @@ typedef struct pp_amark {
     uint64_t count;
 } pp_amark;
 
+/* Two speed regimes in the step times (regime.c, docs/metrics.md "Regimes"): found = 1 when the
+ * steps split into a fast and a slow group, well apart (separation: Ashman's D on the log step
+ * times, >= 3) and in stretches of consecutive steps (switches: regime changes between steps). */
+typedef struct pp_aregimes {
+    int found;
+    size_t n_fast, n_slow;
+    double fast_median_ns, slow_median_ns;
+    double slow_share; /* n_slow / the steps */
+    double separation;
+    size_t switches;
+} pp_aregimes;
+
+/* The regime test on n step times in step order; out is zeroed, then filled (found = 0 when there
+ * are fewer than 10 steps or no two regimes). PP_ERR_NOMEM only. */
+pp_status pp_step_regimes(const double *step_ns, size_t n, pp_aregimes *out);
+
 typedef struct pp_analysis_options {
     int warmup;          /* steps skipped at the start (default 1) */
     int64_t step_lo, step_hi; /* only these steps (0 = no bound) */
@@ -302,6 +318,7 @@ typedef struct pp_analysis {
     pp_amark *marks;
     uint64_t generic_ranges;  /* ranges the generic view counted (all rows) */
     double wall_t0_ns, wall_ns; /* the run's span (docs/metrics.md): start, length */
+    pp_aregimes regimes;        /* of the analyzed steps' times */
 } pp_analysis;
 
 /* Analyzes every .pft file of `dir`; `dir` may also be a directory of PyTorch profiler traces

@@ -220,6 +220,17 @@ static pp_status json_aggregates(pp_json_writer *w, const pp_analysis *a)
     put_stats(w, "imbalance", &st, 1.0);
     pp_json_put_real_pos(w, "samples_per_s", a->samples_per_s);
     pp_json_put_real_pos(w, "tokens_per_s", a->tokens_per_s);
+    if (a->regimes.found) { /* two speed regimes (regime.c): only when found */
+        const pp_aregimes *g = &a->regimes;
+        pp_json_object_inline(w, "regimes");
+        pp_json_put_uint(w, "fast_steps", g->n_fast);
+        pp_json_put_real(w, "fast_median_ms", g->fast_median_ns * 1e-6);
+        pp_json_put_uint(w, "slow_steps", g->n_slow);
+        pp_json_put_real(w, "slow_median_ms", g->slow_median_ns * 1e-6);
+        pp_json_put_real(w, "separation", g->separation);
+        pp_json_put_uint(w, "switches", g->switches);
+        pp_json_end(w);
+    }
     pp_json_end(w);
     free(v);
     return PP_OK;

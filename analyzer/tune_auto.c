@@ -26,6 +26,7 @@ typedef struct iteration {
     pp_partition part;
     char plan[PATH_MAX]; /* "" for iter 0 */
     char *gantt_svg;     /* its Gantt chart as inline SVG, for OUTDIR/index.html (NULL: none) */
+    pp_aregimes regimes; /* its steps' speed regimes (regime.c) */
 } iteration;
 
 typedef struct auto_state {
@@ -140,6 +141,7 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
     cur->v = e->partition.v;
     cur->measured_ns = e->measured_step_ns;
     cur->measured_p95_ns = e->measured_p95_ns;
+    cur->regimes = s->an->regimes;
     pp_partition_format(&e->partition, cur->bounds, sizeof cur->bounds);
     if ((st = pp_partition_from_bounds(e->partition.bounds, e->partition.P + 1, e->partition.L,
                                        e->partition.S, e->partition.v, &cur->part)) != PP_OK)
@@ -317,6 +319,21 @@ static pp_status print_summary(const auto_state *s, FILE *o)
                 r->predicted_ns * 1e-6, r->measured_ns * 1e-6,
                 100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns, p95[0], p95[1],
                 p95[2], its[0].measured_ns / r->measured_ns, i == best ? "  <- best" : "");
+    }
+    /* a run in two speed regimes: its median is the mixture's, so the prediction is set against
+     * each regime too (docs/metrics.md "Regimes") */
+    for (int i = 0; i < s->n_its; i++) {
+        const iteration *r = &its[i];
+        const pp_aregimes *g = &r->regimes;
+        if (!g->found)
+            continue;
+        fprintf(o, "iter %d: two speed regimes in its steps (the machine changed speed): %zu at "
+                   "%.3f ms, %zu at %.3f ms; predicted %.3f ms is %+.2f%% from the fast one, "
+                   "%+.2f%% from the slow one\n",
+                r->iter, g->n_fast, g->fast_median_ns * 1e-6, g->n_slow,
+                g->slow_median_ns * 1e-6, r->predicted_ns * 1e-6,
+                100.0 * (g->fast_median_ns - r->predicted_ns) / r->predicted_ns,
+                100.0 * (g->slow_median_ns - r->predicted_ns) / r->predicted_ns);
     }
     char best_plan[PATH_MAX + 32];
     snprintf(best_plan, sizeof best_plan, "%s/best-plan.json", ao->outdir);
