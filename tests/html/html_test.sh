@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # html_test.sh BUILD: pprof-report --html opened in a real browser (issue 20). For a pipeline run
-# (the golden sim capture onef1b4) and a plain NVTX job without the convention (the analysis
-# fixture plain_nvtx.pft), writes the page, the summary JSON and the Gantt data, has headless
+# (the golden sim capture onef1b4), the README's main job (captured here, 12 steps) and a plain
+# NVTX job without the convention (the analysis fixture plain_nvtx.pft), writes the page, the summary JSON and the Gantt data, has headless
 # Chromium build the DOM (--dump-dom) and take a screenshot, then asserts on them: every section
 # present, every number marked data-key equal to the summary's field, one Gantt bar per op of the
 # Gantt data, a screenshot that is not blank (check_dom.py, png_not_blank.py). Exit 77 (skipped)
@@ -36,6 +36,14 @@ ops=$(grep -vc '^#' pipe.dat)
 "$py" "$here/check_dom.py" pipe.dom pipe.json --pipeline --ops "$ops"
 chrome --screenshot="$work/pipe-shot.png" "file://$work/pipe.html" >/dev/null
 "$py" "$here/png_not_blank.py" pipe-shot.png 8
+# the README's main job (scripts/demo.sh's command, fewer steps), captured here
+"$build/tools/pprof-run" -q -o main -- "$build/tools/pptrain" --model tiny --vocab 4096 --stages 2 \
+  --microbatches 8 --schedule 1f1b --steps 12 >main.log 2>&1 || { cat main.log >&2; exit 1; }
+"$build/tools/pprof-report" main -q --html main.html --json -o main.json --gantt main.png \
+  --gantt-data main.dat
+chrome --dump-dom "file://$work/main.html" >main.dom
+"$py" "$here/check_dom.py" main.dom main.json --pipeline --ops "$(grep -vc '^#' main.dat)"
+grep -q 'pptrain --model tiny --vocab 4096' main.dom || { echo "html_test: no command" >&2; exit 1; }
 mkdir plain
 cp "$root/tests/data/fuzz/analysis/plain_nvtx.pft" plain/
 "$build/tools/pprof-report" plain -q --html plain.html --json -o plain.json
