@@ -277,6 +277,9 @@ pp_status pp_check_write_table(const pp_check_result *r, FILE *out);
 pp_status pp_check_write_json(const pp_check_result *r, FILE *out);
 pp_status pp_check_write_junit(const pp_check_result *r, FILE *out);
 pp_status pp_check_write_markdown(const pp_check_result *r, FILE *out);
+/* One self-contained HTML page (check_html.c): verdict, runs, test, every metric with its change
+ * drawn against its threshold, notes; numbers carry data-key = their JSON report's field. */
+pp_status pp_check_write_html(const pp_check_result *r, FILE *out);
 
 /* ---- history and change points (check_history.c) ----------------------------------------- */
 

@@ -59,6 +59,7 @@ static const char *k_usage =
     "      --json                the comparison as JSON (docs/cli/pprof-check.md) on stdout\n"
     "      --junit FILE          also write JUnit XML (one test case per metric)\n"
     "      --markdown FILE       also write a Markdown report (PR comments, CI step summaries)\n"
+    "      --html FILE           also write the comparison as a self-contained HTML page\n"
     "      --dialect FILE        a dialect file naming the runs' pipeline ranges (docs/dialects.md)\n"
     "      --history DIR         the history: one summary per commit or CI run in DIR; without\n"
     "                            --record, find each metric's change points (E-Divisive means,\n"
@@ -80,7 +81,7 @@ static const char *k_usage =
 
 enum {
     OPT_SAVE = 256, OPT_THRESHOLD, OPT_ALPHA, OPT_NO_HOLM, OPT_BOOTSTRAP, OPT_SEED, OPT_ALLOW,
-    OPT_WARMUP, OPT_JSON, OPT_JUNIT, OPT_MARKDOWN, OPT_DIALECT, OPT_ADD, OPT_PER_STEP,
+    OPT_WARMUP, OPT_JSON, OPT_JUNIT, OPT_MARKDOWN, OPT_HTML, OPT_DIALECT, OPT_ADD, OPT_PER_STEP,
     OPT_POWER, OPT_HISTORY, OPT_RECORD, OPT_LABEL, OPT_TIME, OPT_CHART, OPT_PERMUTATIONS,
     OPT_MIN_SEGMENT
 };
@@ -99,6 +100,7 @@ static const struct option k_opts[] = {
     {"json", no_argument, 0, OPT_JSON},
     {"junit", required_argument, 0, OPT_JUNIT},
     {"markdown", required_argument, 0, OPT_MARKDOWN},
+    {"html", required_argument, 0, OPT_HTML},
     {"dialect", required_argument, 0, OPT_DIALECT},
     {"add-run", no_argument, 0, OPT_ADD},
     {"per-step", no_argument, 0, OPT_PER_STEP},
@@ -114,7 +116,7 @@ static const struct option k_opts[] = {
 };
 
 typedef struct args {
-    const char *baseline, *save, *output, *junit, *markdown;
+    const char *baseline, *save, *output, *junit, *markdown, *html;
     const char *history, *label, *time, *chart;
     const char **runs; /* the positional runs (and --save-baseline's), n_runs of them */
     size_t n_runs;
@@ -153,6 +155,7 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_JSON: a->json = 1; break;
     case OPT_JUNIT: a->junit = optarg; break;
     case OPT_MARKDOWN: a->markdown = optarg; break;
+    case OPT_HTML: a->html = optarg; break;
     case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     case OPT_ADD: a->add = 1; break;
     case OPT_PER_STEP: a->opt.per_step = 1; break;
@@ -192,7 +195,7 @@ static int entry_text_ok(const char *s, size_t cap)
 /* What the modes take: the checks after getopt. Returns PP_TOOL_GO_ON or an exit code. */
 static int check_modes(args *a)
 {
-    int outputs = a->json || a->junit || a->markdown;
+    int outputs = a->json || a->junit || a->markdown || a->html;
     if ((a->label || a->time) && !a->record)
         return pp_tool_usage_error("--label and --time name a --history --record entry");
     if ((a->chart || a->record) && !a->history)
@@ -265,6 +268,7 @@ static pp_status w_table(const void *o, FILE *f) { return pp_check_write_table(o
 static pp_status w_json(const void *o, FILE *f) { return pp_check_write_json(o, f); }
 static pp_status w_junit(const void *o, FILE *f) { return pp_check_write_junit(o, f); }
 static pp_status w_md(const void *o, FILE *f) { return pp_check_write_markdown(o, f); }
+static pp_status w_html(const void *o, FILE *f) { return pp_check_write_html(o, f); }
 static pp_status w_base(const void *o, FILE *f)
 {
     return pp_check_baseline_write(o, PP_VERSION, f);
@@ -431,6 +435,8 @@ int main(int argc, char **argv)
         st = emit(a.junit, "JUnit report", w_junit, res);
     if (st == PP_OK && a.markdown)
         st = emit(a.markdown, "Markdown report", w_md, res);
+    if (st == PP_OK && a.html)
+        st = emit(a.html, "HTML report", w_html, res);
     if (st != PP_OK) {
         rc = pp_tool_fail(st);
         goto done;

@@ -1,7 +1,9 @@
-"""check_dom.py DOM.html SUMMARY.json [--pipeline|--generic] [--ops N]: asserts on the DOM that
-headless Chromium built from pprof-report --html's page (tests/html/html_test.sh): the sections
-are there, every number marked data-key equals the summary JSON's field of that name (as printed,
-to the page's precision), the Gantt holds one bar per kept op. Exit 0, or 1 with the reasons."""
+"""check_dom.py DOM.html JSON [--pipeline|--generic|--check] [--ops N]: asserts on the DOM that
+headless Chromium built from pprof-report --html's page (--pipeline, --generic: JSON is the
+summary) or pprof-check --html's (--check: JSON is its --json report), for tests/html/html_test.sh:
+the sections are there, every value marked data-key equals the JSON's field of that name (numbers
+as printed, to the page's precision; texts exactly), the Gantt holds one bar per kept op. Exit 0,
+or 1 with the reasons."""
 import json
 import re
 import sys
@@ -29,9 +31,16 @@ class Dom(HTMLParser):
             self.text.append(data)
 
     def handle_endtag(self, tag):
-        if self.key is not None and tag in ("td", "span"):
+        if self.key is not None and tag in ("td", "span", "p"):
             self.keys[self.key] = "".join(self.text).strip()
             self.key = None
+
+
+def path(root, key):
+    node = root
+    for part in key.split("."):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
 
 
 def field(summary, key):
@@ -56,17 +65,33 @@ def main():
     d.feed(open(dom_path, encoding="utf-8").read())
     s = json.load(open(summary_path, encoding="utf-8"))
     bad = []
-    need = {"run", "warnings"} | ({"summary", "stages", "gantt", "gantt-svg", "bubble-bars"}
-                                  if mode == "--pipeline" else {"no-pipeline", "ranges"})
+    if mode == "--check":
+        need = {"result", "sides", "metrics", "notes"}
+    else:
+        need = {"run", "warnings"} | ({"summary", "stages", "gantt", "gantt-svg", "bubble-bars"}
+                                      if mode == "--pipeline" else {"no-pipeline", "ranges"})
     for i in sorted(need - d.ids):
         bad.append("section #%s missing" % i)
     if mode == "--pipeline" and len(d.keys) < 10:
         bad.append("only %d numbers marked" % len(d.keys))
     for key, shown in sorted(d.keys.items()):
         try:
-            v = field(s, key)
-        except (KeyError, IndexError, TypeError):
-            bad.append("%s: no such field in the summary" % key)
+            v = path(s, key) if mode == "--check" else field(s, key)
+        except (KeyError, IndexError, TypeError, ValueError):
+            bad.append("%s: no such field in the JSON" % key)
+            continue
+        if isinstance(v, str):
+            if shown != v:
+                bad.append("%s: page %r, JSON %r" % (key, shown, v))
+            continue
+        if v is None:
+            if shown not in ("\u2013", "-"):
+                bad.append("%s: page %r, JSON null" % (key, shown))
+            continue
+        if mode == "--check":  # %g-style: four or more significant digits
+            m = re.match(r"^[-+]?[0-9.]+(e[-+]?[0-9]+)?", shown)
+            if not m or abs(float(m.group(0)) - v) > 6e-4 * abs(v) + 1e-12:
+                bad.append("%s: page %s, JSON %r" % (key, shown, v))
             continue
         m = re.match(r"^-?[0-9]+(\.([0-9]+))?", shown)
         if not m:

@@ -44,6 +44,13 @@ chrome --screenshot="$work/pipe-shot.png" "file://$work/pipe.html" >/dev/null
 chrome --dump-dom "file://$work/main.html" >main.dom
 "$py" "$here/check_dom.py" main.dom main.json --pipeline --ops "$(grep -vc '^#' main.dat)"
 grep -q 'pptrain --model tiny --vocab 4096' main.dom || { echo "html_test: no command" >&2; exit 1; }
+# pprof-check's comparison page: a 5% slower stage against its baseline (golden runs)
+cp -r "$root/tests/golden/runs/onef1b4_slow" slow
+rc=0
+"$build/tools/pprof-check" -q --baseline pipe slow --html check.html --json -o check.json || rc=$?
+[ "$rc" = 1 ] || { echo "html_test: pprof-check exit $rc, 1 expected (a regression)" >&2; exit 1; }
+chrome --dump-dom "file://$work/check.html" >check.dom
+"$py" "$here/check_dom.py" check.dom check.json --check
 mkdir plain
 cp "$root/tests/data/fuzz/analysis/plain_nvtx.pft" plain/
 "$build/tools/pprof-report" plain -q --html plain.html --json -o plain.json

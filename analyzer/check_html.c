@@ -1,0 +1,187 @@
+/* check_html.c: pprof-check's comparison as one self-contained HTML page
+ * (pp_check_write_html, pp_check.h; docs/cli/pprof-check.md "HTML"): the verdict, both sides,
+ * the test, then every metric with its change drawn against its threshold (inline SVG, no
+ * script, nothing fetched), its test, p-values, interval and verdict, and the notes. The numbers
+ * carry data-key attributes named after the JSON report's fields ("metrics.3.change"), so that a
+ * test can set the page against --json (tests/html/html_test.sh). */
+#include "check_internal.h"
+#include "pp_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static void esc(FILE *o, const char *s)
+{
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '&': fputs("&amp;", o); break;
+        case '<': fputs("&lt;", o); break;
+        case '>': fputs("&gt;", o); break;
+        case '"': fputs("&quot;", o); break;
+        case '\'': fputs("&#39;", o); break;
+        default: fputc(c < 0x20 && c != '\t' ? '?' : c, o);
+        }
+    }
+}
+
+/* A number in a cell: %.4g of finite values, a dash otherwise; key (may be NULL) its JSON path. */
+static void cell(FILE *o, const char *key, double v, const char *fmt)
+{
+    fputs("<td class=\"n\"", o);
+    if (key)
+        fprintf(o, " data-key=\"%s\"", key);
+    fputc('>', o);
+    if (isfinite(v))
+        fprintf(o, fmt, v);
+    else
+        fputs("&ndash;", o);
+    fputs("</td>", o);
+}
+
+static const char *verdict_colour(pp_check_verdict v)
+{
+    switch (v) {
+    case PP_VERDICT_REGRESSION: return "#d62728";
+    case PP_VERDICT_IMPROVEMENT: return "#2ca02c";
+    case PP_VERDICT_NOISE: return "#ff7f0e";
+    case PP_VERDICT_CHANGED: return "#9467bd";
+    default: return "#7f7f7f";
+    }
+}
+
+/* The change against its threshold: a bar from 0 to the change, the band +-threshold shaded,
+ * on a scale of the largest of the page's |change| and thresholds. */
+static void change_bar(FILE *o, const pp_check_row *r, double scale)
+{
+    const double W = 160, mid = W / 2;
+    fprintf(o, "<td><svg class=\"bar\" width=\"%.0f\" height=\"14\" "
+               "xmlns=\"http://www.w3.org/2000/svg\">",
+            W);
+    if (scale > 0 && isfinite(r->threshold)) {
+        double t = fmin(r->threshold / scale, 1.0) * mid;
+        fprintf(o, "<rect x=\"%.1f\" y=\"0\" width=\"%.1f\" height=\"14\" fill=\"#eee\"/>",
+                mid - t, 2 * t);
+    }
+    if (scale > 0 && isfinite(r->change)) {
+        double c = fmax(-1.0, fmin(r->change / scale, 1.0)) * mid;
+        fprintf(o, "<rect x=\"%.1f\" y=\"3\" width=\"%.1f\" height=\"8\" fill=\"%s\">"
+                   "<title>%+.3g%s (threshold %.3g)</title></rect>",
+                c < 0 ? mid + c : mid, fabs(c) < 0.5 ? 0.5 : fabs(c), verdict_colour(r->verdict),
+                r->change, r->absolute ? " points" : "%", r->threshold);
+    }
+    fprintf(o, "<line x1=\"%.0f\" y1=\"0\" x2=\"%.0f\" y2=\"14\" stroke=\"#555\"/></svg></td>",
+            mid, mid);
+}
+
+pp_status pp_check_write_html(const pp_check_result *r, FILE *o)
+{
+    int fail = r->n_regressions > 0;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<title>pipeprof: pprof-check</title>\n<style>body{font:14px/1.45 system-ui,"
+          "sans-serif;margin:2em auto;max-width:1300px;padding:0 1em;color:#222}td,th{padding:"
+          "2px 8px;border-bottom:1px solid #eee;text-align:left}td.n{text-align:right;"
+          "font-variant-numeric:tabular-nums}td,th{white-space:nowrap}th{background:#f4f4f4}"
+          "h2{border-bottom:1px solid "
+          "#ccc}.verdict{font-size:1.3em;font-weight:bold}.kv td:first-child{color:#555}"
+          "</style>\n</head>\n<body>\n<h1>pprof-check</h1>\n",
+          o);
+    fprintf(o, "<p id=\"result\" class=\"verdict\" data-key=\"result\" style=\"color:%s\">%s</p>\n",
+            fail ? "#d62728" : "#2ca02c", fail ? "fail" : "pass");
+    fprintf(o, "<p>%d regression(s), %d improvement(s), %d change(s) within noise, %d untested "
+               "change(s), %d metric(s) tested.</p>\n",
+            r->n_regressions, r->n_improvements, r->n_noise, r->n_changed, r->n_tested);
+    fputs("<h2 id=\"sides\">Runs</h2>\n<table class=\"kv\">\n", o);
+    const char *const side[2] = {"baseline", "current"};
+    const char *const src[2] = {r->base_source, r->cur_source};
+    const char *const kind[2] = {r->base_kind, r->cur_kind};
+    const char *const shape[2] = {r->base_shape, r->cur_shape};
+    const size_t runs[2] = {r->base_runs, r->cur_runs}, steps[2] = {r->base_steps, r->cur_steps};
+    for (int i = 0; i < 2; i++) {
+        fprintf(o, "<tr><td>%s</td><td>", side[i]);
+        esc(o, src[i]);
+        fputs(" (", o);
+        esc(o, kind[i]);
+        fprintf(o, "): <span data-key=\"%s.runs\">%zu</span> run(s), %zu steps, ", side[i],
+                runs[i], steps[i]);
+        esc(o, shape[i]);
+        fputs("</td></tr>\n", o);
+    }
+    fprintf(o, "<tr><td>test</td><td>%s, two-sided, alpha %g%s, power %g</td></tr>\n</table>\n",
+            r->per_step ? "Mann-Whitney U on the per-step samples"
+            : r->threshold_only ? "none: one run a side, the thresholds alone decide"
+                                : "Welch's t on the runs' medians",
+            r->alpha, r->holm ? ", Holm-adjusted" : "", r->power);
+    double scale = 0;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        if (isfinite(r->rows[i].change))
+            scale = fmax(scale, fabs(r->rows[i].change));
+        if (isfinite(r->rows[i].threshold))
+            scale = fmax(scale, r->rows[i].threshold);
+    }
+    fputs("<h2 id=\"metrics\">Metrics</h2>\n<table>\n<tr><th>metric</th><th>baseline</th>"
+          "<th>current</th><th>unit</th><th>change</th><th>against the threshold</th>"
+          "<th>threshold</th><th>test</th><th>p</th><th>p adjusted</th><th>interval</th>"
+          "<th>runs needed</th><th>verdict</th></tr>\n",
+          o);
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const pp_check_row *w = &r->rows[i];
+        char key[64];
+        fputs("<tr><td>", o);
+        esc(o, w->name);
+        fputs("</td>", o);
+        snprintf(key, sizeof key, "metrics.%zu.baseline", i);
+        cell(o, key, w->base, "%.6g");
+        snprintf(key, sizeof key, "metrics.%zu.current", i);
+        cell(o, key, w->cur, "%.6g");
+        fputs("<td>", o);
+        esc(o, w->unit);
+        fputs("</td>", o);
+        snprintf(key, sizeof key, "metrics.%zu.change", i);
+        cell(o, key, w->change, w->absolute ? "%+.4g pt" : "%+.4g%%");
+        change_bar(o, w, scale);
+        cell(o, NULL, w->threshold, w->absolute ? "%.4g pt" : "%.4g%%");
+        fputs("<td>", o);
+        esc(o, w->test ? w->test : "");
+        fputs("</td>", o);
+        snprintf(key, sizeof key, "metrics.%zu.p", i);
+        cell(o, key, w->p, "%.3g");
+        snprintf(key, sizeof key, "metrics.%zu.p_adjusted", i);
+        cell(o, key, w->p_adj, "%.3g");
+        if (w->has_ci)
+            fprintf(o, "<td class=\"n\">[%+.3g, %+.3g]</td>", w->ci_lo, w->ci_hi);
+        else
+            fputs("<td>&ndash;</td>", o);
+        if (w->runs_needed > 0)
+            fprintf(o, "<td class=\"n\">%d</td>", w->runs_needed);
+        else
+            fputs("<td>&ndash;</td>", o);
+        snprintf(key, sizeof key, "metrics.%zu.verdict", i);
+        fprintf(o, "<td data-key=\"%s\" style=\"color:%s\">%s</td></tr>\n", key,
+                verdict_colour(w->verdict), pp_check_verdict_name(w->verdict));
+    }
+    fputs("</table>\n<h2 id=\"notes\">Notes</h2>\n", o);
+    if (!r->notes[0])
+        fputs("<p>None.</p>\n", o);
+    else {
+        fputs("<ul>\n", o);
+        for (const char *s = r->notes; *s;) {
+            const char *nl = strchr(s, '\n');
+            size_t len = nl ? (size_t)(nl - s) : strlen(s);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
+                     s);
+            fputs("<li>", o);
+            esc(o, line);
+            fputs("</li>\n", o);
+            s += len + (nl ? 1 : 0);
+        }
+        fputs("</ul>\n", o);
+    }
+    fprintf(o, "<footer>Written by pipeprof %s (pprof-check --html).</footer>\n</body>\n</html>\n",
+            PP_VERSION);
+    if (fflush(o) != 0 || ferror(o))
+        return PP_ERR(PP_ERR_IO, "writing the HTML report failed");
+    return PP_OK;
+}
