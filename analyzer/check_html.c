@@ -185,3 +185,148 @@ pp_status pp_check_write_html(const pp_check_result *r, FILE *o)
         return PP_ERR(PP_ERR_IO, "writing the HTML report failed");
     return PP_OK;
 }
+
+/* One metric's history as an inline SVG line chart: its values by entry, each level's median as
+ * a segment, each change point a vertical line labelled with its entry and change. */
+static void history_chart(FILE *o, const pp_check_history *h, const pp_check_series *s, size_t k)
+{
+    const double W = 900, H = 180, left = 60, top = 10, plot_h = H - 40;
+    double lo = INFINITY, hi = -INFINITY;
+    size_t n = h->n_entries < s->n_values ? s->n_values : h->n_entries;
+    if (n > h->n_entries)
+        n = h->n_entries;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(s->values[i])) {
+            lo = fmin(lo, s->values[i]);
+            hi = fmax(hi, s->values[i]);
+        }
+    if (!(hi >= lo)) {
+        fputs("<p>No values.</p>\n", o);
+        return;
+    }
+    if (hi == lo) {
+        hi += fabs(hi) * 0.01 + 1e-9;
+        lo -= fabs(lo) * 0.01 + 1e-9;
+    }
+    double pad = 0.08 * (hi - lo);
+    lo -= pad;
+    hi += pad;
+#define X(i) (left + (n > 1 ? (double)(i) / (double)(n - 1) : 0.5) * (W - left - 10))
+#define Y(v) (top + (hi - (v)) / (hi - lo) * plot_h)
+    fprintf(o, "<svg id=\"chart-%zu\" class=\"history\" width=\"%.0f\" height=\"%.0f\" "
+               "xmlns=\"http://www.w3.org/2000/svg\">\n",
+            k, W, H);
+    fprintf(o, "<text x=\"4\" y=\"%.1f\">%.4g</text><text x=\"4\" y=\"%.1f\">%.4g</text>\n",
+            top + 10, hi - pad, top + plot_h, lo + pad);
+    fputs("<polyline fill=\"none\" stroke=\"#4c78a8\" stroke-width=\"1.5\" points=\"", o);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(s->values[i]))
+            fprintf(o, "%.1f,%.1f ", X(i), Y(s->values[i]));
+    fputs("\"/>\n", o);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(s->values[i])) {
+            fprintf(o, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#4c78a8\">"
+                       "<title>",
+                    X(i), Y(s->values[i]));
+            esc(o, h->entries[i].label[0] ? h->entries[i].label : h->entries[i].source);
+            fputs(" ", o);
+            esc(o, h->entries[i].time);
+            fprintf(o, ": %.6g</title></circle>\n", s->values[i]);
+        }
+    for (size_t c = 0; c < s->n_cps; c++) {
+        const pp_check_cp *cp = &s->cps[c];
+        if (cp->index >= n)
+            continue;
+        double x = (X(cp->index) + X(cp->index ? cp->index - 1 : 0)) / 2;
+        fprintf(o, "<line class=\"cp\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"%s\" stroke-dasharray=\"4 3\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "fill=\"%s\">",
+                x, top, x, top + plot_h, verdict_colour(cp->verdict), x + 3, top + plot_h + 14,
+                verdict_colour(cp->verdict));
+        esc(o, h->entries[cp->index].label[0] ? h->entries[cp->index].label
+                                              : h->entries[cp->index].time);
+        fprintf(o, " %+.3g%s</text>\n", cp->change, s->absolute ? " pt" : "%");
+    }
+    fputs("</svg>\n", o);
+#undef X
+#undef Y
+}
+
+pp_status pp_check_history_write_html(const pp_check_history *h, FILE *o)
+{
+    int fail = h->n_regressions > 0;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<title>pipeprof: pprof-check --history</title>\n<style>body{font:14px/1.45 "
+          "system-ui,sans-serif;margin:2em auto;max-width:1000px;padding:0 1em;color:#222}"
+          "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;white-space:"
+          "nowrap}td.n{text-align:right}th{background:#f4f4f4}h2{border-bottom:1px solid #ccc}"
+          ".verdict{font-size:1.3em;font-weight:bold}svg text{font:11px system-ui,sans-serif}"
+          "</style>\n</head>\n<body>\n<h1>pprof-check --history ",
+          o);
+    esc(o, h->dir);
+    fprintf(o, "</h1>\n<p id=\"result\" class=\"verdict\" data-key=\"result\" style=\"color:%s\">"
+               "%s</p>\n<p>%zu entries, %zu metrics, %d change point(s): %d regression(s), %d "
+               "improvement(s); permutation test at alpha %g per metric.</p>\n",
+            fail ? "#d62728" : "#2ca02c", fail ? "fail" : "pass", h->n_entries, h->n_series,
+            h->n_cps, h->n_regressions, h->n_improvements, h->alpha);
+    fputs("<h2 id=\"change-points\">Change points</h2>\n", o);
+    if (!h->n_cps)
+        fputs("<p>None.</p>\n", o);
+    else {
+        fputs("<table>\n<tr><th>metric</th><th>first entry</th><th>time</th><th>before</th>"
+              "<th>after</th><th>change</th><th>p</th><th>verdict</th></tr>\n",
+              o);
+        for (size_t k = 0; k < h->n_series; k++)
+            for (size_t c = 0; c < h->series[k].n_cps; c++) {
+                const pp_check_series *s = &h->series[k];
+                const pp_check_cp *cp = &s->cps[c];
+                const pp_check_run_info *e = cp->index < h->n_entries ? &h->entries[cp->index]
+                                                                      : NULL;
+                fputs("<tr class=\"cp-row\"><td>", o);
+                esc(o, s->name);
+                fputs("</td><td>", o);
+                esc(o, e ? (e->label[0] ? e->label : e->source) : "?");
+                fputs("</td><td>", o);
+                esc(o, e ? e->time : "");
+                fputs("</td>", o);
+                cell(o, NULL, cp->before, "%.6g");
+                cell(o, NULL, cp->after, "%.6g");
+                cell(o, NULL, cp->change, s->absolute ? "%+.4g pt" : "%+.4g%%");
+                cell(o, NULL, cp->p, "%.3g");
+                fprintf(o, "<td style=\"color:%s\">%s</td></tr>\n", verdict_colour(cp->verdict),
+                        pp_check_verdict_name(cp->verdict));
+            }
+        fputs("</table>\n", o);
+    }
+    fputs("<h2 id=\"charts\">Metrics over the history</h2>\n", o);
+    for (size_t k = 0; k < h->n_series; k++) {
+        const pp_check_series *s = &h->series[k];
+        fputs("<h3>", o);
+        esc(o, s->name);
+        fputs(" (", o);
+        esc(o, s->unit);
+        fputs(")</h3>\n", o);
+        history_chart(o, h, s, k);
+    }
+    if (h->notes[0]) {
+        fputs("<h2 id=\"notes\">Notes</h2>\n<ul>\n", o);
+        for (const char *p = h->notes; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t len = nl ? (size_t)(nl - p) : strlen(p);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
+                     p);
+            fputs("<li>", o);
+            esc(o, line);
+            fputs("</li>\n", o);
+            p += len + (nl ? 1 : 0);
+        }
+        fputs("</ul>\n", o);
+    }
+    fprintf(o, "<footer>Written by pipeprof %s (pprof-check --history --html).</footer>\n"
+               "</body>\n</html>\n",
+            PP_VERSION);
+    if (fflush(o) != 0 || ferror(o))
+        return PP_ERR(PP_ERR_IO, "writing the HTML history failed");
+    return PP_OK;
+}

@@ -347,6 +347,9 @@ pp_status pp_check_history_write_table(const pp_check_history *h, FILE *out);
 pp_status pp_check_history_write_json(const pp_check_history *h, FILE *out);
 pp_status pp_check_history_write_junit(const pp_check_history *h, FILE *out);
 pp_status pp_check_history_write_markdown(const pp_check_history *h, FILE *out);
+/* One self-contained HTML page (check_html.c): the change points, then each metric's history as
+ * an inline SVG chart with its change points marked. */
+pp_status pp_check_history_write_html(const pp_check_history *h, FILE *out);
 /* One gnuplot chart per metric: prefix<metric>.dat and .gp (and .png when gnuplot is on PATH
  * and render is 1), each change point a vertical line with its label. */
 pp_status pp_check_history_write_charts(const pp_check_history *h, const char *prefix,

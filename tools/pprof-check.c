@@ -327,6 +327,7 @@ static pp_status hw_table(const void *o, FILE *f) { return pp_check_history_writ
 static pp_status hw_json(const void *o, FILE *f) { return pp_check_history_write_json(o, f); }
 static pp_status hw_junit(const void *o, FILE *f) { return pp_check_history_write_junit(o, f); }
 static pp_status hw_md(const void *o, FILE *f) { return pp_check_history_write_markdown(o, f); }
+static pp_status hw_html(const void *o, FILE *f) { return pp_check_history_write_html(o, f); }
 
 /* --history DIR: --record an entry, or report the change points. */
 static int history_main(const args *a)
@@ -354,6 +355,8 @@ static int history_main(const args *a)
         st = emit(a->junit, "JUnit report", hw_junit, h);
     if (st == PP_OK && a->markdown)
         st = emit(a->markdown, "Markdown report", hw_md, h);
+    if (st == PP_OK && a->html)
+        st = emit(a->html, "HTML report", hw_html, h);
     if (st == PP_OK && a->chart)
         st = pp_check_history_write_charts(h, a->chart, 1);
     int rc = st != PP_OK ? pp_tool_fail(st)

@@ -1,6 +1,7 @@
 """check_dom.py DOM.html JSON [--pipeline|--generic|--check] [--ops N]: asserts on the DOM that
 headless Chromium built from pprof-report --html's page (--pipeline, --generic: JSON is the
-summary) or pprof-check --html's (--check: JSON is its --json report), for tests/html/html_test.sh:
+summary), pprof-check --html's (--check: JSON is its --json report) or pprof-check --history
+--html's (--history: every value drawn, every change point marked), for tests/html/html_test.sh:
 the sections are there, every value marked data-key equals the JSON's field of that name (numbers
 as printed, to the page's precision; texts exactly), the Gantt holds one bar per kept op. Exit 0,
 or 1 with the reasons."""
@@ -14,6 +15,7 @@ class Dom(HTMLParser):
     def __init__(self):
         super().__init__()
         self.ids, self.keys, self.ops, self.stack = set(), {}, 0, []
+        self.points, self.cps = 0, 0
         self.key = None
         self.text = []
 
@@ -23,6 +25,10 @@ class Dom(HTMLParser):
             self.ids.add(a["id"])
         if tag == "rect" and a.get("class") == "op":
             self.ops += 1
+        if tag == "circle" and a.get("class") == "point":
+            self.points += 1
+        if tag == "line" and a.get("class") == "cp":
+            self.cps += 1
         if "data-key" in a:
             self.key, self.text = a["data-key"], []
 
@@ -65,7 +71,15 @@ def main():
     d.feed(open(dom_path, encoding="utf-8").read())
     s = json.load(open(summary_path, encoding="utf-8"))
     bad = []
-    if mode == "--check":
+    if mode == "--history":
+        need = {"result", "change-points", "charts"}
+        values = sum(1 for m in s["metrics"] for v in m["values"] if v is not None)
+        cps = sum(len(m["change_points"]) for m in s["metrics"])
+        if d.points != values:
+            bad.append("history: %d points drawn, %d values" % (d.points, values))
+        if d.cps != cps:
+            bad.append("history: %d change points drawn, %d found" % (d.cps, cps))
+    elif mode == "--check":
         need = {"result", "sides", "metrics", "notes"}
     else:
         need = {"run", "warnings"} | ({"summary", "stages", "gantt", "gantt-svg", "bubble-bars"}
@@ -76,7 +90,7 @@ def main():
         bad.append("only %d numbers marked" % len(d.keys))
     for key, shown in sorted(d.keys.items()):
         try:
-            v = path(s, key) if mode == "--check" else field(s, key)
+            v = path(s, key) if mode in ("--check", "--history") else field(s, key)
         except (KeyError, IndexError, TypeError, ValueError):
             bad.append("%s: no such field in the JSON" % key)
             continue

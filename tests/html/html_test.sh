@@ -51,6 +51,17 @@ rc=0
 [ "$rc" = 1 ] || { echo "html_test: pprof-check exit $rc, 1 expected (a regression)" >&2; exit 1; }
 chrome --dump-dom "file://$work/check.html" >check.dom
 "$py" "$here/check_dom.py" check.dom check.json --check
+# pprof-check --history's page: 8 entries of the run, then 8 of the slower one
+for i in $(seq 1 16); do
+  r=pipe; [ "$i" -gt 8 ] && r=slow
+  "$build/tools/pprof-check" -q --history hist --record "$r" --label "c$i" \
+    --time "2026-11-01T00:$(printf %02d "$i"):00Z"
+done
+rc=0
+"$build/tools/pprof-check" -q --history hist --html hist.html --json -o hist.json || rc=$?
+[ "$rc" = 1 ] || { echo "html_test: pprof-check --history exit $rc, 1 expected" >&2; exit 1; }
+chrome --dump-dom "file://$work/hist.html" >hist.dom
+"$py" "$here/check_dom.py" hist.dom hist.json --history
 mkdir plain
 cp "$root/tests/data/fuzz/analysis/plain_nvtx.pft" plain/
 "$build/tools/pprof-report" plain -q --html plain.html --json -o plain.json
