@@ -289,6 +289,8 @@ typedef struct layer_acc {
     series fwd, bwd, bwdw;
     int has_info;
     uint64_t param_bytes, activation_bytes;
+    int has_kept;                      /* the mark gave kept_bytes and input_bytes */
+    uint64_t kept_bytes, input_bytes;  /* kept for the backward; kept when recomputed */
 } layer_acc;
 
 typedef struct link_acc {

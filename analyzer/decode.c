@@ -261,6 +261,9 @@ static void on_layer_mark(state *st, const char *msg)
     la->has_info = 1;
     la->param_bytes = li.param_bytes;
     la->activation_bytes = li.activation_bytes;
+    la->has_kept = li.has_kept && li.has_input;
+    la->kept_bytes = li.kept_bytes;
+    la->input_bytes = li.input_bytes;
     if (li.name[0])
         snprintf(la->name, sizeof la->name, "%s", li.name);
 }

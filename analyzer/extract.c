@@ -199,6 +199,9 @@ static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
         if (al->has_info) {
             c->param_bytes = al->param_bytes;
             c->activation_bytes = al->activation_bytes;
+            c->has_kept = al->has_kept; /* marks written before the memory keys: 0 */
+            c->kept_bytes = al->kept_bytes;
+            c->input_bytes = al->input_bytes;
         } else {
             have_info = 0;
             c->activation_bytes = l == L - 1 ? 0 : act_seen;

@@ -770,6 +770,9 @@ static void results_links_layers(state *st)
         o->has_info = la->has_info;
         o->param_bytes = la->param_bytes;
         o->activation_bytes = la->activation_bytes;
+        o->has_kept = la->has_kept;
+        o->kept_bytes = la->kept_bytes;
+        o->input_bytes = la->input_bytes;
     }
 }
 

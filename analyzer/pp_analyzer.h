@@ -132,6 +132,8 @@ typedef struct pp_alayer {
     /* from the job's layer mark (docs/nvtx-convention.md), when it emits one */
     int has_info;
     uint64_t param_bytes, activation_bytes;
+    int has_kept;                      /* the mark gave kept_bytes and input_bytes */
+    uint64_t kept_bytes, input_bytes;  /* kept for the backward; kept when recomputed */
 } pp_alayer;
 
 typedef struct pp_astage {

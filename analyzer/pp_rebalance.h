@@ -16,15 +16,43 @@
 extern "C" {
 #endif
 
-/* Bytes stage `stage` of partition `p` holds at its peak, under this model (docs/rebalancer.md):
+/* Bytes stage `stage` of partition `p` holds at its peak, under the search's model
+ * (docs/rebalancer.md):
  *   4 x the parameter bytes of its layers (weights, gradients and AdamW's two moments, all in
  *   the parameters' precision), plus the activations of `peak_inflight` micro-batches, a
- *   micro-batch's being the sum of activation_bytes over the stage's layers.
+ *   micro-batch's being the sum over the stage's layers of kept_bytes (activation_bytes for a
+ *   layer whose cost has no memory keys: the model before they existed).
  * With v > 1, `peak_inflight` counts micro-batch-chunks (pp_schedule_report.peak_inflight) and
  * each is charged at the stage's heaviest chunk: an upper bound that does not depend on which
  * chunks are in flight at the peak. Saturates at UINT64_MAX. */
 uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int stage,
                                int peak_inflight);
+
+/* The memory model term by term (analyzer/memmodel.c, docs/rebalancer.md "Memory model"): one
+ * stage's bytes at its peak, by purpose, as pptrain accounts them (runtime/memory.c). */
+typedef struct pp_stage_memory {
+    uint64_t params_bytes;      /* the weights: param_bytes over the stage's layers */
+    uint64_t grads_bytes;       /* their gradients: the same */
+    uint64_t optimizer_bytes;   /* AdamW's two moments: twice that */
+    uint64_t kept_bytes;        /* at the peak: the micro-batches in flight's kept tensors */
+    uint64_t workspace_bytes;   /* at the peak: recompute workspaces held */
+    uint64_t activations_bytes; /* kept + workspace at the peak: the "activations" purpose */
+    uint64_t transport_bytes;   /* the executor's receive buffers (static) */
+    uint64_t total_bytes;       /* params + grads + optimizer + activations + transport */
+    int peak_inflight;          /* micro-batch-chunks in flight at the peak */
+    int schedule_peak_inflight; /* pp_schedule_report.peak_inflight[stage] */
+} pp_stage_memory;
+
+/* Replays stage `stage`'s list of `sched` (of p's shape) and fills `out`. `recompute` is [L]
+ * (1 = the layer is recomputed, as pptrain --recompute resolves it) or NULL for none. A layer
+ * keeps kept_bytes per micro-batch in flight, input_bytes when recomputed (plus the chunk's
+ * output and input gradient at a recomputed end, and one workspace of the recomputed layers'
+ * kept_bytes while a forward or a backward of that chunk runs); costs without the memory keys
+ * fall back on activation_bytes (the layer's output; recomputed: its input). PP_ERR_INVALID
+ * when the shapes disagree or the schedule is invalid. */
+pp_status pp_stage_memory_model(const pp_costs *c, const pp_partition *p,
+                                const pp_schedule *sched, int stage, const uint8_t *recompute,
+                                pp_stage_memory *out);
 
 typedef struct pp_rebalance_opts {
     pp_schedule_kind kind;

@@ -160,11 +160,18 @@ static uint64_t mem_model(uint64_t params, uint64_t act, int peak)
     return add_sat(mul_sat(params, 4), mul_sat(act, (uint64_t)(peak > 0 ? peak : 0)));
 }
 
+/* What a layer keeps per micro-batch in flight: kept_bytes, or activation_bytes for a cost file
+ * without the memory keys (the model before them). */
+static uint64_t mem_act(const pp_layer_cost *l)
+{
+    return l->has_kept ? l->kept_bytes : l->activation_bytes;
+}
+
 static uint64_t range_u64(const pp_costs *c, int lo, int hi, int act)
 {
     uint64_t s = 0;
     for (int l = lo; l < hi; l++)
-        s = add_sat(s, act ? c->layers[l].activation_bytes : c->layers[l].param_bytes);
+        s = add_sat(s, act ? mem_act(&c->layers[l]) : c->layers[l].param_bytes);
     return s;
 }
 
@@ -883,7 +890,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
             x->pre[k][l + 1] = x->pre[k][l] + layer_us(ly, k);
         x->pre_bb[l + 1] = x->pre_bb[l] + layer_us(ly, x->split ? K_BI : K_B);
         x->pre_param[l + 1] = add_sat(x->pre_param[l], ly->param_bytes);
-        x->pre_act[l + 1] = add_sat(x->pre_act[l], ly->activation_bytes);
+        x->pre_act[l + 1] = add_sat(x->pre_act[l], mem_act(ly));
         x->tl[l] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, l + 1)) * 1e3;
         if (l < L - 1)
             x->tmin = fmin(x->tmin, x->tl[l]);

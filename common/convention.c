@@ -206,6 +206,13 @@ static void layer_kv(void *ctx, const char *k, const char *v)
         li->param_bytes = strtoull(v, NULL, 10);
     else if (strcmp(k, "activation_bytes") == 0)
         li->activation_bytes = strtoull(v, NULL, 10);
+    else if (strcmp(k, "kept_bytes") == 0) {
+        li->kept_bytes = strtoull(v, NULL, 10);
+        li->has_kept = 1;
+    } else if (strcmp(k, "input_bytes") == 0) {
+        li->input_bytes = strtoull(v, NULL, 10);
+        li->has_input = 1;
+    }
 }
 
 int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out)
@@ -219,10 +226,17 @@ int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out)
 }
 
 int pp_nvtx_layer_mark_format(char *buf, size_t size, int index, const char *name,
-                              unsigned long long param_bytes, unsigned long long activation_bytes)
+                              unsigned long long param_bytes, unsigned long long activation_bytes,
+                              int with_memory, unsigned long long kept_bytes,
+                              unsigned long long input_bytes)
 {
-    return snprintf(buf, size, "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu",
-                    index, name, param_bytes, activation_bytes);
+    if (!with_memory)
+        return snprintf(buf, size, "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu",
+                        index, name, param_bytes, activation_bytes);
+    return snprintf(buf, size,
+                    "layer index=%d name=%s param_bytes=%llu activation_bytes=%llu kept_bytes=%llu "
+                    "input_bytes=%llu",
+                    index, name, param_bytes, activation_bytes, kept_bytes, input_bytes);
 }
 
 int pp_nvtx_config_mark_format(char *buf, size_t size, const pp_nvtx_config_info *c)

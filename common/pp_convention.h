@@ -132,7 +132,8 @@ void pp_nvtx_message_layer_name(const char *msg, char *name, size_t cap);
 typedef enum pp_nvtx_mark {
     PP_NVTX_MARK_NONE = 0,
     PP_NVTX_MARK_CONFIG,    /* "config key=value ..." */
-    PP_NVTX_MARK_LAYER,     /* "layer index=... name=... param_bytes=... activation_bytes=..." */
+    PP_NVTX_MARK_LAYER,     /* "layer index=... name=... param_bytes=... activation_bytes=...
+                               [kept_bytes=... input_bytes=...]" */
     PP_NVTX_MARK_CLOCKSYNC  /* "clocksync send|recv peer=P phase=F seq=K" */
 } pp_nvtx_mark;
 pp_nvtx_mark pp_nvtx_mark_kind(const char *msg);
@@ -146,13 +147,21 @@ typedef struct pp_nvtx_layer_info {
     long long index; /* -1 when the mark gives none */
     char name[48];
     unsigned long long param_bytes, activation_bytes;
+    /* What one micro-batch keeps for the layer's backward, and what it keeps when the layer is
+     * recomputed (its input); has_kept / has_input = 0 when the mark has no such key (marks
+     * written before they existed). */
+    unsigned long long kept_bytes, input_bytes;
+    int has_kept, has_input;
 } pp_nvtx_layer_info;
 /* Reads a layer mark; returns 1 when msg is one. */
 int pp_nvtx_layer_mark_parse(const char *msg, pp_nvtx_layer_info *out);
 /* Writes one (snprintf's return value). The name is written whole (a cost file's names may be
- * longer than pp_nvtx_layer_info keeps). */
+ * longer than pp_nvtx_layer_info keeps). kept_bytes and input_bytes are written when
+ * with_memory is set. */
 int pp_nvtx_layer_mark_format(char *buf, size_t size, int index, const char *name,
-                              unsigned long long param_bytes, unsigned long long activation_bytes);
+                              unsigned long long param_bytes, unsigned long long activation_bytes,
+                              int with_memory, unsigned long long kept_bytes,
+                              unsigned long long input_bytes);
 
 /* What the configuration mark states (docs/nvtx-convention.md "Configuration mark"); the
  * analyzer reads it key by key with its own range checks (analyzer/decode.c). */

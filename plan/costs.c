@@ -34,8 +34,8 @@ enum {
 };
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
                                            "bwd_input_us",  "bwd_weight_us",    "activation_bytes",
-                                           "param_bytes"};
-enum { L_NAME, L_FWD, L_BWD, L_BWD_IN, L_BWD_W, L_ACT, L_PARAM, N_LAYER };
+                                           "param_bytes",   "kept_bytes",       "input_bytes"};
+enum { L_NAME, L_FWD, L_BWD, L_BWD_IN, L_BWD_W, L_ACT, L_PARAM, L_KEPT, L_INPUT, N_LAYER };
 
 static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_layer_cost *out)
 {
@@ -95,6 +95,20 @@ static pp_status parse_layer(const cJSON *obj, int i, const char *origin, pp_lay
         if ((st = pp_json_get_int(f[L_PARAM], ctx, "param_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
             return st;
         out->param_bytes = (uint64_t)x;
+    }
+    if (!f[L_KEPT] != !f[L_INPUT])
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: \"%s\" without \"%s\" (give both memory sizes or neither)", ctx,
+                      f[L_KEPT] ? "kept_bytes" : "input_bytes",
+                      f[L_KEPT] ? "input_bytes" : "kept_bytes");
+    if (f[L_KEPT]) {
+        if ((st = pp_json_get_int(f[L_KEPT], ctx, "kept_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+            return st;
+        out->kept_bytes = (uint64_t)x;
+        if ((st = pp_json_get_int(f[L_INPUT], ctx, "input_bytes", 0, MAX_EXACT_INT, &x)) != PP_OK)
+            return st;
+        out->input_bytes = (uint64_t)x;
+        out->has_kept = 1;
     }
     return PP_OK;
 }
@@ -234,7 +248,8 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': layer %d (\"%s\"): times must be finite and >= 0",
                           path, i, l->name);
-        if (l->activation_bytes > MAX_EXACT_U64 || l->param_bytes > MAX_EXACT_U64)
+        if (l->activation_bytes > MAX_EXACT_U64 || l->param_bytes > MAX_EXACT_U64 ||
+            l->kept_bytes > MAX_EXACT_U64 || l->input_bytes > MAX_EXACT_U64)
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': layer %d (\"%s\"): byte counts above 2^53 cannot be "
                           "stored exactly",
@@ -273,6 +288,10 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
         }
         pp_json_put_uint(w, "activation_bytes", l->activation_bytes);
         pp_json_put_uint(w, "param_bytes", l->param_bytes);
+        if (l->has_kept) {
+            pp_json_put_uint(w, "kept_bytes", l->kept_bytes);
+            pp_json_put_uint(w, "input_bytes", l->input_bytes);
+        }
         pp_json_end(w);
     }
     pp_json_end(w);

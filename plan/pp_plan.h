@@ -242,6 +242,12 @@ typedef struct pp_layer_cost {
     int has_split;
     uint64_t activation_bytes; /* tensor this layer hands to the next one, per micro-batch */
     uint64_t param_bytes;
+    /* The memory model's (docs/rebalancer.md "Memory model"), per micro-batch in flight: what
+     * the layer keeps for its backward, and what it keeps instead when recomputed (its input);
+     * has_kept = 0 when the cost file gives neither (both 0: the model falls back on
+     * activation_bytes) */
+    uint64_t kept_bytes, input_bytes;
+    int has_kept;
 } pp_layer_cost;
 
 typedef struct pp_costs {

@@ -144,6 +144,19 @@ pp_status pp_layer_acts_create_k(const pp_layer *L, int max_B, const pp_kops *k,
     return PP_OK;
 }
 
+size_t pp_layer_acts_size(const pp_model_config *cfg, int layer, int max_B, const pp_kops *k)
+{
+    int L = pp_model_config_num_layers(cfg);
+    pp_layer l = {.kind = layer == 0 ? PP_LAYER_EMBED
+                          : layer == L - 1 ? PP_LAYER_HEAD
+                                           : PP_LAYER_BLOCK,
+                  .index = layer, .cfg = *cfg};
+    pp_layer_acts a = {.kind = l.kind, .max_B = max_B, .k = k};
+    size_t total = 0;
+    layout(&a, &l, NULL, &total);
+    return total * sizeof(float);
+}
+
 pp_status pp_layer_acts_create(const pp_layer *L, int max_B, pp_layer_acts **out)
 {
     return pp_layer_acts_create_k(L, max_B, &pp_kops_cpu, out);

@@ -3,6 +3,7 @@
  * the validator's bounds, one backend per stage and an executor, then runs optimizer steps and
  * saves or restores checkpoints in the single-stage format. */
 #include "pp_exec.h"
+#include "pp_kops.h"
 #include "pp_nvtx.h"
 #include "trainer_internal.h"
 
@@ -290,16 +291,27 @@ static void mark_layers(const pp_pipe_trainer *t, const char **names)
     size_t io = computes(c->backend) ? (size_t)t->mb_B * c->train.model.seq_len *
                                            c->train.model.d_model * sizeof(float)
                                      : 0;
+    /* a recomputed layer keeps its input, rounded as the backend's kept buffer is */
+    size_t io_kept = (io / sizeof(float) + 15) / 16 * 16 * sizeof(float);
     for (int i = 0; i < L; i++) {
-        unsigned long long params = 0, acts = 0;
+        unsigned long long params = 0, acts = 0, kept = 0, input = 0;
+        int with_memory = 1;
         if (c->backend == PP_BACKEND_SIM) {
-            params = c->costs->layers[i].param_bytes;
-            acts = c->costs->layers[i].activation_bytes;
+            const pp_layer_cost *lc = &c->costs->layers[i];
+            params = lc->param_bytes;
+            acts = lc->activation_bytes;
+            with_memory = lc->has_kept;
+            kept = lc->kept_bytes;
+            input = lc->input_bytes;
         } else {
             params = pp_model_config_layer_params(&c->train.model, i) * sizeof(float);
             acts = i == L - 1 ? 0 : io;
+            /* the host table's layout (a device's attention scratch may differ a little) */
+            kept = pp_layer_acts_size(&c->train.model, i, t->mb_B, &pp_kops_cpu);
+            input = i == 0 ? 0 : io_kept;
         }
-        pp_nvtx_layer_mark_format(cfg, sizeof cfg, i, names[i], params, acts);
+        pp_nvtx_layer_mark_format(cfg, sizeof cfg, i, names[i], params, acts, with_memory, kept,
+                                  input);
         pp_nvtx_mark_config(cfg);
     }
 }

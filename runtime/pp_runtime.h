@@ -115,6 +115,11 @@ const float *pp_layer_acts_loss_mean(const pp_layer_acts *a);
 void pp_layer_acts_destroy(pp_layer_acts *a);
 /* Bytes held by one acts object (for memory accounting). */
 size_t pp_layer_acts_bytes(const pp_layer_acts *a);
+/* The bytes pp_layer_acts_create_k would allocate for layer `layer` of a model of this
+ * configuration (the same layout, nothing allocated): what a micro-batch keeps for the layer's
+ * backward (the layer marks' kept_bytes). */
+size_t pp_layer_acts_size(const pp_model_config *cfg, int layer, int max_B,
+                          const struct pp_kops *k);
 
 /* Forward of one micro-batch. `in` is the [B,T,C] output of the previous layer (NULL for the
  * embedding, which reads mb->tokens); it is copied, so the caller may reuse it afterwards. The

@@ -132,6 +132,7 @@ Test(convention, marks)
     cr_assert_str_eq(li.name, "block2");
     cr_assert_eq(li.param_bytes, 197376);
     cr_assert_eq(li.activation_bytes, 262144);
+    cr_assert(!li.has_kept && !li.has_input); /* a mark from before the memory keys */
     cr_assert_not(pp_nvtx_layer_mark_parse("config S=2", &li));
     cr_assert_eq(li.index, -1);
 
@@ -151,11 +152,18 @@ Test(convention, marks)
 
     /* the trainer's marks are written by the module and read back by it */
     char mark[320];
-    pp_nvtx_layer_mark_format(mark, sizeof mark, 5, "block4", 7087872, 3145728);
+    pp_nvtx_layer_mark_format(mark, sizeof mark, 5, "block4", 7087872, 3145728, 0, 0, 0);
     cr_assert_str_eq(mark, "layer index=5 name=block4 param_bytes=7087872 activation_bytes=3145728");
     cr_assert(pp_nvtx_layer_mark_parse(mark, &li));
     cr_assert(li.index == 5 && li.param_bytes == 7087872 && li.activation_bytes == 3145728);
     cr_assert_str_eq(li.name, "block4");
+    pp_nvtx_layer_mark_format(mark, sizeof mark, 5, "block4", 7087872, 3145728, 1, 94371840,
+                              3145728);
+    cr_assert_str_eq(mark, "layer index=5 name=block4 param_bytes=7087872 activation_bytes=3145728 "
+                           "kept_bytes=94371840 input_bytes=3145728");
+    cr_assert(pp_nvtx_layer_mark_parse(mark, &li));
+    cr_assert(li.has_kept && li.kept_bytes == 94371840 && li.has_input &&
+              li.input_bytes == 3145728);
     pp_nvtx_config_info ci = {.schedule = "zb-h1", .S = 4, .M = 8, .v = 1, .layers = 8,
                               .samples_per_step = 16, .tokens_per_step = 0, .backend = "sim",
                               .dp = 1, .replica = 0, .schedules = "gpipe,1f1b"};

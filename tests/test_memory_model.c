@@ -1,0 +1,179 @@
+/* test_memory_model.c: the rebalancer's memory model term by term (pp_stage_memory_model,
+ * analyzer/memmodel.c) against pptrain's own accounting (pp_pipe_trainer_memory, runtime/
+ * memory.c) on the cpu backend, whose allocations are real: several layouts, all four schedules,
+ * with and without recomputation, the costs from the model's shape as the layer marks state it
+ * (pp_layer_acts_size, the function the trainer's marks call). And the compatibility of the old
+ * model: a cost file without the memory keys gives what it gave before. */
+#include "pp_exec.h"
+#include "pp_kops.h"
+#include "pp_rebalance.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+TestSuite(memory_model);
+
+/* 6 blocks: 8 layers (embedding, block0..5, head), small enough to run fast. */
+enum { V = 64, T = 16, C = 32, NH = 4, BLOCKS = 6, L = BLOCKS + 2, BATCH = 8 };
+
+static pp_train_config small_config(int M)
+{
+    pp_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model = (pp_model_config){.vocab_size = V, .seq_len = T, .d_model = C, .n_heads = NH,
+                                .n_layers = BLOCKS};
+    pp_adamw_config_default(&c.opt);
+    c.opt.warmup_steps = 1;
+    c.batch = BATCH;
+    c.microbatches = M;
+    c.steps = 1;
+    c.seed = 7;
+    return c;
+}
+
+/* The cost file's memory keys as pptrain's layer marks give them (runtime/pipeline.c
+ * mark_layers): params, the tensor handed on, what the layer keeps, its input when recomputed. */
+static pp_costs *shape_costs(const pp_model_config *m, int B)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(L, 10, 20, 0, &c), PP_OK);
+    uint64_t io = (uint64_t)B * T * C * 4, io_kept = ((uint64_t)B * T * C + 15) / 16 * 16 * 4;
+    for (int i = 0; i < L; i++) {
+        pp_layer_cost *l = &c->layers[i];
+        l->param_bytes = pp_model_config_layer_params(m, i) * 4;
+        l->activation_bytes = i == L - 1 ? 0 : io;
+        l->kept_bytes = pp_layer_acts_size(m, i, B, &pp_kops_cpu);
+        l->input_bytes = i == 0 ? 0 : io_kept;
+        l->has_kept = 1;
+    }
+    return c;
+}
+
+typedef struct mm_case {
+    pp_schedule_kind kind;
+    int S, M, v;
+    int bounds[9]; /* S * v + 1 entries; bounds[1] == 0: the even split */
+    const char *recompute;
+} mm_case;
+
+static const mm_case k_cases[] = {
+    {PP_SCHED_GPIPE, 2, 4, 1, {0}, NULL},
+    {PP_SCHED_GPIPE, 2, 4, 1, {0}, "full"},
+    {PP_SCHED_GPIPE, 4, 8, 1, {0, 1, 4, 6, 8}, "s1"},
+    {PP_SCHED_1F1B, 2, 4, 1, {0}, NULL},
+    {PP_SCHED_1F1B, 4, 8, 1, {0, 2, 3, 5, 8}, NULL},
+    {PP_SCHED_1F1B, 4, 8, 1, {0, 2, 3, 5, 8}, "s0,s3"},
+    {PP_SCHED_1F1B, 2, 4, 1, {0, 3, 8}, "2-5"},
+    {PP_SCHED_ZBH1, 2, 4, 1, {0}, NULL},
+    {PP_SCHED_ZBH1, 4, 8, 1, {0}, "full"},
+    {PP_SCHED_ZBH1, 2, 8, 1, {0, 5, 8}, "s1"},
+    {PP_SCHED_INTERLEAVED, 2, 4, 2, {0}, NULL},
+    {PP_SCHED_INTERLEAVED, 2, 4, 2, {0}, "full"},
+    {PP_SCHED_INTERLEAVED, 2, 4, 2, {0, 1, 3, 6, 8}, "s0"},
+};
+
+/* The tolerance of issue 17: the model's per-stage peak within 5% of the measured one. The
+ * model charges what the backends allocate, so the numbers agree to the byte; 5% is the bound
+ * a user may rely on, the equality is what this model achieves today. */
+Test(memory_model, predicts_pptrains_measured_peak_per_stage)
+{
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const mm_case *k = &k_cases[i];
+        pp_pipe_config pc;
+        memset(&pc, 0, sizeof pc);
+        pc.train = small_config(k->M);
+        pc.backend = PP_BACKEND_CPU;
+        pc.schedule = k->kind;
+        pc.v = k->v;
+        pc.slow_stage = -1;
+        pc.recompute = k->recompute;
+        int P = k->S * k->v;
+        if (k->bounds[1])
+            cr_assert_eq(pp_partition_from_bounds(k->bounds, P + 1, L, k->S, k->v, &pc.partition),
+                         PP_OK, "%s", pp_error_message());
+        else
+            cr_assert_eq(pp_partition_even(L, k->S, k->v, &pc.partition), PP_OK);
+        pp_data *d = NULL;
+        cr_assert_eq(pp_data_markov_create(V, 4, 5, &d), PP_OK);
+        pp_pipe_trainer *t = NULL;
+        cr_assert_eq(pp_pipe_trainer_create(&pc, d, &t), PP_OK, "case %zu: %s", i,
+                     pp_error_message());
+        cr_assert_eq(pp_pipe_trainer_step(t, NULL, NULL), PP_OK, "%s", pp_error_message());
+        pp_schedule *sc = NULL;
+        cr_assert_eq(pp_schedule_create(k->kind, k->S, k->M, k->v, &sc), PP_OK);
+        pp_costs *c = shape_costs(&pc.train.model, BATCH / k->M);
+        const uint8_t *rc = pp_pipe_trainer_recompute(t);
+        for (int s = 0; s < k->S; s++) {
+            pp_stage_mem m;
+            cr_assert_eq(pp_pipe_trainer_memory(t, s, &m), PP_OK);
+            pp_stage_memory e;
+            cr_assert_eq(pp_stage_memory_model(c, &pc.partition, sc, s, rc, &e), PP_OK, "%s",
+                         pp_error_message());
+            double measured = (double)m.peak_total, predicted = (double)e.total_bytes;
+            cr_assert(predicted >= 0.95 * measured && predicted <= 1.05 * measured,
+                      "case %zu (%s S=%d M=%d v=%d rc=%s) stage %d: predicted %.0f, measured "
+                      "%.0f", i, pp_schedule_kind_name(k->kind), k->S, k->M, k->v,
+                      k->recompute ? k->recompute : "none", s, predicted, measured);
+            /* term by term, each purpose as the trainer accounts it */
+            cr_assert_eq(e.params_bytes, (uint64_t)m.peak[PP_STAGE_MEM_PARAMS]);
+            cr_assert_eq(e.grads_bytes, (uint64_t)m.peak[PP_STAGE_MEM_GRADS]);
+            cr_assert_eq(e.optimizer_bytes, (uint64_t)m.peak[PP_STAGE_MEM_OPTIMIZER]);
+            cr_assert_eq(e.transport_bytes, (uint64_t)m.peak[PP_STAGE_MEM_TRANSPORT],
+                         "case %zu stage %d", i, s);
+            cr_assert_eq(e.activations_bytes, (uint64_t)m.peak[PP_STAGE_MEM_ACTIVATIONS],
+                         "case %zu stage %d: predicted %llu, measured %lld", i, s,
+                         (unsigned long long)e.activations_bytes,
+                         (long long)m.peak[PP_STAGE_MEM_ACTIVATIONS]);
+            cr_assert_eq(e.total_bytes, (uint64_t)m.peak_total, "case %zu stage %d", i, s);
+        }
+        pp_costs_destroy(c);
+        pp_schedule_destroy(sc);
+        pp_pipe_trainer_destroy(t);
+        pp_partition_free(&pc.partition);
+    }
+}
+
+/* Recomputation's saving, as the model states it: a recomputed block keeps only its input, so
+ * under GPipe (M in flight) stage 1 falls from M x kept to M x input plus one workspace. */
+Test(memory_model, recompute_keeps_inputs_and_one_workspace)
+{
+    pp_train_config tc = small_config(4);
+    pp_costs *c = shape_costs(&tc.model, 2);
+    pp_partition p;
+    cr_assert_eq(pp_partition_from_bounds((int[]){0, 1, 7, 8}, 4, L, 3, 1, &p), PP_OK);
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(PP_SCHED_GPIPE, 3, 4, 1, &sc), PP_OK);
+    uint8_t rc[L] = {0, 1, 1, 1, 1, 1, 1, 0};
+    pp_stage_memory none, full;
+    cr_assert_eq(pp_stage_memory_model(c, &p, sc, 1, NULL, &none), PP_OK);
+    cr_assert_eq(pp_stage_memory_model(c, &p, sc, 1, rc, &full), PP_OK);
+    uint64_t kept = 6 * c->layers[1].kept_bytes, in = c->layers[1].input_bytes;
+    cr_assert_eq(none.activations_bytes, 4 * kept);
+    /* 6 inputs, the chunk's output and its input gradient per micro-batch; one workspace */
+    cr_assert_eq(full.kept_bytes, 4 * (8 * in));
+    cr_assert_eq(full.workspace_bytes, kept);
+    cr_assert_eq(full.activations_bytes, 4 * 8 * in + kept);
+    cr_assert_eq(none.peak_inflight, 4);
+    pp_schedule_destroy(sc);
+    pp_partition_free(&p);
+    pp_costs_destroy(c);
+}
+
+/* Without the memory keys the search's model is the one before them: 4 x params + peak x the
+ * activation_bytes of the stage's layers; with them, kept_bytes replaces activation_bytes. */
+Test(memory_model, old_cost_files_keep_the_old_model)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(4, 10, 20, 1000, &c), PP_OK);
+    for (int i = 0; i < 4; i++)
+        c->layers[i].param_bytes = 100;
+    pp_partition p;
+    cr_assert_eq(pp_partition_even(4, 2, 1, &p), PP_OK);
+    cr_assert_eq(pp_stage_memory_bytes(c, &p, 0, 3), 4 * 200 + 3 * 2000);
+    c->layers[0].has_kept = c->layers[1].has_kept = 1;
+    c->layers[0].kept_bytes = c->layers[1].kept_bytes = 30000;
+    cr_assert_eq(pp_stage_memory_bytes(c, &p, 0, 3), 4 * 200 + 3 * 60000);
+    pp_partition_free(&p);
+    pp_costs_destroy(c);
+}
