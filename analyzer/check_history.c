@@ -903,7 +903,7 @@ static pp_status write_chart(const pp_check_history *h, const pp_check_series *z
                 (double)p->index + 0.5, col);
     }
     fprintf(f, "plot '%s.dat' using 1:2:xtic(3) with linespoints pt 7 ps 0.6 title '%s' "
-               "noenhanced, '' using 1:4 with steps lw 2 title 'level'\n", file_base, safe);
+               "noenhanced, '' using 1:4 with histeps lw 2 title 'level'\n", file_base, safe);
     if (fclose(f) != 0)
         return PP_ERR(PP_ERR_IO, "writing %s failed", path);
     if (render && run_gnuplot(path) != 0)
@@ -921,6 +921,10 @@ pp_status pp_check_history_write_charts(const pp_check_history *h, const char *p
         return PP_ERR(PP_ERR_INVALID, "--chart '%s': the prefix goes into gnuplot's scripts as "
                                       "it is: printable characters without blanks, quotes or "
                                       "backslashes", prefix);
+    size_t len = strlen(prefix);
+    if (prefix[len - 1] == '/' && mkdir(prefix, 0777) != 0 && errno != EEXIST)
+        return PP_ERR(PP_ERR_IO, "--chart %s: cannot create the directory: %s", prefix,
+                      strerror(errno));
     for (size_t s = 0; s < h->n_series; s++) {
         pp_status st = write_chart(h, &h->series[s], prefix, render);
         if (st != PP_OK)
