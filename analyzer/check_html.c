@@ -6,39 +6,11 @@
  * test can set the page against --json (tests/html/html_test.sh). */
 #include "check_internal.h"
 #include "pp_check.h"
+#include "html_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-static void esc(FILE *o, const char *s)
-{
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '&': fputs("&amp;", o); break;
-        case '<': fputs("&lt;", o); break;
-        case '>': fputs("&gt;", o); break;
-        case '"': fputs("&quot;", o); break;
-        case '\'': fputs("&#39;", o); break;
-        default: fputc(c < 0x20 && c != '\t' ? '?' : c, o);
-        }
-    }
-}
-
-/* A number in a cell: %.4g of finite values, a dash otherwise; key (may be NULL) its JSON path. */
-static void cell(FILE *o, const char *key, double v, const char *fmt)
-{
-    fputs("<td class=\"n\"", o);
-    if (key)
-        fprintf(o, " data-key=\"%s\"", key);
-    fputc('>', o);
-    if (isfinite(v))
-        fprintf(o, fmt, v);
-    else
-        fputs("&ndash;", o);
-    fputs("</td>", o);
-}
 
 static const char *verdict_colour(pp_check_verdict v)
 {
@@ -100,12 +72,12 @@ pp_status pp_check_write_html(const pp_check_result *r, FILE *o)
     const size_t runs[2] = {r->base_runs, r->cur_runs}, steps[2] = {r->base_steps, r->cur_steps};
     for (int i = 0; i < 2; i++) {
         fprintf(o, "<tr><td>%s</td><td>", side[i]);
-        esc(o, src[i]);
+        pp_html_esc(o, src[i]);
         fputs(" (", o);
-        esc(o, kind[i]);
+        pp_html_esc(o, kind[i]);
         fprintf(o, "): <span data-key=\"%s.runs\">%zu</span> run(s), %zu steps, ", side[i],
                 runs[i], steps[i]);
-        esc(o, shape[i]);
+        pp_html_esc(o, shape[i]);
         fputs("</td></tr>\n", o);
     }
     fprintf(o, "<tr><td>test</td><td>%s, two-sided, alpha %g%s, power %g</td></tr>\n</table>\n",
@@ -129,26 +101,26 @@ pp_status pp_check_write_html(const pp_check_result *r, FILE *o)
         const pp_check_row *w = &r->rows[i];
         char key[64];
         fputs("<tr><td>", o);
-        esc(o, w->name);
+        pp_html_esc(o, w->name);
         fputs("</td>", o);
         snprintf(key, sizeof key, "metrics.%zu.baseline", i);
-        cell(o, key, w->base, "%.6g");
+        pp_html_num_cell(o, key, w->base, "%.6g");
         snprintf(key, sizeof key, "metrics.%zu.current", i);
-        cell(o, key, w->cur, "%.6g");
+        pp_html_num_cell(o, key, w->cur, "%.6g");
         fputs("<td>", o);
-        esc(o, w->unit);
+        pp_html_esc(o, w->unit);
         fputs("</td>", o);
         snprintf(key, sizeof key, "metrics.%zu.change", i);
-        cell(o, key, w->change, w->absolute ? "%+.4g pt" : "%+.4g%%");
+        pp_html_num_cell(o, key, w->change, w->absolute ? "%+.4g pt" : "%+.4g%%");
         change_bar(o, w, scale);
-        cell(o, NULL, w->threshold, w->absolute ? "%.4g pt" : "%.4g%%");
+        pp_html_num_cell(o, NULL, w->threshold, w->absolute ? "%.4g pt" : "%.4g%%");
         fputs("<td>", o);
-        esc(o, w->test ? w->test : "");
+        pp_html_esc(o, w->test ? w->test : "");
         fputs("</td>", o);
         snprintf(key, sizeof key, "metrics.%zu.p", i);
-        cell(o, key, w->p, "%.3g");
+        pp_html_num_cell(o, key, w->p, "%.3g");
         snprintf(key, sizeof key, "metrics.%zu.p_adjusted", i);
-        cell(o, key, w->p_adj, "%.3g");
+        pp_html_num_cell(o, key, w->p_adj, "%.3g");
         if (w->has_ci)
             fprintf(o, "<td class=\"n\">[%+.3g, %+.3g]</td>", w->ci_lo, w->ci_hi);
         else
@@ -165,19 +137,7 @@ pp_status pp_check_write_html(const pp_check_result *r, FILE *o)
     if (!r->notes[0])
         fputs("<p>None.</p>\n", o);
     else {
-        fputs("<ul>\n", o);
-        for (const char *s = r->notes; *s;) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            char line[1024];
-            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
-                     s);
-            fputs("<li>", o);
-            esc(o, line);
-            fputs("</li>\n", o);
-            s += len + (nl ? 1 : 0);
-        }
-        fputs("</ul>\n", o);
+        pp_html_lines(o, r->notes, "notes");
     }
     fprintf(o, "<footer>Written by pipeprof %s (pprof-check --html).</footer>\n</body>\n</html>\n",
             PP_VERSION);
@@ -228,9 +188,9 @@ static void history_chart(FILE *o, const pp_check_history *h, const pp_check_ser
             fprintf(o, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#4c78a8\">"
                        "<title>",
                     X(i), Y(s->values[i]));
-            esc(o, h->entries[i].label[0] ? h->entries[i].label : h->entries[i].source);
+            pp_html_esc(o, h->entries[i].label[0] ? h->entries[i].label : h->entries[i].source);
             fputs(" ", o);
-            esc(o, h->entries[i].time);
+            pp_html_esc(o, h->entries[i].time);
             fprintf(o, ": %.6g</title></circle>\n", s->values[i]);
         }
     for (size_t c = 0; c < s->n_cps; c++) {
@@ -243,7 +203,7 @@ static void history_chart(FILE *o, const pp_check_history *h, const pp_check_ser
                    "fill=\"%s\">",
                 x, top, x, top + plot_h, verdict_colour(cp->verdict), x + 3, top + plot_h + 14,
                 verdict_colour(cp->verdict));
-        esc(o, h->entries[cp->index].label[0] ? h->entries[cp->index].label
+        pp_html_esc(o, h->entries[cp->index].label[0] ? h->entries[cp->index].label
                                               : h->entries[cp->index].time);
         fprintf(o, " %+.3g%s</text>\n", cp->change, s->absolute ? " pt" : "%");
     }
@@ -263,7 +223,7 @@ pp_status pp_check_history_write_html(const pp_check_history *h, FILE *o)
           ".verdict{font-size:1.3em;font-weight:bold}svg text{font:11px system-ui,sans-serif}"
           "</style>\n</head>\n<body>\n<h1>pprof-check --history ",
           o);
-    esc(o, h->dir);
+    pp_html_esc(o, h->dir);
     fprintf(o, "</h1>\n<p id=\"result\" class=\"verdict\" data-key=\"result\" style=\"color:%s\">"
                "%s</p>\n<p>%zu entries, %zu metrics, %d change point(s): %d regression(s), %d "
                "improvement(s); permutation test at alpha %g per metric.</p>\n",
@@ -283,16 +243,16 @@ pp_status pp_check_history_write_html(const pp_check_history *h, FILE *o)
                 const pp_check_run_info *e = cp->index < h->n_entries ? &h->entries[cp->index]
                                                                       : NULL;
                 fputs("<tr class=\"cp-row\"><td>", o);
-                esc(o, s->name);
+                pp_html_esc(o, s->name);
                 fputs("</td><td>", o);
-                esc(o, e ? (e->label[0] ? e->label : e->source) : "?");
+                pp_html_esc(o, e ? (e->label[0] ? e->label : e->source) : "?");
                 fputs("</td><td>", o);
-                esc(o, e ? e->time : "");
+                pp_html_esc(o, e ? e->time : "");
                 fputs("</td>", o);
-                cell(o, NULL, cp->before, "%.6g");
-                cell(o, NULL, cp->after, "%.6g");
-                cell(o, NULL, cp->change, s->absolute ? "%+.4g pt" : "%+.4g%%");
-                cell(o, NULL, cp->p, "%.3g");
+                pp_html_num_cell(o, NULL, cp->before, "%.6g");
+                pp_html_num_cell(o, NULL, cp->after, "%.6g");
+                pp_html_num_cell(o, NULL, cp->change, s->absolute ? "%+.4g pt" : "%+.4g%%");
+                pp_html_num_cell(o, NULL, cp->p, "%.3g");
                 fprintf(o, "<td style=\"color:%s\">%s</td></tr>\n", verdict_colour(cp->verdict),
                         pp_check_verdict_name(cp->verdict));
             }
@@ -302,26 +262,15 @@ pp_status pp_check_history_write_html(const pp_check_history *h, FILE *o)
     for (size_t k = 0; k < h->n_series; k++) {
         const pp_check_series *s = &h->series[k];
         fputs("<h3>", o);
-        esc(o, s->name);
+        pp_html_esc(o, s->name);
         fputs(" (", o);
-        esc(o, s->unit);
+        pp_html_esc(o, s->unit);
         fputs(")</h3>\n", o);
         history_chart(o, h, s, k);
     }
     if (h->notes[0]) {
-        fputs("<h2 id=\"notes\">Notes</h2>\n<ul>\n", o);
-        for (const char *p = h->notes; *p;) {
-            const char *nl = strchr(p, '\n');
-            size_t len = nl ? (size_t)(nl - p) : strlen(p);
-            char line[1024];
-            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
-                     p);
-            fputs("<li>", o);
-            esc(o, line);
-            fputs("</li>\n", o);
-            p += len + (nl ? 1 : 0);
-        }
-        fputs("</ul>\n", o);
+        fputs("<h2 id=\"notes\">Notes</h2>\n", o);
+        pp_html_lines(o, h->notes, "notes");
     }
     fprintf(o, "<footer>Written by pipeprof %s (pprof-check --history --html).</footer>\n"
                "</body>\n</html>\n",

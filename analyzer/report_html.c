@@ -7,40 +7,11 @@
  * data-key attribute named after that JSON field. docs/cli/pprof-report.md "HTML". */
 #include "pp_report.h"
 #include "report_internal.h"
+#include "html_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Text with the five characters HTML cares about escaped; bytes below 0x20 (but tab and newline)
- * become U+FFFD's replacement '?', so that a hostile name cannot break the page. */
-static void esc(FILE *o, const char *s)
-{
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '&': fputs("&amp;", o); break;
-        case '<': fputs("&lt;", o); break;
-        case '>': fputs("&gt;", o); break;
-        case '"': fputs("&quot;", o); break;
-        case '\'': fputs("&#39;", o); break;
-        default: fputc(c < 0x20 && c != '\t' && c != '\n' ? '?' : c, o);
-        }
-    }
-}
-
-static void num_cell(FILE *o, const char *key, double v, const char *fmt)
-{
-    fputs("<td class=\"n\"", o);
-    if (key)
-        fprintf(o, " data-key=\"%s\"", key);
-    fputc('>', o);
-    if (isfinite(v))
-        fprintf(o, fmt, v);
-    else
-        fputs("&ndash;", o);
-    fputs("</td>", o);
-}
 
 static const char k_style[] =
     "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;"
@@ -84,7 +55,7 @@ static void section_run(FILE *o, const pp_analysis *a, const pp_report_html_opts
     fputs("<h2 id=\"run\">Run</h2>\n<table class=\"kv\">\n", o);
     if (opt && opt->command && opt->command[0]) {
         fputs("<tr><td>command</td><td><code>", o);
-        esc(o, opt->command);
+        pp_html_esc(o, opt->command);
         fputs("</code></td></tr>\n", o);
     }
     fprintf(o, "<tr><td>trace files</td><td data-key=\"files\">%zu</td></tr>\n", a->n_files);
@@ -97,14 +68,14 @@ static void section_run(FILE *o, const pp_analysis *a, const pp_report_html_opts
         fprintf(o, "<span data-key=\"stages\">%d</span> stage(s), <span "
                    "data-key=\"microbatches\">%d</span> micro-batch(es), v = %d, schedule ",
                 a->S, a->M, a->v);
-        esc(o, a->schedule[0] ? a->schedule : "unknown");
+        pp_html_esc(o, a->schedule[0] ? a->schedule : "unknown");
         if (a->dp > 1)
             fprintf(o, ", %d data-parallel replicas (replica %d analyzed)", a->dp, a->replica);
         fputs("</td></tr>\n", o);
     }
     if (a->dialect[0]) {
         fputs("<tr><td>dialect</td><td>", o);
-        esc(o, a->dialect);
+        pp_html_esc(o, a->dialect);
         fputs("</td></tr>\n", o);
     }
     fprintf(o, "<tr><td>steps analyzed</td><td data-key=\"steps\">%zu</td></tr>\n", a->n_steps);
@@ -118,25 +89,25 @@ static void section_summary(FILE *o, const pp_analysis *a)
           "<th>median</th><th>p95</th><th>min</th><th>max</th></tr>\n<tr><td>step ms</td>",
           o);
     const pp_astats *s = &a->step_ns;
-    num_cell(o, "step_ms.mean", s->mean * 1e-6, "%.3f");
-    num_cell(o, "step_ms.median", s->median * 1e-6, "%.3f");
-    num_cell(o, "step_ms.p95", s->p95 * 1e-6, "%.3f");
-    num_cell(o, "step_ms.min", s->min * 1e-6, "%.3f");
-    num_cell(o, "step_ms.max", s->max * 1e-6, "%.3f");
+    pp_html_num_cell(o, "step_ms.mean", s->mean * 1e-6, "%.3f");
+    pp_html_num_cell(o, "step_ms.median", s->median * 1e-6, "%.3f");
+    pp_html_num_cell(o, "step_ms.p95", s->p95 * 1e-6, "%.3f");
+    pp_html_num_cell(o, "step_ms.min", s->min * 1e-6, "%.3f");
+    pp_html_num_cell(o, "step_ms.max", s->max * 1e-6, "%.3f");
     fputs("</tr>\n</table>\n<table class=\"kv\">\n<tr><td>bubble (idle share of stage time)</td>",
           o);
-    num_cell(o, "bubble_ratio.mean", a->bubble_ratio * 100.0, "%.1f%%");
+    pp_html_num_cell(o, "bubble_ratio.mean", a->bubble_ratio * 100.0, "%.1f%%");
     fputs("</tr>\n<tr><td>imbalance (max / mean stage busy)</td>", o);
-    num_cell(o, "imbalance.mean", a->imbalance, "%.3f");
+    pp_html_num_cell(o, "imbalance.mean", a->imbalance, "%.3f");
     fputs("</tr>\n", o);
     if (a->samples_per_s > 0) {
         fputs("<tr><td>samples/s</td>", o);
-        num_cell(o, "samples_per_s", a->samples_per_s, "%.1f");
+        pp_html_num_cell(o, "samples_per_s", a->samples_per_s, "%.1f");
         fputs("</tr>\n", o);
     }
     if (a->tokens_per_s > 0) {
         fputs("<tr><td>tokens/s</td>", o);
-        num_cell(o, "tokens_per_s", a->tokens_per_s, "%.0f");
+        pp_html_num_cell(o, "tokens_per_s", a->tokens_per_s, "%.0f");
         fputs("</tr>\n", o);
     }
     fputs("</table>\n", o);
@@ -155,17 +126,17 @@ static void section_stages(FILE *o, const pp_analysis *a)
         char key[64];
         fprintf(o, "<tr><td>%d</td>", s);
         snprintf(key, sizeof key, "stages.%d.fwd_ms.median", s);
-        num_cell(o, key, g->fwd_ns.count ? g->fwd_ns.median * 1e-6 : NAN, "%.3f");
+        pp_html_num_cell(o, key, g->fwd_ns.count ? g->fwd_ns.median * 1e-6 : NAN, "%.3f");
         snprintf(key, sizeof key, "stages.%d.bwd_ms.median", s);
-        num_cell(o, key, g->bwd_ns.count ? g->bwd_ns.median * 1e-6 : NAN, "%.3f");
+        pp_html_num_cell(o, key, g->bwd_ns.count ? g->bwd_ns.median * 1e-6 : NAN, "%.3f");
         snprintf(key, sizeof key, "stages.%d.busy_ms", s);
-        num_cell(o, key, g->busy_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, key, g->busy_ns * 1e-6, "%.3f");
         snprintf(key, sizeof key, "stages.%d.idle_ms", s);
-        num_cell(o, key, g->idle_ns * 1e-6, "%.3f");
-        num_cell(o, NULL, g->bubble_ratio * 100.0, "%.1f%%");
-        num_cell(o, NULL, g->fill_drain_ns * 1e-6, "%.3f");
-        num_cell(o, NULL, g->imbalance_ns * 1e-6, "%.3f");
-        num_cell(o, NULL, g->transfer_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, key, g->idle_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, g->bubble_ratio * 100.0, "%.1f%%");
+        pp_html_num_cell(o, NULL, g->fill_drain_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, g->imbalance_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, g->transfer_ns * 1e-6, "%.3f");
         if (g->imbalance_culprit >= 0)
             fprintf(o, "<td>stage %d</td></tr>\n", g->imbalance_culprit);
         else
@@ -300,11 +271,11 @@ static void section_links(FILE *o, const pp_analysis *a)
         const pp_alink *l = &a->links[i];
         fprintf(o, "<tr><td>%d &rarr; %d</td><td>%s</td><td class=\"n\">%llu</td>", l->src,
                 l->dst, l->grad ? "grad" : "act", (unsigned long long)l->messages);
-        num_cell(o, NULL, (double)l->bytes / 1e6, "%.3f");
-        num_cell(o, NULL, l->timed ? l->bandwidth_GBps : NAN, "%.3f");
-        num_cell(o, NULL, l->timed ? l->latency_ns.median * 1e-3 : NAN, "%.1f");
-        num_cell(o, NULL, l->wait_ns * 1e-6, "%.3f");
-        num_cell(o, NULL, l->send_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, (double)l->bytes / 1e6, "%.3f");
+        pp_html_num_cell(o, NULL, l->timed ? l->bandwidth_GBps : NAN, "%.3f");
+        pp_html_num_cell(o, NULL, l->timed ? l->latency_ns.median * 1e-3 : NAN, "%.1f");
+        pp_html_num_cell(o, NULL, l->wait_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, l->send_ns * 1e-6, "%.3f");
         fputs("</tr>\n", o);
     }
     fputs("</table>\n", o);
@@ -321,12 +292,12 @@ static void section_layers(FILE *o, const pp_analysis *a)
     for (size_t i = 0; i < a->n_layers; i++) {
         const pp_alayer *l = &a->layers[i];
         fprintf(o, "<tr><td>%d</td><td>", l->layer);
-        esc(o, l->name);
+        pp_html_esc(o, l->name);
         fputs("</td>", o);
-        num_cell(o, NULL, l->fwd_ns.count ? l->fwd_ns.median * 1e-6 : NAN, "%.3f");
-        num_cell(o, NULL, l->bwd_ns.count ? l->bwd_ns.median * 1e-6 : NAN, "%.3f");
-        num_cell(o, NULL, l->has_info ? (double)l->param_bytes : NAN, "%.0f");
-        num_cell(o, NULL, l->has_info ? (double)l->activation_bytes : NAN, "%.0f");
+        pp_html_num_cell(o, NULL, l->fwd_ns.count ? l->fwd_ns.median * 1e-6 : NAN, "%.3f");
+        pp_html_num_cell(o, NULL, l->bwd_ns.count ? l->bwd_ns.median * 1e-6 : NAN, "%.3f");
+        pp_html_num_cell(o, NULL, l->has_info ? (double)l->param_bytes : NAN, "%.0f");
+        pp_html_num_cell(o, NULL, l->has_info ? (double)l->activation_bytes : NAN, "%.0f");
         fputs("</tr>\n", o);
     }
     fputs("</table>\n", o);
@@ -358,17 +329,17 @@ static void section_ranges(FILE *o, const pp_analysis *a)
     for (size_t i = 0; i < a->n_ranges; i++) {
         const pp_arange *r = &a->ranges[i];
         fputs("<tr><td>", o);
-        esc(o, r->domain);
+        pp_html_esc(o, r->domain);
         fputs("</td><td>", o);
-        esc(o, r->other ? "(other names)" : r->name);
+        pp_html_esc(o, r->other ? "(other names)" : r->name);
         fprintf(o, "</td><td class=\"n\">%llu</td>", (unsigned long long)r->ns.count);
-        num_cell(o, NULL, r->ns.sum * 1e-6, "%.3f");
-        num_cell(o, NULL, r->ns.mean * 1e-6, "%.3f");
-        num_cell(o, NULL, r->ns.median * 1e-6, "%.3f");
-        num_cell(o, NULL, r->ns.min * 1e-6, "%.3f");
-        num_cell(o, NULL, r->ns.max * 1e-6, "%.3f");
-        num_cell(o, NULL, r->stddev_ns * 1e-6, "%.3f");
-        num_cell(o, NULL, r->wall_share * 100.0, "%.1f%%");
+        pp_html_num_cell(o, NULL, r->ns.sum * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->ns.mean * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->ns.median * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->ns.min * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->ns.max * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->stddev_ns * 1e-6, "%.3f");
+        pp_html_num_cell(o, NULL, r->wall_share * 100.0, "%.1f%%");
         fputs("</tr>\n", o);
     }
     fputs("</table>\n", o);
@@ -376,9 +347,9 @@ static void section_ranges(FILE *o, const pp_analysis *a)
         fputs("<table>\n<tr><th>domain</th><th>mark</th><th>count</th></tr>\n", o);
         for (size_t i = 0; i < a->n_marks; i++) {
             fputs("<tr><td>", o);
-            esc(o, a->marks[i].domain);
+            pp_html_esc(o, a->marks[i].domain);
             fputs("</td><td>", o);
-            esc(o, a->marks[i].other ? "(other names)" : a->marks[i].name);
+            pp_html_esc(o, a->marks[i].other ? "(other names)" : a->marks[i].name);
             fprintf(o, "</td><td class=\"n\">%llu</td></tr>\n",
                     (unsigned long long)a->marks[i].count);
         }
@@ -393,19 +364,7 @@ static void section_warnings(FILE *o, const pp_analysis *a)
         fputs("<p>None.</p>\n", o);
         return;
     }
-    fputs("<ul class=\"warn\">\n", o);
-    const char *p = a->warnings;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        char line[512];
-        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
-        fputs("<li>", o);
-        esc(o, line);
-        fputs("</li>\n", o);
-        p += n + (nl ? 1 : 0);
-    }
-    fputs("</ul>\n", o);
+    pp_html_lines(o, a->warnings, "warn");
 }
 
 pp_status pp_report_html(const pp_analysis *a, const pp_report_html_opts *opt, FILE *o)
@@ -416,9 +375,9 @@ pp_status pp_report_html(const pp_analysis *a, const pp_report_html_opts *opt, F
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
           "pipeprof: ",
           o);
-    esc(o, title);
+    pp_html_esc(o, title);
     fprintf(o, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>pipeprof report: ", k_style);
-    esc(o, title);
+    pp_html_esc(o, title);
     fputs("</h1>\n", o);
     section_run(o, a, opt);
     if (a->S > 0 && a->n_steps) {

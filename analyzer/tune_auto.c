@@ -7,6 +7,7 @@
 #include "tune_internal.h"
 
 #include "pp_report.h"
+#include "html_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -245,16 +246,7 @@ static void write_index(const auto_state *s)
           "--auto</h1>\n",
           o);
     fprintf(o, "<p id=\"stop\">%d run(s); stopped: ", s->n_its);
-    for (const char *p = s->stop; *p; p++) { /* the loop's own text, a plan path in it */
-        if (*p == '<')
-            fputs("&lt;", o);
-        else if (*p == '>')
-            fputs("&gt;", o);
-        else if (*p == '&')
-            fputs("&amp;", o);
-        else
-            fputc(*p, o);
-    }
+    pp_html_esc(o, s->stop); /* the loop's own text, a plan path in it */
     fputs("</p>\n<table id=\"iterations\">\n<tr><th>iter</th><th>schedule</th><th>M</th>"
           "<th>v</th><th>boundaries</th><th>predicted ms</th><th>measured ms</th><th>error</th>"
           "<th>p95 predicted</th><th>p95 measured</th><th>error</th><th>speedup</th></tr>\n",
