@@ -16,11 +16,44 @@
 static const char *const k_keys[] = {"version",     "num_layers",      "stages",
                                      "virtual_stages", "boundaries",   "schedule",
                                      "microbatches", "microbatch_size", "memory_limit_bytes",
-                                     "predicted",   "baseline",        "pipeprof_version"};
+                                     "predicted",   "baseline",        "pipeprof_version",
+                                     "recompute"};
 enum {
     K_VERSION, K_LAYERS, K_STAGES, K_VIRTUAL, K_BOUNDS, K_SCHEDULE, K_M, K_MBS, K_MEMORY,
-    K_PREDICTED, K_BASELINE, K_WRITER, N_KEYS
+    K_PREDICTED, K_BASELINE, K_WRITER, K_RECOMPUTE, N_KEYS
 };
+
+/* The characters of a --recompute SPEC: the words none and full, or items N, N-M, sN, sN-M
+ * separated by commas. The plan checks the alphabet only; pptrain's parser (runtime/memory.c)
+ * checks the items against the model and the stages, and names what is wrong. */
+static int recompute_text_ok(const char *s)
+{
+    if (strcmp(s, "none") == 0 || strcmp(s, "full") == 0)
+        return 1;
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || *s == 's' || *s == '-' || *s == ','))
+            return 0;
+    return 1;
+}
+
+static pp_status parse_recompute(const cJSON *j, const char *ctx, pp_plan *p)
+{
+    if (!cJSON_IsString(j))
+        return PP_ERR(PP_ERR_INVALID, "%s: \"recompute\" must be a string (got %s)", ctx,
+                      pp_json_type_name(j));
+    size_t len = strlen(j->valuestring);
+    if (len >= sizeof p->recompute)
+        return PP_ERR(PP_ERR_INVALID, "%s: \"recompute\" is %zu characters (at most %zu)", ctx,
+                      len, sizeof p->recompute - 1);
+    if (!recompute_text_ok(j->valuestring))
+        return PP_ERR(PP_ERR_INVALID,
+                      "%s: \"recompute\" \"%.40s\" is not none, full or a list of layers and "
+                      "stages (1-4,7 or s0,s2)", ctx, j->valuestring);
+    memcpy(p->recompute, j->valuestring, len + 1);
+    return PP_OK;
+}
 static const char *const k_pred_keys[] = {"step_ms", "bubble_ratio", "median_ms", "p95_ms"};
 
 /* Names as the schedule module spells them; compared as text so the plan file does not depend
@@ -177,7 +210,8 @@ pp_status pp_plan_parse(const char *json, const char *origin, pp_plan *out)
     }
     if ((st = parse_partition(f, ctx, &p)) != PP_OK ||
         (st = parse_schedule(f[K_SCHEDULE], ctx, &p)) != PP_OK ||
-        (st = parse_batching(f, ctx, &p)) != PP_OK)
+        (st = parse_batching(f, ctx, &p)) != PP_OK ||
+        (f[K_RECOMPUTE] && (st = parse_recompute(f[K_RECOMPUTE], ctx, &p)) != PP_OK))
         goto done;
     *out = p;
     p.partition.bounds = NULL; /* now owned by *out */
@@ -231,6 +265,8 @@ static pp_status plan_fill(pp_json_writer *w, const void *ctx)
     }
     if (p->baseline[0])
         pp_json_put_str(w, "baseline", p->baseline);
+    if (p->recompute[0])
+        pp_json_put_str(w, "recompute", p->recompute);
     pp_json_put_str(w, "pipeprof_version", PP_VERSION);
     pp_json_end(w);
     return pp_json_writer_status(w);
@@ -269,6 +305,10 @@ pp_status pp_plan_write(const pp_plan *p, const char *path)
                       path, p->predicted_step_ms, p->predicted_bubble);
     if (strnlen(p->baseline, sizeof p->baseline) == sizeof p->baseline)
         return PP_ERR(PP_ERR_INVALID, "plan '%s': baseline is not terminated", path);
+    if (strnlen(p->recompute, sizeof p->recompute) == sizeof p->recompute ||
+        (p->recompute[0] && !recompute_text_ok(p->recompute)))
+        return PP_ERR(PP_ERR_INVALID, "plan '%s': cannot write recompute \"%.40s\"", path,
+                      p->recompute);
 
     pp_plan named = *p; /* the schedule written as the schedule module spells it */
     snprintf(named.schedule, sizeof named.schedule, "%s", k_schedules[k]);

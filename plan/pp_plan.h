@@ -315,6 +315,8 @@ typedef struct pp_plan {
     double predicted_median_ms;  /* the step's predicted median and p95 (docs/sim-dist.md); */
     double predicted_p95_ms;     /* <= 0 when absent (plans before issue 18) */
     char baseline[512];          /* run the plan came from, "" when absent */
+    char recompute[256];         /* pptrain --recompute SPEC (none, full, or a list such as
+                                    s0,s2 or 1-4,7); "" when absent (pptrain keeps its own) */
 } pp_plan;
 
 /* Loads and validates a plan; messages name the file and field. PP_ERR_INVALID for bad

@@ -346,6 +346,22 @@ Test(cli, pipeline_runs_on_the_cpu_and_sim_backends_and_follow_a_plan)
     cr_assert(strstr(r->out, "boundaries 0,4,6") != NULL, "%s", r->out);
     cr_assert(strstr(r->out, "batch 4 (4 micro-batches)") != NULL, "%s", r->out);
 
+    /* the plan's recompute choice is applied like its boundaries (issue 17) */
+    snprintf(plan, sizeof plan, "%s", write_text("pr.json",
+        "{\"version\": 1, \"num_layers\": 6, \"stages\": 2, \"boundaries\": [0,4,6], "
+        "\"schedule\": \"1f1b\", \"microbatches\": 4, \"microbatch_size\": 1, "
+        "\"recompute\": \"s1\"}"));
+    snprintf(plan_env, sizeof plan_env, "PPROF_PLAN=%s", plan);
+    const char *rc_cli[] = {"--steps", "1", "--recompute", "full", NULL};
+    r = run_env(rc_cli, planned_env);
+    cr_assert_eq(r->code, 0, "%s", r->err);
+    cr_assert(strstr(r->out, ", recompute s1") != NULL, "%s", r->out);
+    cr_assert(strstr(r->err, "replaces --recompute full with s1") != NULL, "%s", r->err);
+    const char *rc_plan[] = {"--plan", plan, "--steps", "1", "--recompute", "full", NULL};
+    r = run(rc_plan);
+    cr_assert_eq(r->code, 2, "%s", r->err);
+    cr_assert(strstr(r->err, "--recompute full contradicts plan") != NULL, "%s", r->err);
+
     const char *print[] = {"--stages", "2", "--microbatches", "2", "--print-schedule", NULL};
     r = run(print);
     cr_assert_eq(r->code, 0, "%s", r->err);

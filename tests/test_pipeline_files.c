@@ -662,6 +662,12 @@ static const bad_json k_bad_plans[] = {
     {"{" PLAN_HEAD ", \"virtual_stages\": 0, " PLAN_B ", " PLAN_TAIL "}",
      "\"virtual_stages\" 0 is out of range"},
     {"{" PLAN_HEAD ", \"stages\": 4, " PLAN_B ", " PLAN_TAIL "}", "duplicate key \"stages\""},
+    {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"recompute\": 1}",
+     "\"recompute\" must be a string (got a number)"},
+    {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"recompute\": \"s0;rm\"}",
+     "\"recompute\" \"s0;rm\" is not none, full or a list"},
+    {"{" PLAN_HEAD ", " PLAN_B ", " PLAN_TAIL ", \"recompute\": \"\"}",
+     "\"recompute\" \"\" is not none, full or a list"},
 };
 
 Test(plan, rejects_each_bad_plan_naming_origin_and_field)
@@ -699,6 +705,7 @@ static void assert_plans_equal(const pp_plan *a, const pp_plan *b)
     if (a->predicted_bubble >= 0)
         cr_assert_eq(b->predicted_bubble, a->predicted_bubble);
     cr_assert_str_eq(b->baseline, a->baseline);
+    cr_assert_str_eq(b->recompute, a->recompute);
 }
 
 Test(plan, write_then_load_gives_back_the_same_plan)
@@ -709,6 +716,7 @@ Test(plan, write_then_load_gives_back_the_same_plan)
     a.predicted_step_ms = 66.123456789012345;
     a.predicted_bubble = 1.0 / 3.0;
     snprintf(a.baseline, sizeof a.baseline, "runs/\"quoted\" \\ dir");
+    snprintf(a.recompute, sizeof a.recompute, "s0,s2-3");
     char path[256];
     path_in_dir(path, sizeof path, "plan.json");
     cr_assert_eq(pp_plan_write(&a, path), PP_OK, "%s", pp_error_message());

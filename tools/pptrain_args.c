@@ -455,7 +455,8 @@ pp_status pptrain_check_writable_dir(const char *path, const char *flag)
     return PP_OK;
 }
 
-/* Applies a plan file: partition, schedule, micro-batches; refuses flags that contradict it. */
+/* Applies a plan file: partition, schedule, micro-batches, recomputation; refuses flags that
+ * contradict it. */
 static pp_status apply_plan(pptrain_args *a, int L, pp_partition *part)
 {
     pp_plan plan;
@@ -487,6 +488,20 @@ static pp_status apply_plan(pptrain_args *a, int L, pp_partition *part)
         st = PP_ERR(PP_ERR_INVALID, "--virtual-stages %d contradicts plan '%s' (%d)", a->v,
                     a->plan, plan.partition.v);
         goto done;
+    }
+    if (plan.recompute[0]) {
+        /* the plan's choice, like its boundaries: from PPROF_PLAN it replaces --recompute, and
+         * a --plan given with a different --recompute is a contradiction */
+        if (a->recompute && !a->plan_from_env && strcmp(a->recompute, plan.recompute) != 0) {
+            st = PP_ERR(PP_ERR_INVALID, "--recompute %s contradicts plan '%s' (recompute %s)",
+                        a->recompute, a->plan, plan.recompute);
+            goto done;
+        }
+        if (a->recompute && a->plan_from_env && strcmp(a->recompute, plan.recompute) != 0)
+            fprintf(stderr, "pptrain: PPROF_PLAN=%s replaces --recompute %s with %s\n", a->plan,
+                    a->recompute, plan.recompute);
+        snprintf(a->plan_recompute, sizeof a->plan_recompute, "%s", plan.recompute);
+        a->recompute = a->plan_recompute;
     }
     a->schedule = kind;
     a->tc.microbatches = plan.microbatches;

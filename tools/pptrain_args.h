@@ -30,7 +30,8 @@ typedef struct pptrain_args {
     pp_jitter jitter; /* --sim-jitter; its seed is --seed's unless the spec names one */
     int jitter_given;
     int print_schedule;
-    const char *recompute; /* --recompute (NULL: none) */
+    const char *recompute; /* --recompute (NULL: none), or the plan's */
+    char plan_recompute[256]; /* the plan's recompute choice, which recompute then points to */
     int plan_from_env;
     pp_transport_kind transport;
     int dp;
