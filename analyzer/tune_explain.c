@@ -219,6 +219,35 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
     pp_sim_result_free(&r);
 }
 
+/* The full model term by term (pp_stage_memory_model, no recomputation), when the costs carry
+ * what each layer keeps (kept_bytes: captures of pptrain since issue 17); older costs have only
+ * the line above. */
+static void print_memory_model_terms(const pp_costs *c, const pp_partition *part,
+                                     pp_schedule_kind kind, int M, FILE *out)
+{
+    int any = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        any |= c->layers[l].has_kept;
+    pp_schedule *sc = NULL;
+    if (!any || pp_schedule_create(kind, part->S, M, part->v, &sc) != PP_OK)
+        return;
+    fputs("    by purpose (pp_stage_memory_model): params + grads + optimizer (2 moments) + "
+          "kept x in flight + transport\n", out);
+    for (int s = 0; s < part->S; s++) {
+        pp_stage_memory m;
+        if (pp_stage_memory_model(c, part, sc, s, NULL, &m) != PP_OK)
+            break;
+        char pb[32], kb[32], tb[32], tot[32];
+        pp_tune_fmt_bytes(m.params_bytes, pb, sizeof pb);
+        pp_tune_fmt_bytes(m.activations_bytes, kb, sizeof kb);
+        pp_tune_fmt_bytes(m.transport_bytes, tb, sizeof tb);
+        pp_tune_fmt_bytes(m.total_bytes, tot, sizeof tot);
+        fprintf(out, "    stage %d: %s + %s + 2 x %s + %s (%d in flight) + %s = %s\n", s, pb, pb,
+                pb, kb, m.peak_inflight, tb, tot);
+    }
+    pp_schedule_destroy(sc);
+}
+
 void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
                                 pp_schedule_kind kind, int M, uint64_t limit, FILE *out)
 {
@@ -239,7 +268,8 @@ void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
             uint64_t act = 0;
             for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
                 params += c->layers[l].param_bytes;
-                act += c->layers[l].activation_bytes;
+                act += c->layers[l].has_kept ? c->layers[l].kept_bytes
+                                             : c->layers[l].activation_bytes;
             }
             act_max = act > act_max ? act : act_max;
         }
@@ -256,6 +286,7 @@ void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
         pp_tune_fmt_bytes(limit, lb, sizeof lb);
         fprintf(out, "    limit per stage: %s (%llu bytes)\n", lb, (unsigned long long)limit);
     }
+    print_memory_model_terms(c, part, kind, M, out);
     free(peak);
     free(mem);
 }

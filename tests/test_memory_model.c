@@ -8,7 +8,10 @@
 #include "pp_kops.h"
 #include "pp_rebalance.h"
 
+#include "pp_testkit.h"
+
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -176,4 +179,66 @@ Test(memory_model, old_cost_files_keep_the_old_model)
     cr_assert_eq(pp_stage_memory_bytes(c, &p, 0, 3), 4 * 200 + 3 * 60000);
     pp_partition_free(&p);
     pp_costs_destroy(c);
+}
+
+/* From a real capture: pprof-run records pptrain (cpu backend, GPipe and 1F1B, with and without
+ * --recompute), pprof-tune --export-costs takes kept_bytes and input_bytes from the layer marks,
+ * and the model on those costs lands within 5% of the peak per stage pptrain printed (MiB with
+ * two decimals: the print's rounding is far inside 5%). */
+#define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPTUNE PP_BUILD_DIR "/tools/pprof-tune"
+#define PPTRAIN PP_BUILD_DIR "/tools/pptrain"
+
+Test(memory_model, costs_from_a_capture_predict_the_measured_peak)
+{
+    static const struct {
+        const char *schedule, *recompute;
+        pp_schedule_kind kind;
+    } runs[] = {{"1f1b", "none", PP_SCHED_1F1B},
+                {"gpipe", "s1", PP_SCHED_GPIPE},
+                {"zb-h1", "full", PP_SCHED_ZBH1}};
+    tk_dir_create("pp_memmodel");
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const char *args[] = {"-o", "run", "-q", "--", PPTRAIN, "--stages", "2", "--schedule",
+                              runs[i].schedule, "--microbatches", "4", "--batch", "8", "--steps",
+                              "3", "--layers", "4", "--recompute", runs[i].recompute, NULL};
+        tk_result r = tk_run(PPRUN, args, NULL);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        const char *line = strstr(r.out, "memory: peak MiB per stage (total/activations)");
+        cr_assert_not_null(line, "%s", r.out);
+        double measured[2], act[2];
+        cr_assert_eq(sscanf(line, "memory: peak MiB per stage (total/activations) s0 %lf/%lf, "
+                                  "s1 %lf/%lf", &measured[0], &act[0], &measured[1], &act[1]),
+                     4, "%s", line);
+        tk_result_free(&r);
+        const char *targs[] = {"run", "--export-costs", "c.json", NULL};
+        r = tk_run(PPTUNE, targs, NULL);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        tk_result_free(&r);
+        pp_costs *c = NULL;
+        cr_assert_eq(pp_costs_load(tk_path("c.json"), &c), PP_OK, "%s", pp_error_message());
+        for (int l = 0; l < c->n_layers; l++)
+            cr_assert(c->layers[l].has_kept, "layer %d: the marks' kept_bytes reached the costs", l);
+        pp_partition p;
+        cr_assert_eq(pp_partition_even(c->n_layers, 2, 1, &p), PP_OK);
+        uint8_t rc[16] = {0};
+        cr_assert(c->n_layers <= 16);
+        for (int l = 0; l < c->n_layers; l++)
+            rc[l] = strcmp(runs[i].recompute, "full") == 0 ||
+                    (strcmp(runs[i].recompute, "s1") == 0 && l >= p.bounds[1]);
+        pp_schedule *sc = NULL;
+        cr_assert_eq(pp_schedule_create(runs[i].kind, 2, 4, 1, &sc), PP_OK);
+        for (int s = 0; s < 2; s++) {
+            pp_stage_memory m;
+            cr_assert_eq(pp_stage_memory_model(c, &p, sc, s, rc, &m), PP_OK);
+            double mib = (double)m.total_bytes / 1048576.0;
+            cr_assert(fabs(mib - measured[s]) <= 0.05 * measured[s],
+                      "%s rc=%s stage %d: predicted %.3f MiB, measured %.2f MiB", runs[i].schedule,
+                      runs[i].recompute, s, mib, measured[s]);
+        }
+        pp_schedule_destroy(sc);
+        pp_partition_free(&p);
+        pp_costs_destroy(c);
+    }
+    tk_dir_remove();
 }
