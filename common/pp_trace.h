@@ -78,11 +78,15 @@ typedef enum pp_trace_rec_type {
     PP_REC_MARK = 5,        /* pp_rec_range */
     PP_REC_EXT_PAYLOAD = 6, /* pp_rec_ext: extended payload of the preceding PUSH/START/MARK of
                                the same thread */
+    PP_REC_COUNTER = 7,     /* pp_rec_counter: one sample of a counter (NVTX counters
+                               extension, or the capture library's own resident memory) */
+    PP_REC_MEM = 8,         /* pp_rec_mem: one heap or region call of NVTX's memory extension */
     PP_REC_STRING = 16,     /* pp_rec_string */
     PP_REC_DOMAIN = 17,     /* pp_rec_domain */
     PP_REC_CATEGORY = 18,   /* pp_rec_category */
     PP_REC_THREAD_NAME = 19,/* pp_rec_thread_name */
     PP_REC_SCHEMA = 20,     /* pp_rec_schema */
+    PP_REC_COUNTER_DEF = 21,/* pp_rec_counter_def: a registered counter */
     PP_REC_FOOTER = 32,     /* pp_rec_footer */
     /* GPU capture (pprof-run --cuda / --nccl). Their h.ts is 0: the times are in the body, in
      * CLOCK_MONOTONIC ns like every other timestamp of the file. */
@@ -174,6 +178,58 @@ typedef struct pp_rec_schema {
     uint32_t static_size; /* bytes of one payload */
     /* pp_rec_schema_entry entries[n_entries]; */
 } pp_rec_schema;       /* 40 bytes + 24 per entry */
+
+/* Counters (nvtxCounterRegister / nvtxCounterSampleInt64 / Float64). A counter is named by
+ * (domain, counter_id); its samples sit in the EVENTS block of the thread that sampled. The
+ * capture library's own resident-memory counter is PP_COUNTER_RSS_ID in domain 0, named
+ * PP_COUNTER_RSS_NAME, sampled by its writer thread at every flush. */
+#define PP_COUNTER_RSS_ID 1u
+#define PP_COUNTER_RSS_NAME "pprof.rss"
+typedef enum pp_counter_value_kind {
+    PP_COUNTER_INT64 = 1, /* value holds an int64_t */
+    PP_COUNTER_FLOAT64 = 2 /* value holds a double's bits */
+} pp_counter_value_kind;
+
+typedef struct pp_rec_counter_def {
+    pp_rec_header h;      /* ts 0; tid: the registering thread */
+    uint64_t counter_id;  /* unique within the domain */
+    uint32_t domain;
+    uint32_t name;        /* string id */
+    uint32_t unit;        /* string id of the unit (counter semantics), 0 none */
+    uint32_t schema;      /* the registration's schemaId when a predefined NVTX payload type
+                             (NVTX_PAYLOAD_ENTRY_TYPE_*, < 2^32), else 0 */
+} pp_rec_counter_def;  /* 40 bytes */
+
+typedef struct pp_rec_counter {
+    pp_rec_header h;      /* tid, ts: the sampling thread and time */
+    uint64_t counter_id;
+    uint32_t domain;
+    uint32_t kind;        /* pp_counter_value_kind */
+    uint64_t value;       /* the value's bits */
+} pp_rec_counter;      /* 40 bytes */
+
+/* Memory extension (nvToolsExtMem.h) calls, one record per heap call and per region of a
+ * batch. A heap is a process-unique id the capture library handed out; a region is named by
+ * its address (the handle libpprof returns for a region is its address too). */
+typedef enum pp_mem_op {
+    PP_MEM_HEAP_REGISTER = 1,   /* heap, addr/bytes: its range (0 when not given), name */
+    PP_MEM_HEAP_UNREGISTER = 2, /* heap: it and its regions are gone */
+    PP_MEM_HEAP_RESET = 3,      /* heap (0: every heap): its regions are gone */
+    PP_MEM_REGION_REGISTER = 4, /* heap, addr, bytes */
+    PP_MEM_REGION_RESIZE = 5,   /* addr, bytes: the region's new size */
+    PP_MEM_REGION_UNREGISTER = 6 /* addr */
+} pp_mem_op;
+
+typedef struct pp_rec_mem {
+    pp_rec_header h;      /* tid, ts: the calling thread and time */
+    uint32_t op;          /* pp_mem_op */
+    uint32_t domain;
+    uint64_t heap;        /* 0: the process-wide heap */
+    uint64_t addr;
+    uint64_t bytes;
+    uint32_t name;        /* HEAP_REGISTER: string id of the heap's message, 0 none */
+    uint32_t usage;       /* HEAP_REGISTER: NVTX_MEM_HEAP_USAGE_* bits */
+} pp_rec_mem;          /* 56 bytes */
 
 typedef struct pp_rec_footer {
     pp_rec_header h;       /* ts = CLOCK_MONOTONIC at close */
@@ -331,6 +387,19 @@ typedef struct pp_trace_nccl {
     const char *name;
 } pp_trace_nccl;
 
+/* Counter definitions as pp_trace_load keeps them (names resolved; sorted by domain, id; the
+ * first definition of a (domain, id) wins). */
+typedef struct pp_trace_counter_def {
+    pp_rec_counter_def r;
+    const char *name; /* "" when none */
+    const char *unit; /* "" when none */
+} pp_trace_counter_def;
+
+typedef struct pp_trace_mem {
+    pp_rec_mem r;
+    const char *name;
+} pp_trace_mem;
+
 typedef struct pp_trace {
     pp_trace_header header;
     pp_rec_footer footer;      /* valid when damage.has_footer */
@@ -353,6 +422,13 @@ typedef struct pp_trace {
     pp_rec_api *api;
     size_t n_nccl;
     pp_trace_nccl *nccl;
+    /* counters and the memory extension: samples and calls in file order */
+    size_t n_counter_defs;
+    pp_trace_counter_def *counter_defs;
+    size_t n_counters;
+    pp_rec_counter *counters;
+    size_t n_mem;
+    pp_trace_mem *mem;
     void *impl; /* owned storage */
 } pp_trace;
 
@@ -368,6 +444,8 @@ const char *pp_trace_domain_name(const pp_trace *t, uint32_t domain);
 const char *pp_trace_category_name(const pp_trace *t, uint32_t domain, uint32_t category);
 const char *pp_trace_thread_name(const pp_trace *t, uint32_t tid);
 const pp_trace_schema *pp_trace_schema_find(const pp_trace *t, uint64_t schema_id);
+const pp_trace_counter_def *pp_trace_counter_find(const pp_trace *t, uint32_t domain,
+                                                  uint64_t counter_id);
 /* The definition arrays (domains, categories, threads, schemas) are sorted by their ids. A
  * string, domain or schema id defined twice keeps its first definition; thread and category
  * names keep the last (programs may rename them). */

@@ -28,6 +28,9 @@ _Static_assert(sizeof(pp_rec_footer) == 64, "footer record is 64 bytes");
 _Static_assert(sizeof(pp_rec_gpu) == 64, "GPU record is 64 bytes");
 _Static_assert(sizeof(pp_rec_api) == 48, "API record is 48 bytes");
 _Static_assert(sizeof(pp_rec_nccl) == 88, "NCCL record is 88 bytes");
+_Static_assert(sizeof(pp_rec_counter_def) == 40, "counter definition record is 40 bytes");
+_Static_assert(sizeof(pp_rec_counter) == 40, "counter sample record is 40 bytes");
+_Static_assert(sizeof(pp_rec_mem) == 56, "memory record is 56 bytes");
 
 /* Checks the record at p (avail bytes left in the block). Returns NULL when well formed, else
  * why not; fills *h. Unknown types only need a sane size. */
@@ -60,6 +63,9 @@ static const char *rec_check(const uint8_t *p, size_t avail, pp_rec_header *h, i
     case PP_REC_GPU: fixed = sizeof(pp_rec_gpu); break;
     case PP_REC_API: fixed = sizeof(pp_rec_api); break;
     case PP_REC_NCCL: fixed = sizeof(pp_rec_nccl); break;
+    case PP_REC_COUNTER_DEF: fixed = sizeof(pp_rec_counter_def); break;
+    case PP_REC_COUNTER: fixed = sizeof(pp_rec_counter); break;
+    case PP_REC_MEM: fixed = sizeof(pp_rec_mem); break;
     default: *known = 0; return NULL;
     }
     if (h->size < fixed)
@@ -75,6 +81,16 @@ static const char *rec_check(const uint8_t *p, size_t avail, pp_rec_header *h, i
         memcpy(&s, p, sizeof s);
         if ((uint64_t)sizeof s + s.len > h->size)
             return "string runs past its record";
+    } else if (h->type == PP_REC_COUNTER) {
+        pp_rec_counter c;
+        memcpy(&c, p, sizeof c);
+        if (c.kind != PP_COUNTER_INT64 && c.kind != PP_COUNTER_FLOAT64)
+            return "counter sample of an unknown value kind";
+    } else if (h->type == PP_REC_MEM) {
+        pp_rec_mem m;
+        memcpy(&m, p, sizeof m);
+        if (m.op < PP_MEM_HEAP_REGISTER || m.op > PP_MEM_REGION_UNREGISTER)
+            return "memory record of an unknown operation";
     } else if (h->type == PP_REC_SCHEMA) {
         pp_rec_schema s;
         memcpy(&s, p, sizeof s);

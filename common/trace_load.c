@@ -34,6 +34,11 @@ typedef struct def_cat {
     uint64_t order;
 } def_cat;
 
+typedef struct def_counter {
+    pp_trace_counter_def d;
+    uint64_t order;
+} def_counter;
+
 typedef struct def_schema {
     pp_trace_schema s;
     uint32_t name;
@@ -53,6 +58,8 @@ typedef struct trace_impl {
     vec domains, threads, cats, schemas;
     vec msg;     /* uint32_t message id per event, resolved at the end */
     vec gpu, api, nccl; /* pp_trace_gpu, pp_rec_api, pp_trace_nccl (names resolved at the end) */
+    vec cdefs;          /* def_counter: sorted by (domain, id) at the end, first one kept */
+    vec counters, mem;  /* pp_rec_counter, pp_trace_mem (names resolved at the end) */
     uint64_t order;
 } trace_impl;
 
@@ -356,6 +363,42 @@ static inline pp_status load_gpu(trace_impl *im, const pp_rec_header *h, const u
     return PP_OK;
 }
 
+/* A counter definition, sample or memory call, kept whole in file order. */
+static inline pp_status load_counter(trace_impl *im, const pp_rec_header *h, const uint8_t *rec)
+{
+    void *e;
+    if (h->type == PP_REC_COUNTER_DEF) {
+        def_counter *c = vec_push(&im->cdefs, sizeof *c);
+        e = c;
+        if (c) {
+            memcpy(&c->d.r, rec, sizeof c->d.r);
+            c->order = im->order++;
+        }
+    } else if (h->type == PP_REC_COUNTER) {
+        e = vec_push(&im->counters, sizeof(pp_rec_counter));
+        if (e)
+            memcpy(e, rec, sizeof(pp_rec_counter));
+    } else {
+        pp_trace_mem *m = vec_push(&im->mem, sizeof *m);
+        e = m;
+        if (m)
+            memcpy(&m->r, rec, sizeof m->r);
+    }
+    if (!e)
+        return PP_ERR(PP_ERR_NOMEM, "trace: out of memory for counter and memory records");
+    return PP_OK;
+}
+
+static int cmp_counter(const void *a, const void *b)
+{
+    const def_counter *x = a, *y = b;
+    if (x->d.r.domain != y->d.r.domain)
+        return x->d.r.domain < y->d.r.domain ? -1 : 1;
+    if (x->d.r.counter_id != y->d.r.counter_id)
+        return x->d.r.counter_id < y->d.r.counter_id ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
 /* Decodes one checked block's records into the trace, one static inline helper per family of
  * record types (all inlined here: no call per record). */
 static pp_status load_block(pp_trace *t, trace_impl *im, vec *events, const pp_trace_block *b)
@@ -392,6 +435,11 @@ static pp_status load_block(pp_trace *t, trace_impl *im, vec *events, const pp_t
         case PP_REC_API:
         case PP_REC_NCCL:
             st = load_gpu(im, &h, rec);
+            break;
+        case PP_REC_COUNTER_DEF:
+        case PP_REC_COUNTER:
+        case PP_REC_MEM:
+            st = load_counter(im, &h, rec);
             break;
         case PP_REC_FOOTER: {
             /* The last footer wins; a well-formed file has one, at its end. */
@@ -462,6 +510,31 @@ static pp_status load_finish(pp_trace *t, trace_impl *im, vec *events)
     im->nccl.v = NULL;
     for (size_t i = 0; i < t->n_nccl; i++)
         t->nccl[i].name = string_of(im, t->nccl[i].r.name);
+    t->n_counters = im->counters.n;
+    t->counters = im->counters.v;
+    im->counters.v = NULL;
+    t->n_mem = im->mem.n;
+    t->mem = im->mem.v;
+    im->mem.v = NULL;
+    for (size_t i = 0; i < t->n_mem; i++)
+        t->mem[i].name = string_of(im, t->mem[i].r.name);
+    def_counter *dcn = im->cdefs.v;
+    if (im->cdefs.n)
+        qsort(dcn, im->cdefs.n, sizeof *dcn, cmp_counter);
+    t->counter_defs = calloc(im->cdefs.n ? im->cdefs.n : 1, sizeof *t->counter_defs);
+    if (!t->counter_defs)
+        return PP_ERR(PP_ERR_NOMEM, "trace: out of memory for counter definitions");
+    for (size_t i = 0; i < im->cdefs.n; i++) {
+        if (t->n_counter_defs > 0) {
+            const pp_rec_counter_def *prev = &t->counter_defs[t->n_counter_defs - 1].r;
+            if (prev->domain == dcn[i].d.r.domain && prev->counter_id == dcn[i].d.r.counter_id)
+                continue; /* first definition wins */
+        }
+        pp_trace_counter_def *o = &t->counter_defs[t->n_counter_defs++];
+        o->r = dcn[i].d.r;
+        o->name = string_of(im, o->r.name);
+        o->unit = string_of(im, o->r.unit);
+    }
     const uint32_t *msg = im->msg.v;
     for (size_t i = 0; i < t->n_events; i++)
         t->events[i].message = string_of(im, msg[i]);
@@ -507,7 +580,8 @@ static pp_status load_finish(pp_trace *t, trace_impl *im, vec *events)
  * into the public arrays; the arena (strings, ext data, schema fields) stays. */
 static void impl_free_tables(trace_impl *im)
 {
-    vec *tables[] = {&im->strings, &im->domains, &im->threads, &im->cats, &im->schemas, &im->msg};
+    vec *tables[] = {&im->strings, &im->domains, &im->threads, &im->cats, &im->schemas, &im->msg,
+                     &im->cdefs};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         free(tables[i]->v);
         *tables[i] = (vec){0};
@@ -528,6 +602,8 @@ static void impl_free(trace_impl *im)
     free(im->gpu.v);
     free(im->api.v);
     free(im->nccl.v);
+    free(im->counters.v);
+    free(im->mem.v);
     free(im);
 }
 
@@ -610,6 +686,9 @@ void pp_trace_free(pp_trace *t)
     free(t->gpu);
     free(t->api);
     free(t->nccl);
+    free(t->counter_defs);
+    free(t->counters);
+    free(t->mem);
     free(t->domains);
     free(t->threads);
     free(t->categories);
@@ -651,4 +730,24 @@ const pp_trace_schema *pp_trace_schema_find(const pp_trace *t, uint64_t schema_i
         return NULL;
     size_t i = sorted_find(t->schemas, t->n_schemas, sizeof *t->schemas, schema_id, key_id64);
     return i < t->n_schemas ? &t->schemas[i] : NULL;
+}
+
+const pp_trace_counter_def *pp_trace_counter_find(const pp_trace *t, uint32_t domain,
+                                                  uint64_t counter_id)
+{
+    if (!t)
+        return NULL;
+    size_t lo = 0, hi = t->n_counter_defs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const pp_rec_counter_def *r = &t->counter_defs[mid].r;
+        if (r->domain < domain || (r->domain == domain && r->counter_id < counter_id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < t->n_counter_defs && t->counter_defs[lo].r.domain == domain &&
+        t->counter_defs[lo].r.counter_id == counter_id)
+        return &t->counter_defs[lo];
+    return NULL;
 }

@@ -7,6 +7,7 @@
 #include "pprof_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -416,6 +417,40 @@ static void drain(pprof_thread *t, uint64_t head, const uint64_t *cal, double ra
     }
 }
 
+/* The process's resident memory (/proc/self/statm, reopened each time: after a fork /proc/self
+ * must name the child) as one sample of the built-in counter, in an EVENTS block of the writer's
+ * own thread; io_mu held, g.w open. Called at every flush, so any job gets a memory curve. */
+static void rss_sample(void)
+{
+    static long page_bytes;
+    if (!page_bytes)
+        page_bytes = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0 || page_bytes <= 0)
+        return;
+    buf[n] = '\0';
+    unsigned long long size_pages = 0, resident_pages = 0;
+    if (sscanf(buf, "%llu %llu", &size_pages, &resident_pages) != 2)
+        return;
+    pp_rec_counter r;
+    memset(&r, 0, sizeof r);
+    r.h.type = PP_REC_COUNTER;
+    r.h.size = sizeof r;
+    r.h.tid = (uint32_t)syscall(SYS_gettid);
+    r.h.ts = pprof_now(atomic_load_explicit(&g.flags, memory_order_relaxed) & ~PPROF_F_TSC);
+    r.counter_id = PP_COUNTER_RSS_ID;
+    r.domain = 0;
+    r.kind = PP_COUNTER_INT64;
+    r.value = (uint64_t)(resident_pages * (unsigned long long)page_bytes);
+    if (pp_trace_writer_block(g.w, PP_BLOCK_EVENTS, r.h.tid, &r, sizeof r, 1) != PP_OK)
+        io_fail();
+}
+
 /* One drain of everything: pending definitions first, then every ring up to the head it had
  * before the definitions were copied (so every id an event uses is already in the file). */
 static void flush_all(void)
@@ -448,6 +483,8 @@ static void flush_all(void)
         tsc_recalibrate(&cal[0], &cal[1], &rate);
     if (g.w)
         pprof_meta_flush(emit_meta);
+    if (g.w)
+        rss_sample();
     for (int i = 0; i < n; i++)
         drain(atomic_load_explicit(&g.threads[i], memory_order_acquire), heads[i], cal, rate);
     if (heads != heads_small)
@@ -778,6 +815,7 @@ static int init_once(void)
         return 0;
     }
     g.key_ok = pthread_key_create(&g.key, thread_exit) == 0;
+    pprof_counter_define(0, PP_COUNTER_RSS_ID, PP_COUNTER_RSS_NAME, "bytes", 0);
     /* The checksum's tables and CPU test are set up here, on the thread that initializes, before
      * our writer exists: set up lazily on the writer, a fork landing inside that pthread_once
      * would leave it "in progress" in the child, whose writer would then wait for ever. */

@@ -484,11 +484,13 @@ PPROF_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 }
 
 /* Extension modules (payload schemas: module 2, compat 0x0103 in NCCL's bundled copy, 0x0104
- * in CUDA 13.0; same slots). Returning 1 for modules we do not handle keeps them working as
+ * in CUDA 13.0; same slots; counters, module 4, and memory, module 1, in nvtx_ext.c). Returning 1 for modules we do not handle keeps them working as
  * no-ops. */
 PPROF_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *mi)
 {
     if (!mi || !pprof_global_init())
+        return 1;
+    if (pprof_ext_install(mi)) /* counters, memory: nvtx_ext.c */
         return 1;
     if (mi->moduleId == NVTX_EXT_PAYLOAD_MODULEID && mi->segmentsCount >= 1 && mi->segments &&
         mi->segments[0].slotCount > NVTX3EXT_CBID_nvtxPayloadSchemaRegister &&

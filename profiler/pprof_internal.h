@@ -168,6 +168,13 @@ nvtxDomainHandle_t pprof_domain_create(const char *name);
 void pprof_name_category(nvtxDomainHandle_t d, uint32_t category, const char *name);
 void pprof_name_thread(uint32_t os_tid, const char *name);
 uint64_t pprof_schema_register(nvtxDomainHandle_t d, const nvtxPayloadSchemaAttr_t *a);
+/* Appends a COUNTER_DEF for (domain id, counter id) to the meta log (takes meta_mu). */
+void pprof_counter_define(uint32_t domain, uint64_t counter_id, const char *name,
+                          const char *unit, uint32_t schema);
+
+/* ---- nvtx_ext.c: the counters and memory extension modules ---- */
+/* Fills the module's slots when it is one of them; returns whether it was. */
+int pprof_ext_install(nvtxExtModuleInfo_t *mi);
 /* Copies pending META records into blocks through `emit`; called with io_mu held. */
 typedef int (*pprof_emit_fn)(const void *records, size_t bytes, uint32_t n);
 int pprof_meta_flush(pprof_emit_fn emit);

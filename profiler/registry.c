@@ -255,6 +255,28 @@ void pprof_name_thread(uint32_t os_tid, const char *name)
     pthread_mutex_unlock(&g.meta_mu);
 }
 
+/* ---- counters ---- */
+
+void pprof_counter_define(uint32_t domain, uint64_t counter_id, const char *name,
+                          const char *unit, uint32_t schema)
+{
+    struct nvtxStringRegistration_st *n = pprof_intern_cstr(name);
+    struct nvtxStringRegistration_st *u = unit ? pprof_intern_cstr(unit) : NULL;
+    pprof_thread *t = pprof_tls_self;
+    uint32_t caller = t ? atomic_load_explicit(&t->tid, memory_order_relaxed) : 0;
+    pthread_mutex_lock(&g.meta_mu);
+    pp_rec_counter_def *r = meta_append(sizeof *r);
+    if (r) {
+        meta_header(&r->h, PP_REC_COUNTER_DEF, sizeof *r, caller);
+        r->counter_id = counter_id;
+        r->domain = domain;
+        r->name = n ? n->id : 0;
+        r->unit = u ? u->id : 0;
+        r->schema = schema;
+    }
+    pthread_mutex_unlock(&g.meta_mu);
+}
+
 /* ---- payload schemas ---- */
 
 /* Size and alignment of one schema entry, for entries whose offset is left 0 ("natural

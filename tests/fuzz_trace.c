@@ -182,6 +182,10 @@ static void write_seed(const char *path, int which)
         memcpy(sb, &s, sizeof s);
         memcpy(sb + sizeof s, e, sizeof e);
         put(&r, sb, sizeof sb);
+        /* a counter (memory by the counters extension, issue 17) */
+        pp_rec_counter_def cd = {.h = {.type = PP_REC_COUNTER_DEF, .size = 40}, .counter_id = 1,
+                                 .domain = 1, .name = 4, .unit = 5, .schema = 2};
+        put(&r, &cd, sizeof cd);
         check(pp_trace_writer_block(w, PP_BLOCK_META, 0, r.b, r.n, r.count));
     }
     for (uint32_t blk = 0; blk < 3; blk++) {
@@ -203,6 +207,16 @@ static void write_seed(const char *path, int which)
         pp_rec_end e = {.h = {.type = PP_REC_END, .size = 24, .tid = tid, .ts = blk * 100 + 60},
                         .range_id = 1 + blk};
         put(&r, &e, sizeof e);
+        if (which == 0 && blk == 0) { /* counter samples and memory-extension calls */
+            pp_rec_counter cs = {.h = {.type = PP_REC_COUNTER, .size = 40, .tid = tid, .ts = 70},
+                                 .counter_id = 1, .domain = 1, .kind = PP_COUNTER_INT64,
+                                 .value = 4096};
+            put(&r, &cs, sizeof cs);
+            pp_rec_mem m = {.h = {.type = PP_REC_MEM, .size = 56, .tid = tid, .ts = 75},
+                            .op = PP_MEM_REGION_REGISTER, .domain = 1, .heap = 1,
+                            .addr = 0x1000, .bytes = 64};
+            put(&r, &m, sizeof m);
+        }
         if (which == 2 && blk == 1) {
             uint8_t unk[32] = {0};
             pp_rec_header uh = {.type = 77, .size = 32, .tid = tid};
