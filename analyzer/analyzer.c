@@ -127,6 +127,7 @@ void an_state_free(state *st)
     pp_gpu_proj_destroy(st->gpu);
     st->gpu = NULL;
     an_other_free(st);
+    an_mem_free(st);
 }
 
 /* Names the stages whose process died: a stage no trace holds, or one whose trace (cut off:
@@ -316,6 +317,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     an_results(st);
     an_regimes(a);
     an_other_results(st, fs, n);
+    an_mem_results(st);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
         return rc;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1))
@@ -323,7 +325,8 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
                                       "numbered from 0",
                       opt->replica, a->dp > 1 ? a->dp : 1);
     /* without a pipeline at all, the generic view is the analysis (ranges.c) */
-    if (!a->n_steps && a->S == 0 && (a->n_ranges || a->n_marks))
+    if (!a->n_steps && a->S == 0 && (a->n_ranges || a->n_marks || a->n_mem_stages ||
+                                     a->n_mem_series))
         return PP_OK;
     return a->n_steps ? PP_OK : no_steps_error(a);
 }
@@ -403,6 +406,8 @@ void pp_analysis_free(pp_analysis *a)
     free(a->threads);
     free(a->range_threads);
     free(a->marks);
+    free(a->mem_stages);
+    free(a->mem_series);
     pp_gpu_result_free(&a->gpu);
     free(a);
 }

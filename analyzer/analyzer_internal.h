@@ -252,6 +252,7 @@ typedef struct file_state {
     torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
     int n_arrive, n_send;
     struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
+    struct mem_file *mem;    /* memory.c: its counters, heaps and live regions (NULL: none yet) */
     vec early_ends;     /* early_end: END records read before their START (another thread's
                            block came first), at most 4096 */
 } file_state;
@@ -369,6 +370,7 @@ typedef struct state {
     int dshape_fwd_after_bwd, dshape_split;
     vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
     struct rg_state *generic; /* host pass: the generic view's tables (ranges.c) */
+    struct mem_state *mem;    /* host pass: memory per stage and the series (memory.c) */
     /* replay pass (pp_report_each_event): the other ranges and marks go to sink, nothing is kept */
     void (*sink)(void *ctx, const struct pp_report_event *e);
     void *sink_ctx;
@@ -467,9 +469,21 @@ void an_other_mark(state *st, file_state *f, const thread_state *t, const pp_rec
  * names the generic view shows. Bounded per file. */
 void an_other_meta(file_state *f, const pp_rec_header *h, const uint8_t *rec);
 void an_other_file_free(file_state *f);
+/* The name of a domain of f's META blocks ("" for 0 or an unknown id); for memory.c's series. */
+const char *an_other_domain_name(file_state *f, uint32_t domain);
 /* The host pass's tables into st->a (after an_results; fs: the files, for names and pids). */
 void an_other_results(state *st, file_state *fs, size_t n);
 void an_other_free(state *st);
+
+/* ---- memory.c: counters, the memory extension, resident memory ---- */
+/* A COUNTER_DEF of a META block, and a COUNTER or MEM record of an EVENTS block (host pass only:
+ * the other passes return at once). Bounded per file and per run (pp_analyzer.h). */
+void an_mem_meta(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec);
+void an_mem_record(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec);
+void an_mem_file_free(file_state *f);
+/* The tables into st->a (after an_results: the peaks' steps come from a->steps). */
+void an_mem_results(state *st);
+void an_mem_free(state *st);
 
 /* ---- steps.c: ranges -> steps ---- */
 /* A closed range of file f on thread t, of the pipeprof domain, ending at t1; raw is decode()

@@ -1164,6 +1164,8 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
         case PP_REC_API:
         case PP_REC_NCCL: on_gpu(st, f, &h, rec); break;
         case PP_REC_EXT_PAYLOAD: on_ext(st, f, t, &h, rec, last); break;
+        case PP_REC_COUNTER:
+        case PP_REC_MEM: an_mem_record(st, f, &h, rec); break; /* memory.c */
         case PP_REC_POP:
             if (h.size >= sizeof(pp_rec_pop))
                 last = NULL;
@@ -1208,7 +1210,7 @@ static void on_schema(file_state *f, const uint8_t *rec, uint16_t size)
 }
 
 /* A META block: the strings, domains and schemas later records refer to. */
-static void on_meta(file_state *f, const pp_trace_block *blk)
+static void on_meta(state *st, file_state *f, const pp_trace_block *blk)
 {
     f->meta_gen++;
     size_t off = 0;
@@ -1216,6 +1218,10 @@ static void on_meta(file_state *f, const pp_trace_block *blk)
     uint32_t i = 0;
     for (const uint8_t *rec; (rec = next_record(blk, &off, &h, &i)) != NULL;) {
         an_other_meta(f, &h, rec); /* names of domains, categories, threads (ranges.c) */
+        if (h.type == PP_REC_COUNTER_DEF) {
+            an_mem_meta(st, f, &h, rec); /* counters (memory.c) */
+            continue;
+        }
         if (h.type == PP_REC_STRING) {
             pp_rec_string s;
             if (h.size < sizeof s)
@@ -1292,6 +1298,7 @@ void an_file_state_free(file_state *f)
     vec_free(&f->starts);
     vec_free(&f->early_ends);
     an_other_file_free(f);
+    an_mem_file_free(f);
 }
 
 
@@ -1306,7 +1313,7 @@ int an_read_block(state *st, file_state *f)
         return 0;
     }
     if (blk.h.kind == PP_BLOCK_META) {
-        on_meta(f, &blk);
+        on_meta(st, f, &blk);
     } else if (blk.h.kind == PP_BLOCK_EVENTS) {
         on_events(st, f, &blk);
     } else if (blk.h.kind == PP_BLOCK_FOOTER && blk.h.payload_bytes >= sizeof(pp_rec_footer)) {

@@ -240,6 +240,51 @@ typedef struct pp_aregimes {
  * are fewer than 10 steps or no two regimes). PP_ERR_NOMEM only. */
 pp_status pp_step_regimes(const double *step_ns, size_t n, pp_aregimes *out);
 
+/* Memory (memory.c; docs/metrics.md "Memory"). Per stage, from the counters pptrain names
+ * pp.mem.stage<S>.<purpose> in the pipeprof domain (issue 17's contract, docs/nvtx-convention.md
+ * "Memory counters"); every other counter, every heap of NVTX's memory extension and each
+ * process's resident memory as a named series. Bounded: PP_ANALYSIS_MAX_COUNTERS counters per
+ * trace, PP_ANALYSIS_MAX_SERIES series per run, PP_ANALYSIS_MAX_HEAPS heaps and
+ * PP_ANALYSIS_MAX_REGIONS live regions per trace; beyond, the rest is ignored with a warning. */
+enum {
+    PP_ANALYSIS_MAX_COUNTERS = 1024,
+    PP_ANALYSIS_MAX_SERIES = 1024,
+    PP_ANALYSIS_MAX_HEAPS = 256,
+    PP_ANALYSIS_MAX_REGIONS = 1 << 16
+};
+typedef enum pp_mem_purpose {
+    PP_MEM_PARAMS, PP_MEM_GRADS, PP_MEM_OPTIMIZER, PP_MEM_ACTIVATIONS, PP_MEM_TRANSPORT,
+    PP_MEM_WORKSPACE, PP_MEM_N_PURPOSES
+} pp_mem_purpose;
+/* The purpose's word in the counter name ("params" ... "workspace"); NULL out of range. */
+const char *pp_mem_purpose_name(int p);
+
+typedef struct pp_amem_stage {
+    int stage;
+    unsigned purposes;        /* bit p: the stage reported purpose p */
+    double peak_bytes[PP_MEM_N_PURPOSES]; /* each purpose's largest sample */
+    double total_peak_bytes;  /* the largest sum of the purposes' current values */
+    double peak_t_ns;         /* when that sum was first reached (common clock) */
+    /* the first time the total peak was reached inside an analyzed step: that step, the time
+     * from its start and that over its period; -1 (all three) when never inside one */
+    int64_t peak_step;
+    double peak_offset_ns, peak_fraction;
+    uint64_t samples;
+} pp_amem_stage;
+
+typedef enum pp_amem_kind { PP_AMEM_COUNTER, PP_AMEM_HEAP, PP_AMEM_RSS } pp_amem_kind;
+
+typedef struct pp_amem_series {
+    int kind;                 /* pp_amem_kind */
+    int32_t file;             /* index into pp_analysis.files */
+    char domain[64];          /* "" for NVTX's default domain */
+    char name[PP_ANALYSIS_NAME_BYTES]; /* counter name; a heap's message ("" none); "pprof.rss" */
+    char unit[32];            /* "bytes" for heaps and RSS; a counter's unit, "" when none */
+    uint64_t samples;
+    double min, max, last;    /* of the values (heaps: bytes in use after each call) */
+    double max_t_ns;          /* when max was first reached (common clock) */
+} pp_amem_series;
+
 typedef struct pp_analysis_options {
     int warmup;          /* steps skipped at the start (default 1) */
     int64_t step_lo, step_hi; /* only these steps (0 = no bound) */
@@ -321,6 +366,13 @@ typedef struct pp_analysis {
     uint64_t generic_ranges;  /* ranges the generic view counted (all rows) */
     double wall_t0_ns, wall_ns; /* the run's span (docs/metrics.md): start, length */
     pp_aregimes regimes;        /* of the analyzed steps' times */
+    /* memory (pp_amem_stage above; memory.c): stages that reported, by stage; the series by
+     * file, then kind (counters, heaps, RSS), then name */
+    size_t n_mem_stages;
+    pp_amem_stage *mem_stages;
+    size_t n_mem_series;
+    pp_amem_series *mem_series;
+    uint64_t mem_ignored;       /* samples and calls past the bounds above, or malformed */
 } pp_analysis;
 
 /* Analyzes every .pft file of `dir`; `dir` may also be a directory of PyTorch profiler traces

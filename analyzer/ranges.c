@@ -190,6 +190,11 @@ static const char *rg_domain_name(file_state *f, uint32_t domain)
     return domain && f->generic ? def_name(f, &f->generic->domains, domain, 0) : "";
 }
 
+const char *an_other_domain_name(file_state *f, uint32_t domain)
+{
+    return rg_domain_name(f, domain);
+}
+
 static const char *rg_category_name(file_state *f, uint32_t domain, uint32_t category)
 {
     return category && f->generic ? def_name(f, &f->generic->categories, domain, category) : "";

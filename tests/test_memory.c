@@ -2,13 +2,19 @@
  * "Counters and memory", docs/metrics.md "Memory"):
  *   - capture: tests/mem_app.c (a plain NVTX program reporting memory by the counters and memory
  *     extensions) under pprof-run: the trace holds every registration and every sample with its
- *     value, on the thread that sampled, and the writer's resident-memory counter. */
+ *     value, on the thread that sampled, and the writer's resident-memory counter;
+ *   - analysis (analyzer/memory.c) of synthetic traces written here: two stages' peaks by
+ *     purpose and in total, the step and the time in it of each total peak (worked out below),
+ *     the other counters, heaps and RSS as series; hostile ids, names and values bounded. */
 #define _GNU_SOURCE
+#include "pp_analyzer.h"
 #include "pp_trace.h"
 #include "pp_testkit.h"
+#include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,4 +167,316 @@ Test(memory, counters_and_heaps_of_a_plain_nvtx_job_are_all_captured)
                       m->heap == heap, "call %zu names the heap", i);
     }
     pp_trace_free(t);
+}
+
+/* ---- synthetic traces ---- */
+
+static void push(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t msg, uint32_t cat, uint64_t payload)
+{
+    pp_rec_range r = tk_range_rec(PP_REC_PUSH, tid, ts, msg);
+    r.category = cat;
+    r.payload_type = 1; /* uint64 */
+    r.payload = payload;
+    tk_tw_rec(t, &r, sizeof r);
+}
+
+static void counter_def(tk_tw *t, uint32_t domain, uint64_t id, uint32_t name, uint32_t unit)
+{
+    pp_rec_counter_def d = {.h = {PP_REC_COUNTER_DEF, sizeof d, 0, 0}, .counter_id = id,
+                            .domain = domain, .name = name, .unit = unit, .schema = 2};
+    tk_tw_rec(t, &d, sizeof d);
+}
+
+static void sample(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t domain, uint64_t id, int64_t v)
+{
+    pp_rec_counter c = {.h = {PP_REC_COUNTER, sizeof c, tid, ts}, .counter_id = id,
+                        .domain = domain, .kind = PP_COUNTER_INT64, .value = (uint64_t)v};
+    tk_tw_rec(t, &c, sizeof c);
+}
+
+static void sample_f(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t domain, uint64_t id, double v)
+{
+    pp_rec_counter c = {.h = {PP_REC_COUNTER, sizeof c, tid, ts}, .counter_id = id,
+                        .domain = domain, .kind = PP_COUNTER_FLOAT64};
+    memcpy(&c.value, &v, sizeof v);
+    tk_tw_rec(t, &c, sizeof c);
+}
+
+static void mem(tk_tw *t, uint32_t tid, uint64_t ts, uint32_t op, uint64_t heap, uint64_t addr,
+                uint64_t bytes, uint32_t name)
+{
+    pp_rec_mem m = {.h = {PP_REC_MEM, sizeof m, tid, ts}, .op = op, .domain = 1, .heap = heap,
+                    .addr = addr, .bytes = bytes, .name = name};
+    tk_tw_rec(t, &m, sizeof m);
+}
+
+enum { MS = 1000000 };
+static const uint64_t T0 = 1000ull * MS;
+
+/* Two stages (tids 100, 101; categories 1, 2), three steps of 10 ms from T0: each stage runs
+ * F0 [0, 1), F1 [1, 2), B0 [4, 5), B1 [5, 6) ms into the step inside a step range [0, 8).
+ * Counter ids: stage s's params 10 + s, grads 20 + s, activations 30 + s (domain 1, pipeprof).
+ * Stage s (A = 100 (s + 1) bytes): params (s + 1) 1000 and stage 0's grads 500, sampled once
+ * before step 1; activations after F0 A, after F1 2A (stage 0 in step 3: 3A), after B0 A,
+ * after B1 0. So stage 0 peaks at 1000 + 500 + 300 = 1800 in step 3, 2 ms in; stage 1 at
+ * 2000 + 400 = 2400, first in step 1 (a warm-up step) and again 2 ms into step 2. */
+static void write_two_stages(const char *path)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, 42, -1);
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
+    uint32_t s_f[2] = {tk_tw_sid(&t, "fwd mb0"), tk_tw_sid(&t, "fwd mb1")};
+    uint32_t s_b[2] = {tk_tw_sid(&t, "bwd mb0"), tk_tw_sid(&t, "bwd mb1")};
+    uint32_t bytes = tk_tw_sid(&t, "bytes");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tk_tw_rec(&t, &d, sizeof d);
+    const char *names[] = {"pp.mem.stage0.params", "pp.mem.stage1.params",
+                           "pp.mem.stage0.grads", "pp.mem.stage0.activations",
+                           "pp.mem.stage1.activations"};
+    const uint64_t ids[] = {10, 11, 20, 30, 31};
+    for (int i = 0; i < 5; i++)
+        counter_def(&t, 1, ids[i], tk_tw_sid(&t, names[i]), bytes);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    for (int s = 0; s < 2; s++) {
+        uint32_t tid = 100 + (uint32_t)s, cat = 1 + (uint32_t)s;
+        int64_t A = 100 * (s + 1);
+        sample(&t, tid, T0 - MS, 1, 10 + (uint64_t)s, (s + 1) * 1000);
+        if (s == 0)
+            sample(&t, tid, T0 - MS, 1, 20, 500);
+        sample(&t, tid, T0 - MS, 1, 30 + (uint64_t)s, 0);
+        for (int step = 1; step <= 3; step++) {
+            uint64_t b = T0 + (uint64_t)(step - 1) * 10 * MS;
+            int64_t after[4] = {A, s == 0 && step == 3 ? 3 * A : 2 * A, A, 0};
+            uint64_t at[4] = {1, 2, 5, 6};
+            push(&t, tid, b, s_step, cat, (uint64_t)step);
+            for (int k = 0; k < 4; k++) {
+                uint64_t t0 = b + (k < 2 ? (uint64_t)k : (uint64_t)k + 2) * MS;
+                push(&t, tid, t0, k < 2 ? s_f[k] : s_b[k - 2], cat, (uint64_t)(k % 2));
+                tk_tw_pop(&t, tid, t0 + MS);
+                sample(&t, tid, b + at[k] * MS, 1, 30 + (uint64_t)s, after[k]);
+            }
+            tk_tw_pop(&t, tid, b + 8 * MS);
+        }
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, tid);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+static pp_analysis *analyze(const char *path, int warmup)
+{
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.warmup = warmup;
+    const char *paths[] = {path};
+    pp_analysis *a = NULL;
+    pp_status st = pp_analyze_files(paths, 1, &o, &a);
+    cr_assert_eq(st, PP_OK, "%s", pp_error_message());
+    return a;
+}
+
+Test(memory, two_stages_peak_by_purpose_in_total_and_when_in_the_step)
+{
+    const char *path = tk_path("two.pft");
+    write_two_stages(path);
+    pp_analysis *a = analyze(path, 1);
+    cr_assert_eq(a->n_steps, 2, "steps 2 and 3 after one warm-up step");
+    cr_assert_eq(a->n_mem_stages, 2);
+    const pp_amem_stage *s0 = &a->mem_stages[0], *s1 = &a->mem_stages[1];
+    cr_assert_eq(s0->stage, 0);
+    cr_assert_eq(s1->stage, 1);
+    cr_assert_eq(s0->purposes, 1u << PP_MEM_PARAMS | 1u << PP_MEM_GRADS | 1u << PP_MEM_ACTIVATIONS);
+    cr_assert_eq(s1->purposes, 1u << PP_MEM_PARAMS | 1u << PP_MEM_ACTIVATIONS);
+    cr_assert_eq(s0->peak_bytes[PP_MEM_PARAMS], 1000);
+    cr_assert_eq(s0->peak_bytes[PP_MEM_GRADS], 500);
+    cr_assert_eq(s0->peak_bytes[PP_MEM_ACTIVATIONS], 300);
+    cr_assert_eq(s0->peak_bytes[PP_MEM_OPTIMIZER], 0);
+    cr_assert_eq(s0->total_peak_bytes, 1800);
+    cr_assert_eq(s0->peak_step, 3);
+    cr_assert_eq(s0->peak_t_ns, (double)(T0 + 22 * MS));
+    cr_assert_eq(s0->peak_offset_ns, 2.0 * MS);
+    cr_assert_float_eq(s0->peak_fraction, 0.2, 1e-9, "2 ms of a 10 ms step");
+    cr_assert_eq(s1->peak_bytes[PP_MEM_ACTIVATIONS], 400);
+    cr_assert_eq(s1->total_peak_bytes, 2400);
+    cr_assert_eq(s1->peak_t_ns, (double)(T0 + 2 * MS), "first reached in the warm-up step");
+    cr_assert_eq(s1->peak_step, 2, "placed in the first analyzed step that reaches it");
+    cr_assert_eq(s1->peak_offset_ns, 2.0 * MS);
+    cr_assert_eq(s1->samples, 1 + 1 + 12);
+    cr_assert_eq(s0->samples, 1 + 1 + 1 + 12);
+    cr_assert_eq(a->n_mem_series, 0, "the contract's counters are not series");
+    cr_assert_eq(a->mem_ignored, 0);
+    pp_analysis_free(a);
+
+    /* without warm-up, stage 1's peak is placed in step 1 */
+    a = analyze(path, 0);
+    cr_assert_eq(a->mem_stages[1].peak_step, 1);
+    cr_assert_eq(a->mem_stages[0].peak_step, 3);
+    pp_analysis_free(a);
+}
+
+/* One stage's step ranges, a few counters of other domains, heaps and an RSS counter; plus
+ * hostile definitions and samples. */
+static void write_series_and_hostile(const char *path)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, 43, -1);
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
+    uint32_t s_f = tk_tw_sid(&t, "fwd mb0");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tk_tw_rec(&t, &d, sizeof d);
+    pp_rec_domain d2 = {{PP_REC_DOMAIN, sizeof d2, 0, 0}, 2, tk_tw_sid(&t, "app")};
+    tk_tw_rec(&t, &d2, sizeof d2);
+    counter_def(&t, 2, 5, tk_tw_sid(&t, "app.queue"), tk_tw_sid(&t, "items"));
+    counter_def(&t, 0, PP_COUNTER_RSS_ID, tk_tw_sid(&t, "pprof.rss"), tk_tw_sid(&t, "bytes"));
+    /* names that look like the contract's but are not: a stage past the bound, an unknown
+     * purpose, the right name in another domain; all three become plain series */
+    counter_def(&t, 1, 6, tk_tw_sid(&t, "pp.mem.stage99999.params"), 0);
+    counter_def(&t, 1, 7, tk_tw_sid(&t, "pp.mem.stage0.bogus"), 0);
+    counter_def(&t, 2, 8, tk_tw_sid(&t, "pp.mem.stage0.params"), 0);
+    counter_def(&t, 1, 9, tk_tw_sid(&t, "pp.mem.stage0.params"), 0);
+    counter_def(&t, 1, 9, tk_tw_sid(&t, "pp.mem.stage0.grads"), 0); /* redefinition: ignored */
+    uint32_t arena = tk_tw_sid(&t, "arena");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    uint32_t tid = 100;
+    for (int step = 1; step <= 2; step++) {
+        uint64_t b = T0 + (uint64_t)(step - 1) * 10 * MS;
+        push(&t, tid, b, s_step, 1, (uint64_t)step);
+        push(&t, tid, b, s_f, 1, 0);
+        tk_tw_pop(&t, tid, b + MS);
+        tk_tw_pop(&t, tid, b + 8 * MS);
+    }
+    sample(&t, tid, T0 + 1, 2, 5, 7);
+    sample(&t, tid, T0 + 2, 2, 5, -3);
+    sample(&t, tid, T0 + 3, 2, 5, 4);
+    sample(&t, tid, T0 + 4, 0, PP_COUNTER_RSS_ID, 1 << 20);
+    sample(&t, tid, T0 + 5, 0, PP_COUNTER_RSS_ID, 3 << 20);
+    sample(&t, tid, T0 + 6, 1, 9, INT64_MAX); /* legal, just huge */
+    sample(&t, tid, T0 + 7, 1, 424242, 5);    /* never defined: ignored */
+    sample_f(&t, tid, T0 + 8, 2, 5, NAN);     /* not a number: ignored */
+    /* a heap: regions 64 and 128, the first resized to 256, the second unregistered, then a
+     * region of an unknown address unregistered (nothing happens), then the heap reset */
+    mem(&t, tid, T0 + 10, PP_MEM_HEAP_REGISTER, 4, 0x1000, 4096, arena);
+    mem(&t, tid, T0 + 11, PP_MEM_REGION_REGISTER, 4, 0x1000, 64, 0);
+    mem(&t, tid, T0 + 12, PP_MEM_REGION_REGISTER, 4, 0x1400, 128, 0);
+    mem(&t, tid, T0 + 13, PP_MEM_REGION_RESIZE, 0, 0x1000, 256, 0);
+    mem(&t, tid, T0 + 14, PP_MEM_REGION_UNREGISTER, 0, 0x1400, 0, 0);
+    mem(&t, tid, T0 + 15, PP_MEM_REGION_UNREGISTER, 0, 0x9999, 0, 0);
+    mem(&t, tid, T0 + 16, PP_MEM_HEAP_RESET, 4, 0, 0, 0);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, tid);
+    /* 70000 regions in the process-wide heap: 65536 live ones kept, then all freed */
+    for (uint32_t i = 0; i < 70000; i++) {
+        tk_tw_room(&t, 64, PP_BLOCK_EVENTS, tid);
+        mem(&t, tid, T0 + 100 + i, PP_MEM_REGION_REGISTER, 0, 0x100000 + 64 * (uint64_t)i, 8, 0);
+    }
+    for (uint32_t i = 0; i < 70000; i++) {
+        tk_tw_room(&t, 64, PP_BLOCK_EVENTS, tid);
+        mem(&t, tid, T0 + 80000 + i, PP_MEM_REGION_UNREGISTER, 0, 0x100000 + 64 * (uint64_t)i,
+            0, 0);
+    }
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, tid);
+    pp_trace_writer_close(t.w);
+}
+
+static const pp_amem_series *series_named(const pp_analysis *a, const char *domain,
+                                          const char *name)
+{
+    for (size_t i = 0; i < a->n_mem_series; i++)
+        if (strcmp(a->mem_series[i].domain, domain) == 0 &&
+            strcmp(a->mem_series[i].name, name) == 0)
+            return &a->mem_series[i];
+    return NULL;
+}
+
+Test(memory, other_counters_heaps_and_rss_are_series_and_hostile_input_is_bounded)
+{
+    const char *path = tk_path("series.pft");
+    write_series_and_hostile(path);
+    pp_analysis *a = analyze(path, 0);
+    const pp_amem_series *q = series_named(a, "app", "app.queue");
+    cr_assert_not_null(q);
+    cr_assert_eq(q->kind, PP_AMEM_COUNTER);
+    cr_assert_str_eq(q->unit, "items");
+    cr_assert_eq(q->samples, 3);
+    cr_assert_eq(q->min, -3);
+    cr_assert_eq(q->max, 7);
+    cr_assert_eq(q->last, 4);
+    cr_assert_eq(q->max_t_ns, (double)(T0 + 1));
+    const pp_amem_series *rss = series_named(a, "", "pprof.rss");
+    cr_assert_not_null(rss);
+    cr_assert_eq(rss->kind, PP_AMEM_RSS);
+    cr_assert_eq(rss->max, 3 << 20);
+    cr_assert_eq(rss->last, 3 << 20);
+    /* the look-alikes are series; the real one (domain pipeprof, id 9) is stage 0's params */
+    cr_assert_not_null(series_named(a, "pipeprof", "pp.mem.stage99999.params"));
+    cr_assert_not_null(series_named(a, "pipeprof", "pp.mem.stage0.bogus"));
+    cr_assert_not_null(series_named(a, "app", "pp.mem.stage0.params"));
+    cr_assert_null(series_named(a, "pipeprof", "pp.mem.stage0.params"));
+    cr_assert_eq(a->n_mem_stages, 1);
+    cr_assert_eq(a->mem_stages[0].purposes, 1u << PP_MEM_PARAMS, "the first definition wins");
+    cr_assert_eq(a->mem_stages[0].peak_bytes[PP_MEM_PARAMS], (double)INT64_MAX);
+    /* the heap: 0 at register, 64, 192, 384, 256, then 0 at the reset */
+    const pp_amem_series *h = series_named(a, "pipeprof", "arena");
+    cr_assert_not_null(h);
+    cr_assert_eq(h->kind, PP_AMEM_HEAP);
+    cr_assert_eq(h->samples, 6);
+    cr_assert_eq(h->max, 384);
+    cr_assert_eq(h->last, 0);
+    const pp_amem_series *pw = series_named(a, "pipeprof", "process-wide heap");
+    cr_assert_not_null(pw);
+    cr_assert_eq(pw->max, 8.0 * 65536, "live regions capped at 65536");
+    cr_assert_eq(pw->last, 0, "every kept region freed");
+    cr_assert_eq(a->mem_ignored, 2 + (70000 - 65536), "the undefined and NaN samples, the "
+                                                    "regions past the cap");
+    cr_assert_not_null(strstr(a->warnings, "65536 live regions"), "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
+/* Many counters in two traces: 1024 counters per trace, 1024 series per run. */
+static void write_many(const char *path, uint32_t pid, uint32_t n)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, pid, (int32_t)pid - 50);
+    uint32_t dom = tk_tw_sid(&t, "app");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tk_tw_rec(&t, &d, sizeof d);
+    static char names[3000][24];
+    for (uint32_t i = 0; i < n; i++) {
+        tk_tw_room(&t, 64, PP_BLOCK_META, 0);
+        snprintf(names[i], sizeof names[i], "many.%u", i);
+        tk_tw_string(&t, 1000 + i, names[i]);
+        counter_def(&t, 1, 1000 + i, 1000 + i, 0);
+    }
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        tk_tw_room(&t, 64, PP_BLOCK_EVENTS, 7);
+        sample(&t, 7, T0 + i, 1, 1000 + i, (int64_t)i);
+    }
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    pp_trace_writer_close(t.w);
+}
+
+Test(memory, counters_and_series_are_capped_with_a_warning)
+{
+    write_many(tk_path("a.pft"), 50, 2000);
+    write_many(tk_path("b.pft"), 51, 100);
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    const char *paths[] = {tk_path("a.pft"), tk_path("b.pft")};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, &o, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->n_mem_series, PP_ANALYSIS_MAX_SERIES);
+    size_t per_file[2] = {0, 0};
+    for (size_t i = 0; i < a->n_mem_series; i++) {
+        cr_assert(a->mem_series[i].file == 0 || a->mem_series[i].file == 1);
+        per_file[a->mem_series[i].file]++;
+        cr_assert_eq(a->mem_series[i].samples, 1);
+    }
+    cr_assert_leq(per_file[0], 1024);
+    cr_assert_leq(per_file[1], 100);
+    /* ignored: the first trace's 976 definitions past 1024 and their samples, the second's
+     * 100 definitions past the run's series (their samples go to no series: not counted) */
+    cr_assert_eq(a->mem_ignored, 976 + 976 + 100);
+    cr_assert_not_null(strstr(a->warnings, "more than 1024 counters"), "%s", a->warnings);
+    cr_assert_not_null(strstr(a->warnings, "more than 1024 counter/heap series"), "%s",
+                       a->warnings);
+    pp_analysis_free(a);
 }
