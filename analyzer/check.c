@@ -27,13 +27,15 @@ static const struct family {
     int higher_is_better;
     int absolute;         /* change and threshold in percentage points of the value */
     double threshold;
+    int deterministic;    /* judged by its change alone (pp_check_kind_is_deterministic) */
 } k_families[PP_CHECK_KIND_COUNT] = {
-    [PP_CHECK_STEP] = {"step_ms", "ms", 0, 0, 2.0},
-    [PP_CHECK_THROUGHPUT] = {"throughput", NULL, 1, 0, 2.0},
-    [PP_CHECK_BUBBLE] = {"bubble_ratio", "ratio", 0, 1, 2.0},
-    [PP_CHECK_FWD] = {"fwd_ms", "ms", 0, 0, 3.0},
-    [PP_CHECK_BWD] = {"bwd_ms", "ms", 0, 0, 3.0},
-    [PP_CHECK_BANDWIDTH] = {"bandwidth_GBps", "GB/s", 1, 0, 10.0},
+    [PP_CHECK_STEP] = {"step_ms", "ms", 0, 0, 2.0, 0},
+    [PP_CHECK_THROUGHPUT] = {"throughput", NULL, 1, 0, 2.0, 0},
+    [PP_CHECK_BUBBLE] = {"bubble_ratio", "ratio", 0, 1, 2.0, 0},
+    [PP_CHECK_FWD] = {"fwd_ms", "ms", 0, 0, 3.0, 0},
+    [PP_CHECK_BWD] = {"bwd_ms", "ms", 0, 0, 3.0, 0},
+    [PP_CHECK_BANDWIDTH] = {"bandwidth_GBps", "GB/s", 1, 0, 10.0, 0},
+    [PP_CHECK_PEAK_MEM] = {"peak_mem_MiB", "MiB", 0, 0, 1.0, 1},
 };
 
 static const struct family *family(pp_check_kind k)
@@ -49,6 +51,11 @@ int pp_check_kind_higher_is_better(pp_check_kind k)
 }
 
 int pp_check_kind_is_absolute(pp_check_kind k) { return family(k) && family(k)->absolute; }
+
+int pp_check_kind_is_deterministic(pp_check_kind k)
+{
+    return family(k) && family(k)->deterministic;
+}
 
 double pp_check_kind_default_threshold(pp_check_kind k)
 {
@@ -237,6 +244,11 @@ int pp_check_metric_name_kind(const char *s, int *a, int *b)
     char canon[64];
     int x, y;
     if (sscanf(s, "stage%d.", &x) == 1 && x >= 0) {
+        pp_check_peak_mem_name(canon, sizeof canon, x);
+        if (strcmp(s, canon) == 0) {
+            *a = x;
+            return PP_CHECK_PEAK_MEM;
+        }
         for (int bwd = 0; bwd < 2; bwd++) {
             snprintf(canon, sizeof canon, "stage%d.%s", x, bwd ? "bwd_ms" : "fwd_ms");
             if (strcmp(s, canon) == 0) {
@@ -347,6 +359,14 @@ pp_status pp_check_run_from_analysis(const pp_analysis *a, const char *source, p
         pp_check_link_name(name, sizeof name, l->src, l->dst, l->grad);
         double bw = l->bandwidth_GBps;
         if ((st = pp_check_run_add(r, name, PP_CHECK_BANDWIDTH, NULL, 0, bw)) != PP_OK)
+            goto done;
+    }
+    for (size_t i = 0; i < a->n_mem_stages; i++) {
+        char name[64];
+        pp_check_peak_mem_name(name, sizeof name, a->mem_stages[i].stage);
+        double mib = a->mem_stages[i].total_peak_bytes / 1048576.0;
+        if (isfinite(mib) && (st = pp_check_run_add(r, name, PP_CHECK_PEAK_MEM, NULL, 0, mib)) !=
+                                 PP_OK)
             goto done;
     }
     if (a->warnings[0])
@@ -509,3 +529,8 @@ pp_status pp_check_run_load(const char *path, int warmup, pp_check_run **out)
     return st;
 }
 
+
+void pp_check_peak_mem_name(char *buf, size_t cap, int stage)
+{
+    snprintf(buf, cap, "stage%d.peak_mem_MiB", stage);
+}

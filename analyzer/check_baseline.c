@@ -40,14 +40,14 @@ static pp_status baseline_metric_identity(const cJSON *m, const char *mctx,
     if (!name[0] || kind < 0)
         return PP_ERR(PP_ERR_INVALID, "%s: needs a \"name\" and a \"family\" among step_ms, "
                                       "throughput, bubble_ratio, fwd_ms, bwd_ms, "
-                                      "bandwidth_GBps (got \"%s\")", mctx, family);
+                                      "bandwidth_GBps, peak_mem_MiB (got \"%s\")", mctx, family);
     int a, b;
     int named = pp_check_metric_name_kind(name, &a, &b);
     if (named < 0)
         return PP_ERR(PP_ERR_INVALID,
                       "%s: unknown metric name \"%s\" (pprof-check writes step_ms, throughput, "
-                      "bubble_ratio, stageS.fwd_ms, stageS.bwd_ms and "
-                      "linkA-B.act|grad.bandwidth_GBps); a renamed metric would match nothing "
+                      "bubble_ratio, stageS.fwd_ms, stageS.bwd_ms, "
+                      "linkA-B.act|grad.bandwidth_GBps and stageS.peak_mem_MiB); a renamed metric would match nothing "
                       "in the current run and go ungated", mctx, name);
     if (named != kind)
         return PP_ERR(PP_ERR_INVALID, "%s: metric \"%s\" is of family \"%s\", the file says "

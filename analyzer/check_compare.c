@@ -46,8 +46,9 @@ pp_status pp_check_threshold_parse(pp_check_options *o, const char *arg)
     name[n] = '\0';
     if (!valid_metric_name(name))
         return PP_ERR(PP_ERR_INVALID, "--threshold '%s': unknown metric '%s' (a family: step_ms, "
-                                      "throughput, bubble_ratio, fwd_ms, bwd_ms, bandwidth_GBps; "
-                                      "or one metric: stage2.fwd_ms, link0-1.act.bandwidth_GBps)",
+                                      "throughput, bubble_ratio, fwd_ms, bwd_ms, bandwidth_GBps, "
+                                      "peak_mem_MiB; or one metric: stage2.fwd_ms, "
+                                      "link0-1.act.bandwidth_GBps, stage0.peak_mem_MiB)",
                       arg, name);
     char num[64];
     snprintf(num, sizeof num, "%s", eq + 1);
@@ -508,7 +509,9 @@ static void judge_rows(pp_check_result *r, const pp_check_options *o)
         else if (threshold_only)
             w->verdict = worse ? PP_VERDICT_REGRESSION : PP_VERDICT_IMPROVEMENT;
         else if (!w->tested)
-            w->verdict = PP_VERDICT_CHANGED;
+            w->verdict = !pp_check_kind_is_deterministic(w->kind) ? PP_VERDICT_CHANGED
+                         : worse                                  ? PP_VERDICT_REGRESSION
+                                                                  : PP_VERDICT_IMPROVEMENT;
         else if (w->p_adj < o->alpha)
             w->verdict = worse ? PP_VERDICT_REGRESSION : PP_VERDICT_IMPROVEMENT;
         else

@@ -39,6 +39,8 @@ pp_status pp_check_add_step_metrics(pp_check_run *r, const double *step_ms,
                                     const double *bubble, size_t n, double *tmp);
 /* "link<src>-<dst>.act|grad.bandwidth_GBps" */
 void pp_check_link_name(char *buf, size_t cap, int src, int dst, int grad);
+/* "stageS.peak_mem_MiB": a stage's memory peak, from the analysis and from summaries alike. */
+void pp_check_peak_mem_name(char *buf, size_t cap, int stage);
 /* "samples/s", "tokens/s" or "steps/s", by what the shape announces; *per_step the count. */
 const char *pp_check_throughput_unit(const pp_check_shape *s, double *per_step);
 /* The family of a metric name as pprof-check writes it, -1 for any other: step_ms, throughput,

@@ -8,6 +8,7 @@
  * Nothing here is sized by a value of the file: counters, heaps and live regions per trace and
  * series per run have fixed caps (pp_analyzer.h), the rest is counted in mem_ignored. */
 #include "analyzer_internal.h"
+#include "report_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,7 +73,30 @@ struct mem_state {
     int warned_ctr, warned_series, warned_heap, warned_region, warned_value;
 };
 
-static int host_pass(const state *st) { return !st->collect && !st->gpu_pass && !st->sink; }
+/* The host pass accumulates; the replay pass (st->sink, pp_report_each_event) hands each sample
+ * to the sink instead; the clock and GPU passes skip everything. */
+static int mem_pass(const state *st) { return !st->collect && !st->gpu_pass; }
+
+static void emit(state *st, const file_state *f, uint32_t tid, double t, const char *domain,
+                 const char *name, int kind, int32_t stage, int32_t purpose, double v)
+{
+    pp_report_event e;
+    memset(&e, 0, sizeof e);
+    e.file = f->index;
+    e.tid = tid;
+    e.thread = -1;
+    e.depth = -1;
+    e.domain = domain;
+    e.name = name;
+    e.category = "";
+    e.t0 = e.t1 = (uint64_t)t;
+    e.counter = 1;
+    e.value = v;
+    e.stage = stage;
+    e.purpose = purpose;
+    e.mem_kind = kind;
+    st->sink(st->sink_ctx, &e);
+}
 
 static struct mem_state *mem_of(state *st)
 {
@@ -142,6 +166,13 @@ static int32_t series_new(state *st, const file_state *f, int kind, const char *
     return (int32_t)(ms->series.n - 1);
 }
 
+static const pp_amem_series *series_at(const state *st, int32_t i)
+{
+    if (i < 0 || !st->mem || (size_t)i >= st->mem->series.n)
+        return NULL;
+    return (const pp_amem_series *)st->mem->series.data + i;
+}
+
 static void series_put(state *st, int32_t i, double v, double t)
 {
     if (i < 0 || !st->mem || (size_t)i >= st->mem->series.n)
@@ -193,7 +224,7 @@ static const char *mem_domain(file_state *f, uint32_t domain)
 
 void an_mem_meta(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec)
 {
-    if (h->type != PP_REC_COUNTER_DEF || h->size < sizeof(pp_rec_counter_def) || !host_pass(st))
+    if (h->type != PP_REC_COUNTER_DEF || h->size < sizeof(pp_rec_counter_def) || !mem_pass(st))
         return;
     pp_rec_counter_def d;
     memcpy(&d, rec, sizeof d);
@@ -215,7 +246,7 @@ void an_mem_meta(state *st, file_state *f, const pp_rec_header *h, const uint8_t
     m->n_ctr++;
     int32_t stage, purpose;
     if (d.domain != 0 && d.domain == f->pipeprof_domain && parse_stage_name(name, &stage, &purpose)) {
-        if (f->replica == st->o->replica) {
+        if (f->replica == st->o->replica || st->sink) { /* the replay shows every process */
             c->stage = stage;
             c->purpose = purpose;
         }
@@ -279,10 +310,16 @@ static void on_counter(state *st, file_state *f, const pp_rec_header *h, const u
         return;
     }
     double t = (double)pp_clock_to_ref(&f->clk, h->ts);
-    if (e->stage >= 0)
+    if (st->sink) {
+        const pp_amem_series *s = series_at(st, e->series);
+        if (e->stage >= 0 || s)
+            emit(st, f, h->tid, t, s ? s->domain : PP_NVTX_DOMAIN, s ? s->name : "",
+                 s ? s->kind : PP_AMEM_COUNTER, e->stage >= 0 ? e->stage : -1, e->purpose, v);
+    } else if (e->stage >= 0) {
         stage_put(st, e->stage, e->purpose, v, t);
-    else
+    } else {
         series_put(st, e->series, v, t);
+    }
 }
 
 /* ---- the memory extension: heaps and their live regions ---- */
@@ -350,13 +387,22 @@ static void region_erase(struct mem_file *m, mem_region *r)
     }
 }
 
-static void heap_changed(state *st, const mem_heap *hp, double t)
+/* The heap's bytes in use after a call at time t of thread tid of file f. */
+static void heap_changed(state *st, const file_state *f, uint32_t tid, const mem_heap *hp,
+                         double t)
 {
-    series_put(st, hp->series, hp->bytes, t);
+    if (!st->sink) {
+        series_put(st, hp->series, hp->bytes, t);
+        return;
+    }
+    const pp_amem_series *s = series_at(st, hp->series);
+    if (s)
+        emit(st, f, tid, t, s->domain, s->name, PP_AMEM_HEAP, -1, 0, hp->bytes);
 }
 
 /* Every region of heap `id` (every region when all) dropped; the heaps touched resampled. */
-static void heap_clear(state *st, struct mem_file *m, uint64_t id, int all, double t)
+static void heap_clear(state *st, const file_state *f, uint32_t tid, struct mem_file *m,
+                       uint64_t id, int all, double t)
 {
     if (m->regions && m->n_regions)
         for (uint32_t i = 0; i < REGION_SLOTS;) {
@@ -369,7 +415,7 @@ static void heap_clear(state *st, struct mem_file *m, uint64_t id, int all, doub
     for (uint32_t i = 0; i < m->n_heaps; i++)
         if (all || m->heaps[i].id == id) {
             m->heaps[i].bytes = 0;
-            heap_changed(st, &m->heaps[i], t);
+            heap_changed(st, f, tid, &m->heaps[i], t);
         }
 }
 
@@ -386,11 +432,11 @@ static void on_mem(state *st, file_state *f, const pp_rec_header *h, const uint8
     case PP_MEM_HEAP_REGISTER: {
         mem_heap *hp = heap_of(st, f, m, r.heap, r.name, r.domain, 1);
         if (hp)
-            heap_changed(st, hp, t);
+            heap_changed(st, f, h->tid, hp, t);
         break;
     }
     case PP_MEM_HEAP_RESET:
-    case PP_MEM_HEAP_UNREGISTER: heap_clear(st, m, r.heap, r.heap == 0, t); break;
+    case PP_MEM_HEAP_UNREGISTER: heap_clear(st, f, h->tid, m, r.heap, r.heap == 0, t); break;
     case PP_MEM_REGION_REGISTER: {
         if (r.addr == 0)
             break;
@@ -417,7 +463,7 @@ static void on_mem(state *st, file_state *f, const pp_rec_header *h, const uint8
         m->regions[i] = (mem_region){r.addr, r.heap, (double)r.bytes};
         m->n_regions++;
         hp->bytes += (double)r.bytes;
-        heap_changed(st, hp, t);
+        heap_changed(st, f, h->tid, hp, t);
         break;
     }
     case PP_MEM_REGION_RESIZE:
@@ -433,7 +479,7 @@ static void on_mem(state *st, file_state *f, const pp_rec_header *h, const uint8
         else
             region_erase(m, old);
         if (hp)
-            heap_changed(st, hp, t);
+            heap_changed(st, f, h->tid, hp, t);
         break;
     }
     default: break;
@@ -442,7 +488,7 @@ static void on_mem(state *st, file_state *f, const pp_rec_header *h, const uint8
 
 void an_mem_record(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec)
 {
-    if (!host_pass(st))
+    if (!mem_pass(st))
         return;
     if (h->type == PP_REC_COUNTER && h->size >= sizeof(pp_rec_counter))
         on_counter(st, f, h, rec);

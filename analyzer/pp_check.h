@@ -51,16 +51,21 @@ typedef enum pp_check_kind {
     PP_CHECK_FWD = 3,        /* stageS.fwd_ms: a step's mean forward per micro-batch */
     PP_CHECK_BWD = 4,        /* stageS.bwd_ms */
     PP_CHECK_BANDWIDTH = 5,  /* linkA-B.act|grad.bandwidth_GBps: no per-step samples, untested */
-    PP_CHECK_KIND_COUNT = 6
+    PP_CHECK_PEAK_MEM = 6,   /* stageS.peak_mem_MiB: the stage's total memory peak (docs/metrics.md
+                                "Memory"); one value, deterministic: judged by its change alone */
+    PP_CHECK_KIND_COUNT = 7
 } pp_check_kind;
 
 /* The family's name as written in --threshold and in baselines ("step_ms", "throughput",
- * "bubble_ratio", "fwd_ms", "bwd_ms", "bandwidth_GBps"). */
+ * "bubble_ratio", "fwd_ms", "bwd_ms", "bandwidth_GBps", "peak_mem_MiB"). */
 const char *pp_check_kind_name(pp_check_kind k);
 /* Higher values are better for throughput and bandwidth, worse for the others. */
 int pp_check_kind_higher_is_better(pp_check_kind k);
 /* Change and threshold in percentage points of the value (bubble) instead of percent. */
 int pp_check_kind_is_absolute(pp_check_kind k);
+/* A value without run-to-run noise (peak memory: the job's allocations): an untested change
+ * beyond its threshold is a regression or an improvement, not just "changed". */
+int pp_check_kind_is_deterministic(pp_check_kind k);
 
 typedef struct pp_check_metric {
     char name[64]; /* "step_ms", "stage2.fwd_ms", "link0-1.act.bandwidth_GBps", ... */

@@ -50,7 +50,9 @@ pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char
  * pipeline (a->n_ranges, a->n_marks) the traces are read again and every such range ("X", cat
  * "nvtx") and mark ("i") goes on a track of its thread (tid 100000 + its index in a->threads),
  * with args domain, category, payload, os_tid: all of them without a pipeline (times from
- * a->wall_t0_ns, otherData.time_origin_ns), those overlapping the kept steps with one. */
+ * a->wall_t0_ns, otherData.time_origin_ns), those overlapping the kept steps with one. Memory
+ * (a->n_mem_stages, a->n_mem_series) adds a "C" counter track per stage and per series, read
+ * again from the traces likewise. */
 pp_status pp_report_chrome(const pp_analysis *a, FILE *out);
 
 /* One self-contained HTML page of the analysis (report_html.c): the run, step time and bubble,

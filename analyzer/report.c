@@ -223,7 +223,8 @@ typedef struct generic_gantt {
 static void generic_bar(void *ctx, const pp_report_event *e)
 {
     generic_gantt *g = ctx;
-    if (e->mark || e->depth > 0 || e->thread < 0 || g->a->threads[e->thread].file < 0)
+    if (e->counter || e->mark || e->depth > 0 || e->thread < 0 ||
+        g->a->threads[e->thread].file < 0)
         return;
     if (g->drawn >= PP_REPORT_GANTT_MAX_BARS) {
         g->left_out++;

@@ -361,6 +361,7 @@ typedef struct chrome_generic {
     const pp_analysis *a;
     const pp_report_window *win;
     int clip; /* with a pipeline: only what overlaps the kept steps' window */
+    int ranges; /* 1: the generic view's ranges and marks too (0: counters only) */
 } chrome_generic;
 
 static void chrome_payload(pp_json_writer *w, uint32_t type, uint64_t bits)
@@ -389,9 +390,48 @@ static void chrome_payload(pp_json_writer *w, uint32_t type, uint64_t bits)
     }
 }
 
+/* A counter sample as a "C" event of its process: a stage's memory on the counter track
+ * "stage S memory (MiB)", one series per purpose; any other counter, heap or the RSS on a track
+ * of its own name (and unit). */
+static void chrome_counter(const chrome_generic *c, const pp_report_event *e)
+{
+    if (c->clip && ((double)e->t0 < c->win->origin || (double)e->t0 > c->win->end))
+        return;
+    pp_json_writer *w = c->w;
+    char name[PP_ANALYSIS_NAME_BYTES + 96];
+    const char *series = "value";
+    double v = e->value;
+    if (e->stage >= 0) {
+        snprintf(name, sizeof name, "stage %d memory (MiB)", (int)e->stage);
+        series = pp_mem_purpose_name(e->purpose) ? pp_mem_purpose_name(e->purpose) : "?";
+        v /= 1048576.0;
+    } else {
+        const char *unit = e->mem_kind == PP_AMEM_COUNTER ? "" : "bytes";
+        snprintf(name, sizeof name, "%s%s%s%s%s%s", e->domain, e->domain[0] ? ": " : "",
+                 e->name[0] ? e->name : "(no name)", unit[0] ? " (" : "", unit,
+                 unit[0] ? ")" : "");
+    }
+    pp_json_object_inline(w, NULL);
+    pp_json_put_str(w, "name", name);
+    pp_json_put_str(w, "cat", "memory");
+    pp_json_put_str(w, "ph", "C");
+    pp_json_put_int(w, "pid", rank_of_file(c->a, e->file));
+    pp_json_put_fixed(w, "ts", 3, us_at(c->win, e->t0));
+    pp_json_object_inline(w, "args");
+    pp_json_put_real(w, series, v);
+    pp_json_end(w);
+    pp_json_end(w);
+}
+
 static void chrome_generic_event(void *ctx, const pp_report_event *e)
 {
     const chrome_generic *c = ctx;
+    if (e->counter) {
+        chrome_counter(c, e);
+        return;
+    }
+    if (!c->ranges)
+        return;
     if (e->thread < 0 || c->a->threads[e->thread].file < 0)
         return;
     if (c->clip && ((double)e->t1 < c->win->origin || (double)e->t0 > c->win->end))
@@ -421,8 +461,9 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
         return PP_ERR(PP_ERR_INVALID, "pp_report_chrome: no analysis or no output");
     pp_report_window win;
     int generic = a->n_ranges || a->n_marks;
+    int memory = a->n_mem_stages || a->n_mem_series; /* counter tracks (chrome_counter) */
     pp_status st = PP_OK;
-    if (!a->n_ops && generic) {
+    if (!a->n_ops && (generic || memory)) {
         /* no pipeline timeline: the whole run, from its first range */
         win = (pp_report_window){.lo = 0, .hi = -1, .origin = a->wall_t0_ns,
                                  .end = a->wall_t0_ns + a->wall_ns};
@@ -488,8 +529,8 @@ pp_status pp_report_chrome(const pp_analysis *a, FILE *out)
         pp_json_end(&w);
     }
     chrome_gpu(&w, a, &win);
-    if (generic) {
-        chrome_generic c = {&w, a, &win, a->n_ops > 0};
+    if (generic || memory) {
+        chrome_generic c = {&w, a, &win, a->n_ops > 0, generic};
         st = pp_report_each_event(a, chrome_generic_event, &c);
     }
     pp_json_end(&w);

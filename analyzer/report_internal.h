@@ -42,10 +42,18 @@ typedef struct pp_report_event {
     uint32_t payload_type; /* NVTX's: 0 none, 1 uint64, 2 int64, 3 double, 4 uint32, 5 int32,
                               6 float */
     uint64_t payload;
+    /* counter: 1 for a memory or counter sample (memory.c; t1 == t0, mark 0): value is the
+     * sample (a heap's bytes in use after the call); stage >= 0 with its purpose
+     * (pp_mem_purpose) for a stage's memory counter, else -1 and name / domain the series'
+     * (mem_kind: pp_amem_kind) */
+    int counter;
+    double value;
+    int32_t stage, purpose;
+    int mem_kind;
 } pp_report_event;
 
-/* Reads the analyzed traces again and hands every range that is not a pipeline range, and
- * every mark of another domain, to fn, file by file in the order the analysis read them
+/* Reads the analyzed traces again and hands every range that is not a pipeline range, every
+ * mark of another domain and every counter sample and heap change (e->counter), to fn, file by file in the order the analysis read them
  * (ranges in the order they end). Streams: memory does not follow the traces' length. */
 pp_status pp_report_each_event(const pp_analysis *a, void (*fn)(void *ctx,
                                                                 const pp_report_event *e),

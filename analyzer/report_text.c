@@ -4,6 +4,7 @@
  * it, then the generic view (ranges outside the pipeline, per thread, marks), then the
  * warnings. A run without pipeline ranges gets the run's line and the generic view alone. The
  * other report formats are report.c's. */
+#include "report_memory.h"
 #include "pp_analyzer.h"
 
 #include <stdio.h>
@@ -303,6 +304,7 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
     if (a->S == 0 && a->n_steps == 0) {
         print_run(a, out);
         print_generic(a, out);
+        an_report_memory_text(a, out);
         if (a->warnings[0])
             fprintf(out, "\nwarnings:\n%s", a->warnings);
         return;
@@ -314,6 +316,7 @@ void pp_analysis_print(const pp_analysis *a, FILE *out)
     print_links(a, out);
     print_clocks(a, out);
     print_generic(a, out);
+    an_report_memory_text(a, out);
     if (a->warnings[0])
         fprintf(out, "\nwarnings:\n%s", a->warnings);
 }

@@ -2,6 +2,7 @@
  * an analysis (pprof-report --json, pp_report_json) and pp_summary_read turns one back into
  * pprof-check's per-step samples. It owns PP_SUMMARY_VERSION: the one place that knows which
  * fields a summary has. */
+#include "report_memory.h"
 #include "pp_summary.h"
 #include "check_internal.h"
 #include "pp_json.h"
@@ -452,6 +453,7 @@ pp_status pp_summary_write(const pp_analysis *a, FILE *out)
     json_links_layers(&w, a);
     json_gpu(&w, a);
     json_generic(&w, a);
+    an_summary_memory(&w, a); /* report_memory.c */
     pp_json_end(&w);
     return pp_json_writer_finish(&w);
 }
@@ -613,6 +615,37 @@ static pp_status add_link_metrics(pp_check_run *r, const cJSON *links, const cha
     return PP_OK;
 }
 
+/* The stages' memory peaks ("memory.stages[]", report_memory.c): values without samples. */
+static pp_status add_memory_metrics(pp_check_run *r, const cJSON *mem, const char *ctx)
+{
+    if (!mem || cJSON_IsNull(mem))
+        return PP_OK;
+    pp_status st = pp_json_need_object(mem, ctx, "memory");
+    const cJSON *stages = st == PP_OK ? pp_json_member(mem, "stages") : NULL;
+    if (st != PP_OK || (st = pp_json_need_array(stages, ctx, "memory.stages")) != PP_OK)
+        return st;
+    int i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, stages)
+    {
+        char sctx[600];
+        snprintf(sctx, sizeof sctx, "%s: memory.stages[%d]", ctx, i++);
+        double stage, peak;
+        if ((st = pp_json_need_object(s, sctx, "stage")) != PP_OK ||
+            (st = pp_json_get_int(pp_json_member(s, "stage"), sctx, "stage", 0,
+                                  PP_ANALYSIS_MAX_STAGES - 1, &stage)) != PP_OK ||
+            (st = pp_json_opt_real(s, sctx, "total_peak_bytes", 0, PP_CHECK_BIG, 0, &peak)) !=
+                PP_OK)
+            return st;
+        char name[64];
+        pp_check_peak_mem_name(name, sizeof name, (int)stage);
+        if ((st = pp_check_run_add(r, name, PP_CHECK_PEAK_MEM, NULL, 0, peak / 1048576.0)) !=
+            PP_OK)
+            return st;
+    }
+    return PP_OK;
+}
+
 pp_status pp_summary_read(const cJSON *root, pp_check_run *r)
 {
     const char *ctx = r->source;
@@ -648,6 +681,8 @@ pp_status pp_summary_read(const cJSON *root, pp_check_run *r)
         if ((st = pp_check_add_step_metrics(r, c.step_ms, c.bubble, c.n, c.tmp)) == PP_OK &&
             (st = add_stage_metrics(r, root, &c)) == PP_OK)
             st = add_link_metrics(r, pp_json_member(root, "links"), ctx);
+        if (st == PP_OK)
+            st = add_memory_metrics(r, pp_json_member(root, "memory"), ctx);
     }
     steps_free(&c);
     if (st != PP_OK)

@@ -12,14 +12,18 @@
 #include "pp_testkit.h"
 #include "pp_testkit_trace.h"
 
+#include <cJSON.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
+#define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
 #ifndef PP_PPROF_LIB
 #define PP_PPROF_LIB ""
 #endif
@@ -220,7 +224,7 @@ static const uint64_t T0 = 1000ull * MS;
  * before step 1; activations after F0 A, after F1 2A (stage 0 in step 3: 3A), after B0 A,
  * after B1 0. So stage 0 peaks at 1000 + 500 + 300 = 1800 in step 3, 2 ms in; stage 1 at
  * 2000 + 400 = 2400, first in step 1 (a warm-up step) and again 2 ms into step 2. */
-static void write_two_stages(const char *path)
+static void write_two_stages_x(const char *path, int64_t stage0_scale)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 42, -1);
@@ -239,7 +243,7 @@ static void write_two_stages(const char *path)
     tk_tw_flush(&t, PP_BLOCK_META, 0);
     for (int s = 0; s < 2; s++) {
         uint32_t tid = 100 + (uint32_t)s, cat = 1 + (uint32_t)s;
-        int64_t A = 100 * (s + 1);
+        int64_t A = 100 * (s + 1) * (s == 0 ? stage0_scale : 1);
         sample(&t, tid, T0 - MS, 1, 10 + (uint64_t)s, (s + 1) * 1000);
         if (s == 0)
             sample(&t, tid, T0 - MS, 1, 20, 500);
@@ -261,6 +265,8 @@ static void write_two_stages(const char *path)
     }
     pp_trace_writer_close(t.w);
 }
+
+static void write_two_stages(const char *path) { write_two_stages_x(path, 1); }
 
 static pp_analysis *analyze(const char *path, int warmup)
 {
@@ -479,4 +485,219 @@ Test(memory, counters_and_series_are_capped_with_a_warning)
     cr_assert_not_null(strstr(a->warnings, "more than 1024 counter/heap series"), "%s",
                        a->warnings);
     pp_analysis_free(a);
+}
+
+/* ---- reports ---- */
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    cr_assert(cJSON_IsNumber(v), "%s is not a number", k);
+    return v->valuedouble;
+}
+
+Test(memory, text_and_json_reports_show_the_peaks_and_when)
+{
+    const char *path = tk_path("two.pft");
+    write_two_stages(path);
+    const char *args[] = {path, NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    const char *t = strstr(r.out, "Memory per stage");
+    cr_assert_not_null(t, "%s", r.out);
+    /* stage 0: params, grads, -, activations, -, -; total; step 3, 2 ms in, 20% */
+    cr_assert_not_null(strstr(t, "     3     2.000    20.0%"), "%s", t);
+    tk_result_free(&r);
+    const char *jargs[] = {"--json", path, NULL};
+    r = tk_run(PPREPORT, jargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cJSON *root = cJSON_Parse(r.out);
+    cr_assert_not_null(root);
+    const cJSON *m = cJSON_GetObjectItem(root, "memory");
+    cr_assert_not_null(m);
+    const cJSON *st = cJSON_GetObjectItem(m, "stages");
+    cr_assert_eq(cJSON_GetArraySize(st), 2);
+    const cJSON *s0 = cJSON_GetArrayItem(st, 0), *s1 = cJSON_GetArrayItem(st, 1);
+    cr_assert_eq(num(s0, "stage"), 0);
+    cr_assert_eq(num(s0, "total_peak_bytes"), 1800);
+    cr_assert_eq(num(s0, "peak_step"), 3);
+    cr_assert_float_eq(num(s0, "peak_offset_ms"), 2.0, 1e-9);
+    cr_assert_float_eq(num(s0, "peak_fraction"), 0.2, 1e-9);
+    const cJSON *pk = cJSON_GetObjectItem(s0, "peak_bytes");
+    cr_assert_eq(num(pk, "params"), 1000);
+    cr_assert_eq(num(pk, "grads"), 500);
+    cr_assert_eq(num(pk, "activations"), 300);
+    cr_assert_null(cJSON_GetObjectItem(pk, "optimizer"), "a purpose not reported is absent");
+    cr_assert_eq(num(s1, "total_peak_bytes"), 2400);
+    cr_assert_eq(num(s1, "peak_step"), 2);
+    cr_assert_eq(num(m, "ignored"), 0);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(m, "series")), 0);
+    cJSON_Delete(root);
+    tk_result_free(&r);
+}
+
+Test(memory, a_job_with_memory_and_no_ranges_reports_its_series)
+{
+    if (!tk_exists(PP_PPROF_LIB) || !tk_exists(PP_MEM_APP))
+        cr_skip_test("libpprof.so / mem_app not built");
+    const char *dir = tk_path("run");
+    const char *args[] = {"-q", "-o", dir, "--", PP_MEM_APP, "5", NULL};
+    tk_result r = tk_run(PPRUN, args, NULL);
+    cr_assert_eq(r.code, 0, "pprof-run: %d %s", r.code, r.err);
+    tk_result_free(&r);
+    const char *jargs[] = {"--json", dir, NULL};
+    r = tk_run(PPREPORT, jargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cJSON *root = cJSON_Parse(r.out);
+    cr_assert_not_null(root, "%s", r.out);
+    const cJSON *m = cJSON_GetObjectItem(root, "memory");
+    cr_assert_not_null(m);
+    /* mem_app's stages have no step ranges: their peaks are placed in no step */
+    const cJSON *st = cJSON_GetObjectItem(m, "stages");
+    cr_assert_eq(cJSON_GetArraySize(st), 2);
+    cr_assert_eq(num(cJSON_GetArrayItem(st, 1), "total_peak_bytes"), 2000 + 5 * 200);
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(st, 1), "peak_step")));
+    int rss = 0, heap = 0, ratio = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(m, "series"))
+    {
+        const char *kind = cJSON_GetObjectItem(s, "kind")->valuestring;
+        const char *name = cJSON_GetObjectItem(s, "name")->valuestring;
+        if (strcmp(kind, "rss") == 0) {
+            rss++;
+            cr_assert_gt(num(s, "max"), 4096);
+        }
+        if (strcmp(kind, "heap") == 0 && strcmp(name, "arena") == 0) {
+            heap++;
+            cr_assert_eq(num(s, "max"), 256 + 128, "64 + 128, then 64 -> 256");
+        }
+        if (strcmp(name, "app.ratio") == 0) {
+            ratio++;
+            cr_assert_eq(num(s, "max"), 2.5);
+        }
+    }
+    cr_assert_eq(rss, 1);
+    cr_assert_eq(heap, 1);
+    cr_assert_eq(ratio, 1);
+    cJSON_Delete(root);
+    tk_result_free(&r);
+}
+
+Test(memory, pprof_check_gates_on_a_stage_peak_memory)
+{
+    /* the current run's stage 0 keeps 11x the activations: peak 1000 + 500 + 3300 = 4800 bytes
+     * against 1800 (+167%); the same timing, so no other metric moves */
+    const char *base = tk_path("base"), *cur = tk_path("cur");
+    cr_assert_eq(mkdir(base, 0755), 0);
+    cr_assert_eq(mkdir(cur, 0755), 0);
+    char p[1024];
+    snprintf(p, sizeof p, "%s/h.1.pft", base);
+    write_two_stages(p);
+    snprintf(p, sizeof p, "%s/h.1.pft", cur);
+    write_two_stages_x(p, 11);
+    const char *args[] = {"-b", base, cur, NULL};
+    tk_result r = tk_run(PPCHECK, args, NULL);
+    cr_assert_eq(r.code, 1, "exit %d: %s %s", r.code, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "stage0.peak_mem_MiB"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "regression"), "%s", r.out);
+    tk_result_free(&r);
+    /* the same through a summary and a saved baseline; within a raised threshold it passes */
+    const char *jargs[] = {"--json", "-o", tk_path("base.json"), base, NULL};
+    r = tk_run(PPREPORT, jargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    const char *sargs[] = {"--save-baseline", tk_path("base.json"), "-o", tk_path("bl.json"),
+                           NULL};
+    r = tk_run(PPCHECK, sargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    const char *froms[] = {tk_path("base.json"), tk_path("bl.json")};
+    for (int i = 0; i < 2; i++) {
+        const char *a2[] = {"-b", froms[i], cur, NULL};
+        r = tk_run(PPCHECK, a2, NULL);
+        cr_assert_eq(r.code, 1, "from %s: exit %d: %s %s", froms[i], r.code, r.out, r.err);
+        cr_assert_not_null(strstr(r.out, "stage0.peak_mem_MiB"), "%s", r.out);
+        tk_result_free(&r);
+    }
+    const char *a3[] = {"-b", base, "--threshold", "peak_mem_MiB=200", cur, NULL};
+    r = tk_run(PPCHECK, a3, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s %s", r.code, r.out, r.err);
+    tk_result_free(&r);
+    /* the same run against itself passes */
+    const char *a4[] = {"-b", base, base, NULL};
+    r = tk_run(PPCHECK, a4, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s %s", r.code, r.out, r.err);
+    tk_result_free(&r);
+}
+
+/* The "C" events of a Chrome trace file: how many, and how many on track `name`. */
+static int chrome_counters(const char *path, const char *name, const char *series, double *last)
+{
+    size_t len = 0;
+    char *text = tk_slurp(path, &len);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(root);
+    int n = 0, named = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents"))
+    {
+        const cJSON *ph = cJSON_GetObjectItem(e, "ph");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "C") != 0)
+            continue;
+        n++;
+        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) != 0)
+            continue;
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), series);
+        if (v) {
+            named++;
+            *last = v->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    return named + 1000 * n;
+}
+
+Test(memory, chrome_export_has_counter_tracks)
+{
+    /* with a pipeline: the kept step (3) only, 4 activation samples a stage */
+    const char *path = tk_path("two.pft");
+    write_two_stages(path);
+    const char *args[] = {"--chrome", tk_path("two.json"), path, NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    double last = -1;
+    int got = chrome_counters(tk_path("two.json"), "stage 0 memory (MiB)", "activations", &last);
+    cr_assert_eq(got, 8 * 1000 + 4, "got %d", got);
+    cr_assert_eq(last, 0, "the last sample of step 3: B1 released everything");
+    got = chrome_counters(tk_path("two.json"), "stage 1 memory (MiB)", "activations", &last);
+    cr_assert_eq(got % 1000, 4);
+
+    /* without ranges: every sample of the run */
+    if (!tk_exists(PP_PPROF_LIB) || !tk_exists(PP_MEM_APP))
+        return;
+    const char *dir = tk_path("run");
+    const char *rargs[] = {"-q", "-o", dir, "--", PP_MEM_APP, "5", NULL};
+    r = tk_run(PPRUN, rargs, NULL);
+    cr_assert_eq(r.code, 0, "pprof-run: %d %s", r.code, r.err);
+    tk_result_free(&r);
+    const char *cargs[] = {"--chrome", tk_path("run.json"), dir, NULL};
+    r = tk_run(PPREPORT, cargs, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    got = chrome_counters(tk_path("run.json"), "stage 1 memory (MiB)", "activations", &last);
+    cr_assert_eq(got % 1000, 1 + 2 * 5);
+    got = chrome_counters(tk_path("run.json"), "stage 1 memory (MiB)", "params", &last);
+    cr_assert_eq(got % 1000, 1);
+    cr_assert_float_eq(last, 2000 / 1048576.0, 1e-12);
+    got = chrome_counters(tk_path("run.json"), "app: arena (bytes)", "value", &last);
+    cr_assert_eq(got % 1000, 7, "register, 2 regions, resize, unregister, reset, unregister");
+    got = chrome_counters(tk_path("run.json"), "app: app.ratio", "value", &last);
+    cr_assert_eq(got % 1000, 5);
+    cr_assert_eq(last, 2.5);
+    got = chrome_counters(tk_path("run.json"), "pprof.rss (bytes)", "value", &last);
+    cr_assert_geq(got % 1000, 1);
+    cr_assert_eq(got / 1000, 2 * 12 + 7 + 5 + got % 1000, "nothing else: %d", got);
 }
