@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* fdopen, pipe2 */
 #include "pp_report.h"
 #include "report_internal.h"
+#include "report_memory.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -191,6 +192,9 @@ static pp_status gantt_data(const pp_analysis *a, const pp_report_window *win, F
         fprintf(out, "%d %.6f %.6f %s -1 -1\n", row, pp_report_ms((double)sp->start - win->origin),
                 pp_report_ms((double)sp->end - win->origin), sp->nccl ? "nccl" : "gpu");
     }
+    pp_status mst = an_gantt_memory_data(a, win, out); /* the memory rows (report_memory.c) */
+    if (mst != PP_OK)
+        return mst;
     if (fflush(out) != 0 || ferror(out))
         return PP_ERR(PP_ERR_IO, "writing the Gantt data: %s", strerror(errno));
     return PP_OK;
@@ -418,6 +422,7 @@ static pp_status gantt_plot(const pp_analysis *a, const pp_report_window *win, F
         return PP_ERR(PP_ERR_INVALID, "no ops to draw in steps %lld..%lld", (long long)win->lo,
                       (long long)win->hi);
     fputs(", \\\n  keyentry with boxes fc rgb '#ececec' title 'idle'", f);
+    an_gantt_memory_plot(a, a->S > 0 ? a->S : 1, f);
     /* micro-batch ids where they fit */
     fputs(", \\\n  data using (iscomp(strcol(4)) && fits(lab($5,$6), $3-$2) ? ($2+$3)/2 : NaN)"
           ":($1-0.13):(lab($5,$6)) with labels tc rgb 'white' font ',8' notitle\n",
@@ -430,8 +435,9 @@ static pp_status gantt_script(const pp_analysis *a, const pp_report_window *win,
                               const char *out_path, const char *data_path)
 {
     int S = a->S > 0 ? a->S : 1;
+    int rows = S + (int)a->n_mem_stages; /* the memory rows below the stages' */
     int width = 1200;
-    int height = 150 + 46 * S;
+    int height = 150 + 46 * rows;
     height = height < 300 ? 300 : height > 2000 ? 2000 : height;
     double span_ms = pp_report_ms(win->end - win->origin);
     if (span_ms <= 0)
@@ -456,11 +462,12 @@ static pp_status gantt_script(const pp_analysis *a, const pp_report_window *win,
     gp_quote(f, data_path);
     fputc('\n', f);
     gantt_titles(a, win, f);
-    fprintf(f, "set xrange [0:%.6f]\nset yrange [%d.5:-0.5]\n", xmax, S - 1);
+    fprintf(f, "set xrange [0:%.6f]\nset yrange [%d.5:-0.5]\n", xmax, rows - 1);
     fputs("set ytics (", f);
     int every = S > 32 ? (S + 31) / 32 : 1; /* at most ~32 tick labels */
     for (int s = 0, first = 1; s < S; s += every, first = 0)
         fprintf(f, "%s'stage %d' %d", first ? "" : ", ", s, s);
+    an_gantt_memory_ytics(a, S, f);
     fputs(") scale 0\nset xtics out nomirror\nset mxtics\nset border 3\n", f);
     fputs("set key outside right top vertical Left reverse samplen 2 spacing 1.2\n", f);
     fputs("set style fill solid 1.0 border rgb 'white'\n", f);

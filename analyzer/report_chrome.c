@@ -416,6 +416,8 @@ static void chrome_counter(const chrome_generic *c, const pp_report_event *e)
     pp_json_put_str(w, "cat", "memory");
     pp_json_put_str(w, "ph", "C");
     pp_json_put_int(w, "pid", rank_of_file(c->a, e->file));
+    /* a counter belongs to its process; the tid (ignored by the viewers) is the stage's track */
+    pp_json_put_int(w, "tid", e->stage >= 0 ? e->stage : 0);
     pp_json_put_fixed(w, "ts", 3, us_at(c->win, e->t0));
     pp_json_object_inline(w, "args");
     pp_json_put_real(w, series, v);

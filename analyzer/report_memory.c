@@ -6,6 +6,7 @@
 #include "report_memory.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const k_kind[] = {"counter", "heap", "rss"};
@@ -125,4 +126,148 @@ void an_summary_memory(pp_json_writer *w, const pp_analysis *a)
     pp_json_end(w);
     pp_json_put_uint(w, "ignored", a->mem_ignored);
     pp_json_end(w);
+}
+
+/* ---- the Gantt's memory rows ---- */
+
+enum { GANTT_MEM_MAX_POINTS = 200000 }; /* all stages together; the rest is left out */
+
+typedef struct mem_point {
+    int32_t row; /* index in a->mem_stages */
+    double t_ms, mib;
+} mem_point;
+
+typedef struct gantt_mem {
+    const pp_analysis *a;
+    const pp_report_window *win;
+    double *cur;      /* [n_mem_stages * PP_MEM_N_PURPOSES] the purposes' latest values */
+    unsigned *seen;   /* [n_mem_stages] purposes seen */
+    int *started;     /* [n_mem_stages] a point inside the window was written */
+    mem_point *pts;
+    size_t n, left_out;
+} gantt_mem;
+
+static long mem_row(const pp_analysis *a, int32_t stage)
+{
+    for (size_t i = 0; i < a->n_mem_stages; i++)
+        if (a->mem_stages[i].stage == stage)
+            return (long)i;
+    return -1;
+}
+
+static double row_total(const gantt_mem *g, long row)
+{
+    double sum = 0;
+    for (int p = 0; p < PP_MEM_N_PURPOSES; p++)
+        if (g->seen[row] & (1u << p))
+            sum += g->cur[row * PP_MEM_N_PURPOSES + p];
+    return sum / 1048576.0;
+}
+
+static void put_point(gantt_mem *g, long row, double t_ms)
+{
+    if (g->n >= GANTT_MEM_MAX_POINTS) {
+        g->left_out++;
+        return;
+    }
+    g->pts[g->n++] = (mem_point){(int32_t)row, t_ms, row_total(g, row)};
+}
+
+static void gantt_mem_sample(void *ctx, const pp_report_event *e)
+{
+    gantt_mem *g = ctx;
+    if (!e->counter || e->stage < 0 || e->purpose < 0 || e->purpose >= PP_MEM_N_PURPOSES)
+        return;
+    long row = mem_row(g->a, e->stage);
+    if (row < 0)
+        return;
+    double t = (double)e->t0;
+    if (t > g->win->end)
+        return;
+    if (t >= g->win->origin && !g->started[row] && g->seen[row]) /* the value held at 0 */
+        put_point(g, row, 0);
+    g->cur[row * PP_MEM_N_PURPOSES + e->purpose] = e->value;
+    g->seen[row] |= 1u << e->purpose;
+    if (t >= g->win->origin) {
+        g->started[row] = 1;
+        put_point(g, row, pp_report_ms(t - g->win->origin));
+    }
+}
+
+static int cmp_point(const void *x, const void *y)
+{
+    const mem_point *a = x, *b = y;
+    if (a->row != b->row)
+        return a->row < b->row ? -1 : 1;
+    return a->t_ms < b->t_ms ? -1 : a->t_ms > b->t_ms;
+}
+
+pp_status an_gantt_memory_data(const pp_analysis *a, const pp_report_window *win, FILE *out)
+{
+    size_t R = a->n_mem_stages;
+    if (!R)
+        return PP_OK;
+    gantt_mem g = {a, win, calloc(R * PP_MEM_N_PURPOSES, sizeof(double)),
+                   calloc(R, sizeof(unsigned)), calloc(R, sizeof(int)),
+                   malloc(GANTT_MEM_MAX_POINTS * sizeof(mem_point)), 0, 0};
+    pp_status st = PP_OK;
+    if (!g.cur || !g.seen || !g.started || !g.pts)
+        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the Gantt's memory rows");
+    if (st == PP_OK)
+        st = pp_report_each_event(a, gantt_mem_sample, &g);
+    if (st == PP_OK) {
+        double end_ms = pp_report_ms(win->end - win->origin);
+        for (size_t r = 0; r < R; r++) /* each curve runs to the picture's end */
+            if (g.seen[r])
+                put_point(&g, (long)r, end_ms);
+        qsort(g.pts, g.n, sizeof *g.pts, cmp_point);
+        /* one data block (gnuplot's index 1 + row) per memory row, after the ops' block */
+        for (size_t r = 0, i = 0; r < R; r++) {
+            fprintf(out, "\n\n# memory of stage %d: stage t_ms t_ms mem total_MiB 0\n",
+                    a->mem_stages[r].stage);
+            int any = 0;
+            for (; i < g.n && g.pts[i].row == (int32_t)r; i++, any = 1)
+                fprintf(out, "%d %.6f %.6f mem %.6f 0\n", a->mem_stages[r].stage, g.pts[i].t_ms,
+                        g.pts[i].t_ms, g.pts[i].mib);
+            if (!any) /* an empty block would shift the later indices */
+                fprintf(out, "%d 0 0 mem 0 0\n", a->mem_stages[r].stage);
+        }
+        if (g.left_out)
+            fprintf(out, "# %llu memory point(s) left out\n", (unsigned long long)g.left_out);
+    }
+    free(g.cur);
+    free(g.seen);
+    free(g.started);
+    free(g.pts);
+    return st;
+}
+
+static double mem_scale_mib(const pp_analysis *a)
+{
+    double m = 0;
+    for (size_t i = 0; i < a->n_mem_stages; i++)
+        if (a->mem_stages[i].total_peak_bytes > m)
+            m = a->mem_stages[i].total_peak_bytes;
+    return m > 0 ? m / 1048576.0 : 1.0;
+}
+
+void an_gantt_memory_ytics(const pp_analysis *a, int S, FILE *f)
+{
+    for (size_t i = 0; i < a->n_mem_stages; i++)
+        fprintf(f, ", 'stage %d memory' %d", a->mem_stages[i].stage, S + (int)i);
+}
+
+void an_gantt_memory_plot(const pp_analysis *a, int S, FILE *f)
+{
+    double top = mem_scale_mib(a);
+    for (size_t i = 0; i < a->n_mem_stages; i++) {
+        int y = S + (int)i;
+        /* the row's bottom edge (y + 0.42) is 0, its top (y - 0.42) the largest stage peak */
+        fprintf(f, ", \\\n  data index %zu using 2:(%d.42 - $5 / %.6f * 0.84) with steps lw 1.5 "
+                   "lc rgb '#8172b2' %s",
+                i + 1, y, top,
+                i == 0 ? "title sprintf('memory (row top = %.4g MiB)', " : "notitle");
+        if (i == 0)
+            fprintf(f, "%.6f)", top);
+    }
 }

@@ -701,3 +701,40 @@ Test(memory, chrome_export_has_counter_tracks)
     cr_assert_geq(got % 1000, 1);
     cr_assert_eq(got / 1000, 2 * 12 + 7 + 5 + got % 1000, "nothing else: %d", got);
 }
+
+Test(memory, gantt_has_a_memory_row_per_stage)
+{
+    const char *path = tk_path("two.pft");
+    write_two_stages(path);
+    const char *args[] = {"-q", path, "--steps", "2:3", "--gantt", tk_path("g.png"),
+                          "--gantt-data", tk_path("g.dat"), NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    int drawn = r.code == 0;
+    if (!drawn) /* without gnuplot the data is still written */
+        cr_assert_not_null(strstr(r.err, "gnuplot"), "%s", r.err);
+    tk_result_free(&r);
+    size_t len = 0;
+    char *dat = tk_slurp(tk_path("g.dat"), &len);
+    cr_assert_not_null(dat);
+    /* stage 0's row over steps 2..3 (20 ms from step 2's start): the value held at 0
+     * (1500 B: params + grads, activations 0 after step 1), then 8 samples, then the end */
+    const char *m0 = strstr(dat, "# memory of stage 0");
+    const char *m1 = strstr(dat, "# memory of stage 1");
+    cr_assert(m0 && m1 && m0 < m1, "%s", dat);
+    int n0 = 0;
+    for (const char *p = m0; p < m1 && (p = strstr(p, "\n0 ")) && p < m1; p++)
+        n0++;
+    cr_assert_eq(n0, 1 + 8 + 1, "%s", m0);
+    cr_assert_not_null(strstr(m0, "\n0 0.000000 0.000000 mem 0.001431 0\n"), "%s", m0);
+    cr_assert_not_null(strstr(m0, "\n0 12.000000 12.000000 mem 0.001717 0\n"),
+                       "the step-3 peak, 1800 B, 2 ms into step 3: %s", m0);
+    free(dat);
+    if (drawn) {
+        cr_assert(tk_exists(tk_path("g.png")));
+        char *gp = tk_slurp(tk_path("g.gp"), &len);
+        cr_assert_not_null(gp);
+        cr_assert_not_null(strstr(gp, "'stage 1 memory' 3"), "%s", gp);
+        cr_assert_not_null(strstr(gp, "data index 2 using"), "%s", gp);
+        free(gp);
+    }
+}
