@@ -149,7 +149,7 @@ static pp_status convert_one(pp_inputs *in, const char *src, int32_t rank, const
         pp_append_line(in->notes, sizeof in->notes, "%s: %s", src, s.problem);
     if (s.skipped_memory)
         pp_append_line(in->notes, sizeof in->notes,
-                       "%s: %llu memory events not read (allocations are not analyzed yet)", src,
+                       "%s: %llu memory events without \"Total Allocated\" not read", src,
                        (unsigned long long)s.skipped_memory);
     if ((st = push_str(&in->paths, out)) != PP_OK)
         return st;

@@ -29,6 +29,10 @@ enum {
     SMALL = 256
 };
 
+/* "[memory]" events: device types and ids kept apart (the rest are malformed) */
+enum { MEM_DEVICE_TYPES = 16, MEM_DEVICE_IDS = 256 };
+#define MEM_BYTES_MAX 4.0e18 /* an allocator total beyond this is not a real one */
+
 /* Times: microseconds (floats) in the file, up to this many; ns in the trace. */
 #define TS_MAX_US 4.0e15
 #define DUR_MAX_US 1.0e12
@@ -71,6 +75,8 @@ typedef struct kev {
     uint32_t thread, name, domain;
     uint32_t mark;
     uint64_t tol; /* ns its end may stick out of its parent's by rounding alone */
+    uint64_t counter; /* != 0: a memory sample of this counter id (on_memory), value below */
+    int64_t value;
 } kev;
 
 /* The fields of one traceEvents element, as far as the converter reads them. */
@@ -80,6 +86,9 @@ typedef struct kin {
     double ts, dur, pid, tid;
     double correlation, device, stream, bytes, cbid;
     int has_corr, has_device, has_stream, has_bytes, has_cbid;
+    /* "[memory]" events (profile_memory=True): the allocator's totals and the device */
+    double mem_alloc, mem_reserved, mem_dtype, mem_did;
+    int has_alloc, has_reserved, has_dtype, has_did;
     char cat[SMALL], tid_str[SMALL], arg_name[SMALL];
     char name[KJ_STR_CAP + 1];
     size_t name_len;
@@ -116,6 +125,9 @@ typedef struct conv {
     int saw_events;
     kin ev;
     pp_status err;
+    /* memory counters defined (on_memory): bit per (device type, device id, reserved) */
+    uint8_t mem_defined[MEM_DEVICE_TYPES * MEM_DEVICE_IDS * 2 / 8];
+    uint32_t mem_domain;
 } conv;
 
 static void problem(conv *c, const char *fmt, const char *arg)
@@ -407,6 +419,16 @@ static int process(conv *c, const kev *e)
     kthread *t = &c->threads[e->thread];
     if (!thread_advance(c, t, e->t0))
         return 0;
+    if (e->counter) {
+        pp_rec_counter m = {.h = {.type = PP_REC_COUNTER, .size = sizeof m, .tid = t->tid,
+                                  .ts = e->t0},
+                            .counter_id = e->counter,
+                            .domain = e->domain,
+                            .kind = PP_COUNTER_INT64,
+                            .value = (uint64_t)e->value};
+        c->s->memory_samples++;
+        return thread_emit(c, t, &m, sizeof m);
+    }
     pp_rec_range r = {.h = {.type = PP_REC_PUSH, .size = sizeof r, .tid = t->tid, .ts = e->t0},
                       .domain = e->domain,
                       .message = e->name};
@@ -673,6 +695,82 @@ static int on_cpu(conv *c, const kin *e, int mark)
     return enqueue(c, k);
 }
 
+/* The counter id of (device type, device id, reserved), its COUNTER_DEF written the first time:
+ * "allocated cuda:0", "reserved cuda:0", "allocated cpu" in the domain "torch.memory", bytes. 0
+ * when out of memory. */
+static uint64_t mem_counter(conv *c, int dtype, int did, int reserved)
+{
+    unsigned bit = ((unsigned)dtype * MEM_DEVICE_IDS + (unsigned)did) * 2 + (unsigned)reserved;
+    uint64_t id = (uint64_t)bit + 1;
+    if (c->mem_defined[bit / 8] & (1u << (bit % 8)))
+        return id;
+    if (!c->mem_domain && !(c->mem_domain = domain_of(c, "torch.memory")))
+        return 0;
+    char name[64];
+    const char *what = reserved ? "reserved" : "allocated";
+    if (dtype == 0)
+        snprintf(name, sizeof name, "%s cpu", what);
+    else
+        snprintf(name, sizeof name, "%s %s:%d", what, dtype == 1 ? "cuda" : "device", did);
+    uint32_t n = name_id(c, name, strlen(name)), u = name_id(c, "bytes", 5);
+    if (!n || !u || !meta_room(c, sizeof(pp_rec_counter_def)))
+        return 0;
+    pp_rec_counter_def r = {.h = {.type = PP_REC_COUNTER_DEF, .size = sizeof r},
+                            .counter_id = id, .domain = c->mem_domain, .name = n, .unit = u,
+                            .schema = 2 /* int64 */};
+    memcpy(c->meta + c->meta_len, &r, sizeof r);
+    c->meta_len += sizeof r;
+    c->meta_n++;
+    c->mem_defined[bit / 8] |= (uint8_t)(1u << (bit % 8));
+    return id;
+}
+
+/* A "[memory]" instant event (profile_memory=True): the allocator's "Total Allocated" (and
+ * "Total Reserved") after it, as samples of its device's counters on the event's thread. One
+ * without "Total Allocated" is skipped (counted). */
+static int on_memory(conv *c, const kin *e)
+{
+    if (!e->has_alloc) {
+        c->s->skipped_memory++;
+        return 1;
+    }
+    int dtype = e->has_dtype ? (int)e->mem_dtype : 0;
+    int did = e->has_did && e->mem_did >= 0 ? (int)e->mem_did : 0; /* the CPU's id is -1 */
+    if ((e->has_dtype && (!(e->mem_dtype >= 0) || e->mem_dtype >= MEM_DEVICE_TYPES)) ||
+        (e->has_did && !(e->mem_did < MEM_DEVICE_IDS)) || !(e->mem_alloc >= -MEM_BYTES_MAX) ||
+        !(e->mem_alloc <= MEM_BYTES_MAX) ||
+        (e->has_reserved && !(fabs(e->mem_reserved) <= MEM_BYTES_MAX))) {
+        c->s->malformed++;
+        problem(c, "%s", "memory events with a device or a total out of range: skipped");
+        return 1;
+    }
+    uint64_t t0, t1;
+    if (!times_of(c, e, &t0, &t1, 0, NULL))
+        return 1;
+    uint32_t tid = tid_of(c, e);
+    uint32_t index;
+    if (tid == UINT32_MAX) {
+        c->s->malformed++;
+        problem(c, "%s", "events without a usable tid: skipped");
+        return 1;
+    }
+    if (!thread_get(c, tid, &index)) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
+        return 1;
+    }
+    for (int res = 0; res < 1 + e->has_reserved; res++) {
+        uint64_t id = mem_counter(c, dtype, did, res);
+        if (!id)
+            return 0;
+        kev k = {.t0 = t0, .t1 = t0, .thread = index, .domain = c->mem_domain, .mark = 1,
+                 .counter = id, .value = (int64_t)llround(res ? e->mem_reserved : e->mem_alloc)};
+        if (!enqueue(c, k))
+            return 0;
+    }
+    return 1;
+}
+
 static int on_meta_event(conv *c, const kin *e)
 {
     if (strcmp(e->name, "process_name") == 0 && e->arg_name[0]) {
@@ -719,10 +817,8 @@ static int dispatch(conv *c, const kin *e)
         break;
     case 'i':
     case 'I':
-        if (strcmp(e->name, "[memory]") == 0) {
-            c->s->skipped_memory++;
-            return 1;
-        }
+        if (strcmp(e->name, "[memory]") == 0)
+            return on_memory(c, e);
         if (e->cat[0] && is_cpu_cat(e->cat))
             return on_cpu(c, e, 1);
         break;
@@ -804,6 +900,14 @@ static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
         take_num(v, c->lx, &e->bytes, &e->has_bytes, &ignored);
     else if (strcmp(key, "cbid") == 0)
         take_num(v, c->lx, &e->cbid, &e->has_cbid, &ignored);
+    else if (strcmp(key, "Total Allocated") == 0)
+        take_num(v, c->lx, &e->mem_alloc, &e->has_alloc, &ignored);
+    else if (strcmp(key, "Total Reserved") == 0)
+        take_num(v, c->lx, &e->mem_reserved, &e->has_reserved, &ignored);
+    else if (strcmp(key, "Device Type") == 0)
+        take_num(v, c->lx, &e->mem_dtype, &e->has_dtype, &ignored);
+    else if (strcmp(key, "Device Id") == 0)
+        take_num(v, c->lx, &e->mem_did, &e->has_did, &ignored);
     else if (strcmp(key, "name") == 0 && v == KJ_STR)
         take_str(c, v, e->arg_name, sizeof e->arg_name, &ignored);
     return kj_skip(c->lx, v);
@@ -889,6 +993,7 @@ static kj_tok event(conv *c, kj_tok t)
     e->ph = 0;
     e->has_ts = e->has_dur = e->pid_num = e->tid_num = e->bad = 0;
     e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
+    e->has_alloc = e->has_reserved = e->has_dtype = e->has_did = 0;
     e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
     e->name_len = 0;
     kj_tok end = walk_object(c, event_member, e);

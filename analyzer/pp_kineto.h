@@ -44,7 +44,8 @@ typedef struct pp_kineto_stats {
     uint64_t marks;          /* instant events written as marks */
     uint64_t gpu, api;       /* GPU activity records, CUDA runtime/driver API records */
     uint64_t thread_names;
-    uint64_t skipped_memory; /* "[memory]" instant events (not read: issue 17) */
+    uint64_t memory_samples; /* allocator totals of "[memory]" events written as counter samples */
+    uint64_t skipped_memory; /* "[memory]" events without "Total Allocated" (not read) */
     uint64_t skipped_other;  /* metadata, flows, counters, categories not read */
     uint64_t malformed;      /* events missing ts/dur/ph, wrong types, NaN, negative or huge */
     uint64_t dropped_late;   /* events later than the reorder window allows */

@@ -8,6 +8,7 @@
  *     the other counters, heaps and RSS as series; hostile ids, names and values bounded. */
 #define _GNU_SOURCE
 #include "pp_analyzer.h"
+#include "pp_kineto.h"
 #include "pp_trace.h"
 #include "pp_testkit.h"
 #include "pp_testkit_trace.h"
@@ -737,4 +738,50 @@ Test(memory, gantt_has_a_memory_row_per_stage)
         cr_assert_not_null(strstr(gp, "data index 2 using"), "%s", gp);
         free(gp);
     }
+}
+
+/* ---- Kineto traces recorded with profile_memory=True ---- */
+
+#define MEMEV(tid, ts, dtype, did, alloc, reserved)                                              \
+    "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"pid\":7,\"tid\":" #tid   \
+    ",\"ts\":" #ts ",\"s\":\"t\",\"args\":{\"Addr\":1234,\"Bytes\":512,\"Total Allocated\":"     \
+    #alloc ",\"Total Reserved\":" #reserved ",\"Device Type\":" #dtype ",\"Device Id\":" #did "}}"
+
+Test(memory, kineto_memory_events_become_counter_series)
+{
+    const char *j =
+        "{\"distributedInfo\":{\"rank\":1},\"traceEvents\":["
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":7,\"tid\":9,\"ts\":100,"
+        "\"dur\":50},"
+        MEMEV(9, 110, 1, 0, 1024, 2097152) "," MEMEV(9, 120, 1, 0, 3072, 2097152) ","
+        MEMEV(9, 130, 1, 0, 2048, 4194304) "," MEMEV(9, 140, 0, -1, 4096, 4096) ","
+        MEMEV(9, 141, 99, 0, 1, 1) ","                      /* no such device type: malformed */
+        "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"pid\":7,\"tid\":9,"
+        "\"ts\":142,\"args\":{\"Bytes\":64}}]}";           /* no totals: skipped */
+    const char *out = tk_path("k.pft");
+    pp_kineto_stats ks;
+    cr_assert_eq(pp_kineto_convert_mem(j, strlen(j), out, NULL, &ks), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert_eq(ks.memory_samples, 8, "allocated and reserved of 4 events");
+    cr_assert_eq(ks.malformed, 1);
+    cr_assert_eq(ks.skipped_memory, 1);
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+    cr_assert_eq(t->n_counters, 8);
+    cr_assert_eq(t->n_counter_defs, 4);
+    for (size_t i = 1; i < t->n_counters; i++)
+        cr_assert_geq(t->counters[i].h.ts, t->counters[i - 1].h.ts, "in time order");
+    pp_trace_free(t);
+    pp_analysis *a = analyze(out, 0);
+    const pp_amem_series *al = series_named(a, "torch.memory", "allocated cuda:0");
+    const pp_amem_series *rs = series_named(a, "torch.memory", "reserved cuda:0");
+    const pp_amem_series *cpu = series_named(a, "torch.memory", "allocated cpu");
+    cr_assert(al && rs && cpu);
+    cr_assert_str_eq(al->unit, "bytes");
+    cr_assert_eq(al->samples, 3);
+    cr_assert_eq(al->max, 3072);
+    cr_assert_eq(al->last, 2048);
+    cr_assert_eq(rs->max, 4194304);
+    cr_assert_eq(cpu->max, 4096);
+    pp_analysis_free(a);
 }
