@@ -221,16 +221,27 @@ pp_status an_gantt_memory_data(const pp_analysis *a, const pp_report_window *win
             if (g.seen[r])
                 put_point(&g, (long)r, end_ms);
         qsort(g.pts, g.n, sizeof *g.pts, cmp_point);
-        /* one data block (gnuplot's index 1 + row) per memory row, after the ops' block */
+        /* one data block (gnuplot's index 1 + row) per memory row, after the ops' block; the
+         * last column places the total between the row's own least and largest value in the
+         * window (0 bottom, 1 top), so what moves within a step shows whatever holds still */
         for (size_t r = 0, i = 0; r < R; r++) {
-            fprintf(out, "\n\n# memory of stage %d: stage t_ms t_ms mem total_MiB 0\n",
-                    a->mem_stages[r].stage);
-            int any = 0;
-            for (; i < g.n && g.pts[i].row == (int32_t)r; i++, any = 1)
-                fprintf(out, "%d %.6f %.6f mem %.6f 0\n", a->mem_stages[r].stage, g.pts[i].t_ms,
-                        g.pts[i].t_ms, g.pts[i].mib);
-            if (!any) /* an empty block would shift the later indices */
-                fprintf(out, "%d 0 0 mem 0 0\n", a->mem_stages[r].stage);
+            size_t j = i;
+            double lo = 0, hi = 0;
+            for (; j < g.n && g.pts[j].row == (int32_t)r; j++) {
+                if (j == i || g.pts[j].mib < lo)
+                    lo = g.pts[j].mib;
+                if (j == i || g.pts[j].mib > hi)
+                    hi = g.pts[j].mib;
+            }
+            fprintf(out, "\n\n# memory of stage %d, %.6f..%.6f MiB in the window: stage t_ms t_ms "
+                         "mem total_MiB place\n",
+                    a->mem_stages[r].stage, lo, hi);
+            if (j == i) /* no point: one anyway, an empty block would shift later indices */
+                fprintf(out, "%d 0 0 mem 0 0.5\n", a->mem_stages[r].stage);
+            for (; i < j; i++)
+                fprintf(out, "%d %.6f %.6f mem %.6f %.6f\n", a->mem_stages[r].stage,
+                        g.pts[i].t_ms, g.pts[i].t_ms, g.pts[i].mib,
+                        hi > lo ? (g.pts[i].mib - lo) / (hi - lo) : 0.5);
         }
         if (g.left_out)
             fprintf(out, "# %llu memory point(s) left out\n", (unsigned long long)g.left_out);
@@ -242,32 +253,21 @@ pp_status an_gantt_memory_data(const pp_analysis *a, const pp_report_window *win
     return st;
 }
 
-static double mem_scale_mib(const pp_analysis *a)
-{
-    double m = 0;
-    for (size_t i = 0; i < a->n_mem_stages; i++)
-        if (a->mem_stages[i].total_peak_bytes > m)
-            m = a->mem_stages[i].total_peak_bytes;
-    return m > 0 ? m / 1048576.0 : 1.0;
-}
-
 void an_gantt_memory_ytics(const pp_analysis *a, int S, FILE *f)
 {
     for (size_t i = 0; i < a->n_mem_stages; i++)
-        fprintf(f, ", 'stage %d memory' %d", a->mem_stages[i].stage, S + (int)i);
+        fprintf(f, ", 'stage %d memory, peak %.4g MiB' %d", a->mem_stages[i].stage,
+                a->mem_stages[i].total_peak_bytes / 1048576.0, S + (int)i);
 }
 
 void an_gantt_memory_plot(const pp_analysis *a, int S, FILE *f)
 {
-    double top = mem_scale_mib(a);
     for (size_t i = 0; i < a->n_mem_stages; i++) {
         int y = S + (int)i;
-        /* the row's bottom edge (y + 0.42) is 0, its top (y - 0.42) the largest stage peak */
-        fprintf(f, ", \\\n  data index %zu using 2:(%d.42 - $5 / %.6f * 0.84) with steps lw 1.5 "
+        /* the row's bottom edge (y + 0.42) is its least value in the window, its top the
+         * largest (the data's last column) */
+        fprintf(f, ", \\\n  data index %zu using 2:(%d.42 - $6 * 0.84) with steps lw 1.5 "
                    "lc rgb '#8172b2' %s",
-                i + 1, y, top,
-                i == 0 ? "title sprintf('memory (row top = %.4g MiB)', " : "notitle");
-        if (i == 0)
-            fprintf(f, "%.6f)", top);
+                i + 1, y, i == 0 ? "title 'memory (row: min..max in view)'" : "notitle");
     }
 }

@@ -726,15 +726,16 @@ Test(memory, gantt_has_a_memory_row_per_stage)
     for (const char *p = m0; p < m1 && (p = strstr(p, "\n0 ")) && p < m1; p++)
         n0++;
     cr_assert_eq(n0, 1 + 8 + 1, "%s", m0);
-    cr_assert_not_null(strstr(m0, "\n0 0.000000 0.000000 mem 0.001431 0\n"), "%s", m0);
-    cr_assert_not_null(strstr(m0, "\n0 12.000000 12.000000 mem 0.001717 0\n"),
-                       "the step-3 peak, 1800 B, 2 ms into step 3: %s", m0);
+    cr_assert_not_null(strstr(m0, "\n0 0.000000 0.000000 mem 0.001431 0.000000\n"),
+                       "the row's least value, at its bottom: %s", m0);
+    cr_assert_not_null(strstr(m0, "\n0 12.000000 12.000000 mem 0.001717 1.000000\n"),
+                       "the step-3 peak, 1800 B, 2 ms into step 3, at its top: %s", m0);
     free(dat);
     if (drawn) {
         cr_assert(tk_exists(tk_path("g.png")));
         char *gp = tk_slurp(tk_path("g.gp"), &len);
         cr_assert_not_null(gp);
-        cr_assert_not_null(strstr(gp, "'stage 1 memory' 3"), "%s", gp);
+        cr_assert_not_null(strstr(gp, "'stage 1 memory, peak 0.002289 MiB' 3"), "%s", gp);
         cr_assert_not_null(strstr(gp, "data index 2 using"), "%s", gp);
         free(gp);
     }
