@@ -192,9 +192,6 @@ static pp_status gantt_data(const pp_analysis *a, const pp_report_window *win, F
         fprintf(out, "%d %.6f %.6f %s -1 -1\n", row, pp_report_ms((double)sp->start - win->origin),
                 pp_report_ms((double)sp->end - win->origin), sp->nccl ? "nccl" : "gpu");
     }
-    pp_status mst = an_gantt_memory_data(a, win, out); /* the memory rows (report_memory.c) */
-    if (mst != PP_OK)
-        return mst;
     if (fflush(out) != 0 || ferror(out))
         return PP_ERR(PP_ERR_IO, "writing the Gantt data: %s", strerror(errno));
     return PP_OK;
@@ -461,6 +458,12 @@ static pp_status gantt_script(const pp_analysis *a, const pp_report_window *win,
     fputs("\nset output outfile\ndata = ", f);
     gp_quote(f, data_path);
     fputc('\n', f);
+    char mdat[4096];
+    if (a->n_mem_stages && swap_ext(data_path, ".mem.dat", mdat, sizeof mdat) == PP_OK) {
+        fputs("memdata = ", f); /* the memory rows' (pp_report_gantt writes it beside) */
+        gp_quote(f, mdat);
+        fputc('\n', f);
+    }
     gantt_titles(a, win, f);
     fprintf(f, "set xrange [0:%.6f]\nset yrange [%d.5:-0.5]\n", xmax, rows - 1);
     fputs("set ytics (", f);
@@ -606,6 +609,14 @@ static pp_status write_with(const char *path, const char *what, gantt_file_fn fn
     if (fclose(f) != 0 && st == PP_OK)
         st = PP_ERR(PP_ERR_IO, "writing the %s '%s': %s", what, path, strerror(errno));
     return st;
+}
+
+/* The memory rows' data (report_memory.c), a file of its own beside the bars' (.mem.dat). */
+static pp_status mem_data_fn(const pp_analysis *a, const pp_report_window *win, FILE *f, int svg,
+                             const char *p1, const char *p2)
+{
+    (void)svg, (void)p1, (void)p2;
+    return an_gantt_memory_data(a, win, f);
 }
 
 static pp_status data_fn(const pp_analysis *a, const pp_report_window *win, FILE *f, int svg,
@@ -766,6 +777,12 @@ pp_status pp_report_gantt(const pp_analysis *a, const char *out_path, const char
         if ((st = pp_report_window_of(a, PP_REPORT_GANTT_MAX_STEPS, &win)) != PP_OK)
             return st;
         if ((st = write_with(dat, "Gantt data", data_fn, a, &win, svg, NULL, NULL)) != PP_OK)
+            return st;
+        char mdat[4096];
+        if (a->n_mem_stages &&
+            ((st = swap_ext(dat, ".mem.dat", mdat, sizeof mdat)) != PP_OK ||
+             (st = write_with(mdat, "Gantt memory data", mem_data_fn, a, &win, svg, NULL,
+                              NULL)) != PP_OK))
             return st;
         if ((st = write_with(gp, "gnuplot script", gantt_script, a, &win, svg, out_path, dat)) !=
             PP_OK)

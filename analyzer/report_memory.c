@@ -221,7 +221,7 @@ pp_status an_gantt_memory_data(const pp_analysis *a, const pp_report_window *win
             if (g.seen[r])
                 put_point(&g, (long)r, end_ms);
         qsort(g.pts, g.n, sizeof *g.pts, cmp_point);
-        /* one data block (gnuplot's index 1 + row) per memory row, after the ops' block; the
+        /* one data block (gnuplot's index = the row) per memory row; the
          * last column places the total between the row's own least and largest value in the
          * window (0 bottom, 1 top), so what moves within a step shows whatever holds still */
         for (size_t r = 0, i = 0; r < R; r++) {
@@ -233,9 +233,9 @@ pp_status an_gantt_memory_data(const pp_analysis *a, const pp_report_window *win
                 if (j == i || g.pts[j].mib > hi)
                     hi = g.pts[j].mib;
             }
-            fprintf(out, "\n\n# memory of stage %d, %.6f..%.6f MiB in the window: stage t_ms t_ms "
+            fprintf(out, "%s# memory of stage %d, %.6f..%.6f MiB in the window: stage t_ms t_ms "
                          "mem total_MiB place\n",
-                    a->mem_stages[r].stage, lo, hi);
+                    r ? "\n\n" : "", a->mem_stages[r].stage, lo, hi);
             if (j == i) /* no point: one anyway, an empty block would shift later indices */
                 fprintf(out, "%d 0 0 mem 0 0.5\n", a->mem_stages[r].stage);
             for (; i < j; i++)
@@ -266,8 +266,8 @@ void an_gantt_memory_plot(const pp_analysis *a, int S, FILE *f)
         int y = S + (int)i;
         /* the row's bottom edge (y + 0.42) is its least value in the window, its top the
          * largest (the data's last column) */
-        fprintf(f, ", \\\n  data index %zu using 2:(%d.42 - $6 * 0.84) with steps lw 1.5 "
+        fprintf(f, ", \\\n  memdata index %zu using 2:(%d.42 - $6 * 0.84) with steps lw 1.5 "
                    "lc rgb '#8172b2' %s",
-                i + 1, y, i == 0 ? "title 'memory (row: min..max in view)'" : "notitle");
+                i, y, i == 0 ? "title 'memory (row: min..max in view)'" : "notitle");
     }
 }

@@ -15,13 +15,15 @@ void an_report_memory_text(const pp_analysis *a, FILE *out);
 void an_summary_memory(pp_json_writer *w, const pp_analysis *a);
 
 /* The Gantt's memory rows (report.c): one row per stage of a->mem_stages below the S pipeline
- * rows, its total memory over the drawn window as a step curve, rows scaled alike (the largest
- * stage peak fills a row). The data: one gnuplot data block per row after the ops' block
- * ("stage t_ms t_ms mem total_MiB 0"), read again from the traces; nothing without memory. */
+ * rows, its total memory over the drawn window as a step curve (the stage's least and largest
+ * value in the window bound its row). The data, a file of its own
+ * (FILE.mem.dat beside the bars'): one gnuplot data block per row ("stage t_ms t_ms mem
+ * total_MiB place"), read again from the traces; nothing without memory. */
 struct pp_report_window;
 pp_status an_gantt_memory_data(const pp_analysis *a, const struct pp_report_window *win,
                                FILE *out);
-/* The rows' ytics entries (after the stages') and plot elements (after the ops'). */
+/* The rows' ytics entries (after the stages') and plot elements (after the ops'; they read
+ * the script's `memdata`). */
 void an_gantt_memory_ytics(const pp_analysis *a, int S, FILE *f);
 void an_gantt_memory_plot(const pp_analysis *a, int S, FILE *f);
 

@@ -715,7 +715,11 @@ Test(memory, gantt_has_a_memory_row_per_stage)
         cr_assert_not_null(strstr(r.err, "gnuplot"), "%s", r.err);
     tk_result_free(&r);
     size_t len = 0;
-    char *dat = tk_slurp(tk_path("g.dat"), &len);
+    char *bars = tk_slurp(tk_path("g.dat"), &len);
+    cr_assert_not_null(bars);
+    cr_assert_null(strstr(bars, " mem "), "the bars' data stay as they were: %s", bars);
+    free(bars);
+    char *dat = tk_slurp(tk_path("g.mem.dat"), &len);
     cr_assert_not_null(dat);
     /* stage 0's row over steps 2..3 (20 ms from step 2's start): the value held at 0
      * (1500 B: params + grads, activations 0 after step 1), then 8 samples, then the end */
@@ -736,7 +740,8 @@ Test(memory, gantt_has_a_memory_row_per_stage)
         char *gp = tk_slurp(tk_path("g.gp"), &len);
         cr_assert_not_null(gp);
         cr_assert_not_null(strstr(gp, "'stage 1 memory, peak 0.002289 MiB' 3"), "%s", gp);
-        cr_assert_not_null(strstr(gp, "data index 2 using"), "%s", gp);
+        cr_assert_not_null(strstr(gp, "memdata index 1 using"), "%s", gp);
+        cr_assert_not_null(strstr(gp, "g.mem.dat'"), "%s", gp);
         free(gp);
     }
 }
