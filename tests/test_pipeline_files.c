@@ -353,6 +353,11 @@ static const bad_json k_bad_costs[] = {
      "\"activation_bytes\" -1 is out of range"},
     {"{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2, \"param_bytes\": 1e17}]}",
      "\"param_bytes\" 1e+17 is out of range"},
+    {"{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2, \"kept_bytes\": 10}]}",
+     "\"kept_bytes\" without \"input_bytes\" (give both memory sizes or neither)"},
+    {"{\"layers\": [{\"name\": \"a\", \"fwd_us\": 1, \"bwd_us\": 2, \"kept_bytes\": 10, "
+     "\"input_bytes\": -2}]}",
+     "\"input_bytes\" -2 is out of range"},
     {"{\"layers\": [" LAYER_A "], \"p2p_GBps\": -1}", "\"p2p_GBps\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"p2p_latency_us\": null}",
      "\"p2p_latency_us\" must be a number >= 0 (got null)"},
@@ -472,6 +477,9 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->layers[1].bwd_input_us = 0;
     c->layers[1].bwd_weight_us = 0;
     c->layers[2].fwd_us = 0;
+    c->layers[2].has_kept = 1; /* the memory model's keys (issue 17) */
+    c->layers[2].kept_bytes = 9007199254740992u;
+    c->layers[2].input_bytes = 0;
     char path[256];
     path_in_dir(path, sizeof path, "rt.json");
     cr_assert_eq(pp_costs_write(c, path), PP_OK, "%s", pp_error_message());
@@ -495,6 +503,9 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
         cr_assert_eq(b->bwd_weight_us, a->bwd_weight_us, "layer %d", i);
         cr_assert_eq(b->activation_bytes, a->activation_bytes, "layer %d", i);
         cr_assert_eq(b->param_bytes, a->param_bytes, "layer %d", i);
+        cr_assert_eq(b->has_kept, a->has_kept, "layer %d", i);
+        cr_assert_eq(b->kept_bytes, a->kept_bytes, "layer %d", i);
+        cr_assert_eq(b->input_bytes, a->input_bytes, "layer %d", i);
     }
     pp_costs_destroy(d);
     pp_costs_destroy(c);
