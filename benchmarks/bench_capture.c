@@ -1,6 +1,7 @@
 /* bench_capture: what libpprof.so costs an annotated job per NVTX range. Times a domain push+pop
- * pair (registered string + int64 payload, as pptrain emits) and a domain start/end pair, on 1
- * and 2 threads, with no tool attached and with libpprof.so injected. Each configuration runs in
+ * pair (registered string + int64 payload, as pptrain emits), a domain start/end pair and one
+ * int64 counter sample (nvtxCounterSampleInt64, as pptrain reports its memory), on 1 and 2
+ * threads, with no tool attached and with libpprof.so injected. Each configuration runs in
  * a fresh child process (this program re-executed with or without NVTX_INJECTION64_PATH), all in
  * this one run, so the ratios compare like with like. With the tool the child's trace footer is
  * read back and its drops are printed next to the times. Prints numbers; asserts nothing.
@@ -10,6 +11,7 @@
 #include "pp_trace.h"
 
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCounters.h>
 
 #include <dirent.h>
 #include <getopt.h>
@@ -24,13 +26,14 @@
 
 typedef struct bench_arg {
     long pairs;
-    int start_end;
+    int start_end; /* 0 push/pop, 1 start/end, 2 a counter sample */
     double ns_per_pair;
     pthread_barrier_t *bar;
 } bench_arg;
 
 static nvtxDomainHandle_t g_dom;
 static nvtxStringHandle_t g_str;
+static uint64_t g_counter;
 
 /* Pairs are timed in bursts of BURST (1.3 MB of records, a third of the default 4 MiB ring),
  * with a pause after each that lets the writer (PPROF_FLUSH_MS=5 here) drain the ring: the
@@ -64,7 +67,10 @@ static void *bench_thread(void *p)
         for (uint64_t until = pp_now_ns() + 12000000; pp_now_ns() < until;)
             ;
         uint64_t t0 = pp_now_ns();
-        if (b->start_end) {
+        if (b->start_end == 2) {
+            for (long i = 0; i < n; i++)
+                nvtxCounterSampleInt64(g_dom, g_counter, i);
+        } else if (b->start_end) {
             for (long i = 0; i < n; i++) {
                 a.payload.llValue = i;
                 nvtxRangeId_t id = nvtxDomainRangeStartEx(g_dom, &a);
@@ -109,10 +115,17 @@ static int child_main(long pairs, int threads)
 {
     g_dom = nvtxDomainCreateA("bench");
     g_str = nvtxDomainRegisterStringA(g_dom, "fwd mb0");
+    nvtxCounterAttr_t ca;
+    memset(&ca, 0, sizeof ca);
+    ca.structSize = sizeof ca;
+    ca.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
+    ca.name = "pp.mem.stage0.activations";
+    g_counter = nvtxCounterRegister(g_dom, &ca);
     double pp = child_run(pairs, threads, 0);
     double se = child_run(pairs, threads, 1);
-    printf("%.3f %.3f\n", pp, se);
-    return pp < 0 || se < 0;
+    double cs = child_run(pairs, threads, 2);
+    printf("%.3f %.3f %.3f\n", pp, se, cs);
+    return pp < 0 || se < 0 || cs < 0;
 }
 
 /* ---- parent: one child per configuration ---- */
@@ -120,7 +133,7 @@ static int child_main(long pairs, int threads)
 static char g_self[4096];
 
 typedef struct result {
-    double push_pop, start_end;
+    double push_pop, start_end, sample;
     unsigned long long events, dropped;
     int ok;
 } result;
@@ -153,7 +166,7 @@ static const char *const k_tool_names[] = {"none", "libpprof", "lib+mono"};
 
 static result run_child(int tool, long pairs, int threads, const char *dir, long buffer_kb)
 {
-    result r = {0, 0, 0, 0, 0};
+    result r = {0, 0, 0, 0, 0, 0};
     int fd[2];
     if (pipe(fd) != 0)
         return r;
@@ -188,7 +201,7 @@ static result run_child(int tool, long pairs, int threads, const char *dir, long
     int status = 0;
     waitpid(pid, &status, 0);
     if (n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-        sscanf(buf, "%lf %lf", &r.push_pop, &r.start_end) == 2)
+        sscanf(buf, "%lf %lf %lf", &r.push_pop, &r.start_end, &r.sample) == 3)
         r.ok = 1;
     rm_traces(dir, tool ? &r : NULL);
     return r;
@@ -249,12 +262,12 @@ int main(int argc, char **argv)
     }
     printf("bench_capture: %ld pairs per thread, median of %d runs, PPROF_BUFFER_KB=%ld\n", pairs,
            repeats, buffer_kb);
-    printf("%-8s %-10s %12s %12s %12s %12s %10s\n", "threads", "tool", "push+pop ns",
-           "ratio", "start/end ns", "ratio", "dropped");
+    printf("%-8s %-10s %12s %12s %12s %12s %12s %10s\n", "threads", "tool", "push+pop ns",
+           "ratio", "start/end ns", "ratio", "sample ns", "dropped");
     for (int threads = 1; threads <= 2; threads++) {
         double base_pp = 0, base_se = 0;
         for (int tool = 0; tool <= 2; tool++) {
-            double pp[25], se[25];
+            double pp[25], se[25], cs[25];
             unsigned long long dropped = 0, events = 0;
             int ok = 0;
             for (int i = 0; i < repeats; i++) {
@@ -263,6 +276,7 @@ int main(int argc, char **argv)
                     continue;
                 pp[ok] = r.push_pop;
                 se[ok] = r.start_end;
+                cs[ok] = r.sample;
                 dropped += r.dropped;
                 events += r.events;
                 ok++;
@@ -273,27 +287,29 @@ int main(int argc, char **argv)
             }
             qsort(pp, (size_t)ok, sizeof pp[0], cmp_double);
             qsort(se, (size_t)ok, sizeof se[0], cmp_double);
-            double mpp = pp[ok / 2], mse = se[ok / 2];
+            qsort(cs, (size_t)ok, sizeof cs[0], cmp_double);
+            double mpp = pp[ok / 2], mse = se[ok / 2], mcs = cs[ok / 2];
             if (!tool) {
                 base_pp = mpp;
                 base_se = mse;
-                printf("%-8d %-10s %12.2f %12s %12.2f %12s %10s\n", threads, "none", mpp, "1",
-                       mse, "1", "-");
+                printf("%-8d %-10s %12.2f %12s %12.2f %12s %12.2f %10s\n", threads, "none", mpp,
+                       "1", mse, "1", mcs, "-");
             } else {
                 char dr[32];
                 snprintf(dr, sizeof dr, "%.2g%%",
                          events + dropped ? 100.0 * (double)dropped / (double)(events + dropped)
                                           : 0.0);
-                printf("%-8d %-10s %12.2f %11.0fx %12.2f %11.0fx %10s\n", threads, k_tool_names[tool],
-                       mpp, base_pp > 0 ? mpp / base_pp : 0, mse, base_se > 0 ? mse / base_se : 0,
-                       dr);
+                printf("%-8d %-10s %12.2f %11.0fx %12.2f %11.0fx %12.2f %10s\n", threads,
+                       k_tool_names[tool], mpp, base_pp > 0 ? mpp / base_pp : 0, mse,
+                       base_se > 0 ? mse / base_se : 0, mcs, dr);
             }
         }
     }
     printf("reference: two clock_gettime(CLOCK_MONOTONIC) calls %.2f ns\n", clock_pair_ns());
     printf("(ns per pair per thread, timed in bursts of %d pairs with the writer draining in\n"
-           " between; ratio = with tool / without; dropped = share of records the tool dropped\n"
-           " because a ring was full; target <= 50 ns per push+pop)\n",
+           " between; sample ns: one counter sample; ratio = with tool / without; dropped =\n"
+           " share of range records the tool dropped because a ring was full; target <= 50 ns\n"
+           " per push+pop)\n",
            BURST);
     rmdir(dir);
     return 0;
