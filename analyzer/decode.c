@@ -1165,7 +1165,8 @@ static void on_events(state *st, file_state *f, const pp_trace_block *blk)
         case PP_REC_NCCL: on_gpu(st, f, &h, rec); break;
         case PP_REC_EXT_PAYLOAD: on_ext(st, f, t, &h, rec, last); break;
         case PP_REC_COUNTER:
-        case PP_REC_MEM: an_mem_record(st, f, &h, rec); break; /* memory.c */
+        case PP_REC_MEM:
+        case PP_REC_GPU_MEM: an_mem_record(st, f, &h, rec); break; /* memory.c */
         case PP_REC_POP:
             if (h.size >= sizeof(pp_rec_pop))
                 last = NULL;

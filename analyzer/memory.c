@@ -3,8 +3,9 @@
  *     contract; docs/nvtx-convention.md "Memory counters") become per-stage memory by purpose:
  *     each purpose's peak, the peak of their sum and when in the step it happens;
  *   - every other counter, every heap of NVTX's memory extension (bytes in use: its live
- *     regions) and each process's resident memory (the capture library's pprof.rss) become
- *     named series with min, max and last.
+ *     regions), each CUDA device's allocations (CUPTI memory activity, --cuda) and each
+ *     process's resident memory (the capture library's pprof.rss) become named series with min,
+ *     max and last.
  * Nothing here is sized by a value of the file: counters, heaps and live regions per trace and
  * series per run have fixed caps (pp_analyzer.h), the rest is counted in mem_ignored. */
 #include "analyzer_internal.h"
@@ -12,6 +13,11 @@
 
 #include <math.h>
 #include <stdio.h>
+
+/* CUPTI's allocations (PP_REC_GPU_MEM) as a heap per device and regions of their own: the heap
+ * id and the region key carry this bit, which no NVTX heap id (libpprof counts from 1) and no
+ * user or device virtual address (below 2^57) has. */
+#define GPU_HEAP (UINT64_C(1) << 63)
 
 enum {
     CTR_SLOTS = 2 * PP_ANALYSIS_MAX_COUNTERS, /* open addressing, at most half full */
@@ -342,7 +348,9 @@ static mem_heap *heap_of(state *st, file_state *f, struct mem_file *m, uint64_t 
     hp->bytes = 0;
     char label[PP_ANALYSIS_NAME_BYTES];
     const char *n = an_str_of(f, name);
-    if (*n)
+    if (id & GPU_HEAP)
+        snprintf(label, sizeof label, "CUDA device %u", (unsigned)(id & 0xffffffffu));
+    else if (*n)
         snprintf(label, sizeof label, "%s", n);
     else if (id == 0)
         snprintf(label, sizeof label, "process-wide heap");
@@ -486,6 +494,24 @@ static void on_mem(state *st, file_state *f, const pp_rec_header *h, const uint8
     }
 }
 
+/* A CUPTI allocation or release as the memory extension's region call on the device's heap. */
+static void on_gpu_mem(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec)
+{
+    pp_rec_gpu_mem g;
+    memcpy(&g, rec, sizeof g);
+    if (!g.address)
+        return;
+    pp_rec_header hh = *h;
+    hh.ts = g.ts;
+    pp_rec_mem m = {.h = hh,
+                    .op = g.op == PP_GPU_MEM_ALLOC ? PP_MEM_REGION_REGISTER
+                                                   : PP_MEM_REGION_UNREGISTER,
+                    .heap = GPU_HEAP | g.device,
+                    .addr = GPU_HEAP | g.address,
+                    .bytes = g.bytes};
+    on_mem(st, f, &hh, (const uint8_t *)&m);
+}
+
 void an_mem_record(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec)
 {
     if (!mem_pass(st))
@@ -494,6 +520,8 @@ void an_mem_record(state *st, file_state *f, const pp_rec_header *h, const uint8
         on_counter(st, f, h, rec);
     else if (h->type == PP_REC_MEM && h->size >= sizeof(pp_rec_mem))
         on_mem(st, f, h, rec);
+    else if (h->type == PP_REC_GPU_MEM && h->size >= sizeof(pp_rec_gpu_mem))
+        on_gpu_mem(st, f, h, rec);
 }
 
 void an_mem_file_free(file_state *f)

@@ -92,7 +92,8 @@ typedef enum pp_trace_rec_type {
      * CLOCK_MONOTONIC ns like every other timestamp of the file. */
     PP_REC_GPU = 40,        /* pp_rec_gpu: a kernel, copy, memset or synchronisation on a GPU */
     PP_REC_API = 41,        /* pp_rec_api: a CUDA runtime/driver call that launched GPU work */
-    PP_REC_NCCL = 42        /* pp_rec_nccl: one NCCL point-to-point or collective operation */
+    PP_REC_NCCL = 42,       /* pp_rec_nccl: one NCCL point-to-point or collective operation */
+    PP_REC_GPU_MEM = 43     /* pp_rec_gpu_mem: a device memory allocation or release (CUPTI) */
 } pp_trace_rec_type;
 
 typedef struct pp_rec_header {
@@ -294,6 +295,23 @@ typedef struct pp_rec_nccl {
     uint32_t reserved;
 } pp_rec_nccl;         /* 88 bytes */
 
+/* CUPTI memory activity (CUPTI_ACTIVITY_KIND_MEMORY2), --cuda: one allocation or release. */
+typedef enum pp_gpu_mem_op { PP_GPU_MEM_ALLOC = 1, PP_GPU_MEM_RELEASE = 2 } pp_gpu_mem_op;
+
+typedef struct pp_rec_gpu_mem {
+    pp_rec_header h;      /* ts 0 (the time is in the body); tid: the delivering thread */
+    uint8_t op;           /* pp_gpu_mem_op */
+    uint8_t memory_kind;  /* CUPTI's CUpti_ActivityMemoryKind (1 pageable, 2 pinned, 3 device,
+                             4 array, 5 managed, 6 device static, 7 managed static) */
+    uint16_t reserved0;
+    uint32_t device;
+    uint32_t stream;
+    uint32_t correlation; /* the API call that made it, 0 unknown */
+    uint64_t address;
+    uint64_t bytes;
+    uint64_t ts;          /* CLOCK_MONOTONIC ns */
+} pp_rec_gpu_mem;      /* 56 bytes */
+
 /* ======================================================================================== */
 /* Writer                                                                                     */
 /* ======================================================================================== */
@@ -429,6 +447,8 @@ typedef struct pp_trace {
     pp_rec_counter *counters;
     size_t n_mem;
     pp_trace_mem *mem;
+    size_t n_gpu_mem;
+    pp_rec_gpu_mem *gpu_mem;
     void *impl; /* owned storage */
 } pp_trace;
 

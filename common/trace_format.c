@@ -31,6 +31,7 @@ _Static_assert(sizeof(pp_rec_nccl) == 88, "NCCL record is 88 bytes");
 _Static_assert(sizeof(pp_rec_counter_def) == 40, "counter definition record is 40 bytes");
 _Static_assert(sizeof(pp_rec_counter) == 40, "counter sample record is 40 bytes");
 _Static_assert(sizeof(pp_rec_mem) == 56, "memory record is 56 bytes");
+_Static_assert(sizeof(pp_rec_gpu_mem) == 56, "GPU memory record is 56 bytes");
 
 /* Checks the record at p (avail bytes left in the block). Returns NULL when well formed, else
  * why not; fills *h. Unknown types only need a sane size. */
@@ -66,6 +67,7 @@ static const char *rec_check(const uint8_t *p, size_t avail, pp_rec_header *h, i
     case PP_REC_COUNTER_DEF: fixed = sizeof(pp_rec_counter_def); break;
     case PP_REC_COUNTER: fixed = sizeof(pp_rec_counter); break;
     case PP_REC_MEM: fixed = sizeof(pp_rec_mem); break;
+    case PP_REC_GPU_MEM: fixed = sizeof(pp_rec_gpu_mem); break;
     default: *known = 0; return NULL;
     }
     if (h->size < fixed)
@@ -91,6 +93,9 @@ static const char *rec_check(const uint8_t *p, size_t avail, pp_rec_header *h, i
         memcpy(&m, p, sizeof m);
         if (m.op < PP_MEM_HEAP_REGISTER || m.op > PP_MEM_REGION_UNREGISTER)
             return "memory record of an unknown operation";
+    } else if (h->type == PP_REC_GPU_MEM) {
+        if (p[16] != PP_GPU_MEM_ALLOC && p[16] != PP_GPU_MEM_RELEASE)
+            return "GPU memory record of an unknown operation";
     } else if (h->type == PP_REC_SCHEMA) {
         pp_rec_schema s;
         memcpy(&s, p, sizeof s);

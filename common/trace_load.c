@@ -60,6 +60,7 @@ typedef struct trace_impl {
     vec gpu, api, nccl; /* pp_trace_gpu, pp_rec_api, pp_trace_nccl (names resolved at the end) */
     vec cdefs;          /* def_counter: sorted by (domain, id) at the end, first one kept */
     vec counters, mem;  /* pp_rec_counter, pp_trace_mem (names resolved at the end) */
+    vec gpu_mem;        /* pp_rec_gpu_mem */
     uint64_t order;
 } trace_impl;
 
@@ -374,6 +375,10 @@ static inline pp_status load_counter(trace_impl *im, const pp_rec_header *h, con
             memcpy(&c->d.r, rec, sizeof c->d.r);
             c->order = im->order++;
         }
+    } else if (h->type == PP_REC_GPU_MEM) {
+        e = vec_push(&im->gpu_mem, sizeof(pp_rec_gpu_mem));
+        if (e)
+            memcpy(e, rec, sizeof(pp_rec_gpu_mem));
     } else if (h->type == PP_REC_COUNTER) {
         e = vec_push(&im->counters, sizeof(pp_rec_counter));
         if (e)
@@ -439,6 +444,7 @@ static pp_status load_block(pp_trace *t, trace_impl *im, vec *events, const pp_t
         case PP_REC_COUNTER_DEF:
         case PP_REC_COUNTER:
         case PP_REC_MEM:
+        case PP_REC_GPU_MEM:
             st = load_counter(im, &h, rec);
             break;
         case PP_REC_FOOTER: {
@@ -513,6 +519,9 @@ static pp_status load_finish(pp_trace *t, trace_impl *im, vec *events)
     t->n_counters = im->counters.n;
     t->counters = im->counters.v;
     im->counters.v = NULL;
+    t->n_gpu_mem = im->gpu_mem.n;
+    t->gpu_mem = im->gpu_mem.v;
+    im->gpu_mem.v = NULL;
     t->n_mem = im->mem.n;
     t->mem = im->mem.v;
     im->mem.v = NULL;
@@ -604,6 +613,7 @@ static void impl_free(trace_impl *im)
     free(im->nccl.v);
     free(im->counters.v);
     free(im->mem.v);
+    free(im->gpu_mem.v);
     free(im);
 }
 
@@ -689,6 +699,7 @@ void pp_trace_free(pp_trace *t)
     free(t->counter_defs);
     free(t->counters);
     free(t->mem);
+    free(t->gpu_mem);
     free(t->domains);
     free(t->threads);
     free(t->categories);

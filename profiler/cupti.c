@@ -89,8 +89,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                                .tid = atomic_load_explicit(&t->tid, memory_order_relaxed)};
         CUpti_Activity *rec = NULL;
         while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
-            uint8_t tmp[sizeof(pp_rec_gpu) > sizeof(pp_rec_api) ? sizeof(pp_rec_gpu)
-                                                                 : sizeof(pp_rec_api)];
+            _Static_assert(sizeof(pp_rec_gpu) >= sizeof(pp_rec_api) &&
+                               sizeof(pp_rec_gpu) >= sizeof(pp_rec_gpu_mem),
+                           "tmp holds every encoded record");
+            uint8_t tmp[sizeof(pp_rec_gpu)];
             size_t n = pprof_cupti_encode(rec, &env, tmp, sizeof tmp);
             if (n == 0 || n == (size_t)-1)
                 continue;
@@ -191,6 +193,11 @@ static int cupti_start(void)
                       (int)kinds[i], result_string(r));
         return 0;
     }
+    /* device memory allocations and releases (issue 17): optional, the rest goes on without */
+    if ((r = C.Enable(CUPTI_ACTIVITY_KIND_MEMORY2)) != CUPTI_SUCCESS)
+        pprof_log("pprof: --cuda: no device memory activity (%s); kernels and copies are "
+                  "still captured",
+                  result_string(r));
     atexit(flush_at_exit);
     return 1;
 }

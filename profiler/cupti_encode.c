@@ -47,6 +47,33 @@ static size_t put_api(const pprof_cupti_env *env, void *out, size_t cap, const C
     return sizeof r;
 }
 
+/* A memory allocation or release: the prefix every CUpti_ActivityMemory2..4 shares (its fields
+ * up to isAsync). Other operation types (none today) are not captured. */
+static size_t put_gpu_mem(const pprof_cupti_env *env, void *out, size_t cap,
+                          const CUpti_ActivityMemory4 *m)
+{
+    if (m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
+        m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+        return 0;
+    if (cap < sizeof(pp_rec_gpu_mem))
+        return (size_t)-1;
+    pp_rec_gpu_mem r = {
+        .h = {.type = PP_REC_GPU_MEM, .size = sizeof(pp_rec_gpu_mem), .tid = env->tid},
+        .op = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                  ? PP_GPU_MEM_ALLOC
+                  : PP_GPU_MEM_RELEASE,
+        .memory_kind = (uint8_t)m->memoryKind,
+        .device = m->deviceId,
+        .stream = m->streamId,
+        .correlation = m->correlationId,
+        .address = m->address,
+        .bytes = m->bytes,
+        .ts = env->clock(env->u, m->timestamp),
+    };
+    memcpy(out, &r, sizeof r);
+    return sizeof r;
+}
+
 size_t pprof_cupti_encode(const void *record, const pprof_cupti_env *env, void *out, size_t cap)
 {
     const CUpti_Activity *a = record;
@@ -75,6 +102,7 @@ size_t pprof_cupti_encode(const void *record, const pprof_cupti_env *env, void *
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
         return put_api(env, out, cap, record, a->kind == CUPTI_ACTIVITY_KIND_DRIVER);
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return put_gpu_mem(env, out, cap, record);
     default:
         return 0;
     }

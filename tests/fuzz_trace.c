@@ -216,6 +216,10 @@ static void write_seed(const char *path, int which)
                             .op = PP_MEM_REGION_REGISTER, .domain = 1, .heap = 1,
                             .addr = 0x1000, .bytes = 64};
             put(&r, &m, sizeof m);
+            pp_rec_gpu_mem g = {.h = {.type = PP_REC_GPU_MEM, .size = 56, .tid = tid},
+                                .op = PP_GPU_MEM_ALLOC, .memory_kind = 3, .device = 1,
+                                .address = 0x7f0000000000, .bytes = 1 << 20, .ts = 78};
+            put(&r, &g, sizeof g);
         }
         if (which == 2 && blk == 1) {
             uint8_t unk[32] = {0};

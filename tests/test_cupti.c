@@ -233,3 +233,44 @@ Test(cupti, another_cupti_client_leaves_nvtx_capture_running)
     pp_analysis_free(a);
     tk_dir_remove();
 }
+
+Test(cupti, memory_activity_becomes_gpu_memory_records)
+{
+    names nm = {0};
+    pprof_cupti_env env = {.name_id = name_id, .clock = shift_clock, .u = &nm, .tid = 77};
+    CUpti_ActivityMemory4 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.address = 0x7f0000001000;
+    m.bytes = 1 << 20;
+    m.timestamp = 3000;
+    m.deviceId = 2;
+    m.streamId = 13;
+    m.correlationId = 11;
+    uint8_t out[128];
+    size_t len = pprof_cupti_encode(&m, &env, out, sizeof out);
+    pp_rec_gpu_mem g;
+    cr_assert_eq(len, sizeof g);
+    memcpy(&g, out, sizeof g);
+    cr_assert_eq(g.h.type, PP_REC_GPU_MEM);
+    cr_assert_eq(g.h.ts, 0, "the time is in the body");
+    cr_assert_eq(g.h.tid, 77);
+    cr_assert_eq(g.op, PP_GPU_MEM_ALLOC);
+    cr_assert_eq(g.memory_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+    cr_assert_eq(g.device, 2);
+    cr_assert_eq(g.stream, 13);
+    cr_assert_eq(g.correlation, 11);
+    cr_assert_eq(g.address, 0x7f0000001000);
+    cr_assert_eq(g.bytes, 1u << 20);
+    cr_assert_eq(g.ts, 3007);
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+    cr_assert_eq(pprof_cupti_encode(&m, &env, out, sizeof out), sizeof g);
+    memcpy(&g, out, sizeof g);
+    cr_assert_eq(g.op, PP_GPU_MEM_RELEASE);
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
+    cr_assert_eq(pprof_cupti_encode(&m, &env, out, sizeof out), 0, "not captured");
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    cr_assert_eq(pprof_cupti_encode(&m, &env, out, 8), (size_t)-1);
+}

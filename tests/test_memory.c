@@ -791,3 +791,54 @@ Test(memory, kineto_memory_events_become_counter_series)
     cr_assert_eq(cpu->max, 4096);
     pp_analysis_free(a);
 }
+
+/* ---- CUPTI memory activity (pprof-run --cuda) ---- */
+
+static void gpu_mem(tk_tw *t, uint32_t tid, uint64_t ts, uint8_t op, uint32_t dev,
+                    uint64_t addr, uint64_t bytes)
+{
+    pp_rec_gpu_mem g = {.h = {PP_REC_GPU_MEM, sizeof g, tid, 0}, .op = op, .memory_kind = 3,
+                        .device = dev, .address = addr, .bytes = bytes, .ts = ts};
+    tk_tw_rec(t, &g, sizeof g);
+}
+
+Test(memory, cupti_allocations_are_a_heap_per_device)
+{
+    static tk_tw t;
+    const char *path = tk_path("gpu.pft");
+    tk_tw_open(&t, path, 44, 0);
+    uint32_t s_f = tk_tw_sid(&t, "forward");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    tk_tw_rec(&t, &(pp_rec_range){.h = {PP_REC_PUSH, sizeof(pp_rec_range), 5, T0}, .message = s_f},
+              sizeof(pp_rec_range));
+    tk_tw_pop(&t, 5, T0 + 10 * MS);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 5);
+    /* device 0: 1 MiB, 2 MiB, the first released, 4 MiB at the same address again; device 1:
+     * 8 MiB; a release of an address never allocated changes nothing */
+    gpu_mem(&t, 6, T0 + 1 * MS, PP_GPU_MEM_ALLOC, 0, 0x7f0000000000, 1 << 20);
+    gpu_mem(&t, 6, T0 + 2 * MS, PP_GPU_MEM_ALLOC, 0, 0x7f0000100000, 2 << 20);
+    gpu_mem(&t, 6, T0 + 3 * MS, PP_GPU_MEM_RELEASE, 0, 0x7f0000000000, 1 << 20);
+    gpu_mem(&t, 6, T0 + 4 * MS, PP_GPU_MEM_ALLOC, 0, 0x7f0000000000, 4 << 20);
+    gpu_mem(&t, 6, T0 + 5 * MS, PP_GPU_MEM_ALLOC, 1, 0x7f0000000000, 8 << 20);
+    gpu_mem(&t, 6, T0 + 6 * MS, PP_GPU_MEM_RELEASE, 0, 0x12345, 0);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 6);
+    pp_trace_writer_close(t.w);
+    pp_trace *tr = NULL;
+    cr_assert_eq(pp_trace_load(path, &tr), PP_OK);
+    cr_assert_eq(tr->n_gpu_mem, 6);
+    cr_assert_eq(tr->gpu_mem[3].bytes, 4u << 20);
+    cr_assert_eq(tr->n_gpu, 0, "not GPU kernels or copies");
+    pp_trace_free(tr);
+    pp_analysis *a = analyze(path, 0);
+    const pp_amem_series *d0 = series_named(a, "", "CUDA device 0");
+    const pp_amem_series *d1 = series_named(a, "", "CUDA device 1");
+    cr_assert(d0 && d1);
+    cr_assert_eq(d0->kind, PP_AMEM_HEAP);
+    cr_assert_eq(d0->samples, 4, "the unknown release is not a sample");
+    cr_assert_eq(d0->max, 6 << 20, "2 MiB + 4 MiB");
+    cr_assert_eq(d0->last, 6 << 20);
+    cr_assert_eq(d0->max_t_ns, (double)(T0 + 4 * MS));
+    cr_assert_eq(d1->max, 8 << 20);
+    cr_assert_eq(a->gpu.present, 0, "no GPU pass for memory records alone");
+    pp_analysis_free(a);
+}

@@ -1195,6 +1195,10 @@ Test(trace, counter_and_memory_records_round_trip)
     put(&ev, &c2, sizeof c2);
     put(&ev, &m1, sizeof m1);
     put(&ev, &m2, sizeof m2);
+    pp_rec_gpu_mem g = {.h = rh(PP_REC_GPU_MEM, sizeof g, 77, 0), .op = PP_GPU_MEM_RELEASE,
+                        .memory_kind = 3, .device = 2, .stream = 7, .correlation = 9,
+                        .address = 0x7f00, .bytes = 512, .ts = 3200};
+    put(&ev, &g, sizeof g);
     pp_trace_header h = sample_header();
     pp_trace_writer *w = NULL;
     cr_assert_eq(pp_trace_writer_open(tmp_path("cnt.pft"), &h, &w), PP_OK);
@@ -1228,6 +1232,11 @@ Test(trace, counter_and_memory_records_round_trip)
     cr_assert_str_eq(t->mem[0].name, "arena");
     cr_assert_eq(t->mem[1].r.addr, 0x1040);
     cr_assert_str_eq(t->mem[1].name, "");
+    cr_assert_eq(t->n_gpu_mem, 1);
+    cr_assert_eq(t->gpu_mem[0].op, PP_GPU_MEM_RELEASE);
+    cr_assert_eq(t->gpu_mem[0].ts, 3200);
+    cr_assert_eq(t->gpu_mem[0].bytes, 512);
+    cr_assert_eq(t->gpu_mem[0].device, 2);
     pp_trace_free(t);
 
     /* hostile: an unknown value kind, an unknown operation, a cut-short record: each refused
@@ -1238,10 +1247,12 @@ Test(trace, counter_and_memory_records_round_trip)
     bm.op = 77;
     pp_rec_mem shortm = m1;
     shortm.h.size = 48;
-    const void *bad[] = {&bk, &bm, &shortm};
-    const size_t bad_n[] = {sizeof bk, sizeof bm, 48};
+    pp_rec_gpu_mem bg = g;
+    bg.op = 3;
+    const void *bad[] = {&bk, &bm, &shortm, &bg};
+    const size_t bad_n[] = {sizeof bk, sizeof bm, 48, sizeof bg};
     cr_assert_eq(pp_trace_writer_open(tmp_path("bad.pft"), &h, &w), PP_OK);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         cr_assert_neq(pp_trace_writer_block(w, PP_BLOCK_EVENTS, 77, bad[i], bad_n[i], 1), PP_OK,
                       "bad record %d accepted", i);
     pp_trace_writer_close(w);
