@@ -365,6 +365,38 @@ double pp_costs_layer_us(const pp_layer_cost *l, pp_op op)
     }
 }
 
+double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed)
+{
+    double us = pp_costs_layer_us(l, op);
+    if (recomputed && (op == PP_OP_BWD || op == PP_OP_BWD_INPUT))
+        us += l->fwd_us; /* the forward again, from the kept input, before the backward */
+    return us;
+}
+
+pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out)
+{
+    *out = NULL;
+    pp_costs *d = costs_alloc(c->n_layers);
+    if (!d)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for a cost copy of %d layers", c->n_layers);
+    pp_layer_cost *layers = d->layers;
+    *d = *c;
+    d->layers = layers;
+    memcpy(d->layers, c->layers, sizeof *c->layers * (size_t)c->n_layers);
+    for (int i = 0; recompute && i < c->n_layers; i++) {
+        if (!recompute[i])
+            continue;
+        pp_layer_cost *l = &d->layers[i];
+        const pp_layer_cost *o = &c->layers[i];
+        l->bwd_input_us = pp_costs_layer_rc_us(o, PP_OP_BWD_INPUT, 1);
+        l->bwd_weight_us = pp_costs_layer_rc_us(o, PP_OP_BWD_WEIGHT, 1);
+        l->bwd_us = pp_costs_layer_rc_us(o, PP_OP_BWD, 1);
+        l->has_split = 1;
+    }
+    *out = d;
+    return PP_OK;
+}
+
 uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi)
 {
     uint64_t b = 0;

@@ -284,6 +284,15 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes);
  * microseconds: fwd_us, bwd_us, and for the halves bwd_input_us / bwd_weight_us when the layer
  * has them, else bwd_us / 2 each. 0 for other ops. */
 double pp_costs_layer_us(const pp_layer_cost *l, pp_op op);
+/* The same for a layer that is recomputed (pptrain --recompute) when `recomputed` is set: its
+ * forward runs again inside its backward, so BWD and BWD_INPUT cost fwd_us more. The one home of
+ * that rule: the sim backend and pp_costs_with_recompute use it. */
+double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed);
+/* A copy of `c` whose layers marked in `recompute` ([n_layers], 1 = recomputed; NULL = none)
+ * cost what pp_costs_layer_rc_us says, through pp_costs_layer_us, so the simulator and the
+ * rebalancer predict a recomputed layout from it unchanged (a layer without split times gets
+ * explicit halves: bwd_us / 2 + fwd_us and bwd_us / 2). Free with pp_costs_destroy. */
+pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out);
 /* The optimizer step of a stage holding param_bytes of parameters, in microseconds:
  * optimizer_us + optimizer_us_per_MB x param_bytes / 1e6 + grad_norm_us + step_fixed_us. */
 double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes);

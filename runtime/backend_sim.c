@@ -99,9 +99,8 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
                    : kind == PP_NVTX_LAYER_BWD_WEIGHT ? PP_OP_BWD_WEIGHT
                    : sb->split ? PP_OP_BWD_INPUT
                                : PP_OP_BWD;
-        double us = pp_costs_layer_us(lc, op);
-        if (sb->rc && sb->rc[li] && (op == PP_OP_BWD || op == PP_OP_BWD_INPUT))
-            us += pp_costs_layer_us(lc, PP_OP_FWD); /* the forward again, inside the backward */
+        /* recomputed: the forward again, inside the backward (the one rule, plan/costs.c) */
+        double us = pp_costs_layer_rc_us(lc, op, sb->rc && sb->rc[li]);
         pp_nvtx_info info = pp_nvtx_info_none();
         info.step = sb->step;
         info.stage = sb->base.stage;

@@ -242,3 +242,33 @@ Test(memory_model, costs_from_a_capture_predict_the_measured_peak)
     }
     tk_dir_remove();
 }
+
+/* Recomputation's time, the one rule (pp_costs_layer_rc_us): a recomputed layer's BWD and
+ * BWD_INPUT cost its forward more, its weight half nothing more; pp_costs_with_recompute's copy
+ * gives exactly those times through the plain rule, for layers with and without split times, so
+ * the simulator and the rebalancer predict a recomputed layout unchanged. */
+Test(memory_model, recompute_costs_its_forward_inside_the_backward)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(3, 10, 30, 1000, &c), PP_OK);
+    c->layers[1].has_split = 0; /* halves by the rule: 15 each */
+    c->layers[1].bwd_input_us = c->layers[1].bwd_weight_us = 0;
+    c->layers[2].bwd_input_us = 20;
+    c->layers[2].bwd_weight_us = 10;
+    uint8_t rc[3] = {0, 1, 1};
+    pp_costs *d = NULL;
+    cr_assert_eq(pp_costs_with_recompute(c, rc, &d), PP_OK);
+    static const pp_op ops[] = {PP_OP_FWD, PP_OP_BWD, PP_OP_BWD_INPUT, PP_OP_BWD_WEIGHT};
+    for (int l = 0; l < 3; l++)
+        for (int k = 0; k < 4; k++)
+            cr_assert_eq(pp_costs_layer_us(&d->layers[l], ops[k]),
+                         pp_costs_layer_rc_us(&c->layers[l], ops[k], rc[l]), "layer %d op %d", l,
+                         k);
+    cr_assert_eq(pp_costs_layer_us(&d->layers[1], PP_OP_BWD), 40);
+    cr_assert_eq(pp_costs_layer_us(&d->layers[1], PP_OP_BWD_INPUT), 25);
+    cr_assert_eq(pp_costs_layer_us(&d->layers[1], PP_OP_BWD_WEIGHT), 15);
+    cr_assert_eq(pp_costs_layer_us(&d->layers[2], PP_OP_BWD_INPUT), 30);
+    cr_assert_eq(pp_costs_layer_us(&d->layers[0], PP_OP_BWD), 30); /* not recomputed */
+    pp_costs_destroy(d);
+    pp_costs_destroy(c);
+}
