@@ -2,7 +2,7 @@
  * open once, read top to bottom and send to a colleague: the run, step time and bubble, the
  * stages with their bubble decomposition drawn as stacked bars, the Gantt chart of the kept
  * steps as inline SVG (micro-batch labels, hover details in SVG titles), links, layers, the GPU
- * summary, the ranges outside the pipeline, warnings. No network, no script: CSS and SVG only.
+ * summary, memory per stage and purpose, the ranges outside the pipeline, warnings. No network, no script: CSS and SVG only.
  * Every number a test (tests/html/html_test.sh) compares with the summary JSON carries a
  * data-key attribute named after that JSON field. docs/cli/pprof-report.md "HTML". */
 #include "pp_report.h"
@@ -318,6 +318,107 @@ static void section_gpu(FILE *o, const pp_analysis *a)
     fputs("</table>\n", o);
 }
 
+/* Memory (memory.c): per stage the peak of each purpose and of their sum, and when in the step
+ * the sum peaked, with the peaks drawn as stacked bars; then every other series (counters, NVTX
+ * heaps, each process's resident memory). */
+static void section_memory(FILE *o, const pp_analysis *a)
+{
+    if (!a->n_mem_stages && !a->n_mem_series)
+        return;
+    fputs("<h2 id=\"memory\">Memory</h2>\n", o);
+    if (a->n_mem_stages) {
+        fputs("<table>\n<tr><th>stage</th>", o);
+        for (int p = 0; p < PP_MEM_N_PURPOSES; p++)
+            fprintf(o, "<th>%s MiB</th>", pp_mem_purpose_name(p));
+        fputs("<th>total peak MiB</th><th>total peak bytes</th><th>peak in step</th>"
+              "<th>at ms</th><th>of the step</th></tr>\n",
+              o);
+        for (size_t i = 0; i < a->n_mem_stages; i++) {
+            const pp_amem_stage *m = &a->mem_stages[i];
+            char key[64];
+            fprintf(o, "<tr><td>%d</td>", m->stage);
+            for (int p = 0; p < PP_MEM_N_PURPOSES; p++)
+                pp_html_num_cell(o, NULL, m->purposes & (1u << p) ? m->peak_bytes[p] / 1048576.0 : NAN,
+                         "%.2f");
+            pp_html_num_cell(o, NULL, m->total_peak_bytes / 1048576.0, "%.2f");
+            snprintf(key, sizeof key, "memory.stages.%zu.total_peak_bytes", i);
+            pp_html_num_cell(o, key, m->total_peak_bytes, "%.0f");
+            if (m->peak_step >= 0)
+                fprintf(o, "<td class=\"n\">%lld</td><td class=\"n\">%.3f</td>"
+                           "<td class=\"n\">%.0f%%</td>",
+                        (long long)m->peak_step, m->peak_offset_ns * 1e-6,
+                        m->peak_fraction * 100.0);
+            else
+                fputs("<td>&ndash;</td><td>&ndash;</td><td>&ndash;</td>", o);
+            fputs("</tr>\n", o);
+        }
+        fputs("</table>\n", o);
+        /* the peaks as stacked bars by purpose, scaled to the largest stage */
+        double widest = 0;
+        for (size_t i = 0; i < a->n_mem_stages; i++) {
+            double t = 0;
+            for (int p = 0; p < PP_MEM_N_PURPOSES; p++)
+                t += a->mem_stages[i].peak_bytes[p];
+            widest = fmax(widest, t);
+        }
+        static const char *const colour[PP_MEM_N_PURPOSES] = {"#4c78a8", "#f58518", "#e45756",
+                                                               "#72b7b2", "#54a24b", "#b279a2"};
+        if (widest > 0) {
+            const int W = 900, left = 70, rowh = 22;
+            int H = (int)a->n_mem_stages * rowh + 30;
+            fputs("<p class=\"legend\">Peak per purpose (each purpose's own peak):", o);
+            for (int p = 0; p < PP_MEM_N_PURPOSES; p++)
+                fprintf(o, "<span style=\"background:%s\"></span>%s", colour[p],
+                        pp_mem_purpose_name(p));
+            fprintf(o, "</p>\n<svg id=\"memory-bars\" width=\"%d\" height=\"%d\" "
+                       "xmlns=\"http://www.w3.org/2000/svg\">\n",
+                    left + W + 20, H);
+            for (size_t i = 0; i < a->n_mem_stages; i++) {
+                const pp_amem_stage *m = &a->mem_stages[i];
+                double x = left;
+                int y = 5 + (int)i * rowh;
+                fprintf(o, "<text x=\"4\" y=\"%d\">stage %d</text>\n", y + 14, m->stage);
+                for (int p = 0; p < PP_MEM_N_PURPOSES; p++) {
+                    double w = m->peak_bytes[p] / widest * W;
+                    if (!(w > 0))
+                        continue;
+                    fprintf(o, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                               "fill=\"%s\"><title>stage %d %s: %.2f MiB</title></rect>\n",
+                            x, y, w, rowh - 6, colour[p], m->stage, pp_mem_purpose_name(p),
+                            m->peak_bytes[p] / 1048576.0);
+                    x += w;
+                }
+            }
+            fprintf(o, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%d\" y=\"%d\" "
+                       "text-anchor=\"end\">%.2f MiB</text>\n</svg>\n",
+                    left, H - 6, left + W, H - 6, widest / 1048576.0);
+        }
+    }
+    if (a->n_mem_series) {
+        fputs("<table>\n<tr><th>series</th><th>kind</th><th>file</th><th>unit</th>"
+              "<th>samples</th><th>min</th><th>max</th><th>last</th></tr>\n",
+              o);
+        for (size_t i = 0; i < a->n_mem_series; i++) {
+            const pp_amem_series *s = &a->mem_series[i];
+            fputs("<tr><td>", o);
+            pp_html_esc(o, s->domain);
+            if (s->domain[0])
+                fputs(": ", o);
+            pp_html_esc(o, s->name);
+            fprintf(o, "</td><td>%s</td><td class=\"n\">%d</td><td>",
+                    s->kind == PP_AMEM_HEAP ? "heap" : s->kind == PP_AMEM_RSS ? "RSS" : "counter",
+                    s->file);
+            pp_html_esc(o, s->unit);
+            fprintf(o, "</td><td class=\"n\">%llu</td>", (unsigned long long)s->samples);
+            pp_html_num_cell(o, NULL, s->min, "%.6g");
+            pp_html_num_cell(o, NULL, s->max, "%.6g");
+            pp_html_num_cell(o, NULL, s->last, "%.6g");
+            fputs("</tr>\n", o);
+        }
+        fputs("</table>\n", o);
+    }
+}
+
 static void section_ranges(FILE *o, const pp_analysis *a)
 {
     if (!a->n_ranges && !a->n_marks)
@@ -395,6 +496,7 @@ pp_status pp_report_html(const pp_analysis *a, const pp_report_html_opts *opt, F
               "are what it recorded.</p>\n",
               o);
     }
+    section_memory(o, a);
     section_ranges(o, a);
     section_warnings(o, a);
     fprintf(o, "<footer>Written by pipeprof %s (pprof-report --html).</footer>\n</body>\n"

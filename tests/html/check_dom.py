@@ -58,7 +58,7 @@ def field(summary, key):
                "steps": lambda s: s["analysis"]["steps"]}
     if key in aliases:
         return aliases[key](summary)
-    node = summary["aggregates"] if not key.startswith("stages.") else summary
+    node = summary if key.startswith(("stages.", "memory.")) else summary["aggregates"]
     for part in key.split("."):
         node = node[int(part)] if isinstance(node, list) else node[part]
     return node

@@ -44,6 +44,9 @@ chrome --screenshot="$work/pipe-shot.png" "file://$work/pipe.html" >/dev/null
 chrome --dump-dom "file://$work/main.html" >main.dom
 "$py" "$here/check_dom.py" main.dom main.json --pipeline --ops "$(grep -vc '^#' main.dat)"
 grep -q 'pptrain --model tiny --vocab 4096' main.dom || { echo "html_test: no command" >&2; exit 1; }
+# pptrain reports its memory (NVTX counters): the page's memory section and its bars
+grep -q 'id="memory"' main.dom && grep -q 'id="memory-bars"' main.dom ||
+  { echo "html_test: the main job's page has no memory section" >&2; exit 1; }
 # pprof-check's comparison page: a 5% slower stage against its baseline (golden runs)
 cp -r "$root/tests/golden/runs/onef1b4_slow" slow
 rc=0
