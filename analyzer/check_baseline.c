@@ -570,7 +570,7 @@ static void put_shape(pp_json_writer *w, const pp_check_shape *s)
 static void put_metric(pp_json_writer *w, const pp_check_metric *m, size_t k)
 {
     size_t off, n = pp_check_run_slice(m, k, &off);
-    const double *x = m->samples + off;
+    const double *x = n ? m->samples + off : NULL; /* no samples: no pointer arithmetic on NULL */
     pp_json_object_inline(w, NULL);
     pp_check_put_identity(w, m->name, m->kind, m->unit);
     pp_json_put_real(w, "value", m->run_values[k]);
