@@ -60,7 +60,11 @@ typedef struct pp_rebalance_opts {
     int v;                       /* chunks per stage: 1, or >= 2 for interleaved */
     int M;                       /* micro-batches per step */
     const pp_costs *costs;       /* borrowed; its layer count is L */
-    uint64_t memory_limit_bytes; /* per stage, by pp_stage_memory_bytes; 0 = no limit */
+    uint64_t memory_limit_bytes; /* per stage, by pp_stage_memory_model's total (what pptrain's
+                                    accounting measures at the stage's peak); 0 = no limit */
+    int recompute;               /* 1: a stage may recompute all its layers (pptrain
+                                    --recompute sN) where that is what lets it meet the limit;
+                                    0: never. Without a limit it never pays: ignored */
     double time_budget_s;        /* stop the exact search after this long and report the proven
                                     gap; 0 = search until optimality is proven */
 } pp_rebalance_opts;
@@ -73,7 +77,11 @@ typedef struct pp_rebalance_result {
                                     within a relative 1e-9 (lower_bound_ns = step_ns * (1 -
                                     1e-9)); 0: the time budget ran out, the gap is
                                     step_ns / lower_bound_ns - 1 */
-    uint64_t *stage_memory_bytes;/* [S] pp_stage_memory_bytes of each stage of the proposal */
+    uint64_t *stage_memory_bytes;/* [S] each stage of the proposal by pp_stage_memory_model,
+                                    with its recompute choice */
+    uint8_t *recompute;          /* [L] 1 = the layer is recomputed in the proposal (its whole
+                                    stage is); all 0 without a limit or opts.recompute */
+    int recomputed_stages;       /* stages recomputed */
     double even_step_ns;         /* the even split's simulated step (< 0 when it has no valid
                                     shape); for reporting the gain */
     int64_t evaluated;           /* partitions simulated */
@@ -81,7 +89,11 @@ typedef struct pp_rebalance_result {
     double seconds;              /* wall time of the call */
 } pp_rebalance_result;
 
-/* Finds the partition. PP_ERR_INVALID when the arguments are not a valid schedule shape
+/* Finds the partition and, with opts.recompute, which stages recompute: for a given partition
+ * the fastest choice meeting the limit is to recompute exactly the stages that cannot meet it
+ * otherwise (a longer op never shortens the simulated step), so the search is over partitions
+ * as without it, each scored with its stages' choices; step_ns is then pp_sim_file's on
+ * pp_costs_with_recompute(costs, recompute). PP_ERR_INVALID when the arguments are not a valid schedule shape
  * (pp_schedule_check_args), when S * v > L, or when no partition meets the memory limit (the
  * message gives the smallest achievable largest stage memory). On success fills `r` (free it
  * with pp_rebalance_result_free); on failure leaves it empty. */
@@ -89,7 +101,8 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r);
 void pp_rebalance_result_free(pp_rebalance_result *r);
 
 /* The rebalancer's internals on one given partition, for tests and --explain: its own evaluator's
- * step time (`step_ns`, equal to pp_sim_file's) and the lower bound its search would use for a
+ * step time (`step_ns`, equal to pp_sim_file's, with the stages recomputed that need it to meet
+ * the limit when opts.recompute is set) and the lower bound its search would use for a
  * node whose pieces are all fixed to these (`bound_ns`, <= step_ns; docs/rebalancer.md). Either
  * pointer may be NULL. */
 pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,

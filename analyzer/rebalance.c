@@ -97,6 +97,15 @@ typedef struct rb_lag {
     double upper;      /* the last round's mixed replay: the relaxation's value is below */
 } rb_lag;
 
+/* The memory model's peak candidates of one stage (or one chunk of it): at each op of its list,
+ * how many micro-batches of each chunk are in flight (a) and how many recompute workspaces of each
+ * chunk are held (w); the stage's activation peak is the largest sum over chunks of a x the
+ * chunk's bytes per micro-batch + w x its workspace. Vectors another one dominates are dropped. */
+typedef struct rb_mvec {
+    int n, dim;        /* vectors, chunks per vector */
+    int32_t *aw;       /* [n * 2 * dim]: a[0 .. dim-1] then w[0 .. dim-1] */
+} rb_mvec;
+
 typedef struct rb_child {
     int e;
     double bound;
@@ -131,13 +140,24 @@ typedef struct rb_ctx {
     double tmin;       /* smallest transfer over all possible boundaries, ns */
     uint64_t *pre_param, *pre_act; /* [L + 1] */
     uint64_t limit;    /* 0 = none */
+    /* the memory model (pp_stage_memory_model's, term by term; used only with a limit) */
+    int rc_ok;         /* o->recompute: a stage may recompute all its layers */
+    pp_costs *crc;     /* rc_ok: the costs with every layer recomputed */
+    double *pre_rc[N_COMPUTE]; /* rc_ok: prefix sums of crc's per-layer op costs, us */
+    uint64_t *pre_in;  /* [L + 1] prefix of what a recomputed layer keeps (its input) */
+    int *slots;        /* [S] the executor's receive buffers per chunk */
+    rb_mvec *mv;       /* [S] a stage's peak candidates over its chunks */
+    rb_mvec *cv;       /* [S * v] the same for chunk k of stage s alone (index s * v + k) */
+    uint8_t *rcs;      /* [S] scratch: each stage's recompute choice */
     double *D;         /* [(P + 1) * (L + 1)] best bound over completions */
     /* search state */
     int *bounds;       /* [P + 1] current partial partition */
     int *best;         /* [P + 1] incumbent */
     double best_step;
     double *stage_work;          /* [S] v > 1: fixed work per stage, ns */
-    uint64_t *stage_param, *stage_act; /* [S] v > 1: fixed params, heaviest fixed chunk */
+    uint64_t *stage_fixed;       /* [S] v > 1, with a limit: fixed chunks' static bytes */
+    uint64_t *stage_dyn[2];      /* [S] and the largest of their peaks alone, without (0) and
+                                    with (1) recomputation */
     rb_child *kids;    /* [P * (L + 1)] */
     rb_lag *lag;       /* the path-mixture bound, NULL when not computed */
     double *lag_fixed; /* [P + 1] sum of the mixture's H_j over the fixed boundaries 1 .. k */
@@ -187,6 +207,206 @@ uint64_t pp_stage_memory_bytes(const pp_costs *c, const pp_partition *p, int sta
         act = a > act ? a : act;
     }
     return mem_model(params, act, peak_inflight);
+}
+
+/* ---- the memory model with recomputation (pp_stage_memory_model's, per stage) ---- */
+
+/* What recomputed layer l keeps per micro-batch: its input (memmodel.c's rule). */
+static uint64_t mem_input(const pp_costs *c, int l)
+{
+    if (c->layers[l].has_kept)
+        return c->layers[l].input_bytes;
+    return l > 0 ? c->layers[l - 1].activation_bytes : 0;
+}
+
+/* One chunk's charges under the model: static bytes (4 x parameters and the receive buffers),
+ * bytes per micro-batch in flight, one recompute workspace (0 without recomputation). */
+typedef struct rb_cmem {
+    uint64_t fixed, mb, set;
+} rb_cmem;
+
+static void chunk_mem(const rb_ctx *x, int piece, int lo, int hi, int r, rb_cmem *out)
+{
+    const pp_costs *c = x->c;
+    int s = piece % x->S;
+    uint64_t in = piece > 0 ? c->layers[lo - 1].activation_bytes : 0;
+    uint64_t back = piece < x->P - 1 ? c->layers[hi - 1].activation_bytes : 0;
+    out->fixed = add_sat(mul_sat(x->pre_param[hi] - x->pre_param[lo], 4),
+                         mul_sat(add_sat(in, back), (uint64_t)x->slots[s]));
+    uint64_t kept = x->pre_act[hi] - x->pre_act[lo];
+    if (!r) {
+        out->mb = kept;
+        out->set = 0;
+        return;
+    }
+    /* recomputed: the inputs, and at a chunk end the tensor its send reads */
+    uint64_t mb = x->pre_in[hi] - x->pre_in[lo];
+    if (hi < x->L)
+        mb = add_sat(mb, mem_input(c, hi));
+    if (lo > 0)
+        mb = add_sat(mb, mem_input(c, lo));
+    out->mb = mb;
+    out->set = kept;
+}
+
+/* The largest activation sum over m's vectors for the chunks' charges ch[0 .. m->dim-1]. */
+static uint64_t mvec_peak(const rb_mvec *m, const rb_cmem *ch)
+{
+    uint64_t best = 0;
+    for (int i = 0; i < m->n; i++) {
+        const int32_t *a = &m->aw[(size_t)i * 2 * (size_t)m->dim], *w = a + m->dim;
+        uint64_t t = 0;
+        for (int k = 0; k < m->dim; k++)
+            t = add_sat(t, add_sat(mul_sat((uint64_t)a[k], ch[k].mb),
+                                   mul_sat((uint64_t)w[k], ch[k].set)));
+        best = t > best ? t : best;
+    }
+    return best;
+}
+
+/* Stage s's bytes at its peak with its chunks as in bounds b (entries s, S + s, ... and the next
+ * of each), recomputed (r = 1) or not: pp_stage_memory_model's total, to the byte. */
+static uint64_t stage_mem(const rb_ctx *x, int s, const int *b, int r)
+{
+    rb_cmem ch[RB_MAX_V] = {{0, 0, 0}};
+    uint64_t fixed = 0;
+    for (int k = 0; k < x->v; k++) {
+        int j = k * x->S + s;
+        chunk_mem(x, j, b[j], b[j + 1], r, &ch[k]);
+        fixed = add_sat(fixed, ch[k].fixed);
+    }
+    return add_sat(fixed, mvec_peak(&x->mv[s], ch));
+}
+
+/* Piece j = [lo, hi) alone: its static bytes and its peak with no other chunk in flight; for
+ * v = 1 the stage's memory, for v > 1 a lower bound on it (every term is nonnegative). */
+static uint64_t piece_mem(const rb_ctx *x, int j, int lo, int hi, int r, uint64_t *dyn)
+{
+    rb_cmem ch;
+    chunk_mem(x, j, lo, hi, r, &ch);
+    uint64_t d = mvec_peak(&x->cv[(j % x->S) * x->v + j / x->S], &ch);
+    if (dyn)
+        *dyn = d;
+    return add_sat(ch.fixed, d);
+}
+
+/* The stages' choices for a complete partition: none where the stage fits without, else all its
+ * layers recomputed where that fits (the step time only grows with an op's duration, so this is
+ * the fastest choice that meets the limit). Returns 0 when some stage fits neither way (its
+ * choice is then 1 when recomputation is allowed). */
+static int decide(const rb_ctx *x, const int *b, uint8_t *rcs)
+{
+    int ok = 1;
+    for (int s = 0; s < x->S; s++) {
+        rcs[s] = 0;
+        if (!x->limit || stage_mem(x, s, b, 0) <= x->limit)
+            continue;
+        if (x->rc_ok) {
+            rcs[s] = 1;
+            if (stage_mem(x, s, b, 1) <= x->limit)
+                continue;
+        }
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Builds the peak candidates of every stage and chunk from the schedule's lists, replaying them
+ * as memmodel.c does: a FWD puts a micro-batch in flight and runs in a workspace, a BWD runs in
+ * one before it ends the micro-batch, an input-gradient op holds one until the weight half,
+ * which ends the micro-batch. */
+static int mvec_add(rb_mvec *m, int *cap, const int32_t *aw)
+{
+    int d2 = 2 * m->dim;
+    for (int i = 0; i < m->n; i++) {
+        int32_t *o = &m->aw[(size_t)i * (size_t)d2];
+        int ge = 1, le = 1;
+        for (int k = 0; k < d2; k++) {
+            ge &= o[k] >= aw[k];
+            le &= o[k] <= aw[k];
+        }
+        if (ge)
+            return 1; /* dominated (or equal) */
+        if (le) {     /* dominates o: replace it, then drop the others it dominates */
+            memcpy(o, aw, sizeof(int32_t) * (size_t)d2);
+            for (int j = m->n - 1; j > i; j--) {
+                int32_t *q = &m->aw[(size_t)j * (size_t)d2];
+                int dom = 1;
+                for (int k = 0; k < d2; k++)
+                    dom &= q[k] <= aw[k];
+                if (dom) {
+                    memcpy(q, &m->aw[(size_t)(m->n - 1) * (size_t)d2], sizeof(int32_t) * (size_t)d2);
+                    m->n--;
+                }
+            }
+            return 1;
+        }
+    }
+    if (m->n == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        int32_t *g = pp_alloc(sizeof(int32_t) * (size_t)nc * (size_t)d2);
+        if (!g)
+            return 0;
+        if (m->n)
+            memcpy(g, m->aw, sizeof(int32_t) * (size_t)m->n * (size_t)d2);
+        pp_free(m->aw);
+        m->aw = g;
+        *cap = nc;
+    }
+    memcpy(&m->aw[(size_t)m->n * (size_t)d2], aw, sizeof(int32_t) * (size_t)d2);
+    m->n++;
+    return 1;
+}
+
+static pp_status build_mem_vectors(rb_ctx *x, const pp_schedule *sc)
+{
+    int S = x->S, v = x->v;
+    x->mv = pp_alloc(sizeof(rb_mvec) * (size_t)S);
+    x->cv = pp_alloc(sizeof(rb_mvec) * (size_t)S * (size_t)v);
+    if (!x->mv || !x->cv)
+        return PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the memory model");
+    memset(x->mv, 0, sizeof(rb_mvec) * (size_t)S);
+    memset(x->cv, 0, sizeof(rb_mvec) * (size_t)S * (size_t)v);
+    int32_t infl[RB_MAX_V], held[RB_MAX_V], aw[2 * RB_MAX_V], one[2];
+    for (int s = 0; s < S; s++) {
+        int cap = 0, ccap[RB_MAX_V] = {0};
+        x->mv[s].dim = v;
+        for (int k = 0; k < v; k++)
+            x->cv[s * v + k].dim = 1;
+        memset(infl, 0, sizeof infl);
+        memset(held, 0, sizeof held);
+        for (int i = 0; i < sc->n_instrs[s]; i++) {
+            const pp_instr *in = &sc->instrs[s][i];
+            int k = in->chunk, run = 0;
+            if (k < 0 || k >= v)
+                continue;
+            switch ((pp_op)in->op) {
+            case PP_OP_FWD: infl[k]++; run = 1; break;
+            case PP_OP_BWD: run = 1; break;
+            case PP_OP_BWD_INPUT: held[k]++; break;
+            case PP_OP_BWD_WEIGHT:
+                held[k] -= held[k] > 0;
+                infl[k] -= infl[k] > 0;
+                continue;
+            default: continue;
+            }
+            for (int q = 0; q < v; q++) {
+                aw[q] = infl[q];
+                aw[v + q] = held[q] + (run && q == k);
+            }
+            if (!mvec_add(&x->mv[s], &cap, aw))
+                return PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the memory model");
+            for (int q = 0; q < v; q++) {
+                one[0] = aw[q];
+                one[1] = aw[v + q];
+                if (!mvec_add(&x->cv[s * v + q], &ccap[q], one))
+                    return PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for the memory model");
+            }
+            if ((pp_op)in->op == PP_OP_BWD)
+                infl[k] -= infl[k] > 0;
+        }
+    }
+    return PP_OK;
 }
 
 /* ---- op kinds of the compiled replay ---- */
@@ -291,12 +511,14 @@ done:
 
 /* The simulated step time of partition `b` (P + 1 boundaries): the arithmetic of pp_sim_run
  * with pp_sim_costs_from_file's costs, operation for operation, so the result is the same double. */
-static double evaluate(rb_ctx *x, const int *b)
+static double evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
 {
     const pp_costs *c = x->c;
     for (int p = 0; p < x->P; p++) {
+        /* a recomputed stage's layers cost what pp_costs_with_recompute gives them */
+        const pp_costs *pc = rcs && rcs[p % x->S] ? x->crc : c;
         for (int k = 0; k < N_COMPUTE; k++)
-            x->dur[k * x->P + p] = pp_costs_op_us(c, k_kind_op[k], b[p], b[p + 1]) * 1e3;
+            x->dur[k * x->P + p] = pp_costs_op_us(pc, k_kind_op[k], b[p], b[p + 1]) * 1e3;
         if (p < x->P - 1)
             x->tr[p] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, b[p + 1])) * 1e3;
     }
@@ -330,6 +552,16 @@ static double evaluate(rb_ctx *x, const int *b)
         step = fmax(step, barrier + pp_costs_opt_us(c, bytes) * 1e3 * 1.0);
     }
     return step;
+}
+
+/* The same with the stages recomputed that need it to meet the limit (decide): the step the
+ * partition runs at under the search's rules. */
+static double evaluate(rb_ctx *x, const int *b)
+{
+    if (!x->limit || !x->rc_ok)
+        return evaluate_with(x, b, NULL);
+    decide(x, b, x->rcs);
+    return evaluate_with(x, b, x->rcs);
 }
 
 /* ---- the bounds ---- */
@@ -423,11 +655,15 @@ static double dot(const int *n, const double *d)
  * through the layers before lo. Ops of other pieces on the path count by the work of their
  * layers (their split into pieces is unknown), transfers at boundaries other than lo and hi by
  * the smallest transfer any boundary can have; the optimizer step follows the barrier. */
+static int piece_forced(const rb_ctx *x, int j, int lo, int hi);
+
 static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
 {
     double d[N_COMPUTE];
+    /* a piece that cannot meet the limit without recomputation runs recomputed */
+    double *const *pre = piece_forced(x, j, lo, hi) ? x->pre_rc : x->pre;
     for (int k = 0; k < N_COMPUTE; k++)
-        d[k] = (x->pre[k][hi] - x->pre[k][lo]) * 1e3;
+        d[k] = (pre[k][hi] - pre[k][lo]) * 1e3;
     double fpre = x->pre[K_F][lo] * 1e3, bpre = x->pre_bb[lo] * 1e3;
     double down = (x->pre[K_F][x->L] - x->pre[K_F][hi] + x->pre_bb[x->L] - x->pre_bb[hi]) * 1e3;
     double tpre = j >= 1 ? x->tl[lo - 1] + (j - 1) * x->tmin : 0.0;
@@ -705,14 +941,19 @@ static double piece_bound(const rb_ctx *x, int j, int lo, int hi)
     return x->G ? *gcell(x, j, lo, hi) : piece_bound_dp(x, j, lo, hi);
 }
 
-/* Piece j = [lo, hi) alone already breaks the memory limit (for v > 1: its stage's memory is at
- * least that of this one chunk). */
+/* Piece j = [lo, hi) alone already breaks the memory limit, recomputed or not where that is
+ * allowed (for v > 1: its stage's memory is at least that of this one chunk). */
 static int piece_over_limit(const rb_ctx *x, int j, int lo, int hi)
 {
-    if (!x->limit)
+    if (!x->limit || piece_mem(x, j, lo, hi, 0, NULL) <= x->limit)
         return 0;
-    uint64_t params = x->pre_param[hi] - x->pre_param[lo], act = x->pre_act[hi] - x->pre_act[lo];
-    return mem_model(params, act, x->peak[j % x->S]) > x->limit;
+    return !x->rc_ok || piece_mem(x, j, lo, hi, 1, NULL) > x->limit;
+}
+
+/* Piece j = [lo, hi) breaks the limit without recomputation: its stage must recompute. */
+static int piece_forced(const rb_ctx *x, int j, int lo, int hi)
+{
+    return x->limit && x->rc_ok && piece_mem(x, j, lo, hi, 0, NULL) > x->limit;
 }
 
 /* Tabulates piece_bound over every range a piece can hold, when the table is small enough. */
@@ -806,8 +1047,23 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->bounds);
     pp_free(x->best);
     pp_free(x->stage_work);
-    pp_free(x->stage_param);
-    pp_free(x->stage_act);
+    pp_free(x->stage_fixed);
+    pp_free(x->stage_dyn[0]);
+    pp_free(x->stage_dyn[1]);
+    for (int k = 0; k < N_COMPUTE; k++)
+        pp_free(x->pre_rc[k]);
+    pp_free(x->pre_in);
+    pp_free(x->slots);
+    pp_free(x->rcs);
+    if (x->mv)
+        for (int s = 0; s < x->S; s++)
+            pp_free(x->mv[s].aw);
+    if (x->cv)
+        for (int i = 0; i < x->S * x->v; i++)
+            pp_free(x->cv[i].aw);
+    pp_free(x->mv);
+    pp_free(x->cv);
+    pp_costs_destroy(x->crc);
     pp_free(x->kids);
     memset(x, 0, sizeof *x);
 }
@@ -832,6 +1088,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     x->P = o->S * o->v;
     x->split = pp_schedule_splits_backward(o->kind);
     x->limit = o->memory_limit_bytes;
+    x->rc_ok = o->recompute && x->limit; /* recomputation only ever pays to meet a limit */
     int L = x->L, P = x->P, S = x->S;
     if (P > L)
         return PP_ERR(PP_ERR_INVALID,
@@ -859,13 +1116,20 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     x->bounds = pp_alloc(sizeof(int) * (size_t)(P + 1));
     x->best = pp_alloc(sizeof(int) * (size_t)(P + 1));
     x->stage_work = pp_alloc(sizeof(double) * (size_t)S);
-    x->stage_param = pp_alloc(sizeof(uint64_t) * (size_t)S);
-    x->stage_act = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    x->stage_fixed = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    x->stage_dyn[0] = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    x->stage_dyn[1] = pp_alloc(sizeof(uint64_t) * (size_t)S);
+    x->pre_in = pp_alloc(sizeof(uint64_t) * (size_t)(L + 1));
+    x->slots = pp_alloc(sizeof(int) * (size_t)S);
+    x->rcs = pp_alloc((size_t)S);
     int ok = x->peak && x->clock && x->dur && x->tr && x->seq && x->pre_bb && x->tl &&
              x->pre_param && x->pre_act && x->bounds && x->best && x->stage_work &&
-             x->stage_param && x->stage_act;
-    for (int k = 0; k < N_COMPUTE; k++)
+             x->stage_fixed && x->stage_dyn[0] && x->stage_dyn[1] && x->pre_in && x->slots &&
+             x->rcs;
+    for (int k = 0; k < N_COMPUTE; k++) {
         ok = ok && (x->pre[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))) != NULL;
+        ok = ok && (!x->rc_ok || (x->pre_rc[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))));
+    }
     if (with_search) {
         x->D = pp_alloc(sizeof(double) * (size_t)(P + 1) * (size_t)(L + 1));
         x->kids = pp_alloc(sizeof(rb_child) * (size_t)P * (size_t)(L + 1));
@@ -875,10 +1139,26 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory for %d pieces x %d layers", P, L);
         goto done;
     }
-    for (int s = 0; s < S; s++)
+    for (int s = 0; s < S; s++) {
         x->peak[s] = rep.peak_inflight[s];
-    if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK)
+        /* the pipeline trainer's slots per chunk (runtime/pipeline.c): one more than the peak */
+        x->slots[s] = x->peak[s] + 1 < o->M ? x->peak[s] + 1 : o->M;
+    }
+    if ((st = compile_schedule(x, sc)) != PP_OK || (st = extract_paths(x, sc)) != PP_OK ||
+        (st = build_mem_vectors(x, sc)) != PP_OK)
         goto done;
+    if (x->rc_ok) {
+        uint8_t *all = pp_alloc((size_t)L);
+        if (!all) {
+            st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+            goto done;
+        }
+        memset(all, 1, (size_t)L);
+        st = pp_costs_with_recompute(o->costs, all, &x->crc);
+        pp_free(all);
+        if (st != PP_OK)
+            goto done;
+    }
     if (x->v > 1 && ((st = extract_stage_paths(x, sc)) != PP_OK || (st = extract_ends(x)) != PP_OK))
         goto done;
     const pp_costs *c = x->c;
@@ -886,11 +1166,15 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     x->tmin = INFINITY;
     for (int l = 0; l < L; l++) {
         const pp_layer_cost *ly = &c->layers[l];
-        for (int k = 0; k < N_COMPUTE; k++)
+        for (int k = 0; k < N_COMPUTE; k++) {
             x->pre[k][l + 1] = x->pre[k][l] + layer_us(ly, k);
+            if (x->crc)
+                x->pre_rc[k][l + 1] = x->pre_rc[k][l] + layer_us(&x->crc->layers[l], k);
+        }
         x->pre_bb[l + 1] = x->pre_bb[l] + layer_us(ly, x->split ? K_BI : K_B);
         x->pre_param[l + 1] = add_sat(x->pre_param[l], ly->param_bytes);
         x->pre_act[l + 1] = add_sat(x->pre_act[l], mem_act(ly));
+        x->pre_in[l + 1] = add_sat(x->pre_in[l], mem_input(c, l));
         x->tl[l] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, l + 1)) * 1e3;
         if (l < L - 1)
             x->tmin = fmin(x->tmin, x->tl[l]);
@@ -905,21 +1189,10 @@ done:
     return st;
 }
 
-/* Largest stage memory of a complete partition under the model. */
-static uint64_t max_stage_memory(const rb_ctx *x, const int *b)
+/* Every stage of a complete partition meets the limit, recomputed where it must be. */
+static int fits(rb_ctx *x, const int *b)
 {
-    pp_partition p = {.L = x->L, .S = x->S, .v = x->v, .P = x->P, .bounds = (int *)b};
-    uint64_t m = 0;
-    for (int s = 0; s < x->S; s++) {
-        uint64_t ms = pp_stage_memory_bytes(x->c, &p, s, x->peak[s]);
-        m = ms > m ? ms : m;
-    }
-    return m;
-}
-
-static int fits(const rb_ctx *x, const int *b)
-{
-    return !x->limit || max_stage_memory(x, b) <= x->limit;
+    return !x->limit || decide(x, b, x->rcs);
 }
 
 /* Scores a complete partition and keeps it if it is the best so far. */
@@ -1419,6 +1692,40 @@ static double load_us(const rb_ctx *x, int lo, int hi)
     return w;
 }
 
+/* v > 1: the static bytes of piece k = [pos, e) and its peak alone, added to its stage's fixed
+ * chunks (stage_fixed, stage_dyn): every term of the model is nonnegative, so the stage's memory
+ * is at least their static sum plus the largest of their peaks. */
+static void piece_fix_terms(const rb_ctx *x, int k, int pos, int e, uint64_t *fixed,
+                            uint64_t *dyn)
+{
+    int s = k % x->S;
+    for (int r = 0; r <= x->rc_ok; r++) {
+        uint64_t d, m = piece_mem(x, k, pos, e, r, &d);
+        if (r == 0)
+            *fixed = add_sat(x->stage_fixed[s], m - d);
+        dyn[r] = d > x->stage_dyn[r][s] ? d : x->stage_dyn[r][s];
+    }
+}
+
+static int stage_over_limit(const rb_ctx *x, int k, int pos, int e)
+{
+    uint64_t fixed, dyn[2] = {0, 0};
+    piece_fix_terms(x, k, pos, e, &fixed, dyn);
+    if (add_sat(fixed, dyn[0]) <= x->limit)
+        return 0;
+    return !x->rc_ok || add_sat(fixed, dyn[1]) > x->limit;
+}
+
+static void stage_fix_piece(rb_ctx *x, int k, int pos, int e)
+{
+    uint64_t fixed, dyn[2] = {0, 0};
+    piece_fix_terms(x, k, pos, e, &fixed, dyn);
+    int s = k % x->S;
+    x->stage_fixed[s] = fixed;
+    x->stage_dyn[0][s] = dyn[0];
+    x->stage_dyn[1][s] = dyn[1];
+}
+
 static double search(rb_ctx *x, int k, double nb)
 {
     int L = x->L, P = x->P, S = x->S, pos = x->bounds[k];
@@ -1452,12 +1759,8 @@ static double search(rb_ctx *x, int k, double nb)
                 d[q] = (x->pre[q][e] - x->pre[q][pos]) * 1e3;
             double work = x->stage_work[s] + dot(x->seq[k].total, d);
             b = fmax(b, (work + x->opt_ns) * BOUND_SAFETY);
-            if (x->limit) {
-                uint64_t a = x->pre_act[e] - x->pre_act[pos];
-                uint64_t pm = add_sat(x->stage_param[s], x->pre_param[e] - x->pre_param[pos]);
-                if (mem_model(pm, a > x->stage_act[s] ? a : x->stage_act[s], x->peak[s]) > x->limit)
-                    continue;
-            }
+            if (x->limit && stage_over_limit(x, k, pos, e))
+                continue;
         }
         if (b >= cutoff(x))
             continue;
@@ -1480,26 +1783,27 @@ static double search(rb_ctx *x, int k, double nb)
         int e = kids[i].e;
         x->bounds[k + 1] = e;
         double sw = 0;
-        uint64_t save_p = 0, save_a = 0;
+        uint64_t save_f = 0, save_d[2] = {0, 0};
         if (x->v > 1) {
             double d[N_COMPUTE];
             for (int q = 0; q < N_COMPUTE; q++)
                 d[q] = (x->pre[q][e] - x->pre[q][pos]) * 1e3;
             sw = x->stage_work[s];
-            save_p = x->stage_param[s];
-            save_a = x->stage_act[s];
             x->stage_work[s] += dot(x->seq[k].total, d);
-            x->stage_param[s] = add_sat(save_p, x->pre_param[e] - x->pre_param[pos]);
-            uint64_t a = x->pre_act[e] - x->pre_act[pos];
-            x->stage_act[s] = a > save_a ? a : save_a;
+            save_f = x->stage_fixed[s];
+            save_d[0] = x->stage_dyn[0][s];
+            save_d[1] = x->stage_dyn[1][s];
+            if (x->limit)
+                stage_fix_piece(x, k, pos, e);
         }
         if (x->lag)
             x->lag_fixed[k + 1] = kids[i].lh;
         double open = search(x, k + 1, kids[i].bound);
         if (x->v > 1) {
             x->stage_work[s] = sw;
-            x->stage_param[s] = save_p;
-            x->stage_act[s] = save_a;
+            x->stage_fixed[s] = save_f;
+            x->stage_dyn[0][s] = save_d[0];
+            x->stage_dyn[1][s] = save_d[1];
         }
         if (x->aborted) {
             /* children are sorted: the next one's bound is the least of the rest */
@@ -1683,22 +1987,17 @@ static double pair_pass(rb_ctx *x, rb_pair *w, double T)
                             if ((lag0 + gnew + togo) * LAG_SAFETY >= cut)
                                 continue;
                         }
-                        if (x->limit) {
-                            uint64_t a0 = x->pre_act[x2] - x->pre_act[xs];
-                            uint64_t a1 = x->pre_act[y2] - x->pre_act[ys];
-                            uint64_t pm = add_sat(x->pre_param[x2] - x->pre_param[xs],
-                                                  x->pre_param[y2] - x->pre_param[ys]);
-                            if (mem_model(pm, a0 > a1 ? a0 : a1, x->peak[s]) > x->limit)
-                                continue;
-                        }
-                        double nv = dmax(val, dmax(piece_bound(x, s, xs, x2),
-                                                   piece_bound(x, S + s, ys, y2)));
-                        if (nv >= cut)
-                            continue;
                         w->tb[s] = xs;
                         w->tb[s + 1] = x2;
                         w->tb[S + s] = ys;
                         w->tb[S + s + 1] = y2;
+                        if (x->limit && stage_mem(x, s, w->tb, 0) > x->limit &&
+                            (!x->rc_ok || stage_mem(x, s, w->tb, 1) > x->limit))
+                            continue; /* this stage's two chunks are both fixed: exact */
+                        double nv = dmax(val, dmax(piece_bound(x, s, xs, x2),
+                                                   piece_bound(x, S + s, ys, y2)));
+                        if (nv >= cut)
+                            continue;
                         nv = dmax(nv, stage_bound(x, s, w->tb));
                         if (nv >= cut)
                             continue;
@@ -1987,8 +2286,9 @@ static void search_reset(rb_ctx *x)
     x->bounds[0] = 0;
     for (int s = 0; s < x->S; s++) {
         x->stage_work[s] = 0;
-        x->stage_param[s] = 0;
-        x->stage_act[s] = 0;
+        x->stage_fixed[s] = 0;
+        x->stage_dyn[0][s] = 0;
+        x->stage_dyn[1][s] = 0;
     }
 }
 
@@ -2106,8 +2406,11 @@ static uint64_t min_max_memory(const rb_ctx *x)
         for (int pos = 0; pos <= L; pos++) {
             uint64_t best = UINT64_MAX;
             for (int e = pos + 1; e <= L - (P - k - 1); e++) {
-                uint64_t m = mem_model(x->pre_param[e] - x->pre_param[pos],
-                                       x->pre_act[e] - x->pre_act[pos], x->peak[k % x->S]);
+                uint64_t m = piece_mem(x, k, pos, e, 0, NULL);
+                if (x->rc_ok) {
+                    uint64_t m1 = piece_mem(x, k, pos, e, 1, NULL);
+                    m = m1 < m ? m1 : m;
+                }
                 uint64_t t = TC(k + 1, e);
                 uint64_t g = m > t ? m : t;
                 best = g < best ? g : best;
@@ -2128,6 +2431,7 @@ void pp_rebalance_result_free(pp_rebalance_result *r)
         return;
     pp_partition_free(&r->partition);
     pp_free(r->stage_memory_bytes);
+    pp_free(r->recompute);
     memset(r, 0, sizeof *r);
 }
 
@@ -2149,7 +2453,7 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
     r->even_step_ns = -1.0;
     pp_partition even;
     if (pp_partition_even(x.L, x.S, x.v, &even) == PP_OK) {
-        r->even_step_ns = evaluate(&x, even.bounds);
+        r->even_step_ns = evaluate_with(&x, even.bounds, NULL);
         offer(&x, even.bounds);
         pp_partition_free(&even);
     }
@@ -2214,8 +2518,18 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
         goto done;
     }
-    for (int s = 0; s < x.S; s++)
-        r->stage_memory_bytes[s] = pp_stage_memory_bytes(x.c, &r->partition, s, x.peak[s]);
+    r->recompute = pp_alloc((size_t)x.L);
+    if (!r->recompute) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+        goto done;
+    }
+    decide(&x, x.best, x.rcs);
+    for (int s = 0; s < x.S; s++) {
+        r->stage_memory_bytes[s] = stage_mem(&x, s, x.best, x.rcs[s]);
+        r->recomputed_stages += x.rcs[s];
+        for (int j = s; x.rcs[s] && j < x.P; j += x.S)
+            memset(r->recompute + x.best[j], 1, (size_t)(x.best[j + 1] - x.best[j]));
+    }
     r->evaluated = x.evaluated;
     r->nodes = x.nodes;
     r->seconds = (double)(pp_now_ns() - t0) * 1e-9;

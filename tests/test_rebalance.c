@@ -49,46 +49,77 @@ static int peaks(pp_schedule_kind kind, int S, int M, int v, int *peak)
     return S;
 }
 
-static uint64_t max_memory(const pp_costs *c, const pp_partition *p, const int *peak)
+/* The largest stage memory of p under pp_stage_memory_model, the rebalancer's limit, with the
+ * layers of `rc` recomputed (NULL: none); each stage's in per_stage[] when not NULL. */
+static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, const pp_partition *p,
+                           const uint8_t *rc, uint64_t *per_stage)
 {
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(kind, p->S, M, p->v, &sc), PP_OK);
     uint64_t m = 0;
     for (int s = 0; s < p->S; s++) {
-        uint64_t x = pp_stage_memory_bytes(c, p, s, peak[s]);
-        m = x > m ? x : m;
+        pp_stage_memory sm;
+        cr_assert_eq(pp_stage_memory_model(c, p, sc, s, rc, &sm), PP_OK, "%s",
+                     pp_error_message());
+        if (per_stage)
+            per_stage[s] = sm.total_bytes;
+        m = sm.total_bytes > m ? sm.total_bytes : m;
     }
+    pp_schedule_destroy(sc);
     return m;
 }
 
 /* Every partition, through pp_sim_file: the best step among those within `limit` (0 = none),
- * and the smallest largest-stage memory over all of them. */
+ * and the smallest largest-stage memory over all of them. With `rc`, each partition also with
+ * every subset of its stages recomputed (pp_costs_with_recompute): the exhaustive answer to
+ * what the rebalancer decides by its rule. */
 typedef struct brute {
     pp_schedule_kind kind;
-    int M;
+    int M, rc;
     const pp_costs *c;
     uint64_t limit;
-    const int *peak;
     pp_partition part;
     double best;
     uint64_t min_mem;
     int count;
+    unsigned best_mask; /* the best's recomputed stages */
 } brute;
+
+static void brute_leaf(brute *b)
+{
+    pp_partition *p = &b->part;
+    uint8_t mask[64];
+    cr_assert_leq(p->L, 64);
+    for (unsigned sub = 0; sub < (b->rc ? 1u << p->S : 1u); sub++) {
+        memset(mask, 0, sizeof mask);
+        for (int j = 0; j < p->P; j++)
+            if (sub & (1u << (j % p->S)))
+                memset(mask + p->bounds[j], 1, (size_t)(p->bounds[j + 1] - p->bounds[j]));
+        uint64_t m = max_memory(b->kind, b->M, b->c, p, sub ? mask : NULL, NULL);
+        b->min_mem = m < b->min_mem ? m : b->min_mem;
+        if (b->limit && m > b->limit)
+            continue;
+        pp_costs *rc = NULL;
+        cr_assert_eq(pp_costs_with_recompute(b->c, mask, &rc), PP_OK);
+        pp_sim_result r;
+        cr_assert_eq(pp_sim_file(b->kind, p, b->M, rc, NULL, &r), PP_OK, "%s",
+                     pp_error_message());
+        if (r.step_ns < b->best) {
+            b->best = r.step_ns;
+            b->best_mask = sub;
+        }
+        b->count++;
+        pp_sim_result_free(&r);
+        pp_costs_destroy(rc);
+    }
+}
 
 static void brute_rec(brute *b, int k)
 {
     pp_partition *p = &b->part;
     if (k == p->P) {
-        if (p->bounds[k] != p->L)
-            return;
-        uint64_t m = max_memory(b->c, p, b->peak);
-        b->min_mem = m < b->min_mem ? m : b->min_mem;
-        if (b->limit && m > b->limit)
-            return;
-        pp_sim_result r;
-        cr_assert_eq(pp_sim_file(b->kind, p, b->M, b->c, NULL, &r), PP_OK, "%s",
-                     pp_error_message());
-        b->best = fmin(b->best, r.step_ns);
-        b->count++;
-        pp_sim_result_free(&r);
+        if (p->bounds[k] == p->L)
+            brute_leaf(b);
         return;
     }
     for (int e = p->bounds[k] + 1; e <= p->L - (p->P - k - 1); e++) {
@@ -97,15 +128,22 @@ static void brute_rec(brute *b, int k)
     }
 }
 
-static brute brute_force(pp_schedule_kind kind, int S, int v, int M, const pp_costs *c,
-                         uint64_t limit, const int *peak)
+static brute brute_force_rc(pp_schedule_kind kind, int S, int v, int M, const pp_costs *c,
+                            uint64_t limit, int rc)
 {
-    brute b = {.kind = kind, .M = M, .c = c, .limit = limit, .peak = peak, .best = INFINITY,
+    brute b = {.kind = kind, .M = M, .rc = rc, .c = c, .limit = limit, .best = INFINITY,
                .min_mem = UINT64_MAX};
     cr_assert_eq(pp_partition_even(c->n_layers, S, v, &b.part), PP_OK);
     brute_rec(&b, 0);
     pp_partition_free(&b.part);
     return b;
+}
+
+static brute brute_force(pp_schedule_kind kind, int S, int v, int M, const pp_costs *c,
+                         uint64_t limit, const int *peak)
+{
+    (void)peak;
+    return brute_force_rc(kind, S, v, M, c, limit, 0);
 }
 
 static int rel_eq(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)); }
@@ -254,18 +292,18 @@ Test(rebalance, memory_limit_rules_out_the_unconstrained_optimum)
             pp_rebalance_opts o = {.kind = kind, .S = S, .v = v, .M = M, .costs = c};
             pp_rebalance_result r0;
             cr_assert_eq(pp_rebalance(&o, &r0), PP_OK, "%s", pp_error_message());
-            uint64_t m0 = max_memory(c, &r0.partition, peak);
+            uint64_t m0 = max_memory(kind, M, c, &r0.partition, NULL, NULL);
             o.memory_limit_bytes = m0 - 1;
             brute b = brute_force(kind, S, v, M, c, o.memory_limit_bytes, peak);
             if (b.count > 0) {
                 pp_rebalance_result r;
                 cr_assert_eq(pp_rebalance(&o, &r), PP_OK, "%s", pp_error_message());
                 cr_assert(r.exact);
-                uint64_t m = max_memory(c, &r.partition, peak);
+                uint64_t per[4];
+                uint64_t m = max_memory(kind, M, c, &r.partition, NULL, per);
                 cr_assert_leq(m, o.memory_limit_bytes);
                 for (int s = 0; s < S; s++)
-                    cr_assert_eq(r.stage_memory_bytes[s],
-                                 pp_stage_memory_bytes(c, &r.partition, s, peak[s]));
+                    cr_assert_eq(r.stage_memory_bytes[s], per[s]);
                 cr_assert(rel_eq(r.step_ns, b.best), "%s: %.6f ms, brute force %.6f ms",
                           pp_schedule_kind_name(kind), r.step_ns * 1e-6, b.best * 1e-6);
                 cr_assert_geq(r.step_ns, r0.step_ns);
@@ -276,6 +314,72 @@ Test(rebalance, memory_limit_rules_out_the_unconstrained_optimum)
             pp_costs_destroy(c);
         }
         cr_assert_geq(found, 3, "%s: too few cases where the limit binds",
+                      pp_schedule_kind_name(kind));
+    }
+}
+
+/* Recomputation where the limit needs it: with a limit between the smallest largest-stage memory
+ * with some stages recomputed and without, no partition fits unrecomputed; the rebalancer's
+ * proposal (partition and recomputed stages) is the best of every partition with every subset
+ * of its stages recomputed, its memory is the model's with its choice, and its step is
+ * pp_sim_file's on the recomputed costs to the last bit. Costs carry the memory keys, a layer
+ * keeping several times what it receives, as real ones do. */
+Test(rebalance, recompute_choice_is_the_best_of_every_stage_subset)
+{
+    static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1,
+                                             PP_SCHED_INTERLEAVED};
+    pp_rng rng;
+    pp_rng_seed(&rng, 1717);
+    for (size_t k = 0; k < 4; k++) {
+        pp_schedule_kind kind = kinds[k];
+        int found = 0;
+        for (int attempt = 0; attempt < 100 && found < 3; attempt++) {
+            int S = 2 + (int)pp_rng_below(&rng, 2), v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
+            int L = 2 * S * v + (int)pp_rng_below(&rng, 3), M = 2 * S;
+            pp_costs *c = random_costs(&rng, L, 1, 1);
+            for (int l = 0; l < L; l++) {
+                pp_layer_cost *y = &c->layers[l];
+                y->has_kept = 1;
+                y->input_bytes = l > 0 ? c->layers[l - 1].activation_bytes : 0;
+                y->kept_bytes = y->activation_bytes * (2 + pp_rng_below(&rng, 8));
+            }
+            brute none = brute_force_rc(kind, S, v, M, c, 0, 0);
+            brute any = brute_force_rc(kind, S, v, M, c, 0, 1);
+            if (any.min_mem >= none.min_mem) {
+                pp_costs_destroy(c);
+                continue;
+            }
+            uint64_t limit = any.min_mem + (none.min_mem - any.min_mem) / 2;
+            pp_rebalance_opts o = {.kind = kind, .S = S, .v = v, .M = M, .costs = c,
+                                   .memory_limit_bytes = limit};
+            pp_rebalance_result r;
+            cr_assert_eq(pp_rebalance(&o, &r), PP_ERR_INVALID, "fits without recomputation");
+            o.recompute = 1;
+            cr_assert_eq(pp_rebalance(&o, &r), PP_OK, "%s", pp_error_message());
+            brute b = brute_force_rc(kind, S, v, M, c, limit, 1);
+            cr_assert(r.exact);
+            cr_assert(rel_eq(r.step_ns, b.best), "%s S=%d L=%d: %.6f ms, brute force %.6f ms",
+                      pp_schedule_kind_name(kind), S, L, r.step_ns * 1e-6, b.best * 1e-6);
+            cr_assert_gt(r.recomputed_stages, 0);
+            uint64_t per[4];
+            cr_assert_leq(max_memory(kind, M, c, &r.partition, r.recompute, per), limit);
+            for (int s = 0; s < S; s++)
+                cr_assert_eq(r.stage_memory_bytes[s], per[s], "stage %d", s);
+            pp_costs *rc = NULL;
+            cr_assert_eq(pp_costs_with_recompute(c, r.recompute, &rc), PP_OK);
+            pp_sim_result sr;
+            cr_assert_eq(pp_sim_file(kind, &r.partition, M, rc, NULL, &sr), PP_OK);
+            cr_assert_eq(sr.step_ns, r.step_ns);
+            double insp = 0;
+            cr_assert_eq(pp_rebalance_inspect(&o, &r.partition, &insp, NULL), PP_OK);
+            cr_assert_eq(insp, r.step_ns);
+            pp_sim_result_free(&sr);
+            pp_costs_destroy(rc);
+            pp_rebalance_result_free(&r);
+            pp_costs_destroy(c);
+            found++;
+        }
+        cr_assert_geq(found, 3, "%s: too few cases where recomputation is needed",
                       pp_schedule_kind_name(kind));
     }
 }
@@ -301,7 +405,7 @@ Test(rebalance, impossible_memory_limit_is_an_error_naming_the_smallest_achievab
     /* and exactly that limit is met */
     o.memory_limit_bytes = b.min_mem;
     cr_assert_eq(pp_rebalance(&o, &r), PP_OK, "%s", pp_error_message());
-    cr_assert_leq(max_memory(c, &r.partition, peak), b.min_mem);
+    cr_assert_leq(max_memory(PP_SCHED_1F1B, 6, c, &r.partition, NULL, NULL), b.min_mem);
     pp_rebalance_result_free(&r);
     pp_costs_destroy(c);
 }
