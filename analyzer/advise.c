@@ -173,8 +173,8 @@ pp_status pp_advise_costs_at(const pp_advise_fit *f, int b, pp_costs **out, int 
 }
 
 pp_status pp_advise_stage_memory(const pp_costs *c, const pp_partition *part,
-                                 pp_schedule_kind kind, int M, uint64_t *mem,
-                                 int *peak_inflight)
+                                 pp_schedule_kind kind, int M, const uint8_t *recompute,
+                                 uint64_t *mem, int *peak_inflight)
 {
     pp_schedule *s = NULL;
     pp_schedule_report rep;
@@ -184,8 +184,11 @@ pp_status pp_advise_stage_memory(const pp_costs *c, const pp_partition *part,
         st = pp_schedule_validate(s, &rep);
     if (st == PP_OK)
         for (int k = 0; k < part->S; k++) {
+            pp_stage_memory m;
+            if (mem && (st = pp_stage_memory_model(c, part, s, k, recompute, &m)) != PP_OK)
+                break;
             if (mem)
-                mem[k] = pp_stage_memory_bytes(c, part, k, rep.peak_inflight[k]);
+                mem[k] = m.total_bytes;
             if (peak_inflight)
                 peak_inflight[k] = rep.peak_inflight[k];
         }

@@ -323,6 +323,8 @@ static void config_kv(void *ctx, const char *k, const char *v)
         snprintf(a->schedule, sizeof a->schedule, "%s", v);
     else if (strcmp(k, "schedules") == 0 && strlen(v) < sizeof a->schedules)
         snprintf(a->schedules, sizeof a->schedules, "%s", v);
+    else if (strcmp(k, "recompute") == 0 && strlen(v) < sizeof a->recompute)
+        snprintf(a->recompute, sizeof a->recompute, "%s", v);
     else if (strcmp(k, "S") == 0)
         st->S_cfg = config_int(a, k, v, PP_ANALYSIS_MAX_STAGES, &x) ? (int)x : 0;
     else if (strcmp(k, "M") == 0)

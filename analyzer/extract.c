@@ -29,7 +29,10 @@ void pp_extract_free(pp_extract *e)
 {
     if (!e)
         return;
+    if (e->run_costs != e->costs)
+        pp_costs_destroy(e->run_costs);
     pp_costs_destroy(e->costs);
+    pp_free(e->recompute);
     pp_partition_free(&e->partition);
     pp_sim_noise_free(&e->noise);
     pp_free(e->layer_p95_ratio);
@@ -559,6 +562,51 @@ done:
     return st;
 }
 
+/* The run's recomputation (config mark recompute=): its layers' backward ranges ran the forward
+ * again (pp_costs_layer_rc_us), which comes out of `costs` here and stays in `run_costs`. A text
+ * that does not parse against the run's partition is noted and taken as none. */
+static pp_status extract_recompute(const pp_analysis *a, pp_extract *e)
+{
+    e->run_costs = e->costs;
+    if (!a->recompute[0])
+        return PP_OK;
+    e->can_recompute = 1;
+    int L = e->costs->n_layers;
+    uint8_t *mask = pp_alloc((size_t)L);
+    if (!mask)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the recompute choice");
+    pp_status st = pp_recompute_parse(a->recompute, &e->partition, mask);
+    if (st != PP_OK) {
+        note(e, "the config mark's recompute=%.40s does not fit the run (%s): taken as none",
+             a->recompute, pp_error_message());
+        pp_free(mask);
+        return PP_OK;
+    }
+    int n = 0;
+    for (int l = 0; l < L; l++) {
+        if (!mask[l])
+            continue;
+        pp_layer_cost *y = &e->costs->layers[l];
+        double f = y->fwd_us;
+        y->bwd_us = y->bwd_us > f ? y->bwd_us - f : 0;
+        if (y->has_split)
+            y->bwd_input_us = y->bwd_input_us > f ? y->bwd_input_us - f : 0;
+        n++;
+    }
+    if (!n) {
+        pp_free(mask);
+        return PP_OK;
+    }
+    e->recompute = mask;
+    if ((st = pp_costs_with_recompute(e->costs, mask, &e->run_costs)) != PP_OK) {
+        e->run_costs = e->costs;
+        return st;
+    }
+    note(e, "%d layers ran recomputed (recompute=%.40s): their forward is taken out of their "
+            "backward", n, a->recompute);
+    return PP_OK;
+}
+
 /* The run's schedule and those its config mark says it can run. */
 static pp_status extract_schedules(const pp_analysis *a, pp_extract *e)
 {
@@ -621,7 +669,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->measured_step_ns = a->step_ns.median;
     e->measured_bubble = a->bubble_ratio;
     e->measured_p95_ns = a->step_ns.p95;
-    if ((st = extract_noise(a, e)) != PP_OK)
+    if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
     return PP_OK;
 fail:
@@ -629,11 +677,16 @@ fail:
     return st;
 }
 
+const pp_costs *pp_extract_run_costs(const pp_extract *e)
+{
+    return e->run_costs ? e->run_costs : e->costs;
+}
+
 pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const pp_partition *part,
                              int M, double *step_ns, double *bubble)
 {
     pp_sim_result r;
-    pp_status st = pp_sim_file(kind, part, M, e->costs, NULL, &r);
+    pp_status st = pp_sim_file(kind, part, M, pp_extract_run_costs(e), NULL, &r);
     if (st != PP_OK)
         return st;
     if (step_ns)
@@ -649,5 +702,5 @@ pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
                                   pp_sim_dist_result *res)
 {
     pp_sim_dist_opts o = {.noise = &e->noise, .seed = seed};
-    return pp_sim_dist_file(kind, part, M, e->costs, &o, res);
+    return pp_sim_dist_file(kind, part, M, pp_extract_run_costs(e), &o, res);
 }

@@ -59,12 +59,13 @@ void pp_advise_fit_free(pp_advise_fit *f);
  * `clamped` (may be NULL) receives how many values were clamped. */
 pp_status pp_advise_costs_at(const pp_advise_fit *f, int b, pp_costs **out, int *clamped);
 
-/* Per-stage memory (pp_stage_memory_bytes) of `part` under (kind, M): the peak in-flight
- * activations come from the schedule's own instruction lists (pp_schedule_report). `mem` and
- * `peak_inflight` (either may be NULL) have part->S entries. */
+/* Per-stage memory of `part` under (kind, M), the layers of `recompute` ([L], NULL: none)
+ * recomputed: pp_stage_memory_model's totals, the model the rebalancer's limit judges, and the
+ * schedule's peak in-flight micro-batches (pp_schedule_report). `mem` and `peak_inflight`
+ * (either may be NULL) have part->S entries. */
 pp_status pp_advise_stage_memory(const pp_costs *c, const pp_partition *part,
-                                 pp_schedule_kind kind, int M, uint64_t *mem,
-                                 int *peak_inflight);
+                                 pp_schedule_kind kind, int M, const uint8_t *recompute,
+                                 uint64_t *mem, int *peak_inflight);
 
 /* Megatron-LM's --pipeline-model-parallel-layout for `part`: the pieces in piece order (chunk 0
  * stages 0..S-1, then chunk 1, ...) separated by '|'; 'E' for a layer named "embedding", 'L' for

@@ -321,6 +321,9 @@ typedef struct pp_analysis {
     char schedule[32];       /* "" when unknown */
     char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,
                                 comma-separated), "" when it did not say */
+    char recompute[256];     /* its activation recomputation (config mark `recompute=`, the
+                                --recompute text of docs/pptrain.md: the job can recompute);
+                                "" when it did not say */
     char dialect[48];        /* how the pipeline ranges were named (docs/dialects.md): "pipeprof"
                                 (the convention), "torch.distributed.pipelining", a dialect
                                 file's name; "" when no range was a pipeline range */

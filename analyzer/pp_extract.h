@@ -37,6 +37,15 @@ typedef struct pp_extract {
      * replays use the stages' variation above. */
     double *layer_p95_ratio;
     int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
+    /* Activation recomputation (config mark `recompute=`): can_recompute = 1 when the job
+     * states it (it can then run a plan's choice); recompute [n_layers] the layers the run
+     * recomputed (NULL: none). Their backward ranges held the forward again: `costs` has it
+     * taken out (the layer's cost without recomputation, what the tuner adds back where it
+     * chooses), `run_costs` has it in (the costs as the run ran: its own layout's predictions);
+     * run_costs is `costs` itself when nothing was recomputed. */
+    int can_recompute;
+    uint8_t *recompute;
+    pp_costs *run_costs;
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
     char notes[1024];         /* the assumptions made, one per line */
 } pp_extract;
@@ -46,12 +55,15 @@ typedef struct pp_extract {
 pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *out);
 void pp_extract_free(pp_extract *e);
 
+/* run_costs, or costs where it is not set (an extract filled by hand). */
+const pp_costs *pp_extract_run_costs(const pp_extract *e);
+
 /* The extracted costs replayed through the simulator: the predicted step of `part` under
- * (kind, M) with these costs. */
+ * (kind, M) with the costs as the run ran them (run_costs: its recomputed layers recomputed). */
 pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const pp_partition *part,
                              int M, double *step_ns, double *bubble);
 
-/* The step's distribution of `part` under (kind, M) with these costs and the run's variation
+/* The step's distribution of `part` under (kind, M) with run_costs and the run's variation
  * (pp_sim_dist, seeded by `seed`): median, p95 and mean beside the noise-free step. */
 pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
                                   const pp_partition *part, int M, uint64_t seed,

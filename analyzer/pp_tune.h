@@ -37,6 +37,9 @@ typedef struct pp_tune_opts {
                                                   repeats (--schedules) */
     int n_kinds;                  /* 0: not given (the run's own; for advice: all) */
     uint64_t memory_limit_bytes;  /* per stage; 0 = none */
+    int no_recompute;             /* 1: never propose activation recomputation (--recompute
+                                     none); 0: propose it for the stages that need it to meet the
+                                     limit, where the job can recompute (config mark recompute=) */
     double time_budget_s;         /* per rebalancer search; 0 = until optimal */
     int formula;                  /* print the arithmetic behind every proposed number */
     int verbose;                  /* every candidate, every fitted layer */
@@ -51,10 +54,12 @@ typedef struct pp_tune_opts {
 /* The seed of every Monte Carlo prediction the tuner prints (with --jitter, xor the spec's). */
 enum { PP_TUNE_DIST_SEED = 1 };
 
-/* The step's distribution of `part` under (kind, M) with run e's costs and o's variation
- * (pp_sim_dist: median, p95, mean, their Monte Carlo errors, the noise-free step). */
-pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, pp_schedule_kind kind,
-                               const pp_partition *part, int M, pp_sim_dist_result *res);
+/* The step's distribution of `part` under (kind, M) with costs `c` (NULL: run e's as it ran,
+ * pp_extract_run_costs) and o's variation (pp_sim_dist: median, p95, mean, their Monte Carlo
+ * errors, the noise-free step). */
+pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, const pp_costs *c,
+                               pp_schedule_kind kind, const pp_partition *part, int M,
+                               pp_sim_dist_result *res);
 
 /* Analyzes run directory `dir` and extracts its costs (pp_extract.h); errors name the directory,
  * a run without a complete step is PP_ERR_INVALID. The caller frees both. */
@@ -67,6 +72,10 @@ typedef struct pp_tune_proposal {
     int ok;              /* 0: not evaluated, why[] says why */
     char why[512];
     pp_partition part;   /* owned */
+    uint8_t *recompute;  /* [L] owned: the layers it recomputes (whole stages); NULL: none */
+    pp_costs *rc_costs;  /* owned: the costs with those recomputed; NULL: none */
+    char recompute_text[256]; /* pptrain --recompute text ("none", "s1,s3", "full") */
+    int recomputed_stages;
     double step_ns, bubble, lower_ns; /* step_ns: the noise-free step */
     pp_sim_dist_result dist;      /* its distribution (pp_tune_search_run; n = 0: none) */
     int exact;
@@ -108,14 +117,20 @@ void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, 
 void pp_tune_warn_model_error(double err_pct, int S, FILE *out);
 
 /* A plan for (part, kind, M, b) with its prediction and the run it was made from; a bubble < 0
- * is "unknown", a median or p95 <= 0 absent. The caller frees it (pp_plan_free). */
+ * is "unknown", a median or p95 <= 0 absent; `recompute` the --recompute text the plan carries
+ * (NULL: none written, the job keeps its own). The caller frees it (pp_plan_free). */
 pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int M, int b,
                             uint64_t mem_limit, double step_ns, double bubble, double median_ns,
-                            double p95_ns, const char *baseline, pp_plan *plan);
+                            double p95_ns, const char *baseline, const char *recompute,
+                            pp_plan *plan);
 /* pp_tune_plan_make and pp_plan_write; errors name the path. */
 pp_status pp_tune_plan_write(const pp_partition *part, pp_schedule_kind kind, int M, int b,
                              uint64_t mem_limit, double step_ns, double bubble, double median_ns,
-                             double p95_ns, const char *baseline, const char *path);
+                             double p95_ns, const char *baseline, const char *recompute,
+                             const char *path);
+/* The recompute text a plan made from proposal p for run e carries: p's choice where the job
+ * can recompute (so "none" undoes the run's own), NULL where it cannot. */
+const char *pp_tune_plan_recompute(const pp_extract *e, const pp_tune_proposal *p);
 
 /* PP_ERR_INVALID naming the first difference between what run `dir` ran and the plan. */
 pp_status pp_tune_check_ran_plan(const char *dir, const pp_extract *e, const pp_plan *plan,

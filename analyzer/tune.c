@@ -76,8 +76,9 @@ static double jitter_draw(void *ctx, int stage, int k, const pp_instr *in, uint6
     return pp_jitter_factor(ctx, key);
 }
 
-pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, pp_schedule_kind kind,
-                               const pp_partition *part, int M, pp_sim_dist_result *res)
+pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, const pp_costs *c,
+                               pp_schedule_kind kind, const pp_partition *part, int M,
+                               pp_sim_dist_result *res)
 {
     pp_sim_dist_opts d = {.noise = &e->noise, .seed = PP_TUNE_DIST_SEED};
     if (o && o->jitter) {
@@ -86,7 +87,7 @@ pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, pp_sc
         d.draw_ctx = (void *)o->jitter;
         d.seed ^= o->jitter->seed;
     }
-    return pp_sim_dist_file(kind, part, M, e->costs, &d, res);
+    return pp_sim_dist_file(kind, part, M, c ? c : pp_extract_run_costs(e), &d, res);
 }
 
 void pp_tune_proposal_free(pp_tune_proposal *p)
@@ -94,18 +95,25 @@ void pp_tune_proposal_free(pp_tune_proposal *p)
     pp_partition_free(&p->part);
     free(p->mem);
     p->mem = NULL;
+    pp_free(p->recompute);
+    p->recompute = NULL;
+    pp_costs_destroy(p->rc_costs);
+    p->rc_costs = NULL;
 }
 
 pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v, int M, int b,
-                          uint64_t mem_limit, double budget_s, pp_tune_proposal *p)
+                          uint64_t mem_limit, int recompute, double budget_s,
+                          pp_tune_proposal *p)
 {
     memset(p, 0, sizeof *p);
     p->kind = kind;
     p->v = v;
     p->M = M;
     p->b = b;
+    snprintf(p->recompute_text, sizeof p->recompute_text, "none");
     pp_rebalance_opts o = {.kind = kind, .S = S, .v = v, .M = M, .costs = c,
-                           .memory_limit_bytes = mem_limit, .time_budget_s = budget_s};
+                           .memory_limit_bytes = mem_limit, .recompute = recompute,
+                           .time_budget_s = budget_s};
     pp_rebalance_result r;
     pp_status st = pp_rebalance(&o, &r);
     if (st != PP_OK) {
@@ -124,9 +132,21 @@ pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v
         return PP_ERR(PP_ERR_NOMEM, "out of memory");
     }
     memcpy(p->mem, r.stage_memory_bytes, sizeof(uint64_t) * (size_t)S);
+    if (r.recomputed_stages) {
+        p->recomputed_stages = r.recomputed_stages;
+        p->recompute = r.recompute;
+        r.recompute = NULL;
+        if ((st = pp_costs_with_recompute(c, p->recompute, &p->rc_costs)) != PP_OK ||
+            (st = pp_recompute_format(&p->part, p->recompute, p->recompute_text,
+                                      sizeof p->recompute_text)) != PP_OK) {
+            pp_rebalance_result_free(&r);
+            pp_tune_proposal_free(p);
+            return st;
+        }
+    }
     pp_rebalance_result_free(&r);
     pp_sim_result sr;
-    if ((st = pp_sim_file(kind, &p->part, M, c, NULL, &sr)) != PP_OK) {
+    if ((st = pp_sim_file(kind, &p->part, M, p->rc_costs ? p->rc_costs : c, NULL, &sr)) != PP_OK) {
         pp_tune_proposal_free(p);
         return st;
     }
@@ -186,13 +206,17 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
         return pp_error_wrap(st, "predicting the run's own layout");
     s->measured_ns = e->measured_step_ns;
     s->measured_p95_ns = e->measured_p95_ns;
-    if ((st = pp_tune_predict_dist(o, e, e->schedule, cur, e->M, &s->current_dist)) != PP_OK)
+    if ((st = pp_tune_predict_dist(o, e, NULL, e->schedule, cur, e->M, &s->current_dist)) != PP_OK)
         return pp_error_wrap(st, "the step distribution of the run's own layout");
     if (o->memory_limit_bytes && !e->has_param_bytes && o->note)
         o->note(0, "run '%s' has no layer marks with parameter sizes: the memory limit counts "
                    "activations only", dir);
     pp_schedule_kind kinds[PP_TUNE_MAX_KINDS];
     int n_kinds = candidate_kinds(o, e, s, kinds);
+    int rc = !o->no_recompute && e->can_recompute;
+    if (o->memory_limit_bytes && !o->no_recompute && !e->can_recompute && o->note)
+        o->note(1, "run '%s' does not state that it can recompute (config mark recompute=): no "
+                   "recomputation is proposed", dir);
     pp_status first_fail = PP_OK;
     char first_msg[512] = "";
     for (int k = 0; k < n_kinds; k++) {
@@ -207,7 +231,7 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
         for (int i = 0; i < nv; i++) {
             pp_tune_proposal *p = &s->cands[s->n_cands++];
             st = pp_tune_propose(e->costs, kinds[k], cur->S, vs[i], e->M, e->microbatch_size,
-                                 o->memory_limit_bytes, o->time_budget_s, p);
+                                 o->memory_limit_bytes, rc, o->time_budget_s, p);
             if (st == PP_ERR_NOMEM)
                 return st;
             if (st != PP_OK && first_fail == PP_OK) {
@@ -218,7 +242,8 @@ pp_status pp_tune_search_run(const pp_tune_opts *o, const char *dir, const pp_ex
     }
     for (int i = 0; i < s->n_cands; i++) {
         pp_tune_proposal *p = &s->cands[i];
-        if (p->ok && (st = pp_tune_predict_dist(o, e, p->kind, &p->part, p->M, &p->dist)) != PP_OK)
+        if (p->ok && (st = pp_tune_predict_dist(o, e, p->rc_costs ? p->rc_costs : e->costs,
+                                                p->kind, &p->part, p->M, &p->dist)) != PP_OK)
             return pp_error_wrap(st, "the step distribution of the %s proposal",
                                  pp_schedule_kind_name(p->kind));
     }
@@ -253,9 +278,15 @@ void pp_tune_search_free(pp_tune_search *s)
     s->n_cands = 0;
 }
 
+const char *pp_tune_plan_recompute(const pp_extract *e, const pp_tune_proposal *p)
+{
+    return e->can_recompute ? p->recompute_text : NULL;
+}
+
 pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int M, int b,
                             uint64_t mem_limit, double step_ns, double bubble, double median_ns,
-                            double p95_ns, const char *baseline, pp_plan *plan)
+                            double p95_ns, const char *baseline, const char *recompute,
+                            pp_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     plan->version = 1;
@@ -278,16 +309,19 @@ pp_status pp_tune_plan_make(const pp_partition *part, pp_schedule_kind kind, int
         n = sizeof plan->baseline - 1;
     memcpy(plan->baseline, baseline ? baseline : "", n);
     plan->baseline[n] = '\0';
+    if (recompute && strlen(recompute) < sizeof plan->recompute)
+        snprintf(plan->recompute, sizeof plan->recompute, "%s", recompute);
     return PP_OK;
 }
 
 pp_status pp_tune_plan_write(const pp_partition *part, pp_schedule_kind kind, int M, int b,
                              uint64_t mem_limit, double step_ns, double bubble, double median_ns,
-                             double p95_ns, const char *baseline, const char *path)
+                             double p95_ns, const char *baseline, const char *recompute,
+                             const char *path)
 {
     pp_plan plan;
     pp_status st = pp_tune_plan_make(part, kind, M, b, mem_limit, step_ns, bubble, median_ns,
-                                     p95_ns, baseline, &plan);
+                                     p95_ns, baseline, recompute, &plan);
     if (st == PP_OK)
         st = pp_plan_write(&plan, path);
     pp_plan_free(&plan);
@@ -320,5 +354,26 @@ pp_status pp_tune_check_ran_plan(const char *dir, const pp_extract *e, const pp_
         plan->microbatch_size != e->microbatch_size)
         return PP_ERR(PP_ERR_INVALID, "%s ran micro-batches of %d samples, the plan says %d", dir,
                       e->microbatch_size, plan->microbatch_size);
+    if (plan->recompute[0] && e->can_recompute) {
+        /* the same layers recomputed: the plan's text resolved against its own partition */
+        int L = e->partition.L;
+        uint8_t *want = pp_alloc((size_t)L);
+        if (!want)
+            return PP_ERR(PP_ERR_NOMEM, "out of memory");
+        pp_status st = pp_recompute_parse(plan->recompute, &plan->partition, want);
+        int same = st == PP_OK;
+        for (int l = 0; same && l < L; l++)
+            same = (want[l] != 0) == (e->recompute && e->recompute[l]);
+        pp_free(want);
+        if (st != PP_OK)
+            return pp_error_wrap(st, "plan '%s'", plan_path);
+        if (!same) {
+            char r[256] = "none";
+            if (e->recompute)
+                pp_recompute_format(&e->partition, e->recompute, r, sizeof r);
+            return PP_ERR(PP_ERR_INVALID, "%s ran recompute %s, the plan says %s", dir, r,
+                          plan->recompute);
+        }
+    }
     return PP_OK;
 }

@@ -174,7 +174,9 @@ static pp_status advise_at(const pp_tune_opts *o, pp_tune_advice *adv, int *cap,
             }
             pp_tune_proposal *p = &adv->cands[adv->n_cands++];
             pp_status ps = pp_tune_propose(cb, kinds[k], p0->S, vs[i], M, b,
-                                           o->memory_limit_bytes, o->time_budget_s, p);
+                                           o->memory_limit_bytes,
+                                           !o->no_recompute && adv->runs[0].can_recompute,
+                                           o->time_budget_s, p);
             if (ps == PP_ERR_NOMEM) {
                 pp_costs_destroy(cb);
                 return ps;
@@ -298,8 +300,8 @@ void pp_tune_advise_print(const pp_tune_opts *o, const pp_tune_advice *adv, FILE
             pp_tune_print_stage_sums(cb, &b->part, b->M, out);
             pp_tune_print_sim_terms(cb, &b->part, b->kind, b->M, out);
             if (adv->runs[0].has_param_bytes)
-                pp_tune_print_memory_terms(cb, &b->part, b->kind, b->M, o->memory_limit_bytes,
-                                           out);
+                pp_tune_print_memory_terms(cb, &b->part, b->kind, b->M, b->recompute,
+                                           o->memory_limit_bytes, out);
             fputc('\n', out);
         }
         pp_tune_print_framework_forms(cb, &b->part, out);

@@ -92,7 +92,7 @@ static pp_status tune_next(auto_state *s, int it, const char *plan, int *converg
     }
     st = pp_tune_plan_write(&b->part, b->kind, b->M, s->e.microbatch_size,
                             ao->tune.memory_limit_bytes, b->step_ns, b->bubble, b->dist.median_ns,
-                            b->dist.p95_ns, prev, plan);
+                            b->dist.p95_ns, prev, pp_tune_plan_recompute(&s->e, b), plan);
     /* the measured median compares with the predicted median (docs/sim-dist.md) */
     s->its[it].predicted_ns = b->dist.n ? b->dist.median_ns : b->step_ns;
     s->its[it].p95_ns = b->dist.n ? b->dist.p95_ns : -1;
@@ -127,7 +127,7 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
                                      "take --plan?)");
     } else {
         pp_sim_dist_result d;
-        if (pp_tune_predict_dist(&ao->tune, e, e->schedule, &e->partition, e->M, &d) == PP_OK) {
+        if (pp_tune_predict_dist(&ao->tune, e, NULL, e->schedule, &e->partition, e->M, &d) == PP_OK) {
             cur->predicted_ns = d.median_ns;
             cur->noise_free_ns = d.noise_free_ns;
             cur->p95_ns = d.p95_ns;
@@ -339,7 +339,7 @@ static pp_status print_summary(const auto_state *s, FILE *o)
         snprintf(base, sizeof base, "%s/iter0", ao->outdir);
         st = pp_tune_plan_make(&its[0].part, its[0].kind, its[0].M, 0,
                                ao->tune.memory_limit_bytes, its[0].noise_free_ns, -1,
-                               its[0].predicted_ns, its[0].p95_ns, base, &pl);
+                               its[0].predicted_ns, its[0].p95_ns, base, NULL, &pl);
     }
     if (st == PP_OK) {
         st = pp_plan_write(&pl, best_plan);

@@ -219,76 +219,46 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
     pp_sim_result_free(&r);
 }
 
-/* The full model term by term (pp_stage_memory_model, no recomputation), when the costs carry
- * what each layer keeps (kept_bytes: captures of pptrain since issue 17); older costs have only
- * the line above. */
-static void print_memory_model_terms(const pp_costs *c, const pp_partition *part,
-                                     pp_schedule_kind kind, int M, FILE *out)
+/* The memory model term by term (pp_stage_memory_model, what the limit judges and what
+ * pptrain's accounting measures; docs/rebalancer.md "Memory model"), with the layers of `rc`
+ * recomputed (NULL: none). */
+void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
+                                pp_schedule_kind kind, int M, const uint8_t *rc, uint64_t limit,
+                                FILE *out)
 {
-    int any = 0;
-    for (int l = 0; l < c->n_layers; l++)
-        any |= c->layers[l].has_kept;
     pp_schedule *sc = NULL;
-    if (!any || pp_schedule_create(kind, part->S, M, part->v, &sc) != PP_OK)
+    if (pp_schedule_create(kind, part->S, M, part->v, &sc) != PP_OK) {
+        fputs("    (memory model unavailable)\n", out);
         return;
-    fputs("    by purpose (pp_stage_memory_model): params + grads + optimizer (2 moments) + "
-          "kept x in flight + transport\n", out);
+    }
+    fputs("    memory(stage) = params + grads + optimizer (2 moments) + activations at the peak "
+          "(kept x in flight + recompute workspaces) + transport (docs/rebalancer.md)\n", out);
     for (int s = 0; s < part->S; s++) {
         pp_stage_memory m;
-        if (pp_stage_memory_model(c, part, sc, s, NULL, &m) != PP_OK)
+        if (pp_stage_memory_model(c, part, sc, s, rc, &m) != PP_OK)
             break;
-        char pb[32], kb[32], tb[32], tot[32];
+        int recomputed = 0;
+        for (int j = s; rc && j < part->P && !recomputed; j += part->S)
+            recomputed = rc[part->bounds[j]] != 0;
+        char pb[32], kb[32], wb[32], tb[32], tot[32];
         pp_tune_fmt_bytes(m.params_bytes, pb, sizeof pb);
-        pp_tune_fmt_bytes(m.activations_bytes, kb, sizeof kb);
+        pp_tune_fmt_bytes(m.kept_bytes, kb, sizeof kb);
+        pp_tune_fmt_bytes(m.workspace_bytes, wb, sizeof wb);
         pp_tune_fmt_bytes(m.transport_bytes, tb, sizeof tb);
         pp_tune_fmt_bytes(m.total_bytes, tot, sizeof tot);
-        fprintf(out, "    stage %d: %s + %s + 2 x %s + %s (%d in flight) + %s = %s\n", s, pb, pb,
-                pb, kb, m.peak_inflight, tb, tot);
-    }
-    pp_schedule_destroy(sc);
-}
-
-void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
-                                pp_schedule_kind kind, int M, uint64_t limit, FILE *out)
-{
-    int *peak = calloc((size_t)part->S, sizeof *peak);
-    uint64_t *mem = calloc((size_t)part->S, sizeof *mem);
-    if (!peak || !mem || pp_advise_stage_memory(c, part, kind, M, mem, peak) != PP_OK) {
-        fputs("    (memory model unavailable)\n", out);
-        free(peak);
-        free(mem);
-        return;
-    }
-    fputs("    memory(stage) = 4 x params + peak_inflight x activations (docs/rebalancer.md)\n",
-          out);
-    for (int s = 0; s < part->S; s++) {
-        uint64_t params = 0, act_max = 0;
-        for (int ch = 0; ch < part->v; ch++) {
-            int p = ch * part->S + s;
-            uint64_t act = 0;
-            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
-                params += c->layers[l].param_bytes;
-                act += c->layers[l].has_kept ? c->layers[l].kept_bytes
-                                             : c->layers[l].activation_bytes;
-            }
-            act_max = act > act_max ? act : act_max;
-        }
-        char pb[32], ab[32], mb[32];
-        pp_tune_fmt_bytes(params, pb, sizeof pb);
-        pp_tune_fmt_bytes(act_max, ab, sizeof ab);
-        pp_tune_fmt_bytes(mem[s], mb, sizeof mb);
-        fprintf(out, "    stage %d: 4 x %s + %d x %s%s = %s%s\n", s, pb, peak[s], ab,
-                part->v > 1 ? " (heaviest chunk)" : "", mb,
-                limit && mem[s] > limit ? "  > limit" : "");
+        fprintf(out, "    stage %d: %s + %s + 2 x %s + (%s kept, %d in flight", s, pb, pb, pb, kb,
+                m.peak_inflight);
+        if (m.workspace_bytes)
+            fprintf(out, ", + %s workspace", wb);
+        fprintf(out, ") + %s = %s%s%s\n", tb, tot, recomputed ? "  recomputed" : "",
+                limit && m.total_bytes > limit ? "  > limit" : "");
     }
     if (limit) {
         char lb[32];
         pp_tune_fmt_bytes(limit, lb, sizeof lb);
         fprintf(out, "    limit per stage: %s (%llu bytes)\n", lb, (unsigned long long)limit);
     }
-    print_memory_model_terms(c, part, kind, M, out);
-    free(peak);
-    free(mem);
+    pp_schedule_destroy(sc);
 }
 
 /* ---- one run's comparison -------------------------------------------------------------- */
@@ -362,7 +332,8 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
             pp_tune_search_word(b, w, sizeof w), b->lower_ns * 1e-6);
     if (e->has_param_bytes) {
         uint64_t *mem = calloc((size_t)cur->S, sizeof *mem);
-        if (mem && pp_advise_stage_memory(e->costs, cur, e->schedule, e->M, mem, NULL) == PP_OK) {
+        if (mem && pp_advise_stage_memory(e->costs, cur, e->schedule, e->M, e->recompute, mem,
+                                          NULL) == PP_OK) {
             print_memory_row("memory current", mem, cur->S, o->memory_limit_bytes, out);
             print_memory_row("memory proposed", b->mem, cur->S, o->memory_limit_bytes, out);
         }
@@ -464,13 +435,16 @@ static void print_formula(const pp_tune_opts *o, const pp_extract *e, const pp_t
     const pp_tune_proposal *b = &s->cands[s->best];
     uint64_t limit = o->memory_limit_bytes;
     fputs("formula (times in ms per micro-batch unless said otherwise):\n", out);
+    const pp_costs *rcur = pp_extract_run_costs(e);
     fputs("  current layout:\n", out);
-    pp_tune_print_stage_sums(c, cur, e->M, out);
-    pp_tune_print_sim_terms(c, cur, e->schedule, e->M, out);
+    pp_tune_print_stage_sums(rcur, cur, e->M, out);
+    pp_tune_print_sim_terms(rcur, cur, e->schedule, e->M, out);
     print_dist_terms(&s->current_dist, out);
-    fputs("  proposed layout:\n", out);
-    pp_tune_print_stage_sums(c, &b->part, b->M, out);
-    pp_tune_print_sim_terms(c, &b->part, b->kind, b->M, out);
+    const pp_costs *bc = b->rc_costs ? b->rc_costs : c;
+    fprintf(out, "  proposed layout%s%s:\n", b->recomputed_stages ? ", recompute " : "",
+            b->recomputed_stages ? b->recompute_text : "");
+    pp_tune_print_stage_sums(bc, &b->part, b->M, out);
+    pp_tune_print_sim_terms(bc, &b->part, b->kind, b->M, out);
     print_dist_terms(&b->dist, out);
     fprintf(out, "    lower bound = %.3f ms (proven: no partition%s simulates faster); gap "
                  "= step / bound - 1 = %.4f%%%s\n",
@@ -489,9 +463,9 @@ static void print_formula(const pp_tune_opts *o, const pp_extract *e, const pp_t
                 c->p2p_latency_us);
     if (e->has_param_bytes) {
         fputs("  memory, current:\n", out);
-        pp_tune_print_memory_terms(c, cur, e->schedule, e->M, limit, out);
+        pp_tune_print_memory_terms(c, cur, e->schedule, e->M, e->recompute, limit, out);
         fputs("  memory, proposed:\n", out);
-        pp_tune_print_memory_terms(c, &b->part, b->kind, b->M, limit, out);
+        pp_tune_print_memory_terms(c, &b->part, b->kind, b->M, b->recompute, limit, out);
     }
     fputc('\n', out);
 }
@@ -537,6 +511,46 @@ static pp_status print_baseline(const pp_tune_opts *o, const char *baseline_dir,
     return st;
 }
 
+/* Each stage's peak memory as the run's accounting measured it (memory counters) against the
+ * model's (pp_stage_memory_model with the layer sizes of the run's marks and its recompute
+ * choice), and against the plan's limit. Silent for a run without memory counters. */
+static void print_verify_memory(const pp_analysis *an, const pp_extract *e, const pp_plan *plan,
+                                FILE *out)
+{
+    int keyed = 0;
+    for (int l = 0; l < e->costs->n_layers; l++)
+        keyed |= e->costs->layers[l].has_kept;
+    pp_schedule *sc = NULL;
+    if (!an->n_mem_stages || !keyed || !e->has_param_bytes ||
+        pp_schedule_create(e->schedule, e->partition.S, e->M, e->partition.v, &sc) != PP_OK)
+        return;
+    uint64_t limit = plan->memory_limit_bytes;
+    fputs("peak memory per stage (measured by the job's counters, predicted by the model):\n",
+          out);
+    if (limit) {
+        char lb[32];
+        pp_tune_fmt_bytes(limit, lb, sizeof lb);
+        fprintf(out, "  the plan's limit: %s per stage\n", lb);
+    }
+    for (size_t i = 0; i < an->n_mem_stages; i++) {
+        const pp_amem_stage *ms = &an->mem_stages[i];
+        pp_stage_memory m;
+        if (ms->stage < 0 || ms->stage >= e->partition.S ||
+            pp_stage_memory_model(e->costs, &e->partition, sc, ms->stage, e->recompute, &m) !=
+                PP_OK)
+            continue;
+        char mb[32], pb[32];
+        pp_tune_fmt_bytes((uint64_t)ms->total_peak_bytes, mb, sizeof mb);
+        pp_tune_fmt_bytes(m.total_bytes, pb, sizeof pb);
+        fprintf(out, "  stage %d: measured %s, predicted %s: error %+.2f%%%s\n", ms->stage, mb, pb,
+                m.total_bytes ? 100.0 * (ms->total_peak_bytes - (double)m.total_bytes) /
+                                    (double)m.total_bytes
+                              : 0.0,
+                limit && ms->total_peak_bytes > (double)limit ? "  OVER THE LIMIT" : "");
+    }
+    pp_schedule_destroy(sc);
+}
+
 pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char *plan_path,
                          const char *dir, const char *baseline_dir, FILE *out)
 {
@@ -548,7 +562,7 @@ pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char 
     if ((st = pp_tune_check_ran_plan(dir, &e, plan, plan_path)) != PP_OK)
         goto out;
     pp_sim_dist_result self;
-    if ((st = pp_tune_predict_dist(o, &e, e.schedule, &e.partition, e.M, &self)) != PP_OK)
+    if ((st = pp_tune_predict_dist(o, &e, NULL, e.schedule, &e.partition, e.M, &self)) != PP_OK)
         goto out;
     /* like with like: the measured median against a predicted median, p95 against p95; a plan
      * from before issue 18 has only the noise-free step, compared as it was */
@@ -583,6 +597,7 @@ pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char 
     if (plan->predicted_bubble >= 0)
         fprintf(out, "bubble: measured %.1f%%, predicted %.1f%%\n", 100.0 * e.measured_bubble,
                 100.0 * plan->predicted_bubble);
+    print_verify_memory(an, &e, plan, out);
     if (baseline_dir)
         st = print_baseline(o, baseline_dir, dir, &e, meas_ns, pred_ns, out);
 out:

@@ -25,8 +25,10 @@ const char *pp_tune_not_runnable(const pp_extract *e);
 
 /* Rebalances (kind, S, v, M) over costs c. Failures of shape or memory are recorded in p->why
  * (p->ok = 0) with the status returned; the caller decides whether they are fatal. */
+/* With `recompute`, stages may recompute where the limit needs it (pp_rebalance_opts). */
 pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v, int M, int b,
-                          uint64_t mem_limit, double budget_s, pp_tune_proposal *p);
+                          uint64_t mem_limit, int recompute, double budget_s,
+                          pp_tune_proposal *p);
 
 /* The chunk counts to try for a schedule: 1, or for interleaved v = 2 (the run's own v when it
  * ran interleaved), or 2..4 with `sweep`. Returns how many; why[] explains an empty list. */
@@ -39,6 +41,7 @@ void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M
 void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_schedule_kind kind,
                              int M, FILE *out);
 void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
-                                pp_schedule_kind kind, int M, uint64_t limit, FILE *out);
+                                pp_schedule_kind kind, int M, const uint8_t *rc, uint64_t limit,
+                                FILE *out);
 
 #endif /* PP_TUNE_INTERNAL_H */

@@ -243,9 +243,10 @@ int pp_nvtx_config_mark_format(char *buf, size_t size, const pp_nvtx_config_info
 {
     return snprintf(buf, size,
                     "config schedule=%s S=%d M=%d v=%d layers=%d samples_per_step=%.0f "
-                    "tokens_per_step=%.0f backend=%s dp=%d replica=%d schedules=%s",
+                    "tokens_per_step=%.0f backend=%s dp=%d replica=%d schedules=%s%s%s",
                     c->schedule, c->S, c->M, c->v, c->layers, c->samples_per_step,
-                    c->tokens_per_step, c->backend, c->dp, c->replica, c->schedules);
+                    c->tokens_per_step, c->backend, c->dp, c->replica, c->schedules,
+                    c->recompute ? " recompute=" : "", c->recompute ? c->recompute : "");
 }
 
 int pp_nvtx_clocksync_format(char *buf, size_t size, const pp_nvtx_clocksync *c)

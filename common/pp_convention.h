@@ -172,6 +172,7 @@ typedef struct pp_nvtx_config_info {
     const char *backend;   /* "cpu", "cuda", "sim" */
     int dp, replica;
     const char *schedules; /* comma-separated kinds the job can run */
+    const char *recompute; /* the job's --recompute text (it can recompute); NULL: not stated */
 } pp_nvtx_config_info;
 /* Writes "config schedule=... S=... ..." (snprintf's return value). */
 int pp_nvtx_config_mark_format(char *buf, size_t size, const pp_nvtx_config_info *c);

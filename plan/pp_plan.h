@@ -293,6 +293,15 @@ double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed);
  * rebalancer predict a recomputed layout from it unchanged (a layer without split times gets
  * explicit halves: bwd_us / 2 + fwd_us and bwd_us / 2). Free with pp_costs_destroy. */
 pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out);
+/* Parses a --recompute value (plan/recompute.c): "none", "full", or a comma-separated list of layer indices and
+ * ranges of the layer list ("1-4,7") and stages ("s0", "s1-2"); ranges are inclusive. With
+ * part NULL only the syntax is checked; otherwise mask[part->L] is set (1 = recompute) and
+ * indices beyond the model or the stages are refused. PP_ERR_INVALID names the bad item. */
+pp_status pp_recompute_parse(const char *spec, const pp_partition *part, uint8_t *mask);
+/* The text of mask[part->L] that pp_recompute_parse reads back to it: "none", "full", whole
+ * stages as "s1,s3", else layer ranges "2-5,9". PP_ERR_INVALID when it is cap or longer. */
+pp_status pp_recompute_format(const pp_partition *part, const uint8_t *mask, char *buf,
+                              size_t cap);
 /* The optimizer step of a stage holding param_bytes of parameters, in microseconds:
  * optimizer_us + optimizer_us_per_MB x param_bytes / 1e6 + grad_norm_us + step_fixed_us. */
 double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes);

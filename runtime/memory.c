@@ -1,11 +1,10 @@
 /* memory.c: a stage's memory accounting per purpose (pp_stage_mem, pp_backend.h) with its NVTX
- * counters (docs/nvtx-convention.md "Memory counters"), and the --recompute choice: its parser
- * and the number of recompute workspaces a schedule needs. The backends and the executor update
- * the accounting from the stage's worker thread; the pipeline trainer resolves --recompute. */
+ * counters (docs/nvtx-convention.md "Memory counters"), and the number of recompute workspaces a
+ * schedule needs (the --recompute parser is the planning library's, plan/recompute.c). The
+ * backends and the executor update the accounting from the stage's worker thread. */
 #include "pp_backend.h"
 #include "pp_nvtx.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,104 +61,8 @@ void pp_stage_mem_announce(pp_stage_mem *m)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* --recompute                                                                                */
+/* recompute workspaces                                                                       */
 /* ---------------------------------------------------------------------------------------- */
-
-/* A decimal index of at most 7 digits at *p; advances p. -1 when there is none. */
-static long parse_index(const char **p)
-{
-    const char *s = *p;
-    if (!isdigit((unsigned char)*s))
-        return -1;
-    long v = 0;
-    int n = 0;
-    while (isdigit((unsigned char)*s)) {
-        if (++n > 7)
-            return -2;
-        v = v * 10 + (*s - '0');
-        s++;
-    }
-    *p = s;
-    return v;
-}
-
-/* One item, "N", "N-M", "sN" or "sN-M", of length len at item. */
-static pp_status parse_item(const char *spec, const char *item, size_t len,
-                            const pp_partition *part, uint8_t *mask)
-{
-    char buf[32];
-    if (len == 0)
-        return PP_ERR(PP_ERR_INVALID, "--recompute '%s': an empty item (two commas, or a comma "
-                                      "at an end)", spec);
-    if (len >= sizeof buf)
-        return PP_ERR(PP_ERR_INVALID, "--recompute '%s': item '%.*s...' is too long", spec, 20,
-                      item);
-    memcpy(buf, item, len);
-    buf[len] = '\0';
-    const char *p = buf;
-    int stages = *p == 's';
-    if (stages)
-        p++;
-    long lo = parse_index(&p), hi = lo;
-    if (lo >= 0 && *p == '-') {
-        p++;
-        hi = parse_index(&p);
-    }
-    if (lo < 0 || hi < 0 || *p != '\0')
-        return PP_ERR(PP_ERR_INVALID,
-                      "--recompute '%s': item '%s' is not a layer index, a layer range (1-4) or "
-                      "a stage (s0, s1-2); the value is none, full or a comma-separated list of "
-                      "those", spec, buf);
-    if (hi < lo)
-        return PP_ERR(PP_ERR_INVALID, "--recompute '%s': range '%s' ends before it starts", spec,
-                      buf);
-    if (!part)
-        return PP_OK;
-    if (stages) {
-        if (hi >= part->S)
-            return PP_ERR(PP_ERR_INVALID, "--recompute '%s': stage %ld does not exist (%d "
-                                          "stages, s0-%d)", spec, hi, part->S, part->S - 1);
-        for (int piece = 0; piece < part->P; piece++)
-            if (piece % part->S >= lo && piece % part->S <= hi)
-                for (int l = part->bounds[piece]; l < part->bounds[piece + 1]; l++)
-                    mask[l] = 1;
-        return PP_OK;
-    }
-    if (hi >= part->L)
-        return PP_ERR(PP_ERR_INVALID, "--recompute '%s': layer %ld does not exist (the model has "
-                                      "%d layers, 0-%d: embedding, blocks, head)",
-                      spec, hi, part->L, part->L - 1);
-    for (long l = lo; l <= hi; l++)
-        mask[l] = 1;
-    return PP_OK;
-}
-
-pp_status pp_recompute_parse(const char *spec, const pp_partition *part, uint8_t *mask)
-{
-    if (part && mask)
-        memset(mask, 0, (size_t)part->L);
-    if (!spec || strcmp(spec, "none") == 0)
-        return PP_OK;
-    if (strcmp(spec, "full") == 0) {
-        if (part && mask)
-            memset(mask, 1, (size_t)part->L);
-        return PP_OK;
-    }
-    if (!*spec)
-        return PP_ERR(PP_ERR_INVALID, "--recompute needs none, full or a list (e.g. 1-4,7 or "
-                                      "s0,s2)");
-    const char *item = spec;
-    for (;;) {
-        const char *comma = strchr(item, ',');
-        size_t len = comma ? (size_t)(comma - item) : strlen(item);
-        pp_status st = parse_item(spec, item, len, mask ? part : NULL, mask);
-        if (st != PP_OK)
-            return st;
-        if (!comma)
-            return PP_OK;
-        item = comma + 1;
-    }
-}
 
 int pp_recompute_sets(const pp_schedule *sched, int s)
 {

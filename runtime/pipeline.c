@@ -258,7 +258,7 @@ static void layer_names(const pp_pipe_config *c, int L, const char **names, char
 static void mark_config(const pp_pipe_trainer *t)
 {
     const pp_pipe_config *c = &t->cfg;
-    char cfg[320];
+    char cfg[640]; /* with a --recompute text of up to 255 characters */
     /* the sim backend's batch is nominal (--batch), but the tuner's micro-batch advice
      * needs it all the same */
     double samples = c->train.batch;
@@ -277,7 +277,8 @@ static void mark_config(const pp_pipe_trainer *t)
                               .backend = pp_backend_kind_name(c->backend),
                               .dp = t->dp,
                               .replica = t->replica,
-                              .schedules = kinds};
+                              .schedules = kinds,
+                              .recompute = c->recompute ? c->recompute : "none"};
     pp_nvtx_config_mark_format(cfg, sizeof cfg, &ci);
     pp_nvtx_mark_config(cfg);
 }

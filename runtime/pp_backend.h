@@ -79,11 +79,6 @@ typedef struct pp_recompute {
     int n_sets;
 } pp_recompute;
 
-/* Parses a --recompute value: "none", "full", or a comma-separated list of layer indices and
- * ranges of the layer list ("1-4,7") and stages ("s0", "s1-2"); ranges are inclusive. With
- * part NULL only the syntax is checked; otherwise mask[part->L] is set (1 = recompute) and
- * indices beyond the model or the stages are refused. PP_ERR_INVALID names the bad item. */
-pp_status pp_recompute_parse(const char *spec, const pp_partition *part, uint8_t *mask);
 /* Workspaces stage s of sched needs per chunk for recomputed layers: 1 + the most micro-batches
  * whose input half of the backward ran but not yet the weight half, at a forward. */
 int pp_recompute_sets(const pp_schedule *sched, int s);

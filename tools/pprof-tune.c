@@ -36,6 +36,8 @@ static const char *k_usage =
     "  -o, --output PATH       write the plan file (OUTDIR with --auto)\n"
     "      --memory-limit B    per-stage memory limit in bytes (suffixes K, M, G, T = 2^10..;\n"
     "                          KiB, MiB, GiB, TiB too); memory model in docs/rebalancer.md\n"
+    "      --recompute WHEN    auto (default): recompute whole stages where the memory limit\n"
+    "                          needs it and the job can (config mark recompute=); none: never\n"
     "      --schedules LIST    schedules to consider: comma-separated gpipe, 1f1b, interleaved,\n"
     "                          zb-h1, or all (default: the run's own; --advise: all)\n"
     "      --export-costs FILE write the extracted cost file (docs/cost-file.md)\n"
@@ -78,7 +80,8 @@ enum {
     OPT_MAX_ITERS,
     OPT_MB_SIZES,
     OPT_DIALECT,
-    OPT_JITTER
+    OPT_JITTER,
+    OPT_RECOMPUTE
 };
 
 static const struct option k_opts[] = {
@@ -98,6 +101,7 @@ static const struct option k_opts[] = {
     {"microbatch-sizes", required_argument, 0, OPT_MB_SIZES},
     {"dialect", required_argument, 0, OPT_DIALECT},
     {"jitter", required_argument, 0, OPT_JITTER},
+    {"recompute", required_argument, 0, OPT_RECOMPUTE},
     PP_TOOL_OPTIONS_COMMON,
 };
 
@@ -213,6 +217,12 @@ static int parse_option(int c, char **argv, args *a)
     switch (c) {
     case 'o': a->output = optarg; break;
     case OPT_MEMORY: return pp_tool_option_status(parse_bytes(optarg, &t->memory_limit_bytes));
+    case OPT_RECOMPUTE:
+        if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "none") != 0)
+            return pp_tool_option_status(PP_ERR(PP_ERR_INVALID, "--recompute '%s': expected auto "
+                                                                "or none", optarg));
+        t->no_recompute = strcmp(optarg, "none") == 0;
+        break;
     case OPT_SCHEDULES:
         a->schedules = optarg;
         return pp_tool_option_status(parse_schedules(optarg, t));
@@ -354,7 +364,8 @@ static int run_tune(const args *a)
         const pp_tune_proposal *b = &s.cands[s.best];
         st = pp_tune_plan_write(&b->part, b->kind, b->M, e.microbatch_size,
                                 a->tune.memory_limit_bytes, b->step_ns, b->bubble,
-                                b->dist.median_ns, b->dist.p95_ns, a->dirs[0], a->output);
+                                b->dist.median_ns, b->dist.p95_ns, a->dirs[0],
+                                pp_tune_plan_recompute(&e, b), a->output);
         if (st == PP_OK)
             printf("plan:         %s (pptrain --plan %s, or PPROF_PLAN=%s)\n", a->output,
                    a->output, a->output);
@@ -382,7 +393,9 @@ static int run_advise(const args *a)
         if (a->output && (st = pp_tune_plan_write(&b->part, b->kind, b->M, b->b,
                                                   a->tune.memory_limit_bytes, b->step_ns,
                                                   b->bubble, b->dist.median_ns, b->dist.p95_ns,
-                                                  a->dirs[0], a->output)) == PP_OK)
+                                                  a->dirs[0],
+                                                  pp_tune_plan_recompute(&adv.runs[0], b),
+                                                  a->output)) == PP_OK)
             printf("plan:         %s (pptrain --plan %s sets --batch to M x b = %lld)\n",
                    a->output, a->output, (long long)adv.global_batch);
     }
