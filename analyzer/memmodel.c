@@ -9,53 +9,17 @@
 
 #include <string.h>
 
-static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
-/* What layer l keeps for its backward, and what it keeps when recomputed (its input). Without
- * the memory keys, the old model: it keeps what it hands on, and recomputed, what it received. */
-static uint64_t layer_kept(const pp_costs *c, int l)
-{
-    return c->layers[l].has_kept ? c->layers[l].kept_bytes : c->layers[l].activation_bytes;
-}
-
-static uint64_t layer_input(const pp_costs *c, int l)
-{
-    if (c->layers[l].has_kept)
-        return c->layers[l].input_bytes;
-    return l > 0 ? c->layers[l - 1].activation_bytes : 0;
-}
-
-/* One chunk's charges. */
+/* One chunk's charges (pp_costs_chunk_memory). */
 typedef struct mm_chunk {
     uint64_t mb_bytes;  /* per micro-batch in flight */
     uint64_t set_bytes; /* one recompute workspace (0: nothing recomputed) */
 } mm_chunk;
 
-static void chunk_charges(const pp_costs *c, int lo, int hi, const uint8_t *rc, mm_chunk *out)
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
 {
-    int L = c->n_layers;
-    uint64_t mb = 0, set = 0;
-    for (int l = lo; l < hi; l++) {
-        if (rc && rc[l]) {
-            mb = add_sat(mb, layer_input(c, l));
-            set = add_sat(set, layer_kept(c, l));
-        } else {
-            mb = add_sat(mb, layer_kept(c, l));
-        }
-    }
-    /* a recomputed chunk end keeps the tensor the send reads: the output (not after the head)
-     * and the input gradient (not before the embedding), each the size of the boundary's input */
-    if (rc && rc[hi - 1] && hi < L)
-        mb = add_sat(mb, layer_input(c, hi));
-    if (rc && rc[lo] && lo > 0)
-        mb = add_sat(mb, layer_input(c, lo));
-    out->mb_bytes = mb;
-    out->set_bytes = set;
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 pp_status pp_stage_memory_model(const pp_costs *c, const pp_partition *p,
@@ -84,7 +48,7 @@ pp_status pp_stage_memory_model(const pp_costs *c, const pp_partition *p,
     for (int k = 0; k < p->v; k++) {
         int piece = k * p->S + stage, lo = p->bounds[piece], hi = p->bounds[piece + 1];
         params = add_sat(params, pp_costs_param_bytes(c, lo, hi));
-        chunk_charges(c, lo, hi, recompute, &ch[k]);
+        pp_costs_chunk_memory(c, lo, hi, recompute, &ch[k].mb_bytes, &ch[k].set_bytes);
         /* receive buffers: activations in (not on the first piece), gradients in (not on the
          * last), one per slot, each the boundary's tensor */
         uint64_t in = piece > 0 ? c->layers[lo - 1].activation_bytes : 0;

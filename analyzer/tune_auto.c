@@ -28,6 +28,10 @@ typedef struct iteration {
     char plan[PATH_MAX]; /* "" for iter 0 */
     char *gantt_svg;     /* its Gantt chart as inline SVG, for OUTDIR/index.html (NULL: none) */
     pp_aregimes regimes; /* its steps' speed regimes (regime.c) */
+    char recompute[256]; /* what it recomputed (pptrain --recompute text), "none" */
+    uint64_t peak_bytes; /* its largest stage peak: measured (memory counters), else the model's */
+    int peak_measured;   /* 1: peak_bytes from the job's counters */
+    int fits;            /* peak_bytes within the memory limit (1 without a limit) */
 } iteration;
 
 typedef struct auto_state {
@@ -39,10 +43,11 @@ typedef struct auto_state {
     char stop[PATH_MAX + 64];
 } auto_state;
 
-static int same_layout(const pp_partition *x, pp_schedule_kind kx, int Mx,
-                       const pp_partition *y, pp_schedule_kind ky, int My)
+static int same_layout(const pp_partition *x, pp_schedule_kind kx, int Mx, const char *rx,
+                       const pp_partition *y, pp_schedule_kind ky, int My, const char *ry)
 {
-    if (x->L != y->L || x->S != y->S || x->v != y->v || kx != ky || Mx != My)
+    if (x->L != y->L || x->S != y->S || x->v != y->v || kx != ky || Mx != My ||
+        strcmp(rx, ry) != 0)
         return 0;
     for (int p = 0; p <= x->P; p++)
         if (x->bounds[p] != y->bounds[p])
@@ -81,7 +86,8 @@ static pp_status tune_next(auto_state *s, int it, const char *plan, int *converg
     const pp_tune_proposal *b = &ts.cands[ts.best];
     int seen = -1;
     for (int k = 0; k < it; k++)
-        if (same_layout(&b->part, b->kind, b->M, &s->its[k].part, s->its[k].kind, s->its[k].M))
+        if (same_layout(&b->part, b->kind, b->M, b->recompute_text, &s->its[k].part,
+                        s->its[k].kind, s->its[k].M, s->its[k].recompute))
             seen = k;
     if (seen >= 0) {
         note(s, "iter %d: the best predicted layout is iteration %d's: converged", it, seen);
@@ -140,6 +146,24 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
     cur->kind = e->schedule;
     cur->M = e->M;
     cur->v = e->partition.v;
+    snprintf(cur->recompute, sizeof cur->recompute, "none");
+    if (e->recompute)
+        pp_recompute_format(&e->partition, e->recompute, cur->recompute, sizeof cur->recompute);
+    /* its memory: what the job's counters measured, else what the model says of its layout */
+    cur->peak_bytes = 0;
+    cur->peak_measured = s->an->n_mem_stages > 0;
+    for (size_t i = 0; i < s->an->n_mem_stages; i++)
+        if (s->an->mem_stages[i].total_peak_bytes > (double)cur->peak_bytes)
+            cur->peak_bytes = (uint64_t)s->an->mem_stages[i].total_peak_bytes;
+    if (!cur->peak_measured && e->has_param_bytes) {
+        uint64_t *mem = calloc((size_t)e->partition.S, sizeof *mem);
+        if (mem && pp_advise_stage_memory(e->costs, &e->partition, e->schedule, e->M,
+                                          e->recompute, mem, NULL) == PP_OK)
+            for (int k = 0; k < e->partition.S; k++)
+                cur->peak_bytes = mem[k] > cur->peak_bytes ? mem[k] : cur->peak_bytes;
+        free(mem);
+    }
+    cur->fits = !ao->tune.memory_limit_bytes || cur->peak_bytes <= ao->tune.memory_limit_bytes;
     cur->measured_ns = e->measured_step_ns;
     cur->measured_p95_ns = e->measured_p95_ns;
     cur->regimes = s->an->regimes;
@@ -216,9 +240,16 @@ static pp_status iterate(auto_state *s, int it, int *stop, int *job_failed)
     const iteration *cur = &s->its[it];
     double gain = s->its[s->best].measured_ns / cur->measured_ns - 1;
     int prev_best = s->best;
-    if (cur->measured_ns < s->its[s->best].measured_ns)
+    /* within the memory limit beats over it; then the faster */
+    int fit_gain = cur->fits && !s->its[s->best].fits;
+    if (fit_gain || (cur->fits == s->its[s->best].fits &&
+                     cur->measured_ns < s->its[s->best].measured_ns))
         s->best = it;
-    if (gain < 0.01) {
+    if (!fit_gain && !cur->fits && ao->tune.memory_limit_bytes) {
+        snprintf(s->stop, sizeof s->stop, "iteration %d's plan broke the memory limit as measured "
+                 "(the model is off: see --verify)", it);
+        *stop = 1;
+    } else if (!fit_gain && gain < 0.01) {
         snprintf(s->stop, sizeof s->stop, "measured gain %+.2f%% over iteration %d is below 1%%",
                  100.0 * gain, prev_best);
         *stop = 1;
@@ -311,6 +342,21 @@ static pp_status print_summary(const auto_state *s, FILE *o)
                 r->predicted_ns * 1e-6, r->measured_ns * 1e-6,
                 100.0 * (r->measured_ns - r->predicted_ns) / r->predicted_ns, p95[0], p95[1],
                 p95[2], its[0].measured_ns / r->measured_ns, i == best ? "  <- best" : "");
+    }
+    /* memory and recomputation, when a limit was given or some iteration recomputed */
+    int any_rc = 0;
+    for (int i = 0; i < s->n_its; i++)
+        any_rc |= strcmp(its[i].recompute, "none") != 0;
+    for (int i = 0; (ao->tune.memory_limit_bytes || any_rc) && i < s->n_its; i++) {
+        const iteration *r = &its[i];
+        char pb[32], lb[32];
+        pp_tune_fmt_bytes(r->peak_bytes, pb, sizeof pb);
+        pp_tune_fmt_bytes(ao->tune.memory_limit_bytes, lb, sizeof lb);
+        fprintf(o, "iter %d: recompute %s; largest stage peak %s (%s)", r->iter, r->recompute,
+                r->peak_bytes ? pb : "unknown", r->peak_measured ? "measured" : "the model's");
+        if (ao->tune.memory_limit_bytes)
+            fprintf(o, ", %s the limit of %s", r->fits ? "within" : "OVER", lb);
+        fputc('\n', o);
     }
     /* a run in two speed regimes: its median is the mixture's, so the prediction is set against
      * each regime too (docs/metrics.md "Regimes") */

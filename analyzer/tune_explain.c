@@ -310,6 +310,12 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
     fprintf(out, "%-16s%-28d%d\n", "virtual stages", cur->v, b->v);
     fprintf(out, "%-16s%-28d%d\n", "micro-batches", e->M, b->M);
     fprintf(out, "%-16s%-28s%s\n", "boundaries", cb, pbnd);
+    if (e->recompute || b->recomputed_stages) {
+        char rc[256] = "none";
+        if (e->recompute)
+            pp_recompute_format(cur, e->recompute, rc, sizeof rc);
+        fprintf(out, "%-16s%-28s%s\n", "recompute", rc, b->recompute_text);
+    }
     snprintf(cs, sizeof cs, "%.3f", s->current_pred_ns * 1e-6);
     fprintf(out, "%-16s%-28s%.3f\n", "noise-free ms", cs, b->step_ns * 1e-6);
     snprintf(cs, sizeof cs, "%.3f (measured %.3f)", cd->median_ns * 1e-6, s->measured_ns * 1e-6);

@@ -397,6 +397,46 @@ pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, p
     return PP_OK;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* What layer l keeps for its backward, and what it keeps when recomputed (its input). Without
+ * the memory keys, the model before them: it keeps what it hands on, and recomputed, what it
+ * received. */
+static uint64_t layer_kept(const pp_costs *c, int l)
+{
+    return c->layers[l].has_kept ? c->layers[l].kept_bytes : c->layers[l].activation_bytes;
+}
+
+static uint64_t layer_input(const pp_costs *c, int l)
+{
+    if (c->layers[l].has_kept)
+        return c->layers[l].input_bytes;
+    return l > 0 ? c->layers[l - 1].activation_bytes : 0;
+}
+
+void pp_costs_chunk_memory(const pp_costs *c, int lo, int hi, const uint8_t *recompute,
+                           uint64_t *mb_bytes, uint64_t *set_bytes)
+{
+    int L = c->n_layers;
+    uint64_t mb = 0, set = 0;
+    for (int l = lo; l < hi; l++) {
+        if (recompute && recompute[l]) {
+            mb = sat_add(mb, layer_input(c, l));
+            set = sat_add(set, layer_kept(c, l));
+        } else {
+            mb = sat_add(mb, layer_kept(c, l));
+        }
+    }
+    /* a recomputed chunk end keeps the tensor the send reads: the output (not after the head)
+     * and the input gradient (not before the embedding), each the size of the boundary's input */
+    if (recompute && hi > lo && recompute[hi - 1] && hi < L)
+        mb = sat_add(mb, layer_input(c, hi));
+    if (recompute && hi > lo && recompute[lo] && lo > 0)
+        mb = sat_add(mb, layer_input(c, lo));
+    *mb_bytes = mb;
+    *set_bytes = set;
+}
+
 uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi)
 {
     uint64_t b = 0;

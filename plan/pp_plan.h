@@ -305,6 +305,15 @@ pp_status pp_recompute_format(const pp_partition *part, const uint8_t *mask, cha
 /* The optimizer step of a stage holding param_bytes of parameters, in microseconds:
  * optimizer_us + optimizer_us_per_MB x param_bytes / 1e6 + grad_norm_us + step_fixed_us. */
 double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes);
+/* The memory model's charges of one chunk, layers [lo, hi), with the layers of `recompute`
+ * ([n_layers], 1 = recomputed; NULL: none) recomputed (docs/rebalancer.md "Memory model"):
+ * `mb_bytes` what one micro-batch keeps from its forward to its backward (kept_bytes per layer,
+ * input_bytes for a recomputed one, plus the chunk's output and input gradient at a recomputed
+ * end; without the memory keys activation_bytes, recomputed the previous layer's), `set_bytes`
+ * one recompute workspace (the recomputed layers' kept_bytes). Saturating. The one home of the
+ * rule: the model (pp_stage_memory_model), the rebalancer and the sim backend charge it. */
+void pp_costs_chunk_memory(const pp_costs *c, int lo, int hi, const uint8_t *recompute,
+                           uint64_t *mb_bytes, uint64_t *set_bytes);
 /* The parameter bytes of layers [lo, hi). */
 uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi);
 /* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up;

@@ -354,16 +354,11 @@ pp_status pp_backend_sim_create_rc(const pp_costs *costs, const pp_partition *pa
         sb->lo[c] = part->bounds[piece];
         sb->hi[c] = part->bounds[piece + 1];
         param_bytes += pp_costs_param_bytes(costs, sb->lo[c], sb->hi[c]);
-        /* a layer keeps what it hands on (activation_bytes); recomputed, only its input */
-        for (int li = sb->lo[c]; li < sb->hi[c]; li++) {
-            int64_t own = (int64_t)costs->layers[li].activation_bytes;
-            if (sb->rc && sb->rc[li]) {
-                sb->mb_bytes[c] += li > 0 ? (int64_t)costs->layers[li - 1].activation_bytes : 0;
-                sb->set_bytes[c] += own;
-            } else {
-                sb->mb_bytes[c] += own;
-            }
-        }
+        /* what a micro-batch keeps and a recompute workspace: the memory model's rule */
+        uint64_t mb = 0, set = 0;
+        pp_costs_chunk_memory(costs, sb->lo[c], sb->hi[c], sb->rc, &mb, &set);
+        sb->mb_bytes[c] = mb > INT64_MAX ? INT64_MAX : (int64_t)mb;
+        sb->set_bytes[c] = set > INT64_MAX ? INT64_MAX : (int64_t)set;
     }
     sb->opt_us = pp_costs_opt_us(costs, param_bytes);
     pp_stage_mem_set(&sb->base.memory, PP_STAGE_MEM_PARAMS, (int64_t)param_bytes);

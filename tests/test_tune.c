@@ -378,6 +378,165 @@ Test(tune, memory_limit_is_kept)
     pp_costs_destroy(c);
 }
 
+/* A cost file with the memory keys: an embedding, `blocks` blocks of 500 / 1000 us that keep
+ * 12 MiB per micro-batch for their backward (1 MiB, their input, when recomputed) and hold 8 MB
+ * of parameters, and a head. */
+static void write_memory_costs(const char *path, int blocks)
+{
+    char *buf = malloc(1 << 16);
+    cr_assert_not_null(buf);
+    size_t len = (size_t)snprintf(buf, 65536,
+                                  "{\"layers\": [{\"name\": \"embedding\", \"fwd_us\": 100, "
+                                  "\"bwd_us\": 200, \"activation_bytes\": 1048576, "
+                                  "\"param_bytes\": 4000000, \"kept_bytes\": 1048576, "
+                                  "\"input_bytes\": 0}");
+    for (int i = 0; i < blocks; i++)
+        len += (size_t)snprintf(buf + len, 65536 - len,
+                                ", {\"name\": \"block%d\", \"fwd_us\": 500, \"bwd_us\": 1000, "
+                                "\"activation_bytes\": 1048576, \"param_bytes\": 8000000, "
+                                "\"kept_bytes\": 12582912, \"input_bytes\": 1048576}",
+                                i);
+    snprintf(buf + len, 65536 - len,
+             ", {\"name\": \"head\", \"fwd_us\": 600, \"bwd_us\": 1200, \"activation_bytes\": 0, "
+             "\"param_bytes\": 4000000, \"kept_bytes\": 2097152, \"input_bytes\": 1048576}], "
+             "\"p2p_GBps\": 10, \"p2p_latency_us\": 20, \"optimizer_us\": 300}\n");
+    tk_write_text(path, buf);
+    free(buf);
+}
+
+static uint64_t max_u64(const uint64_t *v, int n)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+/* The largest stage peak the job's memory counters measured in run directory `dir`, with the
+ * number of stages that reported. */
+static uint64_t measured_peak(const char *dir, int *stages)
+{
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s: %s", dir, pp_error_message());
+    uint64_t m = 0;
+    for (size_t i = 0; i < a->n_mem_stages; i++)
+        if (a->mem_stages[i].total_peak_bytes > (double)m)
+            m = (uint64_t)a->mem_stages[i].total_peak_bytes;
+    *stages = (int)a->n_mem_stages;
+    pp_analysis_free(a);
+    return m;
+}
+
+/* Issue 17's memory-bound case (sim backend, 1F1B, 4 stages, 8 micro-batches, 150 MiB per
+ * stage): the even split and the time-optimal split both break the limit; the best partition
+ * meeting it without recomputation is slower than the best with it, which recomputes one stage
+ * and not all; --auto runs that plan, the run stays under the limit by the job's own counters,
+ * and its median step lands within 5% of the plan's predicted median. */
+Test(tune, memory_bound_auto_recomputes_where_it_pays)
+{
+    need_capture();
+    const char *costs = tk_path("mem.json");
+    write_memory_costs(costs, 8);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_load(costs, &c), PP_OK, "%s", pp_error_message());
+    enum { S = 4, M = 8 };
+    uint64_t limit = 150ull << 20, mem[S];
+    pp_rebalance_opts o = {.kind = PP_SCHED_1F1B, .S = S, .v = 1, .M = M, .costs = c};
+    pp_rebalance_result fast, none, rc;
+    cr_assert_eq(pp_rebalance(&o, &fast), PP_OK, "%s", pp_error_message());
+    cr_assert_gt(max_u64(fast.stage_memory_bytes, S), limit, "the time-optimal split fits");
+    pp_partition even;
+    cr_assert_eq(pp_partition_even(c->n_layers, S, 1, &even), PP_OK);
+    cr_assert_eq(pp_advise_stage_memory(c, &even, PP_SCHED_1F1B, M, NULL, mem, NULL), PP_OK);
+    cr_assert_gt(max_u64(mem, S), limit, "the even split fits");
+    o.memory_limit_bytes = limit;
+    cr_assert_eq(pp_rebalance(&o, &none), PP_OK, "%s", pp_error_message());
+    o.recompute = 1;
+    cr_assert_eq(pp_rebalance(&o, &rc), PP_OK, "%s", pp_error_message());
+    cr_assert(rc.exact && none.exact);
+    cr_assert(rc.recomputed_stages >= 1 && rc.recomputed_stages < S, "%d stages recomputed",
+              rc.recomputed_stages);
+    cr_assert_lt(rc.step_ns, none.step_ns * 0.95, "recomputation does not pay: %.3f vs %.3f ms",
+                 rc.step_ns * 1e-6, none.step_ns * 1e-6);
+    cr_log_info("limit 150 MiB: time-optimal %.3f ms (%.1f MiB), best without recomputation "
+                "%.3f ms, with it %.3f ms (%d stages)\n",
+                fast.step_ns * 1e-6, (double)max_u64(fast.stage_memory_bytes, S) / 1048576,
+                none.step_ns * 1e-6, rc.step_ns * 1e-6, rc.recomputed_stages);
+
+    const char *args[] = {"--auto", "-o", tk_path("auto"), "--memory-limit", "150M",
+                          "--max-iters", "2", "--", PPTRAIN, "--backend", "sim", "--costs", costs,
+                          "--stages", "4", "--microbatches", "8", "--schedule", "1f1b",
+                          "--steps", "5", "-q", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "pprof-tune --auto failed (%d): %s%s", r.code, r.out, r.err);
+    int it = -1;
+    const char *line = strstr(r.out, "best: iteration ");
+    cr_assert(line && sscanf(line, "best: iteration %d", &it) == 1, "%s", r.out);
+    cr_assert_geq(it, 1, "the loop kept the starting layout:\n%s", r.out);
+    cr_assert(strstr(r.out, "iter 0: recompute none;") && strstr(r.out, "OVER the limit"),
+              "%s", r.out);
+    pp_plan plan;
+    cr_assert_eq(pp_plan_load(tk_path("auto/best-plan.json"), &plan), PP_OK, "%s",
+                 pp_error_message());
+    char want[256], got[64], bnd[64];
+    cr_assert_eq(pp_recompute_format(&rc.partition, rc.recompute, want, sizeof want), PP_OK);
+    cr_assert_str_eq(plan.recompute, want);
+    pp_partition_format(&plan.partition, got, sizeof got);
+    pp_partition_format(&rc.partition, bnd, sizeof bnd);
+    cr_assert_str_eq(got, bnd);
+    char dir[64];
+    snprintf(dir, sizeof dir, "auto/iter%d", it);
+    int stages = 0;
+    uint64_t peak = measured_peak(tk_path(dir), &stages);
+    cr_assert_eq(stages, S, "memory counters of %d stages", stages);
+    cr_assert_leq(peak, limit, "measured peak %llu bytes over the limit",
+                  (unsigned long long)peak);
+    double median = median_step_ms(tk_path(dir));
+    cr_log_info("iteration %d (recompute %s): median %.3f ms, predicted %.3f ms, peak %.1f MiB\n",
+                it, plan.recompute, median, plan.predicted_median_ms, (double)peak / 1048576);
+    cr_assert(fabs(median - plan.predicted_median_ms) <= 0.05 * plan.predicted_median_ms,
+              "median %.3f ms, predicted %.3f ms:\n%s", median, plan.predicted_median_ms, r.out);
+    pp_plan_free(&plan);
+    pp_partition_free(&even);
+    pp_rebalance_result_free(&fast);
+    pp_rebalance_result_free(&none);
+    pp_rebalance_result_free(&rc);
+    pp_costs_destroy(c);
+    tk_result_free(&r);
+}
+
+/* The same loop on the cpu backend, whose allocations are real and deterministic: GPipe keeps
+ * all 8 micro-batches' activations (over 12 MiB on both stages), and the re-run with the plan's
+ * recomputation stays under 12 MiB per stage by the trainer's own accounting. */
+Test(tune, memory_bound_auto_on_the_cpu_backend_stays_under_the_limit)
+{
+    need_capture();
+    const char *args[] = {"--auto", "-o", tk_path("auto"), "--memory-limit", "12M",
+                          "--max-iters", "1", "--", PPTRAIN, "--backend", "cpu", "--stages", "2",
+                          "--schedule", "gpipe", "--layers", "6", "--d-model", "64", "--seq",
+                          "32", "--batch", "16", "--microbatches", "8", "--steps", "4",
+                          "--warmup", "1", "-q", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "pprof-tune --auto failed (%d): %s%s", r.code, r.out, r.err);
+    uint64_t limit = 12ull << 20;
+    int stages = 0;
+    uint64_t before = measured_peak(tk_path("auto/iter0"), &stages);
+    cr_assert_eq(stages, 2);
+    cr_assert_gt(before, limit, "the job as it is fits: %llu bytes", (unsigned long long)before);
+    pp_plan plan;
+    cr_assert_eq(pp_plan_load(tk_path("auto/plan1.json"), &plan), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert(plan.recompute[0] && strcmp(plan.recompute, "none") != 0, "%s", r.out);
+    uint64_t after = measured_peak(tk_path("auto/iter1"), &stages);
+    cr_assert_eq(stages, 2);
+    cr_log_info("cpu backend: peak %.2f MiB as it is, %.2f MiB with recompute %s (limit 12 MiB)\n",
+                (double)before / 1048576, (double)after / 1048576, plan.recompute);
+    cr_assert_leq(after, limit, "%llu bytes with the plan:\n%s", (unsigned long long)after, r.out);
+    cr_assert(strstr(r.out, "best: iteration 1"), "%s", r.out);
+    pp_plan_free(&plan);
+    tk_result_free(&r);
+}
+
 /* --advise over runs at micro-batch sizes 1 and 2 recovers t(b) = a + c b and ranks every M
  * dividing the global batch. */
 Test(tune, advise_fits_the_microbatch_size)
