@@ -678,16 +678,7 @@ pp_status pp_check_history_write_json(const pp_check_history *h, FILE *f)
         pp_json_end(&w);
     }
     pp_json_end(&w);
-    pp_json_array_inline(&w, "notes");
-    for (const char *s = h->notes; *s;) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        char line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(len < 1023 ? len : 1023), s);
-        pp_json_put_str(&w, NULL, line);
-        s += len + (nl ? 1 : 0);
-    }
-    pp_json_end(&w);
+    pp_check_put_notes(&w, h->notes);
     pp_json_end(&w);
     return pp_json_writer_finish(&w);
 }

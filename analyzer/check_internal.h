@@ -62,6 +62,9 @@ pp_status pp_check_shape_read_layers(const cJSON *arr, const char *ctx, const ch
  * report both begin a metric (check_output.c). */
 void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind kind,
                            const char *unit);
+/* The "notes" member: notes' '\n'-separated lines as an array of strings (each cut at 1023
+ * bytes), with which the JSON report and the history's JSON both end (check_output.c). */
+void pp_check_put_notes(pp_json_writer *w, const char *notes);
 
 /* ---- the baseline file (check_baseline.c) -------------------------------------------------- */
 

@@ -200,6 +200,20 @@ void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind ki
     pp_json_put_str(w, "better", pp_check_kind_higher_is_better(kind) ? "higher" : "lower");
 }
 
+void pp_check_put_notes(pp_json_writer *w, const char *notes)
+{
+    pp_json_array_inline(w, "notes");
+    for (const char *s = notes; *s;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < 1023 ? len : 1023), s);
+        pp_json_put_str(w, NULL, line);
+        s += len + (nl ? 1 : 0);
+    }
+    pp_json_end(w);
+}
+
 /* One row on two lines: the metric and its change, then the test. */
 static void json_row(pp_json_writer *w, const pp_check_row *r)
 {
@@ -292,16 +306,7 @@ pp_status pp_check_write_json(const pp_check_result *r, FILE *f)
     pp_json_end(&w);
     json_names(&w, "regressions", r, PP_VERDICT_REGRESSION);
     json_names(&w, "improvements", r, PP_VERDICT_IMPROVEMENT);
-    pp_json_array_inline(&w, "notes");
-    for (const char *s = r->notes; *s;) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        char line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(len < 1023 ? len : 1023), s);
-        pp_json_put_str(&w, NULL, line);
-        s += len + (nl ? 1 : 0);
-    }
-    pp_json_end(&w);
+    pp_check_put_notes(&w, r->notes);
     pp_json_end(&w);
     return pp_json_writer_finish(&w);
 }
