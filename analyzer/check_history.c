@@ -601,15 +601,7 @@ pp_status pp_check_history_write_table(const pp_check_history *h, FILE *f)
         if (z->n_cps)
             fputc('\n', f);
     }
-    if (h->notes[0]) {
-        fputc('\n', f);
-        for (const char *s = h->notes; *s;) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            fprintf(f, "note: %.*s\n", (int)len, s);
-            s += len + (nl ? 1 : 0);
-        }
-    }
+    pp_check_print_notes(f, h->notes, 0);
     fprintf(f, "\nresult: %s, %d change point%s (%d regression%s, %d improvement%s)\n",
             h->n_regressions ? "FAIL" : "PASS", h->n_cps, h->n_cps == 1 ? "" : "s",
             h->n_regressions, h->n_regressions == 1 ? "" : "s", h->n_improvements,
@@ -683,20 +675,6 @@ pp_status pp_check_history_write_json(const pp_check_history *h, FILE *f)
     return pp_json_writer_finish(&w);
 }
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(*p < 0x20 && *p != '\n' && *p != '\t' ? '?' : *p, f);
-        }
-    }
-}
-
 pp_status pp_check_history_write_junit(const pp_check_history *h, FILE *f)
 {
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
@@ -707,25 +685,25 @@ pp_status pp_check_history_write_junit(const pp_check_history *h, FILE *f)
     char line[640];
     method_line(h, line, sizeof line);
     fputs("    <properties>\n      <property name=\"history\" value=\"", f);
-    xml_text(f, h->dir);
+    pp_check_xml_text(f, h->dir);
     fprintf(f, "\"/>\n      <property name=\"entries\" value=\"%zu\"/>\n", h->n_entries);
     fputs("      <property name=\"method\" value=\"", f);
-    xml_text(f, line);
+    pp_check_xml_text(f, line);
     fputs("\"/>\n    </properties>\n", f);
     for (size_t s = 0; s < h->n_series; s++) {
         const pp_check_series *z = &h->series[s];
         fputs("    <testcase classname=\"pprof-check-history.", f);
-        xml_text(f, pp_check_kind_name(z->kind));
+        pp_check_xml_text(f, pp_check_kind_name(z->kind));
         fputs("\" name=\"", f);
-        xml_text(f, z->name);
+        pp_check_xml_text(f, z->name);
         fputs("\" time=\"0\">\n", f);
         for (size_t c = 0; c < z->n_cps; c++) {
             cp_line(h, z, &z->cps[c], line, sizeof line);
             if (z->cps[c].verdict == PP_VERDICT_REGRESSION) {
                 fputs("      <failure type=\"regression\" message=\"", f);
-                xml_text(f, line);
+                pp_check_xml_text(f, line);
                 fputs("\">", f);
-                xml_text(f, line);
+                pp_check_xml_text(f, line);
                 fputs("</failure>\n", f);
             }
         }
@@ -734,7 +712,7 @@ pp_status pp_check_history_write_junit(const pp_check_history *h, FILE *f)
         for (size_t c = 0; c < z->n_cps; c++) {
             cp_line(h, z, &z->cps[c], line, sizeof line);
             fputs("\n", f);
-            xml_text(f, line);
+            pp_check_xml_text(f, line);
         }
         fputs("</system-out>\n    </testcase>\n", f);
     }
@@ -744,16 +722,6 @@ pp_status pp_check_history_write_junit(const pp_check_history *h, FILE *f)
     return PP_OK;
 }
 
-static void md_cell(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            fputs("\\|", f);
-        else
-            fputc(*s == '\n' || *s == '`' ? ' ' : *s, f);
-    }
-}
-
 pp_status pp_check_history_write_markdown(const pp_check_history *h, FILE *f)
 {
     fprintf(f, "### pprof-check history: %s, %d change point%s\n\n",
@@ -761,16 +729,16 @@ pp_status pp_check_history_write_markdown(const pp_check_history *h, FILE *f)
     char line[640];
     method_line(h, line, sizeof line);
     fprintf(f, "%zu entries of `", h->n_entries);
-    md_cell(f, h->dir);
+    pp_check_md_text(f, h->dir);
     fputs("`; ", f);
-    md_cell(f, line);
+    pp_check_md_text(f, line);
     fputs(".\n\n| metric | entries | change at | first commit | level before | level after "
           "| p | verdict |\n|---|---:|---:|---|---:|---:|---:|---|\n", f);
     for (size_t s = 0; s < h->n_series; s++) {
         const pp_check_series *z = &h->series[s];
         if (z->n_cps == 0) {
             fputs("| ", f);
-            md_cell(f, z->name);
+            pp_check_md_text(f, z->name);
             fprintf(f, " | %zu | none | | | | | |\n", z->n_values);
         }
         for (size_t c = 0; c < z->n_cps; c++) {
@@ -780,26 +748,14 @@ pp_status pp_check_history_write_markdown(const pp_check_history *h, FILE *f)
             fmt_level(z, p->after, a, sizeof a);
             const char *bold = p->verdict == PP_VERDICT_REGRESSION ? "**" : "";
             fputs("| ", f);
-            md_cell(f, z->name);
+            pp_check_md_text(f, z->name);
             fprintf(f, " | %zu | %+.2f%s | ", z->n_values, p->change, cunit(z));
-            md_cell(f, h->entries[p->index].label);
+            pp_check_md_text(f, h->entries[p->index].label);
             fprintf(f, " | %s | %s | %.2g | %s%s%s |\n", b, a, p->p, bold,
                     pp_check_verdict_name(p->verdict), bold);
         }
     }
-    if (h->notes[0]) {
-        fputc('\n', f);
-        for (const char *s = h->notes; *s;) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            char note[1024];
-            snprintf(note, sizeof note, "%.*s", (int)(len < 1023 ? len : 1023), s);
-            fputs("- ", f);
-            md_cell(f, note);
-            fputc('\n', f);
-            s += len + (nl ? 1 : 0);
-        }
-    }
+    pp_check_print_notes(f, h->notes, 1);
     if (ferror(f))
         return PP_ERR(PP_ERR_IO, "writing the history's Markdown report failed");
     return PP_OK;

@@ -66,6 +66,17 @@ void pp_check_put_identity(pp_json_writer *w, const char *name, pp_check_kind ki
  * bytes), with which the JSON report and the history's JSON both end (check_output.c). */
 void pp_check_put_notes(pp_json_writer *w, const char *notes);
 
+/* ---- text, XML and Markdown pieces (check_output.c) the history's outputs share too -------- */
+
+/* notes' '\n'-separated lines after a blank line (nothing without notes): "note: <line>" for the
+ * table; with markdown a Markdown list, "- <line>" escaped and each cut at 1023 bytes. */
+void pp_check_print_notes(FILE *f, const char *notes, int markdown);
+/* s as XML text or attribute value: the five special characters escaped, control bytes but tab
+ * and newline written as '?' (XML 1.0 does not allow them). */
+void pp_check_xml_text(FILE *f, const char *s);
+/* Text for a Markdown table cell or inline code: '|' escaped, newlines and backticks as spaces. */
+void pp_check_md_text(FILE *f, const char *s);
+
 /* ---- the baseline file (check_baseline.c) -------------------------------------------------- */
 
 /* The median of the finite values of x[0..n) (NAN when none); the value of a set's metric. */

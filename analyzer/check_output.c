@@ -117,6 +117,27 @@ static void side_counts(const char *kind, size_t runs, size_t steps, char *buf, 
         snprintf(buf, cap, "%s, %zu steps", kind, steps);
 }
 
+void pp_check_print_notes(FILE *f, const char *notes, int markdown)
+{
+    if (!notes[0])
+        return;
+    fputc('\n', f);
+    for (const char *s = notes; *s;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        if (markdown) {
+            char note[1024];
+            snprintf(note, sizeof note, "%.*s", (int)(len < 1023 ? len : 1023), s);
+            fputs("- ", f);
+            pp_check_md_text(f, note);
+            fputc('\n', f);
+        } else {
+            fprintf(f, "note: %.*s\n", (int)len, s);
+        }
+        s += len + (nl ? 1 : 0);
+    }
+}
+
 pp_status pp_check_write_table(const pp_check_result *r, FILE *f)
 {
     char line[512], sb[96], sc[96];
@@ -142,15 +163,7 @@ pp_status pp_check_write_table(const pp_check_result *r, FILE *f)
                 w->absolute ? "%" : w->unit, x.base, x.cur, x.change, x.threshold, x.ci, x.p,
                 w->verdict == PP_VERDICT_REGRESSION ? "REGRESSION" : verdict);
     }
-    if (r->notes[0]) {
-        fputc('\n', f);
-        for (const char *s = r->notes; *s;) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            fprintf(f, "note: %.*s\n", (int)len, s);
-            s += len + (nl ? 1 : 0);
-        }
-    }
+    pp_check_print_notes(f, r->notes, 0);
     char names[1024];
     fputc('\n', f);
     if (r->n_regressions) {
@@ -311,7 +324,7 @@ pp_status pp_check_write_json(const pp_check_result *r, FILE *f)
     return pp_json_writer_finish(&w);
 }
 
-static void xml_escape(FILE *f, const char *s)
+void pp_check_xml_text(FILE *f, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
@@ -352,32 +365,32 @@ pp_status pp_check_write_junit(const pp_check_result *r, FILE *f)
     char line[512];
     test_line(r, line, sizeof line);
     fputs("    <properties>\n      <property name=\"baseline\" value=\"", f);
-    xml_escape(f, r->base_source);
+    pp_check_xml_text(f, r->base_source);
     fputs("\"/>\n      <property name=\"current\" value=\"", f);
-    xml_escape(f, r->cur_source);
+    pp_check_xml_text(f, r->cur_source);
     fputs("\"/>\n      <property name=\"shape\" value=\"", f);
-    xml_escape(f, r->cur_shape);
+    pp_check_xml_text(f, r->cur_shape);
     fputs("\"/>\n      <property name=\"test\" value=\"", f);
-    xml_escape(f, line);
+    pp_check_xml_text(f, line);
     fputs("\"/>\n    </properties>\n", f);
     for (size_t i = 0; i < r->n_rows; i++) {
         const pp_check_row *w = &r->rows[i];
         char s[512];
         row_summary(w, r->alpha, s, sizeof s);
         fputs("    <testcase classname=\"pprof-check.", f);
-        xml_escape(f, pp_check_kind_name(w->kind));
+        pp_check_xml_text(f, pp_check_kind_name(w->kind));
         fputs("\" name=\"", f);
-        xml_escape(f, w->name);
+        pp_check_xml_text(f, w->name);
         fputs("\" time=\"0\">", f);
         if (w->verdict == PP_VERDICT_REGRESSION) {
             fputs("\n      <failure type=\"regression\" message=\"", f);
-            xml_escape(f, s);
+            pp_check_xml_text(f, s);
             fputs("\">", f);
-            xml_escape(f, s);
+            pp_check_xml_text(f, s);
             fputs("</failure>\n    ", f);
         } else {
             fputs("\n      <system-out>", f);
-            xml_escape(f, s);
+            pp_check_xml_text(f, s);
             fputs("</system-out>\n    ", f);
         }
         fputs("</testcase>\n", f);
@@ -388,8 +401,7 @@ pp_status pp_check_write_junit(const pp_check_result *r, FILE *f)
     return PP_OK;
 }
 
-/* Text for a Markdown table cell or inline code: '|' escaped, newlines and backticks dropped. */
-static void md_text(FILE *f, const char *s)
+void pp_check_md_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
         if (*s == '|')
@@ -409,7 +421,7 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
         fprintf(f, "### pprof-check: FAIL, %d regression%s\n\n", r->n_regressions,
                 r->n_regressions == 1 ? "" : "s");
         fputs("Regressed: ", f);
-        md_text(f, names);
+        pp_check_md_text(f, names);
         fputs("\n\n", f);
     } else {
         fprintf(f, "### pprof-check: PASS\n\n");
@@ -417,21 +429,21 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
     if (r->n_improvements) {
         names_of(r, PP_VERDICT_IMPROVEMENT, names, sizeof names);
         fputs("Improved: ", f);
-        md_text(f, names);
+        pp_check_md_text(f, names);
         fputs("\n\n", f);
     }
     fputs("Baseline `", f);
-    md_text(f, r->base_source);
+    pp_check_md_text(f, r->base_source);
     char sb[96], sc[96];
     side_counts(r->base_kind, r->base_runs, r->base_steps, sb, sizeof sb);
     side_counts(r->cur_kind, r->cur_runs, r->cur_steps, sc, sizeof sc);
     fprintf(f, "` (%s) vs current `", sb);
-    md_text(f, r->cur_source);
+    pp_check_md_text(f, r->cur_source);
     fprintf(f, "` (%s); ", sc);
-    md_text(f, r->cur_shape);
+    pp_check_md_text(f, r->cur_shape);
     test_line(r, line, sizeof line);
     fputs(".\n", f);
-    md_text(f, line);
+    pp_check_md_text(f, line);
     fputs(".\n\n", f);
     fprintf(f, "| metric | baseline | current | change | threshold | %g%% interval | p%s | "
                "verdict |\n|---|---:|---:|---:|---:|---|---:|---|\n",
@@ -442,25 +454,13 @@ pp_status pp_check_write_markdown(const pp_check_result *r, FILE *f)
         cells_of(w, &x);
         const char *unit = w->absolute ? "" : w->unit;
         fputs("| ", f);
-        md_text(f, w->name);
+        pp_check_md_text(f, w->name);
         const char *bold = w->verdict == PP_VERDICT_REGRESSION ? "**" : "";
         fprintf(f, " | %s %s | %s %s | %s | %s | %s | %s | %s%s%s |\n", x.base, unit, x.cur,
                 unit, x.change, x.threshold, x.ci, x.p, bold, pp_check_verdict_name(w->verdict),
                 bold);
     }
-    if (r->notes[0]) {
-        fputc('\n', f);
-        for (const char *s = r->notes; *s;) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            char note[1024];
-            snprintf(note, sizeof note, "%.*s", (int)(len < 1023 ? len : 1023), s);
-            fputs("- ", f);
-            md_text(f, note);
-            fputc('\n', f);
-            s += len + (nl ? 1 : 0);
-        }
-    }
+    pp_check_print_notes(f, r->notes, 1);
     if (ferror(f))
         return PP_ERR(PP_ERR_IO, "writing the Markdown report failed");
     return PP_OK;
