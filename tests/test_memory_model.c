@@ -9,6 +9,7 @@
 #include "pp_rebalance.h"
 
 #include "pp_testkit.h"
+#include "pp_testkit_train.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -17,23 +18,8 @@
 
 TestSuite(memory_model);
 
-/* 6 blocks: 8 layers (embedding, block0..5, head), small enough to run fast. */
-enum { V = 64, T = 16, C = 32, NH = 4, BLOCKS = 6, L = BLOCKS + 2, BATCH = 8 };
-
-static pp_train_config small_config(int M)
-{
-    pp_train_config c;
-    memset(&c, 0, sizeof c);
-    c.model = (pp_model_config){.vocab_size = V, .seq_len = T, .d_model = C, .n_heads = NH,
-                                .n_layers = BLOCKS};
-    pp_adamw_config_default(&c.opt);
-    c.opt.warmup_steps = 1;
-    c.batch = BATCH;
-    c.microbatches = M;
-    c.steps = 1;
-    c.seed = 7;
-    return c;
-}
+/* The kit's small model (8 layers), by the short names the formulas below use. */
+enum { V = TK_V, T = TK_T, C = TK_C, L = TK_L, BATCH = TK_BATCH };
 
 /* The cost file's memory keys as pptrain's layer marks give them (runtime/pipeline.c
  * mark_layers): params, the tensor handed on, what the layer keeps, its input when recomputed. */
@@ -85,7 +71,7 @@ Test(memory_model, predicts_pptrains_measured_peak_per_stage)
         const mm_case *k = &k_cases[i];
         pp_pipe_config pc;
         memset(&pc, 0, sizeof pc);
-        pc.train = small_config(k->M);
+        pc.train = tk_small_config(k->M, 1);
         pc.backend = PP_BACKEND_CPU;
         pc.schedule = k->kind;
         pc.v = k->v;
@@ -141,7 +127,7 @@ Test(memory_model, predicts_pptrains_measured_peak_per_stage)
  * under GPipe (M in flight) stage 1 falls from M x kept to M x input plus one workspace. */
 Test(memory_model, recompute_keeps_inputs_and_one_workspace)
 {
-    pp_train_config tc = small_config(4);
+    pp_train_config tc = tk_small_config(4, 1);
     pp_costs *c = shape_costs(&tc.model, 2);
     pp_partition p;
     cr_assert_eq(pp_partition_from_bounds((int[]){0, 1, 7, 8}, 4, L, 3, 1, &p), PP_OK);

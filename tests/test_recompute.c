@@ -6,6 +6,7 @@
 #include "pp_exec.h"
 #include "pp_kops.h"
 #include "pp_testkit.h"
+#include "pp_testkit_train.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -19,23 +20,8 @@ static void teardown(void) { tk_dir_remove(); }
 TestSuite(recompute, .init = setup, .fini = teardown);
 TestSuite(memory);
 
-/* 6 blocks: 8 layers (embedding, block0..5, head); V, T, C, NH small enough to run fast. */
-enum { V = 64, T = 16, C = 32, NH = 4, BLOCKS = 6, L = BLOCKS + 2, BATCH = 8 };
-
-static pp_train_config small_config(int M)
-{
-    pp_train_config c;
-    memset(&c, 0, sizeof c);
-    c.model = (pp_model_config){.vocab_size = V, .seq_len = T, .d_model = C, .n_heads = NH,
-                                .n_layers = BLOCKS};
-    pp_adamw_config_default(&c.opt);
-    c.opt.warmup_steps = 1;
-    c.batch = BATCH;
-    c.microbatches = M;
-    c.steps = 3;
-    c.seed = 7;
-    return c;
-}
+/* The kit's small model (8 layers), by the short names the formulas below use. */
+enum { V = TK_V, T = TK_T, C = TK_C, NH = TK_NH, L = TK_L, BATCH = TK_BATCH };
 
 /* ---------------------------------------------------------------------------------------- */
 /* The model's shape, worked out here                                                         */
@@ -148,7 +134,7 @@ static void run_cpu(run *r, pp_schedule_kind kind, int S, int M, int v, const in
                     const char *recompute, int steps, const char *save)
 {
     memset(r, 0, sizeof *r);
-    r->pc.train = small_config(M);
+    r->pc.train = tk_small_config(M, 3);
     r->pc.backend = PP_BACKEND_CPU;
     r->pc.schedule = kind;
     r->pc.v = v;
