@@ -5,6 +5,7 @@
  * ratio (the accounting of docs/executor.md "Memory"). Asserts nothing.
  *   bench_recompute [--model small] [--batch 8] [--microbatches 8] [--stages 1]
  *                   [--schedule gpipe] [--recompute full] [--steps 5] */
+#include "bench_train_args.h"
 #include "pp_exec.h"
 
 #include <getopt.h>
@@ -36,46 +37,39 @@ static pp_status make(const pp_pipe_config *base, const char *rc, pp_pipe_config
 
 int main(int argc, char **argv)
 {
-    const char *preset = "small", *rc = "full", *sched = "gpipe";
-    int batch = 8, micro = 8, stages = 1, steps = 5;
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"microbatches", required_argument, 0, 'M'},
-                                         {"stages", required_argument, 0, 'S'},
+    bench_train_args a = {.preset = "small", .batch = 8, .micro = 8, .steps = 5};
+    const char *rc = "full", *sched = "gpipe";
+    int stages = 1;
+    static const struct option opts[] = {{"stages", required_argument, 0, 'S'},
                                          {"schedule", required_argument, 0, 'k'},
                                          {"recompute", required_argument, 0, 'r'},
-                                         {"steps", required_argument, 0, 's'},
+                                         BENCH_TRAIN_OPTIONS,
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (bench_train_arg(&a, c, optarg))
+            continue;
         switch (c) {
-        case 'm': preset = optarg; break;
-        case 'b': batch = atoi(optarg); break;
-        case 'M': micro = atoi(optarg); break;
         case 'S': stages = atoi(optarg); break;
         case 'k': sched = optarg; break;
         case 'r': rc = optarg; break;
-        case 's': steps = atoi(optarg); break;
         default:
             fprintf(stderr, "usage: bench_recompute [--model P] [--batch B] [--microbatches M] "
                             "[--stages S] [--schedule K] [--recompute R] [--steps N]\n");
             return 2;
         }
     }
+    const char *preset = a.preset;
+    int batch = a.batch, micro = a.micro, steps = a.steps;
     if (steps < 1 || steps > 100 || stages < 1 || stages > 64) {
         fprintf(stderr, "bench_recompute: --steps 1..100, --stages 1..64\n");
         return 2;
     }
     pp_pipe_config base;
     memset(&base, 0, sizeof base);
-    pp_status st = pp_model_config_preset(preset, &base.train.model);
+    pp_status st = bench_train_config(&a, &base.train);
     if (st == PP_OK)
         st = pp_schedule_kind_parse(sched, &base.schedule);
-    pp_adamw_config_default(&base.train.opt);
-    base.train.batch = batch;
-    base.train.microbatches = micro;
-    base.train.steps = steps + 1;
-    base.train.seed = 1;
     base.backend = PP_BACKEND_CPU;
     base.v = base.schedule == PP_SCHED_INTERLEAVED ? 2 : 1;
     base.slow_stage = -1;

@@ -2,45 +2,32 @@
  * GEMMs (OpenBLAS) versus everything else (plain-C kernels, data, optimizer). Prints numbers
  * measured in this run; asserts nothing.
  *   bench_train [--model small] [--batch 4] [--steps 5] [--microbatches 1] */
+#include "bench_train_args.h"
 #include "pp_kernels.h"
 #include "pp_runtime.h"
 
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 int main(int argc, char **argv)
 {
-    const char *preset = "small";
-    int batch = 4, steps = 5, micro = 1;
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"steps", required_argument, 0, 's'},
-                                         {"microbatches", required_argument, 0, 'M'},
-                                         {0, 0, 0, 0}};
+    bench_train_args a = {.preset = "small", .batch = 4, .micro = 1, .steps = 5};
+    static const struct option opts[] = {BENCH_TRAIN_OPTIONS, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': preset = optarg; break;
-        case 'b': batch = atoi(optarg); break;
-        case 's': steps = atoi(optarg); break;
-        case 'M': micro = atoi(optarg); break;
-        default: fprintf(stderr, "usage: bench_train [--model P] [--batch B] [--steps N]\n"); return 2;
+        if (!bench_train_arg(&a, c, optarg)) {
+            fprintf(stderr, "usage: bench_train [--model P] [--batch B] [--steps N]\n");
+            return 2;
         }
     }
+    const char *preset = a.preset;
+    int batch = a.batch, steps = a.steps, micro = a.micro;
     pp_train_config tc;
-    memset(&tc, 0, sizeof tc);
-    pp_status st = pp_model_config_preset(preset, &tc.model);
+    pp_status st = bench_train_config(&a, &tc);
     if (st != PP_OK) {
         fprintf(stderr, "bench_train: %s\n", pp_error_message());
         return 2;
     }
-    pp_adamw_config_default(&tc.opt);
-    tc.batch = batch;
-    tc.microbatches = micro;
-    tc.steps = steps + 1;
-    tc.seed = 1;
     pp_data *d = NULL;
     pp_trainer *t = NULL;
     if ((st = pp_data_markov_create(tc.model.vocab_size, 4, 1, &d)) != PP_OK ||
