@@ -32,6 +32,20 @@ void pp_html_num_cell(FILE *o, const char *key, double v, const char *fmt)
     fputs("</td>", o);
 }
 
+void pp_html_table_head(FILE *o, const char *cols)
+{
+    fputs("<table>\n<tr>", o);
+    for (const char *p = cols;;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        fprintf(o, "<th>%.*s</th>", (int)n, p);
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    fputs("</tr>\n", o);
+}
+
 void pp_html_lines(FILE *o, const char *text, const char *cls)
 {
     fprintf(o, "<ul class=\"%s\">\n", cls ? cls : "");

@@ -85,9 +85,9 @@ static void section_run(FILE *o, const pp_analysis *a, const pp_report_html_opts
 
 static void section_summary(FILE *o, const pp_analysis *a)
 {
-    fputs("<h2 id=\"summary\">Step time and bubble</h2>\n<table>\n<tr><th></th><th>mean</th>"
-          "<th>median</th><th>p95</th><th>min</th><th>max</th></tr>\n<tr><td>step ms</td>",
-          o);
+    fputs("<h2 id=\"summary\">Step time and bubble</h2>\n", o);
+    pp_html_table_head(o, "|mean|median|p95|min|max");
+    fputs("<tr><td>step ms</td>", o);
     const pp_astats *s = &a->step_ns;
     pp_html_num_cell(o, "step_ms.mean", s->mean * 1e-6, "%.3f");
     pp_html_num_cell(o, "step_ms.median", s->median * 1e-6, "%.3f");
@@ -117,10 +117,10 @@ static void section_summary(FILE *o, const pp_analysis *a)
 static void section_stages(FILE *o, const pp_analysis *a)
 {
     fputs("<h2 id=\"stages\">Stages</h2>\n<p>Per micro-batch op: medians; per step: means over "
-          "the analyzed steps.</p>\n<table>\n<tr><th>stage</th><th>fwd ms</th>"
-          "<th>bwd ms</th><th>busy ms</th><th>idle ms</th><th>bubble</th><th>fill/drain ms</th>"
-          "<th>imbalance ms</th><th>transfer ms</th><th>imbalance caused by</th></tr>\n",
+          "the analyzed steps.</p>\n",
           o);
+    pp_html_table_head(o, "stage|fwd ms|bwd ms|busy ms|idle ms|bubble|fill/drain ms|imbalance ms|"
+                          "transfer ms|imbalance caused by");
     for (int s = 0; s < a->S; s++) {
         const pp_astage *g = &a->stages[s];
         char key[64];
@@ -263,10 +263,8 @@ static void section_links(FILE *o, const pp_analysis *a)
 {
     if (!a->n_links)
         return;
-    fputs("<h2 id=\"links\">Links</h2>\n<table>\n<tr><th>link</th><th>kind</th>"
-          "<th>messages</th><th>MB</th><th>GB/s</th><th>latency us</th><th>wait ms</th>"
-          "<th>send ms</th></tr>\n",
-          o);
+    fputs("<h2 id=\"links\">Links</h2>\n", o);
+    pp_html_table_head(o, "link|kind|messages|MB|GB/s|latency us|wait ms|send ms");
     for (size_t i = 0; i < a->n_links; i++) {
         const pp_alink *l = &a->links[i];
         fprintf(o, "<tr><td>%d &rarr; %d</td><td>%s</td><td class=\"n\">%llu</td>", l->src,
@@ -285,10 +283,8 @@ static void section_layers(FILE *o, const pp_analysis *a)
 {
     if (!a->n_layers)
         return;
-    fputs("<h2 id=\"layers\">Layers</h2>\n<table>\n<tr><th>layer</th><th>name</th>"
-          "<th>fwd ms (median)</th><th>bwd ms (median)</th><th>parameters</th>"
-          "<th>activation bytes</th></tr>\n",
-          o);
+    fputs("<h2 id=\"layers\">Layers</h2>\n", o);
+    pp_html_table_head(o, "layer|name|fwd ms (median)|bwd ms (median)|parameters|activation bytes");
     for (size_t i = 0; i < a->n_layers; i++) {
         const pp_alayer *l = &a->layers[i];
         fprintf(o, "<tr><td>%d</td><td>", l->layer);
@@ -395,9 +391,7 @@ static void section_memory(FILE *o, const pp_analysis *a)
         }
     }
     if (a->n_mem_series) {
-        fputs("<table>\n<tr><th>series</th><th>kind</th><th>file</th><th>unit</th>"
-              "<th>samples</th><th>min</th><th>max</th><th>last</th></tr>\n",
-              o);
+        pp_html_table_head(o, "series|kind|file|unit|samples|min|max|last");
         for (size_t i = 0; i < a->n_mem_series; i++) {
             const pp_amem_series *s = &a->mem_series[i];
             fputs("<tr><td>", o);
@@ -419,21 +413,28 @@ static void section_memory(FILE *o, const pp_analysis *a)
     }
 }
 
+/* The row's start that ranges and marks share: "<tr>", their domain, their name (or "(other
+ * names)" for the bucket of the names past the cap) and their count. */
+static void name_cells(FILE *o, const char *domain, int other, const char *name,
+                       unsigned long long count)
+{
+    fputs("<tr><td>", o);
+    pp_html_esc(o, domain);
+    fputs("</td><td>", o);
+    pp_html_esc(o, other ? "(other names)" : name);
+    fprintf(o, "</td><td class=\"n\">%llu</td>", count);
+}
+
 static void section_ranges(FILE *o, const pp_analysis *a)
 {
     if (!a->n_ranges && !a->n_marks)
         return;
-    fputs("<h2 id=\"ranges\">Ranges outside the pipeline</h2>\n<table>\n<tr><th>domain</th>"
-          "<th>name</th><th>count</th><th>total ms</th><th>mean ms</th><th>median ms</th>"
-          "<th>min ms</th><th>max ms</th><th>std dev ms</th><th>share of wall</th></tr>\n",
-          o);
+    fputs("<h2 id=\"ranges\">Ranges outside the pipeline</h2>\n", o);
+    pp_html_table_head(o, "domain|name|count|total ms|mean ms|median ms|min ms|max ms|std dev ms|"
+                          "share of wall");
     for (size_t i = 0; i < a->n_ranges; i++) {
         const pp_arange *r = &a->ranges[i];
-        fputs("<tr><td>", o);
-        pp_html_esc(o, r->domain);
-        fputs("</td><td>", o);
-        pp_html_esc(o, r->other ? "(other names)" : r->name);
-        fprintf(o, "</td><td class=\"n\">%llu</td>", (unsigned long long)r->ns.count);
+        name_cells(o, r->domain, r->other, r->name, r->ns.count);
         pp_html_num_cell(o, NULL, r->ns.sum * 1e-6, "%.3f");
         pp_html_num_cell(o, NULL, r->ns.mean * 1e-6, "%.3f");
         pp_html_num_cell(o, NULL, r->ns.median * 1e-6, "%.3f");
@@ -445,14 +446,11 @@ static void section_ranges(FILE *o, const pp_analysis *a)
     }
     fputs("</table>\n", o);
     if (a->n_marks) {
-        fputs("<table>\n<tr><th>domain</th><th>mark</th><th>count</th></tr>\n", o);
+        pp_html_table_head(o, "domain|mark|count");
         for (size_t i = 0; i < a->n_marks; i++) {
-            fputs("<tr><td>", o);
-            pp_html_esc(o, a->marks[i].domain);
-            fputs("</td><td>", o);
-            pp_html_esc(o, a->marks[i].other ? "(other names)" : a->marks[i].name);
-            fprintf(o, "</td><td class=\"n\">%llu</td></tr>\n",
-                    (unsigned long long)a->marks[i].count);
+            name_cells(o, a->marks[i].domain, a->marks[i].other, a->marks[i].name,
+                       a->marks[i].count);
+            fputs("</tr>\n", o);
         }
         fputs("</table>\n", o);
     }
