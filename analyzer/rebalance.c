@@ -149,6 +149,13 @@ typedef struct rb_ctx {
     rb_mvec *mv;       /* [S] a stage's peak candidates over its chunks */
     rb_mvec *cv;       /* [S * v] the same for chunk k of stage s alone (index s * v + k) */
     uint8_t *rcs;      /* [S] scratch: each stage's recompute choice */
+    uint8_t *rcmask;   /* [L] scratch: the layers recomputed (decide) */
+    /* v = 1: the scratch of rb_select, which picks a stage's cheapest layers to recompute */
+    uint8_t *selmask, *sel_cur, *sel_best;
+    int *sel_order;
+    double *sel_cost, *sel_ratio, *sel_save, *sel_suffix, *sel_need, *sel_left;
+    int sel_max_m;     /* peak vectors per stage it has room for */
+    int sel_truncated; /* some rb_select reached its node cap: its set may not be the cheapest */
     double *D;         /* [(P + 1) * (L + 1)] best bound over completions */
     /* search state */
     int *bounds;       /* [P + 1] current partial partition */
@@ -290,23 +297,222 @@ static uint64_t piece_mem(const rb_ctx *x, int j, int lo, int hi, int r, uint64_
     return add_sat(ch.fixed, d);
 }
 
-/* The stages' choices for a complete partition: none where the stage fits without, else all its
- * layers recomputed where that fits (the step time only grows with an op's duration, so this is
- * the fastest choice that meets the limit). Returns 0 when some stage fits neither way (its
- * choice is then 1 when recomputation is allowed). */
-static int decide(const rb_ctx *x, const int *b, uint8_t *rcs)
+/* ---- v = 1: the cheapest layers to recompute (rb_select) ---- */
+
+/* With one chunk per stage, recomputing layer l adds fwd_us(l) to each backward of its stage and
+ * nothing else, and the step time only grows with an op's duration: the fastest choice for a
+ * stage that breaks the limit is the set R of its layers with the least sum of fwd_us whose
+ * memory meets it. Under each of the stage's peak vectors (a, w) the memory is linear in R:
+ *   F + a·K + Σ_{l in R} (w·kept(l) - a·(kept(l) - input(l)) + a·end(l)),
+ * end(l) the tensor a recomputed chunk end keeps (memmodel.c), so R is the cheapest cover of a
+ * few knapsack constraints, found by branch and bound over the layers in order of saving per
+ * microsecond under the tightest constraint, pruned by that constraint's fractional bound; every
+ * leaf is checked with the model itself (pp_costs_chunk_memory). Stages hold few layers; the
+ * node count is capped (RB_SEL_NODES) and a search that reaches it keeps its best set and marks
+ * the result not proven (x->sel_truncated). */
+#define RB_SEL_NODES 200000
+#define RB_SEL_MAX_LAYERS 1024
+
+typedef struct rb_sel {
+    int n, m;          /* layers of the stage, constraints (peak vectors) */
+    int lo, hi, s;
+    int *order;        /* [n] layer offsets, by saving per us under constraint `key` */
+    double *cost;      /* [n] fwd_us, in that order */
+    double *save;      /* [m * n] savings per constraint, in that order */
+    double *suffix;    /* [m * (n + 1)] sums of the positive savings from position k on */
+    double *need;      /* [m] bytes to save */
+    int key;
+    uint8_t *cur, *best_set; /* [n] */
+    double best;
+    int64_t nodes;
+} rb_sel;
+
+/* The model's memory of stage s = [lo, hi) with the layers of sel->cur recomputed. */
+static uint64_t sel_memory(rb_ctx *x, const rb_sel *q)
+{
+    memset(x->selmask + q->lo, 0, (size_t)q->n);
+    for (int k = 0; k < q->n; k++)
+        x->selmask[q->lo + q->order[k]] = q->cur[k];
+    rb_cmem ch;
+    chunk_mem(x, q->s, q->lo, q->hi, 0, &ch);
+    pp_costs_chunk_memory(x->c, q->lo, q->hi, x->selmask, &ch.mb, &ch.set);
+    return add_sat(ch.fixed, mvec_peak(&x->mv[q->s], &ch));
+}
+
+/* The least cost that could still cover constraint `key` from position k on with `left` bytes
+ * to save: the fractional greedy over the remaining layers (sorted by that ratio). */
+static double sel_frac(const rb_sel *q, int k, double left)
+{
+    const double *sv = &q->save[(size_t)q->key * (size_t)q->n];
+    double c = 0.0;
+    for (int i = k; i < q->n && left > 0; i++) {
+        if (sv[i] <= 0)
+            continue;
+        if (sv[i] >= left)
+            return c + q->cost[i] * (left / sv[i]);
+        c += q->cost[i];
+        left -= sv[i];
+    }
+    return left > 0 ? INFINITY : c;
+}
+
+static void sel_dfs(rb_ctx *x, rb_sel *q, int k, double cost, double *left)
+{
+    if (++q->nodes > RB_SEL_NODES) {
+        x->sel_truncated = 1;
+        return;
+    }
+    int done = 1;
+    for (int i = 0; i < q->m; i++) {
+        if (left[i] <= 0)
+            continue;
+        done = 0;
+        /* the rest cannot save enough for this constraint */
+        if (q->suffix[(size_t)i * (size_t)(q->n + 1) + (size_t)k] < left[i] * (1 - 1e-12))
+            return;
+    }
+    if (done || k == q->n) {
+        if (cost < q->best && sel_memory(x, q) <= x->limit) {
+            q->best = cost;
+            memcpy(q->best_set, q->cur, (size_t)q->n);
+            return;
+        }
+        if (k == q->n)
+            return;
+    }
+    if (cost + sel_frac(q, k, left[q->key]) >= q->best)
+        return;
+    /* recompute layer k first (the greedy choice), then not */
+    q->cur[k] = 1;
+    double *nl = left + q->m; /* the next level's residuals */
+    for (int i = 0; i < q->m; i++)
+        nl[i] = left[i] - q->save[(size_t)i * (size_t)q->n + (size_t)k];
+    sel_dfs(x, q, k + 1, cost + q->cost[k], nl);
+    q->cur[k] = 0;
+    sel_dfs(x, q, k + 1, cost, left);
+}
+
+/* The cheapest set for stage s = [lo, hi) (v = 1) that meets the limit: its added forward time
+ * (us), or +inf when no set meets it; with `mask` the set is written to mask[lo .. hi-1].
+ * With bound_only, the fractional bound alone: a lower bound on that time (+inf: none). NaN
+ * for a stage beyond the scratch (more than RB_SEL_MAX_LAYERS layers or sel_max_m vectors),
+ * which is then recomputed whole or not at all. */
+static double rb_select(rb_ctx *x, int s, int lo, int hi, uint8_t *mask, int bound_only)
+{
+    const pp_costs *c = x->c;
+    const rb_mvec *mv = &x->mv[s];
+    rb_sel q = {.n = hi - lo, .m = mv->n, .lo = lo, .hi = hi, .s = s, .best = INFINITY};
+    if (q.n > RB_SEL_MAX_LAYERS || q.m > x->sel_max_m)
+        return NAN; /* beyond its scratch: the stage is recomputed whole */
+    q.order = x->sel_order;
+    q.cost = x->sel_cost;
+    q.save = x->sel_save;
+    q.suffix = x->sel_suffix;
+    q.need = x->sel_need;
+    q.cur = x->sel_cur;
+    q.best_set = x->sel_best;
+    rb_cmem ch;
+    chunk_mem(x, s, lo, hi, 0, &ch);
+    double K = (double)ch.mb, F = (double)ch.fixed, lim = (double)x->limit, worst = 0;
+    for (int i = 0; i < q.m; i++) {
+        const int32_t *aw = &mv->aw[(size_t)i * 2];
+        q.need[i] = F + aw[0] * K - lim;
+        if (q.need[i] > worst) {
+            worst = q.need[i];
+            q.key = i;
+        }
+    }
+    if (worst <= 0)
+        return 0.0; /* fits as it is */
+    /* savings per layer under each constraint, by layer offset first */
+    for (int k = 0; k < q.n; k++) {
+        int l = lo + k;
+        double kept = (double)(x->pre_act[l + 1] - x->pre_act[l]);
+        double in = (double)mem_input(c, l), end = 0;
+        if (l == hi - 1 && hi < x->L)
+            end += (double)mem_input(c, hi);
+        if (l == lo && lo > 0)
+            end += (double)mem_input(c, lo);
+        for (int i = 0; i < q.m; i++) {
+            const int32_t *aw = &mv->aw[(size_t)i * 2];
+            q.save[(size_t)i * (size_t)q.n + (size_t)k] =
+                aw[0] * (kept - in) - aw[1] * kept - aw[0] * end;
+        }
+        q.order[k] = k;
+        q.cost[k] = c->layers[l].fwd_us > 0 ? c->layers[l].fwd_us : 0;
+    }
+    /* order by saving per us under the key constraint (free savings first); insertion sort */
+    const double *ks = &q.save[(size_t)q.key * (size_t)q.n];
+    for (int k = 0; k < q.n; k++)
+        x->sel_ratio[k] = ks[k] <= 0 ? -INFINITY : q.cost[k] > 0 ? ks[k] / q.cost[k] : INFINITY;
+    for (int k = 1; k < q.n; k++) {
+        int o = q.order[k];
+        double r = x->sel_ratio[o];
+        int j = k;
+        while (j > 0 && x->sel_ratio[q.order[j - 1]] < r) {
+            q.order[j] = q.order[j - 1];
+            j--;
+        }
+        q.order[j] = o;
+    }
+    /* permute costs and savings into that order (through the scratch of the current set) */
+    for (int k = 0; k < q.n; k++)
+        x->sel_ratio[k] = q.cost[q.order[k]];
+    memcpy(q.cost, x->sel_ratio, sizeof(double) * (size_t)q.n);
+    for (int i = 0; i < q.m; i++) {
+        double *sv = &q.save[(size_t)i * (size_t)q.n];
+        for (int k = 0; k < q.n; k++)
+            x->sel_ratio[k] = sv[q.order[k]];
+        memcpy(sv, x->sel_ratio, sizeof(double) * (size_t)q.n);
+        double *suf = &q.suffix[(size_t)i * (size_t)(q.n + 1)];
+        suf[q.n] = 0;
+        for (int k = q.n - 1; k >= 0; k--)
+            suf[k] = suf[k + 1] + (sv[k] > 0 ? sv[k] : 0);
+    }
+    for (int i = 0; i < q.m; i++)
+        if (q.suffix[(size_t)i * (size_t)(q.n + 1)] < q.need[i] * (1 - 1e-12))
+            return INFINITY; /* every saving layer together is not enough */
+    if (bound_only)
+        return sel_frac(&q, 0, q.need[q.key]);
+    memset(q.cur, 0, (size_t)q.n);
+    /* residuals per depth: (n + 2) levels of m */
+    memcpy(x->sel_left, q.need, sizeof(double) * (size_t)q.m);
+    sel_dfs(x, &q, 0, 0.0, x->sel_left);
+    if (isfinite(q.best) && mask) {
+        memset(mask + lo, 0, (size_t)q.n);
+        for (int k = 0; k < q.n; k++)
+            mask[lo + q.order[k]] = q.best_set[k];
+    }
+    return q.best;
+}
+
+/* The stages' choices for a complete partition, in rcs[S] (1: the stage recomputes) and
+ * x->rcmask (which layers): none where the stage fits without; else, for v = 1, its cheapest
+ * layers to recompute (rb_select), for v > 1 all its layers, where that fits (the step time only
+ * grows with an op's duration, so this is the fastest choice that meets the limit). Returns 0
+ * when some stage fits no way (its choice is then all its layers when recomputation is
+ * allowed). */
+static int decide(rb_ctx *x, const int *b, uint8_t *rcs)
 {
     int ok = 1;
     for (int s = 0; s < x->S; s++) {
         rcs[s] = 0;
+        for (int j = s; x->rcmask && j < x->P; j += x->S)
+            memset(x->rcmask + b[j], 0, (size_t)(b[j + 1] - b[j]));
         if (!x->limit || stage_mem(x, s, b, 0) <= x->limit)
             continue;
-        if (x->rc_ok) {
-            rcs[s] = 1;
-            if (stage_mem(x, s, b, 1) <= x->limit)
-                continue;
+        if (!x->rc_ok) {
+            ok = 0;
+            continue;
         }
-        ok = 0;
+        rcs[s] = 1;
+        double add = x->sel_order ? rb_select(x, s, b[s], b[s + 1], x->rcmask, 0) : NAN;
+        if (isfinite(add))
+            continue;
+        for (int j = s; j < x->P; j += x->S)
+            memset(x->rcmask + b[j], 1, (size_t)(b[j + 1] - b[j]));
+        if (!isnan(add) || stage_mem(x, s, b, 1) > x->limit)
+            ok = 0;
     }
     return ok;
 }
@@ -515,10 +721,19 @@ static double evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
 {
     const pp_costs *c = x->c;
     for (int p = 0; p < x->P; p++) {
-        /* a recomputed stage's layers cost what pp_costs_with_recompute gives them */
-        const pp_costs *pc = rcs && rcs[p % x->S] ? x->crc : c;
-        for (int k = 0; k < N_COMPUTE; k++)
-            x->dur[k * x->P + p] = pp_costs_op_us(pc, k_kind_op[k], b[p], b[p + 1]) * 1e3;
+        if (rcs && rcs[p % x->S]) {
+            /* its recomputed layers (x->rcmask) cost what pp_costs_with_recompute gives them,
+             * summed in pp_costs_op_us's order: the same double as pp_sim_file's */
+            for (int k = 0; k < N_COMPUTE; k++) {
+                double us = 0.0;
+                for (int l = b[p]; l < b[p + 1]; l++)
+                    us += layer_us(x->rcmask[l] ? &x->crc->layers[l] : &c->layers[l], k);
+                x->dur[k * x->P + p] = us * 1e3;
+            }
+        } else {
+            for (int k = 0; k < N_COMPUTE; k++)
+                x->dur[k * x->P + p] = pp_costs_op_us(c, k_kind_op[k], b[p], b[p + 1]) * 1e3;
+        }
         if (p < x->P - 1)
             x->tr[p] = pp_costs_transfer_us(c, pp_costs_boundary_bytes(c, b[p + 1])) * 1e3;
     }
@@ -660,10 +875,21 @@ static int piece_forced(const rb_ctx *x, int j, int lo, int hi);
 static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
 {
     double d[N_COMPUTE];
-    /* a piece that cannot meet the limit without recomputation runs recomputed */
-    double *const *pre = piece_forced(x, j, lo, hi) ? x->pre_rc : x->pre;
+    /* a piece that cannot meet the limit without recomputation runs recomputed: all its layers
+     * for v > 1, for v = 1 at least the fractional bound of its cheapest set (rb_select; its
+     * scratch is all the context it changes) */
+    int forced = piece_forced(x, j, lo, hi);
+    double *const *pre = forced && x->v > 1 ? x->pre_rc : x->pre;
     for (int k = 0; k < N_COMPUTE; k++)
         d[k] = (pre[k][hi] - pre[k][lo]) * 1e3;
+    if (forced && x->v == 1) {
+        double add = x->sel_order ? rb_select((rb_ctx *)x, j, lo, hi, NULL, 1) : NAN;
+        if (isnan(add)) /* recomputed whole */
+            add = x->pre[K_F][hi] - x->pre[K_F][lo];
+        add = isfinite(add) ? add * 1e3 : 0.0;
+        d[K_B] += add;
+        d[K_BI] += add;
+    }
     double fpre = x->pre[K_F][lo] * 1e3, bpre = x->pre_bb[lo] * 1e3;
     double down = (x->pre[K_F][x->L] - x->pre[K_F][hi] + x->pre_bb[x->L] - x->pre_bb[hi]) * 1e3;
     double tpre = j >= 1 ? x->tl[lo - 1] + (j - 1) * x->tmin : 0.0;
@@ -947,7 +1173,14 @@ static int piece_over_limit(const rb_ctx *x, int j, int lo, int hi)
 {
     if (!x->limit || piece_mem(x, j, lo, hi, 0, NULL) <= x->limit)
         return 0;
-    return !x->rc_ok || piece_mem(x, j, lo, hi, 1, NULL) > x->limit;
+    if (!x->rc_ok)
+        return 1;
+    if (x->sel_order) { /* v = 1: no set of its layers can save enough, even fractionally */
+        double add = rb_select((rb_ctx *)x, j, lo, hi, NULL, 1);
+        if (!isnan(add))
+            return isinf(add);
+    }
+    return piece_mem(x, j, lo, hi, 1, NULL) > x->limit;
 }
 
 /* Piece j = [lo, hi) breaks the limit without recomputation: its stage must recompute. */
@@ -1055,6 +1288,17 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->pre_in);
     pp_free(x->slots);
     pp_free(x->rcs);
+    pp_free(x->rcmask);
+    pp_free(x->selmask);
+    pp_free(x->sel_cur);
+    pp_free(x->sel_best);
+    pp_free(x->sel_order);
+    pp_free(x->sel_cost);
+    pp_free(x->sel_ratio);
+    pp_free(x->sel_save);
+    pp_free(x->sel_suffix);
+    pp_free(x->sel_need);
+    pp_free(x->sel_left);
     if (x->mv)
         for (int s = 0; s < x->S; s++)
             pp_free(x->mv[s].aw);
@@ -1158,6 +1402,34 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         pp_free(all);
         if (st != PP_OK)
             goto done;
+        if (!(x->rcmask = pp_alloc((size_t)L))) {
+            st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+            goto done;
+        }
+        if (x->v == 1) {
+            /* rb_select's scratch: stages of up to RB_SEL_MAX_LAYERS layers, up to 64 peak
+             * vectors (a stage beyond either is recomputed whole) */
+            int n = L < RB_SEL_MAX_LAYERS ? L : RB_SEL_MAX_LAYERS, m = 1;
+            for (int s = 0; s < S; s++)
+                m = x->mv[s].n > m ? x->mv[s].n : m;
+            m = m < 64 ? m : 64;
+            x->sel_max_m = m;
+            x->selmask = pp_alloc((size_t)L);
+            x->sel_cur = pp_alloc((size_t)n);
+            x->sel_best = pp_alloc((size_t)n);
+            x->sel_order = pp_alloc(sizeof(int) * (size_t)n);
+            x->sel_cost = pp_alloc(sizeof(double) * (size_t)n);
+            x->sel_ratio = pp_alloc(sizeof(double) * (size_t)n);
+            x->sel_save = pp_alloc(sizeof(double) * (size_t)m * (size_t)n);
+            x->sel_suffix = pp_alloc(sizeof(double) * (size_t)m * (size_t)(n + 1));
+            x->sel_need = pp_alloc(sizeof(double) * (size_t)m);
+            x->sel_left = pp_alloc(sizeof(double) * (size_t)m * (size_t)(n + 2));
+            if (!x->selmask || !x->sel_cur || !x->sel_best || !x->sel_order || !x->sel_cost ||
+                !x->sel_ratio || !x->sel_save || !x->sel_suffix || !x->sel_need || !x->sel_left) {
+                st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+                goto done;
+            }
+        }
     }
     if (x->v > 1 && ((st = extract_stage_paths(x, sc)) != PP_OK || (st = extract_ends(x)) != PP_OK))
         goto done;
@@ -2524,11 +2796,25 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         goto done;
     }
     decide(&x, x.best, x.rcs);
+    if (x.rcmask)
+        memcpy(r->recompute, x.rcmask, (size_t)x.L);
     for (int s = 0; s < x.S; s++) {
-        r->stage_memory_bytes[s] = stage_mem(&x, s, x.best, x.rcs[s]);
+        rb_cmem ch[RB_MAX_V];
+        uint64_t fixed = 0;
+        for (int k = 0; k < x.v; k++) {
+            int j = k * x.S + s;
+            chunk_mem(&x, j, x.best[j], x.best[j + 1], 0, &ch[k]);
+            pp_costs_chunk_memory(x.c, x.best[j], x.best[j + 1], x.rcs[s] ? r->recompute : NULL,
+                                  &ch[k].mb, &ch[k].set);
+            fixed = add_sat(fixed, ch[k].fixed);
+        }
+        r->stage_memory_bytes[s] = add_sat(fixed, mvec_peak(&x.mv[s], ch));
         r->recomputed_stages += x.rcs[s];
-        for (int j = s; x.rcs[s] && j < x.P; j += x.S)
-            memset(r->recompute + x.best[j], 1, (size_t)(x.best[j + 1] - x.best[j]));
+    }
+    if (x.sel_truncated && r->exact) {
+        /* a stage's cheapest set was not proven: only the root's bound stands */
+        r->exact = 0;
+        r->lower_bound_ns = fmin(root, r->step_ns);
     }
     r->evaluated = x.evaluated;
     r->nodes = x.nodes;

@@ -85,6 +85,20 @@ static void fuzz_plan(const char *text)
     if (pp_schedule_kind_parse(p.schedule, &kind) != PP_OK)
         abort(); /* the plan names only known schedules */
     plan_round_trip(&p);
+    /* its recompute text against its own partition, as pptrain and the tuner resolve it: a
+     * choice that parses is written (pp_recompute_format) as a text that parses to the same */
+    uint8_t *mask = p.recompute[0] ? malloc((size_t)p.num_layers * 2) : NULL;
+    if (mask && pp_recompute_parse(p.recompute, &p.partition, mask) == PP_OK) {
+        char text[sizeof p.recompute];
+        if (pp_recompute_format(&p.partition, mask, text, sizeof text) == PP_OK &&
+            (pp_recompute_parse(text, &p.partition, mask + p.num_layers) != PP_OK ||
+             memcmp(mask, mask + p.num_layers, (size_t)p.num_layers) != 0)) {
+            fprintf(stderr, "fuzz_plan: recompute \"%s\" written as \"%s\" reads back otherwise\n",
+                    p.recompute, text);
+            abort();
+        }
+    }
+    free(mask);
     pp_plan_free(&p);
 }
 

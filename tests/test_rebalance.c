@@ -70,9 +70,9 @@ static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, cons
 }
 
 /* Every partition, through pp_sim_file: the best step among those within `limit` (0 = none),
- * and the smallest largest-stage memory over all of them. With `rc`, each partition also with
- * every subset of its stages recomputed (pp_costs_with_recompute): the exhaustive answer to
- * what the rebalancer decides by its rule. */
+ * and the smallest largest-stage memory over all of them. With `rc` = 1, each partition also
+ * with every subset of its stages recomputed, with rc = 2 every subset of its layers
+ * (pp_costs_with_recompute): the exhaustive answer to what the rebalancer decides by its rule. */
 typedef struct brute {
     pp_schedule_kind kind;
     int M, rc;
@@ -90,9 +90,12 @@ static void brute_leaf(brute *b)
     pp_partition *p = &b->part;
     uint8_t mask[64];
     cr_assert_leq(p->L, 64);
-    for (unsigned sub = 0; sub < (b->rc ? 1u << p->S : 1u); sub++) {
+    unsigned n_sub = b->rc == 2 ? 1u << p->L : b->rc ? 1u << p->S : 1u;
+    for (unsigned sub = 0; sub < n_sub; sub++) {
         memset(mask, 0, sizeof mask);
-        for (int j = 0; j < p->P; j++)
+        for (int l = 0; b->rc == 2 && l < p->L; l++)
+            mask[l] = (sub >> l) & 1;
+        for (int j = 0; b->rc == 1 && j < p->P; j++)
             if (sub & (1u << (j % p->S)))
                 memset(mask + p->bounds[j], 1, (size_t)(p->bounds[j + 1] - p->bounds[j]));
         uint64_t m = max_memory(b->kind, b->M, b->c, p, sub ? mask : NULL, NULL);
@@ -320,11 +323,12 @@ Test(rebalance, memory_limit_rules_out_the_unconstrained_optimum)
 
 /* Recomputation where the limit needs it: with a limit between the smallest largest-stage memory
  * with some stages recomputed and without, no partition fits unrecomputed; the rebalancer's
- * proposal (partition and recomputed stages) is the best of every partition with every subset
- * of its stages recomputed, its memory is the model's with its choice, and its step is
- * pp_sim_file's on the recomputed costs to the last bit. Costs carry the memory keys, a layer
- * keeping several times what it receives, as real ones do. */
-Test(rebalance, recompute_choice_is_the_best_of_every_stage_subset)
+ * proposal (partition and recomputed layers) is the best of every partition with every subset
+ * of its layers recomputed (v = 1: the stage's cheapest layers) or of its stages (interleaved:
+ * whole stages), its memory is the model's with its choice, and its step is pp_sim_file's on
+ * the recomputed costs to the last bit. Costs carry the memory keys, a layer keeping several
+ * times what it receives, as real ones do. */
+Test(rebalance, recompute_choice_is_the_best_of_every_layer_or_stage_subset)
 {
     static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1,
                                              PP_SCHED_INTERLEAVED};
@@ -336,6 +340,7 @@ Test(rebalance, recompute_choice_is_the_best_of_every_stage_subset)
         for (int attempt = 0; attempt < 100 && found < 3; attempt++) {
             int S = 2 + (int)pp_rng_below(&rng, 2), v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
             int L = 2 * S * v + (int)pp_rng_below(&rng, 3), M = 2 * S;
+            int mode = v == 1 ? 2 : 1; /* layer subsets (2^L, L <= 8), or stage subsets */
             pp_costs *c = random_costs(&rng, L, 1, 1);
             for (int l = 0; l < L; l++) {
                 pp_layer_cost *y = &c->layers[l];
@@ -344,7 +349,7 @@ Test(rebalance, recompute_choice_is_the_best_of_every_stage_subset)
                 y->kept_bytes = y->activation_bytes * (2 + pp_rng_below(&rng, 8));
             }
             brute none = brute_force_rc(kind, S, v, M, c, 0, 0);
-            brute any = brute_force_rc(kind, S, v, M, c, 0, 1);
+            brute any = brute_force_rc(kind, S, v, M, c, 0, mode);
             if (any.min_mem >= none.min_mem) {
                 pp_costs_destroy(c);
                 continue;
@@ -356,7 +361,7 @@ Test(rebalance, recompute_choice_is_the_best_of_every_stage_subset)
             cr_assert_eq(pp_rebalance(&o, &r), PP_ERR_INVALID, "fits without recomputation");
             o.recompute = 1;
             cr_assert_eq(pp_rebalance(&o, &r), PP_OK, "%s", pp_error_message());
-            brute b = brute_force_rc(kind, S, v, M, c, limit, 1);
+            brute b = brute_force_rc(kind, S, v, M, c, limit, mode);
             cr_assert(r.exact);
             cr_assert(rel_eq(r.step_ns, b.best), "%s S=%d L=%d: %.6f ms, brute force %.6f ms",
                       pp_schedule_kind_name(kind), S, L, r.step_ns * 1e-6, b.best * 1e-6);
