@@ -317,7 +317,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     an_results(st);
     an_regimes(a);
     an_other_results(st, fs, n);
-    an_mem_results(st);
+    an_mem_results(st, fs, n);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
         return rc;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1))

@@ -482,7 +482,7 @@ void an_mem_meta(state *st, file_state *f, const pp_rec_header *h, const uint8_t
 void an_mem_record(state *st, file_state *f, const pp_rec_header *h, const uint8_t *rec);
 void an_mem_file_free(file_state *f);
 /* The tables into st->a (after an_results: the peaks' steps come from a->steps). */
-void an_mem_results(state *st);
+void an_mem_results(state *st, const file_state *fs, size_t n_files);
 void an_mem_free(state *st);
 
 /* ---- steps.c: ranges -> steps ---- */

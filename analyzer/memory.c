@@ -560,7 +560,7 @@ static int cmp_series(const void *x, const void *y)
     return c ? c : strcmp(a->name, b->name);
 }
 
-void an_mem_results(state *st)
+void an_mem_results(state *st, const file_state *fs, size_t n_files)
 {
     struct mem_state *ms = st->mem;
     pp_analysis *a = st->a;
@@ -601,9 +601,15 @@ void an_mem_results(state *st)
     if (ms->series.n) {
         size_t ns = 0;
         pp_amem_series *sv = vec_take(&ms->series, &ns);
-        for (size_t i = 0; i < ns; i++)
+        for (size_t i = 0; i < ns; i++) {
             if (!sv[i].samples)
                 sv[i].min = sv[i].max = 0;
+            /* a process that ran one stage: its series are that stage's */
+            sv[i].stage = sv[i].file >= 0 && (size_t)sv[i].file < n_files &&
+                                  fs[sv[i].file].proj_stage >= 0
+                              ? fs[sv[i].file].proj_stage
+                              : -1;
+        }
         qsort(sv, ns, sizeof *sv, cmp_series);
         a->mem_series = sv;
         a->n_mem_series = ns;

@@ -283,6 +283,9 @@ typedef struct pp_amem_series {
     uint64_t samples;
     double min, max, last;    /* of the values (heaps: bytes in use after each call) */
     double max_t_ns;          /* when max was first reached (common clock) */
+    int32_t stage;            /* the stage the process ran when it ran one (its memory is that
+                                 stage's: a CUDA device's allocations projected onto it), else
+                                 -1 */
 } pp_amem_series;
 
 typedef struct pp_analysis_options {

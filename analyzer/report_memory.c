@@ -56,6 +56,10 @@ void an_report_memory_text(const pp_analysis *a, FILE *out)
             const pp_amem_series *s = &a->mem_series[i];
             char proc[48], name[PP_ANALYSIS_NAME_BYTES + 80];
             process_label(a, s->file, proc, sizeof proc);
+            if (s->stage >= 0) { /* the process ran one stage: its memory is that stage's */
+                size_t len = strlen(proc);
+                snprintf(proc + len, sizeof proc - len, " s%d", (int)s->stage);
+            }
             if (s->domain[0])
                 snprintf(name, sizeof name, "%s: %s", s->domain, s->name);
             else
@@ -112,6 +116,10 @@ void an_summary_memory(pp_json_writer *w, const pp_analysis *a)
             pp_json_put_int(w, "rank", a->files[s->file].rank);
         else
             pp_json_put_null(w, "rank");
+        if (s->stage >= 0)
+            pp_json_put_int(w, "stage", s->stage);
+        else
+            pp_json_put_null(w, "stage");
         pp_json_put_str(w, "kind", kind_name(s->kind));
         pp_json_put_str(w, "domain", s->domain);
         pp_json_put_str(w, "name", s->name);

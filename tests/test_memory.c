@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
+#include "pp_report.h"
 #include "pp_trace.h"
 #include "pp_testkit.h"
 #include "pp_testkit_trace.h"
@@ -840,5 +841,78 @@ Test(memory, cupti_allocations_are_a_heap_per_device)
     cr_assert_eq(d0->max_t_ns, (double)(T0 + 4 * MS));
     cr_assert_eq(d1->max, 8 << 20);
     cr_assert_eq(a->gpu.present, 0, "no GPU pass for memory records alone");
+    pp_analysis_free(a);
+}
+
+/* One rank's trace: stage `stage`'s ranges (as write_two_stages_x's, three steps) and its
+ * process's CUPTI allocations on device `dev`: `bytes`, then as much again. */
+static void write_rank_with_gpu(const char *path, int rank, int stage, uint32_t dev,
+                                uint64_t bytes)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, 60 + (uint32_t)rank, rank);
+    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
+    uint32_t s_f = tk_tw_sid(&t, "fwd mb0"), s_b = tk_tw_sid(&t, "bwd mb0");
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tk_tw_rec(&t, &d, sizeof d);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    uint32_t tid = 100 + (uint32_t)stage, cat = 1 + (uint32_t)stage;
+    for (int step = 1; step <= 3; step++) {
+        uint64_t b = T0 + (uint64_t)(step - 1) * 10 * MS;
+        push(&t, tid, b, s_step, cat, (uint64_t)step);
+        push(&t, tid, b + MS, s_f, cat, 0);
+        tk_tw_pop(&t, tid, b + 2 * MS);
+        push(&t, tid, b + 4 * MS, s_b, cat, 0);
+        tk_tw_pop(&t, tid, b + 5 * MS);
+        tk_tw_pop(&t, tid, b + 8 * MS);
+    }
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, tid);
+    gpu_mem(&t, 7, T0 + MS, PP_GPU_MEM_ALLOC, dev, 0x7f0000000000, bytes);
+    gpu_mem(&t, 7, T0 + 3 * MS, PP_GPU_MEM_ALLOC, dev, 0x7f0010000000, bytes);
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    pp_trace_writer_close(t.w);
+}
+
+/* Issue 17's projection of CUDA allocations onto stages: in a run of one stage per process
+ * (MPI or NCCL, a GPU each) a device's allocations are its process's stage's; the series says
+ * which, in the text and JSON reports. A process running several stages (the in-process
+ * transport) has no single stage: -1, as for every series of write_two_stages's trace. */
+Test(memory, cupti_allocations_are_projected_onto_the_stage_of_their_process)
+{
+    const char *p0 = tk_path("r0.pft"), *p1 = tk_path("r1.pft");
+    write_rank_with_gpu(p0, 0, 0, 0, 1 << 20);
+    write_rank_with_gpu(p1, 1, 1, 1, 3 << 20);
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    const char *paths[] = {p0, p1};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, &o, &a), PP_OK, "%s", pp_error_message());
+    const pp_amem_series *d0 = series_named(a, "", "CUDA device 0");
+    const pp_amem_series *d1 = series_named(a, "", "CUDA device 1");
+    cr_assert(d0 && d1);
+    cr_assert_eq(d0->stage, 0);
+    cr_assert_eq(d1->stage, 1);
+    cr_assert_eq(d0->max, 2 << 20);
+    cr_assert_eq(d1->max, 6 << 20);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    pp_analysis_print(a, m);
+    fclose(m);
+    cr_assert(strstr(text, "rank 1 pid 61 s1") != NULL, "%s", text);
+    free(text);
+    text = NULL;
+    m = open_memstream(&text, &len);
+    cr_assert_eq(pp_report_json(a, m), PP_OK);
+    fclose(m);
+    cr_assert(strstr(text, "\"stage\": 1, \"kind\": \"heap\", \"domain\": \"\", \"name\": \"CUDA device 1\"") != NULL,
+              "%s", text);
+    free(text);
+    pp_analysis_free(a);
+    /* one process, two stages: no stage of its own */
+    write_two_stages(tk_path("two.pft"));
+    a = analyze(tk_path("two.pft"), 0);
+    for (size_t i = 0; i < a->n_mem_series; i++)
+        cr_assert_eq(a->mem_series[i].stage, -1);
     pp_analysis_free(a);
 }
