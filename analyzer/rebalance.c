@@ -236,7 +236,8 @@ static void chunk_mem(const rb_ctx *x, int piece, int lo, int hi, int r, rb_cmem
 {
     const pp_costs *c = x->c;
     int s = piece % x->S;
-    uint64_t in = piece > 0 ? c->layers[lo - 1].activation_bytes : 0;
+    /* (the bound tables also ask about ranges no partition gives piece > 0: lo = 0) */
+    uint64_t in = piece > 0 && lo > 0 ? c->layers[lo - 1].activation_bytes : 0;
     uint64_t back = piece < x->P - 1 ? c->layers[hi - 1].activation_bytes : 0;
     out->fixed = add_sat(mul_sat(x->pre_param[hi] - x->pre_param[lo], 4),
                          mul_sat(add_sat(in, back), (uint64_t)x->slots[s]));
