@@ -277,19 +277,31 @@ Test(rebalance, evaluator_equals_pp_sim_and_bounds_hold)
 
 /* A limit just below what the unconstrained optimum needs, met by some other partition: the
  * proposal meets it and is the best of the partitions that do. */
+/* The four schedules, and one random case of a memory test: S 2 or 3, v = 2 for interleaved,
+ * L = 2 S v + [0, l_extra), M = 2 S, random costs with transfers and the optimizer step. */
+static const pp_schedule_kind k_kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1,
+                                           PP_SCHED_INTERLEAVED};
+
+static pp_costs *memory_case(pp_rng *rng, pp_schedule_kind kind, int l_extra, int *S, int *v,
+                             int *L, int *M)
+{
+    *S = 2 + (int)pp_rng_below(rng, 2);
+    *v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
+    *L = 2 * *S * *v + (int)pp_rng_below(rng, (uint64_t)l_extra);
+    *M = 2 * *S;
+    return random_costs(rng, *L, 1, 1);
+}
+
 Test(rebalance, memory_limit_rules_out_the_unconstrained_optimum)
 {
-    static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1,
-                                             PP_SCHED_INTERLEAVED};
     pp_rng rng;
     pp_rng_seed(&rng, 99);
     for (size_t k = 0; k < 4; k++) {
-        pp_schedule_kind kind = kinds[k];
+        pp_schedule_kind kind = k_kinds[k];
         int found = 0;
         for (int attempt = 0; attempt < 200 && found < 3; attempt++) {
-            int S = 2 + (int)pp_rng_below(&rng, 2), v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
-            int L = 2 * S * v + (int)pp_rng_below(&rng, 4), M = 2 * S;
-            pp_costs *c = random_costs(&rng, L, 1, 1);
+            int S, v, L, M;
+            pp_costs *c = memory_case(&rng, kind, 4, &S, &v, &L, &M);
             int peak[4];
             peaks(kind, S, M, v, peak);
             pp_rebalance_opts o = {.kind = kind, .S = S, .v = v, .M = M, .costs = c};
@@ -330,18 +342,15 @@ Test(rebalance, memory_limit_rules_out_the_unconstrained_optimum)
  * times what it receives, as real ones do. */
 Test(rebalance, recompute_choice_is_the_best_of_every_layer_or_stage_subset)
 {
-    static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1,
-                                             PP_SCHED_INTERLEAVED};
     pp_rng rng;
     pp_rng_seed(&rng, 1717);
     for (size_t k = 0; k < 4; k++) {
-        pp_schedule_kind kind = kinds[k];
+        pp_schedule_kind kind = k_kinds[k];
         int found = 0;
         for (int attempt = 0; attempt < 100 && found < 3; attempt++) {
-            int S = 2 + (int)pp_rng_below(&rng, 2), v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
-            int L = 2 * S * v + (int)pp_rng_below(&rng, 3), M = 2 * S;
+            int S, v, L, M;
+            pp_costs *c = memory_case(&rng, kind, 3, &S, &v, &L, &M);
             int mode = v == 1 ? 2 : 1; /* layer subsets (2^L, L <= 8), or stage subsets */
-            pp_costs *c = random_costs(&rng, L, 1, 1);
             for (int l = 0; l < L; l++) {
                 pp_layer_cost *y = &c->layers[l];
                 y->has_kept = 1;
