@@ -51,11 +51,9 @@ static int peaks(pp_schedule_kind kind, int S, int M, int v, int *peak)
 
 /* The largest stage memory of p under pp_stage_memory_model, the rebalancer's limit, with the
  * layers of `rc` recomputed (NULL: none); each stage's in per_stage[] when not NULL. */
-static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, const pp_partition *p,
-                           const uint8_t *rc, uint64_t *per_stage)
+static uint64_t max_memory_of(const pp_schedule *sc, const pp_costs *c, const pp_partition *p,
+                              const uint8_t *rc, uint64_t *per_stage)
 {
-    pp_schedule *sc = NULL;
-    cr_assert_eq(pp_schedule_create(kind, p->S, M, p->v, &sc), PP_OK);
     uint64_t m = 0;
     for (int s = 0; s < p->S; s++) {
         pp_stage_memory sm;
@@ -65,6 +63,15 @@ static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, cons
             per_stage[s] = sm.total_bytes;
         m = sm.total_bytes > m ? sm.total_bytes : m;
     }
+    return m;
+}
+
+static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, const pp_partition *p,
+                           const uint8_t *rc, uint64_t *per_stage)
+{
+    pp_schedule *sc = NULL;
+    cr_assert_eq(pp_schedule_create(kind, p->S, M, p->v, &sc), PP_OK);
+    uint64_t m = max_memory_of(sc, c, p, rc, per_stage);
     pp_schedule_destroy(sc);
     return m;
 }
@@ -76,6 +83,8 @@ static uint64_t max_memory(pp_schedule_kind kind, int M, const pp_costs *c, cons
 typedef struct brute {
     pp_schedule_kind kind;
     int M, rc;
+    int mem_only; /* the smallest memory only: no simulation */
+    pp_schedule *sc; /* (kind, S, M, v), for the memory model */
     const pp_costs *c;
     uint64_t limit;
     pp_partition part;
@@ -98,9 +107,9 @@ static void brute_leaf(brute *b)
         for (int j = 0; b->rc == 1 && j < p->P; j++)
             if (sub & (1u << (j % p->S)))
                 memset(mask + p->bounds[j], 1, (size_t)(p->bounds[j + 1] - p->bounds[j]));
-        uint64_t m = max_memory(b->kind, b->M, b->c, p, sub ? mask : NULL, NULL);
+        uint64_t m = max_memory_of(b->sc, b->c, p, sub ? mask : NULL, NULL);
         b->min_mem = m < b->min_mem ? m : b->min_mem;
-        if (b->limit && m > b->limit)
+        if (b->mem_only || (b->limit && m > b->limit))
             continue;
         pp_costs *rc = NULL;
         cr_assert_eq(pp_costs_with_recompute(b->c, mask, &rc), PP_OK);
@@ -136,10 +145,27 @@ static brute brute_force_rc(pp_schedule_kind kind, int S, int v, int M, const pp
 {
     brute b = {.kind = kind, .M = M, .rc = rc, .c = c, .limit = limit, .best = INFINITY,
                .min_mem = UINT64_MAX};
+    cr_assert_eq(pp_schedule_create(kind, S, M, v, &b.sc), PP_OK);
     cr_assert_eq(pp_partition_even(c->n_layers, S, v, &b.part), PP_OK);
     brute_rec(&b, 0);
     pp_partition_free(&b.part);
+    pp_schedule_destroy(b.sc);
+    b.sc = NULL;
     return b;
+}
+
+/* The smallest largest-stage memory over every partition (and, with rc, every subset). */
+static uint64_t brute_min_memory(pp_schedule_kind kind, int S, int v, int M, const pp_costs *c,
+                                 int rc)
+{
+    brute b = {.kind = kind, .M = M, .rc = rc, .mem_only = 1, .c = c, .best = INFINITY,
+               .min_mem = UINT64_MAX};
+    cr_assert_eq(pp_schedule_create(kind, S, M, v, &b.sc), PP_OK);
+    cr_assert_eq(pp_partition_even(c->n_layers, S, v, &b.part), PP_OK);
+    brute_rec(&b, 0);
+    pp_partition_free(&b.part);
+    pp_schedule_destroy(b.sc);
+    return b.min_mem;
 }
 
 static brute brute_force(pp_schedule_kind kind, int S, int v, int M, const pp_costs *c,
@@ -349,21 +375,23 @@ Test(rebalance, recompute_choice_is_the_best_of_every_layer_or_stage_subset)
         int found = 0;
         for (int attempt = 0; attempt < 100 && found < 3; attempt++) {
             int S, v, L, M;
-            pp_costs *c = memory_case(&rng, kind, 3, &S, &v, &L, &M);
-            int mode = v == 1 ? 2 : 1; /* layer subsets (2^L, L <= 8), or stage subsets */
+            /* layer subsets (2^L, L <= 7), or stage subsets (interleaved, L <= 14) */
+            pp_costs *c = memory_case(&rng, kind, kind == PP_SCHED_INTERLEAVED ? 3 : 2, &S, &v,
+                                      &L, &M);
+            int mode = v == 1 ? 2 : 1;
             for (int l = 0; l < L; l++) {
                 pp_layer_cost *y = &c->layers[l];
                 y->has_kept = 1;
                 y->input_bytes = l > 0 ? c->layers[l - 1].activation_bytes : 0;
                 y->kept_bytes = y->activation_bytes * (2 + pp_rng_below(&rng, 8));
             }
-            brute none = brute_force_rc(kind, S, v, M, c, 0, 0);
-            brute any = brute_force_rc(kind, S, v, M, c, 0, mode);
-            if (any.min_mem >= none.min_mem) {
+            uint64_t none = brute_min_memory(kind, S, v, M, c, 0);
+            uint64_t any = brute_min_memory(kind, S, v, M, c, mode);
+            if (any >= none) {
                 pp_costs_destroy(c);
                 continue;
             }
-            uint64_t limit = any.min_mem + (none.min_mem - any.min_mem) / 2;
+            uint64_t limit = any + (none - any) / 2;
             pp_rebalance_opts o = {.kind = kind, .S = S, .v = v, .M = M, .costs = c,
                                    .memory_limit_bytes = limit};
             pp_rebalance_result r;
