@@ -143,7 +143,6 @@ typedef struct rb_ctx {
     /* the memory model (pp_stage_memory_model's, term by term; used only with a limit) */
     int rc_ok;         /* o->recompute: a stage may recompute all its layers */
     pp_costs *crc;     /* rc_ok: the costs with every layer recomputed */
-    double *pre_rc[N_COMPUTE]; /* rc_ok: prefix sums of crc's per-layer op costs, us */
     uint64_t *pre_in;  /* [L + 1] prefix of what a recomputed layer keeps (its input) */
     int *slots;        /* [S] the executor's receive buffers per chunk */
     rb_mvec *mv;       /* [S] a stage's peak candidates over its chunks */
@@ -257,6 +256,15 @@ static void chunk_mem(const rb_ctx *x, int piece, int lo, int hi, int r, rb_cmem
     out->set = kept;
 }
 
+/* The same with the layers of mask[L] recomputed, by the model's own rule (a set of a stage's
+ * layers, not all or none: rb_select's candidates and the proposal's choice). */
+static void chunk_mem_masked(const rb_ctx *x, int piece, int lo, int hi, const uint8_t *mask,
+                             rb_cmem *out)
+{
+    chunk_mem(x, piece, lo, hi, 0, out);
+    pp_costs_chunk_memory(x->c, lo, hi, mask, &out->mb, &out->set);
+}
+
 /* The largest activation sum over m's vectors for the chunks' charges ch[0 .. m->dim-1]. */
 static uint64_t mvec_peak(const rb_mvec *m, const rb_cmem *ch)
 {
@@ -335,8 +343,7 @@ static uint64_t sel_memory(rb_ctx *x, const rb_sel *q)
     for (int k = 0; k < q->n; k++)
         x->selmask[q->lo + q->order[k]] = q->cur[k];
     rb_cmem ch;
-    chunk_mem(x, q->s, q->lo, q->hi, 0, &ch);
-    pp_costs_chunk_memory(x->c, q->lo, q->hi, x->selmask, &ch.mb, &ch.set);
+    chunk_mem_masked(x, q->s, q->lo, q->hi, x->selmask, &ch);
     return add_sat(ch.fixed, mvec_peak(&x->mv[q->s], &ch));
 }
 
@@ -876,15 +883,14 @@ static int piece_forced(const rb_ctx *x, int j, int lo, int hi);
 static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
 {
     double d[N_COMPUTE];
-    /* a piece that cannot meet the limit without recomputation runs recomputed: all its layers
-     * for v > 1, for v = 1 at least the fractional bound of its cheapest set (rb_select; its
-     * scratch is all the context it changes) */
-    int forced = piece_forced(x, j, lo, hi);
-    double *const *pre = forced && x->v > 1 ? x->pre_rc : x->pre;
     for (int k = 0; k < N_COMPUTE; k++)
-        d[k] = (pre[k][hi] - pre[k][lo]) * 1e3;
-    if (forced && x->v == 1) {
-        double add = x->sel_order ? rb_select((rb_ctx *)x, j, lo, hi, NULL, 1) : NAN;
+        d[k] = (x->pre[k][hi] - x->pre[k][lo]) * 1e3;
+    /* a piece that cannot meet the limit without recomputation runs its backward ops with the
+     * forward again (pp_costs_layer_rc_us): of all its layers for v > 1 (the stage recomputes
+     * whole), for v = 1 at least the fractional bound of its cheapest set (rb_select; its
+     * scratch is all the context it changes) */
+    if (piece_forced(x, j, lo, hi)) {
+        double add = x->v == 1 && x->sel_order ? rb_select((rb_ctx *)x, j, lo, hi, NULL, 1) : NAN;
         if (isnan(add)) /* recomputed whole */
             add = x->pre[K_F][hi] - x->pre[K_F][lo];
         add = isfinite(add) ? add * 1e3 : 0.0;
@@ -1284,8 +1290,6 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->stage_fixed);
     pp_free(x->stage_dyn[0]);
     pp_free(x->stage_dyn[1]);
-    for (int k = 0; k < N_COMPUTE; k++)
-        pp_free(x->pre_rc[k]);
     pp_free(x->pre_in);
     pp_free(x->slots);
     pp_free(x->rcs);
@@ -1371,10 +1375,8 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
              x->pre_param && x->pre_act && x->bounds && x->best && x->stage_work &&
              x->stage_fixed && x->stage_dyn[0] && x->stage_dyn[1] && x->pre_in && x->slots &&
              x->rcs;
-    for (int k = 0; k < N_COMPUTE; k++) {
+    for (int k = 0; k < N_COMPUTE; k++)
         ok = ok && (x->pre[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))) != NULL;
-        ok = ok && (!x->rc_ok || (x->pre_rc[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))));
-    }
     if (with_search) {
         x->D = pp_alloc(sizeof(double) * (size_t)(P + 1) * (size_t)(L + 1));
         x->kids = pp_alloc(sizeof(rb_child) * (size_t)P * (size_t)(L + 1));
@@ -1439,11 +1441,8 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     x->tmin = INFINITY;
     for (int l = 0; l < L; l++) {
         const pp_layer_cost *ly = &c->layers[l];
-        for (int k = 0; k < N_COMPUTE; k++) {
+        for (int k = 0; k < N_COMPUTE; k++)
             x->pre[k][l + 1] = x->pre[k][l] + layer_us(ly, k);
-            if (x->crc)
-                x->pre_rc[k][l + 1] = x->pre_rc[k][l] + layer_us(&x->crc->layers[l], k);
-        }
         x->pre_bb[l + 1] = x->pre_bb[l] + layer_us(ly, x->split ? K_BI : K_B);
         x->pre_param[l + 1] = add_sat(x->pre_param[l], ly->param_bytes);
         x->pre_act[l + 1] = add_sat(x->pre_act[l], mem_act(ly));
@@ -1471,9 +1470,9 @@ static int fits(rb_ctx *x, const int *b)
 /* Scores a complete partition and keeps it if it is the best so far. */
 static void offer(rb_ctx *x, const int *b)
 {
-    if (!fits(x, b))
+    if (!fits(x, b)) /* which also leaves the stages' choices in x->rcs, x->rcmask */
         return;
-    double t = evaluate(x, b);
+    double t = evaluate_with(x, b, x->limit && x->rc_ok ? x->rcs : NULL);
     if (t < x->best_step) {
         x->best_step = t;
         memcpy(x->best, b, sizeof(int) * (size_t)(x->P + 1));
@@ -2804,9 +2803,8 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
         uint64_t fixed = 0;
         for (int k = 0; k < x.v; k++) {
             int j = k * x.S + s;
-            chunk_mem(&x, j, x.best[j], x.best[j + 1], 0, &ch[k]);
-            pp_costs_chunk_memory(x.c, x.best[j], x.best[j + 1], x.rcs[s] ? r->recompute : NULL,
-                                  &ch[k].mb, &ch[k].set);
+            chunk_mem_masked(&x, j, x.best[j], x.best[j + 1], x.rcs[s] ? r->recompute : NULL,
+                             &ch[k]);
             fixed = add_sat(fixed, ch[k].fixed);
         }
         r->stage_memory_bytes[s] = add_sat(fixed, mvec_peak(&x.mv[s], ch));
