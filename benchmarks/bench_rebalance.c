@@ -3,7 +3,8 @@
  * how large the proven gap is, and how much faster than the even split its proposal simulates.
  * Checks each proposal's step time against pp_sim_file before printing. Prints numbers
  * measured in this run; asserts no time.
- *   bench_rebalance [--budget SECONDS] [--layers 128] [--stages 16] */
+ *   bench_rebalance [--budget SECONDS] [--layers 128] [--stages 16] [--row N]
+ * --row N runs only the N-th row of the table (0-based, in the order printed). */
 #include "pp_common.h"
 #include "pp_sim.h"
 #include "pp_tune.h"
@@ -51,18 +52,20 @@ typedef struct cfg {
 int main(int argc, char **argv)
 {
     double budget = 5.0;
-    int L = 128, S = 16;
+    int L = 128, S = 16, only = -1;
     static const struct option opts[] = {{"budget", required_argument, NULL, 'b'},
                                          {"layers", required_argument, NULL, 'L'},
                                          {"stages", required_argument, NULL, 'S'},
+                                         {"row", required_argument, NULL, 'r'},
                                          {NULL, 0, NULL, 0}};
-    for (int ch; (ch = getopt_long(argc, argv, "b:L:S:", opts, NULL)) != -1;) {
+    for (int ch; (ch = getopt_long(argc, argv, "b:L:S:r:", opts, NULL)) != -1;) {
         switch (ch) {
         case 'b': budget = atof(optarg); break;
         case 'L': L = atoi(optarg); break;
         case 'S': S = atoi(optarg); break;
+        case 'r': only = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: bench_rebalance [--budget s] [--layers L] [--stages S]\n");
+            fprintf(stderr, "usage: bench_rebalance [--budget s] [--layers L] [--stages S] [--row N]\n");
             return 2;
         }
     }
@@ -85,6 +88,8 @@ int main(int argc, char **argv)
            "speedup");
     int rc = 0;
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        if (only >= 0 && (size_t)only != i)
+            continue;
         const cfg *k = &cfgs[i];
         pp_rebalance_opts o = {.kind = k->kind, .S = S, .v = k->v, .M = k->M, .costs = c,
                                .time_budget_s = budget};
