@@ -100,6 +100,19 @@ typedef struct pp_rebalance_result {
 pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r);
 void pp_rebalance_result_free(pp_rebalance_result *r);
 
+/* The path-mixture bound and its branch and bound alone (docs/rebalancer.md, "Branching on the
+ * mixture"), for tests and inspection; interleaved (v >= 2) only, memory limits not applied (a
+ * relaxation). `root_ns`: the relaxation's value over all partitions; `bound_ns`: the least
+ * value over the nodes left open after at most `max_splits` splits (0: until no node is left
+ * below the incumbent); both are proven lower bounds on every partition's step. `incumbent`
+ * (may be NULL) sets the cutoff below which nodes are kept; `best_ns` is the best step found,
+ * the incumbent's or a better one from the nodes' partitions (+inf without either), and
+ * bound_ns >= best_ns * (1 - 1e-9) proves it optimal. Deterministic: no time budget (opts'
+ * time_budget_s is ignored). Any output pointer may be NULL. */
+pp_status pp_rebalance_branch_bound(const pp_rebalance_opts *o, const pp_partition *incumbent,
+                                    int max_splits, double *root_ns, double *bound_ns,
+                                    double *best_ns);
+
 /* The rebalancer's internals on one given partition, for tests and --explain: its own evaluator's
  * step time (`step_ns`, equal to pp_sim_file's, with the stages recomputed that need it to meet
  * the limit when opts.recompute is set) and the lower bound its search would use for a

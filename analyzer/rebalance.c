@@ -79,6 +79,7 @@ typedef struct rb_eseq {
 /* The path-mixture bound's state (lag_solve): chains (rows) and partitions (columns) of the
  * game, their lengths, the restricted game's mixtures and the best mixture's boundary DP. */
 #define LAG_MAX 128
+#define LAG_QMAX 64 /* constraint rows of a restricted game */
 typedef struct rb_lag {
     int m, n;          /* chains, partitions */
     double *chain;     /* [LAG_MAX * LAG_NC] counts of each chain */
@@ -94,7 +95,22 @@ typedef struct rb_lag {
     int *arg;          /* [P * (L + 1)] its minimising next boundary */
     double c0;         /* the mixture's constant term */
     double bound;      /* the best proven bound, ns (0: none) */
-    double upper;      /* the last round's mixed replay: the relaxation's value is below */
+    double upper;      /* the least mixed replay of the last solve's rounds: the relaxation's
+                          value (of its box and constraints) is below */
+    int cap;           /* rows and columns kept before the unweighted ones are dropped */
+    int rounds;        /* the last solve's rounds */
+    double tol;        /* stop when the two sides are this close (relative) */
+    double enough;     /* stop when the bound reaches this (ns) */
+    double cut;        /* pieces whose piece bound reaches this are left out (+inf: none) */
+    int q;             /* stage-count constraints on the mixture (a node of lag_branch) */
+    const int *cs;     /* [3q]: stage, sign, count: sign * (layers of the stage - count) <= 0 */
+    double *Q;         /* [LAG_QMAX * LAG_MAX] each constraint's value on each partition */
+    double *lin;       /* [P + 1] the constraints' multipliers as a term per boundary, ns/layer */
+    double lin0;       /* and their constant, ns */
+    double *mu;        /* [LAG_QMAX] the constraints' multipliers, ns per layer */
+    uint8_t *viol;     /* [LAG_QMAX] the last DP answer breaks the constraint */
+    const int *lo, *hi; /* [P + 1] or NULL: boundary k restricted to lo[k] .. hi[k] (a node of
+                          lag_branch); the bound then holds for those partitions only */
 } rb_lag;
 
 /* The memory model's peak candidates of one stage (or one chunk of it): at each op of its list,
@@ -167,6 +183,7 @@ typedef struct rb_ctx {
     rb_child *kids;    /* [P * (L + 1)] */
     rb_lag *lag;       /* the path-mixture bound, NULL when not computed */
     double *lag_fixed; /* [P + 1] sum of the mixture's H_j over the fixed boundaries 1 .. k */
+    int *kid_cur, *kid_save; /* [P + 1] scratch of lag_branch's incumbents */
     uint64_t t0, deadline;
     int aborted;
     int64_t nodes, evaluated;
@@ -1253,6 +1270,8 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->last_step);
     lag_free(x->lag);
     pp_free(x->lag_fixed);
+    pp_free(x->kid_cur);
+    pp_free(x->kid_save);
     pp_free(x->clock);
     pp_free(x->dur);
     pp_free(x->tr);
@@ -1591,37 +1610,61 @@ static double lag_const(const rb_ctx *x, const double *agg)
     return c;
 }
 
-/* The mixture's cost to go: lag->G[k][pos] = the least sum of H_j over boundaries j = k+1 ..
- * P-1 when boundary k is at pos (b_P = L), over every partition (memory not considered: a
- * relaxation, still a lower bound); lag->arg its minimiser of b_{k+1}. */
+/* Where boundary k may lie: k .. L - (P - k), within lg's box if it has one. */
+static void lag_range(const rb_ctx *x, const rb_lag *lg, int k, int *lo, int *hi)
+{
+    *lo = k;
+    *hi = x->L - (x->P - k);
+    if (lg->lo) {
+        *lo = *lo > lg->lo[k] ? *lo : lg->lo[k];
+        *hi = *hi < lg->hi[k] ? *hi : lg->hi[k];
+    }
+}
+
+/* The mixture's cost to go: lag->G[k][pos] = the least sum of H_j (with the constraints'
+ * multipliers, lg->lin) over boundaries j = k+1 .. P-1 when boundary k is at pos (b_P = L),
+ * over every partition in lg's box and, with a finite lg->cut, without the pieces whose own
+ * bound reaches it (memory not considered: a relaxation, still a lower bound); lag->arg its
+ * minimiser of b_{k+1}. */
 static void lag_table(const rb_ctx *x, rb_lag *lg)
 {
-    int L = x->L, P = x->P;
+    int L = x->L, P = x->P, cut = isfinite(lg->cut);
 #define LG(k, p) lg->G[(size_t)(k) * (L + 1) + (p)]
 #define LA(k, p) lg->arg[(size_t)(k) * (L + 1) + (p)]
     for (int pos = 0; pos <= L; pos++) {
-        LG(P - 1, pos) = pos < L ? 0.0 : INFINITY;
+        int ok = pos < L && (!cut || (pos >= P - 1 && piece_bound(x, P - 1, pos, L) < lg->cut));
+        LG(P - 1, pos) = ok ? 0.0 : INFINITY;
         LA(P - 1, pos) = L;
     }
     for (int k = P - 2; k >= 0; k--) {
-        /* suffix minimum over e of H_{k+1}(e) + G[k+1][e], e <= L - (P - k - 1) */
-        int emax = L - (P - k - 1);
+        int elo, ehi;
+        lag_range(x, lg, k + 1, &elo, &ehi);
         double m = INFINITY;
         int am = -1;
+        /* without the cut: a suffix minimum over e > pos; with it, e runs from pos + 1 until
+         * the piece [pos, e) reaches the cut (a longer piece's bound is no smaller) */
         for (int pos = L; pos >= 0; pos--) {
-            int e = pos + 1;
-            if (e <= emax && e >= k + 1) {
-                double v = lag_h(x, lg->agg, k + 1, e) + LG(k + 1, e);
+            if (cut) {
+                m = INFINITY;
+                am = -1;
+            }
+            for (int e = cut ? (elo > pos + 1 ? elo : pos + 1) : pos + 1;
+                 e <= ehi && e >= elo && (!cut || pos >= k); e++) {
+                if (cut && !(piece_bound(x, k, pos, e) < lg->cut))
+                    break;
+                double v = lag_h(x, lg->agg, k + 1, e) + lg->lin[k + 1] * e + LG(k + 1, e);
                 if (v < m) {
                     m = v;
                     am = e;
                 }
+                if (!cut)
+                    break;
             }
             LG(k, pos) = m;
             LA(k, pos) = am;
         }
     }
-    lg->c0 = lag_const(x, lg->agg);
+    lg->c0 = lag_const(x, lg->agg) + lg->lin0 + lg->lin[P] * L;
 #undef LG
 #undef LA
 }
@@ -1633,38 +1676,64 @@ static double lag_node_bound(const rb_ctx *x, const rb_lag *lg, int k, int pos, 
     return (lg->c0 + fixed_h + g + x->opt_ns) * LAG_SAFETY;
 }
 
-/* Solves the matrix game max over mixtures u of rows, min over columns j, of sum_i u_i K[i][j]
- * (m rows, n columns, row stride ld, every entry > 0) by the simplex method on
- *   max sum_j w_j  subject to  sum_j K[i][j] w_j <= 1 (each row i),  w >= 0,
- * whose optimum is 1 / value; the column player's mixture is w / sum w and the row player's
- * the duals of the rows, normalised. Writes lam[m] and y[n]; returns 0, or -1 when the pivots
- * ran out (then lam and y are left uniform). */
-static int solve_game(const double *K, int ld, int m, int n, double *lam, double *y, double *tab,
-                      int *basis)
+/* The partition that attains lg->G[0] (lag_table's minimiser) into b[P + 1]. */
+static void lag_argmin(const rb_ctx *x, const rb_lag *lg, int *b)
 {
-    int W = n + m + 1; /* columns: w, slacks, right-hand side */
+    b[0] = 0;
+    for (int k = 0; k < x->P - 1; k++)
+        b[k + 1] = lg->arg[(size_t)k * (x->L + 1) + b[k]];
+    b[x->P] = x->L;
+}
+
+/* Constraint c = (stage, sign, count) on partition b: sign * (layers of the stage - count);
+ * the partition meets it when this is <= 0. */
+static double lag_cons_value(const rb_ctx *x, const int *c, const int *b)
+{
+    int n = 0;
+    for (int j = c[0]; j < x->P; j += x->S)
+        n += b[j + 1] - b[j];
+    return (double)(c[1] * (n - c[2]));
+}
+
+/* Solves the matrix game max over mixtures u of rows, min over columns j, of sum_i u_i K[i][j]
+ * (m rows, n columns, row stride ld, every entry > 0), the columns' mixture y also held to
+ * sum_j y_j Q[r][j] <= 0 for q more rows (stride ld; q = 0: a plain game), by the simplex method
+ * on
+ *   max sum_j w_j  subject to  sum_j K[i][j] w_j <= 1 (each i),  sum_j Q[r][j] w_j <= 0 (each
+ *   r),  w >= 0
+ * (the slacks are a feasible start; the K rows keep it bounded), whose optimum is 1 / value; the
+ * column player's mixture is w / sum w, the row player's the duals of the K rows normalised to
+ * sum 1, and the Q rows' duals on the same scale are their multipliers: for every column j,
+ * sum_i lam_i K[i][j] + sum_r lam_{m+r} Q[r][j] >= value. Writes lam[m + q] and y[n]; returns
+ * 0, or -1 when the pivots ran out (then lam is uniform over the K rows, 0 on the Q rows, and y
+ * uniform), -2 when no mixture of the columns meets the Q rows (w = 0 is the only solution). */
+static int solve_game(const double *K, const double *Q, int ld, int m, int q, int n, double *lam,
+                      double *y, double *tab, int *basis)
+{
+    int R = m + q, W = n + R + 1; /* columns: w, slacks, right-hand side */
 #define TB(r, c) tab[(size_t)(r) * W + (c)]
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < R; i++) {
+        const double *src = i < m ? &K[(size_t)i * ld] : &Q[(size_t)(i - m) * ld];
         for (int j = 0; j < n; j++)
-            TB(i, j) = K[(size_t)i * ld + j];
-        for (int j = 0; j < m; j++)
+            TB(i, j) = src[j];
+        for (int j = 0; j < R; j++)
             TB(i, n + j) = i == j ? 1.0 : 0.0;
-        TB(i, W - 1) = 1.0;
+        TB(i, W - 1) = i < m ? 1.0 : 0.0;
         basis[i] = n + i;
     }
     for (int j = 0; j < W; j++)
-        TB(m, j) = j < n ? -1.0 : 0.0;
+        TB(R, j) = j < n ? -1.0 : 0.0;
     int ok = 0;
-    for (int it = 0, limit = 50 * (m + n) + 100; it < limit; it++) {
-        int bland = it > 10 * (m + n);
+    for (int it = 0, limit = 50 * (R + n) + 100; it < limit; it++) {
+        int bland = it > 10 * (R + n);
         int e = -1;
         double most = -1e-11;
-        for (int j = 0; j < n + m; j++)
-            if (TB(m, j) < most) {
+        for (int j = 0; j < n + R; j++)
+            if (TB(R, j) < most) {
                 e = j;
                 if (bland)
                     break;
-                most = TB(m, j);
+                most = TB(R, j);
             }
         if (e < 0) {
             ok = 1;
@@ -1672,20 +1741,20 @@ static int solve_game(const double *K, int ld, int m, int n, double *lam, double
         }
         int r = -1;
         double ratio = INFINITY;
-        for (int i = 0; i < m; i++)
+        for (int i = 0; i < R; i++)
             if (TB(i, e) > 1e-12) {
-                double q = TB(i, W - 1) / TB(i, e);
-                if (q < ratio || (q == ratio && r >= 0 && basis[i] < basis[r])) {
-                    ratio = q;
+                double qt = TB(i, W - 1) / TB(i, e);
+                if (qt < ratio || (qt == ratio && r >= 0 && basis[i] < basis[r])) {
+                    ratio = qt;
                     r = i;
                 }
             }
         if (r < 0)
-            break; /* unbounded: not with K > 0 */
+            break; /* unbounded: not while every column meets a K row */
         double pv = TB(r, e);
         for (int j = 0; j < W; j++)
             TB(r, j) /= pv;
-        for (int i = 0; i <= m; i++) {
+        for (int i = 0; i <= R; i++) {
             double f = TB(i, e);
             if (i == r || f == 0.0)
                 continue;
@@ -1698,24 +1767,24 @@ static int solve_game(const double *K, int ld, int m, int n, double *lam, double
     if (ok) {
         for (int j = 0; j < n; j++)
             y[j] = 0.0;
-        for (int i = 0; i < m; i++)
+        for (int i = 0; i < R; i++)
             if (basis[i] < n)
                 y[basis[i]] = fmax(TB(i, W - 1), 0.0);
-        for (int i = 0; i < m; i++)
-            lam[i] = fmax(TB(m, n + i), 0.0);
+        for (int i = 0; i < R; i++)
+            lam[i] = fmax(TB(R, n + i), 0.0);
         for (int i = 0; i < m; i++)
             su += lam[i];
         for (int j = 0; j < n; j++)
             sw += y[j];
     }
     if (!ok || !(su > 0) || !(sw > 0)) {
-        for (int i = 0; i < m; i++)
-            lam[i] = 1.0 / m;
+        for (int i = 0; i < R; i++)
+            lam[i] = i < m ? 1.0 / m : 0.0;
         for (int j = 0; j < n; j++)
             y[j] = 1.0 / n;
-        return -1;
+        return ok && !(sw > 0) && q > 0 ? -2 : -1;
     }
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < R; i++)
         lam[i] /= su;
     for (int j = 0; j < n; j++)
         y[j] /= sw;
@@ -1723,10 +1792,23 @@ static int solve_game(const double *K, int ld, int m, int n, double *lam, double
 #undef TB
 }
 
-/* Adds partition b as a column (when new and there is room); returns its index or -1. */
+/* Whether partition b lies in lg's box (always, without one). */
+static int lag_in_box(const rb_ctx *x, const rb_lag *lg, const int *b)
+{
+    if (lg->lo)
+        for (int k = 1; k < x->P; k++)
+            if (b[k] < lg->lo[k] || b[k] > lg->hi[k])
+                return 0;
+    return 1;
+}
+
+/* Adds partition b as a column (when new, in the box and there is room); returns its index or
+ * -1. */
 static int lag_add_part(rb_ctx *x, rb_lag *lg, const int *b)
 {
     size_t nb = (size_t)x->P + 1;
+    if (!lag_in_box(x, lg, b))
+        return -1;
     for (int j = 0; j < lg->n; j++)
         if (!memcmp(&lg->part[(size_t)j * nb], b, sizeof(int) * nb))
             return -1;
@@ -1818,6 +1900,27 @@ static void lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
         lag_add_part_chain(x, lg, even.bounds);
         pp_partition_free(&even);
     }
+    if (lg->n == 0 && lg->m > 0) {
+        /* a box that holds neither: the DP's minimiser under the chains' plain average */
+        memset(lg->agg, 0, sizeof(double) * nc);
+        for (int i = 0; i < lg->m; i++)
+            for (size_t q = 0; q < nc; q++)
+                lg->agg[q] += lg->chain[(size_t)i * nc + q] / lg->m;
+        lag_table(x, lg);
+        if (!isfinite(lg->G[0])) {
+            lg->bound = INFINITY; /* the box holds no partition */
+            return;
+        }
+        lag_argmin(x, lg, x->bounds);
+        if (lag_add_part(x, lg, x->bounds) >= 0)
+            lag_add_part_chain(x, lg, x->bounds);
+    }
+    int have_agg = 0;
+    lg->upper = INFINITY;
+    for (int r = 0; r < lg->q; r++) {
+        lg->mu[r] = 0.0;
+        lg->viol[r] = 0;
+    }
     for (int it = 0; it < rounds && lg->m > 0 && lg->n > 0; it++) {
         if (deadline && pp_now_ns() > deadline)
             break;
@@ -1834,29 +1937,66 @@ static void lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
             for (int j = 0; j < n; j++)
                 lg->K[(size_t)i * LAG_MAX + j] =
                     (lg->len[(size_t)i * LAG_MAX + j] - kmin) * sc + 0.05;
-        solve_game(lg->K, LAG_MAX, m, n, lg->lam, lg->y, lg->tab, lg->basis);
-        memset(lg->agg, 0, sizeof(double) * nc);
-        for (int i = 0; i < m; i++)
-            for (size_t q = 0; q < nc; q++)
-                lg->agg[q] += lg->lam[i] * lg->chain[(size_t)i * nc + q];
+        for (int r = 0; r < lg->q; r++)
+            for (int j = 0; j < n; j++)
+                lg->Q[(size_t)r * LAG_MAX + j] =
+                    lag_cons_value(x, &lg->cs[3 * r], &lg->part[(size_t)j * nb]);
+        int infeasible = solve_game(lg->K, lg->Q, LAG_MAX, m, lg->q, n, lg->lam, lg->y, lg->tab,
+                                    lg->basis) == -2;
+        if (!infeasible || !have_agg) {
+            memset(lg->agg, 0, sizeof(double) * nc);
+            for (int i = 0; i < m; i++)
+                for (size_t q = 0; q < nc; q++)
+                    lg->agg[q] += lg->lam[i] * lg->chain[(size_t)i * nc + q];
+            have_agg = 1;
+        }
+        /* the constraints' multipliers: the game's duals, back from its scale to ns per layer;
+         * when no mixture of the columns meets the constraints yet, the chains' last mixture
+         * stays and each multiplier doubles while the DP's answer breaks its constraint (any
+         * multipliers give a valid bound; these steer the DP to partitions that meet them) */
+        for (int r = 0; r < lg->q; r++)
+            if (!infeasible)
+                lg->mu[r] = lg->lam[m + r] / sc;
+            else if (lg->viol[r])
+                lg->mu[r] = lg->mu[r] > 0 ? 2 * lg->mu[r] : kmax / x->L;
+        memset(lg->lin, 0, sizeof(double) * nb);
+        lg->lin0 = 0.0;
+        for (int r = 0; r < lg->q; r++) {
+            double mu = lg->mu[r];
+            const int *c = &lg->cs[3 * r];
+            if (!(mu > 0))
+                continue;
+            for (int j = c[0]; j < P; j += x->S) {
+                lg->lin[j + 1] += mu * c[1];
+                lg->lin[j] -= mu * c[1];
+            }
+            lg->lin0 -= mu * c[1] * c[2];
+        }
         lag_table(x, lg);
+        if (!isfinite(lg->G[0])) {
+            lg->bound = INFINITY; /* the box and the cut leave no partition */
+            return;
+        }
         double lb = (lg->c0 + lg->G[0] + x->opt_ns) * LAG_SAFETY;
-        if (lg->m > LAG_MAX - 4 || lg->n > LAG_MAX - 4)
+        if (lg->m > lg->cap - 4 || lg->n > lg->cap - 4)
             lag_compact(x, lg);
         if (lb > lg->bound) {
             lg->bound = lb;
             memcpy(lg->best_agg, lg->agg, sizeof(double) * nc);
         }
         /* the partition player's best response */
+        n = lg->n; /* the mixture's columns, after lag_compact: y[0 .. n-1] */
         int *b = x->bounds;
-        b[0] = 0;
-        for (int k = 0; k < P - 1; k++)
-            b[k + 1] = lg->arg[(size_t)k * (x->L + 1) + b[k]];
-        b[P] = x->L;
+        lag_argmin(x, lg, b);
         offer(x, b);
         int added = lag_add_part(x, lg, b) >= 0;
         if (added)
             lag_add_part_chain(x, lg, b);
+        for (int r = 0; r < lg->q; r++)
+            lg->viol[r] = lag_cons_value(x, &lg->cs[3 * r], b) > 0;
+        lg->rounds = it + 1;
+        if (infeasible)
+            continue; /* the partitions' mixture means nothing yet */
         /* the chain player's best response to the mixture of partitions */
         for (size_t q = 0; q < (size_t)(N_COMPUTE * P); q++)
             lg->mdur[q] = 0.0;
@@ -1875,12 +2015,14 @@ static void lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
         memcpy(x->tr, lg->mtr, sizeof(double) * (size_t)P);
         double ub = replay_chain(x, lg->coef) + x->opt_ns;
         added |= lag_add_chain(x, lg) >= 0;
-        lg->upper = ub;
-        if (!added || ub - lb <= 1e-6 * ub)
+        lg->upper = fmin(lg->upper, ub);
+        if (!added || lg->upper - lg->bound <= lg->tol * lg->upper || lg->bound >= lg->enough)
             break;
     }
-    memcpy(lg->agg, lg->best_agg, sizeof(double) * nc);
-    lag_table(x, lg);
+    if (lg->q == 0 && !lg->lo) { /* the root's mixture, for the search's node bound */
+        memcpy(lg->agg, lg->best_agg, sizeof(double) * nc);
+        lag_table(x, lg);
+    }
 }
 
 static void lag_free(rb_lag *lg)
@@ -1894,6 +2036,10 @@ static void lag_free(rb_lag *lg)
     pp_free(lg->tab);
     pp_free(lg->basis);
     pp_free(lg->lam);
+    pp_free(lg->Q);
+    pp_free(lg->lin);
+    pp_free(lg->mu);
+    pp_free(lg->viol);
     pp_free(lg->y);
     pp_free(lg->agg);
     pp_free(lg->best_agg);
@@ -1911,15 +2057,20 @@ static rb_lag *lag_new(const rb_ctx *x)
     if (!lg)
         return NULL;
     memset(lg, 0, sizeof *lg);
-    size_t nc = LAG_NC(x->P), LM = LAG_MAX, tw = (size_t)(LM + 1) * (2 * LM + 1);
+    size_t nc = LAG_NC(x->P), LM = LAG_MAX, QM = LAG_QMAX;
+    size_t tw = (LM + QM + 1) * (2 * LM + QM + 1);
     size_t gt = (size_t)x->P * ((size_t)x->L + 1);
     lg->chain = pp_alloc(sizeof(double) * LM * nc);
     lg->part = pp_alloc(sizeof(int) * LM * ((size_t)x->P + 1));
     lg->len = pp_alloc(sizeof(double) * LM * LM);
     lg->K = pp_alloc(sizeof(double) * LM * LM);
     lg->tab = pp_alloc(sizeof(double) * tw);
-    lg->basis = pp_alloc(sizeof(int) * LM);
-    lg->lam = pp_alloc(sizeof(double) * LM);
+    lg->basis = pp_alloc(sizeof(int) * (LM + QM));
+    lg->lam = pp_alloc(sizeof(double) * (LM + QM));
+    lg->Q = pp_alloc(sizeof(double) * QM * LM);
+    lg->mu = pp_alloc(sizeof(double) * QM);
+    lg->viol = pp_alloc(QM);
+    lg->lin = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
     lg->y = pp_alloc(sizeof(double) * LM);
     lg->agg = pp_alloc(sizeof(double) * nc);
     lg->best_agg = pp_alloc(sizeof(double) * nc);
@@ -1930,12 +2081,17 @@ static rb_lag *lag_new(const rb_ctx *x)
     lg->arg = pp_alloc(sizeof(int) * gt);
     if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
         !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->G ||
-        !lg->arg) {
+        !lg->arg || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
         lag_free(lg);
         return NULL;
     }
     memset(lg->agg, 0, sizeof(double) * nc);
     memset(lg->best_agg, 0, sizeof(double) * nc);
+    lg->cap = LAG_MAX;
+    lg->tol = 1e-6;
+    lg->enough = INFINITY;
+    lg->cut = INFINITY;
+    memset(lg->lin, 0, sizeof(double) * ((size_t)x->P + 1));
     return lg;
 }
 
@@ -2456,6 +2612,31 @@ static void search_from(rb_ctx *x, const int *b, double kb, int *save)
     }
 }
 
+/* Offers the last restricted game's average partition (rounded, kept increasing) as an
+ * incumbent, with the local moves from it. `cur` and `save`: scratch of P + 1 entries. */
+static void lag_round_offer(rb_ctx *x, const rb_lag *lg, int *cur, int *save)
+{
+    int P = x->P;
+    size_t nb = (size_t)P + 1;
+    double sy = 0.0;
+    for (int j = 0; j < lg->n; j++)
+        sy += lg->y[j] > 0 ? lg->y[j] : 0.0;
+    if (!(sy > 0))
+        return;
+    cur[0] = 0;
+    for (int k = 1; k < P; k++) {
+        double a = 0.0;
+        for (int j = 0; j < lg->n; j++)
+            if (lg->y[j] > 0)
+                a += lg->y[j] * lg->part[(size_t)j * nb + (size_t)k];
+        int r = (int)lround(a / sy);
+        int lo = cur[k - 1] + 1, hi = x->L - (P - k);
+        cur[k] = r < lo ? lo : r > hi ? hi : r;
+    }
+    cur[P] = x->L;
+    search_from(x, cur, evaluate(x, cur), save);
+}
+
 /* Incumbents from the chain mixture, until `deadline`: local moves from the mixture's average
  * boundaries (rounded, kept increasing) and from each partition of its support, best simulated
  * first (partitions good on average against the chains, often bad alone); then, while time
@@ -2472,21 +2653,7 @@ static void lag_starts(rb_ctx *x, rb_lag *lg, uint64_t deadline)
     if (!save || !cur || !key || !ord)
         goto done;
     x->deadline = deadline;
-    double sy = 0.0;
-    for (int j = 0; j < lg->n; j++)
-        sy += lg->y[j] > 0 ? lg->y[j] : 0.0;
-    cur[0] = 0;
-    for (int k = 1; k < P; k++) {
-        double a = 0.0;
-        for (int j = 0; j < lg->n; j++)
-            if (lg->y[j] > 0)
-                a += lg->y[j] * lg->part[(size_t)j * nb + (size_t)k];
-        int r = sy > 0 ? (int)lround(a / sy) : k;
-        int lo = cur[k - 1] + 1, hi = x->L - (P - k);
-        cur[k] = r < lo ? lo : r > hi ? hi : r;
-    }
-    cur[P] = x->L;
-    search_from(x, cur, evaluate(x, cur), save);
+    lag_round_offer(x, lg, cur, save);
     int n = 0;
     for (int j = 0; j < lg->n; j++) {
         if (lg->y[j] <= 0)
@@ -2533,6 +2700,299 @@ done:
     pp_free(ord);
 }
 
+/* ---- branching on the mixture (v > 1) ---- */
+
+/* A node of lag_branch: the partitions whose boundary k lies in lo[k] .. hi[k] and whose stage s
+ * holds cmin[s] .. cmax[s] layers; `value`, the restricted mixture bound, proven for them; the
+ * support of its last restricted game (chains; partitions and their weights) to start its
+ * children from. */
+typedef struct lag_node {
+    double value;
+    int *lim;          /* lo[P + 1], hi[P + 1], cmin[S], cmax[S] */
+    double *chain;     /* [m * LAG_NC] */
+    int *part;         /* [n * (P + 1)] */
+    double *w;         /* [n] */
+    int m, n;
+    int resolved;      /* 1: its game was solved again after a one-partition mixture; 2: that
+                          gave one partition again, the node is set aside (its value stays) */
+} lag_node;
+
+#define LAG_LIMS(x) (2 * ((size_t)(x)->P + 1) + 2 * (size_t)(x)->S)
+
+static void lag_node_free(lag_node *nd)
+{
+    pp_free(nd->lim);
+    pp_free(nd->chain);
+    pp_free(nd->part);
+    pp_free(nd->w);
+    memset(nd, 0, sizeof *nd);
+}
+
+/* Keeps the limits and the support of lg's last game in nd; returns 0, or -1 out of memory. */
+static int lag_node_take(const rb_ctx *x, const rb_lag *lg, const int *lim, double value,
+                         lag_node *nd)
+{
+    size_t nc = LAG_NC(x->P), nb = (size_t)x->P + 1;
+    int m = 0, n = 0;
+    for (int i = 0; i < lg->m; i++)
+        m += lg->lam[i] > 0;
+    for (int j = 0; j < lg->n; j++)
+        n += lg->y[j] > 0;
+    memset(nd, 0, sizeof *nd);
+    nd->lim = pp_alloc(sizeof(int) * LAG_LIMS(x));
+    nd->chain = pp_alloc(sizeof(double) * nc * (size_t)(m > 0 ? m : 1));
+    nd->part = pp_alloc(sizeof(int) * nb * (size_t)(n > 0 ? n : 1));
+    nd->w = pp_alloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!nd->lim || !nd->chain || !nd->part || !nd->w) {
+        lag_node_free(nd);
+        return -1;
+    }
+    memcpy(nd->lim, lim, sizeof(int) * LAG_LIMS(x));
+    for (int i = 0; i < lg->m; i++)
+        if (lg->lam[i] > 0)
+            memcpy(&nd->chain[(size_t)nd->m++ * nc], &lg->chain[(size_t)i * nc],
+                   sizeof(double) * nc);
+    for (int j = 0; j < lg->n; j++)
+        if (lg->y[j] > 0) {
+            memcpy(&nd->part[(size_t)nd->n * nb], &lg->part[(size_t)j * nb], sizeof(int) * nb);
+            nd->w[nd->n++] = lg->y[j];
+        }
+    nd->value = value;
+    return 0;
+}
+
+/* How to split a node: the layer count of a stage (kind 1) where the mixture's average is
+ * furthest from whole, else the boundary (kind 0) on whose position its partitions disagree
+ * most (weighted variance); the children take "<= at" and "> at". Returns 0 when the mixture is
+ * one partition (nothing to split). */
+static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, int *at)
+{
+    size_t nb = (size_t)x->P + 1;
+    const int *lo = nd->lim, *hi = lo + nb, *cmin = hi + nb, *cmax = cmin + x->S;
+    double sw = 0.0;
+    for (int j = 0; j < nd->n; j++)
+        sw += nd->w[j];
+    if (!(sw > 0))
+        return 0;
+    int q = 0; /* constraint rows the node has */
+    for (int s = 0; s < x->S; s++)
+        q += (cmin[s] > 0) + (cmax[s] < x->L);
+    double most = 1e-6;
+    int found = 0;
+    for (int s = 0; s < x->S && q + 1 <= LAG_QMAX; s++) {
+        double mean = 0.0;
+        for (int j = 0; j < nd->n; j++) {
+            const int *b = &nd->part[(size_t)j * nb];
+            int n = 0;
+            for (int p = s; p < x->P; p += x->S)
+                n += b[p + 1] - b[p];
+            mean += nd->w[j] * n;
+        }
+        mean /= sw;
+        double fr = mean - floor(mean), off = fr < 0.5 ? fr : 1.0 - fr;
+        int a = (int)floor(mean);
+        if (off > most && a >= cmin[s] && a < cmax[s]) {
+            most = off;
+            found = 1;
+            *kind = 1;
+            *idx = s;
+            *at = a;
+        }
+    }
+    if (found)
+        return 1;
+    most = 1e-9;
+    for (int k = 1; k < x->P; k++) {
+        double m1 = 0.0, m2 = 0.0;
+        for (int j = 0; j < nd->n; j++) {
+            double b = nd->part[(size_t)j * nb + (size_t)k];
+            m1 += nd->w[j] * b;
+            m2 += nd->w[j] * b * b;
+        }
+        m1 /= sw;
+        double var = m2 / sw - m1 * m1;
+        int a = (int)floor(m1);
+        a = a < lo[k] ? lo[k] : a >= hi[k] ? hi[k] - 1 : a;
+        if (var > most && a >= lo[k]) {
+            most = var;
+            found = 1;
+            *kind = 0;
+            *idx = k;
+            *at = a;
+        }
+    }
+    return found;
+}
+
+/* Solves the restricted game of the limits `lim` in lg, started from nd's support: the
+ * boundaries' ranges bind each partition (the DP keeps to them), the stage counts bind the
+ * mixture (constraint rows, their multipliers in the DP). */
+static void lag_solve_node(rb_ctx *x, rb_lag *lg, const lag_node *nd, const int *lim, int *cs,
+                           uint64_t deadline, int rounds)
+{
+    size_t nb = (size_t)x->P + 1, nc = LAG_NC(x->P);
+    const int *cmin = lim + 2 * nb, *cmax = cmin + x->S;
+    lg->m = lg->n = 0;
+    lg->bound = 0.0;
+    lg->lo = lim;
+    lg->hi = lim + nb;
+    lg->q = 0;
+    for (int s = 0; s < x->S; s++) {
+        if (cmin[s] > 0 && lg->q < LAG_QMAX) {
+            cs[3 * lg->q] = s, cs[3 * lg->q + 1] = -1, cs[3 * lg->q + 2] = cmin[s];
+            lg->q++;
+        }
+        if (cmax[s] < x->L && lg->q < LAG_QMAX) {
+            cs[3 * lg->q] = s, cs[3 * lg->q + 1] = 1, cs[3 * lg->q + 2] = cmax[s];
+            lg->q++;
+        }
+    }
+    lg->cs = cs;
+    memset(lg->lin, 0, sizeof(double) * nb);
+    lg->lin0 = 0.0;
+    for (int i = 0; i < nd->m; i++) {
+        memcpy(lg->coef, &nd->chain[(size_t)i * nc], sizeof(double) * nc);
+        lag_add_chain(x, lg);
+    }
+    for (int j = 0; j < nd->n; j++)
+        lag_add_part(x, lg, &nd->part[(size_t)j * nb]);
+    lag_solve(x, lg, deadline, rounds);
+}
+
+#define LAG_NODES 4096
+
+/* A node is closed when its value reaches the incumbent's cutoff up to the mixture bound's own
+ * safety factor (a node whose relaxation equals the incumbent's step is then closed, not kept
+ * open by rounding). */
+static double lag_cut(const rb_ctx *x) { return cutoff(x) * LAG_SAFETY; }
+
+/* Branch and bound on the path-mixture relaxation (v > 1). The mixture's value over all
+ * partitions (x->lag) is in effect that of a partition with fractional layers: its partitions
+ * average to stages of fractional layer counts. Each node splits on the count of the stage whose
+ * average is furthest from whole (at most c, or at least c + 1 layers: a constraint on the
+ * mixture, priced into the DP by its multiplier), and when every count is whole, on the range of
+ * the boundary its partitions disagree on most; every partition lies in one child, and each
+ * child's restricted game bounds its partitions. Best-first (the least value next), until
+ * `deadline` or until every open node reaches the incumbent's cutoff; the restricted games' best
+ * responses are offered as incumbents on the way, and pieces whose own bound reaches the cutoff
+ * are left out of the DP. Returns the least value over the open nodes, a proven lower bound on
+ * every partition's step, or the cutoff when none is left open. */
+static double lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
+{
+    int P = x->P, S = x->S;
+    size_t nb = (size_t)P + 1, nl = LAG_LIMS(x);
+    rb_lag *lg = lag_new(x);
+    lag_node *open = pp_alloc(sizeof(lag_node) * LAG_NODES);
+    int *lim = pp_alloc(sizeof(int) * nl), *cs = pp_alloc(sizeof(int) * 3 * LAG_QMAX);
+    int n_open = 0;
+    double result = x->lag ? x->lag->bound : 0.0;
+    *closed = 0;
+    if (!lg || !open || !lim || !cs || !x->lag)
+        goto done;
+    /* the nodes' games: their support is about P + 1 chains and partitions, and a smaller
+     * tableau solves faster; a bound within a microsecond per millisecond of its game's value
+     * is enough to order the nodes */
+    lg->cap = P + 16 < LAG_MAX ? P + 16 : LAG_MAX;
+    lg->tol = 1e-3;
+    int *lo = lim, *hi = lim + nb, *cmin = hi + nb, *cmax = cmin + S;
+    for (int k = 0; k <= P; k++) {
+        lo[k] = k;
+        hi[k] = x->L - (P - k);
+    }
+    lo[0] = hi[0] = 0;
+    lo[P] = hi[P] = x->L;
+    for (int s2 = 0; s2 < S; s2++) {
+        cmin[s2] = 0;
+        cmax[s2] = x->L;
+    }
+    if (lag_node_take(x, x->lag, lim, x->lag->bound, &open[0]) != 0)
+        goto done;
+    n_open = 1;
+    for (int split = 0; n_open > 0 && (!deadline || pp_now_ns() < deadline) &&
+                        (!max_splits || split < max_splits);
+         split++) {
+        int pick = -1;
+        for (int i = 0; i < n_open; i++)
+            if (open[i].resolved < 2 && (pick < 0 || open[i].value < open[pick].value))
+                pick = i;
+        if (pick < 0 || !(open[pick].value < lag_cut(x)))
+            break; /* every open node is at the incumbent or above, or set aside */
+        int kind = 0, idx = 0, at = 0;
+        if (!lag_split(x, &open[pick], &kind, &idx, &at)) {
+            /* its last game's mixture is one partition: the game was stopped by the tolerance
+             * with the oracle's two sides apart; solve it again to the end, from its support */
+            lag_node *nd = &open[pick], again;
+            if (nd->resolved) {
+                nd->resolved = 2; /* still one partition: set aside, its value stays a bound */
+                continue;
+            }
+            lg->enough = lag_cut(x);
+            lg->cut = cutoff(x);
+            lg->tol = 1e-6;
+            memcpy(lim, nd->lim, sizeof(int) * nl);
+            lag_solve_node(x, lg, nd, lim, cs, deadline, 400);
+            lg->tol = 1e-3;
+            if (lag_node_take(x, lg, lim, fmax(nd->value, lg->bound), &again) != 0)
+                break;
+            lag_node_free(nd);
+            *nd = again;
+            nd->resolved = 1;
+            continue;
+        }
+        lag_node nd = open[pick];
+        open[pick] = open[--n_open];
+        int n_kids = 0, failed = 0;
+        lag_node kids[2];
+        for (int side = 0; side < 2; side++) {
+            memcpy(lim, nd.lim, sizeof(int) * nl);
+            if (kind == 0)
+                (side == 0 ? hi : lo)[idx] = side == 0 ? at : at + 1;
+            else
+                (side == 0 ? cmax : cmin)[idx] = side == 0 ? at : at + 1;
+            lg->enough = lag_cut(x);
+            lg->cut = cutoff(x);
+            lag_solve_node(x, lg, &nd, lim, cs, deadline, 400);
+            double v = fmax(nd.value, lg->bound);
+            /* the children's average partitions, rounded and polished by the local moves, are
+             * good incumbents (whole stage counts where the node fixed them) */
+            lag_round_offer(x, lg, x->kid_cur, x->kid_save);
+            if (!(v < lag_cut(x)))
+                continue; /* no partition of this child beats the incumbent */
+            if (lag_node_take(x, lg, lim, v, &kids[n_kids]) != 0) {
+                failed = 1;
+                break;
+            }
+            n_kids++;
+        }
+        if (failed) { /* out of memory: the node stays open as it was, and the search ends */
+            for (int i = 0; i < n_kids; i++)
+                lag_node_free(&kids[i]);
+            open[n_open++] = nd;
+            break;
+        }
+        lag_node_free(&nd);
+        for (int i = 0; i < n_kids; i++)
+            open[n_open++] = kids[i];
+        if (n_open + 2 > LAG_NODES)
+            break;
+    }
+    result = cutoff(x);
+    *closed = 1;
+    for (int i = 0; i < n_open; i++)
+        if (open[i].value < lag_cut(x)) {
+            result = fmin(result, open[i].value);
+            *closed = 0;
+        }
+done:
+    for (int i = 0; i < n_open; i++)
+        lag_node_free(&open[i]);
+    pp_free(open);
+    pp_free(lim);
+    pp_free(cs);
+    lag_free(lg);
+    return result;
+}
+
 /* For v > 1: the chain mixture's bound (lag_solve) on at most 35% of the budget (3 s without
  * one); raises the root bound and gives the search its node bound (x->lag). Skipped when out of
  * memory (only a bound). */
@@ -2540,7 +3000,9 @@ static void lag_setup(rb_ctx *x, double *root)
 {
     x->lag = lag_new(x);
     x->lag_fixed = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
-    if (!x->lag || !x->lag_fixed) {
+    x->kid_cur = pp_alloc(sizeof(int) * ((size_t)x->P + 1));
+    x->kid_save = pp_alloc(sizeof(int) * ((size_t)x->P + 1));
+    if (!x->lag || !x->lag_fixed || !x->kid_cur || !x->kid_save) {
         lag_free(x->lag);
         x->lag = NULL;
         return;
@@ -2549,6 +3011,7 @@ static void lag_setup(rb_ctx *x, double *root)
     uint64_t dl = x->deadline ? now + left * 7 / 20 : now + 3000000000ull;
     lag_solve(x, x->lag, dl, 4000);
     *root = fmax(*root, x->lag->bound);
+
     x->lag_fixed[0] = 0.0;
 }
 
@@ -2749,10 +3212,22 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
             x.deadline = full;
             if (!proven) {
                 if (x.lag) {
+                    /* v = 2: incumbents until 40% of what is left, the mixture's branch and
+                     * bound (which finds better ones too) until 95%; v > 2: incumbents until
+                     * 85% (their nodes' games solve too slowly to pay, docs/rebalancer.md) */
                     uint64_t left = full > now ? full - now : 0;
-                    lag_starts(&x, x.lag, full ? now + left * 17 / 20 : now + 2000000000ull);
+                    int branch = x.v == 2;
+                    lag_starts(&x, x.lag,
+                               full ? now + left / 20 * (branch ? 8 : 17)
+                                    : now + (branch ? 1000000000ull : 2000000000ull));
+                    if (branch) {
+                        int closed;
+                        root = fmax(root, lag_branch(&x, full ? now + left / 20 * 19
+                                                              : now + 3000000000ull, 0, &closed));
+                        proven = closed;
+                    }
                 }
-                if (pair_dp_applies(&x)) {
+                if (!proven && pair_dp_applies(&x)) {
                     pair = pair_dp(&x, root);
                     if (pair >= 0)
                         local_search(&x);
@@ -2877,6 +3352,51 @@ pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p
         }
         *bound_ns = b;
     }
+done:
+    ctx_free(&x);
+    return st;
+}
+
+pp_status pp_rebalance_branch_bound(const pp_rebalance_opts *o, const pp_partition *incumbent,
+                                    int max_splits, double *root_ns, double *bound_ns,
+                                    double *best_ns)
+{
+    if (o->v < 2)
+        return PP_ERR(PP_ERR_INVALID, "rebalance: the mixture's branch and bound is for "
+                                      "interleaved schedules (v >= 2), not v = %d", o->v);
+    rb_ctx x;
+    pp_status st = ctx_init(&x, o, 0);
+    if (st != PP_OK)
+        return st;
+    x.best_step = INFINITY;
+    if (incumbent) {
+        if (incumbent->L != x.L || incumbent->S != x.S || incumbent->v != x.v ||
+            incumbent->P != x.P) {
+            st = PP_ERR(PP_ERR_INVALID,
+                        "rebalance: incumbent of %d layers into %d x %d pieces does not match "
+                        "the options (%d layers, S = %d, v = %d)",
+                        incumbent->L, incumbent->S, incumbent->v, x.L, x.S, x.v);
+            goto done;
+        }
+        offer(&x, incumbent->bounds);
+    }
+    build_piece_table(&x);
+    x.lag = lag_new(&x);
+    x.kid_cur = pp_alloc(sizeof(int) * ((size_t)x.P + 1));
+    x.kid_save = pp_alloc(sizeof(int) * ((size_t)x.P + 1));
+    if (!x.lag || !x.kid_cur || !x.kid_save) {
+        st = PP_ERR(PP_ERR_NOMEM, "rebalance: out of memory");
+        goto done;
+    }
+    lag_solve(&x, x.lag, 0, 4000);
+    if (root_ns)
+        *root_ns = x.lag->bound;
+    int closed;
+    double b = lag_branch(&x, 0, max_splits, &closed);
+    if (bound_ns)
+        *bound_ns = b;
+    if (best_ns)
+        *best_ns = x.best_step;
 done:
     ctx_free(&x);
     return st;
