@@ -2715,6 +2715,7 @@ typedef struct lag_node {
     int m, n;
     int resolved;      /* 1: its game was solved again after a one-partition mixture; 2: that
                           gave one partition again, the node is set aside (its value stays) */
+    size_t bytes;      /* what it holds */
 } lag_node;
 
 #define LAG_LIMS(x) (2 * ((size_t)(x)->P + 1) + 2 * (size_t)(x)->S)
@@ -2747,6 +2748,8 @@ static int lag_node_take(const rb_ctx *x, const rb_lag *lg, const int *lim, doub
         lag_node_free(nd);
         return -1;
     }
+    nd->bytes = sizeof(int) * LAG_LIMS(x) + sizeof(double) * nc * (size_t)m +
+                (sizeof(int) * nb + sizeof(double)) * (size_t)n;
     memcpy(nd->lim, lim, sizeof(int) * LAG_LIMS(x));
     for (int i = 0; i < lg->m; i++)
         if (lg->lam[i] > 0)
@@ -2860,6 +2863,7 @@ static void lag_solve_node(rb_ctx *x, rb_lag *lg, const lag_node *nd, const int 
 }
 
 #define LAG_NODES 4096
+#define LAG_NODE_BYTES ((size_t)64 << 20) /* the open nodes' supports, at most */
 
 /* A node is closed when its value reaches the incumbent's cutoff up to the mixture bound's own
  * safety factor (a node whose relaxation equals the incumbent's step is then closed, not kept
@@ -2908,6 +2912,7 @@ static double lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *clos
     if (lag_node_take(x, x->lag, lim, x->lag->bound, &open[0]) != 0)
         goto done;
     n_open = 1;
+    size_t held = open[0].bytes;
     for (int split = 0; n_open > 0 && (!deadline || pp_now_ns() < deadline) &&
                         (!max_splits || split < max_splits);
          split++) {
@@ -2934,6 +2939,7 @@ static double lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *clos
             lg->tol = 1e-3;
             if (lag_node_take(x, lg, lim, fmax(nd->value, lg->bound), &again) != 0)
                 break;
+            held += again.bytes - nd->bytes;
             lag_node_free(nd);
             *nd = again;
             nd->resolved = 1;
@@ -2970,11 +2976,14 @@ static double lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *clos
             open[n_open++] = nd;
             break;
         }
+        held -= nd.bytes;
         lag_node_free(&nd);
-        for (int i = 0; i < n_kids; i++)
+        for (int i = 0; i < n_kids; i++) {
+            held += kids[i].bytes;
             open[n_open++] = kids[i];
-        if (n_open + 2 > LAG_NODES)
-            break;
+        }
+        if (n_open + 2 > LAG_NODES || held > LAG_NODE_BYTES)
+            break; /* the least open value stands */
     }
     result = cutoff(x);
     *closed = 1;
