@@ -98,7 +98,6 @@ typedef struct rb_lag {
     double upper;      /* the least mixed replay of the last solve's rounds: the relaxation's
                           value (of its box and constraints) is below */
     int cap;           /* rows and columns kept before the unweighted ones are dropped */
-    int rounds;        /* the last solve's rounds */
     double tol;        /* stop when the two sides are this close (relative) */
     double enough;     /* stop when the bound reaches this (ns) */
     double cut;        /* pieces whose piece bound reaches this are left out (+inf: none) */
@@ -183,7 +182,8 @@ typedef struct rb_ctx {
     rb_child *kids;    /* [P * (L + 1)] */
     rb_lag *lag;       /* the path-mixture bound, NULL when not computed */
     double *lag_fixed; /* [P + 1] sum of the mixture's H_j over the fixed boundaries 1 .. k */
-    int *kid_cur, *kid_save; /* [P + 1] scratch of lag_branch's incumbents */
+    int *kid_cur, *kid_save; /* [P + 1] scratch of the mixture's incumbents (lag_starts,
+                                lag_branch) */
     uint64_t t0, deadline;
     int aborted;
     int64_t nodes, evaluated;
@@ -1994,7 +1994,6 @@ static void lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
             lag_add_part_chain(x, lg, b);
         for (int r = 0; r < lg->q; r++)
             lg->viol[r] = lag_cons_value(x, &lg->cs[3 * r], b) > 0;
-        lg->rounds = it + 1;
         if (infeasible)
             continue; /* the partitions' mixture means nothing yet */
         /* the chain player's best response to the mixture of partitions */
@@ -2646,11 +2645,11 @@ static void lag_starts(rb_ctx *x, rb_lag *lg, uint64_t deadline)
 {
     int P = x->P;
     size_t nb = (size_t)P + 1;
-    int *save = pp_alloc(sizeof(int) * nb), *cur = pp_alloc(sizeof(int) * nb);
+    int *save = x->kid_save, *cur = x->kid_cur; /* lag_setup's scratch */
     double *key = pp_alloc(sizeof(double) * (size_t)LAG_MAX);
     int *ord = pp_alloc(sizeof(int) * (size_t)LAG_MAX);
     uint64_t full = x->deadline;
-    if (!save || !cur || !key || !ord)
+    if (!key || !ord)
         goto done;
     x->deadline = deadline;
     lag_round_offer(x, lg, cur, save);
@@ -2694,8 +2693,6 @@ static void lag_starts(rb_ctx *x, rb_lag *lg, uint64_t deadline)
     }
 done:
     x->deadline = full;
-    pp_free(save);
-    pp_free(cur);
     pp_free(key);
     pp_free(ord);
 }
@@ -3309,6 +3306,17 @@ done:
     return st;
 }
 
+/* A partition given from outside must have the options' shape; `what` names it. */
+static pp_status check_shape(const rb_ctx *x, const pp_partition *p, const char *what)
+{
+    if (p->L == x->L && p->S == x->S && p->v == x->v && p->P == x->P)
+        return PP_OK;
+    return PP_ERR(PP_ERR_INVALID,
+                  "rebalance: %s of %d layers into %d x %d pieces does not match the options "
+                  "(%d layers, S = %d, v = %d)",
+                  what, p->L, p->S, p->v, x->L, x->S, x->v);
+}
+
 pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,
                                double *bound_ns)
 {
@@ -3316,13 +3324,8 @@ pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p
     pp_status st = ctx_init(&x, o, 0);
     if (st != PP_OK)
         return st;
-    if (p->L != x.L || p->S != x.S || p->v != x.v || p->P != x.P) {
-        st = PP_ERR(PP_ERR_INVALID,
-                    "rebalance: partition of %d layers into %d x %d pieces does not match the "
-                    "options (%d layers, S = %d, v = %d)",
-                    p->L, p->S, p->v, x.L, x.S, x.v);
+    if ((st = check_shape(&x, p, "partition")) != PP_OK)
         goto done;
-    }
     if (step_ns)
         *step_ns = evaluate(&x, p->bounds);
     if (bound_ns) {
@@ -3379,14 +3382,8 @@ pp_status pp_rebalance_branch_bound(const pp_rebalance_opts *o, const pp_partiti
         return st;
     x.best_step = INFINITY;
     if (incumbent) {
-        if (incumbent->L != x.L || incumbent->S != x.S || incumbent->v != x.v ||
-            incumbent->P != x.P) {
-            st = PP_ERR(PP_ERR_INVALID,
-                        "rebalance: incumbent of %d layers into %d x %d pieces does not match "
-                        "the options (%d layers, S = %d, v = %d)",
-                        incumbent->L, incumbent->S, incumbent->v, x.L, x.S, x.v);
+        if ((st = check_shape(&x, incumbent, "incumbent")) != PP_OK)
             goto done;
-        }
         offer(&x, incumbent->bounds);
     }
     build_piece_table(&x);
