@@ -136,6 +136,26 @@ const char *pp_tune_plan_recompute(const pp_extract *e, const pp_tune_proposal *
 pp_status pp_tune_check_ran_plan(const char *dir, const pp_extract *e, const pp_plan *plan,
                                  const char *plan_path);
 
+/* How much of a plan's error is the speed of the machine (docs/sim-dist.md "Speed between
+ * runs"). A plan is predicted from the costs of the run it was made from (`base`); when the run
+ * of the plan (`run`) finds the same layers faster or slower, the prediction misses by that
+ * much whatever the model. The layers' compute per micro-batch (pp_costs_layers_us: every
+ * layer's forward and backward, the same whatever the layout) is compared between the two runs,
+ * and the layout `run` ran is predicted again from base's costs with every layer's compute
+ * scaled by their ratio (pp_costs_scale_layers; transfers and the optimizer's terms as they
+ * were), with base's variation and run's recomputation: with ratio 1 this is the plan's own
+ * prediction. */
+typedef struct pp_tune_speed {
+    double base_us, run_us;      /* the layers' compute per micro-batch in each run */
+    double ratio;                /* run_us / base_us */
+    pp_sim_dist_result adjusted; /* run's layout from base's costs at run's speed */
+} pp_tune_speed;
+
+/* PP_ERR_INVALID when the runs cannot be compared: other models (layer counts), other
+ * micro-batch sizes, or no compute measured in one of them. */
+pp_status pp_tune_speed_compare(const pp_tune_opts *o, const pp_extract *base,
+                                const pp_extract *run, pp_tune_speed *out);
+
 /* --verify: checks that run `dir` ran `plan` and prints measured against predicted, and with
  * `baseline_dir` the achieved speedup against the predicted one. */
 pp_status pp_tune_verify(const pp_tune_opts *o, const pp_plan *plan, const char *plan_path,

@@ -6,6 +6,7 @@
 
 #include "pp_sim.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,37 @@ pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, const
         d.seed ^= o->jitter->seed;
     }
     return pp_sim_dist_file(kind, part, M, c ? c : pp_extract_run_costs(e), &d, res);
+}
+
+pp_status pp_tune_speed_compare(const pp_tune_opts *o, const pp_extract *base,
+                                const pp_extract *run, pp_tune_speed *out)
+{
+    memset(out, 0, sizeof *out);
+    if (base->costs->n_layers != run->costs->n_layers)
+        return PP_ERR(PP_ERR_INVALID, "the runs are of other models (%d and %d layers)",
+                      base->costs->n_layers, run->costs->n_layers);
+    if (base->microbatch_size && run->microbatch_size &&
+        base->microbatch_size != run->microbatch_size)
+        return PP_ERR(PP_ERR_INVALID, "the runs have other micro-batch sizes (%d and %d)",
+                      base->microbatch_size, run->microbatch_size);
+    /* `costs`, not run_costs: a recomputed layer's second forward is taken out of both */
+    out->base_us = pp_costs_layers_us(base->costs);
+    out->run_us = pp_costs_layers_us(run->costs);
+    if (!(out->base_us > 0) || !(out->run_us > 0) || !isfinite(out->base_us) ||
+        !isfinite(out->run_us))
+        return PP_ERR(PP_ERR_INVALID, "no compute measured to compare (%g and %g us per "
+                                      "micro-batch)", out->base_us, out->run_us);
+    out->ratio = out->run_us / out->base_us;
+    pp_costs *scaled = NULL, *rc = NULL;
+    pp_status st = pp_costs_scale_layers(base->costs, out->ratio, &scaled);
+    if (st == PP_OK && run->recompute)
+        st = pp_costs_with_recompute(scaled, run->recompute, &rc);
+    if (st == PP_OK)
+        st = pp_tune_predict_dist(o, base, rc ? rc : scaled, run->schedule, &run->partition,
+                                  run->M, &out->adjusted);
+    pp_costs_destroy(rc);
+    pp_costs_destroy(scaled);
+    return st;
 }
 
 void pp_tune_proposal_free(pp_tune_proposal *p)

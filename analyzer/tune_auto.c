@@ -32,6 +32,10 @@ typedef struct iteration {
     uint64_t peak_bytes; /* its largest stage peak: measured (memory counters), else the model's */
     int peak_measured;   /* 1: peak_bytes from the job's counters */
     int fits;            /* peak_bytes within the memory limit (1 without a limit) */
+    /* it > 0: its run against the run its plan came from (pp_tune_speed_compare): the layers'
+     * compute per micro-batch in both, and the plan's layout predicted at its speed */
+    int has_speed;
+    pp_tune_speed speed;
 } iteration;
 
 typedef struct auto_state {
@@ -40,6 +44,7 @@ typedef struct auto_state {
     int n_its, best;
     pp_analysis *an;         /* the last measured run */
     pp_extract e;
+    pp_extract prev;         /* the run the plan being run was made from (speed comparison) */
     char stop[PATH_MAX + 64];
 } auto_state;
 
@@ -106,7 +111,10 @@ static pp_status tune_next(auto_state *s, int it, const char *plan, int *converg
     if (st != PP_OK)
         return st;
     pp_tune_fmt_into(s->its[it].plan, sizeof s->its[it].plan, "%s", plan);
-    pp_extract_free(&s->e);
+    /* kept until the plan's run is measured, to tell its speed from the model's error */
+    pp_extract_free(&s->prev);
+    s->prev = s->e;
+    memset(&s->e, 0, sizeof s->e);
     pp_analysis_free(s->an);
     s->an = NULL;
     return PP_OK;
@@ -131,6 +139,13 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
         if (st != PP_OK)
             return pp_error_wrap(st, "the job did not run the plan (does it read PPROF_PLAN, or "
                                      "take --plan?)");
+        if (pp_tune_speed_compare(&ao->tune, &s->prev, e, &cur->speed) == PP_OK) {
+            cur->has_speed = 1;
+        } else {
+            note(s, "iter %d: its speed is not compared with iteration %d's: %s", it, it - 1,
+                 pp_error_message());
+            pp_error_clear();
+        }
     } else {
         pp_sim_dist_result d;
         if (pp_tune_predict_dist(&ao->tune, e, NULL, e->schedule, &e->partition, e->M, &d) == PP_OK) {
@@ -280,7 +295,8 @@ static void write_index(const auto_state *s)
     pp_html_esc(o, s->stop); /* the loop's own text, a plan path in it */
     fputs("</p>\n<table id=\"iterations\">\n<tr><th>iter</th><th>schedule</th><th>M</th>"
           "<th>v</th><th>boundaries</th><th>predicted ms</th><th>measured ms</th><th>error</th>"
-          "<th>p95 predicted</th><th>p95 measured</th><th>error</th><th>speedup</th></tr>\n",
+          "<th>p95 predicted</th><th>p95 measured</th><th>error</th><th>error at the run's "
+          "speed</th><th>speedup</th></tr>\n",
           o);
     for (int i = 0; i < s->n_its; i++) {
         const iteration *r = &s->its[i];
@@ -299,6 +315,14 @@ static void write_index(const auto_state *s)
         else
             fprintf(o, "<td>&ndash;</td><td class=\"n\">%.3f</td><td>&ndash;</td>",
                     r->measured_p95_ns * 1e-6);
+        if (r->has_speed)
+            fprintf(o, "<td class=\"n\" data-key=\"speed_error\" title=\"compute per "
+                       "micro-batch %+.2f%% against iteration %d\">%+.2f%%</td>",
+                    100.0 * (r->speed.ratio - 1), r->iter - 1,
+                    100.0 * (r->measured_ns - r->speed.adjusted.median_ns) /
+                        r->speed.adjusted.median_ns);
+        else
+            fputs("<td>&ndash;</td>", o);
         fprintf(o, "<td class=\"n\">%.3fx%s</td></tr>\n", s->its[0].measured_ns / r->measured_ns,
                 i == s->best ? " (best)" : "");
     }
@@ -373,6 +397,17 @@ static pp_status print_summary(const auto_state *s, FILE *o)
                 100.0 * (g->fast_median_ns - r->predicted_ns) / r->predicted_ns,
                 100.0 * (g->slow_median_ns - r->predicted_ns) / r->predicted_ns);
     }
+    /* how much of each plan's error is the machine's speed between its run and the run it
+     * came from (docs/sim-dist.md "Speed between runs") */
+    for (int i = 1; i < s->n_its; i++) {
+        const iteration *r = &its[i];
+        if (!r->has_speed)
+            continue;
+        char label[32], base[32];
+        snprintf(label, sizeof label, "iter %d speed:", r->iter);
+        snprintf(base, sizeof base, "iter %d", r->iter - 1);
+        pp_tune_print_speed(&r->speed, r->measured_ns, r->measured_p95_ns, label, base, o);
+    }
     char best_plan[PATH_MAX + 32];
     snprintf(best_plan, sizeof best_plan, "%s/best-plan.json", ao->outdir);
     pp_plan pl;
@@ -429,6 +464,7 @@ pp_status pp_tune_auto(const pp_tune_auto_opts *ao, FILE *out, int *job_failed)
         write_index(&s);
     }
     pp_extract_free(&s.e);
+    pp_extract_free(&s.prev);
     pp_analysis_free(s.an);
     for (int i = 0; i <= ao->max_iters; i++) {
         pp_partition_free(&s.its[i].part);

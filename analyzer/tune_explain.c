@@ -489,6 +489,21 @@ void pp_tune_search_print(const pp_tune_opts *o, const char *dir, const pp_extra
 
 /* ---- --verify -------------------------------------------------------------------------- */
 
+void pp_tune_print_speed(const pp_tune_speed *sp, double meas_ns, double meas95_ns,
+                         const char *label, const char *base_name, FILE *out)
+{
+    int indent = (int)strlen(label) + 1;
+    fprintf(out, "%s the layers' compute per micro-batch took %.3f ms, %.3f ms in %s (%+.2f%%: "
+                 "the machine's speed, or the layers' own in their new places)\n",
+            label, sp->run_us * 1e-3, sp->base_us * 1e-3, base_name, 100.0 * (sp->ratio - 1));
+    fprintf(out, "%*sat this speed %s's costs predict this layout's median %.3f ms (error "
+                 "%+.2f%%), p95 %.3f ms (error %+.2f%%)\n",
+            indent, "", base_name, sp->adjusted.median_ns * 1e-6,
+            100.0 * (meas_ns - sp->adjusted.median_ns) / sp->adjusted.median_ns,
+            sp->adjusted.p95_ns * 1e-6,
+            100.0 * (meas95_ns - sp->adjusted.p95_ns) / sp->adjusted.p95_ns);
+}
+
 /* The baseline run's line and the achieved against the predicted speedup. */
 static pp_status print_baseline(const pp_tune_opts *o, const char *baseline_dir,
                                 const char *dir, const pp_extract *e, double meas_ns,
@@ -511,6 +526,13 @@ static pp_status print_baseline(const pp_tune_opts *o, const char *baseline_dir,
         fprintf(out, "speedup: achieved %.3fx, predicted %.3fx (baseline measured / plan "
                      "predicted)\n",
                 base_ns / meas_ns, base_ns / pred_ns);
+        pp_tune_speed sp;
+        if (pp_tune_speed_compare(o, &be, e, &sp) == PP_OK) {
+            pp_tune_print_speed(&sp, meas_ns, e->measured_p95_ns, "speed:", "the baseline", out);
+        } else {
+            fprintf(out, "speed: not compared with the baseline: %s\n", pp_error_message());
+            pp_error_clear();
+        }
     }
     pp_extract_free(&be);
     pp_analysis_free(bn);

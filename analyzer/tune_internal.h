@@ -35,6 +35,12 @@ pp_status pp_tune_propose(const pp_costs *c, pp_schedule_kind kind, int S, int v
 int pp_tune_v_choices(pp_schedule_kind kind, int S, int L, int M, int run_v, int sweep, int *vs,
                       char *why, size_t cap);
 
+/* A speed comparison (pp_tune_speed_compare) in two lines for --verify and --auto, against the
+ * run's measured median and p95: `label` begins the first ("speed:", "iter 2 speed:"),
+ * `base_name` names the run compared with ("the baseline", "iter 1"). */
+void pp_tune_print_speed(const pp_tune_speed *sp, double meas_ns, double meas95_ns,
+                         const char *label, const char *base_name, FILE *out);
+
 /* --formula pieces: each stage's forward and backward sums, the simulator's terms (busy, idle,
  * bubble), and the memory model's terms per stage. */
 void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M, FILE *out);

@@ -373,16 +373,25 @@ double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed)
     return us;
 }
 
-pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out)
+/* A copy of c (its own layer array), or NULL out of memory. */
+static pp_costs *costs_copy(const pp_costs *c)
 {
-    *out = NULL;
     pp_costs *d = costs_alloc(c->n_layers);
     if (!d)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for a cost copy of %d layers", c->n_layers);
+        return NULL;
     pp_layer_cost *layers = d->layers;
     *d = *c;
     d->layers = layers;
     memcpy(d->layers, c->layers, sizeof *c->layers * (size_t)c->n_layers);
+    return d;
+}
+
+pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out)
+{
+    *out = NULL;
+    pp_costs *d = costs_copy(c);
+    if (!d)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for a cost copy of %d layers", c->n_layers);
     for (int i = 0; recompute && i < c->n_layers; i++) {
         if (!recompute[i])
             continue;
@@ -395,6 +404,34 @@ pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, p
     }
     *out = d;
     return PP_OK;
+}
+
+pp_status pp_costs_scale_layers(const pp_costs *c, double k, pp_costs **out)
+{
+    *out = NULL;
+    if (!(k > 0) || !isfinite(k))
+        return PP_ERR(PP_ERR_INVALID, "cost scale %g: a positive finite factor is needed", k);
+    pp_costs *d = costs_copy(c);
+    if (!d)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for a cost copy of %d layers", c->n_layers);
+    for (int i = 0; i < c->n_layers; i++) {
+        pp_layer_cost *l = &d->layers[i];
+        l->fwd_us *= k;
+        l->bwd_us *= k;
+        l->bwd_input_us *= k;
+        l->bwd_weight_us *= k;
+    }
+    *out = d;
+    return PP_OK;
+}
+
+double pp_costs_layers_us(const pp_costs *c)
+{
+    double us = 0.0;
+    for (int i = 0; i < c->n_layers; i++)
+        us += pp_costs_layer_us(&c->layers[i], PP_OP_FWD) +
+              pp_costs_layer_us(&c->layers[i], PP_OP_BWD);
+    return us;
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }

@@ -293,6 +293,14 @@ double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed);
  * rebalancer predict a recomputed layout from it unchanged (a layer without split times gets
  * explicit halves: bwd_us / 2 + fwd_us and bwd_us / 2). Free with pp_costs_destroy. */
 pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out);
+/* A copy of `c` with every layer's compute (fwd_us, bwd_us and its halves) times k > 0, the
+ * rest (bytes, the link model, the optimizer's terms) as it is: the same layers on a machine
+ * running their compute k times as long (pprof-tune's speed comparison between two runs,
+ * docs/sim-dist.md). PP_ERR_INVALID for k <= 0, NaN or infinite. Free with pp_costs_destroy. */
+pp_status pp_costs_scale_layers(const pp_costs *c, double k, pp_costs **out);
+/* One micro-batch's compute through every layer: the sum of each layer's forward and backward
+ * (pp_costs_layer_us), in microseconds. The same whatever the partition. */
+double pp_costs_layers_us(const pp_costs *c);
 /* Parses a --recompute value (plan/recompute.c): "none", "full", or a comma-separated list of layer indices and
  * ranges of the layer list ("1-4,7") and stages ("s0", "s1-2"); ranges are inclusive. With
  * part NULL only the syntax is checked; otherwise mask[part->L] is set (1 = recompute) and

@@ -150,3 +150,57 @@ Test(cost_rule, parameter_bytes_of_a_range_saturate)
     cr_assert(isfinite(pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 3000)));
     pp_costs_destroy(c);
 }
+
+/* pprof-tune's speed comparison (pp_tune_speed_compare) re-predicts a layout on a machine whose
+ * layers run k times as long: every compute op of every layer (halves included) costs k times
+ * as much, nothing else moves, and without transfers or an optimizer step the simulated step is
+ * k times as long (a longest path of compute ops only). */
+Test(cost_rule, scaling_the_layers_scales_every_compute_op_and_nothing_else)
+{
+    static const pp_op ops[] = {PP_OP_FWD, PP_OP_BWD, PP_OP_BWD_INPUT, PP_OP_BWD_WEIGHT};
+    for (int split = 0; split <= 1; split++) {
+        pp_costs *c = uneven_costs(12, 7u + (unsigned)split, 1, split), *k = NULL;
+        c->optimizer_us_per_MB = 3;
+        c->grad_norm_us = 40;
+        c->step_fixed_us = 90;
+        cr_assert_eq(pp_costs_scale_layers(c, 1.25, &k), PP_OK, "%s", pp_error_message());
+        for (int l = 0; l < c->n_layers; l++)
+            for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+                cr_assert_float_eq(pp_costs_layer_us(&k->layers[l], ops[i]),
+                                   1.25 * pp_costs_layer_us(&c->layers[l], ops[i]), 1e-9,
+                                   "layer %d op %d", l, (int)ops[i]);
+        cr_assert_float_eq(pp_costs_layers_us(k), 1.25 * pp_costs_layers_us(c), 1e-6);
+        cr_assert_eq(pp_costs_transfer_us(k, 1u << 20), pp_costs_transfer_us(c, 1u << 20));
+        cr_assert_eq(pp_costs_opt_us(k, 8000000), pp_costs_opt_us(c, 8000000));
+        for (int l = 0; l < c->n_layers; l++)
+            cr_assert(k->layers[l].activation_bytes == c->layers[l].activation_bytes &&
+                      k->layers[l].param_bytes == c->layers[l].param_bytes &&
+                      !strcmp(k->layers[l].name, c->layers[l].name));
+        pp_costs_destroy(k);
+
+        /* compute alone: the step scales with it, schedule by schedule */
+        c->p2p_GBps = 0;
+        c->p2p_latency_us = 0;
+        c->optimizer_us = c->optimizer_us_per_MB = c->grad_norm_us = c->step_fixed_us = 0;
+        cr_assert_eq(pp_costs_scale_layers(c, 0.8, &k), PP_OK);
+        static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1};
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            pp_partition p;
+            cr_assert_eq(pp_partition_even(12, 3, 1, &p), PP_OK);
+            double a = sim_ms(kinds[i], &p, 6, c), b = sim_ms(kinds[i], &p, 6, k);
+            cr_assert_float_eq(b, 0.8 * a, 1e-9 * a, "%s: %.6f ms against %.6f ms",
+                               pp_schedule_kind_name(kinds[i]), b, a);
+            pp_partition_free(&p);
+        }
+        pp_costs_destroy(k);
+        pp_costs_destroy(c);
+    }
+    pp_costs *c = uneven_costs(4, 1, 0, 0), *k = (pp_costs *)&k;
+    static const double bad[] = {0.0, -1.0, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(pp_costs_scale_layers(c, bad[i], &k), PP_ERR_INVALID, "%g", bad[i]);
+        cr_assert_null(k);
+        cr_assert(strstr(pp_error_message(), "cost scale"), "%s", pp_error_message());
+    }
+    pp_costs_destroy(c);
+}

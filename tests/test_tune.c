@@ -274,22 +274,32 @@ Test(tune, predicts_the_median_and_p95_with_the_runs_or_a_given_variation)
     tk_result_free(&r);
 }
 
+/* The run of a plan: captures `costs` as the even split of 4 stages (tk_dir/before), tunes it
+ * into tk_dir/plan.json, captures the plan on `rerun_costs` (tk_dir/after), and returns
+ * pprof-tune --verify's result on the two (the caller frees it). */
+static tk_result verify_rerun(const char *costs, const char *rerun_costs, const char **before,
+                              const char **after)
+{
+    *before = capture("before", costs, "--stages", "4", "16", NULL, "4");
+    const char *args[] = {*before, "-o", tk_path("plan.json"), "-q", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    tk_result_free(&r);
+    *after = capture("after", rerun_costs, "--plan", tk_path("plan.json"), NULL, NULL, "4");
+    const char *vargs[] = {"--verify", tk_path("plan.json"), *after, "--baseline", *before, NULL};
+    r = tk_run(PPTUNE, vargs, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    return r;
+}
+
 /* --verify: the run of a plan is within 2% of its prediction; a run of another layout is
  * refused with both layouts named; so is a plan for another model. */
 Test(tune, verify_checks_the_run_of_a_plan)
 {
     need_capture();
-    const char *costs = tk_path("gpt.json");
+    const char *costs = tk_path("gpt.json"), *before, *after;
     write_gpt_costs(costs, 14, 500, 5, 1);
-    const char *before = capture("before", costs, "--stages", "4", "16", NULL, "4");
-    const char *args[] = {before, "-o", tk_path("plan.json"), "-q", NULL};
-    tk_result r = tk_run(PPTUNE, args, NULL);
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    tk_result_free(&r);
-    const char *after = capture("after", costs, "--plan", tk_path("plan.json"), NULL, NULL, "4");
-    const char *vargs[] = {"--verify", tk_path("plan.json"), after, "--baseline", before, NULL};
-    r = tk_run(PPTUNE, vargs, NULL);
-    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    tk_result r = verify_rerun(costs, costs, &before, &after);
     double err = number_after(strstr(r.out, "step median: measured"), "error ");
     double achieved = number_after(r.out, "speedup: achieved ");
     double predicted = number_after(r.out, "x, predicted ");
@@ -326,6 +336,54 @@ Test(tune, verify_checks_the_run_of_a_plan)
     r = tk_run(PPTUNE, oargs, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "model of 16 layers") && strstr(r.err, "made for 6"), "%s", r.err);
+    tk_result_free(&r);
+}
+
+/* The machine's speed against the model's error (docs/sim-dist.md "Speed between runs"): the
+ * plan's run finds every layer 8% slower than the run the plan came from (the sim backend on a
+ * cost file with the layers' times x 1.08, transfers and optimizer as they were), so the plan's
+ * prediction misses by about that much; --verify and --auto measure the layers' compute per
+ * micro-batch 8% up, and at that speed the first run's costs predict the measured median. */
+Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
+{
+    need_capture();
+    const char *fast = tk_path("fast.json"), *slow = tk_path("slow.json"), *before, *after;
+    write_gpt_costs(fast, 14, 500, 5, 1);
+    write_gpt_costs(slow, 14, 540, 5, 1);
+    tk_result r = verify_rerun(fast, slow, &before, &after);
+    double err = number_after(strstr(r.out, "step median: measured"), "error ");
+    const char *sp = strstr(r.out, "speed: the layers' compute per micro-batch took ");
+    double speed = number_after(sp, "in the baseline (");
+    double adj = number_after(sp ? strstr(sp, "this layout's median") : NULL, "(error ");
+    cr_log_info("verify: error %+.2f%%, layers' compute %+.2f%%, error at that speed %+.2f%%\n%s",
+                err, speed, adj, r.out);
+    cr_assert(err > 5, "the plan's error %+.2f%% (the layers ran 8%% slower):\n%s", err, r.out);
+    cr_assert(fabs(speed - 8) < 1, "layers' compute %+.2f%%, 8%% expected:\n%s", speed, r.out);
+    /* 2.5%: the two runs' own disturbances, as in verify_checks_the_run_of_a_plan's 3% */
+    cr_assert(fabs(adj) < 2.5, "error at the run's speed %+.2f%%:\n%s", adj, r.out);
+    tk_result_free(&r);
+
+    /* --auto: the job runs on the slow cost file whenever it is given a plan */
+    char job[2048];
+    snprintf(job, sizeof job,
+             "c='%s'; [ -n \"$PPROF_PLAN\" ] && c='%s'; exec '%s' --backend sim --costs \"$c\" "
+             "--stages 4 --microbatches 16 --schedule 1f1b --steps 4 -q",
+             fast, slow, PPTRAIN);
+    const char *aargs[] = {"--auto", "-o", tk_path("auto"), "--max-iters", "1", "--",
+                           "/bin/sh", "-c", job, NULL};
+    r = tk_run(PPTUNE, aargs, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    sp = strstr(r.out, "iter 1 speed: the layers' compute per micro-batch took ");
+    speed = number_after(sp, "in iter 0 (");
+    adj = number_after(sp ? strstr(sp, "this layout's median") : NULL, "(error ");
+    cr_log_info("auto: layers' compute %+.2f%%, error at that speed %+.2f%%\n%s", speed, adj,
+                r.out);
+    cr_assert(fabs(speed - 8) < 1 && fabs(adj) < 2.5, "%s", r.out);
+    char *index = tk_slurp(tk_path("auto/index.html"), NULL);
+    cr_assert(index && strstr(index, "error at the run's speed") &&
+                  strstr(index, "data-key=\"speed_error\""),
+              "%s", index ? index : "(no index.html)");
+    free(index);
     tk_result_free(&r);
 }
 
