@@ -1,7 +1,8 @@
 /* test_cost_rule.c: the one per-op cost rule (pp_costs_layer_us, plan/costs.c) across its three
  * users: the sim backend (runtime/backend_sim.c) measures what the simulator (analyzer/sim.c)
- * predicts, and the rebalancer's evaluator (analyzer/rebalance.c) gives the simulator's step to
- * the last bit, including ZB-H1 on a cost file without backward halves (B = W = bwd_us / 2).
+ * predicts, and the rebalancer's evaluator (analyzer/rebalance_eval.c) gives the simulator's
+ * step to the last bit, including ZB-H1 on a cost file without backward halves (B = W = bwd_us
+ * / 2).
  * Links the trainer and the analyzer: it is the one test that compares them. */
 #include "pp_exec.h"
 #include "pp_sim.h"

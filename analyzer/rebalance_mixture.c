@@ -1,0 +1,1003 @@
+/* rebalance_mixture.c: the path-mixture (Lagrangian) bound of interleaved schedules: chains of
+ * the replay as functions of the boundaries, their best mixture by a double oracle (lag_solve),
+ * the incumbents it suggests, and the branch and bound over its partitions (lag_branch). Part of
+ * pp_rebalance (rebalance.c); docs/rebalancer.md "The path-mixture bound", "Branching on the
+ * mixture". */
+#include "rebalance_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Replays the schedule with the durations and transfers in x->dur, x->tr (any nonnegative
+ * values: one partition's, or a mixture's averages) and writes the counts of a longest chain to
+ * `coef` (LAG_NC(P) entries). Returns the barrier, the chain's length. */
+static double replay_chain(rb_ctx *x, double *coef)
+{
+    for (int s = 0; s < x->S; s++)
+        x->clock[s] = 0.0;
+    for (int i = 0; i < x->n_steps; i++) {
+        const rb_step *t = &x->steps[i];
+        double clk = x->clock[t->stage];
+        if (t->kind == K_RECV)
+            clk = fmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
+        else
+            clk += x->dur[t->kind * x->P + t->piece];
+        x->fin[i] = clk;
+        x->clock[t->stage] = clk;
+    }
+    int s_end = 0;
+    for (int s = 1; s < x->S; s++)
+        if (x->clock[s] > x->clock[s_end])
+            s_end = s;
+    memset(coef, 0, sizeof(double) * LAG_NC(x->P));
+    int i = x->last_step[s_end];
+    while (i >= 0) {
+        const rb_step *t = &x->steps[i];
+        int pv = x->sprev[i];
+        if (t->kind != K_RECV) {
+            coef[t->kind * x->P + t->piece] += 1.0;
+            i = pv;
+            continue;
+        }
+        double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
+        double c = pv >= 0 ? x->fin[pv] : 0.0;
+        if (a >= c) {
+            coef[4 * x->P + t->q] += 1.0;
+            i = t->dep;
+        } else {
+            i = pv;
+        }
+    }
+    return x->clock[s_end];
+}
+
+/* Fills x->dur and x->tr with partition b's durations (evaluate's). */
+static void fill_durations(rb_ctx *x, const int *b)
+{
+    for (int p = 0; p < x->P; p++) {
+        for (int k = 0; k < N_COMPUTE; k++)
+            x->dur[k * x->P + p] = pp_costs_op_us(x->c, rb_kind_op(k), b[p], b[p + 1]) * 1e3;
+        if (p < x->P - 1)
+            x->tr[p] = x->tl[b[p + 1] - 1];
+    }
+}
+
+/* A chain's length on partition b (without the optimizer step). */
+double rb_chain_len(const rb_ctx *x, const double *coef, const int *b)
+{
+    int P = x->P;
+    double t = 0.0;
+    for (int k = 0; k < N_COMPUTE; k++) {
+        const double *pre = x->pre[k];
+        const double *ck = coef + (size_t)k * P;
+        for (int p = 0; p < P; p++)
+            if (ck[p] != 0.0)
+                t += ck[p] * (pre[b[p + 1]] - pre[b[p]]) * 1e3;
+    }
+    for (int q = 0; q + 1 < P; q++)
+        if (coef[4 * P + q] != 0.0)
+            t += coef[4 * P + q] * x->tl[b[q + 1] - 1];
+    return t;
+}
+
+/* The per-boundary cost of a mixture of chains with aggregated counts `agg` (weights summing to
+ * 1): boundary k (1 .. P-1) at layer pos costs
+ *   H_k(pos) = sum_t (agg[t][k-1] - agg[t][k]) W_t(pos) + agg_msg[k-1] t(pos),
+ * and the rest is the constant sum_t agg[t][P-1] W_t(L). */
+double rb_lag_h(const rb_ctx *x, const double *agg, int k, int pos)
+{
+    int P = x->P;
+    double h = 0.0;
+    for (int t = 0; t < N_COMPUTE; t++) {
+        double a = agg[(size_t)t * P + k - 1] - agg[(size_t)t * P + k];
+        if (a != 0.0)
+            h += a * x->pre[t][pos] * 1e3;
+    }
+    double m = agg[4 * (size_t)P + k - 1];
+    if (m != 0.0)
+        h += m * x->tl[pos - 1];
+    return h;
+}
+
+static double lag_const(const rb_ctx *x, const double *agg)
+{
+    double c = 0.0;
+    for (int t = 0; t < N_COMPUTE; t++)
+        c += agg[(size_t)t * x->P + x->P - 1] * x->pre[t][x->L] * 1e3;
+    return c;
+}
+
+/* Where boundary k may lie: k .. L - (P - k), within lg's box if it has one. */
+static void lag_range(const rb_ctx *x, const rb_lag *lg, int k, int *lo, int *hi)
+{
+    *lo = k;
+    *hi = x->L - (x->P - k);
+    if (lg->lo) {
+        *lo = *lo > lg->lo[k] ? *lo : lg->lo[k];
+        *hi = *hi < lg->hi[k] ? *hi : lg->hi[k];
+    }
+}
+
+/* The mixture's cost to go: lag->G[k][pos] = the least sum of H_j (with the constraints'
+ * multipliers, lg->lin) over boundaries j = k+1 .. P-1 when boundary k is at pos (b_P = L),
+ * over every partition in lg's box and, with a finite lg->cut, without the pieces whose own
+ * bound reaches it (memory not considered: a relaxation, still a lower bound); lag->arg its
+ * minimiser of b_{k+1}. */
+static void lag_table(const rb_ctx *x, rb_lag *lg)
+{
+    int L = x->L, P = x->P, cut = isfinite(lg->cut);
+#define LG(k, p) lg->G[(size_t)(k) * (L + 1) + (p)]
+#define LA(k, p) lg->arg[(size_t)(k) * (L + 1) + (p)]
+    for (int pos = 0; pos <= L; pos++) {
+        int ok = pos < L && (!cut || (pos >= P - 1 && rb_piece_bound(x, P - 1, pos, L) < lg->cut));
+        LG(P - 1, pos) = ok ? 0.0 : INFINITY;
+        LA(P - 1, pos) = L;
+    }
+    for (int k = P - 2; k >= 0; k--) {
+        int elo, ehi;
+        lag_range(x, lg, k + 1, &elo, &ehi);
+        double m = INFINITY;
+        int am = -1;
+        /* without the cut: a suffix minimum over e > pos; with it, e runs from pos + 1 until
+         * the piece [pos, e) reaches the cut (a longer piece's bound is no smaller) */
+        for (int pos = L; pos >= 0; pos--) {
+            if (cut) {
+                m = INFINITY;
+                am = -1;
+            }
+            for (int e = cut ? (elo > pos + 1 ? elo : pos + 1) : pos + 1;
+                 e <= ehi && e >= elo && (!cut || pos >= k); e++) {
+                if (cut && !(rb_piece_bound(x, k, pos, e) < lg->cut))
+                    break;
+                double v = rb_lag_h(x, lg->agg, k + 1, e) + lg->lin[k + 1] * e + LG(k + 1, e);
+                if (v < m) {
+                    m = v;
+                    am = e;
+                }
+                if (!cut)
+                    break;
+            }
+            LG(k, pos) = m;
+            LA(k, pos) = am;
+        }
+    }
+    lg->c0 = lag_const(x, lg->agg) + lg->lin0 + lg->lin[P] * L;
+#undef LG
+#undef LA
+}
+
+/* The bound of a node whose boundaries b_0 .. b_k are fixed, under the mixture in lg. */
+double rb_lag_node_bound(const rb_ctx *x, const rb_lag *lg, int k, int pos, double fixed_h)
+{
+    double g = lg->G[(size_t)k * (x->L + 1) + pos];
+    return (lg->c0 + fixed_h + g + x->opt_ns) * LAG_SAFETY;
+}
+
+/* The partition that attains lg->G[0] (lag_table's minimiser) into b[P + 1]. */
+static void lag_argmin(const rb_ctx *x, const rb_lag *lg, int *b)
+{
+    b[0] = 0;
+    for (int k = 0; k < x->P - 1; k++)
+        b[k + 1] = lg->arg[(size_t)k * (x->L + 1) + b[k]];
+    b[x->P] = x->L;
+}
+
+/* Constraint c = (stage, sign, count) on partition b: sign * (layers of the stage - count);
+ * the partition meets it when this is <= 0. */
+static double lag_cons_value(const rb_ctx *x, const int *c, const int *b)
+{
+    int n = 0;
+    for (int j = c[0]; j < x->P; j += x->S)
+        n += b[j + 1] - b[j];
+    return (double)(c[1] * (n - c[2]));
+}
+
+/* Solves the matrix game max over mixtures u of rows, min over columns j, of sum_i u_i K[i][j]
+ * (m rows, n columns, row stride ld, every entry > 0), the columns' mixture y also held to
+ * sum_j y_j Q[r][j] <= 0 for q more rows (stride ld; q = 0: a plain game), by the simplex method
+ * on
+ *   max sum_j w_j  subject to  sum_j K[i][j] w_j <= 1 (each i),  sum_j Q[r][j] w_j <= 0 (each
+ *   r),  w >= 0
+ * (the slacks are a feasible start; the K rows keep it bounded), whose optimum is 1 / value; the
+ * column player's mixture is w / sum w, the row player's the duals of the K rows normalised to
+ * sum 1, and the Q rows' duals on the same scale are their multipliers: for every column j,
+ * sum_i lam_i K[i][j] + sum_r lam_{m+r} Q[r][j] >= value. Writes lam[m + q] and y[n]; returns
+ * 0, or -1 when the pivots ran out (then lam is uniform over the K rows, 0 on the Q rows, and y
+ * uniform), -2 when no mixture of the columns meets the Q rows (w = 0 is the only solution). */
+static int solve_game(const double *K, const double *Q, int ld, int m, int q, int n, double *lam,
+                      double *y, double *tab, int *basis)
+{
+    int R = m + q, W = n + R + 1; /* columns: w, slacks, right-hand side */
+#define TB(r, c) tab[(size_t)(r) * W + (c)]
+    for (int i = 0; i < R; i++) {
+        const double *src = i < m ? &K[(size_t)i * ld] : &Q[(size_t)(i - m) * ld];
+        for (int j = 0; j < n; j++)
+            TB(i, j) = src[j];
+        for (int j = 0; j < R; j++)
+            TB(i, n + j) = i == j ? 1.0 : 0.0;
+        TB(i, W - 1) = i < m ? 1.0 : 0.0;
+        basis[i] = n + i;
+    }
+    for (int j = 0; j < W; j++)
+        TB(R, j) = j < n ? -1.0 : 0.0;
+    int ok = 0;
+    for (int it = 0, limit = 50 * (R + n) + 100; it < limit; it++) {
+        int bland = it > 10 * (R + n);
+        int e = -1;
+        double most = -1e-11;
+        for (int j = 0; j < n + R; j++)
+            if (TB(R, j) < most) {
+                e = j;
+                if (bland)
+                    break;
+                most = TB(R, j);
+            }
+        if (e < 0) {
+            ok = 1;
+            break;
+        }
+        int r = -1;
+        double ratio = INFINITY;
+        for (int i = 0; i < R; i++)
+            if (TB(i, e) > 1e-12) {
+                double qt = TB(i, W - 1) / TB(i, e);
+                if (qt < ratio || (qt == ratio && r >= 0 && basis[i] < basis[r])) {
+                    ratio = qt;
+                    r = i;
+                }
+            }
+        if (r < 0)
+            break; /* unbounded: not while every column meets a K row */
+        double pv = TB(r, e);
+        for (int j = 0; j < W; j++)
+            TB(r, j) /= pv;
+        for (int i = 0; i <= R; i++) {
+            double f = TB(i, e);
+            if (i == r || f == 0.0)
+                continue;
+            for (int j = 0; j < W; j++)
+                TB(i, j) -= f * TB(r, j);
+        }
+        basis[r] = e;
+    }
+    double su = 0.0, sw = 0.0;
+    if (ok) {
+        for (int j = 0; j < n; j++)
+            y[j] = 0.0;
+        for (int i = 0; i < R; i++)
+            if (basis[i] < n)
+                y[basis[i]] = fmax(TB(i, W - 1), 0.0);
+        for (int i = 0; i < R; i++)
+            lam[i] = fmax(TB(R, n + i), 0.0);
+        for (int i = 0; i < m; i++)
+            su += lam[i];
+        for (int j = 0; j < n; j++)
+            sw += y[j];
+    }
+    if (!ok || !(su > 0) || !(sw > 0)) {
+        for (int i = 0; i < R; i++)
+            lam[i] = i < m ? 1.0 / m : 0.0;
+        for (int j = 0; j < n; j++)
+            y[j] = 1.0 / n;
+        return ok && !(sw > 0) && q > 0 ? -2 : -1;
+    }
+    for (int i = 0; i < R; i++)
+        lam[i] /= su;
+    for (int j = 0; j < n; j++)
+        y[j] /= sw;
+    return 0;
+#undef TB
+}
+
+/* Whether partition b lies in lg's box (always, without one). */
+static int lag_in_box(const rb_ctx *x, const rb_lag *lg, const int *b)
+{
+    if (lg->lo)
+        for (int k = 1; k < x->P; k++)
+            if (b[k] < lg->lo[k] || b[k] > lg->hi[k])
+                return 0;
+    return 1;
+}
+
+/* Adds partition b as a column (when new, in the box and there is room); returns its index or
+ * -1. */
+static int lag_add_part(rb_ctx *x, rb_lag *lg, const int *b)
+{
+    size_t nb = (size_t)x->P + 1;
+    if (!lag_in_box(x, lg, b))
+        return -1;
+    for (int j = 0; j < lg->n; j++)
+        if (!memcmp(&lg->part[(size_t)j * nb], b, sizeof(int) * nb))
+            return -1;
+    if (lg->n >= LAG_MAX)
+        return -1;
+    int j = lg->n++;
+    memcpy(&lg->part[(size_t)j * nb], b, sizeof(int) * nb);
+    for (int i = 0; i < lg->m; i++)
+        lg->len[(size_t)i * LAG_MAX + j] = rb_chain_len(x, &lg->chain[(size_t)i * LAG_NC(x->P)], b);
+    return j;
+}
+
+/* Adds the chain in lg->coef as a row (when new and there is room); returns its index or -1. */
+static int lag_add_chain(rb_ctx *x, rb_lag *lg)
+{
+    size_t nc = LAG_NC(x->P);
+    for (int i = 0; i < lg->m; i++)
+        if (!memcmp(&lg->chain[(size_t)i * nc], lg->coef, sizeof(double) * nc))
+            return -1;
+    if (lg->m >= LAG_MAX)
+        return -1;
+    int i = lg->m++;
+    memcpy(&lg->chain[(size_t)i * nc], lg->coef, sizeof(double) * nc);
+    for (int j = 0; j < lg->n; j++)
+        lg->len[(size_t)i * LAG_MAX + j] =
+            rb_chain_len(x, lg->coef, &lg->part[(size_t)j * ((size_t)x->P + 1)]);
+    return i;
+}
+
+/* A partition's own critical chain as a row. */
+static void lag_add_part_chain(rb_ctx *x, rb_lag *lg, const int *b)
+{
+    fill_durations(x, b);
+    replay_chain(x, lg->coef);
+    lag_add_chain(x, lg);
+}
+
+/* Drops the chains and partitions that the last restricted game left without weight, when the
+ * tables are nearly full (the game's solution only needs its support). */
+static void lag_compact(rb_ctx *x, rb_lag *lg)
+{
+    size_t nc = LAG_NC(x->P), nb = (size_t)x->P + 1;
+    int *ri = lg->basis; /* scratch: the kept rows' old indices, then the kept columns' */
+    int m2 = 0, n2 = 0;
+    for (int i = 0; i < lg->m; i++)
+        if (lg->lam[i] > 0)
+            ri[m2++] = i;
+    for (int i = 0; i < m2; i++) {
+        memmove(&lg->chain[(size_t)i * nc], &lg->chain[(size_t)ri[i] * nc], sizeof(double) * nc);
+        memmove(&lg->len[(size_t)i * LAG_MAX], &lg->len[(size_t)ri[i] * LAG_MAX],
+                sizeof(double) * (size_t)lg->n);
+        lg->lam[i] = lg->lam[ri[i]];
+    }
+    for (int j = 0; j < lg->n; j++)
+        if (lg->y[j] > 0)
+            ri[n2++] = j;
+    for (int j = 0; j < n2; j++) {
+        memmove(&lg->part[(size_t)j * nb], &lg->part[(size_t)ri[j] * nb], sizeof(int) * nb);
+        for (int i = 0; i < m2; i++)
+            lg->len[(size_t)i * LAG_MAX + j] = lg->len[(size_t)i * LAG_MAX + ri[j]];
+        lg->y[j] = lg->y[ri[j]];
+    }
+    lg->m = m2;
+    lg->n = n2;
+}
+
+/* The double oracle on the game "the search picks a partition, the adversary a chain, the step
+ * is at least the chain's length": the rows are chains, the columns partitions, both sets grown
+ * by best responses. Each round solves the restricted game (solve_game), then
+ *  - the partition player's best response to the chain mixture over ALL partitions is the
+ *    boundary DP of lag_table, and its value a proven lower bound on every partition's step
+ *    (a weighted average of chains, each at most the step); the partition is also simulated as
+ *    an incumbent;
+ *  - the chain player's best response to the partition mixture is the longest chain of the
+ *    replay with the mixture's average durations (lengths are linear in them).
+ * Keeps the best bound and its mixture in lg->best_agg. Stops when the two values meet, nothing
+ * new comes, or at `deadline` (pp_now_ns). */
+void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
+{
+    int P = x->P;
+    size_t nc = LAG_NC(P), nb = (size_t)P + 1;
+    if (isfinite(x->best_step)) {
+        lag_add_part(x, lg, x->best);
+        lag_add_part_chain(x, lg, x->best);
+    }
+    pp_partition even;
+    if (pp_partition_even(x->L, x->S, x->v, &even) == PP_OK) {
+        lag_add_part(x, lg, even.bounds);
+        lag_add_part_chain(x, lg, even.bounds);
+        pp_partition_free(&even);
+    }
+    if (lg->n == 0 && lg->m > 0) {
+        /* a box that holds neither: the DP's minimiser under the chains' plain average */
+        memset(lg->agg, 0, sizeof(double) * nc);
+        for (int i = 0; i < lg->m; i++)
+            for (size_t q = 0; q < nc; q++)
+                lg->agg[q] += lg->chain[(size_t)i * nc + q] / lg->m;
+        lag_table(x, lg);
+        if (!isfinite(lg->G[0])) {
+            lg->bound = INFINITY; /* the box holds no partition */
+            return;
+        }
+        lag_argmin(x, lg, x->bounds);
+        if (lag_add_part(x, lg, x->bounds) >= 0)
+            lag_add_part_chain(x, lg, x->bounds);
+    }
+    int have_agg = 0;
+    lg->upper = INFINITY;
+    for (int r = 0; r < lg->q; r++) {
+        lg->mu[r] = 0.0;
+        lg->viol[r] = 0;
+    }
+    for (int it = 0; it < rounds && lg->m > 0 && lg->n > 0; it++) {
+        if (deadline && pp_now_ns() > deadline)
+            break;
+        int m = lg->m, n = lg->n;
+        double kmin = INFINITY, kmax = 0.0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double v = lg->len[(size_t)i * LAG_MAX + j];
+                kmin = fmin(kmin, v);
+                kmax = fmax(kmax, v);
+            }
+        double sc = kmax > 0 ? 1.0 / kmax : 1.0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                lg->K[(size_t)i * LAG_MAX + j] =
+                    (lg->len[(size_t)i * LAG_MAX + j] - kmin) * sc + 0.05;
+        for (int r = 0; r < lg->q; r++)
+            for (int j = 0; j < n; j++)
+                lg->Q[(size_t)r * LAG_MAX + j] =
+                    lag_cons_value(x, &lg->cs[3 * r], &lg->part[(size_t)j * nb]);
+        int infeasible = solve_game(lg->K, lg->Q, LAG_MAX, m, lg->q, n, lg->lam, lg->y, lg->tab,
+                                    lg->basis) == -2;
+        if (!infeasible || !have_agg) {
+            memset(lg->agg, 0, sizeof(double) * nc);
+            for (int i = 0; i < m; i++)
+                for (size_t q = 0; q < nc; q++)
+                    lg->agg[q] += lg->lam[i] * lg->chain[(size_t)i * nc + q];
+            have_agg = 1;
+        }
+        /* the constraints' multipliers: the game's duals, back from its scale to ns per layer;
+         * when no mixture of the columns meets the constraints yet, the chains' last mixture
+         * stays and each multiplier doubles while the DP's answer breaks its constraint (any
+         * multipliers give a valid bound; these steer the DP to partitions that meet them) */
+        for (int r = 0; r < lg->q; r++)
+            if (!infeasible)
+                lg->mu[r] = lg->lam[m + r] / sc;
+            else if (lg->viol[r])
+                lg->mu[r] = lg->mu[r] > 0 ? 2 * lg->mu[r] : kmax / x->L;
+        memset(lg->lin, 0, sizeof(double) * nb);
+        lg->lin0 = 0.0;
+        for (int r = 0; r < lg->q; r++) {
+            double mu = lg->mu[r];
+            const int *c = &lg->cs[3 * r];
+            if (!(mu > 0))
+                continue;
+            for (int j = c[0]; j < P; j += x->S) {
+                lg->lin[j + 1] += mu * c[1];
+                lg->lin[j] -= mu * c[1];
+            }
+            lg->lin0 -= mu * c[1] * c[2];
+        }
+        lag_table(x, lg);
+        if (!isfinite(lg->G[0])) {
+            lg->bound = INFINITY; /* the box and the cut leave no partition */
+            return;
+        }
+        double lb = (lg->c0 + lg->G[0] + x->opt_ns) * LAG_SAFETY;
+        if (lg->m > lg->cap - 4 || lg->n > lg->cap - 4)
+            lag_compact(x, lg);
+        if (lb > lg->bound) {
+            lg->bound = lb;
+            memcpy(lg->best_agg, lg->agg, sizeof(double) * nc);
+        }
+        /* the partition player's best response */
+        n = lg->n; /* the mixture's columns, after lag_compact: y[0 .. n-1] */
+        int *b = x->bounds;
+        lag_argmin(x, lg, b);
+        rb_offer(x, b);
+        int added = lag_add_part(x, lg, b) >= 0;
+        if (added)
+            lag_add_part_chain(x, lg, b);
+        for (int r = 0; r < lg->q; r++)
+            lg->viol[r] = lag_cons_value(x, &lg->cs[3 * r], b) > 0;
+        if (infeasible)
+            continue; /* the partitions' mixture means nothing yet */
+        /* the chain player's best response to the mixture of partitions */
+        for (size_t q = 0; q < (size_t)(N_COMPUTE * P); q++)
+            lg->mdur[q] = 0.0;
+        for (int q = 0; q < P; q++)
+            lg->mtr[q] = 0.0;
+        for (int j = 0; j < n; j++) {
+            if (lg->y[j] <= 0)
+                continue;
+            fill_durations(x, &lg->part[(size_t)j * nb]);
+            for (size_t q = 0; q < (size_t)(N_COMPUTE * P); q++)
+                lg->mdur[q] += lg->y[j] * x->dur[q];
+            for (int q = 0; q + 1 < P; q++)
+                lg->mtr[q] += lg->y[j] * x->tr[q];
+        }
+        memcpy(x->dur, lg->mdur, sizeof(double) * (size_t)(N_COMPUTE * P));
+        memcpy(x->tr, lg->mtr, sizeof(double) * (size_t)P);
+        double ub = replay_chain(x, lg->coef) + x->opt_ns;
+        added |= lag_add_chain(x, lg) >= 0;
+        lg->upper = fmin(lg->upper, ub);
+        if (!added || lg->upper - lg->bound <= lg->tol * lg->upper || lg->bound >= lg->enough)
+            break;
+    }
+    if (lg->q == 0 && !lg->lo) { /* the root's mixture, for the search's node bound */
+        memcpy(lg->agg, lg->best_agg, sizeof(double) * nc);
+        lag_table(x, lg);
+    }
+}
+
+void rb_lag_free(rb_lag *lg)
+{
+    if (!lg)
+        return;
+    pp_free(lg->chain);
+    pp_free(lg->part);
+    pp_free(lg->len);
+    pp_free(lg->K);
+    pp_free(lg->tab);
+    pp_free(lg->basis);
+    pp_free(lg->lam);
+    pp_free(lg->Q);
+    pp_free(lg->lin);
+    pp_free(lg->mu);
+    pp_free(lg->viol);
+    pp_free(lg->y);
+    pp_free(lg->agg);
+    pp_free(lg->best_agg);
+    pp_free(lg->coef);
+    pp_free(lg->mdur);
+    pp_free(lg->mtr);
+    pp_free(lg->G);
+    pp_free(lg->arg);
+    pp_free(lg);
+}
+
+rb_lag *rb_lag_new(const rb_ctx *x)
+{
+    rb_lag *lg = pp_alloc(sizeof *lg);
+    if (!lg)
+        return NULL;
+    memset(lg, 0, sizeof *lg);
+    size_t nc = LAG_NC(x->P), LM = LAG_MAX, QM = LAG_QMAX;
+    size_t tw = (LM + QM + 1) * (2 * LM + QM + 1);
+    size_t gt = (size_t)x->P * ((size_t)x->L + 1);
+    lg->chain = pp_alloc(sizeof(double) * LM * nc);
+    lg->part = pp_alloc(sizeof(int) * LM * ((size_t)x->P + 1));
+    lg->len = pp_alloc(sizeof(double) * LM * LM);
+    lg->K = pp_alloc(sizeof(double) * LM * LM);
+    lg->tab = pp_alloc(sizeof(double) * tw);
+    lg->basis = pp_alloc(sizeof(int) * (LM + QM));
+    lg->lam = pp_alloc(sizeof(double) * (LM + QM));
+    lg->Q = pp_alloc(sizeof(double) * QM * LM);
+    lg->mu = pp_alloc(sizeof(double) * QM);
+    lg->viol = pp_alloc(QM);
+    lg->lin = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
+    lg->y = pp_alloc(sizeof(double) * LM);
+    lg->agg = pp_alloc(sizeof(double) * nc);
+    lg->best_agg = pp_alloc(sizeof(double) * nc);
+    lg->coef = pp_alloc(sizeof(double) * nc);
+    lg->mdur = pp_alloc(sizeof(double) * N_COMPUTE * (size_t)x->P);
+    lg->mtr = pp_alloc(sizeof(double) * (size_t)x->P);
+    lg->G = pp_alloc(sizeof(double) * gt);
+    lg->arg = pp_alloc(sizeof(int) * gt);
+    if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
+        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->G ||
+        !lg->arg || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
+        rb_lag_free(lg);
+        return NULL;
+    }
+    memset(lg->agg, 0, sizeof(double) * nc);
+    memset(lg->best_agg, 0, sizeof(double) * nc);
+    lg->cap = LAG_MAX;
+    lg->tol = 1e-6;
+    lg->enough = INFINITY;
+    lg->cut = INFINITY;
+    memset(lg->lin, 0, sizeof(double) * ((size_t)x->P + 1));
+    return lg;
+}
+
+/* Offers the last restricted game's average partition (rounded, kept increasing) as an
+ * incumbent, with the local moves from it. `cur` and `save`: scratch of P + 1 entries. */
+static void lag_round_offer(rb_ctx *x, const rb_lag *lg, int *cur, int *save)
+{
+    int P = x->P;
+    size_t nb = (size_t)P + 1;
+    double sy = 0.0;
+    for (int j = 0; j < lg->n; j++)
+        sy += lg->y[j] > 0 ? lg->y[j] : 0.0;
+    if (!(sy > 0))
+        return;
+    cur[0] = 0;
+    for (int k = 1; k < P; k++) {
+        double a = 0.0;
+        for (int j = 0; j < lg->n; j++)
+            if (lg->y[j] > 0)
+                a += lg->y[j] * lg->part[(size_t)j * nb + (size_t)k];
+        int r = (int)lround(a / sy);
+        int lo = cur[k - 1] + 1, hi = x->L - (P - k);
+        cur[k] = r < lo ? lo : r > hi ? hi : r;
+    }
+    cur[P] = x->L;
+    rb_search_from(x, cur, rb_evaluate(x, cur), save);
+}
+
+/* Incumbents from the chain mixture, until `deadline`: local moves from the mixture's average
+ * boundaries (rounded, kept increasing) and from each partition of its support, best simulated
+ * first (partitions good on average against the chains, often bad alone); then, while time
+ * remains, from the incumbent with a few random run moves applied (seeded: an iterated local
+ * search). */
+void rb_lag_starts(rb_ctx *x, rb_lag *lg, uint64_t deadline)
+{
+    int P = x->P;
+    size_t nb = (size_t)P + 1;
+    int *save = x->kid_save, *cur = x->kid_cur; /* rb_lag_setup's scratch */
+    double *key = pp_alloc(sizeof(double) * (size_t)LAG_MAX);
+    int *ord = pp_alloc(sizeof(int) * (size_t)LAG_MAX);
+    uint64_t full = x->deadline;
+    if (!key || !ord)
+        goto done;
+    x->deadline = deadline;
+    lag_round_offer(x, lg, cur, save);
+    int n = 0;
+    for (int j = 0; j < lg->n; j++) {
+        if (lg->y[j] <= 0)
+            continue;
+        double t = rb_evaluate(x, &lg->part[(size_t)j * nb]);
+        int i = n++;
+        while (i > 0 && key[i - 1] > t) {
+            key[i] = key[i - 1];
+            ord[i] = ord[i - 1];
+            i--;
+        }
+        key[i] = t;
+        ord[i] = j;
+    }
+    for (int i = 0; i < n && pp_now_ns() < deadline; i++)
+        rb_search_from(x, &lg->part[(size_t)ord[i] * nb], key[i], save);
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)P * 0x100000001b3ull;
+    for (int stall = 0; isfinite(x->best_step) && stall < 400 && pp_now_ns() < deadline;
+         stall++) {
+        double before = x->best_step;
+        memcpy(cur, x->best, sizeof(int) * nb);
+        for (int moves = 0; moves < 3; moves++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            int q1 = 1 + (int)(rng % (uint64_t)(P - 1));
+            int q2 = q1 + (int)((rng >> 20) % (uint64_t)(P - q1));
+            int dir = (rng >> 40) & 1 ? 1 : -1;
+            for (int q = q1; q <= q2; q++)
+                cur[q] += dir;
+            if (cur[q1] <= cur[q1 - 1] || cur[q2] >= cur[q2 + 1])
+                for (int q = q1; q <= q2; q++)
+                    cur[q] -= dir;
+        }
+        rb_search_from(x, cur, rb_evaluate(x, cur), save);
+        if (x->best_step < before * (1 - PRUNE_TOL))
+            stall = -1;
+    }
+done:
+    x->deadline = full;
+    pp_free(key);
+    pp_free(ord);
+}
+
+/* ---- branching on the mixture (v > 1) ---- */
+
+/* A node of rb_lag_branch: the partitions whose boundary k lies in lo[k] .. hi[k] and whose stage s
+ * holds cmin[s] .. cmax[s] layers; `value`, the restricted mixture bound, proven for them; the
+ * support of its last restricted game (chains; partitions and their weights) to start its
+ * children from. */
+typedef struct lag_node {
+    double value;
+    int *lim;          /* lo[P + 1], hi[P + 1], cmin[S], cmax[S] */
+    double *chain;     /* [m * LAG_NC] */
+    int *part;         /* [n * (P + 1)] */
+    double *w;         /* [n] */
+    int m, n;
+    int resolved;      /* 1: its game was solved again after a one-partition mixture; 2: that
+                          gave one partition again, the node is set aside (its value stays) */
+    size_t bytes;      /* what it holds */
+} lag_node;
+
+#define LAG_LIMS(x) (2 * ((size_t)(x)->P + 1) + 2 * (size_t)(x)->S)
+
+static void lag_node_free(lag_node *nd)
+{
+    pp_free(nd->lim);
+    pp_free(nd->chain);
+    pp_free(nd->part);
+    pp_free(nd->w);
+    memset(nd, 0, sizeof *nd);
+}
+
+/* Keeps the limits and the support of lg's last game in nd; returns 0, or -1 out of memory. */
+static int lag_node_take(const rb_ctx *x, const rb_lag *lg, const int *lim, double value,
+                         lag_node *nd)
+{
+    size_t nc = LAG_NC(x->P), nb = (size_t)x->P + 1;
+    int m = 0, n = 0;
+    for (int i = 0; i < lg->m; i++)
+        m += lg->lam[i] > 0;
+    for (int j = 0; j < lg->n; j++)
+        n += lg->y[j] > 0;
+    memset(nd, 0, sizeof *nd);
+    nd->lim = pp_alloc(sizeof(int) * LAG_LIMS(x));
+    nd->chain = pp_alloc(sizeof(double) * nc * (size_t)(m > 0 ? m : 1));
+    nd->part = pp_alloc(sizeof(int) * nb * (size_t)(n > 0 ? n : 1));
+    nd->w = pp_alloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!nd->lim || !nd->chain || !nd->part || !nd->w) {
+        lag_node_free(nd);
+        return -1;
+    }
+    nd->bytes = sizeof(int) * LAG_LIMS(x) + sizeof(double) * nc * (size_t)m +
+                (sizeof(int) * nb + sizeof(double)) * (size_t)n;
+    memcpy(nd->lim, lim, sizeof(int) * LAG_LIMS(x));
+    for (int i = 0; i < lg->m; i++)
+        if (lg->lam[i] > 0)
+            memcpy(&nd->chain[(size_t)nd->m++ * nc], &lg->chain[(size_t)i * nc],
+                   sizeof(double) * nc);
+    for (int j = 0; j < lg->n; j++)
+        if (lg->y[j] > 0) {
+            memcpy(&nd->part[(size_t)nd->n * nb], &lg->part[(size_t)j * nb], sizeof(int) * nb);
+            nd->w[nd->n++] = lg->y[j];
+        }
+    nd->value = value;
+    return 0;
+}
+
+/* How to split a node: the layer count of a stage (kind 1) where the mixture's average is
+ * furthest from whole, else the boundary (kind 0) on whose position its partitions disagree
+ * most (weighted variance); the children take "<= at" and "> at". Returns 0 when the mixture is
+ * one partition (nothing to split). */
+static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, int *at)
+{
+    size_t nb = (size_t)x->P + 1;
+    const int *lo = nd->lim, *hi = lo + nb, *cmin = hi + nb, *cmax = cmin + x->S;
+    double sw = 0.0;
+    for (int j = 0; j < nd->n; j++)
+        sw += nd->w[j];
+    if (!(sw > 0))
+        return 0;
+    int q = 0; /* constraint rows the node has */
+    for (int s = 0; s < x->S; s++)
+        q += (cmin[s] > 0) + (cmax[s] < x->L);
+    double most = 1e-6;
+    int found = 0;
+    for (int s = 0; s < x->S && q + 1 <= LAG_QMAX; s++) {
+        double mean = 0.0;
+        for (int j = 0; j < nd->n; j++) {
+            const int *b = &nd->part[(size_t)j * nb];
+            int n = 0;
+            for (int p = s; p < x->P; p += x->S)
+                n += b[p + 1] - b[p];
+            mean += nd->w[j] * n;
+        }
+        mean /= sw;
+        double fr = mean - floor(mean), off = fr < 0.5 ? fr : 1.0 - fr;
+        int a = (int)floor(mean);
+        if (off > most && a >= cmin[s] && a < cmax[s]) {
+            most = off;
+            found = 1;
+            *kind = 1;
+            *idx = s;
+            *at = a;
+        }
+    }
+    if (found)
+        return 1;
+    most = 1e-9;
+    for (int k = 1; k < x->P; k++) {
+        double m1 = 0.0, m2 = 0.0;
+        for (int j = 0; j < nd->n; j++) {
+            double b = nd->part[(size_t)j * nb + (size_t)k];
+            m1 += nd->w[j] * b;
+            m2 += nd->w[j] * b * b;
+        }
+        m1 /= sw;
+        double var = m2 / sw - m1 * m1;
+        int a = (int)floor(m1);
+        a = a < lo[k] ? lo[k] : a >= hi[k] ? hi[k] - 1 : a;
+        if (var > most && a >= lo[k]) {
+            most = var;
+            found = 1;
+            *kind = 0;
+            *idx = k;
+            *at = a;
+        }
+    }
+    return found;
+}
+
+/* Solves the restricted game of the limits `lim` in lg, started from nd's support: the
+ * boundaries' ranges bind each partition (the DP keeps to them), the stage counts bind the
+ * mixture (constraint rows, their multipliers in the DP). */
+static void lag_solve_node(rb_ctx *x, rb_lag *lg, const lag_node *nd, const int *lim, int *cs,
+                           uint64_t deadline, int rounds)
+{
+    size_t nb = (size_t)x->P + 1, nc = LAG_NC(x->P);
+    const int *cmin = lim + 2 * nb, *cmax = cmin + x->S;
+    lg->m = lg->n = 0;
+    lg->bound = 0.0;
+    lg->lo = lim;
+    lg->hi = lim + nb;
+    lg->q = 0;
+    for (int s = 0; s < x->S; s++) {
+        if (cmin[s] > 0 && lg->q < LAG_QMAX) {
+            cs[3 * lg->q] = s, cs[3 * lg->q + 1] = -1, cs[3 * lg->q + 2] = cmin[s];
+            lg->q++;
+        }
+        if (cmax[s] < x->L && lg->q < LAG_QMAX) {
+            cs[3 * lg->q] = s, cs[3 * lg->q + 1] = 1, cs[3 * lg->q + 2] = cmax[s];
+            lg->q++;
+        }
+    }
+    lg->cs = cs;
+    memset(lg->lin, 0, sizeof(double) * nb);
+    lg->lin0 = 0.0;
+    for (int i = 0; i < nd->m; i++) {
+        memcpy(lg->coef, &nd->chain[(size_t)i * nc], sizeof(double) * nc);
+        lag_add_chain(x, lg);
+    }
+    for (int j = 0; j < nd->n; j++)
+        lag_add_part(x, lg, &nd->part[(size_t)j * nb]);
+    rb_lag_solve(x, lg, deadline, rounds);
+}
+
+#define LAG_NODES 4096
+#define LAG_NODE_BYTES ((size_t)64 << 20) /* the open nodes' supports, at most */
+
+/* A node is closed when its value reaches the incumbent's cutoff up to the mixture bound's own
+ * safety factor (a node whose relaxation equals the incumbent's step is then closed, not kept
+ * open by rounding). */
+static double lag_cut(const rb_ctx *x) { return cutoff(x) * LAG_SAFETY; }
+
+/* Branch and bound on the path-mixture relaxation (v > 1). The mixture's value over all
+ * partitions (x->lag) is in effect that of a partition with fractional layers: its partitions
+ * average to stages of fractional layer counts. Each node splits on the count of the stage whose
+ * average is furthest from whole (at most c, or at least c + 1 layers: a constraint on the
+ * mixture, priced into the DP by its multiplier), and when every count is whole, on the range of
+ * the boundary its partitions disagree on most; every partition lies in one child, and each
+ * child's restricted game bounds its partitions. Best-first (the least value next), until
+ * `deadline` or until every open node reaches the incumbent's cutoff; the restricted games' best
+ * responses are offered as incumbents on the way, and pieces whose own bound reaches the cutoff
+ * are left out of the DP. Returns the least value over the open nodes, a proven lower bound on
+ * every partition's step, or the cutoff when none is left open. */
+double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
+{
+    int P = x->P, S = x->S;
+    size_t nb = (size_t)P + 1, nl = LAG_LIMS(x);
+    rb_lag *lg = rb_lag_new(x);
+    lag_node *open = pp_alloc(sizeof(lag_node) * LAG_NODES);
+    int *lim = pp_alloc(sizeof(int) * nl), *cs = pp_alloc(sizeof(int) * 3 * LAG_QMAX);
+    int n_open = 0;
+    double result = x->lag ? x->lag->bound : 0.0;
+    *closed = 0;
+    if (!lg || !open || !lim || !cs || !x->lag)
+        goto done;
+    /* the nodes' games: their support is about P + 1 chains and partitions, and a smaller
+     * tableau solves faster; a bound within a microsecond per millisecond of its game's value
+     * is enough to order the nodes */
+    lg->cap = P + 16 < LAG_MAX ? P + 16 : LAG_MAX;
+    lg->tol = 1e-3;
+    int *lo = lim, *hi = lim + nb, *cmin = hi + nb, *cmax = cmin + S;
+    for (int k = 0; k <= P; k++) {
+        lo[k] = k;
+        hi[k] = x->L - (P - k);
+    }
+    lo[0] = hi[0] = 0;
+    lo[P] = hi[P] = x->L;
+    for (int s2 = 0; s2 < S; s2++) {
+        cmin[s2] = 0;
+        cmax[s2] = x->L;
+    }
+    if (lag_node_take(x, x->lag, lim, x->lag->bound, &open[0]) != 0)
+        goto done;
+    n_open = 1;
+    size_t held = open[0].bytes;
+    for (int split = 0; n_open > 0 && (!deadline || pp_now_ns() < deadline) &&
+                        (!max_splits || split < max_splits);
+         split++) {
+        int pick = -1;
+        for (int i = 0; i < n_open; i++)
+            if (open[i].resolved < 2 && (pick < 0 || open[i].value < open[pick].value))
+                pick = i;
+        if (pick < 0 || !(open[pick].value < lag_cut(x)))
+            break; /* every open node is at the incumbent or above, or set aside */
+        int kind = 0, idx = 0, at = 0;
+        if (!lag_split(x, &open[pick], &kind, &idx, &at)) {
+            /* its last game's mixture is one partition: the game was stopped by the tolerance
+             * with the oracle's two sides apart; solve it again to the end, from its support */
+            lag_node *nd = &open[pick], again;
+            if (nd->resolved) {
+                nd->resolved = 2; /* still one partition: set aside, its value stays a bound */
+                continue;
+            }
+            lg->enough = lag_cut(x);
+            lg->cut = cutoff(x);
+            lg->tol = 1e-6;
+            memcpy(lim, nd->lim, sizeof(int) * nl);
+            lag_solve_node(x, lg, nd, lim, cs, deadline, 400);
+            lg->tol = 1e-3;
+            if (lag_node_take(x, lg, lim, fmax(nd->value, lg->bound), &again) != 0)
+                break;
+            held += again.bytes - nd->bytes;
+            lag_node_free(nd);
+            *nd = again;
+            nd->resolved = 1;
+            continue;
+        }
+        lag_node nd = open[pick];
+        open[pick] = open[--n_open];
+        int n_kids = 0, failed = 0;
+        lag_node kids[2];
+        for (int side = 0; side < 2; side++) {
+            memcpy(lim, nd.lim, sizeof(int) * nl);
+            if (kind == 0)
+                (side == 0 ? hi : lo)[idx] = side == 0 ? at : at + 1;
+            else
+                (side == 0 ? cmax : cmin)[idx] = side == 0 ? at : at + 1;
+            lg->enough = lag_cut(x);
+            lg->cut = cutoff(x);
+            lag_solve_node(x, lg, &nd, lim, cs, deadline, 400);
+            double v = fmax(nd.value, lg->bound);
+            /* the children's average partitions, rounded and polished by the local moves, are
+             * good incumbents (whole stage counts where the node fixed them) */
+            lag_round_offer(x, lg, x->kid_cur, x->kid_save);
+            if (!(v < lag_cut(x)))
+                continue; /* no partition of this child beats the incumbent */
+            if (lag_node_take(x, lg, lim, v, &kids[n_kids]) != 0) {
+                failed = 1;
+                break;
+            }
+            n_kids++;
+        }
+        if (failed) { /* out of memory: the node stays open as it was, and the search ends */
+            for (int i = 0; i < n_kids; i++)
+                lag_node_free(&kids[i]);
+            open[n_open++] = nd;
+            break;
+        }
+        held -= nd.bytes;
+        lag_node_free(&nd);
+        for (int i = 0; i < n_kids; i++) {
+            held += kids[i].bytes;
+            open[n_open++] = kids[i];
+        }
+        if (n_open + 2 > LAG_NODES || held > LAG_NODE_BYTES)
+            break; /* the least open value stands */
+    }
+    result = cutoff(x);
+    *closed = 1;
+    for (int i = 0; i < n_open; i++)
+        if (open[i].value < lag_cut(x)) {
+            result = fmin(result, open[i].value);
+            *closed = 0;
+        }
+done:
+    for (int i = 0; i < n_open; i++)
+        lag_node_free(&open[i]);
+    pp_free(open);
+    pp_free(lim);
+    pp_free(cs);
+    rb_lag_free(lg);
+    return result;
+}
+
+/* For v > 1: the chain mixture's bound (rb_lag_solve) on at most 35% of the budget (3 s without
+ * one); raises the root bound and gives the search its node bound (x->lag). Skipped when out of
+ * memory (only a bound). */
+void rb_lag_setup(rb_ctx *x, double *root)
+{
+    x->lag = rb_lag_new(x);
+    x->lag_fixed = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
+    x->kid_cur = pp_alloc(sizeof(int) * ((size_t)x->P + 1));
+    x->kid_save = pp_alloc(sizeof(int) * ((size_t)x->P + 1));
+    if (!x->lag || !x->lag_fixed || !x->kid_cur || !x->kid_save) {
+        rb_lag_free(x->lag);
+        x->lag = NULL;
+        return;
+    }
+    uint64_t now = pp_now_ns(), left = x->deadline > now ? x->deadline - now : 0;
+    uint64_t dl = x->deadline ? now + left * 7 / 20 : now + 3000000000ull;
+    rb_lag_solve(x, x->lag, dl, 4000);
+    *root = fmax(*root, x->lag->bound);
+
+    x->lag_fixed[0] = 0.0;
+}
