@@ -135,7 +135,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
         double clk = x->clock[t->stage];
         if (t->kind == K_RECV) {
             double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
-            clk = fmax(clk, a);
+            clk = dmax(clk, a); /* pp_sim_run's fmax, inline: times are finite, never NaN */
         } else {
             clk += x->dur[t->kind * x->P + t->piece];
         }
@@ -144,7 +144,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
     }
     double barrier = 0.0;
     for (int s = 0; s < x->S; s++)
-        barrier = fmax(barrier, x->clock[s]);
+        barrier = dmax(barrier, x->clock[s]);
     x->evaluated++;
     if (c->optimizer_us_per_MB <= 0)
         return barrier + x->opt_ns;

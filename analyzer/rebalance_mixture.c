@@ -20,7 +20,7 @@ static double replay_chain(rb_ctx *x, double *coef)
         const rb_step *t = &x->steps[i];
         double clk = x->clock[t->stage];
         if (t->kind == K_RECV)
-            clk = fmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
+            clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
         else
             clk += x->dur[t->kind * x->P + t->piece];
         x->fin[i] = clk;
