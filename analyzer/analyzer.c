@@ -104,6 +104,7 @@ void an_state_free(state *st)
     link_acc *l = st->links.data;
     for (size_t i = 0; i < st->links.n; i++) {
         an_series_free(&l[i].lat);
+        an_series_free(&l[i].snd);
         an_series_free(&l[i].bw);
     }
     vec_free(&st->links);

@@ -299,6 +299,7 @@ typedef struct link_acc {
     pp_alink l;
     series lat;
     series bw; /* per-message bandwidth of timed messages, bytes/ns = GB/s */
+    series snd; /* per-message time in the send range */
 } link_acc;
 
 typedef struct stage_acc {

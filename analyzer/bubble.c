@@ -264,7 +264,7 @@ int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, const do
     replay r;
     if (replay_build(&r, ops, n, S)) {
         r.kind_mean = kind_mean;
-        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r};
+        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL};
         pp_sim_result nocomm, bal;
         r.balanced = 0;
         int ok = pp_sim_run(&r.sc, &c, &nocomm) == PP_OK;

@@ -163,6 +163,31 @@ static void fit_links(const pp_analysis *a, pp_extract *e)
          e->costs->p2p_GBps);
 }
 
+/* The sender's own time per message (send_act_us, send_grad_us): for each kind, the links'
+ * median send-range durations over the sends that waited for no receiver (pp_alink.send_time_ns),
+ * weighted by their counts. A send that waits for its receiver (a rendezvous, a full mailbox)
+ * is waiting, which the schedule's dependencies give, not the send's cost; the median keeps a
+ * few sends that waited in other ways (for room in a queue) from setting it. */
+static void fit_sends(const pp_analysis *a, pp_extract *e)
+{
+    double sum[2] = {0, 0}, n[2] = {0, 0};
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        double med = l->send_time_ns.median;
+        if (!l->send_time_ns.count || !(med >= 0) || !isfinite(med))
+            continue;
+        int g = l->grad ? 1 : 0;
+        sum[g] += med * (double)l->send_time_ns.count;
+        n[g] += (double)l->send_time_ns.count;
+    }
+    e->costs->send_act_us = n[0] > 0 ? sum[0] / n[0] * 1e-3 : 0;
+    e->costs->send_grad_us = n[1] > 0 ? sum[1] / n[1] * 1e-3 : 0;
+    if (n[0] > 0 || n[1] > 0)
+        note(e, "sends: the sender's own time per message %.1f us (activations), %.1f us "
+                "(gradients), medians",
+             e->costs->send_act_us, e->costs->send_grad_us);
+}
+
 /* Per-layer costs: medians of the layer ranges; sizes from the layer marks, else activations
  * from the bytes seen on the links. Notes the assumptions. */
 static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
@@ -651,6 +676,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     if ((st = extract_layers(a, L, e)) != PP_OK)
         goto fail;
     fit_links(a, e);
+    fit_sends(a, e);
     if ((st = infer_partition(a, L, &e->partition)) != PP_OK ||
         (st = fill_backwards(a, e)) != PP_OK || (st = extract_schedules(a, e)) != PP_OK)
         goto fail;

@@ -202,6 +202,17 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
         if (match[i] == SIZE_MAX)
             continue;
         const pp_aop *r = &ops[match[i]];
+        /* The sender's own time: until its stage's next op begins (an asynchronous send's
+         * range, torch's isend to its wait, runs on beside the stage's next ops), of the sends
+         * that waited for no receiver: their receiver was already waiting when they began, or
+         * they ended before it came (a rendezvous send that meets its receiver part way
+         * through may have waited: left out). The ops are by stage, then time. */
+        if (r->t0 <= s->t0 || r->t0 >= s->t1) {
+            uint64_t end = s->t1;
+            if (i + 1 < n && ops[i + 1].stage == s->stage && ops[i + 1].t0 < end)
+                end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
+            an_series_add(&l->snd, (double)(end - s->t0));
+        }
         double wait = (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
         /* Arrival is observed only when the receive overlaps the send: the receiver was
@@ -438,7 +449,7 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
 /* Each stage's time outside its pipeline work (pp_stage_step.outside_ns): its period, from
  * its step start (bd[s]) to its next step start, minus its ops' span; which stage's ops ended
  * last; each stage's time before its optimizer step (pre_opt_ns: from the latest end of a
- * compute op that started before it) and which stage reached that point last. One pass over
+ * compute op or a send that started before it) and which stage reached that point last. One pass over
  * the ops, which are in time order within each stage. bd[4 S]: b's starts and ends, then
  * scratch. */
 static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
@@ -454,7 +465,7 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     int late = -1;             /* the stage that reached its optimizer step last */
     uint64_t late_at = 0;      /* when: its latest compute end before it */
     int cur = -1;              /* the stage of the run of ops being read */
-    uint64_t compute_end = 0;  /* its latest compute op end so far */
+    uint64_t compute_end = 0;  /* its latest compute op (or send) end so far */
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
         int s = o->stage;
@@ -475,8 +486,10 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
                     late_at = compute_end;
                 }
             }
-        } else if (an_is_compute(o->kind) && o->t1 > compute_end) {
-            compute_end = o->t1;
+        } else if ((an_is_compute(o->kind) || o->kind == PP_AOP_SEND_ACT ||
+                    o->kind == PP_AOP_SEND_GRAD) &&
+                   o->t1 > compute_end) {
+            compute_end = o->t1; /* a send's own time is the cost file's send term */
         }
     }
     if (late >= 0)
@@ -752,6 +765,7 @@ static void results_links_layers(state *st)
          * oversubscribed CPU) inflates single transfers, not the median. */
         a->links[i].bandwidth_GBps = an_series_stats(&l->bw).median;
         a->links[i].latency_ns = an_series_stats(&l->lat);
+        a->links[i].send_time_ns = an_series_stats(&l->snd);
     }
     size_t nl = 0;
     for (size_t i = 0; i < st->layers.n; i++)

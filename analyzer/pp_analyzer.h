@@ -91,9 +91,9 @@ typedef struct pp_stage_step {
      * step, a stage without ops) */
     double outside_ns;
     int last_end; /* 1 on the stage whose ops ended last in the step */
-    /* from the end of its last compute op before its optimizer step to that step's start:
-     * the gradient norm and the barrier (pptrain's all-reduce of it), with the wait for the
-     * other stages; -1 without an optimizer range */
+    /* from the end of its last compute op (or send) before its optimizer step to that step's
+     * start: the gradient norm and the barrier (pptrain's all-reduce of it), with the wait for
+     * the other stages; -1 without an optimizer range */
     double pre_opt_ns;
     int last_to_opt; /* 1 on the stage that reached its optimizer step's wait last */
 } pp_stage_step;
@@ -123,6 +123,10 @@ typedef struct pp_alink {
     pp_astats latency_ns;     /* per-message transfer time (timed messages) */
     double wait_ns;           /* receivers' time blocked in recv ranges */
     double send_ns;           /* senders' time in send ranges */
+    pp_astats send_time_ns;   /* per-message time in the send range up to the sender's next
+                                 op, of the messages whose send waited for no receiver: it
+                                 began once the receive had begun, or ended before the receive
+                                 began (docs/metrics.md) */
 } pp_alink;
 
 typedef struct pp_alayer {

@@ -1,7 +1,7 @@
 /* pp_sim.h: the schedule simulator. A discrete-event replay of the runtime's own instruction
  * lists (plan/pp_plan.h, the same generator the executor runs) under given op durations
  * and a transfer model, with the executor's semantics: each stage runs its list in order,
- * sends do not block, a receive waits until the message is available (sender's clock at the
+ * sends do not wait for their receiver (they take the sender's own send time, if any), a receive waits until the message is available (sender's clock at the
  * send + transfer time), and the optimizer step waits for every stage (the gradient-norm
  * all-reduce). Used by the analyzer (bubble decomposition: replays under counterfactual costs)
  * and the tuner (predictions, rebalancing). Pure computation: no threads, no clocks. */
@@ -24,6 +24,10 @@ typedef struct pp_sim_costs {
     /* Time from a send at list position `index` of `stage` until the data is at the receiver. */
     double (*transfer_ns)(void *ctx, int stage, int index, const pp_instr *instr);
     void *ctx;
+    /* The sender's own time in a send at list position `index` of `stage`: its clock moves on by
+     * it (it runs nothing else meanwhile); the transfer still counts from the send's start.
+     * NULL: sends take no time on the sender. */
+    double (*send_ns)(void *ctx, int stage, int index, const pp_instr *instr);
 } pp_sim_costs;
 
 typedef struct pp_sim_result {
@@ -45,7 +49,8 @@ void pp_sim_result_free(pp_sim_result *res);
 /* Costs from a cost file and a partition by the planning library's cost rule (pp_plan.h): an
  * op of chunk c on stage s costs pp_costs_op_us of its piece's layers (split backward halves:
  * bwd_input_us / bwd_weight_us, or halves of bwd_us when the file has no split), the optimizer
- * step optimizer_us; transfers pp_costs_transfer_us of pp_costs_boundary_bytes. `mult` (NULL =
+ * step optimizer_us; transfers pp_costs_transfer_us of pp_costs_boundary_bytes, each send
+ * pp_costs_send_us on its sender. `mult` (NULL =
  * all 1) scales each stage's compute. */
 typedef struct pp_sim_file_costs {
     const pp_costs *costs;

@@ -167,6 +167,8 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         /* the pipeline trainer's slots per chunk (runtime/pipeline.c): one more than the peak */
         x->slots[s] = x->peak[s] + 1 < o->M ? x->peak[s] + 1 : o->M;
     }
+    x->send_ns[0] = pp_costs_send_us(o->costs, 0) * 1e3;
+    x->send_ns[1] = pp_costs_send_us(o->costs, 1) * 1e3;
     if ((st = rb_compile_schedule(x, sc)) != PP_OK || (st = rb_extract_paths(x, sc)) != PP_OK ||
         (st = rb_build_mem_vectors(x, sc)) != PP_OK)
         goto done;

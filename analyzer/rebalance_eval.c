@@ -45,18 +45,21 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
     rb_compile *cp = ctx;
     rb_ctx *x = cp->x;
     int piece = in->chunk >= 0 ? pp_schedule_piece(cp->sc, s, in->chunk) : -1;
-    if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
+    int send = in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD;
+    if (send) {
+        int grad = in->op == PP_OP_SEND_GRAD;
         cp->msg_step[msg] = cp->last[s];
-        cp->msg_q[msg] = in->op == PP_OP_SEND_GRAD ? piece - 1 : piece;
-        return PP_OK;
+        cp->msg_q[msg] = grad ? piece - 1 : piece;
+        if (x->send_ns[grad] <= 0)
+            return PP_OK;
     }
     if (in->op == PP_OP_OPT_STEP)
         return PP_OK;
     rb_step *t = &x->steps[x->n_steps];
     int recv = in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD;
-    t->kind = (uint8_t)(recv ? K_RECV : op_kind(in->op));
+    t->kind = (uint8_t)(recv ? K_RECV : send ? K_SEND : op_kind(in->op));
     t->dep = recv ? cp->msg_step[msg] : -1;
-    t->q = recv ? cp->msg_q[msg] : -1;
+    t->q = recv ? cp->msg_q[msg] : send ? in->op == PP_OP_SEND_GRAD : -1;
     t->stage = s;
     t->piece = piece;
     t->mb = in->mb;
@@ -66,9 +69,10 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
 }
 
 /* Replays the lists once (pp_schedule_replay, as pp_sim_run does), recording each compute op
- * and each receive in an order where what it waits for comes first. Sends only name the step
- * that precedes them on their stage: in pp_sim_run a message is available at the sender's clock
- * plus the transfer, and that clock is the end of the sender's previous step. */
+ * and each receive in an order where what it waits for comes first. Sends name the step that
+ * precedes them on their stage: in pp_sim_run a message is available at the sender's clock
+ * plus the transfer, and that clock is the end of the sender's previous step; a send is a step
+ * itself (K_SEND) only when it takes the sender time. */
 pp_status rb_compile_schedule(rb_ctx *x, const pp_schedule *sc)
 {
     pp_status st = PP_OK;
@@ -136,6 +140,8 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
         if (t->kind == K_RECV) {
             double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
             clk = dmax(clk, a); /* pp_sim_run's fmax, inline: times are finite, never NaN */
+        } else if (t->kind == K_SEND) {
+            clk += x->send_ns[t->q];
         } else {
             clk += x->dur[t->kind * x->P + t->piece];
         }
@@ -464,7 +470,7 @@ pp_status rb_extract_ends(rb_ctx *x)
     rb_eseq *e = &x->ends;
     int n = 0;
     for (int i = 0; i < x->n_steps; i++)
-        n += x->steps[i].kind != K_RECV && (x->steps[i].stage == 0 || x->steps[i].stage == S - 1);
+        n += x->steps[i].kind < N_COMPUTE && (x->steps[i].stage == 0 || x->steps[i].stage == S - 1);
     e->kind = pp_alloc((size_t)n + 1);
     e->piece = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
     e->prev = pp_alloc(sizeof(int32_t) * ((size_t)n + 1));
@@ -483,7 +489,7 @@ pp_status rb_extract_ends(rb_ctx *x)
     int last[2] = {-1, -1};
     for (int i = 0; i < x->n_steps; i++) {
         const rb_step *t = &x->steps[i];
-        if (t->kind == K_RECV || (t->stage != 0 && t->stage != S - 1) || t->mb < 0 ||
+        if (t->kind >= N_COMPUTE || (t->stage != 0 && t->stage != S - 1) || t->mb < 0 ||
             t->mb >= M || t->piece < 0 || t->piece >= P)
             continue;
         int k = e->n++, side = t->stage == 0 ? 0 : 1, j = t->piece;

@@ -34,7 +34,9 @@
 /* rb_select handles stages of up to this many layers (its scratch, rebalance_memory.c). */
 #define RB_SEL_MAX_LAYERS 1024
 
-enum { K_F = 0, K_B = 1, K_BI = 2, K_BW = 3, K_RECV = 4, N_COMPUTE = 4 };
+/* K_SEND: the sender's own time in a send (the cost file's send_act_us / send_grad_us), a step
+ * only when that is not 0; the bounds count it as 0 (they stay below the step). */
+enum { K_F = 0, K_B = 1, K_BI = 2, K_BW = 3, K_RECV = 4, K_SEND = 5, N_COMPUTE = 4 };
 
 /* The cost file's op for each compute kind (the cost rule is pp_costs_layer_us); inline, so
  * the replay's loops over the kinds fold it. */
@@ -47,7 +49,8 @@ static inline pp_op rb_kind_op(int kind)
 /* One step of the compiled replay, in an order where every dependency comes first. */
 typedef struct rb_step {
     int32_t dep;    /* RECV: the step whose end is the send time (-1: time 0); else unused */
-    int32_t q;      /* RECV: boundary crossed (between piece q and q + 1) */
+    int32_t q;      /* RECV: boundary crossed (between piece q and q + 1); SEND: 1 gradients,
+                       0 activations */
     int32_t piece;  /* compute: piece whose cost it takes */
     int32_t stage;
     int32_t mb;     /* compute: micro-batch */
@@ -151,6 +154,7 @@ typedef struct rb_ctx {
     double *dur;       /* [N_COMPUTE * P] ns */
     double *tr;        /* [P] ns, boundary q between piece q and q + 1 */
     double opt_ns;
+    double send_ns[2]; /* the sender's time in a send of activations [0], gradients [1] */
     rb_seq *seq;       /* [P] */
     rb_sseq *sseq;     /* [S] v > 1: the stages' lists for rb_stage_bound, else NULL */
     rb_eseq ends;      /* v > 1: the first and last stage's ops, for rb_ends_bound */
@@ -227,8 +231,11 @@ static inline double *dcell(const rb_ctx *x, int k, int pos)
  * its messages' transfers, each a difference of prefix sums at the two boundaries of its piece
  * or the transfer of one boundary, so it is linear in per-boundary terms, and at most the
  * barrier of that partition. A chain is kept as its counts: coef[t * P + p] ops of kind t of
- * piece p, coef[4 * P + q] messages across boundary q (between pieces q and q + 1). */
+ * piece p, coef[4 * P + q] messages across boundary q (between pieces q and q + 1), and in
+ * the slot of boundary P - 1, which no message crosses, the time of its sends on their senders
+ * (ns, the same on every partition: the cost file's send_act_us / send_grad_us). */
 #define LAG_NC(P) (5 * (size_t)(P))
+#define LAG_SEND(P) (5 * (size_t)(P) - 1)
 /* The chain bound is computed from prefix sums with coefficients up to a few hundred, in another
  * order than the replay: scaled by this much it stays below the mixture it bounds. */
 #define LAG_SAFETY (1.0 - 1e-9)

@@ -21,6 +21,8 @@ static double replay_chain(rb_ctx *x, double *coef)
         double clk = x->clock[t->stage];
         if (t->kind == K_RECV)
             clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
+        else if (t->kind == K_SEND)
+            clk += x->send_ns[t->q];
         else
             clk += x->dur[t->kind * x->P + t->piece];
         x->fin[i] = clk;
@@ -36,7 +38,10 @@ static double replay_chain(rb_ctx *x, double *coef)
         const rb_step *t = &x->steps[i];
         int pv = x->sprev[i];
         if (t->kind != K_RECV) {
-            coef[t->kind * x->P + t->piece] += 1.0;
+            if (t->kind == K_SEND)
+                coef[LAG_SEND(x->P)] += x->send_ns[t->q];
+            else
+                coef[t->kind * x->P + t->piece] += 1.0;
             i = pv;
             continue;
         }
@@ -78,13 +83,13 @@ double rb_chain_len(const rb_ctx *x, const double *coef, const int *b)
     for (int q = 0; q + 1 < P; q++)
         if (coef[4 * P + q] != 0.0)
             t += coef[4 * P + q] * x->tl[b[q + 1] - 1];
-    return t;
+    return t + coef[LAG_SEND(P)];
 }
 
 /* The per-boundary cost of a mixture of chains with aggregated counts `agg` (weights summing to
  * 1): boundary k (1 .. P-1) at layer pos costs
  *   H_k(pos) = sum_t (agg[t][k-1] - agg[t][k]) W_t(pos) + agg_msg[k-1] t(pos),
- * and the rest is the constant sum_t agg[t][P-1] W_t(L). */
+ * and the rest is the constant sum_t agg[t][P-1] W_t(L) plus the sends' time. */
 double rb_lag_h(const rb_ctx *x, const double *agg, int k, int pos)
 {
     int P = x->P;
@@ -102,7 +107,7 @@ double rb_lag_h(const rb_ctx *x, const double *agg, int k, int pos)
 
 static double lag_const(const rb_ctx *x, const double *agg)
 {
-    double c = 0.0;
+    double c = agg[LAG_SEND(x->P)];
     for (int t = 0; t < N_COMPUTE; t++)
         c += agg[(size_t)t * x->P + x->P - 1] * x->pre[t][x->L] * 1e3;
     return c;

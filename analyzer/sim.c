@@ -88,7 +88,7 @@ typedef struct sim_state {
 } sim_state;
 
 /* Runs instruction k of stage s (pp_schedule_replay's hook): sends make their message
- * available at the sender's clock plus the transfer, receives wait for it, compute takes its
+ * available at the sender's clock plus the transfer and take the sender's send time, receives wait for it, compute takes its
  * duration; the optimizer step starts at the barrier, when every stage has reached it. */
 static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg)
 {
@@ -102,6 +102,8 @@ static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         double t = costs->transfer_ns ? costs->transfer_ns(costs->ctx, s, k, in) : 0.0;
         x->avail[msg] = *clock + t;
+        if (costs->send_ns)
+            *clock += costs->send_ns(costs->ctx, s, k, in);
     } else if (in->op == PP_OP_OPT_STEP) {
         if (!x->barrier_set) {
             /* every stage waits here now: their clocks are their arrival times */
@@ -221,11 +223,20 @@ static double file_transfer_ns(void *ctx, int stage, int index, const pp_instr *
     return pp_costs_transfer_us(fc->costs, bytes) * 1e3;
 }
 
+static double file_send_ns(void *ctx, int stage, int index, const pp_instr *in)
+{
+    (void)stage;
+    (void)index;
+    const pp_sim_file_costs *fc = ctx;
+    return pp_costs_send_us(fc->costs, in->op == PP_OP_SEND_GRAD) * 1e3;
+}
+
 void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out)
 {
     out->op_ns = file_op_ns;
     out->transfer_ns = file_transfer_ns;
     out->ctx = fc;
+    out->send_ns = fc->costs->send_act_us > 0 || fc->costs->send_grad_us > 0 ? file_send_ns : NULL;
 }
 
 pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,

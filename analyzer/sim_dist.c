@@ -327,6 +327,7 @@ typedef struct step_op {
     uint8_t op;
     int64_t msg;                 /* message index of a send or receive, else -1 */
     double base_ns;              /* compute: its noise-free duration; send: its transfer */
+    double send_ns;              /* send: the sender's own time in it (0: none) */
     const pp_sim_noise_kind *nk; /* compute with a noise model: its factors, NULL = none */
 } step_op;
 
@@ -360,6 +361,7 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
     o->op = in->op;
     o->msg = msg;
     o->nk = NULL;
+    o->send_ns = 0;
     int ki = kind_index(in->op);
     if (ki >= 0) {
         o->base_ns = r->costs->op_ns(r->costs->ctx, s, k, in);
@@ -370,6 +372,7 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
         }
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
+        o->send_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
     } else {
         o->base_ns = 0;
     }
@@ -420,7 +423,10 @@ static double replay_once(mc *m, uint64_t r)
         case PP_OP_RECV_ACT:
         case PP_OP_RECV_GRAD: *clock = fmax(*clock, m->avail[x->msg]); break;
         case PP_OP_SEND_ACT:
-        case PP_OP_SEND_GRAD: m->avail[x->msg] = *clock + x->base_ns; break;
+        case PP_OP_SEND_GRAD:
+            m->avail[x->msg] = *clock + x->base_ns;
+            *clock += x->send_ns;
+            break;
         default: {
             double f;
             if (o->draw)

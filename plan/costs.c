@@ -19,7 +19,8 @@
 
 static const char *const k_top_keys[] = {"version",        "layers",       "p2p_GBps",
                                          "p2p_latency_us", "optimizer_us", "microbatch_size",
-                                         "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us"};
+                                         "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us",
+                                         "send_act_us",    "send_grad_us"};
 enum {
     TOP_VERSION,
     TOP_LAYERS,
@@ -30,6 +31,8 @@ enum {
     TOP_OPT_PER_MB,
     TOP_GRAD_NORM,
     TOP_STEP_FIXED,
+    TOP_SEND_ACT,
+    TOP_SEND_GRAD,
     N_TOP
 };
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
@@ -190,7 +193,13 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
                                 &c->grad_norm_us)) != PP_OK) ||
         (f[TOP_STEP_FIXED] &&
          (st = pp_json_get_real(f[TOP_STEP_FIXED], ctx, "step_fixed_us", 0, HUGE_VAL,
-                                &c->step_fixed_us)) != PP_OK))
+                                &c->step_fixed_us)) != PP_OK) ||
+        (f[TOP_SEND_ACT] &&
+         (st = pp_json_get_real(f[TOP_SEND_ACT], ctx, "send_act_us", 0, HUGE_VAL,
+                                &c->send_act_us)) != PP_OK) ||
+        (f[TOP_SEND_GRAD] &&
+         (st = pp_json_get_real(f[TOP_SEND_GRAD], ctx, "send_grad_us", 0, HUGE_VAL,
+                                &c->send_grad_us)) != PP_OK))
         goto done;
     if (f[TOP_MBS]) {
         if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
@@ -224,11 +233,13 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    const double top[6] = {c->p2p_GBps, c->p2p_latency_us, c->optimizer_us,
-                           c->optimizer_us_per_MB, c->grad_norm_us, c->step_fixed_us};
-    static const char *const top_key[6] = {"p2p_GBps", "p2p_latency_us", "optimizer_us",
-                                           "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us"};
-    for (int k = 0; k < 6; k++)
+    const double top[8] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
+                           c->optimizer_us_per_MB, c->grad_norm_us,   c->step_fixed_us,
+                           c->send_act_us,         c->send_grad_us};
+    static const char *const top_key[8] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
+                                           "optimizer_us_per_MB", "grad_norm_us",
+                                           "step_fixed_us", "send_act_us",    "send_grad_us"};
+    for (int k = 0; k < 8; k++)
         if (!ok_time(top[k]))
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
@@ -275,6 +286,10 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
         pp_json_put_exact(w, "grad_norm_us", c->grad_norm_us);
     if (c->step_fixed_us > 0)
         pp_json_put_exact(w, "step_fixed_us", c->step_fixed_us);
+    if (c->send_act_us > 0)
+        pp_json_put_exact(w, "send_act_us", c->send_act_us);
+    if (c->send_grad_us > 0)
+        pp_json_put_exact(w, "send_grad_us", c->send_grad_us);
     pp_json_array(w, "layers");
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *l = &c->layers[i];
@@ -350,6 +365,11 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes)
     /* bytes / (GBps * 1e9 B/s) seconds = bytes / (GBps * 1e3) microseconds. */
     double bw = c->p2p_GBps > 0 ? (double)bytes / (c->p2p_GBps * 1e3) : 0.0;
     return c->p2p_latency_us + bw;
+}
+
+double pp_costs_send_us(const pp_costs *c, int grad)
+{
+    return grad ? c->send_grad_us : c->send_act_us;
 }
 
 /* The halving rule: a layer without split costs gives each backward half bwd_us / 2, so every

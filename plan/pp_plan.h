@@ -260,6 +260,8 @@ typedef struct pp_costs {
     double grad_norm_us;   /* every step, the gradient norm and the barrier before the optimizer */
     double step_fixed_us;  /* every step, outside the pipeline's ops (the job's loop); both charged
                               with the optimizer step, which starts on every stage at once */
+    double send_act_us;    /* the sender's own time in each send of activations (gradients): */
+    double send_grad_us;   /* it runs nothing else meanwhile; the transfer counts from its start */
     int microbatch_size;   /* sequences per micro-batch the costs were measured at; 0 = not
                               recorded */
 } pp_costs;
@@ -280,6 +282,11 @@ void pp_costs_destroy(pp_costs *c);
  * simulator and the rebalancer. Time of one transfer of `bytes` under the cost file's link
  * model (p2p_latency_us + bytes / p2p_GBps), in microseconds. */
 double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes);
+/* The sender's time in one send (handing the message over: a copy, waking the receiver),
+ * send_grad_us for gradients (grad = 1), send_act_us for activations, in microseconds. The
+ * stage runs nothing else meanwhile; the message's transfer time counts from the send's start.
+ * 0 when the cost file gives none. */
+double pp_costs_send_us(const pp_costs *c, int grad);
 /* Time of compute op `op` (FWD, BWD, BWD_INPUT, BWD_WEIGHT) on one layer for one micro-batch, in
  * microseconds: fwd_us, bwd_us, and for the halves bwd_input_us / bwd_weight_us when the layer
  * has them, else bwd_us / 2 each. 0 for other ops. */
@@ -294,7 +301,7 @@ double pp_costs_layer_rc_us(const pp_layer_cost *l, pp_op op, int recomputed);
  * explicit halves: bwd_us / 2 + fwd_us and bwd_us / 2). Free with pp_costs_destroy. */
 pp_status pp_costs_with_recompute(const pp_costs *c, const uint8_t *recompute, pp_costs **out);
 /* A copy of `c` with every layer's compute (fwd_us, bwd_us and its halves) times k > 0, the
- * rest (bytes, the link model, the optimizer's terms) as it is: the same layers on a machine
+ * rest (bytes, the link model, the sends, the optimizer's terms) as it is: the same layers on a machine
  * running their compute k times as long (pprof-tune's speed comparison between two runs,
  * docs/sim-dist.md). PP_ERR_INVALID for k <= 0, NaN or infinite. Free with pp_costs_destroy. */
 pp_status pp_costs_scale_layers(const pp_costs *c, double k, pp_costs **out);

@@ -194,6 +194,18 @@ static uint64_t sim_transfer_ns(pp_stage_backend *b, size_t bytes)
     return us_to_ns(pp_costs_transfer_us(sb->costs, bytes));
 }
 
+/* The sender's own time in a send (the cost file's send_act_us / send_grad_us): inside the
+ * send's range, so that a capture times it as the send's. */
+static void sim_send_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
+{
+    sim_backend *sb = (sim_backend *)b;
+    uint64_t d = us_to_ns(pp_costs_send_us(sb->costs, grad));
+    if (!d)
+        return;
+    *t_ns = clock_add(*t_ns, d);
+    sleep_until(*t_ns);
+}
+
 static void sim_destroy(pp_stage_backend *b)
 {
     sim_backend *sb = (sim_backend *)b;
@@ -219,6 +231,7 @@ static const pp_backend_ops k_sim_ops = {
     .optimizer_step = sim_optimizer_step,
     .grads = sim_grads,
     .transfer_ns = sim_transfer_ns,
+    .send_time = sim_send_time,
     .destroy = sim_destroy,
 };
 
@@ -276,6 +289,11 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
                      "p2p_GBps)", (unsigned long long)msgs[k]);
             st = check_ns(us, 1.0, "", what);
             sum_us += us;
+            if (st == PP_OK) {
+                us = pp_costs_send_us(c, k);
+                st = check_ns(us, 1.0, "", k ? "send_grad_us" : "send_act_us");
+                sum_us += us;
+            }
         }
     }
     if (st == PP_OK) {

@@ -200,6 +200,8 @@ static pp_status do_send(worker *w, const pp_instr *in, pp_msg_tag tag, const vo
                                      w->clock_ns + b->ops->transfer_ns(b, bytes));
     if (b->carries_data)
         w->clock_ns = pp_now_ns();
+    else if (b->ops->send_time) /* the sender's own time in the send, from its start */
+        b->ops->send_time(b, in->op == PP_OP_SEND_GRAD, &w->clock_ns);
     pp_nvtx_pop();
     return st;
 }

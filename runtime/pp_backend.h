@@ -120,6 +120,10 @@ typedef struct pp_backend_ops {
     void (*grads)(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes);
     /* Time a transfer of `bytes` takes from the sender's clock (sim: latency + bytes/BW). */
     uint64_t (*transfer_ns)(pp_stage_backend *b, size_t bytes);
+    /* The sender's own time in a send of gradients (grad = 1) or activations, for a backend
+     * that carries no data: *t_ns moves on by it, and the sim backend sleeps to that deadline
+     * inside the send's range (the cost file's send_act_us / send_grad_us); NULL: none. */
+    void (*send_time)(pp_stage_backend *b, int grad, uint64_t *t_ns);
     void (*destroy)(pp_stage_backend *b);
 } pp_backend_ops;
 

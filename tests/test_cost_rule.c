@@ -22,7 +22,7 @@ static double sim_ms(pp_schedule_kind kind, const pp_partition *part, int M, con
 }
 
 /* A deterministic non-uniform cost file: layer costs vary 4x, transfers cost latency and
- * bandwidth. */
+ * bandwidth, sends their sender's time. */
 static pp_costs *uneven_costs(int L, unsigned seed, int with_comm, int split)
 {
     pp_costs *c = NULL;
@@ -42,6 +42,8 @@ static pp_costs *uneven_costs(int L, unsigned seed, int with_comm, int split)
     if (with_comm) {
         c->p2p_GBps = 2.0;        /* 1 MiB: ~0.52 ms */
         c->p2p_latency_us = 100;
+        c->send_act_us = 150;     /* the sender's own time in each send */
+        c->send_grad_us = 250;
     }
     c->optimizer_us = 200;
     return c;
@@ -154,8 +156,8 @@ Test(cost_rule, parameter_bytes_of_a_range_saturate)
 
 /* pprof-tune's speed comparison (pp_tune_speed_compare) re-predicts a layout on a machine whose
  * layers run k times as long: every compute op of every layer (halves included) costs k times
- * as much, nothing else moves, and without transfers or an optimizer step the simulated step is
- * k times as long (a longest path of compute ops only). */
+ * as much, nothing else moves (transfers, sends, the optimizer), and without transfers, sends or
+ * an optimizer step the simulated step is k times as long (a longest path of compute ops only). */
 Test(cost_rule, scaling_the_layers_scales_every_compute_op_and_nothing_else)
 {
     static const pp_op ops[] = {PP_OP_FWD, PP_OP_BWD, PP_OP_BWD_INPUT, PP_OP_BWD_WEIGHT};
@@ -173,6 +175,8 @@ Test(cost_rule, scaling_the_layers_scales_every_compute_op_and_nothing_else)
         cr_assert_float_eq(pp_costs_layers_us(k), 1.25 * pp_costs_layers_us(c), 1e-6);
         cr_assert_eq(pp_costs_transfer_us(k, 1u << 20), pp_costs_transfer_us(c, 1u << 20));
         cr_assert_eq(pp_costs_opt_us(k, 8000000), pp_costs_opt_us(c, 8000000));
+        cr_assert(c->send_act_us > 0 && pp_costs_send_us(k, 0) == pp_costs_send_us(c, 0) &&
+                  pp_costs_send_us(k, 1) == pp_costs_send_us(c, 1));
         for (int l = 0; l < c->n_layers; l++)
             cr_assert(k->layers[l].activation_bytes == c->layers[l].activation_bytes &&
                       k->layers[l].param_bytes == c->layers[l].param_bytes &&
@@ -183,6 +187,7 @@ Test(cost_rule, scaling_the_layers_scales_every_compute_op_and_nothing_else)
         c->p2p_GBps = 0;
         c->p2p_latency_us = 0;
         c->optimizer_us = c->optimizer_us_per_MB = c->grad_norm_us = c->step_fixed_us = 0;
+        c->send_act_us = c->send_grad_us = 0;
         cr_assert_eq(pp_costs_scale_layers(c, 0.8, &k), PP_OK);
         static const pp_schedule_kind kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1};
         for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {

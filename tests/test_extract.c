@@ -1,7 +1,8 @@
-/* test_extract.c: the cost extraction's optimizer terms (analyzer/extract.c, extract_optimizer;
- * docs/cost-file.md "How pprof-tune --export-costs fills the optimizer terms") on analyses made
- * by hand: the per-stage optimizer fitted against the stages' parameters, the gradient norm
- * and barrier, and the per-step time outside the pipeline's ops. */
+/* test_extract.c: the cost extraction's optimizer and send terms (analyzer/extract.c,
+ * extract_optimizer, fit_sends; docs/cost-file.md "How pprof-tune --export-costs fills the
+ * optimizer and send terms") on analyses made by hand: the per-stage optimizer fitted against
+ * the stages' parameters, the gradient norm and barrier, the per-step time outside the
+ * pipeline's ops, and the senders' own time per message. */
 #include "pp_extract.h"
 
 #include <criterion/criterion.h>
@@ -164,6 +165,36 @@ Test(extract_optimizer, per_step_terms_from_the_pacing_stage)
     extract(&h, &e);
     cr_expect_eq(e.costs->step_fixed_us, 0);
     cr_expect_eq(e.costs->grad_norm_us, 0);
+    pp_extract_free(&e);
+}
+
+/* The senders' time: per kind, the links' median send ranges weighted by their messages (a link
+ * with no send timed counts for nothing); without links, none. */
+Test(extract_sends, the_links_medians_weighted_by_their_messages)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    pp_alink links[4] = {
+        {.src = 0, .dst = 1, .grad = 0, .messages = 12,
+         .send_time_ns = {.count = 12, .mean = 9e3, .median = 2e3}},
+        {.src = 1, .dst = 0, .grad = 1, .messages = 12,
+         .send_time_ns = {.count = 12, .mean = 30e3, .median = 16e3}},
+        {.src = 2, .dst = 1, .grad = 1, .messages = 4,
+         .send_time_ns = {.count = 4, .mean = 8e3, .median = 8e3}},
+        {.src = 1, .dst = 2, .grad = 0, .messages = 0},
+    };
+    h.a.links = links;
+    h.a.n_links = 4;
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->send_act_us, 2, 1e-9);
+    cr_expect_float_eq(e.costs->send_grad_us, (12 * 16 + 4 * 8) / 16.0, 1e-9);
+    pp_extract_free(&e);
+
+    make(&h, NULL, NULL);
+    extract(&h, &e);
+    cr_expect_eq(e.costs->send_act_us, 0);
+    cr_expect_eq(e.costs->send_grad_us, 0);
     pp_extract_free(&e);
 }
 

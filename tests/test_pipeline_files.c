@@ -366,6 +366,8 @@ static const bad_json k_bad_costs[] = {
     {"{\"layers\": [" LAYER_A "], \"optimizer_us_per_MB\": -1}", "optimizer_us_per_MB"},
     {"{\"layers\": [" LAYER_A "], \"grad_norm_us\": \"1\"}", "grad_norm_us"},
     {"{\"layers\": [" LAYER_A "], \"step_fixed_us\": 1e999}", "step_fixed_us"},
+    {"{\"layers\": [" LAYER_A "], \"send_act_us\": -0.5}", "\"send_act_us\" must be a number >= 0"},
+    {"{\"layers\": [" LAYER_A "], \"send_grad_us\": [1]}", "send_grad_us"},
     {"{\"layers\": [" LAYER_A "], \"microbatch_size\": 0}",
      "\"microbatch_size\" 0 is out of range"},
     /* the writer would write U+FFFD for the byte (tests/fuzz_costs.c found it) */
@@ -449,6 +451,11 @@ Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 1, 2), 7 + 8 + 0.5 + 0.25);
     cr_assert_eq(pp_costs_opt_us(&c, 2500000), 7 + 10 + 0.5 + 0.25);
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_OPT_STEP, 0, 1), 7 + 0.5 + 0.25);
+    c.send_act_us = 1.5;
+    c.send_grad_us = 20;
+    cr_assert_eq(pp_costs_send_us(&c, 0), 1.5);
+    cr_assert_eq(pp_costs_send_us(&c, 1), 20);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_SEND_ACT, 0, 3), 0); /* a message is not an op's cost */
     cr_assert_eq(pp_costs_boundary_bytes(&c, 0), 0);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 1), 100);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 2), 200);
@@ -465,6 +472,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->optimizer_us_per_MB = 1.0 / 7.0;
     c->grad_norm_us = 0.1 + 0.7;
     c->step_fixed_us = 3e-5;
+    c->send_act_us = 1.0 / 9.0;
+    c->send_grad_us = 16.25;
     c->microbatch_size = 8;
     snprintf(c->layers[0].name, sizeof c->layers[0].name, "q\"uote\\back\nline\tt");
     c->layers[0].fwd_us = 1e-7;
@@ -492,6 +501,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     cr_assert_eq(d->optimizer_us_per_MB, c->optimizer_us_per_MB);
     cr_assert_eq(d->grad_norm_us, c->grad_norm_us);
     cr_assert_eq(d->step_fixed_us, c->step_fixed_us);
+    cr_assert_eq(d->send_act_us, c->send_act_us);
+    cr_assert_eq(d->send_grad_us, c->send_grad_us);
     cr_assert_eq(d->microbatch_size, 8);
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *a = &c->layers[i], *b = &d->layers[i];

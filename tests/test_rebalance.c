@@ -31,6 +31,9 @@ static pp_costs *random_costs(pp_rng *rng, int L, int comm, int opt)
     if (comm) {
         c->p2p_GBps = 10;
         c->p2p_latency_us = 20;
+        /* the sender's own time per message (the evaluator's K_SEND steps) */
+        c->send_act_us = 15;
+        c->send_grad_us = 40;
     }
     c->optimizer_us = opt ? 300 : 0;
     return c;

@@ -63,3 +63,34 @@ Test(sim, the_optimizer_step_waits_for_every_stage)
     pp_partition_free(&part);
     pp_costs_destroy(c);
 }
+
+Test(sim, a_send_takes_its_senders_time_and_the_transfer_counts_from_its_start)
+{
+    /* GPipe, S = 2, M = 2, one layer a stage: f = 1, b = 2 ms, 0.1 ms a message. Without send
+     * time: F0 F1 on stage 0, each message 0.1 ms after its send, stage 1 F0 F1 B B, stage 0's
+     * two backwards after their gradients: 9.2 ms. Each send of activations takes 0.3 ms of its
+     * sender and each of gradients 0.4: stage 0's F1 starts 0.3 later and so does all that
+     * follows it; stage 1's second backward 0.4 later, then its gradient: 9.9 ms. */
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    c->p2p_latency_us = 100;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    cr_assert_float_eq(sim_ms(PP_SCHED_GPIPE, &part, 2, c, NULL), 9.2, 1e-9);
+    c->send_act_us = 300;
+    c->send_grad_us = 400;
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_file(PP_SCHED_GPIPE, &part, 2, c, NULL, &r), PP_OK);
+    cr_assert_float_eq(r.step_ns, 9.9e6, 1.0);
+    /* a send is not compute: the stages' busy time is their layers' alone */
+    cr_assert_float_eq(r.busy_ns[0], 6e6, 1.0);
+    cr_assert_float_eq(r.busy_ns[1], 6e6, 1.0);
+    /* stage 0's first send: starts at 1 ms, its data there at 1.1, its sender free at 1.3 */
+    const int k_send = 1;
+    cr_assert_float_eq(r.start_ns[0][k_send], 1e6, 1.0);
+    cr_assert_float_eq(r.finish_ns[0][k_send], 1.3e6, 1.0);
+    cr_assert_float_eq(r.start_ns[0][k_send + 1], 1.3e6, 1.0);
+    pp_sim_result_free(&r);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}

@@ -243,6 +243,40 @@ Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
     tk_result_free(&r);
 }
 
+/* The senders' own time (docs/cost-file.md send_act_us, send_grad_us): the sim backend sleeps
+ * through it inside each send's range, the extraction reads it back from those ranges, and the
+ * model's self-check, which charges it on every sender, stays within its 2%. */
+Test(tune, the_senders_time_in_each_send_is_read_back_and_predicted)
+{
+    need_capture();
+    const char *costs = tk_path("gpt_send.json");
+    write_gpt_costs(costs, 14, 500, 5, 1);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_load(costs, &c), PP_OK, "%s", pp_error_message());
+    c->send_act_us = 200;
+    c->send_grad_us = 400;
+    cr_assert_eq(pp_costs_write(c, costs), PP_OK, "%s", pp_error_message());
+    pp_costs_destroy(c);
+    const char *dir = capture("send", costs, "--stages", "4", "16", NULL, "4");
+    const char *args[] = {dir, "--formula", "--export-costs", tk_path("send_out.json"), NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    double err = number_after(strstr(r.out, "self-check"), "(error ");
+    cr_log_info("self-check with 0.2 / 0.4 ms sends: error %+.3f%%\n", err);
+    cr_assert(fabs(err) < 2.0, "model error %.3f%%:\n%s", err, r.out);
+    cr_assert(strstr(r.out, "each send on its sender = "), "--formula shows no send term:\n%s",
+              r.out);
+    pp_costs *ex = NULL;
+    cr_assert_eq(pp_costs_load(tk_path("send_out.json"), &ex), PP_OK, "%s", pp_error_message());
+    cr_log_info("extracted sends: %.1f us (activations), %.1f us (gradients)\n",
+                ex->send_act_us, ex->send_grad_us);
+    /* a range starts and ends as late as the sleeps around it wake: the median is the cost */
+    cr_assert(fabs(ex->send_act_us - 200) < 30, "send_act_us %.1f, want 200", ex->send_act_us);
+    cr_assert(fabs(ex->send_grad_us - 400) < 30, "send_grad_us %.1f, want 400", ex->send_grad_us);
+    pp_costs_destroy(ex);
+    tk_result_free(&r);
+}
+
 /* The step's distribution beside the noise-free step (docs/sim-dist.md): rows for both, the
  * run's own variation predicting its measured median, and --jitter's noise lifting the median
  * above the noise-free step (a max over noisy paths). */
