@@ -449,9 +449,9 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
 /* Each stage's time outside its pipeline work (pp_stage_step.outside_ns): its period, from
  * its step start (bd[s]) to its next step start, minus its ops' span; which stage's ops ended
  * last; each stage's time before its optimizer step (pre_opt_ns: from the latest end of a
- * compute op or a send that started before it) and which stage reached that point last. One pass over
- * the ops, which are in time order within each stage. bd[4 S]: b's starts and ends, then
- * scratch. */
+ * compute op or a send that started before it) and which stage reached that point last. One
+ * pass over the ops, which are in time order within each stage. bd[4 S]: b's starts and ends,
+ * then scratch. */
 static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
                          size_t n, uint64_t *bd, int S)
 {

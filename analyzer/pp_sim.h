@@ -1,9 +1,9 @@
 /* pp_sim.h: the schedule simulator. A discrete-event replay of the runtime's own instruction
  * lists (plan/pp_plan.h, the same generator the executor runs) under given op durations
  * and a transfer model, with the executor's semantics: each stage runs its list in order,
- * sends do not wait for their receiver (they take the sender's own send time, if any), a receive waits until the message is available (sender's clock at the
- * send + transfer time), and the optimizer step waits for every stage (the gradient-norm
- * all-reduce). Used by the analyzer (bubble decomposition: replays under counterfactual costs)
+ * sends do not wait for their receiver (they take the sender's own send time, if any), a
+ * receive waits until the message is available (sender's clock at the send + transfer time),
+ * and the optimizer step waits for every stage (the gradient-norm all-reduce). Used by the analyzer (bubble decomposition: replays under counterfactual costs)
  * and the tuner (predictions, rebalancing). Pure computation: no threads, no clocks. */
 #ifndef PP_SIM_H
 #define PP_SIM_H

@@ -88,8 +88,9 @@ typedef struct sim_state {
 } sim_state;
 
 /* Runs instruction k of stage s (pp_schedule_replay's hook): sends make their message
- * available at the sender's clock plus the transfer and take the sender's send time, receives wait for it, compute takes its
- * duration; the optimizer step starts at the barrier, when every stage has reached it. */
+ * available at the sender's clock plus the transfer and take the sender's send time, receives
+ * wait for it, compute takes its duration; the optimizer step starts at the barrier, when every
+ * stage has reached it. */
 static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg)
 {
     sim_state *x = ctx;
