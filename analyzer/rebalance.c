@@ -131,7 +131,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         goto done;
     x->peak = pp_alloc(sizeof(int) * (size_t)S);
     x->clock = pp_alloc(sizeof(double) * (size_t)S);
-    x->dur = pp_alloc(sizeof(double) * N_COMPUTE * (size_t)P);
+    x->dur = pp_alloc(sizeof(double) * N_DUR * (size_t)P);
     x->tr = pp_alloc(sizeof(double) * (size_t)P);
     x->seq = pp_alloc(sizeof(rb_seq) * (size_t)P);
     x->pre_bb = pp_alloc(sizeof(double) * (size_t)(L + 1));
@@ -167,8 +167,10 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         /* the pipeline trainer's slots per chunk (runtime/pipeline.c): one more than the peak */
         x->slots[s] = x->peak[s] + 1 < o->M ? x->peak[s] + 1 : o->M;
     }
-    x->send_ns[0] = pp_costs_send_us(o->costs, 0) * 1e3;
-    x->send_ns[1] = pp_costs_send_us(o->costs, 1) * 1e3;
+    for (int p = 0; p < P; p++) {
+        x->dur[K_SEND_ACT * P + p] = pp_costs_send_us(o->costs, 0) * 1e3;
+        x->dur[K_SEND_GRAD * P + p] = pp_costs_send_us(o->costs, 1) * 1e3;
+    }
     if ((st = rb_compile_schedule(x, sc)) != PP_OK || (st = rb_extract_paths(x, sc)) != PP_OK ||
         (st = rb_build_mem_vectors(x, sc)) != PP_OK)
         goto done;

@@ -50,16 +50,18 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
         int grad = in->op == PP_OP_SEND_GRAD;
         cp->msg_step[msg] = cp->last[s];
         cp->msg_q[msg] = grad ? piece - 1 : piece;
-        if (x->send_ns[grad] <= 0)
+        if (pp_costs_send_us(x->c, grad) <= 0)
             return PP_OK;
     }
     if (in->op == PP_OP_OPT_STEP)
         return PP_OK;
     rb_step *t = &x->steps[x->n_steps];
     int recv = in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD;
-    t->kind = (uint8_t)(recv ? K_RECV : send ? K_SEND : op_kind(in->op));
+    t->kind = (uint8_t)(recv   ? K_RECV
+                        : send ? (in->op == PP_OP_SEND_GRAD ? K_SEND_GRAD : K_SEND_ACT)
+                               : op_kind(in->op));
     t->dep = recv ? cp->msg_step[msg] : -1;
-    t->q = recv ? cp->msg_q[msg] : send ? in->op == PP_OP_SEND_GRAD : -1;
+    t->q = recv ? cp->msg_q[msg] : -1;
     t->stage = s;
     t->piece = piece;
     t->mb = in->mb;
@@ -72,7 +74,7 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
  * and each receive in an order where what it waits for comes first. Sends name the step that
  * precedes them on their stage: in pp_sim_run a message is available at the sender's clock
  * plus the transfer, and that clock is the end of the sender's previous step; a send is a step
- * itself (K_SEND) only when it takes the sender time. */
+ * itself (K_SEND_ACT, K_SEND_GRAD) only when it takes the sender time. */
 pp_status rb_compile_schedule(rb_ctx *x, const pp_schedule *sc)
 {
     pp_status st = PP_OK;
@@ -140,9 +142,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
         if (t->kind == K_RECV) {
             double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
             clk = dmax(clk, a); /* pp_sim_run's fmax, inline: times are finite, never NaN */
-        } else if (t->kind == K_SEND) {
-            clk += x->send_ns[t->q];
-        } else {
+        } else { /* a compute op or a send: x->dur holds both */
             clk += x->dur[t->kind * x->P + t->piece];
         }
         x->fin[i] = clk;

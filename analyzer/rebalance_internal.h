@@ -34,9 +34,20 @@
 /* rb_select handles stages of up to this many layers (its scratch, rebalance_memory.c). */
 #define RB_SEL_MAX_LAYERS 1024
 
-/* K_SEND: the sender's own time in a send (the cost file's send_act_us / send_grad_us), a step
- * only when that is not 0; the bounds count it as 0 (they stay below the step). */
-enum { K_F = 0, K_B = 1, K_BI = 2, K_BW = 3, K_RECV = 4, K_SEND = 5, N_COMPUTE = 4 };
+/* K_SEND_ACT, K_SEND_GRAD: the sender's own time in a send (the cost file's send_act_us /
+ * send_grad_us), a step only when that is not 0; its duration sits in rb_ctx.dur like a compute
+ * op's, the same for every piece. The piece, stage and end stages' bounds count it as 0. */
+enum {
+    K_F = 0,
+    K_B = 1,
+    K_BI = 2,
+    K_BW = 3,
+    K_RECV = 4,
+    K_SEND_ACT = 5,
+    K_SEND_GRAD = 6,
+    N_COMPUTE = 4,
+    N_DUR = 7 /* rb_ctx.dur's kinds */
+};
 
 /* The cost file's op for each compute kind (the cost rule is pp_costs_layer_us); inline, so
  * the replay's loops over the kinds fold it. */
@@ -49,8 +60,7 @@ static inline pp_op rb_kind_op(int kind)
 /* One step of the compiled replay, in an order where every dependency comes first. */
 typedef struct rb_step {
     int32_t dep;    /* RECV: the step whose end is the send time (-1: time 0); else unused */
-    int32_t q;      /* RECV: boundary crossed (between piece q and q + 1); SEND: 1 gradients,
-                       0 activations */
+    int32_t q;      /* RECV: boundary crossed (between piece q and q + 1) */
     int32_t piece;  /* compute: piece whose cost it takes */
     int32_t stage;
     int32_t mb;     /* compute: micro-batch */
@@ -151,10 +161,10 @@ typedef struct rb_ctx {
     int32_t *last_step; /* [S] each stage's last step, -1 none */
     double *fin;       /* [n_steps] */
     double *clock;     /* [S] */
-    double *dur;       /* [N_COMPUTE * P] ns */
+    double *dur;       /* [N_DUR * P] ns: kind k of piece p at k * P + p (the sends' kinds set
+                          once, the compute kinds per partition) */
     double *tr;        /* [P] ns, boundary q between piece q and q + 1 */
     double opt_ns;
-    double send_ns[2]; /* the sender's time in a send of activations [0], gradients [1] */
     rb_seq *seq;       /* [P] */
     rb_sseq *sseq;     /* [S] v > 1: the stages' lists for rb_stage_bound, else NULL */
     rb_eseq ends;      /* v > 1: the first and last stage's ops, for rb_ends_bound */

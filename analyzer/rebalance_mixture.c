@@ -21,9 +21,7 @@ static double replay_chain(rb_ctx *x, double *coef)
         double clk = x->clock[t->stage];
         if (t->kind == K_RECV)
             clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
-        else if (t->kind == K_SEND)
-            clk += x->send_ns[t->q];
-        else
+        else /* a compute op or a send: x->dur holds both */
             clk += x->dur[t->kind * x->P + t->piece];
         x->fin[i] = clk;
         x->clock[t->stage] = clk;
@@ -38,8 +36,8 @@ static double replay_chain(rb_ctx *x, double *coef)
         const rb_step *t = &x->steps[i];
         int pv = x->sprev[i];
         if (t->kind != K_RECV) {
-            if (t->kind == K_SEND)
-                coef[LAG_SEND(x->P)] += x->send_ns[t->q];
+            if (t->kind >= K_SEND_ACT)
+                coef[LAG_SEND(x->P)] += x->dur[t->kind * x->P + t->piece];
             else
                 coef[t->kind * x->P + t->piece] += 1.0;
             i = pv;
