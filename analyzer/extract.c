@@ -374,6 +374,102 @@ static pp_status fill_backwards(const pp_analysis *a, pp_extract *e)
     return PP_OK;
 }
 
+/* One stage's layers [lo, hi), one kind of cost (0 forward, 1 whole backward, 2 its input part,
+ * 3 its weight part): the sum, or the scaling of each by r. */
+static double *layer_part(pp_layer_cost *c, int part)
+{
+    return part == 0 ? &c->fwd_us : part == 1 ? &c->bwd_us
+                                  : part == 2 ? &c->bwd_input_us
+                                              : &c->bwd_weight_us;
+}
+
+static double layers_sum(const pp_costs *c, int lo, int hi, int part)
+{
+    double s = 0;
+    for (int l = lo; l < hi; l++)
+        s += *layer_part(&c->layers[l], part);
+    return s;
+}
+
+/* Lower and upper limits of a stage op's median against its layers' summed medians: beyond them
+ * the layer ranges do not describe the op (ranges nested in each other, layers of another
+ * stage) and the layers are left as measured. */
+#define OP_SCALE_MIN 0.5
+#define OP_SCALE_MAX 2.0
+
+/* Each stage's layers scaled, per kind, so that they add up to the median of the stage's op
+ * (docs/cost-file.md, "How pprof-tune --export-costs fills the layers"). The model replays a
+ * stage op at the sum of its layers' costs and varies it by factors relative to the op's median
+ * (docs/sim-dist.md), so the sum must be that median; a sum of medians is not one: an op's layers
+ * vary partly independently and skewed, so the median of their sum lies above (the README's
+ * main job: 1.2-2% for the backward on a 2-core AMD VM), and the op holds its own work between
+ * its layers' ranges (5-15 us there). One chunk per stage only: with several, a chunk's ops are
+ * the kept timeline's (one step by default), too few for a median to hold beside the layers'
+ * medians over every step. */
+static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
+{
+    const pp_partition *part = &e->partition;
+    pp_costs *c = e->costs;
+    if (part->v != 1 || part->S != a->S)
+        return PP_OK;
+    double lo_r[2] = {INFINITY, INFINITY}, hi_r[2] = {-INFINITY, -INFINITY};
+    char skipped[160] = "";
+    size_t sn = 0;
+    for (int s = 0; s < part->S; s++) {
+        int lo = part->bounds[s], hi = part->bounds[s + 1];
+        double op[4];
+        pp_status st;
+        if ((st = piece_op_us(a, s, 0, PP_AOP_FWD, &op[0])) != PP_OK ||
+            (st = piece_op_us(a, s, 0, PP_AOP_BWD, &op[1])) != PP_OK ||
+            (st = piece_op_us(a, s, 0, PP_AOP_BWD_INPUT, &op[2])) != PP_OK ||
+            (st = piece_op_us(a, s, 0, PP_AOP_BWD_WEIGHT, &op[3])) != PP_OK)
+            return st;
+        /* a whole backward op scales both parts of its layers; split ones (zb-h1) each their own */
+        int whole = op[1] > 0;
+        double r[4] = {1, 1, 1, 1};
+        for (int k = 0; k < 4; k++) {
+            if ((k == 1 && !whole) || (k >= 2 && whole))
+                continue;
+            double sum = layers_sum(c, lo, hi, k);
+            if (!(op[k] > 0) || !(sum > 0) || !isfinite(op[k] / sum))
+                continue;
+            double ratio = op[k] / sum;
+            if (ratio < OP_SCALE_MIN || ratio > OP_SCALE_MAX) {
+                if (sn < sizeof skipped)
+                    sn += (size_t)snprintf(skipped + sn, sizeof skipped - sn, "%s%d %s x%.3g",
+                                           sn ? ", " : "", s, k == 0 ? "fwd" : "bwd", ratio);
+                continue;
+            }
+            r[k] = ratio;
+            int j = k ? 1 : 0;
+            lo_r[j] = fmin(lo_r[j], ratio);
+            hi_r[j] = fmax(hi_r[j], ratio);
+        }
+        for (int l = lo; l < hi; l++) {
+            pp_layer_cost *y = &c->layers[l];
+            y->fwd_us *= r[0];
+            if (whole) {
+                y->bwd_us *= r[1];
+                y->bwd_input_us *= r[1];
+                y->bwd_weight_us *= r[1];
+            } else {
+                y->bwd_input_us *= r[2];
+                y->bwd_weight_us *= r[3];
+                y->bwd_us = y->bwd_input_us + y->bwd_weight_us;
+            }
+        }
+    }
+    if (lo_r[0] <= hi_r[0] || lo_r[1] <= hi_r[1])
+        note(e, "layers scaled to add up to their stage's op (median): forward x%.4f..%.4f, "
+                "backward x%.4f..%.4f",
+             lo_r[0] <= hi_r[0] ? lo_r[0] : 1, lo_r[0] <= hi_r[0] ? hi_r[0] : 1,
+             lo_r[1] <= hi_r[1] ? lo_r[1] : 1, lo_r[1] <= hi_r[1] ? hi_r[1] : 1);
+    if (sn)
+        note(e, "layers left as measured where their sum is far from their stage's op: stage %s",
+             skipped);
+    return PP_OK;
+}
+
 /* The median of v[0..n) (sorted in place); 0 when n = 0. */
 static double median_of(double *v, size_t n)
 {
@@ -678,7 +774,8 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     fit_links(a, e);
     fit_sends(a, e);
     if ((st = infer_partition(a, L, &e->partition)) != PP_OK ||
-        (st = fill_backwards(a, e)) != PP_OK || (st = extract_schedules(a, e)) != PP_OK)
+        (st = fill_backwards(a, e)) != PP_OK || (st = scale_to_ops(a, e)) != PP_OK ||
+        (st = extract_schedules(a, e)) != PP_OK)
         goto fail;
     extract_optimizer(a, e);
     e->M = a->M;

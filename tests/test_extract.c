@@ -2,7 +2,8 @@
  * extract_optimizer, fit_sends; docs/cost-file.md "How pprof-tune --export-costs fills the
  * optimizer and send terms") on analyses made by hand: the per-stage optimizer fitted against
  * the stages' parameters, the gradient norm and barrier, the per-step time outside the
- * pipeline's ops, and the senders' own time per message. */
+ * pipeline's ops, and the senders' own time per message; the layers scaled to their stages'
+ * ops. */
 #include "pp_extract.h"
 
 #include <criterion/criterion.h>
@@ -195,6 +196,59 @@ Test(extract_sends, the_links_medians_weighted_by_their_messages)
     extract(&h, &e);
     cr_expect_eq(e.costs->send_act_us, 0);
     cr_expect_eq(e.costs->send_grad_us, 0);
+    pp_extract_free(&e);
+}
+
+/* Each stage's layers add up to its op's median (docs/cost-file.md): stage 0's forward op takes
+ * 2.1 ms over layers of 1 ms (x1.05), its backward 4.4 ms over 2 ms (x1.1), both halves of the
+ * backward scaled alike; stage 1's ops are the sums already and stay. The run's own layout then
+ * replays at its ops' medians. */
+Test(extract_layers, scaled_to_add_up_to_their_stages_op)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    h.stages[0].fwd_ns = one(2.1e6);
+    h.stages[0].bwd_ns = one(4.4e6);
+    pp_extract e;
+    extract(&h, &e);
+    for (int l = 0; l < 2; l++) {
+        cr_expect_float_eq(e.costs->layers[l].fwd_us, 1050, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].bwd_us, 2200, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].bwd_input_us + e.costs->layers[l].bwd_weight_us,
+                           2200, 1e-9);
+    }
+    for (int l = 2; l < 4; l++) {
+        cr_expect_float_eq(e.costs->layers[l].fwd_us, 1000, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].bwd_us, 2000, 1e-9);
+    }
+    cr_expect(strstr(e.notes, "forward x1.0000..1.0500, backward x1.0000..1.1000"), "%s",
+              e.notes);
+    pp_extract_free(&e);
+}
+
+/* Split backward ops (zb-h1) scale the layers' input and weight parts each by its own op; an op
+ * far from its layers (5x: ranges that do not describe it) leaves them as measured, saying so. */
+Test(extract_layers, split_ops_scale_their_parts_and_far_ones_are_left)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    for (int l = 0; l < L; l++)
+        h.layers[l].bwd_weight_ns = one(1e6); /* bwd ranges are the input half: 2 + 1 ms */
+    for (int s = 0; s < S; s++) {
+        h.stages[s].bwd_ns = (pp_astats){0};
+        h.stages[s].bwd_input_ns = one(4.8e6); /* x1.2 */
+        h.stages[s].bwd_weight_ns = one(1.8e6); /* x0.9 */
+    }
+    h.stages[1].fwd_ns = one(10e6); /* x5 */
+    pp_extract e;
+    extract(&h, &e);
+    for (int l = 0; l < L; l++) {
+        cr_expect_float_eq(e.costs->layers[l].bwd_input_us, 2400, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].bwd_weight_us, 900, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].bwd_us, 3300, 1e-9);
+        cr_expect_float_eq(e.costs->layers[l].fwd_us, 1000, 1e-9);
+    }
+    cr_expect(strstr(e.notes, "left as measured") && strstr(e.notes, "1 fwd x5"), "%s", e.notes);
     pp_extract_free(&e);
 }
 
