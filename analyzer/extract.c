@@ -670,11 +670,14 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
         if (al->bwd_ns.count && al->bwd_ns.median > 0)
             e->layer_p95_ratio[al->layer * 2 + 1] = al->bwd_ns.p95 / al->bwd_ns.median;
     }
-    if ((st = pp_sim_noise_fit(&in, &e->noise)) == PP_OK)
+    if ((st = pp_sim_noise_fit(&in, &e->noise)) == PP_OK) {
+        double d_max = 0;
+        for (int s = 0; s < e->noise.S; s++)
+            d_max = fmax(d_max, e->noise.sigma_stage[s]);
         note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, per "
                 "stage up to %.2f log-sd) over %d steps, the rest per op",
-             100.0 * e->noise.common_share, e->noise.sigma_step,
-             e->noise.S ? e->noise.sigma_stage[0] : 0.0, e->noise.n_steps);
+             100.0 * e->noise.common_share, e->noise.sigma_step, d_max, e->noise.n_steps);
+    }
 done:
     pp_free(sample);
     pp_free(n_sample);

@@ -71,6 +71,7 @@ pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,
 enum {
     PP_SIM_NOISE_KINDS = 5,
     PP_SIM_NOISE_MAX_SAMPLES = 4096,
+    PP_SIM_NOISE_MAX_STEP_CELLS = 1 << 20, /* steps x stages of pp_sim_noise.step_f: 8 MiB */
     PP_SIM_DIST_MAX_REPLAYS = 1 << 20
 };
 /* Bounds of a fitted model, whatever the capture holds: |log factor| of one op (1000x its
@@ -92,8 +93,9 @@ typedef struct pp_sim_noise_kind {
 } pp_sim_noise_kind;
 
 /* The variation of a step's op durations. A compute op of stage s in a step takes its cost times
- * C x D_s x e: C shared by every op of the step (the machine was busy: lognormal, sigma_step), D_s
- * shared by the stage's ops of the step (lognormal, sigma_stage[s]), e the op's own factor, drawn
+ * C x D_s x e: C shared by every op of the step (the machine was busy), D_s shared by the
+ * stage's ops of the step (sigma_step and sigma_stage[s] their log-sds; drawn together from the
+ * run's own steps, step_f, or lognormal without them), e the op's own factor, drawn
  * from kind[s * PP_SIM_NOISE_KINDS + kind].factor. Stages past S use stage % S. */
 typedef struct pp_sim_noise {
     int S;                   /* stages described; 0: no variation */
@@ -103,6 +105,15 @@ typedef struct pp_sim_noise {
     double common_share;     /* the share of the log-variance the per-step parts explain (C and
                                 D_s together, mean over the stages' kinds): reported */
     int n_steps;             /* steps the per-step parts were estimated from (0: not estimated) */
+    /* The run's own per-step parts: C x D_s of measured step i at step_f[i * S + s] (each
+     * stage's busy time against its median, its log scaled to the variance the fit gives C and
+     * D_s together, so that the ops' own part is not counted twice). A replay draws one step
+     * for all stages, keeping their correlation and the measured shape (two regimes, a tail).
+     * n_step_f = 0 (a model made by hand): C and D_s lognormal with the sigmas above. At most
+     * PP_SIM_NOISE_MAX_SAMPLES steps and PP_SIM_NOISE_MAX_STEP_CELLS cells, evenly spaced
+     * over the run. */
+    int n_step_f;
+    double *step_f;
 } pp_sim_noise;
 
 /* What the fit takes, from a capture: per (stage, kind) op durations in any order (a uniform

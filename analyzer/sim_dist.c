@@ -20,6 +20,7 @@ void pp_sim_noise_free(pp_sim_noise *n)
             pp_free(n->kind[i].factor);
     pp_free(n->kind);
     pp_free(n->sigma_stage);
+    pp_free(n->step_f);
     memset(n, 0, sizeof *n);
 }
 
@@ -208,6 +209,52 @@ done:
     return st;
 }
 
+/* The run's own per-step parts (pp_sim_noise.step_f): per stage, log(busy / its median) of each
+ * kept step, scaled by sqrt(var[s] / V[s]) so that its variance is what the fit gives C and D_s
+ * (var[s]) rather than all of the busy time's (V[s], which holds the ops' own part too); cells
+ * without a busy time, and stages with no per-step part, get 1. Steps beyond
+ * PP_SIM_NOISE_MAX_SAMPLES (or PP_SIM_NOISE_MAX_STEP_CELLS / S): evenly spaced ones. */
+static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, const double *V,
+                            const double *var)
+{
+    int S = in->S;
+    size_t n = in->n_steps, cap = PP_SIM_NOISE_MAX_STEP_CELLS / (size_t)S;
+    cap = cap < PP_SIM_NOISE_MAX_SAMPLES ? cap : PP_SIM_NOISE_MAX_SAMPLES;
+    size_t keep = n < cap ? n : cap;
+    if (out->n_steps < 8 || keep < 8 || !in->step_busy)
+        return PP_OK;
+    out->step_f = pp_alloc_array(keep * (size_t)S, sizeof(double));
+    double *tmp = pp_alloc_array(n, sizeof(double));
+    if (!out->step_f || !tmp) {
+        pp_free(tmp);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the per-step variation");
+    }
+    for (int s = 0; s < S; s++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = in->step_busy[i * (size_t)S + (size_t)s];
+            if (v > 0 && isfinite(v))
+                tmp[m++] = v;
+        }
+        double med = 0, k = 0;
+        if (m >= 8 && V[s] > 0 && var[s] > 0) {
+            qsort(tmp, m, sizeof *tmp, cmp_double);
+            med = quantile_sorted(tmp, m, 0.5);
+            k = sqrt(fmin(1, var[s] / V[s]));
+        }
+        for (size_t j = 0; j < keep; j++) {
+            size_t i = (size_t)((unsigned __int128)j * n / keep);
+            double v = in->step_busy[i * (size_t)S + (size_t)s], l = 0;
+            if (med > 0 && v > 0 && isfinite(v))
+                l = fmin(PP_SIM_NOISE_MAX_LOG, fmax(-PP_SIM_NOISE_MAX_LOG, k * log(v / med)));
+            out->step_f[j * (size_t)S + (size_t)s] = exp(l);
+        }
+    }
+    pp_free(tmp);
+    out->n_step_f = (int)keep;
+    return PP_OK;
+}
+
 pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
 {
     memset(out, 0, sizeof *out);
@@ -220,8 +267,9 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
     double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
     double *V = pp_alloc_array((size_t)S, sizeof(double));
+    double *var = pp_alloc_array((size_t)S, sizeof(double));
     pp_status st = PP_OK;
-    if (!out->kind || !out->sigma_stage || !scratch || !V) {
+    if (!out->kind || !out->sigma_stage || !scratch || !V || !var) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
         goto done;
     }
@@ -297,6 +345,7 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
             d = fmax(0, V[s] - c - room);
         }
         out->sigma_stage[s] = fmin(sqrt(d), PP_SIM_NOISE_MAX_SIGMA);
+        var[s] = c + out->sigma_stage[s] * out->sigma_stage[s];
         for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
             pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
             if (!kd->n)
@@ -311,9 +360,11 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
         }
     }
     out->common_share = share_n ? share_sum / share_n : 0;
+    st = keep_steps(in, out, V, var);
 done:
     pp_free(scratch);
     pp_free(V);
+    pp_free(var);
     if (st != PP_OK)
         pp_sim_noise_free(out);
     return st;
@@ -405,13 +456,25 @@ static double replay_once(mc *m, uint64_t r)
     int S = m->sc->S;
     pp_rng rng;
     pp_rng_seed(&rng, mix64(o->seed) ^ mix64(r + 0x51ed2701u));
-    double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;
-    for (int s = 0; s < S; s++) {
-        m->clock[s] = 0;
-        double d = nz && nz->S > 0 && nz->sigma_stage[s % nz->S] > 0
-                       ? exp(nz->sigma_stage[s % nz->S] * pp_rng_normal(&rng))
-                       : 1.0;
-        m->stage_f[s] = c * d;
+    if (nz && nz->S > 0 && nz->n_step_f > 0) {
+        /* one of the run's steps, for every stage */
+        const double *f =
+            nz->step_f +
+            (size_t)(((unsigned __int128)pp_rng_u64(&rng) * (uint64_t)nz->n_step_f) >> 64) *
+                (size_t)nz->S;
+        for (int s = 0; s < S; s++) {
+            m->clock[s] = 0;
+            m->stage_f[s] = f[s % nz->S];
+        }
+    } else {
+        double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;
+        for (int s = 0; s < S; s++) {
+            m->clock[s] = 0;
+            double d = nz && nz->S > 0 && nz->sigma_stage[s % nz->S] > 0
+                           ? exp(nz->sigma_stage[s % nz->S] * pp_rng_normal(&rng))
+                           : 1.0;
+            m->stage_f[s] = c * d;
+        }
     }
     int barrier_set = 0;
     double barrier = 0;

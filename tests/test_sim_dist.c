@@ -271,6 +271,67 @@ Test(sim_dist, fit_separates_the_per_step_part)
     pp_sim_noise_free(&n);
 }
 
+/* A machine with two speeds: in 30% of the steps (in stretches) every op runs at 0.8x, in the
+ * others at 1x, each op with its own 2% on top. The replays draw their per-step part from the
+ * run's steps, so the predicted step keeps that shape: a fast mode below the noise-free step and
+ * no slow tail above it. A lognormal with the same log-variance (log-sd 0.10) would put the p95
+ * about 17% above the median and a sixth of the steps 10% below it, both absent from the run. */
+Test(sim_dist, replays_keep_the_runs_per_step_shape)
+{
+    enum { S = 2, M = 8, STEPS = 200, PER = STEPS * M };
+    static double d[S * PP_SIM_NOISE_KINDS][PER];
+    static double busy[STEPS * S];
+    pp_rng rng;
+    pp_rng_seed(&rng, 11);
+    int fast = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double speed = (i / 10) % 10 < 3 ? 0.8 : 1.0; /* stretches of 10 steps */
+        fast += speed < 1;
+        for (int s = 0; s < S; s++) {
+            double sum = 0;
+            for (int j = 0; j < 2; j++)
+                for (int m = 0; m < M; m++) {
+                    double x = (j ? 2000.0 : 1000.0) * speed * exp(0.02 * pp_rng_normal(&rng));
+                    d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
+                    sum += x;
+                }
+            busy[i * S + s] = sum;
+        }
+    }
+    cr_assert_eq(fast, 60);
+    const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < 2; j++) {
+            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
+            ns[s * PP_SIM_NOISE_KINDS + j] = PER;
+        }
+    pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
+                             .step_busy = busy, .ops_per_step = M};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.n_step_f, STEPS);
+    cr_assert_gt(n.sigma_step, 0.08, "%.4f", n.sigma_step);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(4, 1000, 2000, 0, &c), PP_OK);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(4, S, 1, &part), PP_OK);
+    pp_sim_dist_opts o = {.noise = &n, .seed = 3, .n_min = 4000, .n_max = 4000};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &r), PP_OK);
+    cr_log_info("noise-free %.3f ms, median %.3f, p95 %.3f\n", r.noise_free_ns * 1e-6,
+                r.median_ns * 1e-6, r.p95_ns * 1e-6);
+    /* the slow mode is the run's median: the median and p95 stay within the ops' own 2% */
+    cr_assert_float_eq(r.median_ns / r.noise_free_ns, 1.0, 0.02, "%.4f",
+                       r.median_ns / r.noise_free_ns);
+    cr_assert_lt(r.p95_ns / r.noise_free_ns, 1.03, "%.4f", r.p95_ns / r.noise_free_ns);
+    /* and the fast mode is there, about 30% of the replays near 0.8x */
+    cr_assert_lt(r.mean_ns / r.noise_free_ns, 0.96, "%.4f", r.mean_ns / r.noise_free_ns);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_sim_noise_free(&n);
+}
+
 Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
 {
     /* a count past the reservoir's cap reads no further than the cap (ASan: no over-read) */
