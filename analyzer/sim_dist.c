@@ -124,6 +124,21 @@ static pp_status fit_kind(const double *d, uint32_t n, const double *chunk_media
     return PP_OK;
 }
 
+/* Stage s's median busy time over the steps that have one (tmp: n scratch), 0 with fewer than 8. */
+static double busy_median(const pp_sim_noise_input *in, int s, double *tmp)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < in->n_steps; i++) {
+        double v = in->step_busy[i * (size_t)in->S + (size_t)s];
+        if (v > 0 && isfinite(v))
+            tmp[m++] = v;
+    }
+    if (m < 8)
+        return 0;
+    qsort(tmp, m, sizeof *tmp, cmp_double);
+    return quantile_sorted(tmp, m, 0.5);
+}
+
 /* The per-step parts, from each stage's busy time per step (the sum of its compute ops: what
  * moves a stage's whole step, and immune to a pair of ops that trade time, as the sim backend's
  * catch-up does). Logs of busy / its median: C's variance is the mean covariance of different
@@ -147,16 +162,10 @@ static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, doub
         goto done;
     }
     for (int s = 0; s < S; s++) {
+        double med = busy_median(in, s, tmp), sum = 0, ss = 0;
         size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = in->step_busy[i * (size_t)S + (size_t)s];
-            if (v > 0 && isfinite(v))
-                tmp[m++] = v;
-        }
-        if (m < 8)
+        if (!(med > 0))
             continue;
-        qsort(tmp, m, sizeof *tmp, cmp_double);
-        double med = quantile_sorted(tmp, m, 0.5), sum = 0, ss = 0;
         for (size_t i = 0; i < n; i++) {
             double v = in->step_busy[i * (size_t)S + (size_t)s];
             if (!(v > 0 && isfinite(v)))
@@ -164,6 +173,7 @@ static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, doub
             double l = log(v / med);
             x[i * (size_t)S + (size_t)s] = l;
             ok[i * (size_t)S + (size_t)s] = 1;
+            m++;
             sum += l;
             ss += l * l;
         }
@@ -230,18 +240,9 @@ static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, con
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the per-step variation");
     }
     for (int s = 0; s < S; s++) {
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = in->step_busy[i * (size_t)S + (size_t)s];
-            if (v > 0 && isfinite(v))
-                tmp[m++] = v;
-        }
         double med = 0, k = 0;
-        if (m >= 8 && V[s] > 0 && var[s] > 0) {
-            qsort(tmp, m, sizeof *tmp, cmp_double);
-            med = quantile_sorted(tmp, m, 0.5);
+        if (V[s] > 0 && var[s] > 0 && (med = busy_median(in, s, tmp)) > 0)
             k = sqrt(fmin(1, var[s] / V[s]));
-        }
         for (size_t j = 0; j < keep; j++) {
             size_t i = (size_t)((unsigned __int128)j * n / keep);
             double v = in->step_busy[i * (size_t)S + (size_t)s], l = 0;

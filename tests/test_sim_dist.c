@@ -229,40 +229,63 @@ Test(sim_dist, deterministic_per_seed)
     pp_costs_destroy(c);
 }
 
+/* A synthetic capture of 2 stages, M = 8 forwards of 1 ms and backwards of 2 ms a step: step i's
+ * ops all take step_f(i) (drawn once per step) times their own factor of log-sd op_sd. The
+ * model fitted from it into *n. */
+enum { SYN_S = 2, SYN_M = 8, SYN_MAX_STEPS = 400 };
+static void synthetic_fit(int steps, double (*step_f)(int i, pp_rng *rng), double op_sd,
+                          uint64_t seed, pp_sim_noise *n)
+{
+    static double d[SYN_S * PP_SIM_NOISE_KINDS][SYN_MAX_STEPS * SYN_M];
+    static double busy[SYN_MAX_STEPS * SYN_S];
+    cr_assert_leq(steps, SYN_MAX_STEPS);
+    pp_rng rng;
+    pp_rng_seed(&rng, seed);
+    for (int i = 0; i < steps; i++) {
+        double f = step_f(i, &rng);
+        for (int s = 0; s < SYN_S; s++) {
+            double sum = 0;
+            for (int j = 0; j < 2; j++)
+                for (int m = 0; m < SYN_M; m++) {
+                    double x = (j ? 2000.0 : 1000.0) * f * exp(op_sd * pp_rng_normal(&rng));
+                    d[s * PP_SIM_NOISE_KINDS + j][i * SYN_M + m] = x;
+                    sum += x;
+                }
+            busy[i * SYN_S + s] = sum;
+        }
+    }
+    const double *samples[SYN_S * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[SYN_S * PP_SIM_NOISE_KINDS] = {0};
+    for (int s = 0; s < SYN_S; s++)
+        for (int j = 0; j < 2; j++) {
+            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
+            ns[s * PP_SIM_NOISE_KINDS + j] = (uint32_t)(steps * SYN_M);
+        }
+    pp_sim_noise_input in = {.S = SYN_S, .sample = samples, .n_sample = ns,
+                             .n_steps = (size_t)steps, .step_busy = busy, .ops_per_step = SYN_M};
+    cr_assert_eq(pp_sim_noise_fit(&in, n), PP_OK);
+}
+
+static double lognormal_step(int i, pp_rng *rng)
+{
+    (void)i;
+    return exp(0.1 * pp_rng_normal(rng));
+}
+
+/* 30% of the steps, in stretches of 10, at 0.8x: a machine with two speeds */
+static double two_speeds(int i, pp_rng *rng)
+{
+    (void)rng;
+    return (i / 10) % 10 < 3 ? 0.8 : 1.0;
+}
+
 /* A synthetic capture: per step a factor shared by both stages (log-sd 0.1), per op its own
  * (log-sd 0.05); the fit finds both. */
 Test(sim_dist, fit_separates_the_per_step_part)
 {
-    enum { S = 2, M = 8, STEPS = 400, PER = STEPS * M };
-    static double d[S * PP_SIM_NOISE_KINDS][PER];
-    static double busy[STEPS * S];
-    pp_rng rng;
-    pp_rng_seed(&rng, 5);
-    for (int i = 0; i < STEPS; i++) {
-        double cst = exp(0.1 * pp_rng_normal(&rng));
-        for (int s = 0; s < S; s++) {
-            double sum = 0;
-            for (int j = 0; j < 2; j++)
-                for (int m = 0; m < M; m++) {
-                    double x = (j ? 2000.0 : 1000.0) * cst * exp(0.05 * pp_rng_normal(&rng));
-                    d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
-                    sum += x;
-                }
-            busy[i * S + s] = sum;
-        }
-    }
-    const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
-    uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
-    for (int s = 0; s < S; s++)
-        for (int j = 0; j < 2; j++) {
-            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
-            ns[s * PP_SIM_NOISE_KINDS + j] = PER;
-        }
-    pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
-                             .step_busy = busy, .ops_per_step = M};
     pp_sim_noise n;
-    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
-    cr_assert_eq(n.n_steps, STEPS);
+    synthetic_fit(400, lognormal_step, 0.05, 5, &n);
+    cr_assert_eq(n.n_steps, 400);
     cr_assert_float_eq(n.kind[0].sigma_log, sqrt(0.01 + 0.0025), 0.012, "%.4f",
                        n.kind[0].sigma_log);
     cr_assert_float_eq(n.sigma_step, 0.1, 0.015, "%.4f", n.sigma_step);
@@ -275,41 +298,12 @@ Test(sim_dist, fit_separates_the_per_step_part)
  * others at 1x, each op with its own 2% on top. The replays draw their per-step part from the
  * run's steps, so the predicted step keeps that shape: a fast mode below the noise-free step and
  * no slow tail above it. A lognormal with the same log-variance (log-sd 0.10) would put the p95
- * about 17% above the median and a sixth of the steps 10% below it, both absent from the run. */
+ * about 18% above the median and a sixth of the steps 10% below it, both absent from the run. */
 Test(sim_dist, replays_keep_the_runs_per_step_shape)
 {
-    enum { S = 2, M = 8, STEPS = 200, PER = STEPS * M };
-    static double d[S * PP_SIM_NOISE_KINDS][PER];
-    static double busy[STEPS * S];
-    pp_rng rng;
-    pp_rng_seed(&rng, 11);
-    int fast = 0;
-    for (int i = 0; i < STEPS; i++) {
-        double speed = (i / 10) % 10 < 3 ? 0.8 : 1.0; /* stretches of 10 steps */
-        fast += speed < 1;
-        for (int s = 0; s < S; s++) {
-            double sum = 0;
-            for (int j = 0; j < 2; j++)
-                for (int m = 0; m < M; m++) {
-                    double x = (j ? 2000.0 : 1000.0) * speed * exp(0.02 * pp_rng_normal(&rng));
-                    d[s * PP_SIM_NOISE_KINDS + j][i * M + m] = x;
-                    sum += x;
-                }
-            busy[i * S + s] = sum;
-        }
-    }
-    cr_assert_eq(fast, 60);
-    const double *samples[S * PP_SIM_NOISE_KINDS] = {0};
-    uint32_t ns[S * PP_SIM_NOISE_KINDS] = {0};
-    for (int s = 0; s < S; s++)
-        for (int j = 0; j < 2; j++) {
-            samples[s * PP_SIM_NOISE_KINDS + j] = d[s * PP_SIM_NOISE_KINDS + j];
-            ns[s * PP_SIM_NOISE_KINDS + j] = PER;
-        }
-    pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns, .n_steps = STEPS,
-                             .step_busy = busy, .ops_per_step = M};
+    enum { S = SYN_S, M = SYN_M, STEPS = 200 };
     pp_sim_noise n;
-    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    synthetic_fit(STEPS, two_speeds, 0.02, 11, &n);
     cr_assert_eq(n.n_step_f, STEPS);
     cr_assert_gt(n.sigma_step, 0.08, "%.4f", n.sigma_step);
     pp_costs *c = NULL;
