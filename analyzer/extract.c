@@ -459,7 +459,12 @@ static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
             }
         }
     }
-    if (lo_r[0] <= hi_r[0] || lo_r[1] <= hi_r[1])
+    /* said where a factor is not 1 to the note's precision (a torch trace's layers were made
+     * to add up to their ops by fill_backwards already) */
+    int moved = 0;
+    for (int j = 0; j < 2; j++)
+        moved |= lo_r[j] <= hi_r[j] && (fabs(lo_r[j] - 1) >= 5e-5 || fabs(hi_r[j] - 1) >= 5e-5);
+    if (moved)
         note(e, "layers scaled to add up to their stage's op (median): forward x%.4f..%.4f, "
                 "backward x%.4f..%.4f",
              lo_r[0] <= hi_r[0] ? lo_r[0] : 1, lo_r[0] <= hi_r[0] ? hi_r[0] : 1,

@@ -47,7 +47,7 @@ typedef struct pp_extract {
     uint8_t *recompute;
     pp_costs *run_costs;
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
-    char notes[1024];         /* the assumptions made, one per line */
+    char notes[2048];         /* the assumptions made, one per line */
 } pp_extract;
 
 /* Extracts from an analysis (which must hold layer ranges: the layer list is what the tuner
