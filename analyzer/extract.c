@@ -626,37 +626,6 @@ static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
     return PP_OK;
 }
 
-/* The transfers' variation per kind (0 activations, 1 gradients): each link's timed messages
- * over the link's median, pooled; beyond PP_SIM_NOISE_MAX_SAMPLES an even stride over them.
- * *out is allocated (NULL when none). */
-static pp_status xfer_factors(const pp_analysis *a, int grad, double **out, uint32_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    uint64_t total = 0;
-    for (size_t i = 0; i < a->n_links; i++)
-        if (a->links[i].grad == grad && a->links[i].latency_ns.median > 0)
-            total += a->links[i].n_sample;
-    if (total < 8)
-        return PP_OK;
-    uint64_t keep = total < PP_SIM_NOISE_MAX_SAMPLES ? total : PP_SIM_NOISE_MAX_SAMPLES;
-    double *f = pp_alloc_array((size_t)keep, sizeof *f);
-    if (!f)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for the transfers' variation");
-    uint64_t seen = 0, j = 0;
-    for (size_t i = 0; i < a->n_links && j < keep; i++) {
-        const pp_alink *l = &a->links[i];
-        if (l->grad != grad || !(l->latency_ns.median > 0))
-            continue;
-        for (uint32_t k = 0; k < l->n_sample && j < keep; k++, seen++)
-            if ((uint64_t)((unsigned __int128)j * total / keep) == seen)
-                f[j++] = l->sample[k] / l->latency_ns.median;
-    }
-    *out = f;
-    *n = (uint32_t)j;
-    return PP_OK;
-}
-
 /* The op durations' variation (pp_sim_noise_fit): the stages' samples of every op kind and
  * their per-step means. */
 static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
@@ -665,7 +634,7 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     if (S < 1 || !a->stages)
         return PP_OK;
     size_t cells = 0;
-    double *chunk_med = NULL, *xf[2] = {NULL, NULL};
+    double *chunk_med = NULL;
     const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
     uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
     double *busy = pp_size_mul(a->n_steps, (size_t)S, &cells) && cells
@@ -691,11 +660,6 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
                              .n_steps = busy ? a->n_steps : 0, .step_busy = busy,
                              .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1,
                              .v = v, .chunk_median = chunk_med};
-    for (int g = 0; g < 2; g++)
-        if ((st = xfer_factors(a, g, &xf[g], &in.n_xfer[g])) != PP_OK)
-            goto done;
-        else
-            in.xfer[g] = xf[g];
     int L = e->costs->n_layers;
     e->layer_p95_ratio = pp_alloc_array((size_t)L * 2 + 1, sizeof(double));
     if (!e->layer_p95_ratio) {
@@ -724,8 +688,6 @@ done:
     pp_free(n_sample);
     pp_free(busy);
     pp_free(chunk_med);
-    pp_free(xf[0]);
-    pp_free(xf[1]);
     return st;
 }
 
