@@ -374,8 +374,7 @@ static pp_status fill_backwards(const pp_analysis *a, pp_extract *e)
     return PP_OK;
 }
 
-/* One stage's layers [lo, hi), one kind of cost (0 forward, 1 whole backward, 2 its input part,
- * 3 its weight part): the sum, or the scaling of each by r. */
+/* A layer's cost of one kind: 0 forward, 1 whole backward, 2 its input part, 3 its weight part. */
 static double *layer_part(pp_layer_cost *c, int part)
 {
     return part == 0 ? &c->fwd_us : part == 1 ? &c->bwd_us
@@ -383,6 +382,7 @@ static double *layer_part(pp_layer_cost *c, int part)
                                               : &c->bwd_weight_us;
 }
 
+/* The sum of that kind over layers [lo, hi). */
 static double layers_sum(const pp_costs *c, int lo, int hi, int part)
 {
     double s = 0;

@@ -142,8 +142,10 @@ static double busy_median(const pp_sim_noise_input *in, int s, double *tmp)
 /* The per-step parts, from each stage's busy time per step (the sum of its compute ops: what
  * moves a stage's whole step, and immune to a pair of ops that trade time, as the sim backend's
  * catch-up does). Logs of busy / its median: C's variance is the mean covariance of different
- * stages' series (what moves every stage together); V[s] the variance of stage s's. */
-static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, double *V)
+ * stages' series (what moves every stage together); V[s] the variance of stage s's; med_busy[s]
+ * the median busy time it is taken against (0: fewer than 8). */
+static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, double *V,
+                           double *med_busy)
 {
     int S = in->S;
     size_t n = in->n_steps;
@@ -162,7 +164,7 @@ static pp_status fit_steps(const pp_sim_noise_input *in, pp_sim_noise *out, doub
         goto done;
     }
     for (int s = 0; s < S; s++) {
-        double med = busy_median(in, s, tmp), sum = 0, ss = 0;
+        double med = med_busy[s] = busy_median(in, s, tmp), sum = 0, ss = 0;
         size_t m = 0;
         if (!(med > 0))
             continue;
@@ -219,13 +221,14 @@ done:
     return st;
 }
 
-/* The run's own per-step parts (pp_sim_noise.step_f): per stage, log(busy / its median) of each
+/* The run's own per-step parts (pp_sim_noise.step_f): per stage, log(busy / its median: med_busy,
+ * fit_steps', 0 where it had too few) of each
  * kept step, scaled by sqrt(var[s] / V[s]) so that its variance is what the fit gives C and D_s
  * (var[s]) rather than all of the busy time's (V[s], which holds the ops' own part too); cells
  * without a busy time, and stages with no per-step part, get 1. Steps beyond
  * PP_SIM_NOISE_MAX_SAMPLES (or PP_SIM_NOISE_MAX_STEP_CELLS / S): evenly spaced ones. */
 static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, const double *V,
-                            const double *var)
+                            const double *var, const double *med_busy)
 {
     int S = in->S;
     size_t n = in->n_steps, cap = PP_SIM_NOISE_MAX_STEP_CELLS / (size_t)S;
@@ -234,14 +237,11 @@ static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, con
     if (out->n_steps < 8 || keep < 8 || !in->step_busy)
         return PP_OK;
     out->step_f = pp_alloc_array(keep * (size_t)S, sizeof(double));
-    double *tmp = pp_alloc_array(n, sizeof(double));
-    if (!out->step_f || !tmp) {
-        pp_free(tmp);
+    if (!out->step_f)
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the per-step variation");
-    }
     for (int s = 0; s < S; s++) {
-        double med = 0, k = 0;
-        if (V[s] > 0 && var[s] > 0 && (med = busy_median(in, s, tmp)) > 0)
+        double med = med_busy[s], k = 0;
+        if (V[s] > 0 && var[s] > 0 && med > 0)
             k = sqrt(fmin(1, var[s] / V[s]));
         for (size_t j = 0; j < keep; j++) {
             size_t i = (size_t)((unsigned __int128)j * n / keep);
@@ -251,7 +251,6 @@ static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, con
             out->step_f[j * (size_t)S + (size_t)s] = exp(l);
         }
     }
-    pp_free(tmp);
     out->n_step_f = (int)keep;
     return PP_OK;
 }
@@ -269,8 +268,9 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
     double *V = pp_alloc_array((size_t)S, sizeof(double));
     double *var = pp_alloc_array((size_t)S, sizeof(double));
+    double *med_busy = pp_alloc_array((size_t)S, sizeof(double));
     pp_status st = PP_OK;
-    if (!out->kind || !out->sigma_stage || !scratch || !V || !var) {
+    if (!out->kind || !out->sigma_stage || !scratch || !V || !var || !med_busy) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
         goto done;
     }
@@ -283,7 +283,7 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     for (int s = 0; s < S; s++)
         V[s] = -1;
     if (st == PP_OK)
-        st = fit_steps(in, out, V);
+        st = fit_steps(in, out, V, med_busy);
     if (st != PP_OK)
         goto done;
     /* Per stage, D_s and e together (docs/sim-dist.md, "Fitted from the capture"). The logs
@@ -361,11 +361,12 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
         }
     }
     out->common_share = share_n ? share_sum / share_n : 0;
-    st = keep_steps(in, out, V, var);
+    st = keep_steps(in, out, V, var, med_busy);
 done:
     pp_free(scratch);
     pp_free(V);
     pp_free(var);
+    pp_free(med_busy);
     if (st != PP_OK)
         pp_sim_noise_free(out);
     return st;

@@ -423,8 +423,8 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
     fprintf(out, " (from %d steps; %.0f%% of the variance per step)\n", n->n_steps,
             100 * n->common_share);
     if (n->n_step_f > 0)
-        fprintf(out, "    C x D_s of a replay: one of %d measured steps for every stage, each stage's "
-                     "busy time / its median with its log scaled to those log-sds\n",
+        fprintf(out, "    C x D_s of a replay: one of %d measured steps for every stage, each "
+                     "stage's busy time / its median with its log scaled to those log-sds\n",
                 n->n_step_f);
     else if (n->sigma_step > 0 || n->n_steps > 0)
         fputs("    C x D_s of a replay: lognormal with those log-sds\n", out);
