@@ -679,9 +679,15 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
         double d_max = 0;
         for (int s = 0; s < e->noise.S; s++)
             d_max = fmax(d_max, e->noise.sigma_stage[s]);
-        note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, per "
-                "stage up to %.2f log-sd) over %d steps, the rest per op",
-             100.0 * e->noise.common_share, e->noise.sigma_step, d_max, e->noise.n_steps);
+        if (e->noise.n_steps >= 8)
+            note(e, "op-duration variation: %.0f%% of it per step (shared by a step's ops: %.2f, "
+                    "per stage up to %.2f log-sd) over %d steps, the rest per op",
+                 100.0 * e->noise.common_share, e->noise.sigma_step, d_max, e->noise.n_steps);
+        else
+            note(e, "op-duration variation: all of it per op: %zu analyzed step(s), fewer than 8, "
+                    "give no per-step part and nothing bounds the ops' own (a disturbed op counts "
+                    "in full); capture 9 steps or more for the median and p95",
+                 a->n_steps);
     }
 done:
     pp_free(sample);

@@ -3,10 +3,12 @@
 #include "pp_testkit.h"
 
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,4 +206,30 @@ const char *tk_find_python(const char *env_var, const char *configured, const ch
     else
         return NULL;
     return tk_python_ok(path, check) ? path : NULL;
+}
+
+int tk_judge_next(tk_judge *j)
+{
+    if (j->attempt >= 0 && (!j->missed || j->attempt + 1 >= TK_TIMING_ATTEMPTS))
+        return 0;
+    j->attempt++;
+    j->missed = 0;
+    return 1;
+}
+
+void tk_judge_that(tk_judge *j, int ok, const char *fmt, ...)
+{
+    if (ok)
+        return;
+    j->missed = 1;
+    char line[6144];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cr_log_info("attempt %d of %d missed: %s", j->attempt + 1, TK_TIMING_ATTEMPTS, line);
+    int n = snprintf(j->log + j->len, sizeof j->log - j->len, "attempt %d of %d: %s\n",
+                     j->attempt + 1, TK_TIMING_ATTEMPTS, line);
+    if (n > 0)
+        j->len += (size_t)n < sizeof j->log - j->len ? (size_t)n : sizeof j->log - 1 - j->len;
 }

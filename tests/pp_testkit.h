@@ -39,6 +39,35 @@ tk_result tk_runv(const char *const *argv, const char *const *env);
 /* Frees out and err and clears them: freeing twice, or a zeroed result, is harmless. */
 void tk_result_free(tk_result *r);
 
+/* Timing judgements on pptrain's sim backend. Its sleeps end at deadlines, so a busy machine
+ * (the ASan suite beside the other tests on 2 cores) can only make an op late, and a capture
+ * that was disturbed misses bounds an undisturbed one keeps. A case judged this way is captured
+ * again when it misses, at most TK_TIMING_ATTEMPTS times, and passes on the first attempt that
+ * keeps every bound: the least disturbed evidence. A rule that is wrong misses on every attempt
+ * and still fails, with each attempt's misses in the message.
+ *
+ *     tk_judge j = TK_JUDGE_INIT;
+ *     while (tk_judge_next(&j)) {
+ *         ... capture into a directory named after j.attempt, then:
+ *         tk_judge_that(&j, fabs(err) < 2, "self-check error %+.3f%%", err);
+ *     }
+ *     cr_assert(!j.missed, "%s", j.log);
+ */
+#define TK_TIMING_ATTEMPTS 3
+typedef struct tk_judge {
+    int attempt; /* 0, 1, ...: name the attempt's captures after it */
+    int missed;  /* whether the current attempt has missed a bound */
+    size_t len;
+    char log[16384]; /* every attempt's misses */
+} tk_judge;
+#define TK_JUDGE_INIT {.attempt = -1}
+/* Whether to run (another) attempt: the first always; another while the last one missed and
+ * attempts are left. Starts it (j->attempt up by one, j->missed cleared). */
+int tk_judge_next(tk_judge *j);
+/* Records a miss of this attempt when !ok: the formatted figures go into j->log. */
+void tk_judge_that(tk_judge *j, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* mpirun and the flags a root container needs: --oversubscribe (4 ranks on 2 cores), shared
  * memory without CMA/ptrace (not permitted in most containers). NULL-terminated; append -np. */
 extern const char *const tk_mpirun[];

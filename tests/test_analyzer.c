@@ -6,6 +6,7 @@
 #include "pp_analyzer.h"
 #include "pp_report.h"
 #include "pp_trace.h"
+#include "pp_testkit.h"
 #include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
@@ -127,78 +128,87 @@ Test(analyzer, uniform_pipelines_have_the_formulas_bubble_and_it_is_fill_drain, 
             snprintf(costs, sizeof costs, "%s/u%d.json", g_dir, S);
             /* one layer per stage; 4 ms forward keeps wake-up latency (~30 us) small */
             write_costs(costs, S, 4000, 0, 0, 0);
-            snprintf(name, sizeof name, "%s-%d-%d", kinds[k], S, M);
-            pp_analysis *a = capture(name, costs, kinds[k], S, M, 6, NULL);
-            double formula = (double)(S - 1) / (M + S - 1);
-            cr_assert_eq(a->S, S);
-            cr_assert_str_eq(a->schedule, kinds[k]);
-            cr_assert_eq(a->n_steps, 5u, "6 steps, 1 warm-up");
-            /* The schedule's bubble is the one inside the steps' windows: the step time (the
-             * period) also holds pptrain's own time between steps (its loop, under a
-             * millisecond), idle too but no part of the schedule. It is judged on the median
-             * step of the 5: a disturbance moves a step's window bubble either way (a longer
-             * window adds idle; ops that start late after a wait still end at their deadlines
-             * and look shorter, or a stage's first op starts late and the window shrinks), so
-             * the middle one stands for the undisturbed run while a sum over the steps, or
-             * their extreme, takes in whatever one disturbed step did. */
-            double b[16], window = 0, period = 0;
-            cr_assert_leq(a->n_steps, 16u);
-            for (size_t i = 0; i < a->n_steps; i++) {
-                const pp_astep *x = &a->steps[i];
-                double busy = 0;
-                for (int s = 0; s < a->S; s++)
-                    busy += x->stage[s].busy_ns;
-                b[i] = 1.0 - busy / (S * x->window_ns);
-                window += x->window_ns;
-                period += x->step_ns;
-            }
-            const pp_astep *st = NULL;
-            for (size_t i = 0; i < a->n_steps && !st; i++) {
-                size_t below = 0, above = 0;
-                for (size_t j = 0; j < a->n_steps; j++) {
-                    below += b[j] < b[i];
-                    above += b[j] > b[i];
+            /* a timing judgement (pp_testkit.h, tk_judge): a case that misses is captured
+             * again */
+            tk_judge j = TK_JUDGE_INIT;
+            while (tk_judge_next(&j)) {
+                snprintf(name, sizeof name, "%s-%d-%d-%d", kinds[k], S, M, j.attempt);
+                pp_analysis *a = capture(name, costs, kinds[k], S, M, 6, NULL);
+                double formula = (double)(S - 1) / (M + S - 1);
+                cr_assert_eq(a->S, S);
+                cr_assert_str_eq(a->schedule, kinds[k]);
+                cr_assert_eq(a->n_steps, 5u, "6 steps, 1 warm-up");
+                /* The schedule's bubble is the one inside the steps' windows: the step time (the
+                 * period) also holds pptrain's own time between steps (its loop, under a
+                 * millisecond), idle too but no part of the schedule. It is judged on the median
+                 * step of the 5: a disturbance moves a step's window bubble either way (a longer
+                 * window adds idle; ops that start late after a wait still end at their deadlines
+                 * and look shorter, or a stage's first op starts late and the window shrinks), so
+                 * the middle one stands for the undisturbed run while a sum over the steps, or
+                 * their extreme, takes in whatever one disturbed step did. */
+                double b[16], window = 0, period = 0;
+                cr_assert_leq(a->n_steps, 16u);
+                for (size_t i = 0; i < a->n_steps; i++) {
+                    const pp_astep *x = &a->steps[i];
+                    double busy = 0;
+                    for (int s = 0; s < a->S; s++)
+                        busy += x->stage[s].busy_ns;
+                    b[i] = 1.0 - busy / (S * x->window_ns);
+                    window += x->window_ns;
+                    period += x->step_ns;
                 }
-                if (2 * below <= a->n_steps && 2 * above <= a->n_steps)
-                    st = &a->steps[i];
+                const pp_astep *st = NULL;
+                for (size_t i = 0; i < a->n_steps && !st; i++) {
+                    size_t below = 0, above = 0;
+                    for (size_t j = 0; j < a->n_steps; j++) {
+                        below += b[j] < b[i];
+                        above += b[j] > b[i];
+                    }
+                    if (2 * below <= a->n_steps && 2 * above <= a->n_steps)
+                        st = &a->steps[i];
+                }
+                double bubble = b[st - a->steps];
+                /* The same step's bubble with each stage's busy time as the cost file gives it
+                 * (M ops of 4 + 8 ms): the window ends at deadlines, so it carries no more than the
+                 * last wake-up's lateness, while the measured busy time loses the lateness of every
+                 * op that starts late after a wait (it still ends at its deadline), a bias all
+                 * steps share under a sanitizer on a busy machine. Both must match the formula. */
+                double busy_cost = 0;
+                for (int s = 0; s < a->S; s++)
+                    busy_cost += M * (4e6 + 8e6);
+                double bubble_cost = 1.0 - busy_cost / (S * st->window_ns);
+                cr_assert(st->decomposed);
+                double idle = 0, fill = 0;
+                for (int s = 0; s < a->S; s++) {
+                    idle += st->window_ns - st->stage[s].busy_ns;
+                    fill += st->stage[s].fill_drain_ns;
+                }
+                cr_log_info("%s S=%d M=%d: bubble %.2f%% in the median step's window (%.2f%% with "
+                            "the costs' busy time; formula %.2f%%), %.2f%% of the period over all "
+                            "steps; fill/drain %.1f%% of that window's idle (step %lld)",
+                            kinds[k], S, M, 100 * bubble, 100 * bubble_cost, 100 * formula,
+                            100 * a->bubble_ratio, 100 * fill / idle, (long long)st->step);
+                tk_judge_that(&j, fabs(bubble_cost - formula) <= 0.015,
+                              "%s S=%d M=%d: %.4f vs %.4f", kinds[k], S, M, bubble_cost, formula);
+                tk_judge_that(&j, fabs(bubble - formula) <= 0.03,
+                              "%s S=%d M=%d: %.4f vs %.4f measured", kinds[k], S, M, bubble,
+                              formula);
+                tk_judge_that(&j, fill >= 0.9 * idle,
+                              "%s S=%d M=%d: fill/drain %.3f of idle %.3f ms", kinds[k], S, M,
+                              fill * 1e-6, idle * 1e-6);
+                /* with the optimizer's barrier the period is the window plus that small gap */
+                tk_judge_that(&j, period >= window && period <= 1.05 * window,
+                              "%s S=%d M=%d: period %.3f, window %.3f ms", kinds[k], S, M,
+                              period * 1e-6, window * 1e-6);
+                /* the parts add up to the measured idle, exactly, by construction */
+                for (int s = 0; s < a->S; s++) {
+                    const pp_astage *g = &a->stages[s];
+                    cr_assert_float_eq(g->fill_drain_ns + g->imbalance_ns + g->transfer_ns,
+                                       g->idle_ns, 1e-3 * g->idle_ns + 1.0);
+                }
+                pp_analysis_free(a);
             }
-            double bubble = b[st - a->steps];
-            /* The same step's bubble with each stage's busy time as the cost file gives it
-             * (M ops of 4 + 8 ms): the window ends at deadlines, so it carries no more than the
-             * last wake-up's lateness, while the measured busy time loses the lateness of every
-             * op that starts late after a wait (it still ends at its deadline), a bias all
-             * steps share under a sanitizer on a busy machine. Both must match the formula. */
-            double busy_cost = 0;
-            for (int s = 0; s < a->S; s++)
-                busy_cost += M * (4e6 + 8e6);
-            double bubble_cost = 1.0 - busy_cost / (S * st->window_ns);
-            cr_assert(st->decomposed);
-            double idle = 0, fill = 0;
-            for (int s = 0; s < a->S; s++) {
-                idle += st->window_ns - st->stage[s].busy_ns;
-                fill += st->stage[s].fill_drain_ns;
-            }
-            cr_log_info("%s S=%d M=%d: bubble %.2f%% in the median step's window (%.2f%% with "
-                        "the costs' busy time; formula %.2f%%), %.2f%% of the period over all "
-                        "steps; fill/drain %.1f%% of that window's idle (step %lld)",
-                        kinds[k], S, M, 100 * bubble, 100 * bubble_cost, 100 * formula,
-                        100 * a->bubble_ratio, 100 * fill / idle, (long long)st->step);
-            cr_assert_leq(fabs(bubble_cost - formula), 0.015, "%s S=%d M=%d: %.4f vs %.4f",
-                          kinds[k], S, M, bubble_cost, formula);
-            cr_assert_leq(fabs(bubble - formula), 0.03, "%s S=%d M=%d: %.4f vs %.4f measured",
-                          kinds[k], S, M, bubble, formula);
-            cr_assert_geq(fill, 0.9 * idle, "%s S=%d M=%d: fill/drain %.3f of idle %.3f ms",
-                          kinds[k], S, M, fill * 1e-6, idle * 1e-6);
-            /* with the optimizer's barrier the period is the window plus that small gap */
-            cr_assert(period >= window && period <= 1.05 * window, "period %.3f, window %.3f ms",
-                      period * 1e-6, window * 1e-6);
-            /* the parts add up to the measured idle, exactly, by construction */
-            for (int s = 0; s < a->S; s++) {
-                const pp_astage *g = &a->stages[s];
-                cr_assert_float_eq(g->fill_drain_ns + g->imbalance_ns + g->transfer_ns,
-                                   g->idle_ns, 1e-3 * g->idle_ns + 1.0);
-            }
-            pp_analysis_free(a);
+            cr_assert(!j.missed, "%s", j.log);
         }
 }
 
@@ -242,28 +252,36 @@ Test(analyzer, link_bandwidth_matches_the_cost_file, .timeout = 120)
     snprintf(costs, sizeof costs, "%s/c.json", g_dir);
     /* 4 MiB at 2 GB/s: 2.1 ms per transfer, + 10 us latency */
     write_costs(costs, 4, 1000, 2.0, 10, 4u << 20);
-    pp_analysis *a = capture("comm", costs, "1f1b", 4, 8, 3, NULL);
-    cr_assert_eq(a->n_links, 6u, "3 links x 2 directions");
-    /* the bandwidth is already the median over each link's 16 messages: a few disturbed
-     * transfers do not move it */
-    for (size_t i = 0; i < a->n_links; i++) {
-        const pp_alink *l = &a->links[i];
-        cr_log_info("%d -> %d %s: %.3f GB/s over %llu timed of %llu", l->src, l->dst,
-                    l->grad ? "grad" : "act", l->bandwidth_GBps, (unsigned long long)l->timed,
-                    (unsigned long long)l->messages);
-        cr_assert_eq(l->messages, 16u, "8 micro-batches x 2 steps");
-        cr_assert_eq(l->bytes, 16ull << 22);
-        cr_assert_gt(l->timed, 0u);
-        cr_assert_leq(fabs(l->bandwidth_GBps - 2.0), 0.05 * 2.0, "%d -> %d: %.3f GB/s", l->src,
-                      l->dst, l->bandwidth_GBps);
-        cr_assert_eq(abs(l->src - l->dst), 1);
+    /* a timing judgement (pp_testkit.h, tk_judge): a capture that misses is taken again */
+    tk_judge j = TK_JUDGE_INIT;
+    while (tk_judge_next(&j)) {
+        char name[16];
+        snprintf(name, sizeof name, "comm%d", j.attempt);
+        pp_analysis *a = capture(name, costs, "1f1b", 4, 8, 3, NULL);
+        cr_assert_eq(a->n_links, 6u, "3 links x 2 directions");
+        /* the bandwidth is already the median over each link's 16 messages: a few disturbed
+         * transfers do not move it */
+        for (size_t i = 0; i < a->n_links; i++) {
+            const pp_alink *l = &a->links[i];
+            cr_log_info("%d -> %d %s: %.3f GB/s over %llu timed of %llu", l->src, l->dst,
+                        l->grad ? "grad" : "act", l->bandwidth_GBps,
+                        (unsigned long long)l->timed, (unsigned long long)l->messages);
+            cr_assert_eq(l->messages, 16u, "8 micro-batches x 2 steps");
+            cr_assert_eq(l->bytes, 16ull << 22);
+            cr_assert_gt(l->timed, 0u);
+            tk_judge_that(&j, fabs(l->bandwidth_GBps - 2.0) <= 0.05 * 2.0,
+                          "%d -> %d %s: %.3f GB/s", l->src, l->dst, l->grad ? "grad" : "act",
+                          l->bandwidth_GBps);
+            cr_assert_eq(abs(l->src - l->dst), 1);
+        }
+        /* transfers now cost idle time, and the decomposition says so */
+        double xfer = 0;
+        for (int s = 0; s < a->S; s++)
+            xfer += a->stages[s].transfer_ns;
+        cr_assert_gt(xfer, 0.0);
+        pp_analysis_free(a);
     }
-    /* transfers now cost idle time, and the decomposition says so */
-    double xfer = 0;
-    for (int s = 0; s < a->S; s++)
-        xfer += a->stages[s].transfer_ns;
-    cr_assert_gt(xfer, 0.0);
-    pp_analysis_free(a);
+    cr_assert(!j.missed, "%s", j.log);
 }
 
 /* pptrain's own activations and gradients on the sim backend, whose link model is known
