@@ -398,6 +398,8 @@ void pp_analysis_free(pp_analysis *a)
         for (int k = 0; k < PP_ASTAGE_N_SAMPLES; k++)
             free(a->stages[s].sample[k]);
     free(a->stages);
+    for (size_t i = 0; a->links && i < a->n_links; i++)
+        free(a->links[i].sample);
     free(a->links);
     free(a->layers);
     free(a->ops);

@@ -626,6 +626,37 @@ static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
     return PP_OK;
 }
 
+/* The transfers' variation per kind (0 activations, 1 gradients): each link's timed messages
+ * over the link's median, pooled; beyond PP_SIM_NOISE_MAX_SAMPLES an even stride over them.
+ * *out is allocated (NULL when none). */
+static pp_status xfer_factors(const pp_analysis *a, int grad, double **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < a->n_links; i++)
+        if (a->links[i].grad == grad && a->links[i].latency_ns.median > 0)
+            total += a->links[i].n_sample;
+    if (total < 8)
+        return PP_OK;
+    uint64_t keep = total < PP_SIM_NOISE_MAX_SAMPLES ? total : PP_SIM_NOISE_MAX_SAMPLES;
+    double *f = pp_alloc_array((size_t)keep, sizeof *f);
+    if (!f)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the transfers' variation");
+    uint64_t seen = 0, j = 0;
+    for (size_t i = 0; i < a->n_links && j < keep; i++) {
+        const pp_alink *l = &a->links[i];
+        if (l->grad != grad || !(l->latency_ns.median > 0))
+            continue;
+        for (uint32_t k = 0; k < l->n_sample && j < keep; k++, seen++)
+            if ((uint64_t)((unsigned __int128)j * total / keep) == seen)
+                f[j++] = l->sample[k] / l->latency_ns.median;
+    }
+    *out = f;
+    *n = (uint32_t)j;
+    return PP_OK;
+}
+
 /* The op durations' variation (pp_sim_noise_fit): the stages' samples of every op kind and
  * their per-step means. */
 static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
@@ -634,7 +665,7 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     if (S < 1 || !a->stages)
         return PP_OK;
     size_t cells = 0;
-    double *chunk_med = NULL;
+    double *chunk_med = NULL, *xf[2] = {NULL, NULL};
     const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
     uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
     double *busy = pp_size_mul(a->n_steps, (size_t)S, &cells) && cells
@@ -660,6 +691,11 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
                              .n_steps = busy ? a->n_steps : 0, .step_busy = busy,
                              .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1,
                              .v = v, .chunk_median = chunk_med};
+    for (int g = 0; g < 2; g++)
+        if ((st = xfer_factors(a, g, &xf[g], &in.n_xfer[g])) != PP_OK)
+            goto done;
+        else
+            in.xfer[g] = xf[g];
     int L = e->costs->n_layers;
     e->layer_p95_ratio = pp_alloc_array((size_t)L * 2 + 1, sizeof(double));
     if (!e->layer_p95_ratio) {
@@ -694,6 +730,8 @@ done:
     pp_free(n_sample);
     pp_free(busy);
     pp_free(chunk_med);
+    pp_free(xf[0]);
+    pp_free(xf[1]);
     return st;
 }
 
@@ -768,6 +806,47 @@ static pp_status extract_schedules(const pp_analysis *a, pp_extract *e)
     return PP_OK;
 }
 
+/* Whether the transfers' measured variation (pp_sim_noise.xfer) stays in the model. A receiver
+ * that woke late (descheduled when its data arrived) delays what follows on a real machine, and
+ * a replay with the measured transfers shows that; on pptrain's sim backend the next op sleeps
+ * to an absolute deadline and makes the delay up, so the measured transfers vary there without
+ * moving the step. Which of the two the run is, its own steps tell: its own layout is replayed
+ * with the variation and without it (1000 replays each, one seed), and the variation is kept when
+ * its median is nearer the measured median by more than 0.5% of it, a margin above the two
+ * estimates' Monte Carlo error (docs/sim-dist.md, "Why transfers vary"). Without a measured
+ * median, a replayable schedule or timed messages, transfers stay fixed. */
+static void choose_xfer(pp_extract *e)
+{
+    pp_sim_noise *n = &e->noise;
+    if (!n->xfer[0].n && !n->xfer[1].n)
+        return;
+    pp_sim_dist_opts o = {.noise = n, .seed = 1, .n_min = 1000, .n_max = 1000};
+    pp_sim_dist_result with = {0}, without = {0};
+    pp_status st = pp_sim_dist_file(e->schedule, &e->partition, e->M, pp_extract_run_costs(e),
+                                    &o, &with);
+    n->xfer_fixed = 1;
+    if (st == PP_OK)
+        st = pp_sim_dist_file(e->schedule, &e->partition, e->M, pp_extract_run_costs(e), &o,
+                              &without);
+    double m = e->measured_step_ns;
+    if (st != PP_OK || !(m > 0) || !isfinite(m)) {
+        pp_error_clear();
+        return; /* fixed */
+    }
+    double ew = (with.median_ns - m) / m, eo = (without.median_ns - m) / m;
+    if (fabs(ew) < fabs(eo) - 0.005) {
+        n->xfer_fixed = 0;
+        note(e, "transfers vary as measured: the run's own layout replays to a median %+.2f%% "
+                "from its measured one with their variation, %+.2f%% without",
+             100 * ew, 100 * eo);
+    } else if (fabs(ew - eo) > 0.005) {
+        note(e, "transfers fixed at their links' model: the run's own layout replays to a median "
+                "%+.2f%% from its measured one without their measured variation, %+.2f%% with "
+                "it (delays made up by the next op, as on the sim backend)",
+             100 * eo, 100 * ew);
+    }
+}
+
 pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
 {
     memset(e, 0, sizeof *e);
@@ -808,6 +887,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->measured_p95_ns = a->step_ns.p95;
     if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
+    choose_xfer(e);
     return PP_OK;
 fail:
     pp_extract_free(e);

@@ -766,6 +766,11 @@ static void results_links_layers(state *st)
         a->links[i].bandwidth_GBps = an_series_stats(&l->bw).median;
         a->links[i].latency_ns = an_series_stats(&l->lat);
         a->links[i].send_time_ns = an_series_stats(&l->snd);
+        /* the reservoir itself is handed over: the transfers' variation */
+        a->links[i].sample = l->lat.res;
+        a->links[i].n_sample = (uint32_t)l->lat.n_res;
+        l->lat.res = NULL;
+        l->lat.n_res = l->lat.cap_res = 0;
     }
     size_t nl = 0;
     for (size_t i = 0; i < st->layers.n; i++)

@@ -127,6 +127,11 @@ typedef struct pp_alink {
                                  op, of the messages whose send waited for no receiver: it
                                  began once the receive had begun, or ended before the receive
                                  began (docs/metrics.md) */
+    /* The samples behind latency_ns: every timed message's transfer time (ns) up to 4096, a
+     * uniform reservoir beyond, in no order; owned (freed by pp_analysis_free), NULL when none.
+     * The transfers' variation the Monte Carlo predictor replays (docs/sim-dist.md). */
+    double *sample;
+    uint32_t n_sample;
 } pp_alink;
 
 typedef struct pp_alayer {

@@ -114,6 +114,15 @@ typedef struct pp_sim_noise {
      * over the run. */
     int n_step_f;
     double *step_f;
+    /* Transfers' own variation, activations [0] and gradients [1]: each timed message's transfer
+     * over its link's median (factor, n; p05, p95 and median_ns their quantiles, reported; the
+     * rest unused); a replay's message takes
+     * the link model's time times one drawn uniformly. n = 0: transfers do not vary. */
+    pp_sim_noise_kind xfer[2];
+    /* Set: the replays keep transfers at the link model's time even where xfer has factors (the
+     * extraction's choice for a run whose delays after a receive do not move its step, as on
+     * the sim backend: docs/sim-dist.md "Why transfers vary"). */
+    int xfer_fixed;
 } pp_sim_noise;
 
 /* What the fit takes, from a capture: per (stage, kind) op durations in any order (a uniform
@@ -132,6 +141,10 @@ typedef struct pp_sim_noise_input {
      * relative to the nearest one, so unequal chunks do not read as spread */
     int v;
     const double *chunk_median;
+    /* Per kind (activations, gradients): timed messages' transfer times over their link's
+     * median, pooled over the links; NULL / 0: none. At most PP_SIM_NOISE_MAX_SAMPLES read. */
+    const double *xfer[2];
+    uint32_t n_xfer[2];
 } pp_sim_noise_input;
 
 /* Fits the model (docs/sim-dist.md, "The model"): per (stage, kind) the factors and their
@@ -169,7 +182,7 @@ typedef struct pp_sim_dist_result {
 
 /* The step's distribution under `costs` (the noise-free durations) and o's variation: seeded
  * (same seed, same numbers), no allocation per replay (the replay's order is recorded once and
- * re-timed). Transfers do not vary. */
+ * re-timed). Transfers vary by noise's xfer factors, not under draw. */
 pp_status pp_sim_dist(const pp_schedule *sched, const pp_sim_costs *costs,
                       const pp_sim_dist_opts *o, pp_sim_dist_result *res);
 

@@ -21,6 +21,8 @@ void pp_sim_noise_free(pp_sim_noise *n)
     pp_free(n->kind);
     pp_free(n->sigma_stage);
     pp_free(n->step_f);
+    pp_free(n->xfer[0].factor);
+    pp_free(n->xfer[1].factor);
     memset(n, 0, sizeof *n);
 }
 
@@ -362,6 +364,29 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     }
     out->common_share = share_n ? share_sum / share_n : 0;
     st = keep_steps(in, out, V, var, med_busy);
+    for (int g = 0; g < 2 && st == PP_OK; g++) {
+        uint32_t m = in->n_xfer[g] < PP_SIM_NOISE_MAX_SAMPLES ? in->n_xfer[g]
+                                                               : PP_SIM_NOISE_MAX_SAMPLES;
+        if (!in->xfer[g] || m < 8)
+            continue;
+        pp_sim_noise_kind *x = &out->xfer[g];
+        if (!(x->factor = pp_alloc_array(m, sizeof(double)))) {
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the transfers' variation");
+            break;
+        }
+        for (uint32_t i = 0; i < m; i++) {
+            double f = in->xfer[g][i];
+            if (f > 0 && isfinite(f))
+                x->factor[x->n++] = fmin(exp(PP_SIM_NOISE_MAX_LOG),
+                                         fmax(exp(-PP_SIM_NOISE_MAX_LOG), f));
+        }
+        /* reported: the spread (pprof-tune --formula) */
+        memcpy(scratch, x->factor, x->n * sizeof *scratch);
+        qsort(scratch, x->n, sizeof *scratch, cmp_double);
+        x->p05 = quantile_sorted(scratch, x->n, 0.05);
+        x->p95 = quantile_sorted(scratch, x->n, 0.95);
+        x->median_ns = quantile_sorted(scratch, x->n, 0.5);
+    }
 done:
     pp_free(scratch);
     pp_free(V);
@@ -426,6 +451,10 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
         o->send_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
+        if (r->noise && !r->noise->xfer_fixed) {
+            const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_SEND_GRAD];
+            o->nk = xk->n ? xk : NULL;
+        }
     } else {
         o->base_ns = 0;
     }
@@ -489,7 +518,14 @@ static double replay_once(mc *m, uint64_t r)
         case PP_OP_RECV_GRAD: *clock = fmax(*clock, m->avail[x->msg]); break;
         case PP_OP_SEND_ACT:
         case PP_OP_SEND_GRAD:
-            m->avail[x->msg] = *clock + x->base_ns;
+            m->avail[x->msg] =
+                *clock +
+                (x->nk && !o->draw
+                     ? x->base_ns *
+                           x->nk->factor[(uint64_t)(((unsigned __int128)pp_rng_u64(&rng) *
+                                                     x->nk->n) >>
+                                                    64)]
+                     : x->base_ns);
             *clock += x->send_ns;
             break;
         default: {

@@ -440,6 +440,14 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
         }
         fputc('\n', out);
     }
+    if ((n->xfer[0].n || n->xfer[1].n) && !n->xfer_fixed) {
+        fputs("    transfers: each timed message / its link's median, p05 .. p95, messages:", out);
+        for (int g = 0; g < 2; g++)
+            if (n->xfer[g].n)
+                fprintf(out, " %s %.3f .. %.3f, %u;", g ? "grad" : "act", n->xfer[g].p05,
+                        n->xfer[g].p95, n->xfer[g].n);
+        fputc('\n', out);
+    }
 }
 
 /* --formula: the arithmetic of the current and the proposed layout. */

@@ -252,6 +252,44 @@ Test(extract_layers, split_ops_scale_their_parts_and_far_ones_are_left)
     pp_extract_free(&e);
 }
 
+/* The transfers' variation: each link's timed messages over that link's median, pooled per kind
+ * (two gradient links of 100 and 50 us medians give factors 1 and 3, 1 and 2); a kind with fewer
+ * than 8 timed messages in all does not vary. */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+Test(extract_noise, transfers_over_their_links_median_pooled_per_kind)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    double g0[6] = {100e3, 100e3, 300e3, 100e3, 100e3, 100e3}, g1[4] = {50e3, 100e3, 50e3, 50e3};
+    double a0[3] = {10e3, 20e3, 30e3};
+    pp_alink links[3] = {
+        {.src = 1, .dst = 0, .grad = 1, .messages = 6, .timed = 6,
+         .latency_ns = {.count = 6, .median = 100e3}, .sample = g0, .n_sample = 6},
+        {.src = 2, .dst = 1, .grad = 1, .messages = 4, .timed = 4,
+         .latency_ns = {.count = 4, .median = 50e3}, .sample = g1, .n_sample = 4},
+        {.src = 0, .dst = 1, .grad = 0, .messages = 3, .timed = 3,
+         .latency_ns = {.count = 3, .median = 20e3}, .sample = a0, .n_sample = 3},
+    };
+    h.a.links = links;
+    h.a.n_links = 3;
+    pp_extract e;
+    extract(&h, &e);
+    cr_assert_eq(e.noise.xfer[0].n, 0);
+    cr_assert_eq(e.noise.xfer[1].n, 10);
+    double f[10];
+    memcpy(f, e.noise.xfer[1].factor, sizeof f);
+    qsort(f, 10, sizeof *f, cmp_dbl);
+    const double want[10] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 3};
+    for (int i = 0; i < 10; i++)
+        cr_expect_float_eq(f[i], want[i], 1e-12, "factor %d: %g", i, f[i]);
+    pp_extract_free(&e);
+}
+
 /* The rebalancer charges each stage the optimizer step of its own parameters, as the
  * simulator does: on 6 equal layers whose first holds most of the parameters, the optimum
  * (brute force over every cut of pp_sim_file) gives stage 0 fewer layers, and pp_rebalance

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #define PPRUN PP_BUILD_DIR "/tools/pprof-run"
+#define PPTUNE PP_BUILD_DIR "/tools/pprof-tune"
 #define LIBPPROF PP_BUILD_DIR "/profiler/libpprof.so"
 #define FIXTURE PP_TEST_PY_DIR "/pipe_1f1b.py"
 
@@ -52,6 +53,16 @@ static double at(const cJSON *arr, int stage, int64_t step)
     return v->valuedouble;
 }
 
+/* pprof-run's argv around the fixture, run. A sanitized libpprof.so needs its ASan runtime
+ * first in the (uninstrumented) Python; Python's own allocations at exit are not ours to report. */
+static tk_result run_fixture(const char *const *argv)
+{
+    static char preload[1100];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", PP_ASAN_RUNTIME);
+    const char *san_env[] = {preload, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    return tk_runv(argv, PP_ASAN_RUNTIME[0] ? san_env : NULL);
+}
+
 /* Runs the fixture under pprof-run (with or without the barrier), analyzes it, and checks it
  * against the job's own measurements. */
 static void run_and_check(int barrier)
@@ -67,12 +78,7 @@ static void run_and_check(int barrier)
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", py, FIXTURE, "--stages", "4",
                           "--microbatches", "8", "--steps", "6", "--out", truth,
                           barrier ? "--barrier" : NULL, NULL};
-    /* a sanitized libpprof.so needs its ASan runtime first in the (uninstrumented) Python;
-     * Python's own allocations at exit are not ours to report */
-    char preload[1100];
-    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", PP_ASAN_RUNTIME);
-    const char *san_env[] = {preload, "ASAN_OPTIONS=detect_leaks=0", NULL};
-    tk_result r = tk_runv(argv, PP_ASAN_RUNTIME[0] ? san_env : NULL);
+    tk_result r = run_fixture(argv);
     int code = r.code;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s%s", r.out ? r.out : "", r.err ? r.err : "");
@@ -151,4 +157,43 @@ Test(pyjob, without_a_barrier_the_step_time_is_the_period_and_links_the_queue_la
 Test(pyjob, with_a_barrier_the_step_time_is_the_period_and_links_the_queue_latency)
 {
     run_and_check(1);
+}
+
+/* A receiver that returns late (every 4th message on a link, 3 ms: a thread descheduled when its
+ * data arrived) holds up everything after it on its stage, where the sim backend's next op makes
+ * a late wake-up up: pprof-tune's extraction keeps the transfers' measured variation for this
+ * job, since its own layout replays nearer its measured median with it than without
+ * (docs/sim-dist.md "Why transfers vary"; tests/test_tune.c checks that a sim-backend capture
+ * keeps them fixed). */
+Test(pyjob, late_receives_make_the_transfers_vary)
+{
+    if (!tk_exists(LIBPPROF))
+        cr_skip_test("libpprof.so not built (no NVTX headers): nothing captures the job");
+    const char *py = find_python();
+    if (!py)
+        cr_skip_test("no Python with the nvtx package (run scripts/setup.sh, or set "
+                     "PPROF_PYTHON)");
+    const char *dir = tk_path("late");
+    const char *argv[] = {PPRUN, "-q", "-o", dir, "--", py, FIXTURE, "--stages", "4",
+                          "--microbatches", "8", "--steps", "12", "--layers", "2",
+                          "--late-every", "4", "--late-ms", "3", "--out", tk_path("late.json"),
+                          NULL};
+    tk_result r = run_fixture(argv);
+    cr_assert_eq(r.code, 0, "pprof-run of the Python job failed (%d): %s%s", r.code, r.out,
+                 r.err);
+    tk_result_free(&r);
+    const char *targs[] = {dir, "-v", NULL};
+    r = tk_run(PPTUNE, targs, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    const char *key = "transfers vary as measured: the run's own layout replays to a median ";
+    const char *n = strstr(r.err, key);
+    cr_assert_not_null(n, "the transfers were kept fixed:\n%s", r.err);
+    double with = strtod(n + strlen(key), NULL);
+    const char *w = strstr(n, "with their variation, ");
+    cr_assert_not_null(w, "%s", n);
+    double without = strtod(w + strlen("with their variation, "), NULL);
+    cr_log_info("the run's own median replayed %+.2f%% with the transfers' variation, %+.2f%% "
+                "without\n", with, without);
+    cr_assert(fabs(with) + 0.5 < fabs(without), "%+.2f%% with, %+.2f%% without", with, without);
+    tk_result_free(&r);
 }

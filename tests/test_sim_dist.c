@@ -326,6 +326,63 @@ Test(sim_dist, replays_keep_the_runs_per_step_shape)
     pp_sim_noise_free(&n);
 }
 
+/* Transfers vary as the capture's did: messages of 2 ms (a link model) whose measured times were
+ * their link's median 9 times in 10 and five times it once: GPipe's step (S = 2, M = 4) has
+ * several messages on its paths, so most replays meet a slow one (the median 8 ms, a slow
+ * message's extra time, above the noise-free step, the p95 16 ms), and every replay moves by
+ * whole 8 ms; without the transfers' factors the distribution is the noise-free step.
+ * A jitter spec (draw) replaces the capture's variation, transfers' included. */
+static double unit_draw(void *ctx, int stage, int k, const pp_instr *in, uint64_t key)
+{
+    (void)ctx, (void)stage, (void)k, (void)in, (void)key;
+    return 1.0;
+}
+
+Test(sim_dist, transfers_vary_as_measured)
+{
+    enum { N = 100 };
+    static double xf[N];
+    for (int i = 0; i < N; i++)
+        xf[i] = i % 10 ? 1.0 : 5.0;
+    const double *samples[2 * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[2 * PP_SIM_NOISE_KINDS] = {0};
+    pp_sim_noise_input in = {.S = 2, .sample = samples, .n_sample = ns, .ops_per_step = 4,
+                             .xfer = {xf, xf}, .n_xfer = {N, N}};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.xfer[0].n, N);
+    cr_assert_eq(n.xfer[1].n, N);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    c->p2p_latency_us = 2000;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    pp_sim_dist_opts o = {.noise = &n, .seed = 5, .n_min = 4000, .n_max = 4000};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, 4, c, &o, &r), PP_OK);
+    cr_log_info("noise-free %.3f ms, median %.3f, p95 %.3f\n", r.noise_free_ns * 1e-6,
+                r.median_ns * 1e-6, r.p95_ns * 1e-6);
+    /* each slow message on the step's path adds 4 x 2 - 2 = 8 ms, nothing else moves */
+    double extra_med = r.median_ns - r.noise_free_ns, extra_p95 = r.p95_ns - r.noise_free_ns;
+    cr_assert_geq(extra_med, 8e6, "median %.0f ns above the noise-free step", extra_med);
+    cr_assert_geq(extra_p95, extra_med + 8e6, "p95 %.0f ns above", extra_p95);
+    cr_assert_float_eq(fmod(extra_p95 + 1e3, 8e6), 1e3, 2e3, "%.0f", extra_p95);
+    pp_sim_dist_opts d = {.noise = &n, .draw = unit_draw, .seed = 5, .n_min = 1000,
+                          .n_max = 1000};
+    pp_sim_dist_result q;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, 4, c, &d, &q), PP_OK);
+    cr_assert_eq(q.p95_ns, q.noise_free_ns, "a spec of factor 1: %.0f", q.p95_ns);
+    pp_sim_noise_free(&n);
+    in.n_xfer[0] = in.n_xfer[1] = 0;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &part, 4, c, &o, &r), PP_OK);
+    cr_assert_eq(r.median_ns, r.noise_free_ns);
+    cr_assert_eq(r.p95_ns, r.noise_free_ns);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_sim_noise_free(&n);
+}
+
 Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
 {
     /* a count past the reservoir's cap reads no further than the cap (ASan: no over-read) */
@@ -471,7 +528,9 @@ Test(sim_dist, hostile_durations_give_a_finite_model)
                                             : odd[pp_rng_below(&rng, 8)];
         pp_sim_noise_input in = {.S = S, .sample = samples, .n_sample = ns,
                                  .n_steps = pp_rng_below(&rng, STEPS + 1), .step_busy = busy,
-                                 .ops_per_step = (int)pp_rng_below(&rng, 40)};
+                                 .ops_per_step = (int)pp_rng_below(&rng, 40),
+                                 .xfer = {d[0], pp_rng_below(&rng, 2) ? d[1] : NULL},
+                                 .n_xfer = {(uint32_t)pp_rng_below(&rng, N + 1), N}};
         pp_sim_noise n;
         cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
         cr_assert(isfinite(n.sigma_step) && n.sigma_step >= 0);
@@ -479,6 +538,13 @@ Test(sim_dist, hostile_durations_give_a_finite_model)
             for (uint32_t j = 0; j < n.kind[i].n; j++)
                 cr_assert(isfinite(n.kind[i].factor[j]) && n.kind[i].factor[j] > 0,
                           "round %d kind %d factor %u: %g", round, i, j, n.kind[i].factor[j]);
+        for (int g = 0; g < 2; g++)
+            for (uint32_t j = 0; j < n.xfer[g].n; j++)
+                cr_assert(isfinite(n.xfer[g].factor[j]) && n.xfer[g].factor[j] > 0,
+                          "round %d transfer factor %u: %g", round, j, n.xfer[g].factor[j]);
+        for (int j = 0; j < n.n_step_f * S; j++)
+            cr_assert(isfinite(n.step_f[j]) && n.step_f[j] > 0, "round %d step factor %d: %g",
+                      round, j, n.step_f[j]);
         if (round % 20 == 0) {
             pp_costs *c = NULL;
             cr_assert_eq(pp_costs_uniform(6, 100, 200, 0, &c), PP_OK);

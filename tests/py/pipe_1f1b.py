@@ -20,6 +20,12 @@ The job measures its own truth and writes it as JSON (--out):
 
 --barrier makes every stage wait for all others before its optimizer step (like an all-reduce
 of the gradient norm); without it, stages run ahead into the next step.
+
+--layers N splits each stage's forward and backward into N layer ranges ("layer<i> fwd", i the
+layer's index in the whole model, each sleeping its share), what pprof-tune extracts costs from.
+--late-every K --late-ms X: every K-th message a stage receives on a link returns X ms late (the
+receiving thread sleeps inside its receive range once the message is there), as a receiver that
+was descheduled when its data arrived; the delay holds up everything after it on that stage.
 """
 import argparse
 import json
@@ -46,9 +52,12 @@ class Link:
     def put(self, mb):
         self.q.put((mb, time.monotonic_ns()))
 
-    def get(self, samples):
+    def get(self, samples, late_every=0, late_s=0.0):
         t0 = time.monotonic_ns()
         mb, t_put = self.q.get()
+        self.n_got = getattr(self, "n_got", 0) + 1
+        if late_every and self.n_got % late_every == 0:
+            time.sleep(late_s)
         t1 = time.monotonic_ns()
         if t0 <= t_put:  # the receiver was waiting: the arrival is observed
             samples.append(t1 - t_put)
@@ -71,6 +80,17 @@ def order_1f1b(S, M, s):
     return ops
 
 
+def compute(a, s, kind, mb, total_s):
+    """A forward or backward of stage s: one sleep, or one per layer inside layer ranges."""
+    if not a.layers:
+        time.sleep(total_s)
+        return
+    layers = range(s * a.layers, (s + 1) * a.layers)
+    for i in (layers if kind == "fwd" else reversed(layers)):
+        with rng("layer%d %s" % (i, kind), s, mb):
+            time.sleep(total_s / a.layers)
+
+
 def stage_main(a, s, acts, grads, barrier, starts, ends, samples, errors):
     try:
         S, M = a.stages, a.microbatches
@@ -83,20 +103,22 @@ def stage_main(a, s, acts, grads, barrier, starts, ends, samples, errors):
                     if kind == "F":
                         if s > 0:
                             with rng("recv_act mb%d" % mb, s, a.bytes):
-                                got = acts[s - 1].get(samples["act %d->%d" % (s - 1, s)])
+                                got = acts[s - 1].get(samples["act %d->%d" % (s - 1, s)],
+                                                      a.late_every, a.late_ms * 1e-3)
                             assert got == mb, (s, "act", got, mb)
                         with rng("fwd mb%d" % mb, s, mb):
-                            time.sleep(fwd_s)
+                            compute(a, s, "fwd", mb, fwd_s)
                         if s < S - 1:
                             with rng("send_act mb%d" % mb, s, a.bytes):
                                 acts[s].put(mb)
                     else:
                         if s < S - 1:
                             with rng("recv_grad mb%d" % mb, s, a.bytes):
-                                got = grads[s].get(samples["grad %d->%d" % (s + 1, s)])
+                                got = grads[s].get(samples["grad %d->%d" % (s + 1, s)],
+                                                   a.late_every, a.late_ms * 1e-3)
                             assert got == mb, (s, "grad", got, mb)
                         with rng("bwd mb%d" % mb, s, mb):
-                            time.sleep(bwd_s)
+                            compute(a, s, "bwd", mb, bwd_s)
                         if s > 0:
                             with rng("send_grad mb%d" % mb, s, a.bytes):
                                 grads[s - 1].put(mb)
@@ -121,10 +143,14 @@ def main():
     p.add_argument("--opt-ms", type=float, default=1.0)
     p.add_argument("--bytes", type=int, default=1 << 20, help="bytes each message stands for")
     p.add_argument("--barrier", action="store_true")
+    p.add_argument("--layers", type=int, default=0, help="layer ranges per stage (0: none)")
+    p.add_argument("--late-every", type=int, default=0,
+                   help="every K-th message a stage receives on a link returns late (0: none)")
+    p.add_argument("--late-ms", type=float, default=0.0, help="how late, ms")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     S = a.stages
-    if S < 2 or a.microbatches < 1 or a.steps < 3:
+    if S < 2 or a.microbatches < 1 or a.steps < 3 or a.layers < 0 or a.late_every < 0:
         print("pipe_1f1b: need --stages >= 2, --microbatches >= 1, --steps >= 3", file=sys.stderr)
         return 2
     nvtx.mark("config schedule=1f1b S=%d M=%d v=1 samples_per_step=%d schedules=1f1b,gpipe"
