@@ -53,7 +53,7 @@ void tk_result_free(tk_result *r);
  *     }
  *     cr_assert(!j.missed, "%s", j.log);
  */
-#define TK_TIMING_ATTEMPTS 3
+#define TK_TIMING_ATTEMPTS 4
 typedef struct tk_judge {
     int attempt; /* 0, 1, ...: name the attempt's captures after it */
     int missed;  /* whether the current attempt has missed a bound */

@@ -37,6 +37,18 @@ static const char *find_python(void)
     return tk_find_python("PPROF_PYTHON", PP_PYTHON, NULL, "venv", "import nvtx");
 }
 
+/* The Python to run the fixture with; skips the test when nothing can capture it. */
+static const char *need_python(void)
+{
+    if (!tk_exists(LIBPPROF))
+        cr_skip_test("libpprof.so not built (no NVTX headers): nothing captures the job");
+    const char *py = find_python();
+    if (!py)
+        cr_skip_test("no Python with the nvtx package (run scripts/setup.sh, or set "
+                     "PPROF_PYTHON)");
+    return py;
+}
+
 static double num(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItem(o, k);
@@ -67,12 +79,7 @@ static tk_result run_fixture(const char *const *argv)
  * against the job's own measurements. */
 static void run_and_check(int barrier)
 {
-    if (!tk_exists(LIBPPROF))
-        cr_skip_test("libpprof.so not built (no NVTX headers): nothing captures the job");
-    const char *py = find_python();
-    if (!py)
-        cr_skip_test("no Python with the nvtx package (run scripts/setup.sh, or set "
-                     "PPROF_PYTHON)");
+    const char *py = need_python();
     const int S = 4, M = 8, steps = 6;
     const char *dir = tk_path("run"), *truth = tk_path("truth.json");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", py, FIXTURE, "--stages", "4",
@@ -167,12 +174,7 @@ Test(pyjob, with_a_barrier_the_step_time_is_the_period_and_links_the_queue_laten
  * keeps them fixed). */
 Test(pyjob, late_receives_make_the_transfers_vary)
 {
-    if (!tk_exists(LIBPPROF))
-        cr_skip_test("libpprof.so not built (no NVTX headers): nothing captures the job");
-    const char *py = find_python();
-    if (!py)
-        cr_skip_test("no Python with the nvtx package (run scripts/setup.sh, or set "
-                     "PPROF_PYTHON)");
+    const char *py = need_python();
     const char *dir = tk_path("late");
     const char *argv[] = {PPRUN, "-q", "-o", dir, "--", py, FIXTURE, "--stages", "4",
                           "--microbatches", "8", "--steps", "12", "--layers", "2",
