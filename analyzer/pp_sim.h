@@ -182,7 +182,7 @@ typedef struct pp_sim_dist_result {
 
 /* The step's distribution under `costs` (the noise-free durations) and o's variation: seeded
  * (same seed, same numbers), no allocation per replay (the replay's order is recorded once and
- * re-timed). Transfers vary by noise's xfer factors, not under draw. */
+ * re-timed). Transfers vary by noise's xfer factors, unless noise->xfer_fixed or under draw. */
 pp_status pp_sim_dist(const pp_schedule *sched, const pp_sim_costs *costs,
                       const pp_sim_dist_opts *o, pp_sim_dist_result *res);
 

@@ -469,6 +469,14 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* A uniform index in [0, n): the high half of a 64 x 64-bit product, one multiply per draw in
+ * the replays' inner loop where pp_rng_below divides (its bias, at most n / 2^64, is far below
+ * the Monte Carlo error). */
+static uint64_t pick(pp_rng *rng, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)pp_rng_u64(rng) * n) >> 64);
+}
+
 typedef struct mc {
     const pp_schedule *sc;
     const pp_sim_dist_opts *o;
@@ -491,7 +499,7 @@ static double replay_once(mc *m, uint64_t r)
         /* one of the run's steps, for every stage */
         const double *f =
             nz->step_f +
-            (size_t)(((unsigned __int128)pp_rng_u64(&rng) * (uint64_t)nz->n_step_f) >> 64) *
+            (size_t)pick(&rng, (uint64_t)nz->n_step_f) *
                 (size_t)nz->S;
         for (int s = 0; s < S; s++) {
             m->clock[s] = 0;
@@ -519,13 +527,8 @@ static double replay_once(mc *m, uint64_t r)
         case PP_OP_SEND_ACT:
         case PP_OP_SEND_GRAD:
             m->avail[x->msg] =
-                *clock +
-                (x->nk && !o->draw
-                     ? x->base_ns *
-                           x->nk->factor[(uint64_t)(((unsigned __int128)pp_rng_u64(&rng) *
-                                                     x->nk->n) >>
-                                                    64)]
-                     : x->base_ns);
+                *clock + (x->nk && !o->draw ? x->base_ns * x->nk->factor[pick(&rng, x->nk->n)]
+                                            : x->base_ns);
             *clock += x->send_ns;
             break;
         default: {
@@ -534,9 +537,7 @@ static double replay_once(mc *m, uint64_t r)
                 f = o->draw(o->draw_ctx, x->s, x->k, &m->sc->instrs[x->s][x->k],
                             mix64(key_base ^ ((uint64_t)(uint32_t)x->s << 32 | (uint32_t)x->k)));
             else if (x->nk)
-                f = m->stage_f[x->s] *
-                    x->nk->factor[(uint64_t)(((unsigned __int128)pp_rng_u64(&rng) * x->nk->n) >>
-                                             64)];
+                f = m->stage_f[x->s] * x->nk->factor[pick(&rng, x->nk->n)];
             else
                 f = nz ? m->stage_f[x->s] : 1.0;
             double d = x->base_ns * f;
