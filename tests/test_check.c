@@ -722,17 +722,27 @@ Test(check, summary_json_is_accepted_as_input)
     tk_result r = tk_run(PPREPORT, rargs, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
     tk_result_free(&r);
-    const char *cur = capture("cur", costs, 4, 8, "1f1b", 25, NULL);
-    r = check_json(summary, cur);
-    cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
-    cJSON *j = cJSON_Parse(r.out);
-    cr_assert_not_null(j);
-    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(
-                         cJSON_GetObjectItemCaseSensitive(j, "baseline"), "kind")->valuestring,
-                     "summary");
-    cr_assert_str_eq(verdict_in(j, "step_ms"), "ok");
-    cJSON_Delete(j);
-    tk_result_free(&r);
+    /* the same run again passes the gate: a timing judgement (pp_testkit.h, tk_judge), since a
+     * spell of late wake-ups on the sim backend shortens the measured busy time and lifts one
+     * capture's bubble (one CI run: +3.56 points, p 0.0093 after Holm's correction) */
+    tk_judge jd = TK_JUDGE_INIT;
+    while (tk_judge_next(&jd)) {
+        char name[16];
+        snprintf(name, sizeof name, "cur%d", jd.attempt);
+        const char *cur = capture(name, costs, 4, 8, "1f1b", 25, NULL);
+        r = check_json(summary, cur);
+        cr_assert(r.code == 0 || r.code == 1, "(%d):\n%s%s", r.code, r.out, r.err);
+        cJSON *j = cJSON_Parse(r.out);
+        cr_assert_not_null(j, "%s", r.out);
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetObjectItemCaseSensitive(j, "baseline"), "kind")->valuestring,
+                         "summary");
+        tk_judge_that(&jd, r.code == 0 && !strcmp(verdict_in(j, "step_ms"), "ok"),
+                      "exit %d, step_ms %s:\n%s", r.code, verdict_in(j, "step_ms"), r.out);
+        cJSON_Delete(j);
+        tk_result_free(&r);
+    }
+    cr_assert(!jd.missed, "%s", jd.log);
     /* and a baseline saved from the summary compares the same way */
     const char *b2 = save_baseline(summary, "from-summary.json");
     r = check_json(b2, cur);
