@@ -725,6 +725,8 @@ Test(check, summary_json_is_accepted_as_input)
     /* the same run again passes the gate: a timing judgement (pp_testkit.h, tk_judge), since a
      * spell of late wake-ups on the sim backend shortens the measured busy time and lifts one
      * capture's bubble (one CI run: +3.56 points, p 0.0093 after Holm's correction) */
+    char b2[PATH_MAX]; /* tk_path's buffers rotate: the attempts below outlast one */
+    snprintf(b2, sizeof b2, "%s", save_baseline(summary, "from-summary.json"));
     tk_judge jd = TK_JUDGE_INIT;
     while (tk_judge_next(&jd)) {
         char name[16];
@@ -741,13 +743,13 @@ Test(check, summary_json_is_accepted_as_input)
                       "exit %d, step_ms %s:\n%s", r.code, verdict_in(j, "step_ms"), r.out);
         cJSON_Delete(j);
         tk_result_free(&r);
+        /* and a baseline saved from the summary compares the same way */
+        r = check_json(b2, cur);
+        cr_assert(r.code == 0 || r.code == 1, "(%d):\n%s%s", r.code, r.out, r.err);
+        tk_judge_that(&jd, r.code == 0, "from the saved baseline, exit %d:\n%s", r.code, r.out);
+        tk_result_free(&r);
     }
     cr_assert(!jd.missed, "%s", jd.log);
-    /* and a baseline saved from the summary compares the same way */
-    const char *b2 = save_baseline(summary, "from-summary.json");
-    r = check_json(b2, cur);
-    cr_assert_eq(r.code, 0, "(%d):\n%s%s", r.code, r.out, r.err);
-    tk_result_free(&r);
 }
 
 Test(check, different_shapes_are_exit_2)
