@@ -186,6 +186,10 @@ typedef struct pp_sim_dist_result {
 pp_status pp_sim_dist(const pp_schedule *sched, const pp_sim_costs *costs,
                       const pp_sim_dist_opts *o, pp_sim_dist_result *res);
 
+/* The 95% confidence interval of quantile q over sorted v[n] (order statistics: the binomial
+ * count of values below the quantile, normal approximation); n >= 1. */
+void pp_sim_quantile_ci(const double *v, size_t n, double q, double *lo, double *hi);
+
 /* Convenience: pp_sim_dist of (kind, partition, M) with a cost file. */
 pp_status pp_sim_dist_file(pp_schedule_kind kind, const pp_partition *part, int M,
                            const pp_costs *costs, const pp_sim_dist_opts *o,

@@ -406,7 +406,8 @@ typedef struct step_op {
     int64_t msg;                 /* message index of a send or receive, else -1 */
     double base_ns;              /* compute: its noise-free duration; send: its transfer */
     double send_ns;              /* send: the sender's own time in it (0: none) */
-    const pp_sim_noise_kind *nk; /* compute with a noise model: its factors, NULL = none */
+    const pp_sim_noise_kind *nk; /* its factors, NULL = none: a compute op's with a noise
+                                    model, a send's and receive's with the transfers' */
 } step_op;
 
 typedef struct order_rec {
@@ -448,6 +449,12 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
                 &r->noise->kind[(s % r->noise->S) * PP_SIM_NOISE_KINDS + ki];
             o->nk = nk->n ? nk : NULL;
         }
+    } else if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
+        o->base_ns = 0;
+        if (r->noise && !r->noise->xfer_fixed) { /* its message's factors, as its send's */
+            const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_RECV_GRAD];
+            o->nk = xk->n ? xk : NULL;
+        }
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
         o->send_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
@@ -484,7 +491,7 @@ typedef struct mc {
     size_t n_ops;
     double *clock;    /* [S] */
     double *stage_f;  /* [S] C x D_s of the replay */
-    double *avail;    /* [n_msgs] */
+    double (*msg)[2]; /* [n_msgs]: when the message is due by the link model, when it comes */
 } mc;
 
 /* Replay `r`: the recorded order re-timed with this replay's factors. */
@@ -523,10 +530,22 @@ static double replay_once(mc *m, uint64_t r)
         double *clock = &m->clock[x->s];
         switch (x->op) {
         case PP_OP_RECV_ACT:
-        case PP_OP_RECV_GRAD: *clock = fmax(*clock, m->avail[x->msg]); break;
+        case PP_OP_RECV_GRAD:
+            /* A transfer's measured variation is its receiver's: timed only where the
+             * receiver waited (metrics.c), a late one is a late wake-up. It delays a receiver
+             * that waits for the data here too; one still busy when the data is due finds it
+             * queued (without variation the two times are one: the same either way). */
+            if (x->nk && !o->draw) {
+                const double *t = m->msg[x->msg], c = *clock;
+                *clock = fmax(c, c <= t[0] ? t[1] : c); /* a select: a branch mispredicts */
+            } else {
+                *clock = fmax(*clock, m->msg[x->msg][1]);
+            }
+            break;
         case PP_OP_SEND_ACT:
         case PP_OP_SEND_GRAD:
-            m->avail[x->msg] =
+            m->msg[x->msg][0] = *clock + x->base_ns;
+            m->msg[x->msg][1] =
                 *clock + (x->nk && !o->draw ? x->base_ns * x->nk->factor[pick(&rng, x->nk->n)]
                                             : x->base_ns);
             *clock += x->send_ns;
@@ -560,9 +579,7 @@ static double replay_once(mc *m, uint64_t r)
     return step;
 }
 
-/* Order-statistic confidence interval of quantile q over sorted v[n] (95%: the binomial count
- * of replays below the quantile, normal approximation). */
-static void quantile_ci(const double *v, size_t n, double q, double *lo, double *hi)
+void pp_sim_quantile_ci(const double *v, size_t n, double q, double *lo, double *hi)
 {
     double sd = sqrt((double)n * q * (1 - q));
     double a = floor((double)n * q - 1.96 * sd), b = ceil((double)n * q + 1.96 * sd);
@@ -595,11 +612,11 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     rec.ops = pp_alloc_array(total ? total : 1, sizeof(step_op));
     m.clock = pp_alloc_array((size_t)S, sizeof(double));
     m.stage_f = pp_alloc_array((size_t)S, sizeof(double));
-    m.avail = pp_alloc_array(pp_schedule_n_msgs(sc) + 1, sizeof(double));
+    m.msg = pp_alloc_array(pp_schedule_n_msgs(sc) + 1, sizeof *m.msg);
     int *pc = pp_alloc_array((size_t)S, sizeof(int));
     double *steps = pp_alloc_array((size_t)n_max, sizeof(double));
     double *sorted = pp_alloc_array((size_t)n_max, sizeof(double));
-    if (!rec.ops || !m.clock || !m.stage_f || !m.avail || !pc || !steps || !sorted) {
+    if (!rec.ops || !m.clock || !m.stage_f || !m.msg || !pc || !steps || !sorted) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for %d Monte Carlo replays", n_max);
         goto done;
     }
@@ -618,8 +635,8 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
         res->median_ns = quantile_sorted(sorted, (size_t)n, 0.5);
         res->p95_ns = quantile_sorted(sorted, (size_t)n, 0.95);
-        quantile_ci(sorted, (size_t)n, 0.5, &res->median_lo_ns, &res->median_hi_ns);
-        quantile_ci(sorted, (size_t)n, 0.95, &res->p95_lo_ns, &res->p95_hi_ns);
+        pp_sim_quantile_ci(sorted, (size_t)n, 0.5, &res->median_lo_ns, &res->median_hi_ns);
+        pp_sim_quantile_ci(sorted, (size_t)n, 0.95, &res->p95_lo_ns, &res->p95_hi_ns);
         res->median_err = res->median_ns > 0
                               ? 0.5 * (res->median_hi_ns - res->median_lo_ns) / res->median_ns
                               : 0;
@@ -635,7 +652,7 @@ done:
     pp_free(rec.ops);
     pp_free(m.clock);
     pp_free(m.stage_f);
-    pp_free(m.avail);
+    pp_free(m.msg);
     pp_free(pc);
     pp_free(steps);
     pp_free(sorted);

@@ -330,3 +330,67 @@ Test(extract_optimizer, the_rebalancer_charges_each_stage_its_optimizer)
     pp_rebalance_result_free(&r);
     pp_costs_destroy(c);
 }
+
+/* Whether the transfers' measured variation stays in the model (extract.c, choose_xfer): the
+ * run's own layout is replayed with it and without; fixed transfers are kept while their replay's
+ * median lies inside the measured median's 95% interval (a simpler model the run's steps do not
+ * reject), and the variation only when it is needed and brings the replay nearer. The gradients'
+ * messages: 16 of 20 at their 100 us median, 4 at 6 ms (receivers woken late). */
+Test(extract_noise, transfers_vary_only_where_the_measured_median_rejects_them_fixed)
+{
+    enum { N = 41 };
+    hand h;
+    make(&h, NULL, NULL);
+    double g[20];
+    for (int i = 0; i < 20; i++)
+        g[i] = i % 5 ? 100e3 : 6e6;
+    pp_alink links[2] = {
+        {.src = 1, .dst = 0, .grad = 1, .messages = 20, .timed = 20, .bytes = 20 * 4096,
+         .latency_ns = {.count = 20, .median = 100e3}, .sample = g, .n_sample = 20},
+        {.src = 0, .dst = 1, .grad = 0, .messages = 20, .bytes = 20 * 4096},
+    };
+    h.a.links = links;
+    h.a.n_links = 2;
+    /* the two replays' medians, whatever the run measured */
+    pp_extract e;
+    extract(&h, &e);
+    double fixed = 0;
+    cr_assert_eq(pp_extract_predict(&e, PP_SCHED_1F1B, &e.partition, e.M, &fixed, NULL), PP_OK);
+    e.noise.xfer_fixed = 0;
+    pp_sim_dist_result with;
+    cr_assert_eq(pp_extract_predict_dist(&e, PP_SCHED_1F1B, &e.partition, e.M, 1, &with), PP_OK);
+    pp_extract_free(&e);
+    cr_log_info("fixed transfers %.3f ms, varying %.3f ms (median)\n", fixed * 1e-6,
+                with.median_ns * 1e-6);
+    cr_assert_gt(with.median_ns, fixed * 1.04, "the late messages move the replay too little");
+    cr_assert_lt(with.median_ns, fixed * 1.15);
+    /* steps all at the varying replay's median: fixed transfers are rejected, variation kept */
+    static pp_astep steps[N];
+    static pp_stage_step ss[N][S];
+    for (int i = 0; i < N; i++) {
+        steps[i] = (pp_astep){.step = i + 1, .step_ns = with.median_ns,
+                              .window_ns = with.median_ns, .stage = ss[i]};
+        for (int s = 0; s < S; s++)
+            ss[i][s] = (pp_stage_step){.outside_ns = -1, .pre_opt_ns = -1};
+    }
+    h.a.steps = steps;
+    h.a.n_steps = N;
+    h.a.step_ns = (pp_astats){.count = N, .mean = with.median_ns, .median = with.median_ns};
+    extract(&h, &e);
+    cr_assert_eq(e.noise.xfer_fixed, 0, "%s", e.notes);
+    cr_assert_not_null(strstr(e.notes, "transfers vary as measured"), "%s", e.notes);
+    pp_extract_free(&e);
+    /* the same median, steps spread +-60% around it: its interval holds the fixed replay's */
+    for (int i = 0; i < N; i++)
+        steps[i].step_ns = with.median_ns * (0.4 + 1.2 * i / (N - 1));
+    extract(&h, &e);
+    cr_assert_eq(e.noise.xfer_fixed, 1, "%s", e.notes);
+    cr_assert_not_null(strstr(e.notes, "inside the measured median's 95% interval"), "%s",
+                       e.notes);
+    pp_extract_free(&e);
+    /* too few steps for an interval: the nearer replay decides, as before */
+    h.a.n_steps = 7;
+    extract(&h, &e);
+    cr_assert_eq(e.noise.xfer_fixed, 0, "%s", e.notes);
+    pp_extract_free(&e);
+}

@@ -658,39 +658,51 @@ Test(tune, memory_bound_auto_recomputes_where_it_pays)
                 fast.step_ns * 1e-6, (double)max_u64(fast.stage_memory_bytes, S) / 1048576,
                 none.step_ns * 1e-6, rc.step_ns * 1e-6, rc.recomputed_stages);
 
-    const char *args[] = {"--auto", "-o", tk_path("auto"), "--memory-limit", "150M",
-                          "--max-iters", "2", "--", PPTRAIN, "--backend", "sim", "--costs", costs,
-                          "--stages", "4", "--microbatches", "8", "--schedule", "1f1b",
-                          "--steps", "5", "-q", NULL};
-    tk_result r = tk_run(PPTUNE, args, NULL);
-    cr_assert_eq(r.code, 0, "pprof-tune --auto failed (%d): %s%s", r.code, r.out, r.err);
-    int it = -1;
-    const char *line = strstr(r.out, "best: iteration ");
-    cr_assert(line && sscanf(line, "best: iteration %d", &it) == 1, "%s", r.out);
-    cr_assert_geq(it, 1, "the loop kept the starting layout:\n%s", r.out);
-    cr_assert(strstr(r.out, "iter 0: recompute none;") && strstr(r.out, "OVER the limit"),
-              "%s", r.out);
-    pp_plan plan;
-    cr_assert_eq(pp_plan_load(tk_path("auto/best-plan.json"), &plan), PP_OK, "%s",
-                 pp_error_message());
-    char want[256], got[64], bnd[64];
-    cr_assert_eq(pp_recompute_format(&rc.partition, rc.recompute, want, sizeof want), PP_OK);
-    cr_assert_str_eq(plan.recompute, want);
-    pp_partition_format(&plan.partition, got, sizeof got);
-    pp_partition_format(&rc.partition, bnd, sizeof bnd);
-    cr_assert_str_eq(got, bnd);
-    char dir[64];
-    snprintf(dir, sizeof dir, "auto/iter%d", it);
-    int stages = 0;
-    uint64_t peak = measured_peak(tk_path(dir), &stages);
-    cr_assert_eq(stages, S, "memory counters of %d stages", stages);
-    cr_assert_leq(peak, limit, "measured peak %llu bytes over the limit",
-                  (unsigned long long)peak);
-    double median = median_step_ms(tk_path(dir));
-    cr_log_info("iteration %d (recompute %s): median %.3f ms, predicted %.3f ms, peak %.1f MiB\n",
-                it, plan.recompute, median, plan.predicted_median_ms, (double)peak / 1048576);
-    cr_assert(fabs(median - plan.predicted_median_ms) <= 0.05 * plan.predicted_median_ms,
-              "median %.3f ms, predicted %.3f ms:\n%s", median, plan.predicted_median_ms, r.out);
+    /* the plan and its memory are exact; its median is a timing judgement (tk_judge) */
+    tk_judge j = TK_JUDGE_INIT;
+    char auto_dir[32], dir[64];
+    tk_result r = {0};
+    pp_plan plan = {0};
+    while (tk_judge_next(&j)) {
+        snprintf(auto_dir, sizeof auto_dir, "auto%d", j.attempt);
+        const char *args[] = {"--auto", "-o", tk_path(auto_dir), "--memory-limit", "150M",
+                              "--max-iters", "2", "--", PPTRAIN, "--backend", "sim", "--costs",
+                              costs, "--stages", "4", "--microbatches", "8", "--schedule",
+                              "1f1b", "--steps", "5", "-q", NULL};
+        tk_result_free(&r);
+        r = tk_run(PPTUNE, args, NULL);
+        cr_assert_eq(r.code, 0, "pprof-tune --auto failed (%d): %s%s", r.code, r.out, r.err);
+        int it = -1;
+        const char *line = strstr(r.out, "best: iteration ");
+        cr_assert(line && sscanf(line, "best: iteration %d", &it) == 1, "%s", r.out);
+        cr_assert_geq(it, 1, "the loop kept the starting layout:\n%s", r.out);
+        cr_assert(strstr(r.out, "iter 0: recompute none;") && strstr(r.out, "OVER the limit"),
+                  "%s", r.out);
+        snprintf(dir, sizeof dir, "%s/best-plan.json", auto_dir);
+        pp_plan_free(&plan);
+        cr_assert_eq(pp_plan_load(tk_path(dir), &plan), PP_OK, "%s", pp_error_message());
+        char want[256], got[64], bnd[64];
+        cr_assert_eq(pp_recompute_format(&rc.partition, rc.recompute, want, sizeof want), PP_OK);
+        cr_assert_str_eq(plan.recompute, want);
+        pp_partition_format(&plan.partition, got, sizeof got);
+        pp_partition_format(&rc.partition, bnd, sizeof bnd);
+        cr_assert_str_eq(got, bnd);
+        snprintf(dir, sizeof dir, "%s/iter%d", auto_dir, it);
+        int stages = 0;
+        uint64_t peak = measured_peak(tk_path(dir), &stages);
+        cr_assert_eq(stages, S, "memory counters of %d stages", stages);
+        cr_assert_leq(peak, limit, "measured peak %llu bytes over the limit",
+                      (unsigned long long)peak);
+        double median = median_step_ms(tk_path(dir));
+        cr_log_info("iteration %d (recompute %s): median %.3f ms, predicted %.3f ms, peak %.1f "
+                    "MiB\n",
+                    it, plan.recompute, median, plan.predicted_median_ms,
+                    (double)peak / 1048576);
+        double want_ms = plan.predicted_median_ms;
+        tk_judge_that(&j, fabs(median - want_ms) <= 0.05 * want_ms,
+                      "median %.3f ms, predicted %.3f ms:\n%s", median, want_ms, r.out);
+    }
+    cr_assert(!j.missed, "%s", j.log);
     pp_plan_free(&plan);
     pp_partition_free(&even);
     pp_rebalance_result_free(&fast);
