@@ -47,11 +47,21 @@ typedef struct pp_instr {
 /* Owned by the schedule and freed by pp_schedule_destroy. Every array is allocated with pp_alloc,
  * so a caller may replace instrs[s] (and set n_instrs[s]) with a pp_alloc'd list of its own, e.g.
  * a test that mutates a valid schedule to check that validation rejects it. */
+/* Where a stage's chunks lie in the model (docs/schedules.md, "Placement"). */
+typedef enum pp_placement {
+    PP_PLACE_LOOPED = 0, /* piece c*S + s: every chunk in stage order (Megatron's interleaved
+                            1F1B, torch's looped schedules) */
+    PP_PLACE_V = 1       /* odd chunks in reverse stage order, piece c*S + S-1-s: the model goes
+                            down the stages and back up (torch's ZBV and DualPipeV) */
+} pp_placement;
+
 typedef struct pp_schedule {
     pp_schedule_kind kind;
     int S, M, v;
     int *n_instrs;       /* [S] */
     pp_instr **instrs;   /* [S][n_instrs[s]] */
+    int placement;       /* pp_placement: pp_schedule_create's kinds are looped; a run's own
+                            lists replayed by the analyzer may be V */
 } pp_schedule;
 
 /* Limits of pp_schedule_check_args. */
@@ -89,11 +99,12 @@ void pp_schedule_destroy(pp_schedule *s);
 /* Piece index of (stage, chunk), and its inverse. */
 static inline int pp_schedule_piece(const pp_schedule *s, int stage, int chunk)
 {
-    return chunk * s->S + stage;
+    return chunk * s->S + (s->placement == PP_PLACE_V && (chunk & 1) ? s->S - 1 - stage : stage);
 }
 static inline int pp_schedule_piece_stage(const pp_schedule *s, int piece)
 {
-    return piece % s->S;
+    int r = piece % s->S;
+    return s->placement == PP_PLACE_V && ((piece / s->S) & 1) ? s->S - 1 - r : r;
 }
 static inline int pp_schedule_piece_chunk(const pp_schedule *s, int piece)
 {

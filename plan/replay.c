@@ -16,8 +16,9 @@ typedef struct walk {
     uint8_t *posted;  /* [n_msgs] the message (or same-stage hand-off) with this index exists */
     uint8_t *arrived; /* [S] the stage has reached an OPT_STEP (barrier) */
     int n_arrived;
-    /* Neighbouring pieces can share a stage: with pieces laid out chunk * S + stage
-     * (pp_schedule_piece), only when S = 1. Elsewhere compute ops wait for nothing. */
+    /* Neighbouring pieces can share a stage: with looped pieces (chunk * S + stage,
+     * pp_schedule_piece) only when S = 1, with V placement where the model turns (pieces
+     * S - 1 and S, ...). Elsewhere compute ops wait for nothing. */
     int handoffs;
 } walk;
 
@@ -40,13 +41,14 @@ static int ready(walk *w, int s, const pp_instr *in)
         if (!w->handoffs)
             return 1;
         p = pp_schedule_piece(sc, s, in->chunk);
-        return !(p > 0 && (p - 1) % S == s) || w->posted[tag_index(sc, PP_MSG_ACT, in->mb, p)];
+        return !(p > 0 && pp_schedule_piece_stage(sc, p - 1) == s) ||
+               w->posted[tag_index(sc, PP_MSG_ACT, in->mb, p)];
     case PP_OP_BWD:
     case PP_OP_BWD_INPUT:
         if (!w->handoffs)
             return 1;
         p = pp_schedule_piece(sc, s, in->chunk);
-        return !(p < P - 1 && (p + 1) % S == s) ||
+        return !(p < P - 1 && pp_schedule_piece_stage(sc, p + 1) == s) ||
                w->posted[tag_index(sc, PP_MSG_GRAD, in->mb, p)];
     case PP_OP_OPT_STEP:
         if (!w->h->barrier)
@@ -82,13 +84,13 @@ static pp_status run(walk *w, int s, int k, const pp_instr *in)
     switch (in->op) {
     case PP_OP_FWD:
         p = pp_schedule_piece(sc, s, in->chunk);
-        if (p < P - 1 && (p + 1) % S == s)
+        if (p < P - 1 && pp_schedule_piece_stage(sc, p + 1) == s)
             w->posted[tag_index(sc, PP_MSG_ACT, in->mb, p + 1)] = 1;
         break;
     case PP_OP_BWD:
     case PP_OP_BWD_INPUT:
         p = pp_schedule_piece(sc, s, in->chunk);
-        if (p > 0 && (p - 1) % S == s)
+        if (p > 0 && pp_schedule_piece_stage(sc, p - 1) == s)
             w->posted[tag_index(sc, PP_MSG_GRAD, in->mb, p - 1)] = 1;
         break;
     default: break;
@@ -120,7 +122,7 @@ pp_status pp_schedule_replay(const pp_schedule *sc, const pp_replay_hooks *h, in
                              int64_t *rounds_out)
 {
     int S = sc->S, finished = 0;
-    walk w = {.sc = sc, .h = h, .pc = pc, .handoffs = sc->S == 1};
+    walk w = {.sc = sc, .h = h, .pc = pc, .handoffs = sc->S == 1 || sc->placement == PP_PLACE_V};
     size_t n_msgs = pp_schedule_n_msgs(sc);
     w.posted = pp_alloc_array(n_msgs + (size_t)S, 1);
     if (!w.posted)

@@ -128,25 +128,37 @@ static void emit(list_builder *b, pp_op op, int mb, int chunk, int peer)
     in->peer = (int16_t)peer;
 }
 
+/* The stages of the pieces before and after (stage, chunk)'s, -1 at the model's ends. */
+static void neighbours(const list_builder *b, int chunk, int *prev, int *next)
+{
+    const pp_schedule *sc = b->sc;
+    int p = pp_schedule_piece(sc, b->s, chunk);
+    *prev = p > 0 ? pp_schedule_piece_stage(sc, p - 1) : -1;
+    *next = p < sc->S * sc->v - 1 ? pp_schedule_piece_stage(sc, p + 1) : -1;
+}
+
+/* A neighbour on the same stage hands over without a message. */
 static void emit_fwd(list_builder *b, int mb, int chunk)
 {
-    int S = b->sc->S, P = S * b->sc->v, p = pp_schedule_piece(b->sc, b->s, chunk);
-    if (p > 0 && (p - 1) % S != b->s)
-        emit(b, PP_OP_RECV_ACT, mb, chunk, (p - 1) % S);
+    int prev, next;
+    neighbours(b, chunk, &prev, &next);
+    if (prev >= 0 && prev != b->s)
+        emit(b, PP_OP_RECV_ACT, mb, chunk, prev);
     emit(b, PP_OP_FWD, mb, chunk, -1);
-    if (p < P - 1 && (p + 1) % S != b->s)
-        emit(b, PP_OP_SEND_ACT, mb, chunk, (p + 1) % S);
+    if (next >= 0 && next != b->s)
+        emit(b, PP_OP_SEND_ACT, mb, chunk, next);
 }
 
 /* `op` is PP_OP_BWD or PP_OP_BWD_INPUT: whichever produces the input gradient. */
 static void emit_bwd(list_builder *b, pp_op op, int mb, int chunk)
 {
-    int S = b->sc->S, P = S * b->sc->v, p = pp_schedule_piece(b->sc, b->s, chunk);
-    if (p < P - 1 && (p + 1) % S != b->s)
-        emit(b, PP_OP_RECV_GRAD, mb, chunk, (p + 1) % S);
+    int prev, next;
+    neighbours(b, chunk, &prev, &next);
+    if (next >= 0 && next != b->s)
+        emit(b, PP_OP_RECV_GRAD, mb, chunk, next);
     emit(b, op, mb, chunk, -1);
-    if (p > 0 && (p - 1) % S != b->s)
-        emit(b, PP_OP_SEND_GRAD, mb, chunk, (p - 1) % S);
+    if (prev >= 0 && prev != b->s)
+        emit(b, PP_OP_SEND_GRAD, mb, chunk, prev);
 }
 
 static int min_int(int a, int b) { return a < b ? a : b; }

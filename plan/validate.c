@@ -34,14 +34,16 @@ static const char *op_str(int op) { return pp_op_name((pp_op)op); }
 /* Which communication an op of piece p needs, and the peer; -2 if the op must not exist. */
 static int expected_peer(const validator *V, int op, int s, int p)
 {
-    int S = V->S;
+    const pp_schedule *sc = V->sc;
+    int next = p < V->P - 1 ? pp_schedule_piece_stage(sc, p + 1) : s;
+    int prev = p > 0 ? pp_schedule_piece_stage(sc, p - 1) : s;
     switch (op) {
     case PP_OP_SEND_ACT:
     case PP_OP_RECV_GRAD:
-        return p < V->P - 1 && (p + 1) % S != s ? (p + 1) % S : -2;
+        return next != s ? next : -2;
     case PP_OP_RECV_ACT:
     case PP_OP_SEND_GRAD:
-        return p > 0 && (p - 1) % S != s ? (p - 1) % S : -2;
+        return prev != s ? prev : -2;
     default:
         return -1;
     }
@@ -161,10 +163,12 @@ static pp_status check_item(const validator *V, int s, int mb, int c)
  * between pieces of one stage the other piece's op (-1 when absent). */
 static int32_t awaited(const validator *V, int s, const pp_instr *in)
 {
-    int S = V->S, p = pp_schedule_piece(V->sc, s, in->chunk);
+    int p = pp_schedule_piece(V->sc, s, in->chunk);
     switch (in->op) {
-    case PP_OP_RECV_ACT: return vpos(V, PP_OP_SEND_ACT, in->peer, in->mb, (p - 1) / S);
-    case PP_OP_RECV_GRAD: return vpos(V, PP_OP_SEND_GRAD, in->peer, in->mb, (p + 1) / S);
+    case PP_OP_RECV_ACT:
+        return vpos(V, PP_OP_SEND_ACT, in->peer, in->mb, pp_schedule_piece_chunk(V->sc, p - 1));
+    case PP_OP_RECV_GRAD:
+        return vpos(V, PP_OP_SEND_GRAD, in->peer, in->mb, pp_schedule_piece_chunk(V->sc, p + 1));
     case PP_OP_FWD: return vpos(V, PP_OP_FWD, s, in->mb, in->chunk - 1);
     case PP_OP_BWD:
     case PP_OP_BWD_INPUT: {

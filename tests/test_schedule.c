@@ -609,6 +609,78 @@ Test(schedule, same_stage_hand_offs_replay_without_messages)
     EXPECT_INVALID(&sc, "should not be there: piece p+1 is on the same stage");
 }
 
+Test(schedule, v_placement_maps_pieces_and_its_lists_validate)
+{
+    /* both placements: (stage, chunk) -> piece is a bijection onto 0 .. S v - 1 with its
+     * inverse; in the V the odd chunks run back down the stages */
+    for (int place = PP_PLACE_LOOPED; place <= PP_PLACE_V; place++)
+        for (int S = 1; S <= 5; S++)
+            for (int v = 1; v <= 4; v++) {
+                pp_schedule m = {.S = S, .v = v, .placement = place};
+                int hit[20] = {0};
+                for (int st = 0; st < S; st++)
+                    for (int c = 0; c < v; c++) {
+                        int p = pp_schedule_piece(&m, st, c);
+                        cr_assert(p >= 0 && p < S * v);
+                        hit[p]++;
+                        cr_assert_eq(pp_schedule_piece_stage(&m, p), st);
+                        cr_assert_eq(pp_schedule_piece_chunk(&m, p), c);
+                        int want = place == PP_PLACE_V && c % 2 ? c * S + S - 1 - st : c * S + st;
+                        cr_assert_eq(p, want, "S %d v %d stage %d chunk %d", S, v, st, c);
+                    }
+                for (int p = 0; p < S * v; p++)
+                    cr_assert_eq(hit[p], 1);
+            }
+
+    /* torch's ZBV on 2 stages, one micro-batch: pieces 0 and 3 on stage 0, 1 and 2 on stage 1,
+     * which hands its own activation from piece 1 to piece 2 (and the gradient back) without a
+     * message */
+    pp_instr s0[] = {{PP_OP_FWD, 0, 0, -1},       {PP_OP_SEND_ACT, 0, 0, 1},
+                     {PP_OP_RECV_ACT, 0, 1, 1},   {PP_OP_FWD, 0, 1, -1},
+                     {PP_OP_BWD, 0, 1, -1},       {PP_OP_SEND_GRAD, 0, 1, 1},
+                     {PP_OP_RECV_GRAD, 0, 0, 1},  {PP_OP_BWD, 0, 0, -1},
+                     {PP_OP_OPT_STEP, -1, -1, -1}};
+    pp_instr s1[] = {{PP_OP_RECV_ACT, 0, 0, 0},   {PP_OP_FWD, 0, 0, -1},
+                     {PP_OP_FWD, 0, 1, -1},       {PP_OP_SEND_ACT, 0, 1, 0},
+                     {PP_OP_RECV_GRAD, 0, 1, 0},  {PP_OP_BWD, 0, 1, -1},
+                     {PP_OP_BWD, 0, 0, -1},       {PP_OP_SEND_GRAD, 0, 0, 0},
+                     {PP_OP_OPT_STEP, -1, -1, -1}};
+    pp_instr *lists[2] = {s0, s1};
+    int n[2] = {N_OF(s0), N_OF(s1)};
+    pp_schedule sc = {.kind = PP_SCHED_INTERLEAVED, .S = 2, .M = 1, .v = 2, .instrs = lists,
+                      .n_instrs = n, .placement = PP_PLACE_V};
+    pp_schedule_report rep;
+    cr_assert_eq(pp_schedule_validate(&sc, &rep), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(rep.peak_inflight[1], 2); /* both of stage 1's pieces hold the micro-batch */
+    pp_schedule_report_free(&rep);
+    cr_assert(pp_schedule_links_fifo(&sc, NULL, 0));
+
+    /* read as looped, stage 1's chunk 1 would be the last piece */
+    sc.placement = PP_PLACE_LOOPED;
+    EXPECT_INVALID(&sc, "stage 1 instruction 3: SEND_ACT of mb 0 chunk 1 (piece 3)",
+                   "it is the last piece");
+    sc.placement = PP_PLACE_V;
+
+    /* the hand-off's order matters: chunk 1's backward before chunk 0's on stage 1 */
+    pp_instr swapped[N_OF(s1)];
+    memcpy(swapped, s1, sizeof s1);
+    swapped[5] = s1[6];
+    swapped[6] = s1[5];
+    lists[1] = swapped;
+    EXPECT_INVALID(&sc, "deadlock", "stage 1 waits at instruction 5 (BWD mb 0 chunk 0",
+                   "for its own instruction 6");
+    lists[1] = s1;
+
+    /* a message between the pieces that share stage 1 */
+    pp_instr msg[N_OF(s1) + 1];
+    memcpy(msg, s1, 2 * sizeof *s1);
+    msg[2] = (pp_instr){PP_OP_SEND_ACT, 0, 0, 1};
+    memcpy(msg + 3, s1 + 2, (N_OF(s1) - 2) * sizeof *s1);
+    lists[1] = msg;
+    n[1] = N_OF(msg);
+    EXPECT_INVALID(&sc, "should not be there: piece p+1 is on the same stage");
+}
+
 Test(schedule, validation_of_large_schedules_is_fast)
 {
     /* Linear in the number of instructions: a quadratic validator takes minutes here. The
