@@ -249,6 +249,7 @@ typedef struct file_state {
     vec domains;        /* domain_name: the file's domains, for dialect rules naming one */
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
+    int torch_pair_noted; /* its first two ids went into the state's placement (an_placement) */
     torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
     int n_arrive, n_send;
     struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
@@ -369,6 +370,12 @@ typedef struct state {
      * compute ops, a forward after a backward in one step, split backwards */
     int64_t dshape_mb, dshape_chunk;
     int dshape_fwd_after_bwd, dshape_split;
+    /* torch's placement of its stage ids, from each trace's first two (an_placement): looped
+     * ranks hold ids r, r + P, ... (one difference on every rank), V ranks r, 2P - 1 - r (one
+     * sum) */
+    int64_t torch_pairs, torch_sum, torch_diff;
+    int torch_same_sum, torch_same_diff;
+    uint64_t torch_overlaps; /* DualPipeV's OVERLAP_F_B actions seen, not decoded */
     vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
     struct rg_state *generic; /* host pass: the generic view's tables (ranges.c) */
     struct mem_state *mem;    /* host pass: memory per stage and the series (memory.c) */
@@ -435,6 +442,28 @@ static inline int an_state_stages(const state *st)
     return st->S_cfg > st->S_seen ? st->S_cfg : st->S_seen;
 }
 
+/* The run's placement of chunks on stages (pp_placement): V when its torch traces name their
+ * stage ids as torch's V schedules place them (ZBV, DualPipeV), else looped. */
+static inline int an_placement(const state *st)
+{
+    return st->torch_pairs >= 2 && st->torch_same_sum && !st->torch_same_diff ? PP_PLACE_V
+                                                                              : PP_PLACE_LOOPED;
+}
+
+/* The stage a transfer of kind `kind` (a send or receive, PP_AOP_*) of (stage, chunk) goes to or
+ * comes from when its range does not say: the stage of the neighbouring piece under the run's
+ * placement (pp_nvtx_implied_peer's ring when looped, or at the model's ends). */
+static inline int an_implied_peer(const state *st, int kind, int stage, int chunk, int S)
+{
+    int up = kind == PP_AOP_SEND_ACT || kind == PP_AOP_RECV_GRAD;
+    if (an_placement(st) != PP_PLACE_V || chunk < 0 || chunk >= PP_SCHED_MAX_V || stage < 0 ||
+        stage >= S)
+        return pp_nvtx_implied_peer(kind, stage, S);
+    pp_schedule sc = {.S = S, .v = chunk + 2, .placement = PP_PLACE_V};
+    int p = pp_schedule_piece(&sc, stage, chunk) + (up ? 1 : -1);
+    return p < 0 ? pp_nvtx_implied_peer(kind, stage, S) : pp_schedule_piece_stage(&sc, p);
+}
+
 /* ---- decode.c: trace blocks -> ranges ---- */
 void an_file_state_init(file_state *f, int index);
 void an_file_state_free(file_state *f);
@@ -446,11 +475,13 @@ const char *an_str_of(file_state *f, uint32_t id); /* "" for an unknown id */
 
 /* A torch module seen as a layer: its stage and order within it (an_dialect_layers). */
 typedef struct dialect_layer {
-    int32_t stage, local;
+    int32_t stage, chunk, local;
+    int32_t piece; /* an_dialect_layers' sort key */
     char name[48];
 } dialect_layer;
-/* Renumbers the torch modules' provisional layer indices (first seen, any file) by stage, then
- * order within the stage, in st->layers and the kept layer ops (docs/dialects.md "Layers"). */
+/* Renumbers the torch modules' provisional layer indices (first seen, any file) by piece (stage
+ * and chunk under the run's placement), then order within the stage, in st->layers and the kept
+ * layer ops (docs/dialects.md "Layers"). */
 void an_dialect_layers(state *st);
 
 /* When no configuration mark stated them: M, v and the schedule the dialect ranges show
@@ -510,7 +541,8 @@ void an_results(state *st);
 /* Replays the step's ops (sorted by stage and time) and fills sp's fill/drain, imbalance and
  * transfer times, its culprit and critical share; kind_mean[PP_AOP_COUNT]: the mean duration
  * of each compute kind. 1 when the step could be replayed. */
-int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, const double *kind_mean);
+int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
+                      const double *kind_mean);
 
 /* ---- clock_pass.c, gpu_pass.c ---- */
 pp_status an_clock_align(file_state *fs, size_t n, pp_analysis *a, const pp_analysis_options *o);

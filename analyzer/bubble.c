@@ -90,11 +90,13 @@ static size_t distinct_mbs(const pp_aop *ops, size_t n, int32_t *mbs)
     return u;
 }
 
-/* Builds the replay from ops sorted by (stage, t0). Returns 0 when the data cannot form one. */
-static int replay_build(replay *r, const pp_aop *ops, size_t n, int S)
+/* Builds the replay from ops sorted by (stage, t0), chunks placed by `placement`
+ * (pp_placement). Returns 0 when the data cannot form one. */
+static int replay_build(replay *r, const pp_aop *ops, size_t n, int S, int placement)
 {
     memset(r, 0, sizeof *r);
     r->sc.S = S;
+    r->sc.placement = placement; /* its pieces, hence which messages match */
     r->sc.kind = PP_SCHED_1F1B; /* not used by the simulator */
     if (n > INT32_MAX)
         return 0; /* a list longer than the schedule's int counts */
@@ -259,10 +261,11 @@ static int critical_culprit(const replay *r, const pp_sim_result *res, double *s
 }
 
 
-int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, const double *kind_mean)
+int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
+                      const double *kind_mean)
 {
     replay r;
-    if (replay_build(&r, ops, n, S)) {
+    if (replay_build(&r, ops, n, S, placement)) {
         r.kind_mean = kind_mean;
         pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL};
         pp_sim_result nocomm, bal;

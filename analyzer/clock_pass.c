@@ -98,7 +98,7 @@ static int pair_transfers(state *st, pp_clock_pair *pairs, size_t *npairs)
     size_t nops = st->collected.n;
     for (size_t i = 0; i < nops; i++)
         if (ops[i].peer < 0 && S > 0)
-            ops[i].peer = pp_nvtx_implied_peer(ops[i].kind, ops[i].stage, S);
+            ops[i].peer = an_implied_peer(st, ops[i].kind, ops[i].stage, ops[i].chunk, S);
     if (nops)
         qsort(ops, nops, sizeof *ops, cmp_collected);
     for (size_t g = 0; g < nops;) {

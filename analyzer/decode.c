@@ -524,6 +524,24 @@ static int64_t torch_chunk(file_state *f, int64_t sid)
     return f->n_torch_ids++;
 }
 
+/* f's first two torch stage ids into the run's placement (an_placement), once. */
+static void torch_placement_note(state *st, file_state *f)
+{
+    if (f->torch_pair_noted || f->n_torch_ids < 2)
+        return;
+    f->torch_pair_noted = 1;
+    int64_t sum = (int64_t)f->torch_ids[0] + f->torch_ids[1];
+    int64_t diff = (int64_t)f->torch_ids[1] - f->torch_ids[0];
+    if (st->torch_pairs++ == 0) {
+        st->torch_sum = sum;
+        st->torch_diff = diff;
+        st->torch_same_sum = st->torch_same_diff = 1;
+        return;
+    }
+    st->torch_same_sum &= sum == st->torch_sum;
+    st->torch_same_diff &= diff == st->torch_diff;
+}
+
 /* A dialect's match turned into a decoded range on thread t ("rank", "sequence", torch's
  * stage ids), checked against the bounds. */
 static void dialect_resolve(const state *st, file_state *f, thread_state *t,
@@ -674,7 +692,7 @@ static open_range *dialect_enclosing(file_state *f, thread_state *t, const open_
 
 /* The provisional layer index of torch module `name` on `stage` (its first sighting appends it,
  * named, to st->layers); -1 past 4096 modules or out of memory. */
-static int64_t torch_layer(state *st, int64_t stage, const char *name)
+static int64_t torch_layer(state *st, int64_t stage, int64_t chunk, const char *name)
 {
     dialect_layer *l = st->dlayers.data;
     int32_t local = 0;
@@ -688,6 +706,7 @@ static int64_t torch_layer(state *st, int64_t stage, const char *name)
     if (st->dlayers.n >= 4096 || !(l = vec_push(&st->dlayers)))
         return -1;
     l->stage = (int32_t)stage;
+    l->chunk = (int32_t)(chunk > 0 ? chunk : 0);
     l->local = local;
     snprintf(l->name, sizeof l->name, "%s", name);
     size_t p = st->dlayers.n - 1;
@@ -703,8 +722,8 @@ static int64_t torch_layer(state *st, int64_t stage, const char *name)
 static int cmp_dlayer(const void *a, const void *b)
 {
     const dialect_layer *x = *(const dialect_layer *const *)a, *y = *(const dialect_layer *const *)b;
-    if (x->stage != y->stage)
-        return x->stage < y->stage ? -1 : 1;
+    if (x->piece != y->piece)
+        return x->piece < y->piece ? -1 : 1;
     return (x->local > y->local) - (x->local < y->local);
 }
 
@@ -718,8 +737,15 @@ void an_dialect_layers(state *st)
     int32_t *to = malloc(n * sizeof *to);
     layer_acc *moved = malloc(n * sizeof *moved);
     if (order && to && moved) {
-        for (size_t i = 0; i < n; i++)
+        /* the model's order: by piece (the chunk's place under the run's placement), then by
+         * first sighting within the stage */
+        int S = an_state_stages(st);
+        pp_schedule sc = {.S = S > 0 ? S : 1, .placement = an_placement(st)};
+        for (size_t i = 0; i < n; i++) {
             order[i] = &l[i];
+            int stage = l[i].stage >= 0 && l[i].stage < sc.S ? l[i].stage : 0;
+            l[i].piece = pp_schedule_piece(&sc, stage, l[i].chunk);
+        }
         qsort(order, n, sizeof *order, cmp_dlayer);
         for (size_t j = 0; j < n; j++)
             to[order[j] - l] = (int32_t)j;
@@ -790,6 +816,16 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
 {
     pp_dialect_match m;
     int src = dialect_of(f, o->message, o->domain, &m);
+    if (src && m.torch_overlap) {
+        /* a torch action whose ops are not decoded: what opens inside it (the stack events of
+         * its sub-actions, modules) is its own, not Schedule1F1B's ops or layers; it closes
+         * into the generic view (dialect_close) */
+        st->torch_overlaps++;
+        o->dec = (decoded){.kind = PP_NVTX_KIND_NONE, .stage = -1, .mb = -1, .chunk = -1,
+                           .layer = -1, .step = -1, .peer = -1};
+        o->has_dec = DEC_DIALECT;
+        return;
+    }
     if (!src || m.kind == PP_NVTX_KIND_NONE)
         return;
     st->dialect_used = src == 1 ? pp_dialect_name(f->dialect) : PP_DIALECT_TORCH;
@@ -798,8 +834,9 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         return;
     }
     const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(f, t, o) : NULL;
-    /* a stack event inside a torch action is that action's (GPipe's Forward i holds one) */
-    if (m.torch_stack && enc && torch_dir(enc->dec.kind) >= 0)
+    /* a stack event inside a torch action is that action's (GPipe's Forward i holds one, an
+     * undecoded OVERLAP_F_B two) */
+    if (m.torch_stack && enc && (torch_dir(enc->dec.kind) >= 0 || enc->dec.kind == PP_NVTX_KIND_NONE))
         return;
     /* a module is a layer when it is the outermost one inside a compute op */
     int64_t layer = -1;
@@ -809,11 +846,14 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         m.kind = enc->dec.kind == PP_NVTX_FWD          ? PP_NVTX_LAYER_FWD
                  : enc->dec.kind == PP_NVTX_BWD_WEIGHT ? PP_NVTX_LAYER_BWD_WEIGHT
                                                        : PP_NVTX_LAYER_BWD;
-        if ((layer = torch_layer(st, enc->dec.stage, an_str_of(f, o->message) + 11)) < 0)
+        if ((layer = torch_layer(st, enc->dec.stage, enc->dec.chunk,
+                                 an_str_of(f, o->message) + 11)) < 0)
             return;
     }
     decoded *d = &o->dec;
     dialect_resolve(st, f, t, &m, d);
+    if (m.torch_stage_id >= 0)
+        torch_placement_note(st, f);
     if (m.torch_module) {
         d->layer = layer;
         d->chunk = enc->dec.chunk;
@@ -904,11 +944,19 @@ void an_dialect_shape(const state *st, pp_analysis *a)
         a->M = (int)st->dshape_mb + 1;
     if (!a->v && st->dshape_chunk >= 0)
         a->v = (int)st->dshape_chunk + 1;
+    a->placement = an_placement(st);
+    if (st->torch_overlaps)
+        an_warn(a, "%llu torch OVERLAP_F_B actions (DualPipeV) are not decoded: the forward and "
+                   "backward inside each count as idle time, so their stages' busy time, bubble "
+                   "and replay understate the work (docs/dialects.md)",
+                (unsigned long long)st->torch_overlaps);
     if (!a->schedule[0]) {
-        const char *k = a->v > 1               ? "interleaved"
-                        : st->dshape_split         ? "zb-h1"
-                        : st->dshape_fwd_after_bwd ? "1f1b"
-                                                   : "gpipe";
+        /* V placement (torch's ZBV, DualPipeV) is no schedule the tuner models: its own name */
+        const char *k = an_placement(st) == PP_PLACE_V ? (st->dshape_split ? "zbv" : "v-shape")
+                        : a->v > 1                     ? "interleaved"
+                        : st->dshape_split             ? "zb-h1"
+                        : st->dshape_fwd_after_bwd     ? "1f1b"
+                                                       : "gpipe";
         snprintf(a->schedule, sizeof a->schedule, "%s", k);
     }
 }

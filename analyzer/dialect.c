@@ -503,6 +503,13 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->v[PP_DF_STEP] = x;
         return 1;
     }
+    size_t len = strlen(s), ol = strlen(")OVERLAP_F_B");
+    if (strncmp(s, "PP:(", 4) == 0 && len > 4 + ol && strcmp(s + len - ol, ")OVERLAP_F_B") == 0) {
+        /* DualPipeV's sub-actions in one range: recognised, not decoded */
+        torch_init(m, PP_NVTX_KIND_NONE);
+        m->torch_overlap = 1;
+        return 1;
+    }
     if (strncmp(s, "PP:", 3) == 0) {
         /* PP:<stage id><action><mb>: schedules.py's _Action, as its profiler names show it */
         static const struct {

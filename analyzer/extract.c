@@ -65,7 +65,10 @@ static pp_status infer_partition(const pp_analysis *a, int L, pp_partition *out)
                 break;
             }
         }
-        piece[l] = c * S + o->stage;
+        pp_schedule sc = {.S = S, .placement = a->placement};
+        piece[l] = c >= 0 && c < v && o->stage >= 0 && o->stage < S
+                       ? pp_schedule_piece(&sc, o->stage, c)
+                       : -1;
     }
     pp_status st = PP_OK;
     int P = S * v;
@@ -780,13 +783,34 @@ static pp_status extract_recompute(const pp_analysis *a, pp_extract *e)
     return PP_OK;
 }
 
+/* The run names a schedule the tuner models (checked before anything else is extracted). */
+static pp_status schedule_modeled(const pp_analysis *a)
+{
+    pp_schedule_kind k;
+    if (!a->schedule[0])
+        return PP_ERR(PP_ERR_INVALID, "the run does not name its schedule: emit the "
+                                      "configuration mark of docs/nvtx-convention.md");
+    if (pp_schedule_kind_parse(a->schedule, &k) != PP_OK || a->placement != PP_PLACE_LOOPED) {
+        char known[64];
+        pp_schedule_kind_list(known, sizeof known);
+        return PP_ERR(PP_ERR_INVALID,
+                      "the run's schedule, %s%s, is not one the tuner models (%s): "
+                      "pprof-report analyzes it, pprof-tune cannot propose for it",
+                      a->schedule,
+                      a->placement == PP_PLACE_V ? " (chunks placed in a V, torch's ZBV or "
+                                                   "DualPipeV)"
+                                                 : "",
+                      known);
+    }
+    return PP_OK;
+}
+
 /* The run's schedule and those its config mark says it can run. */
 static pp_status extract_schedules(const pp_analysis *a, pp_extract *e)
 {
-    if (!a->schedule[0] || pp_schedule_kind_parse(a->schedule, &e->schedule) != PP_OK)
-        return PP_ERR(PP_ERR_INVALID, "the run does not name a known schedule (got '%s'): emit "
-                                      "the configuration mark of docs/nvtx-convention.md",
-                      a->schedule);
+    pp_status st = schedule_modeled(a);
+    if (st != PP_OK || (st = pp_schedule_kind_parse(a->schedule, &e->schedule)) != PP_OK)
+        return st;
     e->runnable = 1u << e->schedule;
     if (a->schedules[0]) {
         /* names the tuner does not know (a framework's own schedules) are not proposable */
@@ -879,6 +903,10 @@ static void choose_xfer(const pp_analysis *a, pp_extract *e)
 pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
 {
     memset(e, 0, sizeof *e);
+    /* a run whose named schedule the tuner cannot model says so first, whatever else it lacks */
+    pp_status st0 = a->schedule[0] ? schedule_modeled(a) : PP_OK;
+    if (st0 != PP_OK)
+        return st0;
     if (a->n_layers == 0)
         return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
                                       "extracted (emit '<layer> fwd' ranges per "

@@ -634,7 +634,7 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     double means[PP_AOP_COUNT];
     for (int k = 0; k < PP_AOP_COUNT; k++)
         means[k] = kind_n[k] > 0 ? kind_sum[k] / kind_n[k] : 0.0;
-    if (an_step_decompose(sp, ops, n, S, means))
+    if (an_step_decompose(sp, ops, n, S, an_placement(st), means))
         st->n_decomp++;
     else if (!strstr(st->a->warnings, "could not be replayed"))
         an_warn(st->a, "step %lld: its ranges could not be replayed (partial data?); no bubble "
@@ -654,7 +654,7 @@ void an_finalize(state *st, bucket *b)
     pp_aop *ops = b->ops.data; /* a dialect's transfers: their peers now that the stages are */
     for (size_t i = 0; i < b->ops.n && S > 0; i++)
         if (ops[i].peer == AN_PEER_LATE)
-            ops[i].peer = pp_nvtx_implied_peer(ops[i].kind, ops[i].stage, S);
+            ops[i].peer = an_implied_peer(st, ops[i].kind, ops[i].stage, ops[i].chunk, S);
     if (b->step > st->last_finalized)
         st->last_finalized = b->step;
     if (b->ranges.n && S > 0 && (bd = malloc(4 * sizeof *bd * (size_t)S)) != NULL)

@@ -331,6 +331,8 @@ typedef struct pp_analysis {
     size_t clock_sync_pairs; /* ping-pong messages used by the clock alignment */
     int replica;             /* the one analyzed */
     char schedule[32];       /* "" when unknown */
+    int placement;           /* pp_placement of the chunks on the stages: PP_PLACE_V for torch's
+                                V schedules (ZBV, DualPipeV), else looped */
     char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,
                                 comma-separated), "" when it did not say */
     char recompute[256];     /* its activation recomputation (config mark `recompute=`, the

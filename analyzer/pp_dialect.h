@@ -69,6 +69,9 @@ typedef struct pp_dialect_match {
      * op unless inside a torch action), or a module ("nn.Module: <Class>_<k>": a layer range
      * when it is the outermost module inside a compute op; its name from byte 11) */
     int torch_stack, torch_module;
+    /* torch: DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B", a forward and a backward of two
+     * stages in one range; kind PP_NVTX_KIND_NONE: not decoded (docs/dialects.md) */
+    int torch_overlap;
 } pp_dialect_match;
 
 enum { PP_DCOMM_NONE = 0, PP_DCOMM_RECV = 1, PP_DCOMM_SEND = 2 };

@@ -214,7 +214,7 @@ static inline void range_op(state *st, file_state *f, thread_state *t, const ope
     }
     int S = an_state_stages(st);
     if (op.peer == -1 && !an_is_compute(op.kind) && S > 0) /* (AN_PEER_LATE: an_finalize) */
-        op.peer = pp_nvtx_implied_peer(op.kind, op.stage, S);
+        op.peer = an_implied_peer(st, op.kind, op.stage, op.chunk, S);
     pp_aop *p = vec_push_raw(&b->ops);
     if (p)
         *p = op;

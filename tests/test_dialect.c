@@ -56,6 +56,11 @@ Test(dialect, torch_actions_map_to_the_conventions_kinds)
     cr_assert_eq(pp_dialect_torch_match("ProfilerStep#7", &m), 1);
     cr_expect_eq(m.kind, PP_NVTX_STEP);
     cr_expect_eq(m.v[PP_DF_STEP], 7);
+    /* DualPipeV's forward and backward in one range: recognised (what opens inside is its
+     * own), decoded as no pipeline op */
+    cr_assert_eq(pp_dialect_torch_match("PP:(0F3;3B1)OVERLAP_F_B", &m), 1);
+    cr_expect_eq(m.kind, PP_NVTX_KIND_NONE);
+    cr_expect(m.torch_overlap);
 }
 
 Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing)
@@ -64,7 +69,8 @@ Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing
         "PP:1UNSHARD", "PP:1RESHARD", "PP:1WAIT_SEND_F1", "PP:0REDUCE_GRAD", "PP:2WAIT_REDUCE_GRAD",
         "PP:99999999999F1", "PP:1F", "PP:F1", "PP:", "PP:1F0x", "PP:1F99999999", "PP:1X0",
         "Forward -1", "Forward ", "Forward 1 ", "Forward 99999999999", "Backward x",
-        "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:sendx", "", "PP:1f0"};
+        "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:sendx", "", "PP:1f0",
+        "PP:()OVERLAP_F_B", "PP:(0F3;3B1)OVERLAP", "PP:0F3;3B1)OVERLAP_F_B", "PP:(0F3)OVERLAP_F_Bx"};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         pp_dialect_match m;
         cr_expect_eq(pp_dialect_torch_match(no[i], &m), 0, "'%s' is not a pipeline op", no[i]);

@@ -9,8 +9,10 @@ The model is a sequence of blocks in an attribute `layers` (module FQNs "layers.
 (--work, one number per block, or one number for all), so stages are as unequal as the test
 wants. The blocks are cut into world x chunks pieces at --split-points (FQNs of the first block of
 each piece but the first, as torchtitan's pipeline_parallel_split_points; default: even), and
-piece p runs on rank p % world (the order torch's multi-stage schedules expect). Each piece is a
-module of its own holding its blocks under their original FQNs (torchtitan's manual split).
+piece p runs on rank p % world (the looped order torch's multi-stage schedules expect), or, for
+--schedule zbv and dualpipev (torch's ScheduleZBVZeroBubble and ScheduleDualPipeV, two chunks per
+rank), pieces r and 2 world - 1 - r on rank r (the V order). Each piece is a module of its own holding its blocks under their
+original FQNs (torchtitan's manual split).
 
 torch.profiler records every step after one warm-up (schedule wait=0, warmup=1, active=--steps:
 ProfilerStep#1..N in the trace) and writes one Kineto JSON per rank, DIR/rank<r>.json;
@@ -27,7 +29,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
-                                          ScheduleInterleaved1F1B)
+                                          ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
+                                          ScheduleZBVZeroBubble)
+from torch.distributed.pipelining.schedules import ScheduleDualPipeV
 from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
 
 
@@ -91,8 +95,14 @@ def parse_split_points(text, n_blocks, n_pieces):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b", "interleaved"])
-    ap.add_argument("--chunks", type=int, default=1, help="pieces per rank (interleaved)")
+    # interleaved-zb: ScheduleInterleavedZeroBubble (looped, backward split into I and W);
+    # zbv: ScheduleZBVZeroBubble (two chunks per rank in a V, split backward); dualpipev:
+    # ScheduleDualPipeV (the V, with forward and backward pairs in OVERLAP_F_B actions)
+    ap.add_argument("--schedule", default="gpipe",
+                    choices=["gpipe", "1f1b", "interleaved", "interleaved-zb", "zbv",
+                             "dualpipev"])
+    ap.add_argument("--chunks", type=int, default=1,
+                    help="pieces per rank (interleaved, interleaved-zb; zbv, dualpipev: 2)")
     ap.add_argument("--blocks", type=int, default=8)
     ap.add_argument("--work", default="1", help="per-block work: one number, or one per block")
     ap.add_argument("--split-points", default="", help="e.g. layers.3 (default: even)")
@@ -109,7 +119,9 @@ def main():
     torch.set_num_threads(1)  # one core per rank: the ranks share a small machine
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    chunks = a.chunks if a.schedule == "interleaved" else 1
+    looped = a.schedule in ("interleaved", "interleaved-zb")
+    vee = a.schedule in ("zbv", "dualpipev")
+    chunks = a.chunks if looped else 2 if vee else 1
     n_pieces = world * chunks
     work = [int(w) for w in a.work.split(",")]
     if len(work) == 1:
@@ -123,15 +135,23 @@ def main():
 
     torch.manual_seed(0)
     model = Model(a.dim, work)
+    mine = (rank, 2 * world - 1 - rank) if vee else \
+        [p for p in range(n_pieces) if p % world == rank]
     stages = [PipelineStage(Piece(model, bounds[p], bounds[p + 1]), p, n_pieces,
                             torch.device("cpu"))
-              for p in range(n_pieces) if p % world == rank]
+              for p in mine]
     loss_fn = lambda y, t: ((y - t) ** 2).mean()
     M = a.microbatches
     if a.schedule == "gpipe":
         sched = ScheduleGPipe(stages[0], n_microbatches=M, loss_fn=loss_fn)
     elif a.schedule == "1f1b":
         sched = Schedule1F1B(stages[0], n_microbatches=M, loss_fn=loss_fn)
+    elif a.schedule == "interleaved-zb":
+        sched = ScheduleInterleavedZeroBubble(stages, n_microbatches=M, loss_fn=loss_fn)
+    elif a.schedule == "zbv":
+        sched = ScheduleZBVZeroBubble(stages, n_microbatches=M, loss_fn=loss_fn)
+    elif a.schedule == "dualpipev":
+        sched = ScheduleDualPipeV(stages, n_microbatches=M, loss_fn=loss_fn)
     else:
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=M, loss_fn=loss_fn)
     opt = torch.optim.SGD([p for s in stages for p in s.submod.parameters()], lr=1e-3)
@@ -142,15 +162,17 @@ def main():
     def on_trace(prof):
         prof.export_chrome_trace(os.path.join(a.out, f"rank{rank}.json"))
 
-    # the first stage holds the input and the last the loss, also for interleaved schedules
-    # (piece 0 on rank 0, piece n_pieces - 1 on rank world - 1)
+    # the first stage holds the input and the last the loss: piece 0 on rank 0, piece
+    # n_pieces - 1 on rank world - 1 when looped, on rank 0 in the V
     with profile(activities=[ProfilerActivity.CPU], with_modules=a.with_modules,
                  with_stack=a.with_stack or a.with_modules,
                  schedule=prof_schedule(wait=0, warmup=1, active=a.steps),
                  on_trace_ready=on_trace) as prof:
         for _ in range(a.steps + 1):
             opt.zero_grad()
-            if rank == 0:
+            if rank == 0 and vee:
+                sched.step(x, target=target)
+            elif rank == 0:
                 sched.step(x)
             elif rank == world - 1:
                 sched.step(target=target)
