@@ -250,6 +250,13 @@ typedef struct file_state {
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
     int torch_pair_noted; /* its first two ids went into the state's placement (an_placement) */
+    /* torch: the OVERLAP_F_B action open in the file (decode.c): its two sub-actions, decoded
+     * at its opening, its thread, where the backward's compute inside it started (0: not yet
+     * seen), and the last end of an aten op on its thread before that (0: none) */
+    int ov_open;
+    uint32_t ov_tid;
+    uint64_t ov_t0, ov_split, ov_fend;
+    decoded ov_sub[2];
     torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
     int n_arrive, n_send;
     struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
@@ -375,7 +382,8 @@ typedef struct state {
      * sum) */
     int64_t torch_pairs, torch_sum, torch_diff;
     int torch_same_sum, torch_same_diff;
-    uint64_t torch_overlaps; /* DualPipeV's OVERLAP_F_B actions seen, not decoded */
+    uint64_t torch_overlaps;  /* DualPipeV's OVERLAP_F_B actions seen */
+    uint64_t torch_unsplit;   /* those not split into their forward and backward (decode.c) */
     vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
     struct rg_state *generic; /* host pass: the generic view's tables (ranges.c) */
     struct mem_state *mem;    /* host pass: memory per stage and the series (memory.c) */

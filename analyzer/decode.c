@@ -460,8 +460,8 @@ static inline void note_open(state *st, file_state *f, thread_state *t, const de
 /* open_range.has_dec of a range a dialect decoded at its opening (1 is the convention's cache):
  * a pipeline range; a torch transfer action whose point-to-point operation took its op; that
  * operation's range (the op, with the comm's interval); a torch compute action (its waits are
- * taken out at its close). */
-enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5 };
+ * taken out at its close); a torch OVERLAP_F_B action (its two ops made at its close). */
+enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5, DEC_OVERLAP = 6 };
 enum { DIALECT_SCAN = 64 }; /* open ranges looked through for the enclosing torch action */
 
 /* The name of domain id in f ("" for the default domain and an unknown one). */
@@ -809,6 +809,93 @@ static void syn_op(state *st, file_state *f, thread_state *t, decoded *d, uint64
         d->step = t->syn_step;
 }
 
+/* A dialect op d just decoded from match m, opening at t0 on thread t: its step when the trace
+ * has no step ranges, the shape it shows, the thread's enclosing state. */
+static void dialect_op_noted(state *st, file_state *f, thread_state *t, const pp_dialect_match *m,
+                             decoded *d, uint64_t t0)
+{
+    /* (a counted mb restarts with the step range only: it cannot tell where a step ends) */
+    if (d->kind != PP_NVTX_STEP && d->step < 0 && t->cur_step < 0 && !d->oob &&
+        m->from[PP_DF_MB] == PP_DFROM_VALUE)
+        syn_op(st, f, t, d, t0);
+    if (d->kind == PP_NVTX_STEP) {
+        t->dbwd_seen = 0;
+    } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
+        /* the shape: M, v, the order of forwards and backwards, split backwards */
+        if (d->mb > st->dshape_mb)
+            st->dshape_mb = d->mb;
+        int64_t chunk = d->chunk < 0 ? 0 : d->chunk; /* unset: chunk 0 */
+        if (chunk > st->dshape_chunk)
+            st->dshape_chunk = chunk;
+        if (d->kind == PP_NVTX_FWD)
+            st->dshape_fwd_after_bwd |= t->dbwd_seen;
+        else
+            t->dbwd_seen = 1;
+        st->dshape_split |= d->kind == PP_NVTX_BWD_INPUT || d->kind == PP_NVTX_BWD_WEIGHT;
+    }
+    note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
+    if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
+        t->cur_stage = (int32_t)d->stage;
+}
+
+/* DualPipeV's OVERLAP_F_B action (match m) just opened as o: a forward then a backward, one after
+ * the other in one range. Its sub-actions are decoded now; it is split at its close where the
+ * backward started (overlap_mark). What opens inside it is its own: no Schedule1F1B op, no
+ * layer. One whose sub-actions are not a forward then a backward stays undecoded. */
+static void overlap_open(state *st, file_state *f, thread_state *t, open_range *o,
+                         const pp_dialect_match *m)
+{
+    st->torch_overlaps++;
+    st->dialect_used = PP_DIALECT_TORCH;
+    o->dec = (decoded){.kind = PP_NVTX_KIND_NONE, .stage = -1, .mb = -1, .chunk = -1,
+                       .layer = -1, .step = -1, .peer = -1};
+    o->has_dec = DEC_OVERLAP;
+    f->ov_open = 0;
+    pp_dialect_match sub[2];
+    if (!pp_dialect_torch_sub(m, 0, &sub[0]) || !pp_dialect_torch_sub(m, 1, &sub[1]) ||
+        sub[0].kind != PP_NVTX_FWD || torch_dir(sub[1].kind) != 1)
+        return;
+    for (int k = 0; k < 2; k++) {
+        dialect_resolve(st, f, t, &sub[k], &f->ov_sub[k]);
+        torch_placement_note(st, f);
+        if (f->ov_sub[k].kind == PP_NVTX_KIND_NONE)
+            return;
+    }
+    for (int k = 0; k < 2; k++)
+        dialect_op_noted(st, f, t, &sub[k], &f->ov_sub[k], o->t0);
+    f->ov_open = 1;
+    f->ov_tid = t->tid;
+    f->ov_t0 = o->t0;
+    f->ov_split = f->ov_fend = 0;
+}
+
+static int is_aten_op(file_state *f, const open_range *o)
+{
+    return strncmp(an_str_of(f, o->message), "aten::", 6) == 0;
+}
+
+/* While an OVERLAP_F_B action is open in f, a range o opening inside it: the first one that
+ * belongs to the backward (torch's backward_one_chunk stack event, or the autograd engine's
+ * first function, on any thread: on GPUs autograd runs on its own) marks where the backward's
+ * compute started. */
+static void overlap_mark(file_state *f, const open_range *o, int src, const pp_dialect_match *m)
+{
+    if (o->t0 >= f->ov_t0 && ((src && m->torch_stack && torch_dir(m->kind) == 1) ||
+                              strncmp(an_str_of(f, o->message),
+                                      "autograd::engine::evaluate_function", 35) == 0))
+        f->ov_split = o->t0;
+}
+
+/* A range o of f closing at t1, before the backward of the OVERLAP_F_B action open in f
+ * started: an aten op on the action's thread ends the forward's compute so far. */
+static inline void overlap_inner_close(file_state *f, const thread_state *t, const open_range *o,
+                                       uint64_t t1)
+{
+    if (f->ov_open && !f->ov_split && t->tid == f->ov_tid && o->t0 >= f->ov_t0 &&
+        o->has_dec != DEC_OVERLAP && t1 > f->ov_fend && is_aten_op(f, o))
+        f->ov_fend = t1;
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
  * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
  * inside it. */
@@ -816,14 +903,10 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
 {
     pp_dialect_match m;
     int src = dialect_of(f, o->message, o->domain, &m);
+    if (f->ov_open && !f->ov_split)
+        overlap_mark(f, o, src, &m);
     if (src && m.torch_overlap) {
-        /* a torch action whose ops are not decoded: what opens inside it (the stack events of
-         * its sub-actions, modules) is its own, not Schedule1F1B's ops or layers; it closes
-         * into the generic view (dialect_close) */
-        st->torch_overlaps++;
-        o->dec = (decoded){.kind = PP_NVTX_KIND_NONE, .stage = -1, .mb = -1, .chunk = -1,
-                           .layer = -1, .step = -1, .peer = -1};
-        o->has_dec = DEC_DIALECT;
+        overlap_open(st, f, t, o, &m);
         return;
     }
     if (!src || m.kind == PP_NVTX_KIND_NONE)
@@ -835,8 +918,9 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     }
     const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(f, t, o) : NULL;
     /* a stack event inside a torch action is that action's (GPipe's Forward i holds one, an
-     * undecoded OVERLAP_F_B two) */
-    if (m.torch_stack && enc && (torch_dir(enc->dec.kind) >= 0 || enc->dec.kind == PP_NVTX_KIND_NONE))
+     * OVERLAP_F_B two) */
+    if (m.torch_stack && enc &&
+        (torch_dir(enc->dec.kind) >= 0 || enc->has_dec == DEC_OVERLAP))
         return;
     /* a module is a layer when it is the outermost one inside a compute op */
     int64_t layer = -1;
@@ -862,28 +946,7 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
-    /* (a counted mb restarts with the step range only: it cannot tell where a step ends) */
-    if (d->kind != PP_NVTX_STEP && d->step < 0 && t->cur_step < 0 && !d->oob &&
-        m.from[PP_DF_MB] == PP_DFROM_VALUE)
-        syn_op(st, f, t, d, o->t0);
-    if (d->kind == PP_NVTX_STEP) {
-        t->dbwd_seen = 0;
-    } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {
-        /* the shape: M, v, the order of forwards and backwards, split backwards */
-        if (d->mb > st->dshape_mb)
-            st->dshape_mb = d->mb;
-        int64_t chunk = d->chunk < 0 ? 0 : d->chunk; /* unset: chunk 0 */
-        if (chunk > st->dshape_chunk)
-            st->dshape_chunk = chunk;
-        if (d->kind == PP_NVTX_FWD)
-            st->dshape_fwd_after_bwd |= t->dbwd_seen;
-        else
-            t->dbwd_seen = 1;
-        st->dshape_split |= d->kind == PP_NVTX_BWD_INPUT || d->kind == PP_NVTX_BWD_WEIGHT;
-    }
-    note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
-    if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
-        t->cur_stage = (int32_t)d->stage;
+    dialect_op_noted(st, f, t, &m, d, o->t0);
 }
 
 /* The step bookkeeping of a closed step range: its stage's latest step, the thread outside it. */
@@ -911,6 +974,34 @@ static inline void close_pipeline(state *st, file_state *f, thread_state *t, con
 static void dialect_close(state *st, file_state *f, thread_state *t, const open_range *o,
                           uint64_t t1)
 {
+    if (o->has_dec == DEC_OVERLAP) {
+        /* as the other actions (docs/dialects.md "Waits"): the forward from its input's
+         * arrival inside the action (else its start) to its last aten op before the backward
+         * started, the backward from its own input's arrival (else the forward's end) to the
+         * end; the waits before each are idle time */
+        if (f->ov_open && f->ov_t0 == o->t0 && f->ov_split > o->t0 && f->ov_split < t1) {
+            uint64_t a = torch_time_take(f->t_arrive, &f->ov_sub[0], 0, o->t0, t1);
+            uint64_t f0 = a ? a : o->t0;
+            uint64_t f1 = f->ov_fend > f0 && f->ov_fend <= f->ov_split ? f->ov_fend : f->ov_split;
+            uint64_t b = torch_time_take(f->t_arrive, &f->ov_sub[1], 1, o->t0, t1);
+            uint64_t b0 = b > f1 ? b : f1;
+            open_range x = *o;
+            x.has_dec = DEC_DIALECT;
+            x.t0 = f0;
+            st->dialect_ranges += 2;
+            for (int k = 0; k < 2; k++)
+                if (t->syn_open && f->ov_sub[k].step == t->syn_step && t1 > t->syn_t1)
+                    t->syn_t1 = t1;
+            close_pipeline(st, f, t, &x, f1, &f->ov_sub[0]);
+            x.t0 = b0 < t1 ? b0 : f1;
+            close_pipeline(st, f, t, &x, t1, &f->ov_sub[1]);
+        } else {
+            st->torch_unsplit++;
+            an_other_range(st, f, t, o, t1);
+        }
+        f->ov_open = 0;
+        return;
+    }
     if (o->has_dec == DEC_TAKEN || (o->dec.kind == PP_NVTX_KIND_NONE && !o->dec.oob)) {
         an_other_range(st, f, t, o, t1);
         return;
@@ -945,11 +1036,12 @@ void an_dialect_shape(const state *st, pp_analysis *a)
     if (!a->v && st->dshape_chunk >= 0)
         a->v = (int)st->dshape_chunk + 1;
     a->placement = an_placement(st);
-    if (st->torch_overlaps)
-        an_warn(a, "%llu torch OVERLAP_F_B actions (DualPipeV) are not decoded: the forward and "
-                   "backward inside each count as idle time, so their stages' busy time, bubble "
-                   "and replay understate the work (docs/dialects.md)",
-                (unsigned long long)st->torch_overlaps);
+    if (st->torch_unsplit)
+        an_warn(a, "%llu of %llu torch OVERLAP_F_B actions (DualPipeV) could not be split into "
+                   "their forward and backward (no backward event inside, or sub-actions other "
+                   "than a forward then a backward): their time counts as idle, so their stages' "
+                   "busy time, bubble and replay understate the work (docs/dialects.md)",
+                (unsigned long long)st->torch_unsplit, (unsigned long long)st->torch_overlaps);
     if (!a->schedule[0]) {
         /* V placement (torch's ZBV, DualPipeV) is no schedule the tuner models: its own name */
         const char *k = an_placement(st) == PP_PLACE_V ? (st->dshape_split ? "zbv" : "v-shape")
@@ -1076,6 +1168,8 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
          * seen, a default-domain range is still checked for a step payload). The range is used
          * in place (nothing below touches the stack), then removed. */
         const open_range *o = &s[k];
+        if (f->ov_open)
+            overlap_inner_close(f, t, o, h->ts);
         if (o->domain == f->pipeprof_domain && f->pipeprof_domain) {
             decoded fresh;
             const decoded *d = &fresh; /* the cached decode is used where it is, not copied */
@@ -1123,6 +1217,8 @@ static inline int take_start(file_state *f, uint64_t id, open_range *o)
 static void close_start(state *st, file_state *f, thread_state *t, const open_range *o,
                         uint64_t ts)
 {
+    if (f->ov_open)
+        overlap_inner_close(f, t, o, ts);
     if (o->has_dec >= DEC_DIALECT) {
         dialect_close(st, f, t, o, ts);
     } else if (f->pipeprof_domain && o->domain == f->pipeprof_domain) {

@@ -490,6 +490,47 @@ static void torch_init(pp_dialect_match *m, int kind)
     m->from[PP_DF_STAGE] = PP_DFROM_RANK;
 }
 
+/* "<stage id><action><mb>" at *s (schedules.py's _Action without its "PP:"), *s moved past it:
+ * 1 with a pipeline action, 0 otherwise (UNSHARD, WAIT_SEND_F1, REDUCE_GRAD, ... are none). */
+static int torch_action(const char **s, int64_t *sid, int *kind, int64_t *mb)
+{
+    static const struct {
+        const char *a;
+        int k;
+    } acts[] = {{"F", PP_NVTX_FWD},           {"B", PP_NVTX_BWD},
+                {"I", PP_NVTX_BWD_INPUT},     {"W", PP_NVTX_BWD_WEIGHT},
+                {"RECV_F", PP_NVTX_RECV_ACT}, {"SEND_F", PP_NVTX_SEND_ACT},
+                {"RECV_B", PP_NVTX_RECV_GRAD}, {"SEND_B", PP_NVTX_SEND_GRAD}};
+    if (!read_num(s, 6, sid) || *sid >= 4096 * 64)
+        return 0;
+    size_t al = 0;
+    while ((*s)[al] == '_' || isupper((unsigned char)(*s)[al]))
+        al++;
+    *kind = -3;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (strlen(acts[i].a) == al && strncmp(*s, acts[i].a, al) == 0)
+            *kind = acts[i].k;
+    *s += al;
+    return *kind != -3 && read_num(s, 7, mb) && *mb < 1 << 20;
+}
+
+/* The match of torch action (kind, stage id, mb). */
+static void torch_action_match(pp_dialect_match *m, int kind, int64_t sid, int64_t mb)
+{
+    torch_init(m, kind);
+    m->from[PP_DF_MB] = PP_DFROM_VALUE;
+    m->v[PP_DF_MB] = mb;
+    m->torch_stage_id = sid;
+}
+
+int pp_dialect_torch_sub(const pp_dialect_match *m, int k, pp_dialect_match *out)
+{
+    if (!m->torch_overlap || k < 0 || k > 1 || m->torch_sub_kind[k] == PP_NVTX_KIND_NONE)
+        return 0;
+    torch_action_match(out, m->torch_sub_kind[k], m->torch_sub_sid[k], m->torch_sub_mb[k]);
+    return 1;
+}
+
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
 {
     int64_t x;
@@ -503,40 +544,40 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->v[PP_DF_STEP] = x;
         return 1;
     }
-    size_t len = strlen(s), ol = strlen(")OVERLAP_F_B");
-    if (strncmp(s, "PP:(", 4) == 0 && len > 4 + ol && strcmp(s + len - ol, ")OVERLAP_F_B") == 0) {
-        /* DualPipeV's sub-actions in one range: recognised, not decoded */
+    if (strncmp(s, "PP:(", 4) == 0) {
+        /* DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B": two compute actions in one range, run
+         * one after the other; decode.c splits it where the backward starts. A name whose
+         * sub-actions do not parse is still recognised (what opens inside it is its own). */
+        size_t len = strlen(s), ol = strlen(")OVERLAP_F_B");
+        if (len <= 4 + ol || strcmp(s + len - ol, ")OVERLAP_F_B") != 0)
+            return 0;
         torch_init(m, PP_NVTX_KIND_NONE);
         m->torch_overlap = 1;
+        const char *p = s + 4;
+        int64_t sid[2], mb[2];
+        int kind[2];
+        if (torch_action(&p, &sid[0], &kind[0], &mb[0]) && *p++ == ';' &&
+            torch_action(&p, &sid[1], &kind[1], &mb[1]) && p == s + len - ol &&
+            kind[0] >= PP_NVTX_FWD && kind[0] <= PP_NVTX_BWD_WEIGHT && kind[1] >= PP_NVTX_FWD &&
+            kind[1] <= PP_NVTX_BWD_WEIGHT) {
+            for (int k = 0; k < 2; k++) {
+                m->torch_sub_kind[k] = kind[k];
+                m->torch_sub_sid[k] = sid[k];
+                m->torch_sub_mb[k] = mb[k];
+            }
+        } else {
+            m->torch_sub_kind[0] = m->torch_sub_kind[1] = PP_NVTX_KIND_NONE;
+        }
         return 1;
     }
     if (strncmp(s, "PP:", 3) == 0) {
         /* PP:<stage id><action><mb>: schedules.py's _Action, as its profiler names show it */
-        static const struct {
-            const char *a;
-            int k;
-        } acts[] = {{"F", PP_NVTX_FWD},           {"B", PP_NVTX_BWD},
-                    {"I", PP_NVTX_BWD_INPUT},     {"W", PP_NVTX_BWD_WEIGHT},
-                    {"RECV_F", PP_NVTX_RECV_ACT}, {"SEND_F", PP_NVTX_SEND_ACT},
-                    {"RECV_B", PP_NVTX_RECV_GRAD}, {"SEND_B", PP_NVTX_SEND_GRAD}};
         int64_t sid, mb;
+        int kind;
         s += 3;
-        if (!read_num(&s, 6, &sid) || sid >= 4096 * 64)
-            return 0;
-        size_t al = 0;
-        while (s[al] == '_' || isupper((unsigned char)s[al]))
-            al++;
-        int kind = -3;
-        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-            if (strlen(acts[i].a) == al && strncmp(s, acts[i].a, al) == 0)
-                kind = acts[i].k;
-        s += al;
-        if (kind == -3 || !read_num(&s, 7, &mb) || *s || mb >= 1 << 20)
+        if (!torch_action(&s, &sid, &kind, &mb) || *s)
             return 0; /* UNSHARD, RESHARD, WAIT_SEND_F, REDUCE_GRAD, ...: not pipeline ops */
-        torch_init(m, kind);
-        m->from[PP_DF_MB] = PP_DFROM_VALUE;
-        m->v[PP_DF_MB] = mb;
-        m->torch_stage_id = sid;
+        torch_action_match(m, kind, sid, mb);
         return 1;
     }
     /* the process group's point-to-point operations (record_function in ProcessGroupGloo /

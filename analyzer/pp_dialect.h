@@ -69,9 +69,13 @@ typedef struct pp_dialect_match {
      * op unless inside a torch action), or a module ("nn.Module: <Class>_<k>": a layer range
      * when it is the outermost module inside a compute op; its name from byte 11) */
     int torch_stack, torch_module;
-    /* torch: DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B", a forward and a backward of two
-     * stages in one range; kind PP_NVTX_KIND_NONE: not decoded (docs/dialects.md) */
+    /* torch: DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B", two compute actions of two
+     * stages run one after the other in one range (kind PP_NVTX_KIND_NONE): their kinds
+     * (PP_NVTX_KIND_NONE when the name does not parse), stage ids and mbs, in order; see
+     * pp_dialect_torch_sub */
     int torch_overlap;
+    int torch_sub_kind[2];
+    int64_t torch_sub_sid[2], torch_sub_mb[2];
 } pp_dialect_match;
 
 enum { PP_DCOMM_NONE = 0, PP_DCOMM_RECV = 1, PP_DCOMM_SEND = 2 };
@@ -99,6 +103,9 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
  * contract. */
 #define PP_DIALECT_TORCH "torch.distributed.pipelining"
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m);
+/* Sub-action k (0, 1) of an OVERLAP_F_B match as the match of a plain torch action "PP:<s>F<m>"
+ * into *out; 0 when m is none or its name did not parse. */
+int pp_dialect_torch_sub(const pp_dialect_match *m, int k, pp_dialect_match *out);
 
 #ifdef __cplusplus
 }

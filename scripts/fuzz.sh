@@ -100,7 +100,8 @@ if [ "$which" = all ] || [ "$which" = trace ]; then
   "$out/fuzz_trace_driver" --seeds "$out/seeds"
 fi
 if [ "$which" = all ] || [ "$which" = kineto ]; then
-  "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp
+  "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp \
+    tests/data/kineto/dpv
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.

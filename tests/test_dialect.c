@@ -57,10 +57,29 @@ Test(dialect, torch_actions_map_to_the_conventions_kinds)
     cr_expect_eq(m.kind, PP_NVTX_STEP);
     cr_expect_eq(m.v[PP_DF_STEP], 7);
     /* DualPipeV's forward and backward in one range: recognised (what opens inside is its
-     * own), decoded as no pipeline op */
+     * own), no pipeline op itself; its sub-actions, in order, as plain actions */
     cr_assert_eq(pp_dialect_torch_match("PP:(0F3;3B1)OVERLAP_F_B", &m), 1);
     cr_expect_eq(m.kind, PP_NVTX_KIND_NONE);
     cr_expect(m.torch_overlap);
+    pp_dialect_match sub;
+    cr_assert(pp_dialect_torch_sub(&m, 0, &sub));
+    cr_expect(sub.kind == PP_NVTX_FWD && sub.torch_stage_id == 0 && sub.v[PP_DF_MB] == 3);
+    cr_assert(pp_dialect_torch_sub(&m, 1, &sub));
+    cr_expect(sub.kind == PP_NVTX_BWD && sub.torch_stage_id == 3 && sub.v[PP_DF_MB] == 1);
+    cr_expect(sub.from[PP_DF_MB] == PP_DFROM_VALUE && !sub.torch_overlap);
+    cr_expect(!pp_dialect_torch_sub(&m, 2, &sub));
+    /* recognised, but sub-actions that do not parse (or are no compute) give none */
+    static const char *const odd[] = {"PP:(0X3;3B1)OVERLAP_F_B", "PP:(0F3,3B1)OVERLAP_F_B",
+                                      "PP:(0F3;3B1;1F0)OVERLAP_F_B", "PP:(0SEND_F3;3B1)OVERLAP_F_B",
+                                      "PP:(99999999F3;3B1)OVERLAP_F_B", "PP:(0F3;3B)OVERLAP_F_B"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        cr_assert_eq(pp_dialect_torch_match(odd[i], &m), 1, "%s", odd[i]);
+        cr_expect(m.torch_overlap && m.kind == PP_NVTX_KIND_NONE, "%s", odd[i]);
+        cr_expect(!pp_dialect_torch_sub(&m, 0, &sub) && !pp_dialect_torch_sub(&m, 1, &sub),
+                  "%s", odd[i]);
+    }
+    cr_assert_eq(pp_dialect_torch_match("PP:1F0", &m), 1);
+    cr_expect(!pp_dialect_torch_sub(&m, 0, &sub), "a plain action has no sub-actions");
 }
 
 Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing)

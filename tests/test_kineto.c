@@ -1,6 +1,6 @@
 /* test_kineto.c: the PyTorch profiler (Kineto) importer (analyzer/kineto.c, inputs.c;
  * docs/kineto.md): real torch traces (tests/data/kineto: torch.distributed.pipelining on CPU,
- * Interleaved1F1B on 2 ranks, GPipe on 4) converted and checked event by event against their
+ * Interleaved1F1B on 2 ranks, GPipe on 4, DualPipeV on 2) converted and checked event by event against their
  * JSON, nesting against START/END, the reorder window, hostile inputs, GPU records and their
  * launches, memory against the file's size, and the tools taking Kineto inputs. */
 #include "pp_analyzer.h"
@@ -543,6 +543,97 @@ Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
     cr_assert_neq(strstr(chrome, "\"aten::"), NULL, "no aten op in the Chrome trace");
     free(chrome);
     cr_assert(tk_exists(tk_path("gp.dat")), "the Gantt's data");
+}
+
+/* A DualPipeV run (tests/data/kineto/dpv: torch 2.15.0 on CPU with gloo, `torchrun --standalone
+ * --nproc-per-node 2 tests/py/torch_pipe.py --schedule dualpipev --blocks 4 --work 3,1,1,3
+ * --microbatches 4 --dim 64 --steps 3 --out dpv`, gzip -9: the V placement, ProfilerSteps 1-3,
+ * the first taken as warm-up), whose forward and backward pairs
+ * run in PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B actions: the analysis reads it as a V (zbv), splits
+ * every pair (docs/dialects.md "Waits", rule 4) and so holds every micro-batch's forward and
+ * backward, with the per-stage compute kineto_truth.py finds from the same JSON by the same
+ * rule (to the nanosecond: both take the same timestamps); every step is replayed; the links are
+ * the V's; nothing is warned about. */
+Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
+{
+    cJSON *j = report_json(DATA "/dpv");
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "zbv");
+    int S = cJSON_GetObjectItem(p, "stages")->valueint;
+    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+    int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
+    cr_assert(S == 2 && M == 4 && v == 2, "S %d M %d v %d", S, M, v);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                        "warnings")),
+                 0, "warnings");
+    cJSON *steps = cJSON_GetObjectItem(j, "steps"), *st;
+    int n_steps = cJSON_GetArraySize(steps);
+    cr_assert_eq(n_steps, 2);
+    cJSON_ArrayForEach(st, steps)
+    {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(st, "decomposed")));
+    }
+    cJSON *l;
+    int links = 0;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "links"))
+    {
+        cr_expect_eq(cJSON_GetObjectItem(l, "messages")->valueint, n_steps * M);
+        links++;
+    }
+    cr_expect_eq(links, 4, "act and grad both ways between the two ranks");
+
+    /* the truth: kineto_truth.py (plain Python) over the same files */
+    const char *truth_path = tk_path("dpv-truth.json");
+    const char *argv[] = {"python3", PP_TEST_PY_DIR "/kineto_truth.py", DATA "/dpv", "--out",
+                          truth_path, NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "kineto_truth.py: %s", r.err ? r.err : "");
+    tk_result_free(&r);
+    char *text = tk_slurp(truth_path, NULL);
+    cJSON *truth = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(truth);
+    for (int s = 0; s < S; s++) {
+        double f = 0, b = 0;
+        int nf = 0, nb = 0;
+        cJSON_ArrayForEach(st, steps)
+        {
+            int step = cJSON_GetObjectItem(st, "step")->valueint;
+            cJSON *ts;
+            cJSON_ArrayForEach(ts, cJSON_GetObjectItem(truth, "steps"))
+            {
+                if (cJSON_GetObjectItem(ts, "step")->valueint != step)
+                    continue;
+                cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ts, "ranks"), s);
+                f += cJSON_GetObjectItem(c, "fwd_sum_ms")->valuedouble;
+                b += cJSON_GetObjectItem(c, "bwd_sum_ms")->valuedouble;
+                nf += cJSON_GetObjectItem(c, "fwd_n")->valueint;
+                nb += cJSON_GetObjectItem(c, "bwd_n")->valueint;
+            }
+        }
+        cr_assert_eq(nf, n_steps * M * v, "stage %d: %d forwards in the truth", s, nf);
+        cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), s);
+        cJSON *fs = cJSON_GetObjectItem(g, "fwd_ms");
+        cr_expect_eq(cJSON_GetObjectItem(fs, "count")->valueint, nf, "stage %d forwards", s);
+        cr_expect(fabs(cJSON_GetObjectItem(fs, "mean")->valuedouble - f / nf) < 1e-6,
+                  "stage %d forward %.6f ms, the truth %.6f", s,
+                  cJSON_GetObjectItem(fs, "mean")->valuedouble, f / nf);
+        double got = 0;
+        int n = 0;
+        static const char *const kinds[] = {"bwd_ms", "bwd_input_ms", "bwd_weight_ms"};
+        for (int k = 0; k < 3; k++) {
+            cJSON *bs = cJSON_GetObjectItem(g, kinds[k]);
+            int c = cJSON_GetObjectItem(bs, "count")->valueint;
+            if (c > 0)
+                got += cJSON_GetObjectItem(bs, "mean")->valuedouble * c;
+            n += c;
+        }
+        cr_expect_eq(n, nb, "stage %d: %d backward ops, the truth %d", s, n, nb);
+        cr_expect(n > 0 && fabs(got / n - b / nb) < 1e-6, "stage %d backward %.6f ms, the truth %.6f",
+                  s, n > 0 ? got / n : 0.0, b / nb);
+    }
+    cJSON_Delete(truth);
+    cJSON_Delete(j);
 }
 
 /* rank1 of the interleaved run as if from another host whose clock is 2.5 s ahead. */

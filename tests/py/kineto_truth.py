@@ -5,7 +5,7 @@ any interpreter runs it.
 
   kineto_truth.py DIR_OR_FILES... [--out FILE]
 
-Reads one Kineto JSON per rank (rank from the header's distributedInfo, else the file order) and
+Reads one Kineto JSON (or .json.gz) per rank (rank from the header's distributedInfo, else the file order) and
 writes JSON:
   "ranks", "pieces" (torch pipeline stages), "chunks" (pieces per rank), "schedule"
   ("gpipe" for Forward/Backward <i> ranges, "pp" for the PP: actions);
@@ -23,10 +23,15 @@ gloo:/nccl: recv or send belongs to the torch action it starts in; an action's c
 the end of its own receive when that end lies inside it (for PP:<s>F<m> / PP:<s>B<m>, the
 receive posted in PP:<s>RECV_F<m> / PP:<s>RECV_B<m>; for GPipe's Forward/Backward <m>, the one
 started inside the range itself), and ends where its own send is posted (the start of a send
-started inside it: GPipe), else at the range's end.
+started inside it: GPipe), else at the range's end. DualPipeV's PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B
+runs a forward then a backward in one range: the forward from its receive's end (as above, else
+the range's start) to the end of the last aten op on the range's thread before the backward's
+first event (autograd::engine::evaluate_function or backward_one_chunk, any thread), the backward
+from its own receive's end (else the forward's end) to the range's end.
 """
 import argparse
 import glob
+import gzip
 import json
 import os
 import re
@@ -35,6 +40,7 @@ import sys
 ACTION = re.compile(r"^PP:(\d+)(F|B|I|W)(\d+)$")
 RECV_ACT = re.compile(r"^PP:(\d+)RECV_(F|B)(\d+)$")
 GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
+OVERLAP = re.compile(r"^PP:\((\d+)F(\d+);(\d+)(B|I)(\d+)\)OVERLAP_F_B$")
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -50,7 +56,8 @@ def inputs(args):
     files = []
     for a in args:
         if os.path.isdir(a):
-            files += sorted(glob.glob(os.path.join(a, "*.json")))
+            files += sorted(glob.glob(os.path.join(a, "*.json")) +
+                            glob.glob(os.path.join(a, "*.json.gz")))
         else:
             files.append(a)
     if not files:
@@ -59,7 +66,7 @@ def inputs(args):
 
 
 def load(path, order):
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         j = json.load(f)
     info = j.get("distributedInfo") or {}
     rank = info.get("rank", order)
@@ -99,11 +106,34 @@ def analyze_rank(evs):
         if r:
             key = (step_of(e["ts"]), int(m.group(1)), m.group(2), int(m.group(3)))
             posted[key] = r["ts"] + r["dur"]
+    backward_marks = sorted(e["ts"] for e in evs
+                            if e["name"].startswith("autograd::engine::evaluate_function")
+                            or e["name"].endswith(": backward_one_chunk"))
+    atens = [e for e in evs if e["name"].startswith("aten::")]
     acts, gpipe = [], False
     for e in evs:
         name, t0, t1 = e["name"], e["ts"], e["ts"] + e["dur"]
         n = step_of(t0)
         if n is None:
+            continue
+        m = OVERLAP.match(name)
+        if m:
+            mark = next((x for x in backward_marks if t0 <= x), None)
+            if mark is None or mark >= t1 or mark <= t0:
+                continue  # not split: no pipeline op
+            sf, mf, sb, mb = int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(5))
+            ready = posted.get((n, sf, "F", mf))
+            f0 = ready if ready is not None and t0 <= ready <= t1 else t0
+            ends = [x["ts"] + x["dur"] for x in atens
+                    if x.get("tid") == e.get("tid") and x["ts"] >= t0 and x["ts"] + x["dur"] <= mark]
+            fend = max(ends) if ends else 0
+            f1 = fend if f0 < fend <= mark else mark
+            ready = posted.get((n, sb, "B", mb))
+            b0 = ready if ready is not None and t0 <= ready <= t1 and ready > f1 else f1
+            if b0 >= t1:
+                b0 = f1
+            acts.append((n, sf, "F", (f1 - f0) / 1e3))
+            acts.append((n, sb, "B", (t1 - b0) / 1e3))
             continue
         m = ACTION.match(name)
         if m:
