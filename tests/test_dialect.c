@@ -358,6 +358,61 @@ static void write_interleaved_rank(const char *path, int rank)
     pp_trace_writer_close(t.w);
 }
 
+/* One rank of a looped torch job on 2 ranks (stage ids r and r + 2, M = 2): 4 profiler steps,
+ * each running `order` (the step's actions, "F" / "B" with the torch stage id's chunk and the
+ * micro-batch, e.g. "F0 F1" is chunk 0's forwards of mbs 0 and 1) back to back, 1 ms each. */
+static void write_looped_rank(const char *path, int rank, const char *const *order, int n)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, 300 + (uint32_t)rank, rank);
+    tk_tw_domain(&t, "user_annotation");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    static char names[16][16];
+    for (int i = 0; i < n; i++) { /* order[i]: kind letter, chunk digit, mb digit */
+        snprintf(names[i], sizeof names[i], "PP:%d%c%c", rank + 2 * (order[i][1] - '0'),
+                 order[i][0], order[i][2]);
+        tk_tw_sid(&t, names[i]);
+    }
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int i = 0; i < 4; i++)
+        tk_tw_sid(&t, steps[i]);
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    for (int s = 0; s < 4; s++) {
+        uint64_t t0 = 1000 * MS + (uint64_t)s * 40 * MS, x = t0 + (uint64_t)rank * MS;
+        push(&t, 9, t0, tk_tw_sid(&t, steps[s]));
+        for (int i = 0; i < n; i++, x += 2 * MS)
+            range(&t, 9, x, x + MS, names[i]);
+        tk_tw_pop(&t, 9, t0 + 30 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 9);
+    }
+    pp_trace_writer_close(t.w);
+}
+
+/* The schedule a looped multi-chunk torch run shows: LoopedBFS runs every forward before any
+ * backward on every rank (chunk by chunk), interleaved 1F1B a forward after a backward on the
+ * last rank once M >= S (below that the two orders coincide and it stays interleaved, as in
+ * torch_stage_ids_become_rank_and_chunk). BFS is named so, not modelled as interleaved. */
+Test(dialect, looped_bfs_is_told_from_interleaved_1f1b)
+{
+    static const char *const bfs[] = {"F00", "F01", "F10", "F11", "B10", "B11", "B00", "B01"};
+    static const char *const il0[] = {"F00", "F01", "F10", "F11", "B10", "B11", "B00", "B01"};
+    static const char *const il1[] = {"F00", "F10", "B10", "F01", "F11", "B11", "B00", "B01"};
+    for (int k = 0; k < 2; k++) {
+        const char *p0 = tk_path(k ? "il0.pft" : "bfs0.pft");
+        const char *p1 = tk_path(k ? "il1.pft" : "bfs1.pft");
+        write_looped_rank(p0, 0, k ? il0 : bfs, 8);
+        write_looped_rank(p1, 1, k ? il1 : bfs, 8);
+        const char *paths[] = {p0, p1};
+        pp_analysis *a = NULL;
+        cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+        cr_expect(a->S == 2 && a->v == 2 && a->M == 2, "S %d v %d M %d", a->S, a->v, a->M);
+        cr_expect_eq(a->placement, PP_PLACE_LOOPED);
+        cr_expect_str_eq(a->schedule, k ? "interleaved" : "looped-bfs");
+        pp_analysis_free(a);
+    }
+}
+
 Test(dialect, torch_stage_ids_become_rank_and_chunk)
 {
     const char *p0 = tk_path("i0.pft"), *p1 = tk_path("i1.pft");
