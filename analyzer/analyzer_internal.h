@@ -467,7 +467,7 @@ static inline int an_implied_peer(const state *st, int kind, int stage, int chun
     if (an_placement(st) != PP_PLACE_V || chunk < 0 || chunk >= PP_SCHED_MAX_V || stage < 0 ||
         stage >= S)
         return pp_nvtx_implied_peer(kind, stage, S);
-    pp_schedule sc = {.S = S, .v = chunk + 2, .placement = PP_PLACE_V};
+    pp_schedule sc = {.S = S, .placement = PP_PLACE_V}; /* what the piece functions read */
     int p = pp_schedule_piece(&sc, stage, chunk) + (up ? 1 : -1);
     return p < 0 ? pp_nvtx_implied_peer(kind, stage, S) : pp_schedule_piece_stage(&sc, p);
 }

@@ -1043,9 +1043,9 @@ void an_dialect_shape(const state *st, pp_analysis *a)
                    "busy time, bubble and replay understate the work (docs/dialects.md)",
                 (unsigned long long)st->torch_unsplit, (unsigned long long)st->torch_overlaps);
     if (!a->schedule[0]) {
-        /* V placement (torch's ZBV, DualPipeV) is no schedule the tuner models: its own name */
-        /* several chunks with every forward before any backward: LoopedBFS, unless M < S,
-         * where interleaved 1F1B runs in that order too */
+        /* V placement (torch's ZBV, DualPipeV) and LoopedBFS (several chunks, every forward
+         * before any backward, unless M < S, where interleaved 1F1B runs in that order too) are
+         * no schedules the tuner models: their own names */
         int bfs = a->v > 1 && !st->dshape_fwd_after_bwd && a->M >= an_state_stages(st);
         const char *k = an_placement(st) == PP_PLACE_V ? (st->dshape_split ? "zbv" : "v-shape")
                         : bfs                          ? "looped-bfs"
