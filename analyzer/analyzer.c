@@ -186,6 +186,8 @@ int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_opti
         an_file_state_init(f, (int)i);
         f->info = fs[i].info;
         f->rank = fs[i].rank;
+        f->replica = fs[i].replica;
+        f->pipe_rank = fs[i].pipe_rank;
         f->clk = fs[i].clk;
         f->dialect = fs[i].dialect;
         f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
@@ -201,6 +203,89 @@ void an_pass_close(pass *p, size_t n)
     free(p->fs);
     an_state_free(&p->st);
     free(p->scratch);
+}
+
+/* A header's pipeline group (pp_trace.h), checked: 1 with its place, size and first rank. */
+static int header_pipe(const pp_trace_header *h, int32_t out[3])
+{
+    if (!(h->flags & PP_TRACE_PIPELINE_GROUP) || h->pipe_size < 1 ||
+        h->pipe_size > PP_ANALYSIS_MAX_STAGES || h->pipe_rank < 0 || h->pipe_rank >= h->pipe_size ||
+        h->pipe_first < 0 || h->pipe_first >= (1 << 20))
+        return 0;
+    out[0] = h->pipe_first, out[1] = h->pipe_rank, out[2] = h->pipe_size;
+    return 1;
+}
+
+typedef struct pipe_key {
+    int32_t first, place, size; /* header_pipe's */
+    size_t file;
+} pipe_key;
+
+static int pipe_key_cmp(const void *x, const void *y)
+{
+    const pipe_key *a = x, *b = y;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return a->place < b->place ? -1 : a->place > b->place;
+}
+
+/* The pipelines the traces' process groups name (docs/kineto.md "Process groups"): each file's
+ * stage is its place in its group, its replica the rank of its group's lowest rank among the
+ * groups'. Groups that disagree (two files in one place of one pipeline, one pipeline of two
+ * sizes) or that only some of the files name are not used, with a warning; so are files whose
+ * groups other than the world's name no pipeline. */
+static void assign_pipelines(file_state *fs, size_t n, pp_analysis *a)
+{
+    size_t named = 0, other = 0, read = 0;
+    pipe_key *k = calloc(n ? n : 1, sizeof *k);
+    for (size_t i = 0; i < n; i++) {
+        fs[i].info->pipe_rank = -1;
+        if (!fs[i].r || fs[i].done)
+            continue;
+        read++;
+        const pp_trace_header *h = pp_trace_reader_header(fs[i].r);
+        int32_t g[3];
+        if (header_pipe(h, g) && k)
+            k[named++] = (pipe_key){g[0], g[1], g[2], i};
+        else if (h->flags & PP_TRACE_OTHER_GROUPS)
+            other++;
+    }
+    if (!named) {
+        if (other)
+            an_warn(a, "%zu trace(s) come from processes in process groups smaller than the job, "
+                       "none described as the pipeline's (DeviceMesh dimension \"pp\", "
+                       "Megatron-LM's PIPELINE_MODEL_PARALLEL_GROUP): each rank is read as a "
+                       "stage; if the job is also data- or tensor-parallel, name its groups "
+                       "(docs/kineto.md \"Process groups\")",
+                    other);
+        free(k);
+        return;
+    }
+    qsort(k, named, sizeof *k, pipe_key_cmp);
+    const char *why = named < read ? "some traces name no pipeline group" : NULL;
+    for (size_t i = 1; !why && i < named; i++)
+        if (k[i].first == k[i - 1].first)
+            why = k[i].place == k[i - 1].place ? "two traces hold the same place in one pipeline"
+                  : k[i].size != k[i - 1].size ? "one pipeline has two sizes"
+                                               : NULL;
+    if (why) {
+        an_warn(a, "the traces' pipeline process groups are not used (%s): each rank is read as a "
+                   "stage",
+                why);
+        free(k);
+        return;
+    }
+    int replica = -1;
+    for (size_t i = 0; i < named; i++) {
+        if (i == 0 || k[i].first != k[i - 1].first)
+            replica++;
+        file_state *f = &fs[k[i].file];
+        f->info->pipe_rank = f->pipe_rank = k[i].place;
+        f->info->replica = f->replica = replica;
+    }
+    if (replica > 0)
+        a->dp = replica + 1;
+    free(k);
 }
 
 /* Opens the n traces into fs[] and a->files (a file that cannot be opened is warned about and
@@ -232,6 +317,7 @@ static size_t open_files(file_state *fs, const char *const *paths, size_t n,
         }
         readable++;
     }
+    assign_pipelines(fs, n, a);
     return readable;
 }
 

@@ -507,8 +507,12 @@ static int dialect_of(file_state *f, uint32_t id, uint32_t domain, pp_dialect_ma
     return di->src;
 }
 
-/* The trace's pipeline rank: its header's rank, else its index among the files. */
-static inline int64_t trace_rank(const file_state *f) { return f->rank >= 0 ? f->rank : f->index; }
+/* The trace's pipeline rank: its place in its pipeline's process group where the trace tells,
+ * else its header's rank, else its index among the files. */
+static inline int64_t trace_rank(const file_state *f)
+{
+    return f->pipe_rank >= 0 ? f->pipe_rank : f->rank >= 0 ? f->rank : f->index;
+}
 
 /* A torch stage id onto (stage, chunk): the stage is the trace's rank (the first stage id it
  * names when it states no rank), the chunk the order in which the trace first names the id
@@ -1413,6 +1417,7 @@ void an_file_state_init(file_state *f, int index)
 {
     f->index = index;
     f->min_stage = -1;
+    f->pipe_rank = -1;
     f->strings.elem = sizeof(char *);
     f->far_strings.elem = sizeof(far_string);
     f->msgs.elem = sizeof(msg_info);

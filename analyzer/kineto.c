@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 enum {
@@ -28,6 +29,10 @@ enum {
     NAME_BYTES_MAX = 64 << 20,
     SMALL = 256
 };
+
+/* A process group's ranks kept from distributedInfo: a pipeline of more ranks than the analysis
+ * has stages is not one (pp_analyzer.h's PP_ANALYSIS_MAX_STAGES). */
+enum { PIPE_CAP = 4096 };
 
 /* "[memory]" events: device types and ids kept apart (the rest are malformed) */
 enum { MEM_DEVICE_TYPES = 16, MEM_DEVICE_IDS = 256 };
@@ -122,6 +127,12 @@ typedef struct conv {
     uint64_t t_min;
     double base_ns;
     char host[64], exe[96];
+    /* distributedInfo's process groups (pg_walk): the pipeline's, where one is named so */
+    int32_t pg_ranks[PIPE_CAP], pipe_ranks[PIPE_CAP];
+    size_t pipe_n;
+    size_t other_min; /* the smallest other group of more than one rank, 0 when none */
+    int pipe_named;
+    double world_size; /* the job's ranks: world_size, or its largest group's when larger */
     int saw_events;
     kin ev;
     pp_status err;
@@ -1007,15 +1018,19 @@ static kj_tok event(conv *c, kj_tok t)
     return KJ_ERR;
 }
 
-static kj_tok events_array(conv *c)
+/* The elements of an array whose '[' was read, each handed to fn(first token); fn consumes it.
+ * Returns KJ_ARR_END, or KJ_EOF / KJ_ERR. */
+typedef kj_tok (*element_fn)(conv *c, kj_tok v, void *ctx);
+
+static kj_tok walk_array(conv *c, element_fn fn, void *ctx)
 {
     kj_tok t = kj_next(c->lx);
     if (t == KJ_ARR_END)
         return t;
     for (;;) {
-        kj_tok r = event(c, t);
-        if (r == KJ_EOF || r == KJ_ERR)
-            return r;
+        kj_tok v = fn(c, t, ctx);
+        if (v == KJ_EOF || v == KJ_ERR)
+            return v;
         t = kj_next(c->lx);
         if (t == KJ_ARR_END)
             return t;
@@ -1023,6 +1038,86 @@ static kj_tok events_array(conv *c)
             return t == KJ_EOF ? t : KJ_ERR;
         t = kj_next(c->lx);
     }
+}
+
+static kj_tok event_element(conv *c, kj_tok t, void *ctx)
+{
+    (void)ctx;
+    return event(c, t);
+}
+
+static kj_tok events_array(conv *c) { return walk_array(c, event_element, NULL); }
+
+/* One process group of distributedInfo.pg_config: its description and ranks (the first
+ * PIPE_CAP of them kept; more, or one that is no whole number in [0, 2^20), and the group is
+ * not taken for a pipeline). */
+typedef struct pg_walk {
+    char desc[64];
+    size_t n;
+    int bad;
+} pg_walk;
+
+static kj_tok pg_rank(conv *c, kj_tok v, void *ctx)
+{
+    pg_walk *g = ctx;
+    if (v != KJ_NUM) {
+        g->bad = 1;
+        return kj_skip(c->lx, v);
+    }
+    double r = kj_num(c->lx);
+    if (!(r >= 0 && r < (1 << 20) && r == floor(r)) || g->n == PIPE_CAP)
+        g->bad = 1;
+    else
+        c->pg_ranks[g->n++] = (int32_t)r;
+    return v;
+}
+
+static kj_tok pg_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    pg_walk *g = ctx;
+    if (strcmp(key, "pg_desc") == 0 && v == KJ_STR) {
+        int ignored = 0;
+        take_str(c, v, g->desc, sizeof g->desc, &ignored);
+        return v;
+    }
+    if (strcmp(key, "ranks") == 0 && v == KJ_ARR)
+        return walk_array(c, pg_rank, g);
+    return kj_skip(c->lx, v);
+}
+
+/* Whether a process group's description names it as the pipeline's: DeviceMesh's "mesh_pp"
+ * (torchtitan's mesh dimension "pp"), Megatron-LM's "PIPELINE_MODEL_PARALLEL_GROUP", or any
+ * description holding "pipeline" (docs/kineto.md "Process groups"). */
+static int pg_names_pipeline(const char *desc)
+{
+    if (strcmp(desc, "mesh_pp") == 0 || strcmp(desc, "pp") == 0)
+        return 1;
+    for (const char *p = desc; *p; p++)
+        if (strncasecmp(p, "pipeline", 8) == 0)
+            return 1;
+    return 0;
+}
+
+static kj_tok pg_group(conv *c, kj_tok v, void *ctx)
+{
+    (void)ctx;
+    if (v != KJ_OBJ)
+        return kj_skip(c->lx, v);
+    pg_walk g = {0};
+    kj_tok end = walk_object(c, pg_member, &g);
+    if (end != KJ_OBJ_END || g.bad || g.n == 0)
+        return end;
+    if (pg_names_pipeline(g.desc)) {
+        if (!c->pipe_named++) { /* torch lists the groups the process is in: one pipeline */
+            memcpy(c->pipe_ranks, c->pg_ranks, g.n * sizeof c->pg_ranks[0]);
+            c->pipe_n = g.n;
+        }
+    } else if (g.n > 1 && (!c->other_min || g.n < c->other_min)) {
+        c->other_min = g.n; /* against the job's size at the end (pipe_header) */
+    }
+    if ((double)g.n > c->world_size)
+        c->world_size = (double)g.n; /* the job has at least the ranks of its groups */
+    return end;
 }
 
 static kj_tok dist_member(conv *c, const char *key, kj_tok v, void *ctx)
@@ -1034,6 +1129,14 @@ static kj_tok dist_member(conv *c, const char *key, kj_tok v, void *ctx)
             c->rank = (int32_t)r;
         return v;
     }
+    if (strcmp(key, "world_size") == 0 && v == KJ_NUM) {
+        double w = kj_num(c->lx);
+        if (w >= 1 && w < (1 << 20) && w == floor(w) && w > c->world_size)
+            c->world_size = w;
+        return v;
+    }
+    if (strcmp(key, "pg_config") == 0 && v == KJ_ARR)
+        return walk_array(c, pg_group, NULL);
     return kj_skip(c->lx, v);
 }
 
@@ -1062,11 +1165,34 @@ static kj_tok top_member(conv *c, const char *key, kj_tok v, void *ctx)
 
 /* ---- the two passes ---- */
 
+/* The process's place in its pipeline's group (pp_trace.h), where distributedInfo named one
+ * that holds its rank once; else whether it was in smaller groups than the world's. */
+static void pipe_header(pp_trace_header *h, const conv *c)
+{
+    size_t at = c->pipe_n, hits = 0;
+    int32_t first = INT32_MAX;
+    for (size_t i = 0; i < c->pipe_n; i++) {
+        if (c->pipe_ranks[i] == c->rank)
+            at = i, hits++;
+        if (c->pipe_ranks[i] < first)
+            first = c->pipe_ranks[i];
+    }
+    if (c->pipe_named == 1 && c->rank >= 0 && hits == 1) {
+        h->flags |= PP_TRACE_PIPELINE_GROUP;
+        h->pipe_rank = (int32_t)at;
+        h->pipe_size = (int32_t)c->pipe_n;
+        h->pipe_first = first;
+    } else if (c->pipe_named || (c->other_min && (double)c->other_min < c->world_size)) {
+        h->flags |= PP_TRACE_OTHER_GROUPS; /* or a pipeline's group that does not place it */
+    }
+}
+
 static void header_init(pp_trace_header *h, const conv *c)
 {
     memset(h, 0, sizeof *h);
     h->pid = c->pid;
     h->rank = c->rank;
+    pipe_header(h, c);
     h->mono_ns = c->t_min == UINT64_MAX ? 0 : c->t_min;
     h->real_ns = h->mono_ns + (uint64_t)c->base_ns;
     snprintf(h->host, sizeof h->host, "%s", c->host);
@@ -1326,6 +1452,12 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
     if ((st = write_final(c, part, out)) != PP_OK)
         goto done;
     stats->rank = c->rank;
+    pp_trace_header fin;
+    header_init(&fin, c);
+    stats->pipe_flags = fin.flags;
+    stats->pipe_rank = fin.pipe_rank;
+    stats->pipe_size = fin.pipe_size;
+    stats->pipe_first = fin.pipe_first;
     snprintf(stats->host, sizeof stats->host, "%s", c->host);
 done:
     stats->bytes_in = kj_offset(lx);

@@ -189,6 +189,12 @@ typedef struct pp_afile {
      * docs/kineto.md; readable while the pp_inputs of pp_analyze_inputs_held lives), "" when
      * `path` is the trace read */
     char trace_path[512];
+    /* Where a converted PyTorch trace's process groups name the pipeline's (docs/kineto.md
+     * "Process groups"): its place in that group, the stage every rank-numbered range of it
+     * takes (-1 unknown: its rank is its stage), and its pipeline among the run's, numbered by
+     * their lowest ranks (the data-parallel replica; 0 otherwise). */
+    int32_t pipe_rank;
+    int32_t replica;
 } pp_afile;
 
 /* The generic view (docs/metrics.md "Ranges and marks"): every NVTX range that is not a

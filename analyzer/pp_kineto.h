@@ -54,6 +54,11 @@ typedef struct pp_kineto_stats {
     uint64_t strings_truncated; /* strings cut at 4096 bytes */
     int truncated;           /* the JSON ended early or broke off: a partial conversion */
     int32_t rank;            /* as written in the header */
+    /* the pipeline's process group, as written in the header (pp_trace.h): flags
+     * PP_TRACE_PIPELINE_GROUP (then the process's index in it, its size, its lowest rank) or
+     * PP_TRACE_OTHER_GROUPS */
+    uint32_t pipe_flags;
+    int32_t pipe_rank, pipe_size, pipe_first;
     char host[64];
     char problem[256];       /* the first problem in words, "" when none */
 } pp_kineto_stats;

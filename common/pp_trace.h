@@ -47,9 +47,23 @@ typedef struct pp_trace_header {
     char exe[96];         /* NUL-padded, basename of the executable */
     char writer[16];      /* NUL-padded: the pipeprof version that wrote the file ("0.1.0");
                              all zero in files of versions before 0.1.0 recorded it */
-    uint8_t reserved[20];
+    /* The process's place in its pipeline's process group, where the job named that group
+     * (flags & PP_TRACE_PIPELINE_GROUP; written by the Kineto importer from distributedInfo):
+     * its index in the group, the group's size and its lowest global rank (one per pipeline,
+     * so data-parallel replicas differ by it). Zero otherwise. */
+    int32_t pipe_rank;
+    int32_t pipe_size;
+    int32_t pipe_first;
+    uint8_t reserved[8];
     uint32_t crc;         /* CRC-32C of the 252 bytes before it */
 } pp_trace_header;
+
+/* pp_trace_header.flags */
+enum {
+    PP_TRACE_PIPELINE_GROUP = 1u << 0, /* pipe_rank, pipe_size, pipe_first are set */
+    PP_TRACE_OTHER_GROUPS = 1u << 1    /* the process was in process groups smaller than the
+                                          job's, none of them named as the pipeline's */
+};
 
 /* ---- block header (32 bytes), followed by payload_bytes of records ---- */
 typedef enum pp_trace_block_kind {

@@ -10,6 +10,7 @@
  * only right on a little-endian machine with these exact sizes. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the .pft format is little-endian");
 _Static_assert(sizeof(pp_trace_header) == 256, "file header is 256 bytes");
+_Static_assert(offsetof(pp_trace_header, pipe_rank) == 232, "pipeline fields at 232");
 _Static_assert(offsetof(pp_trace_header, crc) == 252, "header crc covers the first 252 bytes");
 _Static_assert(sizeof(pp_trace_block_header) == 32, "block header is 32 bytes");
 _Static_assert(offsetof(pp_trace_block_header, crc) == 28, "block crc covers the first 28 bytes");

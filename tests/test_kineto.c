@@ -680,6 +680,261 @@ Test(kineto, ranks_on_two_hosts_are_aligned_by_their_sends_and_receives)
     pp_analysis_free(two);
 }
 
+/* ---- process groups: which ranks make one pipeline ---- */
+
+static char *repeat(const char *head, const char *unit, size_t n, const char *tail);
+
+/* A copy of a recorded trace as global rank `rank` of a `world`-rank job whose distributedInfo
+ * lists the groups `groups` (a JSON array, as torch writes pg_config), its times stretched by
+ * `scale` from its first event (a slower replica). */
+static void grouped_copy(const char *src, const char *dst, int rank, int world,
+                         const char *groups, double scale)
+{
+    size_t len;
+    char *text = slurp_any(src, &len);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(root);
+    cJSON *info = cJSON_CreateObject();
+    cJSON_AddStringToObject(info, "backend", "gloo");
+    cJSON_AddNumberToObject(info, "rank", rank);
+    cJSON_AddNumberToObject(info, "world_size", world);
+    cJSON *pg = cJSON_Parse(groups);
+    cr_assert_not_null(pg, "groups: %s", groups);
+    cJSON_AddItemToObject(info, "pg_config", pg);
+    cJSON_ReplaceItemInObject(root, "distributedInfo", info);
+    double t0 = INFINITY;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents"))
+    {
+        cJSON *ts = cJSON_GetObjectItem(e, "ts");
+        if (cJSON_IsNumber(ts) && ts->valuedouble < t0)
+            t0 = ts->valuedouble;
+    }
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents"))
+    {
+        cJSON *ts = cJSON_GetObjectItem(e, "ts"), *dur = cJSON_GetObjectItem(e, "dur");
+        if (cJSON_IsNumber(ts))
+            cJSON_SetNumberValue(ts, t0 + (ts->valuedouble - t0) * scale);
+        if (cJSON_IsNumber(dur))
+            cJSON_SetNumberValue(dur, dur->valuedouble * scale);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    tk_write_text(dst, out);
+    free(out);
+    cJSON_Delete(root);
+}
+
+/* The recorded 2-rank interleaved run as two data-parallel replicas of it on 4 ranks: stage s
+ * of replica d is global rank at[d][s]; replica 1 runs 1.5 times slower. desc_pp / desc_dp
+ * describe the groups ("undefined": as plain new_group calls leave them). */
+static void make_replicas(const char *dir, const int at[2][2], const char *desc_pp,
+                          const char *desc_dp)
+{
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    static const char *const src[2] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz"};
+    for (int d = 0; d < 2; d++)
+        for (int st = 0; st < 2; st++) {
+            int r = at[d][st];
+            char groups[512], path[600];
+            snprintf(groups, sizeof groups,
+                     "[{\"pg_name\":\"0\",\"pg_desc\":\"default_pg\",\"pg_size\":4,"
+                     "\"ranks\":[0,1,2,3]},"
+                     "{\"pg_name\":\"1\",\"pg_desc\":\"%s\",\"pg_size\":2,\"ranks\":[%d,%d]},"
+                     "{\"pg_name\":\"2\",\"pg_desc\":\"%s\",\"pg_size\":2,\"ranks\":[%d,%d]}]",
+                     desc_pp, at[d][0], at[d][1], desc_dp, at[0][st], at[1][st]);
+            snprintf(path, sizeof path, "%s/rank%d.json", dir, r);
+            grouped_copy(src[st], path, r, 4, groups, d ? 1.5 : 1.0);
+        }
+}
+
+/* torchtitan's DeviceMesh ("pp", "dp": the pipeline outermost, so rank 1 is stage 0 of replica
+ * 1) and Megatron-LM's group names (the replicas outermost): the analysis reads two stages and
+ * two replicas, each replica's ranks at their places in their pipeline; replica 0's analysis is
+ * the original run's, replica 1's is 1.5 times slower; a replica past the last is refused. */
+Test(kineto, process_groups_name_the_pipeline_and_its_data_parallel_replicas)
+{
+    pp_analysis *one = NULL;
+    cr_assert_eq(pp_analyze_dir(DATA "/il", NULL, &one), PP_OK, "%s", pp_error_message());
+    static const struct {
+        const char *dir, *pp, *dp;
+        int at[2][2];
+    } layouts[] = {
+        {"mesh", "mesh_pp", "mesh_dp", {{0, 2}, {1, 3}}},
+        {"megatron", "PIPELINE_MODEL_PARALLEL_GROUP", "DATA_PARALLEL_GROUP", {{0, 1}, {2, 3}}},
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const char *dir = tk_path(layouts[l].dir);
+        make_replicas(dir, layouts[l].at, layouts[l].pp, layouts[l].dp);
+        for (int d = 0; d < 2; d++) {
+            pp_analysis_options o;
+            pp_analysis_options_default(&o);
+            o.replica = d;
+            pp_analysis *a = NULL;
+            cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+            cr_assert_eq(a->S, one->S, "%s: %d stages, the pipeline has %d", dir, a->S, one->S);
+            cr_assert_eq(a->dp, 2, "%s: %d replicas", dir, a->dp);
+            cr_assert_eq(a->n_steps, one->n_steps);
+            double want = one->step_ns.mean * (d ? 1.5 : 1.0);
+            cr_assert_float_eq(a->step_ns.mean, want, 0.01 * want,
+                               "%s replica %d: step %.0f ns, %.0f ns expected", dir, d,
+                               a->step_ns.mean, want);
+            cr_assert_float_eq(a->bubble_ratio, one->bubble_ratio, 0.02);
+            for (size_t i = 0; i < a->n_files; i++) {
+                int r = a->files[i].rank;
+                int rd = layouts[l].at[1][0] == r || layouts[l].at[1][1] == r;
+                int place = layouts[l].at[rd][1] == r;
+                cr_assert_eq(a->files[i].replica, rd, "%s: rank %d's replica", dir, r);
+                cr_assert_eq(a->files[i].pipe_rank, place, "%s: rank %d's stage", dir, r);
+            }
+            cr_assert_null(strstr(a->warnings, "process group"), "%s", a->warnings);
+            pp_analysis_free(a);
+        }
+        pp_analysis_options o;
+        pp_analysis_options_default(&o);
+        o.replica = 2;
+        pp_analysis *a = NULL;
+        cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_ERR_INVALID);
+        cr_assert(strstr(pp_error_message(), "2 data-parallel replica(s)"), "%s",
+                  pp_error_message());
+        pp_error_clear();
+    }
+    pp_analysis_free(one);
+    /* a recorded job of that mesh (torch_pipe.py --dp 2 --mesh pp,dp, Interleaved1F1B, 2
+     * chunks a rank): ranks 0 and 2 make replica 0 */
+    pp_analysis *rec = NULL;
+    cr_assert_eq(pp_analyze_dir(DATA "/dp", NULL, &rec), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(rec->S, 2);
+    cr_assert_eq(rec->v, 2);
+    cr_assert_eq(rec->dp, 2);
+    cr_assert_geq(rec->n_steps, 2);
+    for (size_t i = 0; i < rec->n_files; i++) {
+        cr_assert_eq(rec->files[i].pipe_rank, rec->files[i].rank / 2, "rank %d's stage",
+                     rec->files[i].rank);
+        cr_assert_eq(rec->files[i].replica, rec->files[i].rank % 2);
+    }
+    pp_analysis_free(rec);
+}
+
+/* Groups that name no pipeline (plain new_group calls), and pipelines that contradict each
+ * other: ranks are read as stages, as before, and the analysis says why. */
+Test(kineto, unnamed_or_contradicting_groups_are_warned_about)
+{
+    static const int at[2][2] = {{0, 2}, {1, 3}};
+    const char *dir = tk_path("unnamed");
+    make_replicas(dir, at, "undefined", "undefined");
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->dp, 0);
+    cr_assert(strstr(a->warnings, "4 trace(s) come from processes in process groups smaller "
+                                  "than the job, none described as the pipeline's"),
+              "%s", a->warnings);
+    pp_analysis_free(a);
+
+    /* ranks 0 and 2 both at place 0 of the pipeline whose lowest rank is 0 */
+    const char *dir2 = tk_path("clash");
+    cr_assert_eq(mkdir(dir2, 0755), 0);
+    static const char *const src[2] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz"};
+    for (int r = 0; r < 4; r++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/rank%d.json", dir2, r);
+        grouped_copy(src[r / 2], path, r, 4,
+                     r % 2 ? "[{\"pg_desc\":\"mesh_pp\",\"ranks\":[1,0]}]"
+                           : "[{\"pg_desc\":\"mesh_pp\",\"ranks\":[0,1]}]",
+                     1.0);
+    }
+    cr_assert_eq(pp_analyze_dir(dir2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert(strstr(a->warnings, "pipeline process groups are not used"), "%s", a->warnings);
+    cr_assert_eq(a->dp, 0);
+    pp_analysis_free(a);
+}
+
+/* What the importer writes into the header from distributedInfo.pg_config, on groups good,
+ * odd and hostile: never a crash, never a place it cannot prove. */
+Test(kineto, the_pipeline_group_in_the_header_only_when_it_places_the_rank)
+{
+    static const struct {
+        const char *info;
+        uint32_t flags;
+        int place, size, first;
+    } cases[] = {
+        {"{\"rank\":5,\"world_size\":8,\"pg_config\":[{\"pg_desc\":\"mesh_pp\","
+         "\"ranks\":[1,3,5,7]}]}", PP_TRACE_PIPELINE_GROUP, 2, 4, 1},
+        /* keys in another order, the rank after the groups */
+        {"{\"pg_config\":[{\"ranks\":[6,2],\"pg_desc\":\"my_pipeline\"}],\"rank\":2}",
+         PP_TRACE_PIPELINE_GROUP, 1, 2, 2},
+        /* the rank is not in the group, or twice in it */
+        {"{\"rank\":4,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[1,3]}]}",
+         PP_TRACE_OTHER_GROUPS, 0, 0, 0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[1,1]}]}",
+         PP_TRACE_OTHER_GROUPS, 0, 0, 0},
+        /* two pipelines: which? */
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[0,1]},"
+         "{\"pg_desc\":\"PIPELINE_X\",\"ranks\":[1,2]}]}", PP_TRACE_OTHER_GROUPS, 0, 0, 0},
+        /* ranks that are no whole numbers, huge, negative, strings: the group is not read */
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[0,1.5]}]}", 0, 0,
+         0, 0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[1,1e300]}]}", 0,
+         0, 0, 0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[-1,1]}]}", 0, 0, 0,
+         0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[\"0\",1]}]}", 0,
+         0, 0, 0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[[0],{\"a\":1},1]}]}",
+         0, 0, 0, 0},
+        /* wrong types around the groups */
+        {"{\"rank\":1,\"pg_config\":{\"pg_desc\":\"mesh_pp\"}}", 0, 0, 0, 0},
+        {"{\"rank\":1,\"pg_config\":[1,\"x\",null,[{\"pg_desc\":\"mesh_pp\"}]]}", 0, 0, 0,
+         0},
+        {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":7,\"ranks\":[0,1]}]}", 0, 0, 0, 0},
+        /* groups smaller than the world, none named: a warning's worth */
+        {"{\"rank\":1,\"world_size\":4,\"pg_config\":[{\"pg_desc\":\"default_pg\","
+         "\"ranks\":[0,1,2,3]},{\"pg_desc\":\"undefined\",\"ranks\":[1,3]}]}",
+         PP_TRACE_OTHER_GROUPS, 0, 0, 0},
+        /* only the world's group */
+        {"{\"rank\":1,\"world_size\":2,\"pg_config\":[{\"pg_desc\":\"default_pg\","
+         "\"ranks\":[0,1]}]}", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"distributedInfo\":%s,\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\","
+                 "\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":5}]}",
+                 cases[i].info);
+        const char *out = tk_path("pg.pft");
+        unlink(out);
+        pp_kineto_stats st;
+        cr_assert_eq(pp_kineto_convert_mem(json, strlen(json), out, NULL, &st), PP_OK,
+                     "case %zu: %s", i, pp_error_message());
+        pp_trace *t = NULL;
+        cr_assert_eq(pp_trace_load(out, &t), PP_OK, "case %zu", i);
+        cr_assert_eq(t->header.flags, cases[i].flags, "case %zu (%s): flags %u", i, cases[i].info,
+                     t->header.flags);
+        cr_assert_eq(st.pipe_flags, cases[i].flags, "case %zu: stats", i);
+        if (cases[i].flags & PP_TRACE_PIPELINE_GROUP) {
+            cr_assert_eq(t->header.pipe_rank, cases[i].place, "case %zu", i);
+            cr_assert_eq(t->header.pipe_size, cases[i].size, "case %zu", i);
+            cr_assert_eq(t->header.pipe_first, cases[i].first, "case %zu", i);
+        } else {
+            cr_assert_eq(t->header.pipe_rank, 0);
+            cr_assert_eq(t->header.pipe_size, 0);
+        }
+        pp_trace_free(t);
+    }
+    /* a group of more ranks than any pipeline has: not read, in bounded memory */
+    char *big = repeat("{\"distributedInfo\":{\"rank\":1,\"pg_config\":[{\"pg_desc\":"
+                       "\"mesh_pp\",\"ranks\":[1",
+                       ",2", 200000,
+                       "]}]},\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+                       "\"a\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":5}]}");
+    const char *out = tk_path("pgbig.pft");
+    pp_kineto_stats st;
+    cr_assert_eq(pp_kineto_convert_mem(big, strlen(big), out, NULL, &st), PP_OK, "%s",
+                 pp_error_message());
+    cr_assert_eq(st.pipe_flags, 0);
+    free(big);
+}
+
 /* ---- hostile input ---- */
 
 static char *repeat(const char *head, const char *unit, size_t n, const char *tail)

@@ -123,14 +123,16 @@ static cJSON *report_json(const char *dir, const char *name)
     return load_json(out);
 }
 
-/* What kineto_truth.py computes from the traces of dir. */
-static cJSON *truth_json(const char *py, const char *dir)
+/* What kineto_truth.py computes from the traces of dir (of data-parallel pipeline `replica`). */
+static cJSON *truth_json_of(const char *py, const char *dir, const char *replica)
 {
     const char *out = tk_path("truth.json");
-    const char *argv[] = {py, TRUTH, dir, "--out", out, NULL};
+    const char *argv[] = {py, TRUTH, dir, "--out", out, "--replica", replica, NULL};
     run_ok("kineto_truth.py", argv);
     return load_json(out);
 }
+
+static cJSON *truth_json(const char *py, const char *dir) { return truth_json_of(py, dir, "0"); }
 
 /* The truth's row of step `step`, NULL when it has none. */
 static const cJSON *truth_step(const cJSON *truth, int step)
@@ -316,6 +318,39 @@ Test(torch, interleaved_2_ranks_2_chunks)
     cr_expect(strncmp(row + strspn(row + 1, "boundaries ") + 1, "0,2,4,6,8 ", 10) == 0,
               "the run's partition reads:\n%.80s", row + 1);
     tk_result_free(&r);
+}
+
+/* Data and pipeline parallelism together, as torchtitan builds them: a DeviceMesh of
+ * dimensions ("pp", "dp") on 4 ranks, the pipeline outermost, so ranks 0 and 2 are replica 0's
+ * stages and ranks 1 and 3 replica 1's; Interleaved1F1B, 2 chunks a rank, the gradients
+ * all-reduced over "dp". Read as ranks, these traces were 4 stages (two of them stage 0's
+ * replica); from the process groups the traces describe (docs/kineto.md "Process groups"), each
+ * replica is a 2-stage pipeline that agrees with the truth computed from its own ranks. */
+Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
+{
+    const char *py = need_python();
+    const char *dir = tk_path("dp");
+    const char *args[] = {"--schedule", "interleaved", "--chunks", "2", "--blocks", "8",
+                          "--work", "1,1,1,1,1,1,3,3", "--microbatches", "4", "--steps", "4",
+                          "--dp", "2", "--mesh", "pp,dp", "--dim", "128", NULL};
+    run_job(py, 4, dir, args);
+    for (int d = 0; d < 2; d++) {
+        char rep[4], name[32];
+        snprintf(rep, sizeof rep, "%d", d);
+        snprintf(name, sizeof name, "dp%d.json", d);
+        cJSON *truth = truth_json_of(py, dir, rep);
+        cr_assert_eq((int)num(truth, "ranks"), 2);
+        const char *out = tk_path(name);
+        const char *argv[] = {REPORT, dir, "--json", "-q", "-o", out, "--replica", rep, NULL};
+        run_ok("pprof-report --replica on the trace directory", argv);
+        cJSON *sum = load_json(out);
+        const cJSON *pipe = item(sum, "pipeline");
+        cr_expect_eq((int)num(pipe, "data_parallel"), 2);
+        cr_expect_eq((int)num(pipe, "replica"), d);
+        check_against_truth(sum, truth);
+        cJSON_Delete(sum);
+        cJSON_Delete(truth);
+    }
 }
 
 /* torch's ZBV schedule (ScheduleZBVZeroBubble) on 4 ranks: two chunks per rank placed in a V

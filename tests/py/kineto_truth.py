@@ -6,7 +6,8 @@ any interpreter runs it.
   kineto_truth.py DIR_OR_FILES... [--out FILE]
 
 Reads one Kineto JSON (or .json.gz) per rank (rank from the header's distributedInfo, else the file order) and
-writes JSON:
+writes JSON (with data-parallel pipelines, whose process groups say which is the pipeline's, one
+pipeline's: --replica, its ranks numbered by their place in it):
   "ranks", "pieces" (torch pipeline stages), "chunks" (pieces per rank), "schedule"
   ("gpipe" for Forward/Backward <i> ranges, "pp" for the PP: actions);
   "steps": per ProfilerStep#N, in step order:
@@ -66,13 +67,21 @@ def inputs(args):
 
 
 def load(path, order):
+    """(rank, replica, events): with a process group described as the pipeline's in
+    distributedInfo.pg_config (DeviceMesh's "mesh_pp", Megatron-LM's
+    PIPELINE_MODEL_PARALLEL_GROUP), the rank is the place in that group and the replica its
+    lowest global rank; else the global rank and replica 0."""
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         j = json.load(f)
     info = j.get("distributedInfo") or {}
-    rank = info.get("rank", order)
+    rank, replica = info.get("rank", order), 0
+    pipes = [g["ranks"] for g in info.get("pg_config", [])
+             if g.get("pg_desc") == "mesh_pp" or "pipeline" in g.get("pg_desc", "").lower()]
+    if len(pipes) == 1 and rank in pipes[0]:
+        rank, replica = pipes[0].index(rank), min(pipes[0])
     evs = [e for e in j.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     evs.sort(key=lambda e: (e["ts"], -e["dur"]))
-    return rank, evs
+    return rank, replica, evs
 
 
 def contains(outer, e):
@@ -159,10 +168,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--out", default="-")
+    ap.add_argument("--replica", type=int, default=0,
+                    help="with data-parallel pipelines: the one to read, by their lowest ranks")
     a = ap.parse_args()
     ranks = {}
-    for i, path in enumerate(inputs(a.inputs)):
-        rank, evs = load(path, i)
+    loaded = [load(path, i) + (path,) for i, path in enumerate(inputs(a.inputs))]
+    firsts = sorted(set(rep for _, rep, _, _ in loaded))
+    if not 0 <= a.replica < len(firsts):
+        sys.exit(f"kineto_truth: replica {a.replica} of {len(firsts)}")
+    for rank, rep, evs, path in loaded:
+        if rep != firsts[a.replica]:
+            continue
         if rank in ranks:
             sys.exit(f"kineto_truth: rank {rank} twice ({path})")
         ranks[rank] = analyze_rank(evs)

@@ -12,7 +12,11 @@ each piece but the first, as torchtitan's pipeline_parallel_split_points; defaul
 piece p runs on rank p % world (the looped order torch's multi-stage schedules expect), or, for
 --schedule zbv and dualpipev (torch's ScheduleZBVZeroBubble and ScheduleDualPipeV, two chunks per
 rank), pieces r and 2 world - 1 - r on rank r (the V order). Each piece is a module of its own holding its blocks under their
-original FQNs (torchtitan's manual split).
+original FQNs (torchtitan's manual split). --dp N runs N data-parallel copies of the pipeline
+on world = N x (ranks per pipeline), their gradients all-reduced before the optimizer step, on a
+DeviceMesh as torchtitan builds it (--mesh pp,dp: the pipeline outermost, so rank = stage x N +
+replica; dp,pp: the other way), or on plain new_group calls without descriptions (--groups
+unnamed); "rank" above is then the place in the pipeline.
 
 torch.profiler records every step after one warm-up (schedule wait=0, warmup=1, active=--steps:
 ProfilerStep#1..N in the trace) and writes one Kineto JSON per rank, DIR/rank<r>.json;
@@ -31,6 +35,7 @@ import torch.nn as nn
 from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
                                           ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
                                           ScheduleZBVZeroBubble)
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.pipelining.schedules import ScheduleDualPipeV
 from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
 
@@ -114,11 +119,40 @@ def main():
     ap.add_argument("--with-stack", action="store_true")
     ap.add_argument("--out", required=True, help="directory of the Kineto traces")
     ap.add_argument("--info", default="", help="rank 0 writes what it ran here (JSON)")
+    ap.add_argument("--dp", type=int, default=1,
+                    help="data-parallel replicas of the pipeline (world = dp x ranks per "
+                         "pipeline); their gradients all-reduced before the optimizer step")
+    ap.add_argument("--mesh", default="pp,dp", choices=["pp,dp", "dp,pp"],
+                    help="with --dp: the DeviceMesh's dimensions, outermost first")
+    ap.add_argument("--groups", default="mesh", choices=["mesh", "unnamed"],
+                    help="with --dp: a DeviceMesh (groups described mesh_pp, mesh_dp) or plain "
+                         "new_group calls without descriptions")
     a = ap.parse_args()
 
     torch.set_num_threads(1)  # one core per rank: the ranks share a small machine
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    grank, gworld = dist.get_rank(), dist.get_world_size()
+    if a.dp < 1 or gworld % a.dp:
+        sys.exit(f"torch_pipe: --dp {a.dp} does not divide the world of {gworld}")
+    world = gworld // a.dp  # ranks per pipeline
+    pp_group = dp_group = None
+    if a.dp > 1 and a.groups == "unnamed":
+        # plain new_group calls, no descriptions (every process creates every group, in one
+        # order); the pipeline outermost: rank = stage x dp + replica
+        for d in range(a.dp):
+            g = dist.new_group([s * a.dp + d for s in range(world)])
+            pp_group = g if grank % a.dp == d else pp_group
+        for s in range(world):
+            g = dist.new_group([s * a.dp + d for d in range(a.dp)])
+            dp_group = g if grank // a.dp == s else dp_group
+    elif a.dp > 1:
+        # torchtitan's way: a DeviceMesh whose dimension "pp" is the pipeline (its process
+        # group described as "mesh_pp"); --mesh orders the dimensions, the first outermost
+        dims = a.mesh.split(",")
+        mesh = init_device_mesh("cpu", tuple(world if d == "pp" else a.dp for d in dims),
+                                mesh_dim_names=tuple(dims))
+        pp_group, dp_group = mesh.get_group("pp"), mesh.get_group("dp")
+    rank = dist.get_rank(pp_group) if pp_group is not None else grank
     looped = a.schedule in ("interleaved", "interleaved-zb")
     vee = a.schedule in ("zbv", "dualpipev")
     chunks = a.chunks if looped else 2 if vee else 1
@@ -138,7 +172,7 @@ def main():
     mine = (rank, 2 * world - 1 - rank) if vee else \
         [p for p in range(n_pieces) if p % world == rank]
     stages = [PipelineStage(Piece(model, bounds[p], bounds[p + 1]), p, n_pieces,
-                            torch.device("cpu"))
+                            torch.device("cpu"), group=pp_group)
               for p in mine]
     loss_fn = lambda y, t: ((y - t) ** 2).mean()
     M = a.microbatches
@@ -160,7 +194,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
 
     def on_trace(prof):
-        prof.export_chrome_trace(os.path.join(a.out, f"rank{rank}.json"))
+        prof.export_chrome_trace(os.path.join(a.out, f"rank{grank}.json"))
 
     # the first stage holds the input and the last the loss: piece 0 on rank 0, piece
     # n_pieces - 1 on rank world - 1 when looped, on rank 0 in the V
@@ -178,13 +212,19 @@ def main():
                 sched.step(target=target)
             else:
                 sched.step()
+            if dp_group is not None:  # the replicas' gradient all-reduce (what DDP does)
+                for p in (p for s in stages for p in s.submod.parameters()):
+                    if p.grad is not None:
+                        dist.all_reduce(p.grad, group=dp_group)
+                        p.grad /= a.dp
             opt.step()
             prof.step()
-    if rank == 0 and a.info:
+    if grank == 0 and a.info:
         with open(a.info, "w") as f:
             json.dump({"schedule": a.schedule, "world": world, "chunks": chunks,
                        "microbatches": M, "blocks": a.blocks, "work": work,
-                       "split_points": [f"layers.{i}" for i in firsts]}, f)
+                       "split_points": [f"layers.{i}" for i in firsts], "dp": a.dp,
+                       "mesh": a.mesh if a.dp > 1 else ""}, f)
     dist.barrier()
     dist.destroy_process_group()
 
