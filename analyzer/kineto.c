@@ -1019,10 +1019,11 @@ static kj_tok event(conv *c, kj_tok t)
 }
 
 /* The elements of an array whose '[' was read, each handed to fn(first token); fn consumes it.
- * Returns KJ_ARR_END, or KJ_EOF / KJ_ERR. */
+ * Returns KJ_ARR_END, or KJ_EOF / KJ_ERR. Inlined, so that the events' loop calls event()
+ * directly. */
 typedef kj_tok (*element_fn)(conv *c, kj_tok v, void *ctx);
 
-static kj_tok walk_array(conv *c, element_fn fn, void *ctx)
+static inline __attribute__((always_inline)) kj_tok walk_array(conv *c, element_fn fn, void *ctx)
 {
     kj_tok t = kj_next(c->lx);
     if (t == KJ_ARR_END)
