@@ -331,7 +331,7 @@ Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
     const char *py = need_python();
     const char *dir = tk_path("dp");
     const char *args[] = {"--schedule", "interleaved", "--chunks", "2", "--blocks", "8",
-                          "--work", "1,1,1,1,1,1,3,3", "--microbatches", "4", "--steps", "4",
+                          "--work", "1,1,1,1,1,1,4,4", "--microbatches", "4", "--steps", "4",
                           "--dp", "2", "--mesh", "pp,dp", "--dim", "128", NULL};
     run_job(py, 4, dir, args);
     for (int d = 0; d < 2; d++) {
@@ -359,15 +359,17 @@ Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
  * (docs/dialects.md): chunk 0's activations go up the ranks and chunk 1's come back down, where a
  * looped reading sends them round a ring (3 -> 0) that does not exist; every step is replayed
  * for the bubble decomposition; the stages agree with the traces; and pprof-tune says it does
- * not model the schedule (exit 2) rather than proposing split points for a looped one. Ranks 1
- * (torch stages 1 and 6) carries three times the work of the others. */
+ * not model the schedule (exit 2) rather than proposing split points for a looped one. Rank 1
+ * (torch stages 1 and 6) carries four times the work of the others: with three, one CI run (4
+ * ranks on 2 cores beside another test) had the analysis blame rank 0, whose chunks hold the fill
+ * and the drain, over its 2 analyzed steps; now 3 steps are analyzed. */
 Test(torch, zbv_4_ranks_in_a_v)
 {
     const char *py = need_python();
     const char *dir = tk_path("zbv");
     const char *args[] = {"--schedule", "zbv",  "--blocks",       "8", "--work",
-                          "1,3,1,1,1,1,3,1",    "--microbatches", "8", "--dim",
-                          "128",                "--steps",        "3", NULL};
+                          "1,4,1,1,1,1,4,1",    "--microbatches", "8", "--dim",
+                          "128",                "--steps",        "4", NULL};
     run_job(py, 4, dir, args);
     cJSON *truth = truth_json(py, dir);
     cr_assert_eq((int)num(truth, "slowest_rank"), 1);
