@@ -248,6 +248,14 @@ typedef struct file_state {
     const pp_dialect *dialect; /* the user's dialect file (not owned), NULL none */
     vec dinfo;          /* dialect_info by string id (bounded like msgs) */
     vec domains;        /* domain_name: the file's domains, for dialect rules naming one */
+    /* its latest step ranges opened (any thread): step and start (its own clock), a ring; the
+     * step of a range on a thread with no step range of its own (torch's collectives run on
+     * the process group's thread: an_file_step_at) */
+    struct {
+        int64_t step;
+        uint64_t t0;
+    } step_opens[8];
+    unsigned n_step_opens;
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
     int torch_pair_noted; /* its first two ids went into the state's placement (an_placement) */
@@ -428,6 +436,9 @@ static inline int an_is_compute(int kind)
 
 /* ---- analyzer.c: the driver ---- */
 void an_warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* decode.c: the step of file f open at t0 (its own clock): the latest of its step ranges that
+ * opened at or before t0 among the last 8 opened, -1 when none. */
+int64_t an_file_step_at(const file_state *f, uint64_t t0);
 void an_state_init(state *st, const pp_analysis_options *o, pp_analysis *a);
 void an_state_free(state *st);
 int an_rank_wanted(const pp_analysis_options *o, int32_t rank);

@@ -440,10 +440,13 @@ static inline const uint8_t *next_record(const pp_trace_block *blk, size_t *off,
 /* What the enclosing ranges say, for layer ranges and fallback step numbers: a step range or
  * a compute range opened on t (d: decode() of it). */
 static inline void note_open(state *st, file_state *f, thread_state *t, const decoded *d,
-                             int64_t step)
+                             int64_t step, uint64_t t0)
 {
     if (d->kind == PP_NVTX_STEP) {
         t->cur_step = step;
+        unsigned k = f->n_step_opens++ % (sizeof f->step_opens / sizeof f->step_opens[0]);
+        f->step_opens[k].step = step;
+        f->step_opens[k].t0 = t0;
         t->cur_stage = d->stage;
         if (f->replica == st->o->replica)
             an_note_step_open(st, f, d->stage, step);
@@ -505,6 +508,18 @@ static int dialect_of(file_state *f, uint32_t id, uint32_t domain, pp_dialect_ma
     }
     *x = di->m;
     return di->src;
+}
+
+int64_t an_file_step_at(const file_state *f, uint64_t t0)
+{
+    unsigned cap = sizeof f->step_opens / sizeof f->step_opens[0];
+    unsigned n = f->n_step_opens < cap ? f->n_step_opens : cap;
+    int64_t step = -1;
+    uint64_t best = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (f->step_opens[i].t0 <= t0 && (step < 0 || f->step_opens[i].t0 >= best))
+            step = f->step_opens[i].step, best = f->step_opens[i].t0;
+    return step;
 }
 
 /* The trace's pipeline rank: its place in its pipeline's process group where the trace tells,
@@ -837,7 +852,7 @@ static void dialect_op_noted(state *st, file_state *f, thread_state *t, const pp
             t->dbwd_seen = 1;
         st->dshape_split |= d->kind == PP_NVTX_BWD_INPUT || d->kind == PP_NVTX_BWD_WEIGHT;
     }
-    note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step);
+    note_open(st, f, t, d, d->kind == PP_NVTX_STEP && d->step < 0 ? t->n_steps + 1 : d->step, t0);
     if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
         t->cur_stage = (int32_t)d->stage;
 }
@@ -1102,7 +1117,7 @@ static inline open_range *on_open(state *st, file_state *f, thread_state *t,
             decoded d;
             decode(st, f, o, &d);
             note_open(st, f, t, &d,
-                      d.kind == PP_NVTX_STEP && d.step < 0 ? t->n_steps + 1 : d.step);
+                      d.kind == PP_NVTX_STEP && d.step < 0 ? t->n_steps + 1 : d.step, o->t0);
         }
     } else {
         dialect_open(st, f, t, o); /* another domain's range: a dialect may name it */
@@ -1144,7 +1159,7 @@ static inline void on_ext(state *st, file_state *f, thread_state *t, const pp_re
         last->dec_gen = f->meta_gen;
         last->dec_cfg = st->cfg_gen;
         last->has_dec = 1;
-        note_open(st, f, t, d, d->step);
+        note_open(st, f, t, d, d->step, last->t0);
         if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT && d->stage >= 0)
             t->cur_stage = d->stage;
     }

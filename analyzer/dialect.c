@@ -589,6 +589,12 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->torch_comm = recv ? PP_DCOMM_RECV : PP_DCOMM_SEND;
         return 1;
     }
+    /* the data-parallel replicas' gradient all-reduce (DDP, FSDP's and torch_pipe.py's): on the
+     * process group's own thread (gloo), its step by time (an_file_step_at) */
+    if (strcmp(s, "gloo:all_reduce") == 0 || strcmp(s, "nccl:all_reduce") == 0) {
+        torch_init(m, PP_NVTX_ALLREDUCE);
+        return 1;
+    }
     if (strncmp(s, "nn.Module: ", 11) == 0 && s[11]) {
         torch_init(m, PP_NVTX_LAYER_FWD);
         m->torch_module = 1;

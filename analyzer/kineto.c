@@ -68,6 +68,7 @@ typedef struct kthread {
     uint8_t *buf;
     size_t len;
     uint32_t n;
+    uint64_t ts_first, ts_last; /* of the records in buf */
     open_entry *stack; /* nested ranges, ends non-increasing from the bottom */
     size_t depth, cap_stack;
     open_entry *ends;  /* async ranges: a min-heap by end */
@@ -302,10 +303,32 @@ static int thread_flush(conv *c, kthread *t)
     return 1;
 }
 
+/* t's buffer is full: it is written, and so is every other thread's that holds a record from
+ * before t's last, so that the blocks of a thread with few events (the process group's, whose
+ * collectives the analysis gives to the step open at their time) follow the busy threads' in
+ * the file instead of coming at its end, after their steps were finalized. */
+static int thread_flush_full(conv *c, kthread *t)
+{
+    uint64_t upto = t->ts_last;
+    if (!thread_flush(c, t))
+        return 0;
+    for (size_t i = 0; i < c->n_threads; i++) {
+        kthread *o = &c->threads[i];
+        if (o != t && o->len && o->ts_first <= upto && !thread_flush(c, o))
+            return 0;
+    }
+    return 1;
+}
+
 static int thread_emit(conv *c, kthread *t, const void *rec, size_t size)
 {
-    if (t->len + size > THREAD_BUF && !thread_flush(c, t))
+    if (t->len + size > THREAD_BUF && !thread_flush_full(c, t))
         return 0;
+    pp_rec_header h;
+    memcpy(&h, rec, sizeof h);
+    if (!t->len)
+        t->ts_first = h.ts;
+    t->ts_last = h.ts;
     memcpy(t->buf + t->len, rec, size);
     t->len += size;
     t->n++;

@@ -522,15 +522,82 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     }
 }
 
+typedef struct span {
+    int32_t stage;
+    uint64_t t0, t1;
+} span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    const span *a = x, *b = y;
+    if (a->stage != b->stage)
+        return a->stage < b->stage ? -1 : 1;
+    return a->t0 < b->t0 ? -1 : a->t0 > b->t0;
+}
+
+/* The stages' all-reduce time that their compute does not hide (into sp's allreduce_ns): the
+ * union of each stage's all-reduce ranges less its overlap with the union of the stage's
+ * compute ops. A collective run on a thread of its own while the stage computes (DDP's
+ * buckets during the backward) is waited for only where it outlasts the compute; one run after
+ * the schedule (pptrain's) counts whole. 0 when out of memory (the sum is used then). */
+static int exposed_allreduce(pp_astep *sp, const bucket *b, int S)
+{
+    const ar_range *ar = b->allred.data;
+    const pp_aop *op = b->ops.data;
+    size_t na = 0, nc = 0;
+    span *a = malloc((b->allred.n ? b->allred.n : 1) * sizeof *a);
+    span *c = malloc((b->ops.n ? b->ops.n : 1) * sizeof *c);
+    if (!a || !c) {
+        free(a);
+        free(c);
+        return 0;
+    }
+    for (size_t i = 0; i < b->allred.n; i++)
+        if (ar[i].stage >= 0 && ar[i].stage < S && ar[i].t1 >= ar[i].t0)
+            a[na++] = (span){ar[i].stage, ar[i].t0, ar[i].t1};
+    for (size_t i = 0; i < b->ops.n; i++)
+        if (pp_aop_is_compute(op[i].kind) && op[i].stage >= 0 && op[i].stage < S &&
+            op[i].t1 > op[i].t0)
+            c[nc++] = (span){op[i].stage, op[i].t0, op[i].t1};
+    qsort(a, na, sizeof *a, span_cmp);
+    qsort(c, nc, sizeof *c, span_cmp);
+    size_t j = 0;
+    for (size_t i = 0; i < na;) {
+        /* one merged all-reduce interval [u0, u1) of stage s */
+        int32_t s = a[i].stage;
+        uint64_t u0 = a[i].t0, u1 = a[i].t1;
+        for (i++; i < na && a[i].stage == s && a[i].t0 <= u1; i++)
+            u1 = a[i].t1 > u1 ? a[i].t1 : u1;
+        while (j < nc && (c[j].stage < s || (c[j].stage == s && c[j].t1 <= u0)))
+            j++;
+        double hidden = 0;
+        uint64_t covered = u0; /* compute ops may overlap each other: count each time once */
+        for (size_t k = j; k < nc && c[k].stage == s && c[k].t0 < u1; k++) {
+            uint64_t lo = c[k].t0 > covered ? c[k].t0 : covered;
+            uint64_t hi = c[k].t1 < u1 ? c[k].t1 : u1;
+            if (hi > lo) {
+                hidden += (double)(hi - lo);
+                covered = hi;
+            }
+        }
+        sp->stage[s].allreduce_ns += (double)(u1 - u0) - hidden;
+    }
+    free(a);
+    free(c);
+    return 1;
+}
+
 /* Data-parallel all-reduce: communication outside the pipeline's schedule. */
 static void step_allreduce(state *st, pp_astep *sp, const bucket *b, int S)
 {
     const ar_range *ar = b->allred.data;
     double *ar_bytes = calloc((size_t)S, sizeof(double));
+    int exposed = b->allred.n && exposed_allreduce(sp, b, S);
     for (size_t i = 0; i < b->allred.n; i++) {
         if (ar[i].stage < 0 || ar[i].stage >= S || ar[i].t1 < ar[i].t0)
             continue;
-        sp->stage[ar[i].stage].allreduce_ns += (double)(ar[i].t1 - ar[i].t0);
+        if (!exposed)
+            sp->stage[ar[i].stage].allreduce_ns += (double)(ar[i].t1 - ar[i].t0);
         if (ar_bytes)
             ar_bytes[ar[i].stage] += (double)ar[i].bytes;
     }
@@ -803,8 +870,19 @@ void an_results(state *st)
     a->replica = st->o->replica;
     results_steps(st, S);
     a->stages = calloc((size_t)(S > 0 ? S : 1), sizeof(pp_astage));
-    for (int s = 0; a->stages && s < S; s++)
+    int overlapped = -1;
+    for (int s = 0; a->stages && s < S; s++) {
         results_stage(st, s, &a->stages[s]);
+        if (overlapped < 0 && a->stages[s].busy_ns > 1.01 * a->step_ns.mean && a->step_ns.mean > 0)
+            overlapped = s;
+    }
+    /* a stage busier than the step: its compute ranges overlap each other (two processes'
+     * traces in one file, or two ranks read as one stage), so no idle time is left to share */
+    if (overlapped >= 0)
+        an_warn(a, "stage %d computes %.3f ms a step, longer than the step itself (%.3f ms): its "
+                   "compute ranges overlap each other (two processes or ranks read as one "
+                   "stage?); its idle time and bubble are not meaningful",
+                overlapped, a->stages[overlapped].busy_ns * 1e-6, a->step_ns.mean * 1e-6);
     results_links_layers(st);
     a->ops = vec_take(&st->kept_ops, &a->n_ops);
     a->layer_ops = vec_take(&st->kept_layer_ops, &a->n_layer_ops);

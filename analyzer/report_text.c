@@ -213,9 +213,13 @@ static void print_allreduce(const pp_analysis *a, FILE *out)
             "busbw GB/s", "% of step");
     for (int s = 0; s < a->S; s++) {
         const pp_astage *g = &a->stages[s];
-        fprintf(out, "%-6d %14.3f %10.3f %10.3f %12.3f %11.1f%%\n", s,
-                ms(g->allreduce_ns.median), ms(g->allreduce_ns.p95), g->allreduce_bytes / 1e6,
-                g->allreduce_busbw_GBps,
+        char mb[16] = "-", bw[16] = "-"; /* sizes unknown (a torch trace without shapes) */
+        if (g->allreduce_bytes > 0) {
+            snprintf(mb, sizeof mb, "%.3f", g->allreduce_bytes / 1e6);
+            snprintf(bw, sizeof bw, "%.3f", g->allreduce_busbw_GBps);
+        }
+        fprintf(out, "%-6d %14.3f %10.3f %10s %12s %11.1f%%\n", s, ms(g->allreduce_ns.median),
+                ms(g->allreduce_ns.p95), mb, bw,
                 a->step_ns.mean > 0 ? 100 * g->allreduce_mean_ns / a->step_ns.mean : 0.0);
     }
 }

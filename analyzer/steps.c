@@ -124,9 +124,11 @@ static void note_out_of_bounds(state *st, file_state *f, const open_range *o, co
 
 /* A data-parallel all-reduce range, into its step's bucket. */
 static inline void range_allreduce(state *st, const file_state *f, const thread_state *t,
-                                   const decoded *d, uint64_t t0, uint64_t t1)
+                                   const decoded *d, uint64_t raw_t0, uint64_t t0, uint64_t t1)
 {
     int64_t ar_step = d->step >= 0 ? d->step : t->cur_step;
+    if (ar_step < 0) /* a collective on a thread of its own (torch's process group's) */
+        ar_step = an_file_step_at(f, raw_t0);
     bucket *ab = st->collect || ar_step < 0 ? NULL : bucket_get(st, ar_step);
     ar_range *x = ab ? vec_push(&ab->allred) : NULL;
     if (x)
@@ -258,7 +260,7 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
     if (!st->collect && pp_gpu_op_of(d.kind) != PP_GOP_COUNT && (d.step >= 0 || t->cur_step >= 0))
         f->proj_stage = f->proj_stage == -1 || f->proj_stage == d.stage ? (int32_t)d.stage : -2;
     if (d.kind == PP_NVTX_ALLREDUCE) {
-        range_allreduce(st, f, t, &d, t0, t1);
+        range_allreduce(st, f, t, &d, o->t0, t0, t1);
         return;
     }
     if (d.kind == PP_NVTX_STEP) {

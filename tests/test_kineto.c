@@ -849,6 +849,22 @@ Test(kineto, unnamed_or_contradicting_groups_are_warned_about)
     pp_analysis_free(a);
 }
 
+/* Four processes' traces concatenated into one file (the whole analysis's fuzz seed of the
+ * converted synthetic 2 x 2 run): read as one damaged trace, one stage computes longer than its
+ * step; the analysis says so rather than reporting a negative bubble as if it were one. */
+Test(kineto, one_file_of_four_processes_is_warned_about)
+{
+    const char *path = PP_TEST_DATA_DIR "/fuzz/analysis/torch_dp_mesh.pft";
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(&path, 1, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 1);
+    cr_assert_gt(a->stages[0].busy_ns, a->step_ns.mean);
+    cr_assert(strstr(a->warnings, "stage 0 computes") &&
+                  strstr(a->warnings, "longer than the step itself"),
+              "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
 /* What the importer writes into the header from distributedInfo.pg_config, on groups good,
  * odd and hostile: never a crash, never a place it cannot prove. */
 Test(kineto, the_pipeline_group_in_the_header_only_when_it_places_the_rank)

@@ -325,7 +325,8 @@ Test(torch, interleaved_2_ranks_2_chunks)
  * stages and ranks 1 and 3 replica 1's; Interleaved1F1B, 2 chunks a rank, the gradients
  * all-reduced over "dp". Read as ranks, these traces were 4 stages (two of them stage 0's
  * replica); from the process groups the traces describe (docs/kineto.md "Process groups"), each
- * replica is a 2-stage pipeline that agrees with the truth computed from its own ranks. */
+ * replica is a 2-stage pipeline that agrees with the truth computed from its own ranks, its
+ * gradient all-reduce included. */
 Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
 {
     const char *py = need_python();
@@ -348,6 +349,26 @@ Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
         cr_expect_eq((int)num(pipe, "data_parallel"), 2);
         cr_expect_eq((int)num(pipe, "replica"), d);
         check_against_truth(sum, truth);
+        /* the replicas' gradient all-reduce (gloo:all_reduce, on gloo's own thread), per step
+         * and stage: what the compute does not hide, as the truth computes it */
+        const cJSON *st;
+        int n_ar = 0;
+        cJSON_ArrayForEach(st, item(sum, "steps"))
+        {
+            int step = (int)num(st, "step");
+            const cJSON *ts = truth_step(truth, step);
+            cr_assert_not_null(ts);
+            for (int s = 0; s < 2; s++) {
+                double got = num(cJSON_GetArrayItem(item(st, "stages"), s), "allreduce_ms");
+                const cJSON *tr = cJSON_GetArrayItem(item(ts, "ranks"), s);
+                double want = num(tr, "allreduce_sum_ms");
+                n_ar += (int)num(tr, "allreduce_n");
+                cr_expect(fabs(got - want) <= 0.02 * want + 0.001,
+                          "replica %d step %d stage %d: all-reduce %.4f ms, the traces say %.4f",
+                          d, step, s, got, want);
+            }
+        }
+        cr_expect_gt(n_ar, 0, "no all-reduce in the traces' analyzed steps");
         cJSON_Delete(sum);
         cJSON_Delete(truth);
     }

@@ -164,6 +164,30 @@ def analyze_rank(evs):
     return steps, acts, gpipe
 
 
+def allreduce_of(evs, steps):
+    """[(step, ms)]: the gradient all-reduces (gloo:all_reduce, nccl:all_reduce: on any thread,
+    the process group's own among them), each in the step whose ProfilerStep started last at or
+    before it, with the part of it that overlaps the rank's compute (its PP: and Forward/Backward
+    actions) taken out: what the step waits for."""
+    starts = sorted((t0, n) for n, (t0, _) in steps.items())
+    comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs
+                  if ACTION.match(e["name"]) or GPIPE.match(e["name"]))
+    out = []
+    for e in evs:
+        if e["name"] not in ("gloo:all_reduce", "nccl:all_reduce"):
+            continue
+        n = None
+        for t0, k in starts:
+            if t0 <= e["ts"]:
+                n = k
+        if n is None:
+            continue
+        a0, a1 = e["ts"], e["ts"] + e["dur"]
+        hidden = sum(max(0.0, min(a1, c1) - max(a0, c0)) for c0, c1 in comp)
+        out.append((n, (a1 - a0 - hidden) / 1e3))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("inputs", nargs="+")
@@ -171,7 +195,7 @@ def main():
     ap.add_argument("--replica", type=int, default=0,
                     help="with data-parallel pipelines: the one to read, by their lowest ranks")
     a = ap.parse_args()
-    ranks = {}
+    ranks, allreduces = {}, {}
     loaded = [load(path, i) + (path,) for i, path in enumerate(inputs(a.inputs))]
     firsts = sorted(set(rep for _, rep, _, _ in loaded))
     if not 0 <= a.replica < len(firsts):
@@ -182,6 +206,7 @@ def main():
         if rank in ranks:
             sys.exit(f"kineto_truth: rank {rank} twice ({path})")
         ranks[rank] = analyze_rank(evs)
+        allreduces[rank] = allreduce_of(evs, ranks[rank][0])
     R = len(ranks)
     if sorted(ranks) != list(range(R)):
         sys.exit(f"kineto_truth: ranks {sorted(ranks)} are not 0..{R - 1}")
@@ -209,6 +234,9 @@ def main():
                           for _ in range(P)],
                "ranks": [{"fwd_sum_ms": 0.0, "fwd_n": 0, "bwd_sum_ms": 0.0, "bwd_n": 0}
                          for _ in range(R)]}
+        for r, evs in allreduces.items():
+            row["ranks"][r]["allreduce_sum_ms"] = sum(d for sn, d in evs if sn == n)
+            row["ranks"][r]["allreduce_n"] = sum(1 for sn, _ in evs if sn == n)
         for r, (_, acts, _) in ranks.items():
             for sn, piece, kind, ms in acts:
                 if sn != n:
