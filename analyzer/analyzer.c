@@ -281,6 +281,7 @@ static void assign_pipelines(file_state *fs, size_t n, pp_analysis *a)
             replica++;
         file_state *f = &fs[k[i].file];
         f->info->pipe_rank = f->pipe_rank = k[i].place;
+        f->info->pipe_known = 1;
         f->info->replica = f->replica = replica;
     }
     if (replica > 0)

@@ -758,7 +758,7 @@ pp_status pp_report_each_event(const pp_analysis *a,
         f->info = &info[i];
         f->rank = a->files[i].rank;
         f->replica = a->files[i].replica;
-        f->pipe_rank = a->files[i].pipe_rank;
+        f->pipe_rank = a->files[i].pipe_known ? a->files[i].pipe_rank : -1;
         f->done = 1;
         const char *tp = a->files[i].trace_path[0] ? a->files[i].trace_path : a->files[i].path;
         if (!a->files[i].analyzed || pp_trace_reader_open(tp, &f->r) != PP_OK) {

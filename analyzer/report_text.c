@@ -153,8 +153,17 @@ static void print_summary(const pp_analysis *a, FILE *out)
         fprintf(out, ", %d micro-batch(es)", a->M);
     if (a->v > 1)
         fprintf(out, ", %d chunks per stage", a->v);
-    if (a->dp > 1)
-        fprintf(out, ", %d data-parallel replicas (replica %d shown)", a->dp, a->replica);
+    if (a->dp > 1) {
+        fprintf(out, ", %d data-parallel replicas (replica %d shown", a->dp, a->replica);
+        /* where the traces' process groups placed them: the replica's ranks, stage by stage */
+        int shown = 0;
+        for (int s = 0; s < a->S && s < PP_ANALYSIS_MAX_STAGES; s++)
+            for (size_t i = 0; i < a->n_files; i++)
+                if (a->files[i].pipe_known && a->files[i].pipe_rank == s &&
+                    a->files[i].replica == a->replica)
+                    fprintf(out, "%s%d", shown++ ? "," : ": ranks ", a->files[i].rank);
+        fputc(')', out);
+    }
     fprintf(out, "; %zu step(s) analyzed (%lld warm-up skipped), %zu process(es), %llu events",
             a->n_steps, (long long)a->warmup_skipped, a->n_files,
             (unsigned long long)a->events_total);

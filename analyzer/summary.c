@@ -93,6 +93,10 @@ static void json_run(pp_json_writer *w, const pp_analysis *a)
             pp_json_put_int(w, "rank", f->rank);
         else
             pp_json_put_null(w, "rank");
+        if (f->pipe_known) { /* placed by its process groups (docs/kineto.md) */
+            pp_json_put_int(w, "pipeline_rank", f->pipe_rank);
+            pp_json_put_int(w, "replica", f->replica);
+        }
         pp_json_put_uint(w, "events", f->events);
         pp_json_put_uint(w, "dropped", f->dropped);
         pp_json_put_uint(w, "filtered", f->filtered);

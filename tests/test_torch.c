@@ -362,6 +362,14 @@ Test(torch, data_parallel_replicas_of_a_pipeline_on_a_device_mesh)
         const cJSON *pipe = item(sum, "pipeline");
         cr_expect_eq((int)num(pipe, "data_parallel"), 2);
         cr_expect_eq((int)num(pipe, "replica"), d);
+        /* each trace's place, as the summary states it: rank = stage x 2 + replica */
+        const cJSON *file;
+        cJSON_ArrayForEach(file, item(item(sum, "run"), "files"))
+        {
+            int r = (int)num(file, "rank");
+            cr_expect_eq((int)num(file, "pipeline_rank"), r / 2, "rank %d's stage", r);
+            cr_expect_eq((int)num(file, "replica"), r % 2, "rank %d's replica", r);
+        }
         check_against_truth(sum, truth);
         /* the replicas' gradient all-reduce (gloo:all_reduce, on gloo's own thread), per step
          * and stage: what the compute does not hide, as the truth computes it */
