@@ -239,7 +239,6 @@ static void assign_pipelines(file_state *fs, size_t n, pp_analysis *a)
     size_t named = 0, other = 0, read = 0;
     pipe_key *k = calloc(n ? n : 1, sizeof *k);
     for (size_t i = 0; i < n; i++) {
-        fs[i].info->pipe_rank = -1;
         if (!fs[i].r || fs[i].done)
             continue;
         read++;

@@ -241,7 +241,7 @@ typedef struct file_state {
     int32_t min_stage;  /* lowest stage among its ranges (clock pass), -1 none */
     pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
     int32_t replica;    /* data-parallel replica: info->replica, or its config mark's */
-    int32_t pipe_rank;  /* info->pipe_rank: its stage when its process groups tell, else -1 */
+    int32_t pipe_rank;  /* info->pipe_rank where info->pipe_known, else -1 */
     uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
     int default_layout; /* off[] is the convention's layout (pp_nvtx_fields) */
     int32_t proj_stage; /* host pass: the stage of its projected ranges, -1 none, -2 several */

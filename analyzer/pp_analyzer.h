@@ -190,13 +190,12 @@ typedef struct pp_afile {
      * `path` is the trace read */
     char trace_path[512];
     /* Where a converted PyTorch trace's process groups name the pipeline's (docs/kineto.md
-     * "Process groups"): its place in that group, the stage every rank-numbered range of it
-     * takes (-1 unknown: its rank is its stage), and its pipeline among the run's, numbered by
-     * their lowest ranks (the data-parallel replica; 0 otherwise); pipe_known says whether
-     * they were so placed (0 in a zeroed pp_afile). */
+     * "Process groups"; pipe_known 1, else 0 and its rank is its stage): its place in that
+     * group, the stage every rank-numbered range of it takes, and its pipeline among the
+     * run's, numbered by their lowest ranks (the data-parallel replica; 0 otherwise). */
+    int pipe_known;
     int32_t pipe_rank;
     int32_t replica;
-    int pipe_known;
 } pp_afile;
 
 /* The generic view (docs/metrics.md "Ranges and marks"): every NVTX range that is not a
