@@ -120,6 +120,8 @@ pp_status pp_advise_fit_costs(const pp_costs *const *costs, const int *sizes, in
         out->optimizer_us_per_MB += costs[i]->optimizer_us_per_MB / n;
         out->grad_norm_us += costs[i]->grad_norm_us / n;
         out->step_fixed_us += costs[i]->step_fixed_us / n;
+        out->dp_allreduce_us += costs[i]->dp_allreduce_us / n;
+        out->dp_allreduce_us_per_MB += costs[i]->dp_allreduce_us_per_MB / n;
         out->send_act_us += costs[i]->send_act_us / n;
         out->send_grad_us += costs[i]->send_grad_us / n;
     }
@@ -167,6 +169,8 @@ pp_status pp_advise_costs_at(const pp_advise_fit *f, int b, pp_costs **out, int 
     c->optimizer_us_per_MB = f->optimizer_us_per_MB;
     c->grad_norm_us = f->grad_norm_us;
     c->step_fixed_us = f->step_fixed_us;
+    c->dp_allreduce_us = f->dp_allreduce_us;
+    c->dp_allreduce_us_per_MB = f->dp_allreduce_us_per_MB;
     c->send_act_us = f->send_act_us;
     c->send_grad_us = f->send_grad_us;
     c->microbatch_size = b;

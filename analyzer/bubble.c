@@ -267,7 +267,7 @@ int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int plac
     replay r;
     if (replay_build(&r, ops, n, S, placement)) {
         r.kind_mean = kind_mean;
-        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL};
+        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL, NULL};
         pp_sim_result nocomm, bal;
         r.balanced = 0;
         int ok = pp_sim_run(&r.sc, &c, &nocomm) == PP_OK;

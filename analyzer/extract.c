@@ -487,41 +487,32 @@ static double median_of(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The optimizer step per stage from its parameters: each stage's median optimizer op against
- * its parameter bytes (MB = 1e6 bytes). Stages whose parameters differ by 25% or more fit
- * optimizer_us + optimizer_us_per_MB x MB by least squares (both kept >= 0); otherwise the
- * fixed part and the slope cannot be told apart and the time is taken as proportional to the
- * parameters (an optimizer's work is per parameter): slope = sum of times / sum of MB. Without
- * parameter sizes (no layer marks), the slowest stage's time for every stage. */
-static void fit_optimizer(const pp_analysis *a, const pp_extract *e, double *fixed_us,
-                          double *per_mb_us)
+/* A per-stage time against the stage's parameters: y[s] (us, has[s] = 0: not measured) against
+ * x[s] (MB = 1e6 bytes). Stages whose parameters differ by 25% or more fit fixed + per_MB x MB
+ * by least squares (both kept >= 0); otherwise the fixed part and the slope cannot be told
+ * apart and the time is taken as proportional to the parameters (an optimizer's work, an
+ * all-reduce's bytes): slope = sum of times / sum of MB. Without parameter sizes (no layer
+ * marks: has_bytes = 0), the slowest stage's time for every stage. */
+static void fit_per_stage(const double *y, const double *x, const int *has, int S, int has_bytes,
+                          double *fixed_us, double *per_mb_us)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0, lo = HUGE_VAL, hi = 0, slowest = 0;
     int n = 0;
-    for (int s = 0; s < a->S && s < e->partition.S; s++) {
-        const pp_astats *o = &a->stages[s].opt_ns;
-        if (!o->count)
+    for (int s = 0; s < S; s++) {
+        if (!has[s])
             continue;
-        double y = o->median * 1e-3;
-        slowest = y > slowest ? y : slowest;
-        uint64_t bytes = 0;
-        for (int c = 0; c < e->partition.v; c++) {
-            int l0, l1;
-            pp_partition_piece_layers(&e->partition, s, c, &l0, &l1);
-            bytes += pp_costs_param_bytes(e->costs, l0, l1);
-        }
-        double x = (double)bytes * 1e-6;
-        sx += x;
-        sy += y;
-        sxx += x * x;
-        sxy += x * y;
-        lo = x < lo ? x : lo;
-        hi = x > hi ? x : hi;
+        slowest = y[s] > slowest ? y[s] : slowest;
+        sx += x[s];
+        sy += y[s];
+        sxx += x[s] * x[s];
+        sxy += x[s] * y[s];
+        lo = x[s] < lo ? x[s] : lo;
+        hi = x[s] > hi ? x[s] : hi;
         n++;
     }
     *fixed_us = slowest;
     *per_mb_us = 0;
-    if (!n || !e->has_param_bytes || hi <= 0)
+    if (!n || !has_bytes || hi <= 0)
         return;
     double den = n * sxx - sx * sx;
     if (n >= 2 && hi >= 1.25 * lo && den > 0) {
@@ -541,22 +532,76 @@ static void fit_optimizer(const pp_analysis *a, const pp_extract *e, double *fix
     }
 }
 
+/* Each stage's parameters in MB (all its chunks'), into x[S]. */
+static void stage_param_mb(const pp_extract *e, int S, double *x)
+{
+    for (int s = 0; s < S; s++) {
+        uint64_t bytes = 0;
+        for (int c = 0; c < e->partition.v; c++) {
+            int l0, l1;
+            pp_partition_piece_layers(&e->partition, s, c, &l0, &l1);
+            bytes += pp_costs_param_bytes(e->costs, l0, l1);
+        }
+        x[s] = (double)bytes * 1e-6;
+    }
+}
+
+/* A per-stage term fitted against the stages' parameters (fit_per_stage): the median of each
+ * stage's `which` statistic (0: its optimizer ops, 1: its data-parallel all-reduce per step),
+ * in us. 0 and 0 when no stage measured it, or out of memory. */
+static void fit_stage_term(const pp_analysis *a, const pp_extract *e, int which,
+                           double *fixed_us, double *per_mb_us)
+{
+    int S = a->S < e->partition.S ? a->S : e->partition.S;
+    *fixed_us = *per_mb_us = 0;
+    if (S <= 0)
+        return;
+    double *y = calloc(2 * (size_t)S, sizeof *y);
+    int *has = calloc((size_t)S, sizeof *has);
+    if (!y || !has) {
+        free(y);
+        free(has);
+        return;
+    }
+    double *x = y + S;
+    stage_param_mb(e, S, x);
+    for (int s = 0; s < S; s++) {
+        const pp_astats *o = which ? &a->stages[s].allreduce_ns : &a->stages[s].opt_ns;
+        has[s] = o->count > 0;
+        y[s] = o->median * 1e-3;
+    }
+    fit_per_stage(y, x, has, S, e->has_param_bytes, fixed_us, per_mb_us);
+    free(y);
+    free(has);
+}
+
 /* The optimizer step's cost, in its named terms (docs/cost-file.md):
- * - optimizer_us + optimizer_us_per_MB x the stage's parameters: fit_optimizer;
+ * - optimizer_us + optimizer_us_per_MB x the stage's parameters: fit_stage_term;
+ * - dp_allreduce_us + dp_allreduce_us_per_MB x the stage's parameters: the data-parallel
+ *   gradient all-reduce each stage waits for before the barrier (pp_astage.allreduce_ns: the
+ *   part its compute does not hide), where the run has replicas: fit_stage_term;
  * - grad_norm_us: the gradient norm and the barrier before the optimizer step (pptrain's
  *   all-reduce of the norm), timed on the stage that reaches it last, which waits for no other
- *   there (pp_stage_step.pre_opt_ns): median over steps;
+ *   there (pp_stage_step.pre_opt_ns): median over steps. With a data-parallel all-reduce in
+ *   front of it, each stage's time before its optimizer step less its own all-reduce, the least
+ *   over the stages (the one that reached the barrier last waited for no other);
  * - step_fixed_us: the time every step costs outside the pipeline's ops whatever the layout (the
  *   job's loop, data loading, a framework's own bookkeeping, docs/metrics.md), so that the
  *   simulator's steps compare with the measured period. Per step the larger of the gap between
  *   steps (the period minus the steps' window: a job whose stages meet at a barrier before their
  *   optimizer, whose loop runs between the windows) and the time outside its ops of the stage
- *   whose ops ended last (pp_stage_step.outside_ns: a job without a barrier, whose steps run
- *   into each other, leaves no gap; the pacing stage waits for no other then); median over
- *   steps of each. */
+ *   whose ops ended last (pp_stage_step.outside_ns, less its data-parallel all-reduce where that
+ *   lies outside its ops, after the last one, as in a job without optimizer ops: it has its own
+ *   term; a job without a barrier, whose steps run into each other, leaves no gap; the pacing
+ *   stage waits for no other then); median over steps of each. */
 static void extract_optimizer(const pp_analysis *a, pp_extract *e)
 {
-    fit_optimizer(a, e, &e->costs->optimizer_us, &e->costs->optimizer_us_per_MB);
+    fit_stage_term(a, e, 0, &e->costs->optimizer_us, &e->costs->optimizer_us_per_MB);
+    int dp_ar = 0;
+    for (int s = 0; s < a->S; s++)
+        dp_ar |= a->stages[s].allreduce_ns.count > 0;
+    if (dp_ar)
+        fit_stage_term(a, e, 1, &e->costs->dp_allreduce_us, &e->costs->dp_allreduce_us_per_MB);
     double gap = 0, outside = 0, pre = 0;
     double *g = a->n_steps ? malloc(3 * a->n_steps * sizeof *g) : NULL;
     if (g) {
@@ -565,12 +610,22 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
         for (size_t i = 0; i < a->n_steps; i++) {
             const pp_astep *sp = &a->steps[i];
             g[i] = sp->window_ns > 0 ? sp->step_ns - sp->window_ns : 0;
+            double least = HUGE_VAL;
             for (int s = 0; s < a->S && sp->stage; s++) {
-                if (sp->stage[s].last_end && sp->stage[s].outside_ns >= 0)
-                    o[no++] = sp->stage[s].outside_ns;
-                if (sp->stage[s].last_to_opt && sp->stage[s].pre_opt_ns >= 0)
-                    q[nq++] = sp->stage[s].pre_opt_ns;
+                const pp_stage_step *ss = &sp->stage[s];
+                /* without optimizer ops (torch's schedules mark none) the all-reduce after the
+                 * last op is outside the ops' span; with them it is inside, before the step */
+                if (ss->last_end && ss->outside_ns >= 0)
+                    o[no++] = dp_ar && !a->stages[s].opt_ns.count
+                                  ? fmax(ss->outside_ns - ss->allreduce_ns, 0)
+                                  : ss->outside_ns;
+                if (!dp_ar && ss->last_to_opt && ss->pre_opt_ns >= 0)
+                    q[nq++] = ss->pre_opt_ns;
+                if (dp_ar && ss->pre_opt_ns >= 0)
+                    least = fmin(least, fmax(ss->pre_opt_ns - ss->allreduce_ns, 0));
             }
+            if (least < HUGE_VAL)
+                q[nq++] = least;
         }
         gap = median_of(g, a->n_steps);
         gap = gap > 0 ? gap : 0;
@@ -585,6 +640,12 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
     if (e->costs->optimizer_us_per_MB > 0)
         note(e, "optimizer step per stage: %.3f ms + %.3f ms per MB of its parameters",
              e->costs->optimizer_us * 1e-3, e->costs->optimizer_us_per_MB * 1e-3);
+    if (dp_ar)
+        note(e, "data-parallel gradient all-reduce per stage before the optimizer's barrier "
+                "(%d replicas): %.3f ms + %.3f ms per MB of its parameters%s",
+             a->dp, e->costs->dp_allreduce_us * 1e-3, e->costs->dp_allreduce_us_per_MB * 1e-3,
+             e->has_param_bytes ? "" : " (no parameter sizes: the slowest stage's for every "
+                                       "stage)");
     if (pre > 0)
         note(e, "%.3f ms a step for the gradient norm and the barrier before the optimizer",
              pre * 1e-6);

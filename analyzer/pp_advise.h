@@ -42,6 +42,7 @@ typedef struct pp_advise_fit {
     double optimizer_us_per_MB;      /* mean over the runs */
     double grad_norm_us;             /* mean over the runs */
     double step_fixed_us;            /* mean over the runs */
+    double dp_allreduce_us, dp_allreduce_us_per_MB; /* means over the runs (gradients: no b) */
     double send_act_us, send_grad_us; /* means over the runs (per message, whatever its size) */
     double worst_rel;                /* largest max_rel over layers and fields */
     int worst_layer;                 /* where it is, -1 when every residual is 0 */

@@ -28,6 +28,10 @@ typedef struct pp_sim_costs {
      * it (it runs nothing else meanwhile); the transfer still counts from the send's start.
      * NULL: sends take no time on the sender. */
     double (*send_ns)(void *ctx, int stage, int index, const pp_instr *instr);
+    /* The stage's time after its last op before it reaches the optimizer step's barrier (its
+     * data-parallel gradient all-reduce): the barrier is the latest of the stages' ends plus
+     * their own. NULL: none, the barrier is the latest end. */
+    double (*pre_barrier_ns)(void *ctx, int stage);
 } pp_sim_costs;
 
 typedef struct pp_sim_result {

@@ -109,7 +109,10 @@ static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg
         if (!x->barrier_set) {
             /* every stage waits here now: their clocks are their arrival times */
             for (int q = 0; q < x->sc->S; q++)
-                x->barrier_ns = fmax(x->barrier_ns, x->clock[q]);
+                x->barrier_ns = fmax(x->barrier_ns,
+                                     costs->pre_barrier_ns
+                                         ? x->clock[q] + costs->pre_barrier_ns(costs->ctx, q)
+                                         : x->clock[q]);
             x->barrier_set = 1;
         }
         double d = costs->op_ns(costs->ctx, s, k, in);
@@ -194,6 +197,26 @@ done:
 
 /* ---- costs from a cost file ---- */
 
+/* The stage's parameters: all its chunks'. */
+static uint64_t file_stage_param_bytes(const pp_sim_file_costs *fc, int stage)
+{
+    uint64_t bytes = 0;
+    int lo = 0, hi = 0;
+    for (int c = 0; c < fc->part->v; c++) {
+        pp_partition_piece_layers(fc->part, stage, c, &lo, &hi);
+        bytes += pp_costs_param_bytes(fc->costs, lo, hi);
+    }
+    return bytes;
+}
+
+/* The stage's data-parallel all-reduce before the barrier (a transfer: no --sim-slow
+ * multiplier, as no transfer takes one). */
+static double file_pre_barrier_ns(void *ctx, int stage)
+{
+    const pp_sim_file_costs *fc = ctx;
+    return pp_costs_dp_allreduce_us(fc->costs, file_stage_param_bytes(fc, stage)) * 1e3;
+}
+
 static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
 {
     (void)index;
@@ -202,12 +225,7 @@ static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
     int lo = 0, hi = 0;
     if (in->op == PP_OP_OPT_STEP) {
         /* the stage's optimizer step: of all its chunks' parameters */
-        uint64_t bytes = 0;
-        for (int c = 0; c < fc->part->v; c++) {
-            pp_partition_piece_layers(fc->part, stage, c, &lo, &hi);
-            bytes += pp_costs_param_bytes(fc->costs, lo, hi);
-        }
-        return pp_costs_opt_us(fc->costs, bytes) * 1e3 * m;
+        return pp_costs_opt_us(fc->costs, file_stage_param_bytes(fc, stage)) * 1e3 * m;
     }
     pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
     return pp_costs_op_us(fc->costs, (pp_op)in->op, lo, hi) * 1e3 * m;
@@ -238,6 +256,7 @@ void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out)
     out->transfer_ns = file_transfer_ns;
     out->ctx = fc;
     out->send_ns = fc->costs->send_act_us > 0 || fc->costs->send_grad_us > 0 ? file_send_ns : NULL;
+    out->pre_barrier_ns = pp_costs_has_dp_allreduce(fc->costs) ? file_pre_barrier_ns : NULL;
 }
 
 pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,

@@ -492,6 +492,8 @@ typedef struct mc {
     double *clock;    /* [S] */
     double *stage_f;  /* [S] C x D_s of the replay */
     double (*msg)[2]; /* [n_msgs]: when the message is due by the link model, when it comes */
+    double *pre;      /* [S] each stage's time before the barrier (costs->pre_barrier_ns), NULL:
+                         none */
 } mc;
 
 /* Replay `r`: the recorded order re-timed with this replay's factors. */
@@ -563,7 +565,7 @@ static double replay_once(mc *m, uint64_t r)
             if (x->op == PP_OP_OPT_STEP) {
                 if (!barrier_set) {
                     for (int q = 0; q < S; q++)
-                        barrier = fmax(barrier, m->clock[q]);
+                        barrier = fmax(barrier, m->pre ? m->clock[q] + m->pre[q] : m->clock[q]);
                     barrier_set = 1;
                 }
                 *clock = barrier + d;
@@ -613,10 +615,17 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     m.clock = pp_alloc_array((size_t)S, sizeof(double));
     m.stage_f = pp_alloc_array((size_t)S, sizeof(double));
     m.msg = pp_alloc_array(pp_schedule_n_msgs(sc) + 1, sizeof *m.msg);
+    if (costs->pre_barrier_ns) {
+        /* fixed: an all-reduce's time is the link's, not the compute's noise */
+        m.pre = pp_alloc_array((size_t)S, sizeof(double));
+        for (int s = 0; m.pre && s < S; s++)
+            m.pre[s] = costs->pre_barrier_ns(costs->ctx, s);
+    }
     int *pc = pp_alloc_array((size_t)S, sizeof(int));
     double *steps = pp_alloc_array((size_t)n_max, sizeof(double));
     double *sorted = pp_alloc_array((size_t)n_max, sizeof(double));
-    if (!rec.ops || !m.clock || !m.stage_f || !m.msg || !pc || !steps || !sorted) {
+    if (!rec.ops || !m.clock || !m.stage_f || !m.msg || !pc || !steps || !sorted ||
+        (costs->pre_barrier_ns && !m.pre)) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for %d Monte Carlo replays", n_max);
         goto done;
     }
@@ -653,6 +662,7 @@ done:
     pp_free(m.clock);
     pp_free(m.stage_f);
     pp_free(m.msg);
+    pp_free(m.pre);
     pp_free(pc);
     pp_free(steps);
     pp_free(sorted);

@@ -201,6 +201,11 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
                 s, c->optimizer_us * 1e-3, c->optimizer_us_per_MB * 1e-3, (double)bytes * 1e-6,
                 c->grad_norm_us * 1e-3, c->step_fixed_us * 1e-3,
                 pp_costs_opt_us(c, bytes) * 1e-3);
+        if (pp_costs_has_dp_allreduce(c))
+            fprintf(out, "    stage %d data-parallel all-reduce before the barrier = %.3f + %.3f "
+                         "per MB x %.3f MB = %.3f ms\n",
+                    s, c->dp_allreduce_us * 1e-3, c->dp_allreduce_us_per_MB * 1e-3,
+                    (double)bytes * 1e-6, pp_costs_dp_allreduce_us(c, bytes) * 1e-3);
     }
     if (c->send_act_us > 0 || c->send_grad_us > 0)
         fprintf(out, "    each send on its sender = %.3f ms (activations), %.3f ms (gradients), "

@@ -20,7 +20,8 @@
 static const char *const k_top_keys[] = {"version",        "layers",       "p2p_GBps",
                                          "p2p_latency_us", "optimizer_us", "microbatch_size",
                                          "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us",
-                                         "send_act_us",    "send_grad_us"};
+                                         "send_act_us",    "send_grad_us", "dp_allreduce_us",
+                                         "dp_allreduce_us_per_MB"};
 enum {
     TOP_VERSION,
     TOP_LAYERS,
@@ -33,6 +34,8 @@ enum {
     TOP_STEP_FIXED,
     TOP_SEND_ACT,
     TOP_SEND_GRAD,
+    TOP_DP_AR,
+    TOP_DP_AR_PER_MB,
     N_TOP
 };
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
@@ -199,7 +202,13 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
                                 &c->send_act_us)) != PP_OK) ||
         (f[TOP_SEND_GRAD] &&
          (st = pp_json_get_real(f[TOP_SEND_GRAD], ctx, "send_grad_us", 0, HUGE_VAL,
-                                &c->send_grad_us)) != PP_OK))
+                                &c->send_grad_us)) != PP_OK) ||
+        (f[TOP_DP_AR] &&
+         (st = pp_json_get_real(f[TOP_DP_AR], ctx, "dp_allreduce_us", 0, HUGE_VAL,
+                                &c->dp_allreduce_us)) != PP_OK) ||
+        (f[TOP_DP_AR_PER_MB] &&
+         (st = pp_json_get_real(f[TOP_DP_AR_PER_MB], ctx, "dp_allreduce_us_per_MB", 0, HUGE_VAL,
+                                &c->dp_allreduce_us_per_MB)) != PP_OK))
         goto done;
     if (f[TOP_MBS]) {
         if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
@@ -233,13 +242,15 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    const double top[8] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
-                           c->optimizer_us_per_MB, c->grad_norm_us,   c->step_fixed_us,
-                           c->send_act_us,         c->send_grad_us};
-    static const char *const top_key[8] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
-                                           "optimizer_us_per_MB", "grad_norm_us",
-                                           "step_fixed_us", "send_act_us",    "send_grad_us"};
-    for (int k = 0; k < 8; k++)
+    const double top[10] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
+                            c->optimizer_us_per_MB, c->grad_norm_us,   c->step_fixed_us,
+                            c->send_act_us,         c->send_grad_us,   c->dp_allreduce_us,
+                            c->dp_allreduce_us_per_MB};
+    static const char *const top_key[10] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
+                                            "optimizer_us_per_MB", "grad_norm_us",
+                                            "step_fixed_us", "send_act_us",    "send_grad_us",
+                                            "dp_allreduce_us", "dp_allreduce_us_per_MB"};
+    for (int k = 0; k < 10; k++)
         if (!ok_time(top[k]))
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
@@ -290,6 +301,10 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
         pp_json_put_exact(w, "send_act_us", c->send_act_us);
     if (c->send_grad_us > 0)
         pp_json_put_exact(w, "send_grad_us", c->send_grad_us);
+    if (c->dp_allreduce_us > 0)
+        pp_json_put_exact(w, "dp_allreduce_us", c->dp_allreduce_us);
+    if (c->dp_allreduce_us_per_MB > 0)
+        pp_json_put_exact(w, "dp_allreduce_us_per_MB", c->dp_allreduce_us_per_MB);
     pp_json_array(w, "layers");
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *l = &c->layers[i];
@@ -506,6 +521,16 @@ double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes)
 {
     return c->optimizer_us + c->optimizer_us_per_MB * ((double)param_bytes * 1e-6) +
            c->grad_norm_us + c->step_fixed_us;
+}
+
+double pp_costs_dp_allreduce_us(const pp_costs *c, uint64_t param_bytes)
+{
+    return c->dp_allreduce_us + c->dp_allreduce_us_per_MB * ((double)param_bytes * 1e-6);
+}
+
+int pp_costs_has_dp_allreduce(const pp_costs *c)
+{
+    return c->dp_allreduce_us > 0 || c->dp_allreduce_us_per_MB > 0;
 }
 
 double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi)

@@ -271,6 +271,12 @@ typedef struct pp_costs {
     double grad_norm_us;   /* every step, the gradient norm and the barrier before the optimizer */
     double step_fixed_us;  /* every step, outside the pipeline's ops (the job's loop); both charged
                               with the optimizer step, which starts on every stage at once */
+    /* The data-parallel gradient all-reduce of each stage, every step, before the optimizer's
+     * barrier: dp_allreduce_us + dp_allreduce_us_per_MB x the stage's parameters / 1e6 (0 and 0:
+     * no data parallelism). A stage reaches the barrier after its last op and its own all-reduce;
+     * fitted from a capture at the job's data-parallel degree. */
+    double dp_allreduce_us;
+    double dp_allreduce_us_per_MB;
     double send_act_us;    /* the sender's own time in each send of activations (gradients): */
     double send_grad_us;   /* it runs nothing else meanwhile; the transfer counts from its start */
     int microbatch_size;   /* sequences per micro-batch the costs were measured at; 0 = not
@@ -331,6 +337,12 @@ pp_status pp_recompute_format(const pp_partition *part, const uint8_t *mask, cha
 /* The optimizer step of a stage holding param_bytes of parameters, in microseconds:
  * optimizer_us + optimizer_us_per_MB x param_bytes / 1e6 + grad_norm_us + step_fixed_us. */
 double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes);
+/* The data-parallel all-reduce of a stage holding param_bytes of parameters, in microseconds:
+ * dp_allreduce_us + dp_allreduce_us_per_MB x param_bytes / 1e6; it ends before the barrier of
+ * the optimizer step (docs/cost-file.md). */
+double pp_costs_dp_allreduce_us(const pp_costs *c, uint64_t param_bytes);
+/* 1 when the cost file charges a data-parallel all-reduce (either term above 0). */
+int pp_costs_has_dp_allreduce(const pp_costs *c);
 /* The memory model's charges of one chunk, layers [lo, hi), with the layers of `recompute`
  * ([n_layers], 1 = recomputed; NULL: none) recomputed (docs/rebalancer.md "Memory model"):
  * `mb_bytes` what one micro-batch keeps from its forward to its backward (kept_bytes per layer,

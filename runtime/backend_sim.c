@@ -194,6 +194,16 @@ static uint64_t sim_transfer_ns(pp_stage_backend *b, size_t bytes)
     return us_to_ns(pp_costs_transfer_us(sb->costs, bytes));
 }
 
+/* The data-parallel all-reduce of the stage's gradients: the cost file's terms (one rule with
+ * the simulator, pp_costs_dp_allreduce_us), else a ring all-reduce over the link model. */
+static uint64_t sim_dp_allreduce_ns(pp_stage_backend *b, uint64_t bytes, int dp)
+{
+    sim_backend *sb = (sim_backend *)b;
+    if (pp_costs_has_dp_allreduce(sb->costs))
+        return us_to_ns(pp_costs_dp_allreduce_us(sb->costs, bytes));
+    return 2ull * (uint64_t)(dp - 1) * sim_transfer_ns(b, (size_t)(bytes / (uint64_t)dp));
+}
+
 /* The sender's own time in a send (the cost file's send_act_us / send_grad_us): inside the
  * send's range, so that a capture times it as the send's. */
 static void sim_send_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
@@ -231,6 +241,7 @@ static const pp_backend_ops k_sim_ops = {
     .optimizer_step = sim_optimizer_step,
     .grads = sim_grads,
     .transfer_ns = sim_transfer_ns,
+    .dp_allreduce_ns = sim_dp_allreduce_ns,
     .send_time = sim_send_time,
     .destroy = sim_destroy,
 };

@@ -133,8 +133,8 @@ static void clock_after_wait(worker *w, uint64_t avail_ns)
 
 /* The data-parallel gradient all-reduce of a stage, one NVTX range: every chunk's gradients
  * summed over the replicas. The sim backend holds no gradients: its replicas meet
- * (the latest clock) and then take what a ring all-reduce of the chunk's parameter bytes costs,
- * 2 (dp - 1) transfers of 1/dp of them. */
+ * (the latest clock) and then take its dp_allreduce_ns of the stage's parameter bytes (a ring's
+ * 2 (dp - 1) transfers of 1/dp of them, or the cost file's terms). */
 static pp_status dp_allreduce(worker *w)
 {
     pp_transport *tp = w->e->tp;
@@ -163,9 +163,9 @@ static pp_status dp_allreduce(worker *w)
         st = tp->ops->dp_allreduce(tp, w->stage, g, n, NULL, 0, c == 0 ? &t : NULL);
     }
     if (st == PP_OK) {
-        uint64_t cost = b->carries_data ? 0
-                                        : 2ull * (uint64_t)(dp - 1) *
-                                              b->ops->transfer_ns(b, (size_t)(total / (uint64_t)dp));
+        uint64_t cost = b->carries_data || !b->ops->dp_allreduce_ns
+                            ? 0
+                            : b->ops->dp_allreduce_ns(b, total, dp);
         clock_after_wait(w, t + cost);
     }
     pp_nvtx_pop();

@@ -120,6 +120,11 @@ typedef struct pp_backend_ops {
     void (*grads)(pp_stage_backend *b, int chunk, float **g, size_t *n, uint64_t *bytes);
     /* Time a transfer of `bytes` takes from the sender's clock (sim: latency + bytes/BW). */
     uint64_t (*transfer_ns)(pp_stage_backend *b, size_t bytes);
+    /* For a backend that carries no data: the time of the stage's data-parallel all-reduce of
+     * `bytes` of gradients over `dp` replicas once they meet (sim: the cost file's
+     * dp_allreduce_us terms where it gives them, else a ring's 2 (dp - 1) transfers of bytes /
+     * dp). NULL: none. */
+    uint64_t (*dp_allreduce_ns)(pp_stage_backend *b, uint64_t bytes, int dp);
     /* The sender's own time in a send of gradients (grad = 1) or activations, for a backend
      * that carries no data: *t_ns moves on by it, and the sim backend sleeps to that deadline
      * inside the send's range (the cost file's send_act_us / send_grad_us); NULL: none. */

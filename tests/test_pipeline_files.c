@@ -368,6 +368,9 @@ static const bad_json k_bad_costs[] = {
     {"{\"layers\": [" LAYER_A "], \"step_fixed_us\": 1e999}", "step_fixed_us"},
     {"{\"layers\": [" LAYER_A "], \"send_act_us\": -0.5}", "\"send_act_us\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"send_grad_us\": [1]}", "send_grad_us"},
+    {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us\": -3}",
+     "\"dp_allreduce_us\" must be a number >= 0"},
+    {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us_per_MB\": {}}", "dp_allreduce_us_per_MB"},
     {"{\"layers\": [" LAYER_A "], \"microbatch_size\": 0}",
      "\"microbatch_size\" 0 is out of range"},
     /* the writer would write U+FFFD for the byte (tests/fuzz_costs.c found it) */
@@ -456,6 +459,13 @@ Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
     cr_assert_eq(pp_costs_send_us(&c, 0), 1.5);
     cr_assert_eq(pp_costs_send_us(&c, 1), 20);
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_SEND_ACT, 0, 3), 0); /* a message is not an op's cost */
+    /* the data-parallel all-reduce before the barrier: apart from the optimizer step */
+    cr_assert(!pp_costs_has_dp_allreduce(&c));
+    c.dp_allreduce_us = 30;
+    c.dp_allreduce_us_per_MB = 6;
+    cr_assert(pp_costs_has_dp_allreduce(&c));
+    cr_assert_eq(pp_costs_dp_allreduce_us(&c, 2500000), 30 + 15);
+    cr_assert_eq(pp_costs_opt_us(&c, 2500000), 7 + 10 + 0.5 + 0.25);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 0), 0);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 1), 100);
     cr_assert_eq(pp_costs_boundary_bytes(&c, 2), 200);
@@ -474,6 +484,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->step_fixed_us = 3e-5;
     c->send_act_us = 1.0 / 9.0;
     c->send_grad_us = 16.25;
+    c->dp_allreduce_us = 2.0 / 3.0;
+    c->dp_allreduce_us_per_MB = 1e-9;
     c->microbatch_size = 8;
     snprintf(c->layers[0].name, sizeof c->layers[0].name, "q\"uote\\back\nline\tt");
     c->layers[0].fwd_us = 1e-7;
@@ -503,6 +515,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     cr_assert_eq(d->step_fixed_us, c->step_fixed_us);
     cr_assert_eq(d->send_act_us, c->send_act_us);
     cr_assert_eq(d->send_grad_us, c->send_grad_us);
+    cr_assert_eq(d->dp_allreduce_us, c->dp_allreduce_us);
+    cr_assert_eq(d->dp_allreduce_us_per_MB, c->dp_allreduce_us_per_MB);
     cr_assert_eq(d->microbatch_size, 8);
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *a = &c->layers[i], *b = &d->layers[i];

@@ -64,6 +64,41 @@ Test(sim, the_optimizer_step_waits_for_every_stage)
     pp_costs_destroy(c);
 }
 
+/* The data-parallel all-reduce (the cost file's dp_allreduce_us terms) of each stage runs after
+ * its last op and before the optimizer's barrier: the barrier is the latest of the stages' ends
+ * plus their own all-reduces. 1F1B, S = 2, M = 4, f = 1, b = 2 ms: stage 0 ends at 15 ms, stage
+ * 1 at 13 (its last backward, before stage 0's). 0.1 ms + 0.05 ms per MB: stage 0 holds 10 MB
+ * (0.6 ms), stage 1 40 MB (2.1 ms): the barrier at max(15.6, 15.1) = 15.6 ms, the step 16.1 ms
+ * with the 0.5 ms optimizer step; with 80 MB on stage 1 (4.1 ms) its all-reduce decides: 17.1,
+ * 17.6 ms. */
+Test(sim, the_data_parallel_allreduce_of_each_stage_comes_before_the_barrier)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    c->optimizer_us = 500;
+    c->dp_allreduce_us = 100;
+    c->dp_allreduce_us_per_MB = 50;
+    c->layers[0].param_bytes = 10000000;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    static const uint64_t stage1[] = {40000000, 80000000};
+    static const double want_ms[] = {16.1, 17.6};
+    for (int i = 0; i < 2; i++) {
+        c->layers[1].param_bytes = stage1[i];
+        pp_sim_result r;
+        cr_assert_eq(pp_sim_file(PP_SCHED_1F1B, &part, 4, c, NULL, &r), PP_OK);
+        cr_assert_float_eq(r.step_ns, want_ms[i] * 1e6, 1.0, "%.6f ms", r.step_ns * 1e-6);
+        /* waiting for the barrier is not work */
+        cr_assert_float_eq(r.busy_ns[1], 4 * 3e6 + 0.5e6, 1.0);
+        pp_sim_result_free(&r);
+    }
+    /* without the terms, the barrier at the latest end, as before */
+    c->dp_allreduce_us = c->dp_allreduce_us_per_MB = 0;
+    cr_assert_float_eq(sim_ms(PP_SCHED_1F1B, &part, 4, c, NULL), 15.5, 1e-9);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
 Test(sim, a_send_takes_its_senders_time_and_the_transfer_counts_from_its_start)
 {
     /* GPipe, S = 2, M = 2, one layer a stage: f = 1, b = 2 ms, 0.1 ms a message. Without send

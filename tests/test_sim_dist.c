@@ -56,11 +56,24 @@ Test(sim_dist, no_variation_collapses_to_the_noise_free_step)
     pp_sim_noise_input in = {.S = 4, .sample = samples, .n_sample = ns, .ops_per_step = 8};
     pp_sim_noise flat_model;
     cr_assert_eq(pp_sim_noise_fit(&in, &flat_model), PP_OK);
-    for (size_t k = 0; k < sizeof k_kinds / sizeof k_kinds[0]; k++) {
+    /* and with a data-parallel all-reduce before the barrier, of uneven stages' parameters */
+    for (int l = 0; l < c->n_layers; l++)
+        c->layers[l].param_bytes = (uint64_t)(1 + l % 7) * 3000000u;
+    size_t n_kinds = sizeof k_kinds / sizeof k_kinds[0];
+    for (size_t i = 0; i < 2 * n_kinds; i++) {
+        size_t k = i % n_kinds;
+        int dp = i >= n_kinds;
+        c->dp_allreduce_us = dp ? 700 : 0;
+        c->dp_allreduce_us_per_MB = dp ? 90 : 0;
         int v = k_kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1;
         pp_partition part;
         cr_assert_eq(pp_partition_even(16, 4, v, &part), PP_OK);
         double want = sim_step(k_kinds[k], &part, 8, c);
+        if (dp) { /* the all-reduce moves the step */
+            pp_costs plain = *c;
+            plain.dp_allreduce_us = plain.dp_allreduce_us_per_MB = 0;
+            cr_assert_gt(want, sim_step(k_kinds[k], &part, 8, &plain) + 1e6);
+        }
         for (int model = 0; model < 2; model++) {
             pp_sim_dist_opts o = {.seed = 7, .noise = model ? &flat_model : NULL};
             pp_sim_dist_result r;
@@ -118,7 +131,7 @@ Test(sim_dist, replays_retime_the_schedule_as_pp_sim_run_does)
         cr_assert_eq(pp_schedule_validate(sc, NULL), PP_OK);
         scaled s = {.fc = {c, &part, NULL}};
         pp_sim_costs_from_file(&s.fc, &s.base);
-        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL};
+        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL, NULL};
         pp_sim_result want;
         cr_assert_eq(pp_sim_run(sc, &sc_costs, &want), PP_OK);
         pp_sim_dist_opts o = {.draw = fixed_draw, .seed = 1, .n_min = 16};
