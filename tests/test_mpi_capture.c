@@ -433,6 +433,33 @@ static uint64_t dp_stage_bytes(const pp_extract *e, int s)
     return pp_costs_param_bytes(e->costs, lo, hi);
 }
 
+/* Captures the even split of `costs` (2 stages x 2 replicas) into `dir` and checks that the
+ * extraction gives each stage's all-reduce as fixed_us + per_mb_us x its MB within 1% (`what`
+ * names the truth); returns the fitted gradient norm's time, us. */
+static double capture_dp_fit(const char *dir, const char *costs, double fixed_us,
+                             double per_mb_us, const char *what)
+{
+    const char *a[] = {PPRUN, "-o", dir, "--", MPIRUN, TRAIN_DP(costs), "--stages", "2",
+                       "--microbatches", "8", NULL};
+    tk_result *r = run(a, NULL);
+    cr_assert_eq(r->code, 0, "pprof-run -- mpirun --dp 2 (%s): %s", what, r->err);
+    pp_analysis *an = analyze(dir);
+    cr_assert_eq(an->dp, 2);
+    pp_extract e;
+    cr_assert_eq(pp_extract_from_analysis(an, &e), PP_OK, "%s", pp_error_message());
+    for (int s = 0; s < 2; s++) {
+        uint64_t bytes = dp_stage_bytes(&e, s);
+        double want = fixed_us + per_mb_us * (double)bytes * 1e-6;
+        double got = pp_costs_dp_allreduce_us(e.costs, bytes);
+        cr_assert(fabs(got / want - 1) < 0.01, "stage %d: all-reduce %.3f ms, %s %.3f", s,
+                  got * 1e-3, what, want * 1e-3);
+    }
+    double grad_norm_us = e.costs->grad_norm_us;
+    pp_extract_free(&e);
+    pp_analysis_free(an);
+    return grad_norm_us;
+}
+
 /* "step median: measured X ms, predicted Y ms" of pprof-tune --verify: X / Y - 1. */
 static double verify_error(const char *out)
 {
@@ -456,29 +483,14 @@ Test(mpi_capture, data_parallel_allreduce_is_a_per_stage_term, .timeout = 240)
     skip_without_mpi();
     const char *costs = write_dp_costs("dpcosts.json", "");
     const char *base = tk_path("dpbase"), *after = tk_path("dpafter"), *plan = tk_path("dp.json");
-    const char *a[] = {PPRUN, "-o", base, "--", MPIRUN, TRAIN_DP(costs), "--stages", "2",
-                       "--microbatches", "8", NULL};
-    tk_result *r = run(a, NULL);
-    cr_assert_eq(r->code, 0, "pprof-run -- mpirun --dp 2: %s", r->err);
-    pp_analysis *an = analyze(base);
-    cr_assert_eq(an->dp, 2);
-    pp_extract e;
-    cr_assert_eq(pp_extract_from_analysis(an, &e), PP_OK, "%s", pp_error_message());
-    for (int s = 0; s < 2; s++) {
-        uint64_t bytes = dp_stage_bytes(&e, s);
-        double truth = 40 + 500 * (double)bytes * 1e-6, got = pp_costs_dp_allreduce_us(e.costs, bytes);
-        cr_assert(fabs(got / truth - 1) < 0.01, "stage %d: all-reduce %.3f ms, the ring's %.3f", s,
-                  got * 1e-3, truth * 1e-3);
-    }
+    double grad_norm_us = capture_dp_fit(base, costs, 40, 500, "the ring's");
     /* the gradient norm's all-reduce of two numbers, not the gradients' */
-    cr_assert_lt(e.costs->grad_norm_us, 5000, "%.3f ms", e.costs->grad_norm_us * 1e-3);
-    pp_extract_free(&e);
-    pp_analysis_free(an);
+    cr_assert_lt(grad_norm_us, 5000, "%.3f ms", grad_norm_us * 1e-3);
 
     /* the proposal is the optimum under the true costs, with the ring as the terms, and not the
      * compute-only optimum */
     const char *t[] = {PPTUNE, base, "-q", "-o", plan, NULL};
-    r = run(t, NULL);
+    tk_result *r = run(t, NULL);
     cr_assert_eq(r->code, 0, "pprof-tune: %s", r->err);
     pp_plan pl;
     cr_assert_eq(pp_plan_load(plan, &pl), PP_OK, "%s", pp_error_message());
@@ -525,18 +537,5 @@ Test(mpi_capture, data_parallel_allreduce_is_a_per_stage_term, .timeout = 240)
      * simulator), and the extraction gives them back */
     costs = write_dp_costs("dpterms.json",
                            "\"dp_allreduce_us\": 3000, \"dp_allreduce_us_per_MB\": 200, ");
-    const char *c[] = {PPRUN, "-o", tk_path("dpterms"), "--", MPIRUN, TRAIN_DP(costs), "--stages",
-                       "2", "--microbatches", "8", NULL};
-    r = run(c, NULL);
-    cr_assert_eq(r->code, 0, "with the terms: %s", r->err);
-    an = analyze(tk_path("dpterms"));
-    cr_assert_eq(pp_extract_from_analysis(an, &e), PP_OK, "%s", pp_error_message());
-    for (int s = 0; s < 2; s++) {
-        uint64_t bytes = dp_stage_bytes(&e, s);
-        double want = 3000 + 200 * (double)bytes * 1e-6, got = pp_costs_dp_allreduce_us(e.costs, bytes);
-        cr_assert(fabs(got / want - 1) < 0.01, "stage %d: all-reduce %.3f ms, the file's %.3f", s,
-                  got * 1e-3, want * 1e-3);
-    }
-    pp_extract_free(&e);
-    pp_analysis_free(an);
+    capture_dp_fit(tk_path("dpterms"), costs, 3000, 200, "the file's");
 }
