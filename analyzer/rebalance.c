@@ -30,6 +30,7 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->kid_cur);
     pp_free(x->kid_save);
     pp_free(x->clock);
+    pp_free(x->ar_s);
     pp_free(x->dur);
     pp_free(x->tr);
     if (x->seq)
@@ -131,6 +132,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         goto done;
     x->peak = pp_alloc(sizeof(int) * (size_t)S);
     x->clock = pp_alloc(sizeof(double) * (size_t)S);
+    x->ar_s = pp_alloc(sizeof(double) * (size_t)S);
     x->dur = pp_alloc(sizeof(double) * N_DUR * (size_t)P);
     x->tr = pp_alloc(sizeof(double) * (size_t)P);
     x->seq = pp_alloc(sizeof(rb_seq) * (size_t)P);
@@ -150,7 +152,9 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     int ok = x->peak && x->clock && x->dur && x->tr && x->seq && x->pre_bb && x->tl &&
              x->pre_param && x->pre_act && x->bounds && x->best && x->stage_work &&
              x->stage_fixed && x->stage_dyn[0] && x->stage_dyn[1] && x->pre_in && x->slots &&
-             x->rcs;
+             x->rcs && x->ar_s;
+    for (int q = 0; ok && q < S; q++)
+        x->ar_s[q] = 0.0;
     for (int k = 0; k < N_COMPUTE; k++)
         ok = ok && (x->pre[k] = pp_alloc(sizeof(double) * (size_t)(L + 1))) != NULL;
     if (with_search) {
@@ -219,6 +223,7 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
         goto done;
     const pp_costs *c = x->c;
     x->opt_ns = pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 0) * 1e3 * 1.0;
+    x->has_ar = pp_costs_has_dp_allreduce(c);
     x->tmin = INFINITY;
     for (int l = 0; l < L; l++) {
         const pp_layer_cost *ly = &c->layers[l];

@@ -224,9 +224,23 @@ pp_status rb_extract_paths(rb_ctx *x, const pp_schedule *sc)
     }
     op_positions(sc, pp_schedule_piece_stage(sc, P - 1), pp_schedule_piece_chunk(sc, P - 1), lf,
                  lb);
+    /* the micro-batch whose input gradient ends the first stage's list (of piece 0), -1 when
+     * its last compute op is another (a W) */
+    int last_mb0 = -1;
+    for (int i = sc->n_instrs[0] - 1; i >= 0; i--) {
+        const pp_instr *in = &sc->instrs[0][i];
+        int k = op_kind(in->op);
+        if (k < 0)
+            continue;
+        if ((k == K_B || k == K_BI) && pp_schedule_piece_stage(sc, 0) == 0 &&
+            in->chunk == pp_schedule_piece_chunk(sc, 0))
+            last_mb0 = in->mb;
+        break;
+    }
     for (int j = 0; j < P; j++) {
         int s = pp_schedule_piece_stage(sc, j), ch = pp_schedule_piece_chunk(sc, j);
         rb_seq *q = &x->seq[j];
+        q->down_last = -1;
         q->kind = pp_alloc((size_t)sc->n_instrs[s] + 1);
         q->partner = pp_alloc(sizeof(int32_t) * ((size_t)sc->n_instrs[s] + 1));
         if (!q->kind || !q->partner) {
@@ -252,6 +266,8 @@ pp_status rb_extract_paths(rb_ctx *x, const pp_schedule *sc)
                         q->partner[q->n] = f;
                         break;
                     }
+                if (in->mb == last_mb0)
+                    q->down_last = q->n;
             }
             q->total[k]++;
             q->n++;
@@ -279,6 +295,26 @@ double rb_dot(const int *n, const double *d)
  * layers (their split into pieces is unknown), transfers at boundaries other than lo and hi by
  * the smallest transfer any boundary can have; the optimizer step follows the barrier. */
 static int piece_forced(const rb_ctx *x, int j, int lo, int hi);
+
+/* The piece bound's paths that end at a stage's last op, extended by that stage's data-parallel
+ * all-reduce before the barrier (x->has_ar): at piece j's own last op (t) when it ends its
+ * stage's list (v = 1; for v > 1 when this chunk's op is the stage's last), with at least the
+ * piece's parameters (the rest of the stage's unknown here); and down to the first stage's last
+ * op (the gradient of its last micro-batch, x->val[down_last] + `down`), with at least layer
+ * 0's (piece 0 holds it). Apart from the walk, which runs without it. */
+__attribute__((noinline)) static double piece_ar_paths(const rb_ctx *x, int j, int lo, int hi,
+                                                       double t, double down)
+{
+    const rb_seq *q = &x->seq[j];
+    double best = 0.0;
+    int s = j % x->S;
+    if (x->v == 1 || (x->sseq && x->sseq[s].n > 0 && x->sseq[s].chunk[x->sseq[s].n - 1] == j / x->S))
+        best = t + pp_costs_dp_allreduce_us(x->c, x->pre_param[hi] - x->pre_param[lo]) * 1e3;
+    if (q->down_last >= 0 && j > 0)
+        best = fmax(best, x->val[q->down_last] + down +
+                              pp_costs_dp_allreduce_us(x->c, x->pre_param[1]) * 1e3);
+    return best;
+}
 
 static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
 {
@@ -314,7 +350,19 @@ static double piece_bound_dp(const rb_ctx *x, int j, int lo, int hi)
             best = fmax(best, t + bpre + tpre);
     }
     best = fmax(best, t);
+    if (__builtin_expect(x->has_ar, 0))
+        best = fmax(best, piece_ar_paths(x, j, lo, hi, t, bpre + tpre));
     return (best + x->opt_ns) * BOUND_SAFETY;
+}
+
+double rb_stage_ar_ns(const rb_ctx *x, int s, const int *b)
+{
+    if (!x->has_ar)
+        return 0.0;
+    uint64_t bytes = 0;
+    for (int j = s; j < x->P; j += x->S)
+        bytes += x->pre_param[b[j + 1]] - x->pre_param[b[j]];
+    return pp_costs_dp_allreduce_us(x->c, bytes) * 1e3;
 }
 
 /* ---- the stage bound (v > 1) ---- */
@@ -461,7 +509,7 @@ double rb_stage_bound(const rb_ctx *x, int s, const int *b)
         else if (kd == K_F)
             best = dmax(best, t + exitf[c]);
     }
-    best = dmax(best, t);
+    best = dmax(best, t + rb_stage_ar_ns(x, s, b)); /* its last op, then its all-reduce */
     return (best + x->opt_ns) * BOUND_SAFETY;
 }
 
@@ -525,6 +573,8 @@ pp_status rb_extract_ends(rb_ctx *x)
             bidx[(size_t)t->mb * 2 * x->v + end_slot(x, j)] = k;
         }
     }
+    e->last[0] = last[0];
+    e->last[1] = last[1];
 done:
     pp_free(fidx);
     pp_free(bidx);
@@ -557,6 +607,10 @@ double rb_ends_bound(const rb_ctx *x, const int *b)
         best = dmax(best, val[i]);
     }
     (void)P;
+    /* each of the two stages' last op, then its all-reduce */
+    for (int side = 0; side < 2 && x->has_ar; side++)
+        if (e->last[side] >= 0)
+            best = dmax(best, val[e->last[side]] + rb_stage_ar_ns(x, side ? x->S - 1 : 0, b));
     return (best + x->opt_ns) * BOUND_SAFETY;
 }
 

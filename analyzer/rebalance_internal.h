@@ -74,6 +74,9 @@ typedef struct rb_seq {
     int32_t *partner; /* [n] input-gradient ops: the latest earlier FWD of this piece from
                          which a path through all later pieces leads to this op; -1 none */
     int total[N_COMPUTE]; /* ops of each kind */
+    int32_t down_last; /* the input-gradient op whose gradient's way down ends at the first
+                          stage's last op (of piece 0: the data-parallel all-reduce of stage 0
+                          follows it), -1 none */
 } rb_seq;
 
 /* A stage's compute ops of all its chunks in list order, for the stage bound (rb_stage_bound). */
@@ -96,6 +99,7 @@ typedef struct rb_eseq {
     int32_t *hop;   /* [n] FWD(m) of piece j: FWD(m) of the nearest earlier piece of the two
                        stages; input-gradient op of m: that of the nearest later piece; -1 */
     double *val;    /* [n] scratch */
+    int last[2];    /* the last op of the first stage (0) and of the last one (1), -1 none */
 } rb_eseq;
 
 /* The path-mixture bound's state (rb_lag_solve): chains (rows) and partitions (columns) of the
@@ -113,6 +117,7 @@ typedef struct rb_lag {
     double *agg, *best_agg; /* [LAG_NC] aggregated counts: current, best */
     double *coef;      /* [LAG_NC] scratch chain */
     double *mdur, *mtr; /* [4P], [P] the partition mixture's average durations */
+    double *mar;        /* [S] and its stages' all-reduces (rb_ctx.ar_s) */
     double *G;         /* [P * (L + 1)] cost to go of the mixture in agg (lag_table) */
     int *arg;          /* [P * (L + 1)] its minimising next boundary */
     double c0;         /* the mixture's constant term */
@@ -161,10 +166,15 @@ typedef struct rb_ctx {
     int32_t *last_step; /* [S] each stage's last step, -1 none */
     double *fin;       /* [n_steps] */
     double *clock;     /* [S] */
+    double *ar_s;      /* [S] ns: each stage's data-parallel all-reduce under the durations in
+                          dur (a partition's or a mixture's average), for the chain replay */
     double *dur;       /* [N_DUR * P] ns: kind k of piece p at k * P + p (the sends' kinds set
                           once, the compute kinds per partition) */
     double *tr;        /* [P] ns, boundary q between piece q and q + 1 */
     double opt_ns;
+    int has_ar;        /* the cost file charges a data-parallel all-reduce before the barrier
+                          (pp_costs_has_dp_allreduce): the bounds add it where a path ends at
+                          its stage's last op */
     rb_seq *seq;       /* [P] */
     rb_sseq *sseq;     /* [S] v > 1: the stages' lists for rb_stage_bound, else NULL */
     rb_eseq ends;      /* v > 1: the first and last stage's ops, for rb_ends_bound */
@@ -243,9 +253,14 @@ static inline double *dcell(const rb_ctx *x, int k, int pos)
  * barrier of that partition. A chain is kept as its counts: coef[t * P + p] ops of kind t of
  * piece p, coef[4 * P + q] messages across boundary q (between pieces q and q + 1), and in
  * the slot of boundary P - 1, which no message crosses, the time of its sends on their senders
- * (ns, the same on every partition: the cost file's send_act_us / send_grad_us). */
-#define LAG_NC(P) (5 * (size_t)(P))
+ * (ns, the same on every partition: the cost file's send_act_us / send_grad_us) and the fixed
+ * part of the all-reduce it ends with, if any; then LAG_PARAM's P slots. */
+#define LAG_NC(P) (6 * (size_t)(P))
 #define LAG_SEND(P) (5 * (size_t)(P) - 1)
+/* coef[LAG_PARAM(P) + p]: the chain ends with the data-parallel all-reduce of a stage holding
+ * piece p, whose per-MB term counts piece p's parameters (its fixed term is in the sends' slot,
+ * a constant too) */
+#define LAG_PARAM(P) (5 * (size_t)(P))
 /* The chain bound is computed from prefix sums with coefficients up to a few hundred, in another
  * order than the replay: scaled by this much it stays below the mixture it bounds. */
 #define LAG_SAFETY (1.0 - 1e-9)
@@ -267,6 +282,9 @@ pp_status rb_extract_paths(rb_ctx *x, const pp_schedule *sc);
 double rb_dot(const int *n, const double *d);
 pp_status rb_extract_stage_paths(rb_ctx *x, const pp_schedule *sc);
 double rb_stage_bound(const rb_ctx *x, int s, const int *b);
+/* Stage s's data-parallel all-reduce under partition b (pp_costs_dp_allreduce_us of all its
+ * chunks' parameters), ns; 0 without one. */
+double rb_stage_ar_ns(const rb_ctx *x, int s, const int *b);
 pp_status rb_extract_ends(rb_ctx *x);
 double rb_ends_bound(const rb_ctx *x, const int *b);
 double rb_piece_bound(const rb_ctx *x, int j, int lo, int hi);

@@ -26,11 +26,17 @@ static double replay_chain(rb_ctx *x, double *coef)
         x->fin[i] = clk;
         x->clock[t->stage] = clk;
     }
+    /* the stage that reaches the barrier last: after its data-parallel all-reduce, if any */
     int s_end = 0;
     for (int s = 1; s < x->S; s++)
-        if (x->clock[s] > x->clock[s_end])
+        if (x->clock[s] + x->ar_s[s] > x->clock[s_end] + x->ar_s[s_end])
             s_end = s;
     memset(coef, 0, sizeof(double) * LAG_NC(x->P));
+    if (x->has_ar) {
+        coef[LAG_SEND(x->P)] += x->c->dp_allreduce_us * 1e3;
+        for (int p = s_end; p < x->P; p += x->S)
+            coef[LAG_PARAM(x->P) + (size_t)p] = 1.0;
+    }
     int i = x->last_step[s_end];
     while (i >= 0) {
         const rb_step *t = &x->steps[i];
@@ -52,10 +58,11 @@ static double replay_chain(rb_ctx *x, double *coef)
             i = pv;
         }
     }
-    return x->clock[s_end];
+    return x->clock[s_end] + x->ar_s[s_end];
 }
 
-/* Fills x->dur and x->tr with partition b's durations (evaluate's). */
+/* Fills x->dur and x->tr with partition b's durations (evaluate's), x->ar_s with its stages'
+ * all-reduces. */
 static void fill_durations(rb_ctx *x, const int *b)
 {
     for (int p = 0; p < x->P; p++) {
@@ -64,6 +71,14 @@ static void fill_durations(rb_ctx *x, const int *b)
         if (p < x->P - 1)
             x->tr[p] = x->tl[b[p + 1] - 1];
     }
+    for (int s = 0; s < x->S; s++)
+        x->ar_s[s] = rb_stage_ar_ns(x, s, b);
+}
+
+/* ns per byte of a stage's parameters in its all-reduce (0 without one). */
+static double ar_per_byte_ns(const rb_ctx *x)
+{
+    return x->has_ar ? x->c->dp_allreduce_us_per_MB * 1e-3 : 0.0;
 }
 
 /* A chain's length on partition b (without the optimizer step). */
@@ -81,6 +96,11 @@ double rb_chain_len(const rb_ctx *x, const double *coef, const int *b)
     for (int q = 0; q + 1 < P; q++)
         if (coef[4 * P + q] != 0.0)
             t += coef[4 * P + q] * x->tl[b[q + 1] - 1];
+    double k = ar_per_byte_ns(x);
+    for (int p = 0; p < P && k > 0; p++)
+        if (coef[LAG_PARAM(P) + (size_t)p] != 0.0)
+            t += coef[LAG_PARAM(P) + (size_t)p] * k *
+                 (double)(x->pre_param[b[p + 1]] - x->pre_param[b[p]]);
     return t + coef[LAG_SEND(P)];
 }
 
@@ -100,6 +120,9 @@ double rb_lag_h(const rb_ctx *x, const double *agg, int k, int pos)
     double m = agg[4 * (size_t)P + k - 1];
     if (m != 0.0)
         h += m * x->tl[pos - 1];
+    double a = agg[LAG_PARAM(P) + (size_t)k - 1] - agg[LAG_PARAM(P) + (size_t)k];
+    if (a != 0.0)
+        h += a * ar_per_byte_ns(x) * (double)x->pre_param[pos];
     return h;
 }
 
@@ -108,6 +131,7 @@ static double lag_const(const rb_ctx *x, const double *agg)
     double c = agg[LAG_SEND(x->P)];
     for (int t = 0; t < N_COMPUTE; t++)
         c += agg[(size_t)t * x->P + x->P - 1] * x->pre[t][x->L] * 1e3;
+    c += agg[LAG_PARAM(x->P) + (size_t)x->P - 1] * ar_per_byte_ns(x) * (double)x->pre_param[x->L];
     return c;
 }
 
@@ -502,6 +526,8 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
             lg->mdur[q] = 0.0;
         for (int q = 0; q < P; q++)
             lg->mtr[q] = 0.0;
+        for (int q = 0; q < x->S; q++)
+            lg->mar[q] = 0.0;
         for (int j = 0; j < n; j++) {
             if (lg->y[j] <= 0)
                 continue;
@@ -510,9 +536,12 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
                 lg->mdur[q] += lg->y[j] * x->dur[q];
             for (int q = 0; q + 1 < P; q++)
                 lg->mtr[q] += lg->y[j] * x->tr[q];
+            for (int q = 0; q < x->S; q++) /* linear in the parameters: the average's */
+                lg->mar[q] += lg->y[j] * x->ar_s[q];
         }
         memcpy(x->dur, lg->mdur, sizeof(double) * (size_t)(N_COMPUTE * P));
         memcpy(x->tr, lg->mtr, sizeof(double) * (size_t)P);
+        memcpy(x->ar_s, lg->mar, sizeof(double) * (size_t)x->S);
         double ub = replay_chain(x, lg->coef) + x->opt_ns;
         added |= lag_add_chain(x, lg) >= 0;
         lg->upper = fmin(lg->upper, ub);
@@ -546,6 +575,7 @@ void rb_lag_free(rb_lag *lg)
     pp_free(lg->coef);
     pp_free(lg->mdur);
     pp_free(lg->mtr);
+    pp_free(lg->mar);
     pp_free(lg->G);
     pp_free(lg->arg);
     pp_free(lg);
@@ -577,10 +607,11 @@ rb_lag *rb_lag_new(const rb_ctx *x)
     lg->coef = pp_alloc(sizeof(double) * nc);
     lg->mdur = pp_alloc(sizeof(double) * N_COMPUTE * (size_t)x->P);
     lg->mtr = pp_alloc(sizeof(double) * (size_t)x->P);
+    lg->mar = pp_alloc(sizeof(double) * (size_t)x->S);
     lg->G = pp_alloc(sizeof(double) * gt);
     lg->arg = pp_alloc(sizeof(int) * gt);
     if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
-        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->G ||
+        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->mar || !lg->G ||
         !lg->arg || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
         rb_lag_free(lg);
         return NULL;

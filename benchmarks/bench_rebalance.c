@@ -52,27 +52,40 @@ typedef struct cfg {
 int main(int argc, char **argv)
 {
     double budget = 5.0;
-    int L = 128, S = 16, only = -1;
+    int L = 128, S = 16, only = -1, dp = 1;
     static const struct option opts[] = {{"budget", required_argument, NULL, 'b'},
+                                         {"dp", required_argument, NULL, 'd'},
                                          {"layers", required_argument, NULL, 'L'},
                                          {"stages", required_argument, NULL, 'S'},
                                          {"row", required_argument, NULL, 'r'},
                                          {NULL, 0, NULL, 0}};
-    for (int ch; (ch = getopt_long(argc, argv, "b:L:S:r:", opts, NULL)) != -1;) {
+    for (int ch; (ch = getopt_long(argc, argv, "b:d:L:S:r:", opts, NULL)) != -1;) {
         switch (ch) {
         case 'b': budget = atof(optarg); break;
+        case 'd': dp = atoi(optarg); break;
         case 'L': L = atoi(optarg); break;
         case 'S': S = atoi(optarg); break;
         case 'r': only = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: bench_rebalance [--budget s] [--layers L] [--stages S] [--row N]\n");
+            fprintf(stderr, "usage: bench_rebalance [--budget s] [--dp N] [--layers L] [--stages S] "
+                            "[--row N]\n");
             return 2;
         }
+    }
+    if (dp < 1 || dp > 1 << 20) {
+        fprintf(stderr, "bench_rebalance: --dp must be 1 to 2^20, got %d\n", dp);
+        return 2;
     }
     pp_costs *c = gpt_costs(L);
     if (!c) {
         fprintf(stderr, "bench_rebalance: %s\n", pp_error_message());
         return 3;
+    }
+    if (dp > 1) {
+        /* each stage's gradients all-reduced over dp replicas by a ring on the same links:
+         * 2 (dp - 1) messages of its parameters / dp (docs/cost-file.md) */
+        c->dp_allreduce_us = 2.0 * (dp - 1) * c->p2p_latency_us;
+        c->dp_allreduce_us_per_MB = 2.0 * (dp - 1) / dp * 1e6 / (c->p2p_GBps * 1e3);
     }
     static const cfg cfgs[] = {
         {PP_SCHED_1F1B, 32, 1, 0},    {PP_SCHED_1F1B, 64, 1, 0},
@@ -81,8 +94,12 @@ int main(int argc, char **argv)
         {PP_SCHED_INTERLEAVED, 32, 3, 0}, {PP_SCHED_INTERLEAVED, 32, 4, 0},
     };
     printf("GPT-like model, L = %d layers (embedding, %d blocks, head = 5 blocks), S = %d, "
-           "budget %.1f s per search, one core\n",
+           "budget %.1f s per search, one core",
            L, L - 2, S, budget);
+    if (dp > 1)
+        printf("; %d data-parallel replicas: all-reduce %.1f us + %.2f us per MB per stage", dp,
+               c->dp_allreduce_us, c->dp_allreduce_us_per_MB);
+    printf("\n");
     printf("%-12s %3s %2s %-10s %8s %9s %9s %-14s %10s %10s %8s\n", "schedule", "M", "v",
            "mem limit", "time s", "simulated", "nodes", "result", "even ms", "best ms",
            "speedup");

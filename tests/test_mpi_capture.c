@@ -476,8 +476,8 @@ static double verify_error(const char *out)
  * (stage 0, 1F1B) waits for its own all-reduce, so the dp-aware optimum (0,5,12: 436.7 ms)
  * gives stage 0 fewer blocks than compute alone would (0,7,12, which runs 463.3 ms against the
  * even split's 447.2). Before the term the all-reduce was one constant in the gradient norm's
- * time: pprof-tune proposed 0,7,12, predicted it 4% faster than the even split, and it ran 3.6%
- * slower. */
+ * time: pprof-tune proposed 0,7,12, predicted it 3% faster than the even split, and it ran 4.5%
+ * slower (468.7 ms against 448.7). */
 Test(mpi_capture, data_parallel_allreduce_is_a_per_stage_term, .timeout = 240)
 {
     skip_without_mpi();
