@@ -154,7 +154,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
             barrier = dmax(barrier, x->clock[s]);
     } else {
         /* each stage's data-parallel all-reduce before the barrier (pp_sim_costs.
-         * pre_barrier_ns); the bounds leave it out, which keeps them below */
+         * pre_barrier_ns); the bounds count it where their paths end at a stage's last op */
         for (int s = 0; s < x->S; s++) {
             uint64_t bytes = 0;
             for (int p = s; p < x->P; p += x->S)

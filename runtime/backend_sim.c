@@ -274,6 +274,10 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
     pp_status st = check_ns(opt_us, mult, times,
                             "the optimizer step (the cost file's optimizer_us, "
                             "optimizer_us_per_MB and step_fixed_us)");
+    if (st == PP_OK && pp_costs_has_dp_allreduce(c)) /* a transfer: no multiplier */
+        st = check_ns(pp_costs_dp_allreduce_us(c, param_bytes), 1.0, "",
+                      "the data-parallel all-reduce (the cost file's dp_allreduce_us and "
+                      "dp_allreduce_us_per_MB)");
     param_bytes = 0;
     for (int ch = 0; ch < part->v && st == PP_OK; ch++) {
         int piece = ch * part->S + stage, lo = part->bounds[piece], hi = part->bounds[piece + 1];

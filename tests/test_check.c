@@ -597,19 +597,31 @@ static const char *verdict_in(const cJSON *j, const char *name)
     return NULL;
 }
 
+/* Three reruns, each judged on the less disturbed of two captures: the sim backend sleeps to its
+ * deadlines, and on a busy 2-core machine (an ASan build in CI) one capture's wake-ups can run
+ * late for a whole run, which the per-step test then rightly calls a change of that run (once:
+ * bubble +2.04 pt against a 2 pt threshold, p = 0.0004). A second alarm on the same rerun
+ * fails. */
 Test(check, reruns_of_the_same_configuration_pass)
 {
     const char *costs = write_costs("costs.json", 1.0);
     const char *base = save_baseline(capture("base", costs, 4, 8, "1f1b", 25, NULL), "base.json");
     for (int i = 0; i < 3; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "rerun%d", i);
-        const char *dir = capture(name, costs, 4, 8, "1f1b", 25, NULL);
-        const char *args[] = {"--per-step", "--baseline", base, dir, NULL};
-        tk_result r = tk_run(PPCHECK, args, NULL);
-        cr_assert_eq(r.code, 0, "false alarm on rerun %d:\n%s%s", i, r.out, r.err);
-        cr_assert_not_null(strstr(r.out, "result: PASS"), "%s", r.out);
-        tk_result_free(&r);
+        for (int attempt = 0; attempt < 2; attempt++) {
+            char name[24];
+            snprintf(name, sizeof name, "rerun%d-%d", i, attempt);
+            const char *dir = capture(name, costs, 4, 8, "1f1b", 25, NULL);
+            const char *args[] = {"--per-step", "--baseline", base, dir, NULL};
+            tk_result r = tk_run(PPCHECK, args, NULL);
+            int pass = r.code == 0 && strstr(r.out, "result: PASS") != NULL;
+            if (!pass && attempt == 0)
+                cr_log_info("rerun %d alarmed, captured again:\n%s%s", i, r.out, r.err);
+            else
+                cr_assert(pass, "false alarm on rerun %d, twice:\n%s%s", i, r.out, r.err);
+            tk_result_free(&r);
+            if (pass)
+                break;
+        }
     }
 }
 

@@ -144,6 +144,9 @@ static const bad_case k_bad[] = {
      "a transfer of 1000 bytes (p2p_latency_us + bytes / p2p_GBps) is 1e+300 us"},
     {{"--backend", "sim", "--costs", "@sum_costs.json", "--stages", "1", NULL},
      "stage 0's work for one micro-batch"},
+    {{"--backend", "sim", "--costs", "@huge_dp_costs.json", NULL},
+     "the data-parallel all-reduce (the cost file's dp_allreduce_us and dp_allreduce_us_per_MB) "
+     "is 1e+300 us"},
     {{"--plan", "@bad_plan.json", NULL}, "missing \"num_layers\""},
     {{"--plan", "@plan9.json", NULL}, "made for a model of 9 layers; this model has 6"},
     {{"--plan", "@plan6.json", "--schedule", "gpipe", NULL}, "contradicts plan"},
@@ -163,6 +166,8 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
     /* each below the limit (2^62 ns = 4.6e15 us), together above it */
     write_text("sum_costs.json", "{\"layers\": [{\"name\": \"a\", \"fwd_us\": 4e15, \"bwd_us\": 2},"
                                  "{\"name\": \"b\", \"fwd_us\": 4e15, \"bwd_us\": 2}]}");
+    write_text("huge_dp_costs.json", "{\"dp_allreduce_us\": 1e300, \"layers\": [{\"name\": \"a\", "
+                                     "\"fwd_us\": 1, \"bwd_us\": 2}]}");
     write_text("bad_plan.json", "{\"version\": 1, \"stages\": 2}");
     write_text("plan9.json", "{\"version\": 1, \"num_layers\": 9, \"stages\": 2, \"boundaries\": "
                              "[0,3,9], \"schedule\": \"1f1b\", \"microbatches\": 2}");
