@@ -532,20 +532,6 @@ static void fit_per_stage(const double *y, const double *x, const int *has, int 
     }
 }
 
-/* Each stage's parameters in MB (all its chunks'), into x[S]. */
-static void stage_param_mb(const pp_extract *e, int S, double *x)
-{
-    for (int s = 0; s < S; s++) {
-        uint64_t bytes = 0;
-        for (int c = 0; c < e->partition.v; c++) {
-            int l0, l1;
-            pp_partition_piece_layers(&e->partition, s, c, &l0, &l1);
-            bytes += pp_costs_param_bytes(e->costs, l0, l1);
-        }
-        x[s] = (double)bytes * 1e-6;
-    }
-}
-
 /* A per-stage term fitted against the stages' parameters (fit_per_stage): the median of each
  * stage's `which` statistic (0: its optimizer ops, 1: its data-parallel all-reduce per step),
  * in us. 0 and 0 when no stage measured it, or out of memory. */
@@ -564,8 +550,8 @@ static void fit_stage_term(const pp_analysis *a, const pp_extract *e, int which,
         return;
     }
     double *x = y + S;
-    stage_param_mb(e, S, x);
     for (int s = 0; s < S; s++) {
+        x[s] = (double)pp_costs_stage_param_bytes(e->costs, &e->partition, s) * 1e-6;
         const pp_astats *o = which ? &a->stages[s].allreduce_ns : &a->stages[s].opt_ns;
         has[s] = o->count > 0;
         y[s] = o->median * 1e-3;

@@ -149,18 +149,14 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
         x->clock[t->stage] = clk;
     }
     double barrier = 0.0;
-    if (!pp_costs_has_dp_allreduce(c)) {
+    if (!x->has_ar) {
         for (int s = 0; s < x->S; s++)
             barrier = dmax(barrier, x->clock[s]);
     } else {
         /* each stage's data-parallel all-reduce before the barrier (pp_sim_costs.
          * pre_barrier_ns); the bounds count it where their paths end at a stage's last op */
-        for (int s = 0; s < x->S; s++) {
-            uint64_t bytes = 0;
-            for (int p = s; p < x->P; p += x->S)
-                bytes += x->pre_param[b[p + 1]] - x->pre_param[b[p]];
-            barrier = dmax(barrier, x->clock[s] + pp_costs_dp_allreduce_us(c, bytes) * 1e3);
-        }
+        for (int s = 0; s < x->S; s++)
+            barrier = dmax(barrier, x->clock[s] + rb_stage_ar_ns(x, s, b));
     }
     x->evaluated++;
     if (c->optimizer_us_per_MB <= 0)

@@ -197,24 +197,12 @@ done:
 
 /* ---- costs from a cost file ---- */
 
-/* The stage's parameters: all its chunks'. */
-static uint64_t file_stage_param_bytes(const pp_sim_file_costs *fc, int stage)
-{
-    uint64_t bytes = 0;
-    int lo = 0, hi = 0;
-    for (int c = 0; c < fc->part->v; c++) {
-        pp_partition_piece_layers(fc->part, stage, c, &lo, &hi);
-        bytes += pp_costs_param_bytes(fc->costs, lo, hi);
-    }
-    return bytes;
-}
-
 /* The stage's data-parallel all-reduce before the barrier (a transfer: no --sim-slow
  * multiplier, as no transfer takes one). */
 static double file_pre_barrier_ns(void *ctx, int stage)
 {
     const pp_sim_file_costs *fc = ctx;
-    return pp_costs_dp_allreduce_us(fc->costs, file_stage_param_bytes(fc, stage)) * 1e3;
+    return pp_costs_dp_allreduce_us(fc->costs, pp_costs_stage_param_bytes(fc->costs, fc->part, stage)) * 1e3;
 }
 
 static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
@@ -225,7 +213,7 @@ static double file_op_ns(void *ctx, int stage, int index, const pp_instr *in)
     int lo = 0, hi = 0;
     if (in->op == PP_OP_OPT_STEP) {
         /* the stage's optimizer step: of all its chunks' parameters */
-        return pp_costs_opt_us(fc->costs, file_stage_param_bytes(fc, stage)) * 1e3 * m;
+        return pp_costs_opt_us(fc->costs, pp_costs_stage_param_bytes(fc->costs, fc->part, stage)) * 1e3 * m;
     }
     pp_partition_piece_layers(fc->part, stage, in->chunk, &lo, &hi);
     return pp_costs_op_us(fc->costs, (pp_op)in->op, lo, hi) * 1e3 * m;

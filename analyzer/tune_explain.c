@@ -190,12 +190,7 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
     }
     /* the optimizer step's named terms (docs/cost-file.md), per stage */
     for (int s = 0; s < part->S; s++) {
-        uint64_t bytes = 0;
-        for (int ch = 0; ch < part->v; ch++) {
-            int lo, hi;
-            pp_partition_piece_layers(part, s, ch, &lo, &hi);
-            bytes += pp_costs_param_bytes(c, lo, hi);
-        }
+        uint64_t bytes = pp_costs_stage_param_bytes(c, part, s);
         fprintf(out, "    stage %d optimizer step = optimizer %.3f + %.3f per MB x %.3f MB + "
                      "gradient norm and barrier %.3f + per-step fixed %.3f = %.3f ms\n",
                 s, c->optimizer_us * 1e-3, c->optimizer_us_per_MB * 1e-3, (double)bytes * 1e-6,

@@ -517,6 +517,17 @@ uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi)
     return b;
 }
 
+uint64_t pp_costs_stage_param_bytes(const pp_costs *c, const pp_partition *part, int stage)
+{
+    uint64_t b = 0;
+    for (int ch = 0; ch < part->v; ch++) {
+        int lo, hi;
+        pp_partition_piece_layers(part, stage, ch, &lo, &hi);
+        b += pp_costs_param_bytes(c, lo, hi);
+    }
+    return b;
+}
+
 double pp_costs_opt_us(const pp_costs *c, uint64_t param_bytes)
 {
     return c->optimizer_us + c->optimizer_us_per_MB * ((double)param_bytes * 1e-6) +

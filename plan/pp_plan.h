@@ -354,6 +354,9 @@ void pp_costs_chunk_memory(const pp_costs *c, int lo, int hi, const uint8_t *rec
                            uint64_t *mb_bytes, uint64_t *set_bytes);
 /* The parameter bytes of layers [lo, hi). */
 uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi);
+/* The parameter bytes of `stage` under `part`: its chunks' pieces, in chunk order (what its
+ * optimizer step and its data-parallel all-reduce are charged for). */
+uint64_t pp_costs_stage_param_bytes(const pp_costs *c, const pp_partition *part, int stage);
 /* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up;
  * OPT_STEP is pp_costs_opt_us of [lo, hi)'s parameters (a stage of several pieces: sum their
  * parameters and call pp_costs_opt_us); 0 for messages. */

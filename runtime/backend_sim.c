@@ -265,10 +265,7 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
                                 double mult, const char *times, int split)
 {
     char what[160];
-    uint64_t param_bytes = 0;
-    for (int ch = 0; ch < part->v; ch++)
-        param_bytes += pp_costs_param_bytes(c, part->bounds[ch * part->S + stage],
-                                            part->bounds[ch * part->S + stage + 1]);
+    uint64_t param_bytes = pp_costs_stage_param_bytes(c, part, stage);
     double opt_us = pp_costs_opt_us(c, param_bytes);
     double sum_us = opt_us * mult;
     pp_status st = check_ns(opt_us, mult, times,
