@@ -837,6 +837,8 @@ static void dialect_op_noted(state *st, file_state *f, thread_state *t, const pp
     if (d->kind != PP_NVTX_STEP && d->step < 0 && t->cur_step < 0 && !d->oob &&
         m->from[PP_DF_MB] == PP_DFROM_VALUE)
         syn_op(st, f, t, d, t0);
+    else if (d->kind == PP_NVTX_OPT_STEP && d->step < 0 && t->cur_step < 0 && t->syn_open)
+        d->step = t->syn_step; /* the optimizer step after the sequence's last backward */
     if (d->kind == PP_NVTX_STEP) {
         t->dbwd_seen = 0;
     } else if (d->kind >= PP_NVTX_FWD && d->kind <= PP_NVTX_BWD_WEIGHT) {

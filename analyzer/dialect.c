@@ -580,6 +580,15 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         torch_action_match(m, kind, sid, mb);
         return 1;
     }
+    /* torch.optim's step, as Optimizer's profile hook names it ("Optimizer.step#SGD.step",
+     * "Optimizer.step#AdamW.step"): the stage's optimizer step */
+    if (strncmp(s, "Optimizer.step#", 15) == 0) {
+        size_t len = strlen(s);
+        if (len <= 15 + 5 || strcmp(s + len - 5, ".step") != 0 || strchr(s + 15, '#'))
+            return 0;
+        torch_init(m, PP_NVTX_OPT_STEP);
+        return 1;
+    }
     /* the process group's point-to-point operations (record_function in ProcessGroupGloo /
      * ProcessGroupNCCL): async, posted inside an action */
     if (strcmp(s, "gloo:recv") == 0 || strcmp(s, "nccl:recv") == 0 ||

@@ -599,8 +599,9 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
             double least = HUGE_VAL;
             for (int s = 0; s < a->S && sp->stage; s++) {
                 const pp_stage_step *ss = &sp->stage[s];
-                /* without optimizer ops (torch's schedules mark none) the all-reduce after the
-                 * last op is outside the ops' span; with them it is inside, before the step */
+                /* without optimizer ops (a job that marks none: a torch schedule stepping an
+                 * optimizer other than torch.optim's) the all-reduce after the last op is
+                 * outside the ops' span; with them it is inside, before the step */
                 if (ss->last_end && ss->outside_ns >= 0)
                     o[no++] = dp_ar && !a->stages[s].opt_ns.count
                                   ? fmax(ss->outside_ns - ss->allreduce_ns, 0)

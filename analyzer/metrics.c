@@ -382,6 +382,7 @@ static pp_astep *step_new(state *st, const bucket *b, uint64_t t0, uint64_t t1, 
     sp->window_ns = (double)(t1 - t0);
     sp->step_ns = step_period_ns(st, b, bd, S, sp->window_ns);
     sp->culprit = -1;
+    sp->opt_barrier = -1;
     sp->stage = calloc((size_t)S, sizeof(pp_stage_step));
     int *sp_S = vec_push(&st->steps_S);
     if (!sp->stage || !sp_S) {

@@ -107,6 +107,9 @@ typedef struct pp_astep {
     double window_ns;    /* from the first stage's step start to the last stage's end */
     double bubble_ratio; /* sum of idle / (S x step) */
     int decomposed;      /* 0 when the step's ranges could not be replayed (partial data) */
+    int opt_barrier;     /* its optimizer steps: 1 started together (a barrier before them:
+                            pptrain, Megatron-LM), 0 each after its stage's own work (torch.optim),
+                            -1 none or too few to tell (docs/metrics.md) */
     int culprit;         /* stage with the largest share of the critical path, -1 unknown */
     double critical_share; /* that share */
     pp_stage_step *stage; /* [S] */

@@ -3,7 +3,8 @@
  * and a transfer model, with the executor's semantics: each stage runs its list in order,
  * sends do not wait for their receiver (they take the sender's own send time, if any), a
  * receive waits until the message is available (sender's clock at the send + transfer time),
- * and the optimizer step waits for every stage (the gradient-norm all-reduce). Used by the analyzer (bubble decomposition: replays under counterfactual costs)
+ * and the optimizer step waits for every stage (the gradient-norm all-reduce; unless
+ * pp_sim_costs.no_barrier). Used by the analyzer (bubble decomposition: replays under counterfactual costs)
  * and the tuner (predictions, rebalancing). Pure computation: no threads, no clocks. */
 #ifndef PP_SIM_H
 #define PP_SIM_H
@@ -32,6 +33,12 @@ typedef struct pp_sim_costs {
      * data-parallel gradient all-reduce): the barrier is the latest of the stages' ends plus
      * their own. NULL: none, the barrier is the latest end. */
     double (*pre_barrier_ns)(void *ctx, int stage);
+    /* 1: the optimizer step waits for no other stage (a job without a gradient-norm all-reduce:
+     * torch.optim's plain step): each stage runs it as its next compute op, and pre_barrier_ns
+     * is not used. 0: the barrier above (pptrain's, Megatron-LM's). pp_sim_run's only: the
+     * Monte Carlo replay (pp_sim_dist) and the rebalancer's evaluator model the barrier, as a
+     * cost file's job has it. */
+    int no_barrier;
 } pp_sim_costs;
 
 typedef struct pp_sim_result {

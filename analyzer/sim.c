@@ -105,7 +105,7 @@ static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg
         x->avail[msg] = *clock + t;
         if (costs->send_ns)
             *clock += costs->send_ns(costs->ctx, s, k, in);
-    } else if (in->op == PP_OP_OPT_STEP) {
+    } else if (in->op == PP_OP_OPT_STEP && !costs->no_barrier) {
         if (!x->barrier_set) {
             /* every stage waits here now: their clocks are their arrival times */
             for (int q = 0; q < x->sc->S; q++)
@@ -172,7 +172,7 @@ pp_status pp_sim_run(const pp_schedule *sc, const pp_sim_costs *costs, pp_sim_re
     }
     if ((st = alloc_result(sc, res)) != PP_OK)
         goto done;
-    pp_replay_hooks h = {.run = sim_op, .ctx = &x, .barrier = 1};
+    pp_replay_hooks h = {.run = sim_op, .ctx = &x, .barrier = !costs->no_barrier};
     if ((st = pp_schedule_replay(sc, &h, pc, NULL)) != PP_OK) {
         st = pp_error_wrap(st, "simulator");
         goto done;
@@ -245,6 +245,7 @@ void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out)
     out->ctx = fc;
     out->send_ns = fc->costs->send_act_us > 0 || fc->costs->send_grad_us > 0 ? file_send_ns : NULL;
     out->pre_barrier_ns = pp_costs_has_dp_allreduce(fc->costs) ? file_pre_barrier_ns : NULL;
+    out->no_barrier = 0; /* a cost file's job has the barrier (docs/cost-file.md) */
 }
 
 pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,

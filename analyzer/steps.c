@@ -268,6 +268,10 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
         return;
     }
     int64_t step = d.step >= 0 ? d.step : t->cur_step;
+    /* an optimizer step after its step range closed (Megatron-LM's 'optimizer' timer follows
+     * its 'forward-backward'): the step its process opened last */
+    if (step < 0 && d.kind == PP_NVTX_OPT_STEP)
+        step = an_file_step_at(f, o->t0);
     if (step >= 0)
         range_op(st, f, t, o, &d, step, t0, t1);
 }

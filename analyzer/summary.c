@@ -165,6 +165,10 @@ static void json_steps(pp_json_writer *w, const pp_analysis *a)
         pp_json_put_real(w, "bubble_ratio", sp->bubble_ratio);
         pp_json_put_real(w, "imbalance", step_imbalance(a, sp));
         pp_json_put_bool(w, "decomposed", sp->decomposed);
+        if (sp->opt_barrier >= 0)
+            pp_json_put_bool(w, "optimizer_barrier", sp->opt_barrier);
+        else
+            pp_json_put_null(w, "optimizer_barrier");
         if (sp->culprit >= 0) {
             pp_json_put_int(w, "culprit", sp->culprit);
             pp_json_put_real(w, "critical_share", sp->critical_share);

@@ -26,7 +26,9 @@ static void match_names(const pp_dialect *d)
     static const char *const names[] = {
         "forward-compute", "backward-compute", "forward-backward", "PP:1F0", "PP:12B3",
         "PP:99999999999F1", "layer3 attn", "Forward 1", "Forward -1", "x{mb}y", "", "{{",
-        "PipelineEngine._exec_forward_pass", "a.b.c._exec_backward_pass", "fwd 999999999999999999999"};
+        "PipelineEngine._exec_forward_pass", "a.b.c._exec_backward_pass", "fwd 999999999999999999999",
+        "optimizer", "all-grads-sync", "PipelineEngine._exec_optimizer_step", "step_microstep",
+        "Optimizer.step#SGD.step", "_optimizer_step"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         pp_dialect_match m;
         if (pp_dialect_match_name(d, "", names[i], &m) && m.kind >= PP_NVTX_KIND_COUNT)

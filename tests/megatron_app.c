@@ -3,7 +3,7 @@
  * default domain. tests/test_dialect.c runs it under pprof-run and analyzes it with
  * dialects/megatron.json.
  *
- *   megatron_app S M STEPS FWD_US[,FWD_US...]
+ *   megatron_app S M STEPS FWD_US[,FWD_US...] [OPT_US[,OPT_US...] [SYNC_US]]
  *
  * S processes (forked before any NVTX call, each with RANK=<stage> so that its trace states its
  * rank), connected by pipes, run Megatron's forward_backward_pipelining_without_interleaving
@@ -11,7 +11,11 @@
  * step. Stage s sleeps FWD_US[s] in each "forward-compute" and twice that in each
  * "backward-compute"; "forward-recv" / "backward-recv" block on the pipe from the neighbour,
  * "forward-send" / "backward-send" write to it. The first stage has no forward-recv and the last
- * no forward-send, as in Megatron (p2p_communication.py times only real transfers). */
+ * no forward-send, as in Megatron (p2p_communication.py times only real transfers). With OPT_US,
+ * each step ends as Megatron's train_step does: the data-parallel gradient sync
+ * (finalize_model_grads' "all-grads-sync", SYNC_US, default 0: not timed) as the schedule's last
+ * range inside "forward-backward", then stage s's optimizer step ("optimizer", OPT_US[s]) after
+ * that range closed. */
 #include <nvtx3/nvToolsExt.h>
 
 #include <errno.h>
@@ -40,7 +44,7 @@ static void take(int fd)
 
 typedef struct stage {
     int s, S, M, steps;
-    long fwd_us;
+    long fwd_us, opt_us, sync_us;
     int act_in, act_out, grad_in, grad_out; /* -1 where there is no neighbour */
 } stage;
 
@@ -125,29 +129,48 @@ static void run_stage(const stage *g)
             backward_step(g);
             send_backward(g);
         }
+        if (g->sync_us > 0) {
+            nvtxRangePushA("all-grads-sync");
+            sleep_us(g->sync_us);
+            nvtxRangePop();
+        }
         nvtxRangePop();
+        if (g->opt_us > 0) {
+            nvtxRangePushA("optimizer");
+            sleep_us(g->opt_us);
+            nvtxRangePop();
+        }
+    }
+}
+
+/* "X[,X...]" into out[MAX_S], the last value repeated for the stages it does not name. */
+static void per_stage(const char *arg, long *out)
+{
+    char *p = (char *)arg;
+    for (int s = 0; s < MAX_S; s++) {
+        out[s] = strtol(p, &p, 10);
+        if (*p == ',')
+            p++;
+        else if (s + 1 < MAX_S)
+            for (int k = s + 1; k < MAX_S; k++)
+                out[k] = out[s];
+        if (!*p)
+            break;
     }
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: megatron_app S M STEPS FWD_US[,FWD_US...]\n");
+    if (argc < 5 || argc > 7) {
+        fprintf(stderr,
+                "usage: megatron_app S M STEPS FWD_US[,FWD_US...] [OPT_US[,...] [SYNC_US]]\n");
         return 2;
     }
     int S = atoi(argv[1]), M = atoi(argv[2]), steps = atoi(argv[3]);
-    long fwd[MAX_S];
-    char *p = argv[4];
-    for (int s = 0; s < MAX_S; s++) {
-        fwd[s] = strtol(p, &p, 10);
-        if (*p == ',')
-            p++;
-        else if (s + 1 < MAX_S)
-            for (int k = s + 1; k < MAX_S; k++)
-                fwd[k] = fwd[s];
-        if (!*p)
-            break;
-    }
+    long fwd[MAX_S], opt[MAX_S] = {0}, sync = argc > 6 ? atol(argv[6]) : 0;
+    per_stage(argv[4], fwd);
+    if (argc > 5)
+        per_stage(argv[5], opt);
     if (S < 2 || S > MAX_S || M < 1 || steps < 1)
         return 2;
     int act[MAX_S][2], grad[MAX_S][2]; /* act[s]: s -> s+1, grad[s]: s+1 -> s */
@@ -163,7 +186,7 @@ int main(int argc, char **argv)
             char r[16];
             snprintf(r, sizeof r, "%d", s);
             setenv("RANK", r, 1);
-            stage g = {s, S, M, steps, fwd[s], s > 0 ? act[s - 1][0] : -1,
+            stage g = {s, S, M, steps, fwd[s], opt[s], sync, s > 0 ? act[s - 1][0] : -1,
                        s + 1 < S ? act[s][1] : -1, s + 1 < S ? grad[s][0] : -1,
                        s > 0 ? grad[s - 1][1] : -1};
             run_stage(&g);

@@ -56,6 +56,14 @@ Test(dialect, torch_actions_map_to_the_conventions_kinds)
     cr_assert_eq(pp_dialect_torch_match("ProfilerStep#7", &m), 1);
     cr_expect_eq(m.kind, PP_NVTX_STEP);
     cr_expect_eq(m.v[PP_DF_STEP], 7);
+    /* torch.optim's profile hook: the stage's optimizer step */
+    static const char *const opts[] = {"Optimizer.step#SGD.step", "Optimizer.step#AdamW.step",
+                                       "Optimizer.step#_FusedAdam.step"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        cr_assert_eq(pp_dialect_torch_match(opts[i], &m), 1, "%s", opts[i]);
+        cr_expect_eq(m.kind, PP_NVTX_OPT_STEP, "%s", opts[i]);
+        cr_expect_eq(m.from[PP_DF_STAGE], PP_DFROM_RANK, "%s", opts[i]);
+    }
     /* DualPipeV's forward and backward in one range: recognised (what opens inside is its
      * own), no pipeline op itself; its sub-actions, in order, as plain actions */
     cr_assert_eq(pp_dialect_torch_match("PP:(0F3;3B1)OVERLAP_F_B", &m), 1);
@@ -89,7 +97,9 @@ Test(dialect, torch_names_that_are_not_pipeline_ops_or_are_hostile_match_nothing
         "PP:99999999999F1", "PP:1F", "PP:F1", "PP:", "PP:1F0x", "PP:1F99999999", "PP:1X0",
         "Forward -1", "Forward ", "Forward 1 ", "Forward 99999999999", "Backward x",
         "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#1a", "gloo:sendx", "", "PP:1f0",
-        "PP:()OVERLAP_F_B", "PP:(0F3;3B1)OVERLAP", "PP:0F3;3B1)OVERLAP_F_B", "PP:(0F3)OVERLAP_F_Bx"};
+        "PP:()OVERLAP_F_B", "PP:(0F3;3B1)OVERLAP", "PP:0F3;3B1)OVERLAP_F_B", "PP:(0F3)OVERLAP_F_Bx",
+        "Optimizer.step#", "Optimizer.step#.step", "Optimizer.step#SGD", "Optimizer.step#A#B.step",
+        "Optimizer.step#SGD.stepx", "Optimizer.zero_grad#SGD.zero_grad", "Optimizer.step"};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         pp_dialect_match m;
         cr_expect_eq(pp_dialect_torch_match(no[i], &m), 0, "'%s' is not a pipeline op", no[i]);
@@ -242,7 +252,8 @@ static void range(tk_tw *t, uint32_t tid, uint64_t t0, uint64_t t1, const char *
 static const uint64_t MS = 1000000;
 
 /* GPipe on 2 ranks, M = 2, 4 steps ("ProfilerStep#N", "Forward i", "Backward i" in a domain
- * "user_annotation"): rank r's forward takes (1 + r) ms, its backward twice that. */
+ * "user_annotation"): rank r's forward takes (1 + r) ms, its backward twice that, then its
+ * optimizer step ("Optimizer.step#SGD.step", torch.optim's name) (1 + r) / 2 ms. */
 static void write_gpipe_rank_steps(const char *path, int rank, int with_steps);
 
 static void write_gpipe_rank(const char *path, int rank) { write_gpipe_rank_steps(path, rank, 1); }
@@ -260,6 +271,7 @@ static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
                             "ProfilerStep#4"};
     for (int i = 0; i < 4; i++)
         tk_tw_sid(&t, steps[i]), tk_tw_sid(&t, fw[i % 2]), tk_tw_sid(&t, bw[i % 2]);
+    tk_tw_sid(&t, "Optimizer.step#SGD.step");
     tk_tw_flush(&t, PP_BLOCK_META, 0);
     for (int s = 0; s < 4; s++) {
         uint64_t t0 = T0 + (uint64_t)s * 40 * MS;
@@ -271,6 +283,7 @@ static void write_gpipe_rank_steps(const char *path, int rank, int with_steps)
         x = t0 + 15 * MS + (uint64_t)(1 - rank) * 2 * MS;
         for (int mb = 0; mb < 2; mb++, x += b + MS / 10)
             range(&t, 7, x, x + b, bw[mb]);
+        range(&t, 7, x, x + f / 2, "Optimizer.step#SGD.step");
         if (with_steps)
             tk_tw_pop(&t, 7, t0 + 30 * MS);
         tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
@@ -292,6 +305,9 @@ Test(dialect, without_step_ranges_a_step_is_one_pass_of_the_micro_batches)
     for (int s = 0; s < 2; s++) {
         cr_expect_eq(a->stages[s].fwd_ns.count, 4, "stage %d", s);
         cr_expect_float_eq(a->stages[s].fwd_ns.mean, (1 + s) * 1e6, 1.0, "stage %d", s);
+        /* the optimizer step after the pass's last backward is the pass' */
+        cr_expect_eq(a->stages[s].opt_ns.count, 2, "stage %d: one optimizer step a step", s);
+        cr_expect_float_eq(a->stages[s].opt_ns.mean, (1 + s) * 0.5e6, 1.0, "stage %d", s);
     }
     /* the steps' starts are 40 ms apart */
     cr_expect_float_eq(a->step_ns.median, 40e6, 1e3, "period %.0f", a->step_ns.median);
@@ -316,6 +332,8 @@ Test(dialect, torch_gpipe_names_give_a_pipeline_analysis)
         cr_expect_eq(a->stages[s].fwd_ns.count, 6, "stage %d: 2 forwards x 3 steps", s);
         cr_expect_float_eq(a->stages[s].fwd_ns.mean, (1 + s) * 1e6, 1.0, "stage %d", s);
         cr_expect_float_eq(a->stages[s].bwd_ns.mean, 2 * (1 + s) * 1e6, 1.0, "stage %d", s);
+        cr_expect_eq(a->stages[s].opt_ns.count, 3, "stage %d: one optimizer step a step", s);
+        cr_expect_float_eq(a->stages[s].opt_ns.mean, (1 + s) * 0.5e6, 1.0, "stage %d", s);
     }
     pp_analysis_free(a);
 }
@@ -642,12 +660,14 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
 {
     if (!tk_exists(LIBPPROF) || !tk_exists(MEGATRON_APP))
         cr_skip_test("libpprof.so / megatron_app not built (no NVTX headers)");
-    /* 3 stages, the last three times slower: fwd 2, 2, 6 ms; bwd twice that */
+    /* 3 stages, the last three times slower: fwd 2, 2, 6 ms; bwd twice that; each step's
+     * gradient sync 0.5 ms ("all-grads-sync", inside "forward-backward"), then the optimizer
+     * ("optimizer", after it) 1, 2 and 3 ms */
     const int S = 3;
-    const double fwd_ms[3] = {2, 2, 6};
+    const double fwd_ms[3] = {2, 2, 6}, opt_ms[3] = {1, 2, 3}, sync_ms = 0.5;
     const char *dir = tk_path("run");
     const char *cap[] = {"-q", "-o", dir, "--", MEGATRON_APP, "3", "4", "6", "2000,2000,6000",
-                         NULL};
+                         "1000,2000,3000", "500", NULL};
     tk_result r = tk_run(PPRUN, cap, NULL);
     cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
     tk_result_free(&r);
@@ -693,7 +713,25 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
                   s, f, fwd_ms[s]);
         cr_expect(b >= 2 * fwd_ms[s] && b < 2 * fwd_ms[s] * 1.1 + 0.5,
                   "stage %d bwd %.3f ms, slept %.0f", s, b, 2 * fwd_ms[s]);
+        /* the optimizer step after the step range closed is that step's; the sync is the
+         * stage's data-parallel all-reduce */
+        double o = a->stages[s].opt_ns.median / 1e6, y = a->stages[s].allreduce_ns.median / 1e6;
+        cr_expect_eq(a->stages[s].opt_ns.count, 5, "stage %d: one optimizer step a step", s);
+        cr_expect(o >= opt_ms[s] && o < opt_ms[s] * 1.1 + 0.5, "stage %d optimizer %.3f ms, "
+                  "slept %.0f", s, o, opt_ms[s]);
+        cr_expect_eq(a->stages[s].allreduce_ns.count, 5, "stage %d: one sync a step", s);
+        cr_expect(y >= sync_ms && y < sync_ms * 1.1 + 0.5, "stage %d sync %.3f ms, slept %.1f",
+                  s, y, sync_ms);
     }
+    /* the optimizer steps wait for no other stage here (no clipping all-reduce): stage 2's
+     * 3 ms runs while stage 0 drains, and the replay runs it so, leaving the transfers their
+     * pipes' few microseconds (replayed behind a barrier, -1.9 ms each) */
+    for (size_t i = 0; i < a->n_steps; i++)
+        cr_expect_eq(a->steps[i].opt_barrier, 0, "step %zu: the optimizer steps read as behind a "
+                     "barrier", i);
+    for (int s = 0; s < S; s++)
+        cr_expect(fabs(a->stages[s].transfer_ns) < 0.5e6, "stage %d transfer %.3f ms", s,
+                  a->stages[s].transfer_ns / 1e6);
     /* the links: activations down, gradients up, every message paired, no stage its own peer
      * (a dialect job states no S: the peers are implied once the stages are known) */
     cr_expect_eq(a->n_links, 4);

@@ -552,8 +552,9 @@ Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
  * run in PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B actions: the analysis reads it as a V (zbv), splits
  * every pair (docs/dialects.md "Waits", rule 4) and so holds every micro-batch's forward and
  * backward, with the per-stage compute kineto_truth.py finds from the same JSON by the same
- * rule (to the nanosecond: both take the same timestamps); every step is replayed; the links are
- * the V's; nothing is warned about. */
+ * rule (to the nanosecond: both take the same timestamps), and each rank's optimizer step
+ * (torch.optim's Optimizer.step#SGD.step) as kineto_truth.py times it; every step is replayed;
+ * the links are the V's; nothing is warned about. */
 Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
 {
     cJSON *j = report_json(DATA "/dpv");
@@ -594,8 +595,8 @@ Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
     free(text);
     cr_assert_not_null(truth);
     for (int s = 0; s < S; s++) {
-        double f = 0, b = 0;
-        int nf = 0, nb = 0;
+        double f = 0, b = 0, o = 0;
+        int nf = 0, nb = 0, no = 0;
         cJSON_ArrayForEach(st, steps)
         {
             int step = cJSON_GetObjectItem(st, "step")->valueint;
@@ -607,10 +608,21 @@ Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
                 cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ts, "ranks"), s);
                 f += cJSON_GetObjectItem(c, "fwd_sum_ms")->valuedouble;
                 b += cJSON_GetObjectItem(c, "bwd_sum_ms")->valuedouble;
+                o += cJSON_GetObjectItem(c, "opt_sum_ms")->valuedouble;
                 nf += cJSON_GetObjectItem(c, "fwd_n")->valueint;
                 nb += cJSON_GetObjectItem(c, "bwd_n")->valueint;
+                no += cJSON_GetObjectItem(c, "opt_n")->valueint;
             }
         }
+        /* torch.optim's step (Optimizer.step#SGD.step): once a step on each rank */
+        cJSON *os = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), s),
+                                        "opt_ms");
+        cr_expect_eq(no, n_steps, "stage %d: %d optimizer steps in the truth", s, no);
+        cr_expect_eq(cJSON_GetObjectItem(os, "count")->valueint, no, "stage %d optimizer steps",
+                     s);
+        cr_expect(no > 0 && fabs(cJSON_GetObjectItem(os, "mean")->valuedouble - o / no) < 1e-6,
+                  "stage %d optimizer step %.6f ms, the truth %.6f", s,
+                  cJSON_GetObjectItem(os, "mean")->valuedouble, no > 0 ? o / no : 0.0);
         cr_assert_eq(nf, n_steps * M * v, "stage %d: %d forwards in the truth", s, nf);
         cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), s);
         cJSON *fs = cJSON_GetObjectItem(g, "fwd_ms");

@@ -691,6 +691,7 @@ static void fake_build(fake *f)
         sp->t0_ns = 1e9 + i * 10e6;
         sp->step_ns = 10e6;
         sp->decomposed = i == 0;
+        sp->opt_barrier = i == 0 ? 1 : -1;
         sp->culprit = i == 0 ? 1 : -1;
         sp->critical_share = i == 0 ? 0.625 : 0;
         sp->stage = f->ss[i];
@@ -848,6 +849,7 @@ static const char k_golden_json[] =
     "      \"bubble_ratio\": 0.35,\n"
     "      \"imbalance\": 1.076923077,\n"
     "      \"decomposed\": true,\n"
+    "      \"optimizer_barrier\": true,\n"
     "      \"culprit\": 1,\n"
     "      \"critical_share\": 0.625,\n"
     "      \"stages\": [\n"
@@ -865,6 +867,7 @@ static const char k_golden_json[] =
     "      \"bubble_ratio\": 0.35,\n"
     "      \"imbalance\": 1.076923077,\n"
     "      \"decomposed\": false,\n"
+    "      \"optimizer_barrier\": null,\n"
     "      \"culprit\": null,\n"
     "      \"critical_share\": null,\n"
     "      \"stages\": [\n"

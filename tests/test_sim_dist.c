@@ -131,7 +131,7 @@ Test(sim_dist, replays_retime_the_schedule_as_pp_sim_run_does)
         cr_assert_eq(pp_schedule_validate(sc, NULL), PP_OK);
         scaled s = {.fc = {c, &part, NULL}};
         pp_sim_costs_from_file(&s.fc, &s.base);
-        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL, NULL};
+        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL, NULL, 0};
         pp_sim_result want;
         cr_assert_eq(pp_sim_run(sc, &sc_costs, &want), PP_OK);
         pp_sim_dist_opts o = {.draw = fixed_draw, .seed = 1, .n_min = 16};

@@ -170,8 +170,10 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
     cr_assert_geq(n_steps, 2, "only %d steps analyzed", n_steps);
     double t_step = 0;
     double *f = calloc((size_t)S, sizeof *f), *b = calloc((size_t)S, sizeof *b);
+    double *o = calloc((size_t)S, sizeof *o);
     int *nf = calloc((size_t)S, sizeof *nf), *nb = calloc((size_t)S, sizeof *nb);
-    cr_assert(f && b && nf && nb);
+    int *no = calloc((size_t)S, sizeof *no);
+    cr_assert(f && b && o && nf && nb && no);
     const cJSON *st;
     cJSON_ArrayForEach(st, steps)
     {
@@ -186,6 +188,8 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
             b[s] += num(c, "bwd_sum_ms");
             nf[s] += (int)num(c, "fwd_n");
             nb[s] += (int)num(c, "bwd_n");
+            o[s] += num(c, "opt_sum_ms");
+            no[s] += (int)num(c, "opt_n");
         }
     }
     t_step /= n_steps;
@@ -223,6 +227,14 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
                   "stage %d backward %.4f ms per op, the traces say %.4f ms", s, got_b, want_b);
         cr_log_info("stage %d: fwd %.4f (truth %.4f), bwd %.4f (truth %.4f) ms", s,
                     num(fs, "mean"), want_f, got_b, want_b);
+        /* torch.optim's step (Optimizer.step#SGD.step), once a step on every rank */
+        const cJSON *os = item(g, "opt_ms");
+        cr_expect_eq((int)num(os, "count"), no[s], "stage %d: %d optimizer steps, the traces "
+                     "hold %d", s, (int)num(os, "count"), no[s]);
+        if (no[s] > 0)
+            cr_expect(within(num(os, "mean"), o[s] / no[s], 0.02),
+                      "stage %d optimizer step %.4f ms, the traces say %.4f ms", s,
+                      num(os, "mean"), o[s] / no[s]);
     }
     /* the straggler: the stage the others' imbalance is blamed on */
     int slow = (int)num(truth, "slowest_rank"), votes = 0, against = 0;
@@ -254,8 +266,10 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
               slow, votes, against, quiet_culprit);
     free(f);
     free(b);
+    free(o);
     free(nf);
     free(nb);
+    free(no);
 }
 
 /* Gantt picture, Chrome export and a pprof-check baseline, all from the trace directory. */

@@ -16,7 +16,10 @@ pipeline's: --replica, its ranks numbered by their place in it):
                 (for the last step: of #N-1's end to #N's end),
      "pieces": [p] {"fwd_sum_ms", "fwd_n", "bwd_sum_ms", "bwd_n"}: the compute time of the
                 piece's forward and backward actions that start in step N, and their count,
-     "ranks": the same per rank (all its pieces: what a pipeline stage of pipeprof holds);
+     "ranks": the same per rank (all its pieces: what a pipeline stage of pipeprof holds),
+              with its gradient all-reduces ("allreduce_sum_ms", "allreduce_n") and its
+              optimizer steps ("opt_sum_ms", "opt_n": Optimizer.step#<Class>.step ranges that
+              start in step N);
   "slowest_piece", "slowest_rank": the largest fwd + bwd total over all steps.
 
 The compute time of an action follows the torch dialect's rule, docs/dialects.md "Waits": a
@@ -188,6 +191,22 @@ def allreduce_of(evs, steps):
     return out
 
 
+OPT = re.compile(r"^Optimizer\.step#[^#]+\.step$")
+
+
+def optimizer_of(evs, steps):
+    """[(step, ms)]: torch.optim's steps (Optimizer.step#<Class>.step, its profile hook's
+    record_function), each in the step whose ProfilerStep holds its start."""
+    out = []
+    for e in evs:
+        if not OPT.match(e["name"]):
+            continue
+        n = next((k for k, (t0, t1) in steps.items() if t0 <= e["ts"] <= t1), None)
+        if n is not None:
+            out.append((n, e["dur"] / 1e3))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("inputs", nargs="+")
@@ -195,7 +214,7 @@ def main():
     ap.add_argument("--replica", type=int, default=0,
                     help="with data-parallel pipelines: the one to read, by their lowest ranks")
     a = ap.parse_args()
-    ranks, allreduces = {}, {}
+    ranks, allreduces, optimizers = {}, {}, {}
     loaded = [load(path, i) + (path,) for i, path in enumerate(inputs(a.inputs))]
     firsts = sorted(set(rep for _, rep, _, _ in loaded))
     if not 0 <= a.replica < len(firsts):
@@ -207,6 +226,7 @@ def main():
             sys.exit(f"kineto_truth: rank {rank} twice ({path})")
         ranks[rank] = analyze_rank(evs)
         allreduces[rank] = allreduce_of(evs, ranks[rank][0])
+        optimizers[rank] = optimizer_of(evs, ranks[rank][0])
     R = len(ranks)
     if sorted(ranks) != list(range(R)):
         sys.exit(f"kineto_truth: ranks {sorted(ranks)} are not 0..{R - 1}")
@@ -237,6 +257,9 @@ def main():
         for r, evs in allreduces.items():
             row["ranks"][r]["allreduce_sum_ms"] = sum(d for sn, d in evs if sn == n)
             row["ranks"][r]["allreduce_n"] = sum(1 for sn, _ in evs if sn == n)
+        for r, evs in optimizers.items():
+            row["ranks"][r]["opt_sum_ms"] = sum(d for sn, d in evs if sn == n)
+            row["ranks"][r]["opt_n"] = sum(1 for sn, _ in evs if sn == n)
         for r, (_, acts, _) in ranks.items():
             for sn, piece, kind, ms in acts:
                 if sn != n:
