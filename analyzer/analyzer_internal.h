@@ -268,6 +268,18 @@ typedef struct file_state {
     decoded ov_sub[2];
     torch_time t_arrive[TORCH_TIMES], t_send[TORCH_TIMES]; /* rings (torch waits) */
     int n_arrive, n_send;
+    /* torch's Schedule1F1B, whose actions are its stack events and whose point-to-point
+     * operations are posted between them (decode.c, docs/dialects.md "Schedule1F1B"): the
+     * latest such compute op (a send posted after it is its output's), its thread, and the
+     * receives posted outside any action, held until the next one says what they fed */
+    int has_stack_op;
+    uint32_t stack_tid;
+    decoded stack_op;
+    struct stack_recv {
+        uint64_t t0, t1;
+        uint32_t message, category, tid;
+    } pend[8];
+    int n_pend;
     struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
     struct mem_file *mem;    /* memory.c: its counters, heaps and live regions (NULL: none yet) */
     vec early_ends;     /* early_end: END records read before their START (another thread's

@@ -464,7 +464,8 @@ static inline void note_open(state *st, file_state *f, thread_state *t, const de
  * a pipeline range; a torch transfer action whose point-to-point operation took its op; that
  * operation's range (the op, with the comm's interval); a torch compute action (its waits are
  * taken out at its close); a torch OVERLAP_F_B action (its two ops made at its close). */
-enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5, DEC_OVERLAP = 6 };
+enum { DEC_DIALECT = 2, DEC_TAKEN = 3, DEC_COMM = 4, DEC_TORCH_COMPUTE = 5, DEC_OVERLAP = 6,
+       DEC_PEND_RECV = 7 /* a Schedule1F1B receive, held at its close (stack_recv_held) */ };
 enum { DIALECT_SCAN = 64 }; /* open ranges looked through for the enclosing torch action */
 
 /* The name of domain id in f ("" for the default domain and an unknown one). */
@@ -673,6 +674,26 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
             break;
         }
     own = start_enclosing(f, t, o, own, 1);
+    if (own && (own->dec.kind == PP_NVTX_STEP || own->dec.kind == PP_NVTX_OPT_STEP))
+        own = NULL; /* in no action: the step range (ProfilerStep#N) holds it */
+    if (!own && f->has_stack_op && f->stack_tid == t->tid) {
+        /* Schedule1F1B posts between its calls: a send after the compute op that made its
+         * message, a receive before the one it feeds (held: which one is not known yet) */
+        int dir = torch_dir(f->stack_op.kind);
+        if (dir < 0)
+            return;
+        o->dec = f->stack_op;
+        o->dec.peer = AN_PEER_LATE;
+        o->dec.layer = -1;
+        if (m->torch_comm == PP_DCOMM_RECV) {
+            o->dec.kind = PP_NVTX_RECV_ACT; /* (settled by the op it feeds) */
+            o->has_dec = DEC_PEND_RECV;
+        } else {
+            o->dec.kind = dir ? PP_NVTX_SEND_GRAD : PP_NVTX_SEND_ACT;
+            o->has_dec = DEC_COMM;
+        }
+        return;
+    }
     if (!own || own->dec.kind == PP_NVTX_KIND_NONE)
         return;
     int recv = m->torch_comm == PP_DCOMM_RECV, k = own->dec.kind, dir = torch_dir(k);
@@ -917,6 +938,52 @@ static inline void overlap_inner_close(file_state *f, const thread_state *t, con
         f->ov_fend = t1;
 }
 
+/* A Schedule1F1B receive closed at t1 (DEC_PEND_RECV): held until the next compute op on its
+ * thread opens (the oldest dropped past 8: a receive no compute op followed is no transfer the
+ * analysis can place). */
+static void stack_recv_held(file_state *f, const open_range *o, uint64_t t1)
+{
+    int cap = (int)(sizeof f->pend / sizeof f->pend[0]);
+    if (f->n_pend == cap) {
+        memmove(&f->pend[0], &f->pend[1], (size_t)(cap - 1) * sizeof f->pend[0]);
+        f->n_pend--;
+    }
+    f->pend[f->n_pend++] = (struct stack_recv){o->t0, t1, o->message, o->category, o->tid};
+}
+
+/* A Schedule1F1B compute op (a stack event) just opened as o on t: the sends after it are its
+ * own, and the receives held on t fed it: its input, activations for a forward, gradients for
+ * a backward, of its micro-batch (each ended before it started: waited for). */
+static void stack_op_opened(state *st, file_state *f, thread_state *t, const open_range *o)
+{
+    f->has_stack_op = 1;
+    f->stack_tid = t->tid;
+    f->stack_op = o->dec;
+    int dir = torch_dir(o->dec.kind), kept = 0;
+    for (int i = 0; i < f->n_pend; i++) {
+        const struct stack_recv *p = &f->pend[i];
+        if (p->tid != t->tid) {
+            f->pend[kept++] = *p;
+            continue;
+        }
+        if (p->t1 > o->t0)
+            continue;
+        open_range x;
+        memset(&x, 0, sizeof x);
+        x.t0 = p->t0;
+        x.message = p->message;
+        x.category = p->category;
+        x.tid = p->tid;
+        decoded d = o->dec;
+        d.kind = dir ? PP_NVTX_RECV_GRAD : PP_NVTX_RECV_ACT;
+        d.peer = AN_PEER_LATE;
+        d.layer = -1;
+        st->dialect_ranges++;
+        close_pipeline(st, f, t, &x, p->t1, &d);
+    }
+    f->n_pend = kept;
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
  * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
  * inside it. */
@@ -968,6 +1035,8 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     if (d->kind == PP_NVTX_KIND_NONE)
         return;
     dialect_op_noted(st, f, t, &m, d, o->t0);
+    if (m.torch_stack && !d->oob && torch_dir(d->kind) >= 0)
+        stack_op_opened(st, f, t, o);
 }
 
 /* The step bookkeeping of a closed step range: its stage's latest step, the thread outside it. */
@@ -995,6 +1064,10 @@ static inline void close_pipeline(state *st, file_state *f, thread_state *t, con
 static void dialect_close(state *st, file_state *f, thread_state *t, const open_range *o,
                           uint64_t t1)
 {
+    if (o->has_dec == DEC_PEND_RECV) {
+        stack_recv_held(f, o, t1);
+        return;
+    }
     if (o->has_dec == DEC_OVERLAP) {
         /* as the other actions (docs/dialects.md "Waits"): the forward from its input's
          * arrival inside the action (else its start) to its last aten op before the backward

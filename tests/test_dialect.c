@@ -654,6 +654,83 @@ Test(dialect, torch_stack_events_and_modules_give_ops_and_layers)
     pp_analysis_free(a);
 }
 
+/* Schedule1F1B's point-to-point operations, posted between its calls (its actions are the
+ * stack events forward_one_chunk / backward_one_chunk): 2 ranks, M = 2, 4 steps 50 ms apart.
+ * Rank 0 sends each forward's activations after it and receives each backward's gradients
+ * before it; rank 1 the reverse. Times in ms from the step's start (the same on both). */
+static void write_stack_p2p_rank(const char *path, int rank)
+{
+    static tk_tw t;
+    tk_tw_open(&t, path, 500 + (uint32_t)rank, rank);
+    tk_tw_domain(&t, "python_function");
+    const char *steps[4] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+                            "ProfilerStep#4"};
+    for (int i = 0; i < 4; i++)
+        tk_tw_sid(&t, steps[i]);
+    tk_tw_sid(&t, "torch/distributed/pipelining/stage.py(1142): forward_one_chunk");
+    tk_tw_sid(&t, "torch/distributed/pipelining/stage.py(1237): backward_one_chunk");
+    tk_tw_sid(&t, "gloo:send");
+    tk_tw_sid(&t, "gloo:recv");
+    tk_tw_flush(&t, PP_BLOCK_META, 0);
+#define F "torch/distributed/pipelining/stage.py(1142): forward_one_chunk"
+#define B "torch/distributed/pipelining/stage.py(1237): backward_one_chunk"
+    /* {start, end} in tenths of a ms, in the order the rank runs them */
+    static const struct {
+        const char *name;
+        int a, b;
+    } r0[] = {{F, 0, 10},   {"gloo:send", 11, 12}, {F, 13, 23},  {"gloo:send", 24, 25},
+              {"gloo:recv", 26, 50}, {B, 51, 71}, {"gloo:recv", 72, 84}, {B, 85, 105}},
+      r1[] = {{"gloo:recv", 11, 13}, {F, 14, 24}, {B, 25, 45}, {"gloo:send", 46, 47},
+              {"gloo:recv", 48, 49}, {F, 50, 60}, {B, 61, 81}, {"gloo:send", 82, 83}};
+    for (int s = 0; s < 4; s++) {
+        uint64_t T = 1000 * MS + (uint64_t)s * 50 * MS;
+        push(&t, 7, T - MS / 2, tk_tw_sid(&t, steps[s]));
+        for (int i = 0; i < 8; i++) {
+            const char *n = rank ? r1[i].name : r0[i].name;
+            int a = rank ? r1[i].a : r0[i].a, b = rank ? r1[i].b : r0[i].b;
+            range(&t, 7, T + (uint64_t)a * MS / 10, T + (uint64_t)b * MS / 10, n);
+        }
+        tk_tw_pop(&t, 7, T + 40 * MS);
+        tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    }
+#undef F
+#undef B
+    /* a receive no compute op follows: held, never placed */
+    range(&t, 7, 1300 * MS, 1301 * MS, "gloo:recv");
+    tk_tw_flush(&t, PP_BLOCK_EVENTS, 7);
+    pp_trace_writer_close(t.w);
+}
+
+Test(dialect, schedule_1f1b_transfers_posted_between_its_calls_are_its_links)
+{
+    const char *p0 = tk_path("p0.pft"), *p1 = tk_path("p1.pft");
+    write_stack_p2p_rank(p0, 0);
+    write_stack_p2p_rank(p1, 1);
+    const char *paths[] = {p0, p1};
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, 2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->M, 2);
+    cr_expect_eq(a->n_steps, 3);
+    /* activations 0 -> 1 and gradients 1 -> 0, each micro-batch's message paired */
+    cr_assert_eq(a->n_links, 2, "%zu links", a->n_links);
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        cr_expect_eq(l->dst - l->src, l->grad ? -1 : 1, "link %d -> %d", l->src, l->dst);
+        cr_expect_eq(l->messages, 2 * 3, "link %d -> %d: 2 micro-batches x 3 steps", l->src,
+                     l->dst);
+    }
+    /* the replay waits where the job waited: stage 0's first backward for stage 1's (the
+     * gradient it received), stage 1's first forward for stage 0's; without the transfers the
+     * stages ran their lists side by side, no fill or drain (0 before) */
+    for (size_t i = 0; i < a->n_steps; i++)
+        cr_expect(a->steps[i].decomposed, "step %zu", i);
+    for (int s = 0; s < 2; s++)
+        cr_expect_gt(a->stages[s].fill_drain_ns, 1e6, "stage %d fill/drain %.3f ms", s,
+                     a->stages[s].fill_drain_ns / 1e6);
+    pp_analysis_free(a);
+}
+
 /* ---- the Megatron-LM way, captured ---- */
 
 Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)

@@ -516,6 +516,48 @@ Test(torch, dualpipev_overlap_actions_split_into_forward_and_backward)
     cJSON_Delete(truth);
 }
 
+/* torch's Schedule1F1B names none of its actions: with_stack shows its calls (forward_one_chunk,
+ * backward_one_chunk), and it posts its sends and receives between them (docs/dialects.md
+ * "Schedule1F1B"). Each send is the output of the call before it, each receive the input of the
+ * call after it: the links are the pipeline's, every micro-batch's message on both, and the
+ * replay waits where the job waited (fill and drain; before, the transfers stayed generic
+ * ranges, no links, no fill or drain, and pprof-tune's model of a small job missed its step by
+ * 43%). Every rank's torch.optim step is its stage's optimizer op. */
+Test(torch, schedule_1f1b_transfers_between_its_calls)
+{
+    const char *py = need_python();
+    const char *dir = tk_path("s1f1b");
+    const char *args[] = {"--schedule", "1f1b", "--blocks", "4",     "--work",  "1,1,1,3",
+                          "--microbatches", "4", "--dim",  "128",   "--steps", "5",
+                          "--with-modules", NULL};
+    run_job(py, 2, dir, args);
+    cJSON *sum = report_json(dir, "s1f1b.json");
+    const cJSON *pipe = item(sum, "pipeline");
+    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "1f1b");
+    int S = (int)num(pipe, "stages"), M = (int)num(pipe, "microbatches");
+    cr_assert(S == 2 && M == 4, "S %d M %d", S, M);
+    int n_steps = cJSON_GetArraySize(item(sum, "steps"));
+    cr_assert_geq(n_steps, 3);
+    const cJSON *l;
+    int links = 0;
+    cJSON_ArrayForEach(l, item(sum, "links"))
+    {
+        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
+        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
+                     "link %d -> %d", src, dst);
+        cr_expect_eq((int)num(l, "messages"), n_steps * M, "link %d -> %d", src, dst);
+        links++;
+    }
+    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+    const cJSON *g;
+    cJSON_ArrayForEach(g, item(sum, "stages"))
+    {
+        cr_expect_eq((int)num(item(g, "opt_ms"), "count"), n_steps, "one optimizer step a step");
+        cr_expect_gt(num(g, "fill_drain_ms"), 0, "no fill or drain: the replay waited nowhere");
+    }
+    cJSON_Delete(sum);
+}
+
 /* The split points of pprof-tune's torchtitan line ("layers.3", ...), comma-joined. */
 static void split_points_of(const char *out, char *buf, size_t cap)
 {
