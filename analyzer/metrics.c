@@ -467,15 +467,40 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     uint64_t late_at = 0;      /* when: its latest compute end before it */
     int cur = -1;              /* the stage of the run of ops being read */
     uint64_t compute_end = 0;  /* its latest compute op (or send) end so far */
+    uint64_t cover = 0;        /* its latest end of any op so far (gap_ns) */
+    int last_compute = 0;      /* the op that ends there is a compute op */
+    int opt_seen = 0;          /* its optimizer op came (the gaps stop there) */
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
         int s = o->stage;
         if (s < 0 || s >= S)
             continue;
         if (s != cur) {
+            if (cur >= 0 && !opt_seen) /* (its last op's time after it lies outside) */
+                sp->stage[cur].n_compute -= last_compute;
             cur = s;
             compute_end = 0;
+            cover = 0;
+            last_compute = 0;
+            opt_seen = 0;
+            sp->stage[s].gap_ns = 0;
+            sp->stage[s].n_compute = 0;
         }
+        if (!opt_seen && o->kind != PP_AOP_OPT) {
+            if (cover && o->t0 > cover)
+                sp->stage[s].gap_ns += (double)(o->t0 - cover);
+            sp->stage[s].n_compute += an_is_compute(o->kind);
+            if (o->t1 > cover) {
+                cover = o->t1;
+                last_compute = an_is_compute(o->kind);
+            }
+        } else if (!opt_seen) {
+            /* the time after the stage's last op is its wait for the optimizer step
+             * (pre_opt_ns), no gap: that op has none */
+            sp->stage[s].n_compute -= last_compute;
+            last_compute = 0;
+        }
+        opt_seen |= o->kind == PP_AOP_OPT;
         first[s] = o->t0 < first[s] ? o->t0 : first[s];
         if (o->kind != PP_AOP_RECV_ACT && o->kind != PP_AOP_RECV_GRAD)
             last[s] = o->t1 > last[s] ? o->t1 : last[s];
@@ -493,6 +518,8 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
             compute_end = o->t1; /* a send's own time is the cost file's send term */
         }
     }
+    if (cur >= 0 && !opt_seen)
+        sp->stage[cur].n_compute -= last_compute;
     if (late >= 0)
         sp->stage[late].last_to_opt = 1;
     int latest = -1;

@@ -96,6 +96,13 @@ typedef struct pp_stage_step {
      * the other stages; -1 without an optimizer range */
     double pre_opt_ns;
     int last_to_opt; /* 1 on the stage that reached its optimizer step's wait last */
+    /* the stage's time between its ops, in none of them (neither computing, sending nor
+     * waiting for a message), from its first op to its optimizer step (else its last op): an
+     * interpreted schedule's own bookkeeping (torch's Python between its calls), and its
+     * compute ops (FWD .. BWD_WEIGHT) in that span but the last op when it is one (the time
+     * after that is the wait for the optimizer step, pre_opt_ns); 0 and 0 without ops */
+    double gap_ns;
+    int n_compute;
 } pp_stage_step;
 
 /* One step's numbers. */

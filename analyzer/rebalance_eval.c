@@ -125,7 +125,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
                 double us = 0.0;
                 for (int l = b[p]; l < b[p + 1]; l++)
                     us += rb_layer_us(x->rcmask[l] ? &x->crc->layers[l] : &c->layers[l], k);
-                x->dur[k * x->P + p] = us * 1e3;
+                x->dur[k * x->P + p] = (us + c->op_gap_us) * 1e3; /* and its op's gap */
             }
         } else {
             for (int k = 0; k < N_COMPUTE; k++)

@@ -42,10 +42,13 @@ static double replay_chain(rb_ctx *x, double *coef)
         const rb_step *t = &x->steps[i];
         int pv = x->sprev[i];
         if (t->kind != K_RECV) {
-            if (t->kind >= K_SEND_ACT)
+            if (t->kind >= K_SEND_ACT) {
                 coef[LAG_SEND(x->P)] += x->dur[t->kind * x->P + t->piece];
-            else
+            } else {
                 coef[t->kind * x->P + t->piece] += 1.0;
+                /* the op's own gap (op_gap_us): the same on every partition */
+                coef[LAG_SEND(x->P)] += x->c->op_gap_us * 1e3;
+            }
             i = pv;
             continue;
         }

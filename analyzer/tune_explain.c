@@ -171,10 +171,18 @@ void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M
             f += c->layers[l].fwd_us * 1e-3;
             b += c->layers[l].bwd_us * 1e-3;
         }
+        /* each op then the stage's own time before its next (op_gap_us) */
+        double g = c->op_gap_us * 1e-3;
         fputs("      fwd = ", out);
         print_sum(c, lo, hi, 0, out);
+        if (g > 0)
+            fprintf(out, ", + %.3f between ops = %.3f ms", g, f + g);
         fputs("\n      bwd = ", out);
         print_sum(c, lo, hi, 1, out);
+        if (g > 0)
+            fprintf(out, ", + %.3f between ops = %.3f ms", g, b + g);
+        f += g;
+        b += g;
         fprintf(out, "\n      busy per step = M x (fwd + bwd) = %d x %.3f = %.3f ms\n", M, f + b,
                 M * (f + b));
     }

@@ -21,7 +21,7 @@ static const char *const k_top_keys[] = {"version",        "layers",       "p2p_
                                          "p2p_latency_us", "optimizer_us", "microbatch_size",
                                          "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us",
                                          "send_act_us",    "send_grad_us", "dp_allreduce_us",
-                                         "dp_allreduce_us_per_MB"};
+                                         "dp_allreduce_us_per_MB", "op_gap_us"};
 enum {
     TOP_VERSION,
     TOP_LAYERS,
@@ -36,6 +36,7 @@ enum {
     TOP_SEND_GRAD,
     TOP_DP_AR,
     TOP_DP_AR_PER_MB,
+    TOP_OP_GAP,
     N_TOP
 };
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
@@ -208,7 +209,10 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
                                 &c->dp_allreduce_us)) != PP_OK) ||
         (f[TOP_DP_AR_PER_MB] &&
          (st = pp_json_get_real(f[TOP_DP_AR_PER_MB], ctx, "dp_allreduce_us_per_MB", 0, HUGE_VAL,
-                                &c->dp_allreduce_us_per_MB)) != PP_OK))
+                                &c->dp_allreduce_us_per_MB)) != PP_OK) ||
+        (f[TOP_OP_GAP] &&
+         (st = pp_json_get_real(f[TOP_OP_GAP], ctx, "op_gap_us", 0, HUGE_VAL, &c->op_gap_us)) !=
+             PP_OK))
         goto done;
     if (f[TOP_MBS]) {
         if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
@@ -242,15 +246,16 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    const double top[10] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
+    const double top[11] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
                             c->optimizer_us_per_MB, c->grad_norm_us,   c->step_fixed_us,
                             c->send_act_us,         c->send_grad_us,   c->dp_allreduce_us,
-                            c->dp_allreduce_us_per_MB};
-    static const char *const top_key[10] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
+                            c->dp_allreduce_us_per_MB, c->op_gap_us};
+    static const char *const top_key[11] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
                                             "optimizer_us_per_MB", "grad_norm_us",
                                             "step_fixed_us", "send_act_us",    "send_grad_us",
-                                            "dp_allreduce_us", "dp_allreduce_us_per_MB"};
-    for (int k = 0; k < 10; k++)
+                                            "dp_allreduce_us", "dp_allreduce_us_per_MB",
+                                            "op_gap_us"};
+    for (int k = 0; k < 11; k++)
         if (!ok_time(top[k]))
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
@@ -305,6 +310,8 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
         pp_json_put_exact(w, "dp_allreduce_us", c->dp_allreduce_us);
     if (c->dp_allreduce_us_per_MB > 0)
         pp_json_put_exact(w, "dp_allreduce_us_per_MB", c->dp_allreduce_us_per_MB);
+    if (c->op_gap_us > 0)
+        pp_json_put_exact(w, "op_gap_us", c->op_gap_us);
     pp_json_array(w, "layers");
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *l = &c->layers[i];
@@ -551,7 +558,9 @@ double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi)
     double us = 0.0;
     for (int l = lo; l < hi; l++)
         us += pp_costs_layer_us(&c->layers[l], op);
-    return us;
+    int compute = op == PP_OP_FWD || op == PP_OP_BWD || op == PP_OP_BWD_INPUT ||
+                  op == PP_OP_BWD_WEIGHT;
+    return compute ? us + c->op_gap_us : us;
 }
 
 uint64_t pp_costs_boundary_bytes(const pp_costs *c, int b)

@@ -279,6 +279,10 @@ typedef struct pp_costs {
     double dp_allreduce_us_per_MB;
     double send_act_us;    /* the sender's own time in each send of activations (gradients): */
     double send_grad_us;   /* it runs nothing else meanwhile; the transfer counts from its start */
+    /* The stage's own time between its compute ops, per op (an interpreted schedule's
+     * bookkeeping: torch's Python between its calls): charged on the op's stage after each
+     * forward / backward op (pp_costs_op_us), 0 = none */
+    double op_gap_us;
     int microbatch_size;   /* sequences per micro-batch the costs were measured at; 0 = not
                               recorded */
 } pp_costs;
@@ -357,9 +361,10 @@ uint64_t pp_costs_param_bytes(const pp_costs *c, int lo, int hi);
 /* The parameter bytes of `stage` under `part`: its chunks' pieces, in chunk order (what its
  * optimizer step and its data-parallel all-reduce are charged for). */
 uint64_t pp_costs_stage_param_bytes(const pp_costs *c, const pp_partition *part, int stage);
-/* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up;
- * OPT_STEP is pp_costs_opt_us of [lo, hi)'s parameters (a stage of several pieces: sum their
- * parameters and call pp_costs_opt_us); 0 for messages. */
+/* Time of op `op` of the piece holding layers [lo, hi): pp_costs_layer_us summed from lo up,
+ * plus op_gap_us for a compute op (FWD, BWD, BWD_INPUT, BWD_WEIGHT); OPT_STEP is
+ * pp_costs_opt_us of [lo, hi)'s parameters (a stage of several pieces: sum their parameters and
+ * call pp_costs_opt_us); 0 for messages. */
 double pp_costs_op_us(const pp_costs *c, pp_op op, int lo, int hi);
 /* Bytes of the message that crosses layer boundary b (between layers b - 1 and b: the
  * activation layer b - 1 hands on, or its gradient coming back): 0 at the ends, b <= 0 or

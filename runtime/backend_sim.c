@@ -7,7 +7,9 @@
  * not CPU contention. Transfers are modelled by the executor with transfer_ns. With a jitter
  * spec (pptrain --sim-jitter, common/pp_jitter.h) each compute op's layers take their cost times
  * one factor drawn for (replica, stage, step, chunk, mb, op): a function of the op alone, so the
- * durations are the same whatever the threads' or ranks' order. */
+ * durations are the same whatever the threads' or ranks' order. After each compute op, outside
+ * its range, the executor sleeps the cost file's op_gap_us (sim_op_gap; times --sim-slow, not
+ * jittered). */
 #include "pp_exec.h"
 #include "pp_jitter.h"
 #include "pp_nvtx.h"
@@ -216,6 +218,14 @@ static void sim_send_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
     sleep_until(*t_ns);
 }
 
+/* The schedule's own time after a compute op (the cost file's op_gap_us), between ops. */
+static void sim_op_gap(pp_stage_backend *b, uint64_t *t_ns)
+{
+    const sim_backend *sb = (const sim_backend *)b;
+    if (sb->costs->op_gap_us > 0)
+        *t_ns = clock_add(*t_ns, us_to_ns(sb->costs->op_gap_us * sb->mult));
+}
+
 static void sim_destroy(pp_stage_backend *b)
 {
     sim_backend *sb = (sim_backend *)b;
@@ -243,6 +253,7 @@ static const pp_backend_ops k_sim_ops = {
     .transfer_ns = sim_transfer_ns,
     .dp_allreduce_ns = sim_dp_allreduce_ns,
     .send_time = sim_send_time,
+    .op_gap = sim_op_gap,
     .destroy = sim_destroy,
 };
 
@@ -271,6 +282,10 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
     pp_status st = check_ns(opt_us, mult, times,
                             "the optimizer step (the cost file's optimizer_us, "
                             "optimizer_us_per_MB and step_fixed_us)");
+    if (st == PP_OK && c->op_gap_us > 0) { /* after each of its ops: forward and backward */
+        st = check_ns(c->op_gap_us, mult, times, "op_gap_us");
+        sum_us += 2 * c->op_gap_us * mult;
+    }
     if (st == PP_OK && pp_costs_has_dp_allreduce(c)) /* a transfer: no multiplier */
         st = check_ns(pp_costs_dp_allreduce_us(c, param_bytes), 1.0, "",
                       "the data-parallel all-reduce (the cost file's dp_allreduce_us and "

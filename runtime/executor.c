@@ -207,6 +207,18 @@ static pp_status do_send(worker *w, const pp_instr *in, pp_msg_tag tag, const vo
 }
 
 /* BWD (both halves) or BWD_INPUT; a full backward frees the slot once its gradient is sent. */
+/* After a compute op, outside its range: the backend's time between ops (sim: the cost file's
+ * op_gap_us), slept to its deadline. */
+static void op_gap(worker *w)
+{
+    if (!w->b->ops->op_gap)
+        return;
+    uint64_t t = w->clock_ns;
+    w->b->ops->op_gap(w->b, &w->clock_ns);
+    if (w->clock_ns != t)
+        sleep_until(w->clock_ns);
+}
+
 static pp_status do_backward(worker *w, const pp_instr *in, int piece, int slot,
                              pp_nvtx_info *info)
 {
@@ -220,6 +232,7 @@ static pp_status do_backward(worker *w, const pp_instr *in, int piece, int slot,
     if (st == PP_OK && full)
         st = b->ops->backward_weight(b, chunk, in->mb, slot, &w->clock_ns);
     pp_nvtx_pop();
+    op_gap(w);
     if (full) {
         ss->bwd_done = 1;
         slot_maybe_release(w, chunk, piece, slot);
@@ -285,6 +298,7 @@ static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info
         const void *src = piece == 0 ? NULL : recv_act_buf(w, chunk, slot);
         st = b->ops->forward(b, chunk, mb, slot, src, &ss->out, &w->clock_ns);
         pp_nvtx_pop();
+        op_gap(w);
         return st;
     }
     case PP_OP_SEND_ACT:
@@ -300,6 +314,7 @@ static pp_status run_instr(worker *w, const pp_instr *in, int slot, pp_nvtx_info
         pp_nvtx_push(PP_NVTX_BWD_WEIGHT, info);
         st = b->ops->backward_weight(b, chunk, mb, slot, &w->clock_ns);
         pp_nvtx_pop();
+        op_gap(w);
         ss->bwd_done = 1;
         slot_maybe_release(w, chunk, piece, slot);
         return st;

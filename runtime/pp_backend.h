@@ -129,6 +129,10 @@ typedef struct pp_backend_ops {
      * that carries no data: *t_ns moves on by it, and the sim backend sleeps to that deadline
      * inside the send's range (the cost file's send_act_us / send_grad_us); NULL: none. */
     void (*send_time)(pp_stage_backend *b, int grad, uint64_t *t_ns);
+    /* The schedule's own time after each compute op, outside the op's range, for a backend that
+     * plays a cost file (sim: its op_gap_us): the executor moves its clock on by it and sleeps
+     * to that deadline between the op and the next; NULL: none. */
+    void (*op_gap)(pp_stage_backend *b, uint64_t *t_ns);
     void (*destroy)(pp_stage_backend *b);
 } pp_backend_ops;
 

@@ -39,7 +39,8 @@ static int sane_costs(const pp_costs *c)
 {
     const double top[] = {c->p2p_latency_us, c->optimizer_us, c->optimizer_us_per_MB,
                           c->grad_norm_us,   c->step_fixed_us, c->send_act_us,
-                          c->send_grad_us,   c->dp_allreduce_us, c->dp_allreduce_us_per_MB};
+                          c->send_grad_us,   c->dp_allreduce_us, c->dp_allreduce_us_per_MB,
+                          c->op_gap_us};
     for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
         if (top[k] > SANE_US)
             return 0;
@@ -195,7 +196,7 @@ static void round_trip(const pp_costs *c)
                b->send_act_us == c->send_act_us && b->send_grad_us == c->send_grad_us &&
                b->dp_allreduce_us == c->dp_allreduce_us &&
                b->dp_allreduce_us_per_MB == c->dp_allreduce_us_per_MB &&
-               b->microbatch_size == c->microbatch_size;
+               b->op_gap_us == c->op_gap_us && b->microbatch_size == c->microbatch_size;
     for (int i = 0; same && i < c->n_layers; i++) {
         const pp_layer_cost *x = &c->layers[i], *y = &b->layers[i];
         same = strcmp(x->name, y->name) == 0 && x->fwd_us == y->fwd_us &&

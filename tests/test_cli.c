@@ -147,6 +147,7 @@ static const bad_case k_bad[] = {
     {{"--backend", "sim", "--costs", "@huge_dp_costs.json", NULL},
      "the data-parallel all-reduce (the cost file's dp_allreduce_us and dp_allreduce_us_per_MB) "
      "is 1e+300 us"},
+    {{"--backend", "sim", "--costs", "@huge_gap_costs.json", NULL}, "op_gap_us is 1e+300 us"},
     {{"--plan", "@bad_plan.json", NULL}, "missing \"num_layers\""},
     {{"--plan", "@plan9.json", NULL}, "made for a model of 9 layers; this model has 6"},
     {{"--plan", "@plan6.json", "--schedule", "gpipe", NULL}, "contradicts plan"},
@@ -168,6 +169,8 @@ Test(cli, bad_input_exits_2_with_a_clear_message)
                                  "{\"name\": \"b\", \"fwd_us\": 4e15, \"bwd_us\": 2}]}");
     write_text("huge_dp_costs.json", "{\"dp_allreduce_us\": 1e300, \"layers\": [{\"name\": \"a\", "
                                      "\"fwd_us\": 1, \"bwd_us\": 2}]}");
+    write_text("huge_gap_costs.json", "{\"op_gap_us\": 1e300, \"layers\": [{\"name\": \"a\", "
+                                      "\"fwd_us\": 1, \"bwd_us\": 2}]}");
     write_text("bad_plan.json", "{\"version\": 1, \"stages\": 2}");
     write_text("plan9.json", "{\"version\": 1, \"num_layers\": 9, \"stages\": 2, \"boundaries\": "
                              "[0,3,9], \"schedule\": \"1f1b\", \"microbatches\": 2}");

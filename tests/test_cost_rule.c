@@ -77,29 +77,34 @@ Test(cost_rule, the_simulator_predicts_the_sim_backend_within_2_percent, .timeou
     typedef struct cfg {
         pp_schedule_kind kind;
         int S, M, v, comm, split;
+        double gap; /* op_gap_us: the schedule's own time after each compute op */
     } cfg;
     static const cfg cfgs[] = {
-        {PP_SCHED_GPIPE, 2, 4, 1, 0, 1},       {PP_SCHED_GPIPE, 4, 8, 1, 1, 1},
-        {PP_SCHED_1F1B, 2, 4, 1, 1, 1},        {PP_SCHED_1F1B, 4, 8, 1, 0, 1},
-        {PP_SCHED_1F1B, 4, 8, 1, 1, 0},        {PP_SCHED_INTERLEAVED, 2, 4, 2, 1, 1},
-        {PP_SCHED_INTERLEAVED, 4, 8, 2, 0, 0}, {PP_SCHED_ZBH1, 2, 4, 1, 1, 1},
-        {PP_SCHED_ZBH1, 4, 8, 1, 1, 1},
+        {PP_SCHED_GPIPE, 2, 4, 1, 0, 1, 0},       {PP_SCHED_GPIPE, 4, 8, 1, 1, 1, 0},
+        {PP_SCHED_1F1B, 2, 4, 1, 1, 1, 0},        {PP_SCHED_1F1B, 4, 8, 1, 0, 1, 0},
+        {PP_SCHED_1F1B, 4, 8, 1, 1, 0, 0},        {PP_SCHED_INTERLEAVED, 2, 4, 2, 1, 1, 0},
+        {PP_SCHED_INTERLEAVED, 4, 8, 2, 0, 0, 0}, {PP_SCHED_ZBH1, 2, 4, 1, 1, 1, 0},
+        {PP_SCHED_ZBH1, 4, 8, 1, 1, 1, 0},
         /* ZB-H1 on a file without backward halves: the backend halves bwd_us as the simulator
          * does (it refused such a file before issue 15) */
-        {PP_SCHED_ZBH1, 2, 4, 1, 1, 0},        {PP_SCHED_ZBH1, 4, 8, 1, 0, 0},
+        {PP_SCHED_ZBH1, 2, 4, 1, 1, 0, 0},        {PP_SCHED_ZBH1, 4, 8, 1, 0, 0, 0},
+        /* with time between ops: after every compute op, a split backward's halves each */
+        {PP_SCHED_1F1B, 2, 4, 1, 1, 1, 300},   {PP_SCHED_INTERLEAVED, 2, 4, 2, 1, 1, 300},
+        {PP_SCHED_ZBH1, 2, 4, 1, 1, 1, 300},
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const cfg *k = &cfgs[i];
         int L = 3 * k->S * k->v;
         pp_costs *c = uneven_costs(L, (unsigned)i + 1, k->comm, k->split);
+        c->op_gap_us = k->gap;
         pp_partition part;
         cr_assert_eq(pp_partition_even(L, k->S, k->v, &part), PP_OK);
         double predicted = sim_ms(k->kind, &part, k->M, c);
 
         double best = backend_step_ms(k->kind, k->M, k->v, c, &part);
-        cr_log_info("%s S=%d M=%d v=%d comm=%d split=%d: predicted %.3f ms, measured %.3f ms "
-                    "(%+.2f%%)",
-                    pp_schedule_kind_name(k->kind), k->S, k->M, k->v, k->comm, k->split,
+        cr_log_info("%s S=%d M=%d v=%d comm=%d split=%d gap=%g: predicted %.3f ms, measured "
+                    "%.3f ms (%+.2f%%)",
+                    pp_schedule_kind_name(k->kind), k->S, k->M, k->v, k->comm, k->split, k->gap,
                     predicted, best, 100 * (best / predicted - 1));
         cr_assert_leq(fabs(best - predicted), 0.02 * predicted,
                       "%s S=%d M=%d: predicted %.3f ms, measured %.3f ms",

@@ -371,6 +371,7 @@ static const bad_json k_bad_costs[] = {
     {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us\": -3}",
      "\"dp_allreduce_us\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us_per_MB\": {}}", "dp_allreduce_us_per_MB"},
+    {"{\"layers\": [" LAYER_A "], \"op_gap_us\": -1}", "\"op_gap_us\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"microbatch_size\": 0}",
      "\"microbatch_size\" 0 is out of range"},
     /* the writer would write U+FFFD for the byte (tests/fuzz_costs.c found it) */
@@ -486,6 +487,7 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->send_grad_us = 16.25;
     c->dp_allreduce_us = 2.0 / 3.0;
     c->dp_allreduce_us_per_MB = 1e-9;
+    c->op_gap_us = 1.0 / 11.0;
     c->microbatch_size = 8;
     snprintf(c->layers[0].name, sizeof c->layers[0].name, "q\"uote\\back\nline\tt");
     c->layers[0].fwd_us = 1e-7;
@@ -517,6 +519,7 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     cr_assert_eq(d->send_grad_us, c->send_grad_us);
     cr_assert_eq(d->dp_allreduce_us, c->dp_allreduce_us);
     cr_assert_eq(d->dp_allreduce_us_per_MB, c->dp_allreduce_us_per_MB);
+    cr_assert_eq(d->op_gap_us, c->op_gap_us);
     cr_assert_eq(d->microbatch_size, 8);
     for (int i = 0; i < c->n_layers; i++) {
         const pp_layer_cost *a = &c->layers[i], *b = &d->layers[i];

@@ -40,6 +40,9 @@ static pp_costs *random_costs(pp_rng *rng, int L, int comm, int opt)
      * of each stage's parameters (the evaluator's and pp_sim_file's, the same double) */
     c->dp_allreduce_us = opt && L % 2 ? 60 : 0;
     c->dp_allreduce_us_per_MB = opt && L % 2 ? 25 : 0;
+    /* a third of those with messages have the schedule's own time after each compute op (the
+     * evaluator's and pp_sim_file's; the bounds leave it out, still lower bounds) */
+    c->op_gap_us = comm && L % 3 == 0 ? 70 : 0;
     return c;
 }
 

@@ -64,6 +64,31 @@ Test(sim, the_optimizer_step_waits_for_every_stage)
     pp_costs_destroy(c);
 }
 
+/* The schedule's own time between ops (the cost file's op_gap_us) follows every compute op on
+ * its stage: 1F1B, S = 2, M = 4, f = 1, b = 2 ms, a gap of 0.1 ms: each op 0.1 ms longer, the
+ * (M + S - 1) (f + b) = 15 ms of the pipeline 16 ms, each stage busy 4 (3 + 0.2) = 12.8 ms;
+ * the optimizer step and the messages take none. */
+Test(sim, the_gap_between_ops_follows_every_compute_op)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    cr_assert_float_eq(sim_ms(PP_SCHED_1F1B, &part, 4, c, NULL), 15.0, 1e-9);
+    c->op_gap_us = 100;
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_file(PP_SCHED_1F1B, &part, 4, c, NULL, &r), PP_OK);
+    cr_assert_float_eq(r.step_ns, 16e6, 1.0, "%.6f ms", r.step_ns * 1e-6);
+    cr_assert_float_eq(r.busy_ns[0], 12.8e6, 1.0);
+    pp_sim_result_free(&r);
+    cr_assert_float_eq(pp_costs_op_us(c, PP_OP_FWD, 0, 1), 1100, 1e-9);
+    cr_assert_float_eq(pp_costs_op_us(c, PP_OP_BWD_WEIGHT, 0, 1), 1100, 1e-9);
+    cr_assert_float_eq(pp_costs_op_us(c, PP_OP_SEND_ACT, 0, 1), 0, 1e-9);
+    cr_assert_float_eq(pp_costs_op_us(c, PP_OP_OPT_STEP, 0, 1), 0, 1e-9);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
 /* The data-parallel all-reduce (the cost file's dp_allreduce_us terms) of each stage runs after
  * its last op and before the optimizer's barrier: the barrier is the latest of the stages' ends
  * plus their own all-reduces. 1F1B, S = 2, M = 4, f = 1, b = 2 ms: stage 0 ends at 15 ms, stage
