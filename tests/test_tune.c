@@ -277,39 +277,60 @@ Test(tune, predicts_the_current_layout_and_writes_a_runnable_plan)
     tk_result_free(&r);
 }
 
+/* A GPT-like cost file at `path` (tk_path's buffers rotate: the caller's copy outlasts them)
+ * with `set` applied to it before it is written. */
+static void write_gpt_costs_with(char *path, size_t cap, const char *name,
+                                 void (*set)(pp_costs *c))
+{
+    snprintf(path, cap, "%s", tk_path(name));
+    write_gpt_costs(path, 14, 500, 5, 1);
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_load(path, &c), PP_OK, "%s", pp_error_message());
+    set(c);
+    cr_assert_eq(pp_costs_write(c, path), PP_OK, "%s", pp_error_message());
+    pp_costs_destroy(c);
+}
+
+/* One judged attempt of a term's round trip: a 4-stage sim-backend capture of `costs`,
+ * pprof-tune --formula --export-costs on it; the self-check within 2% (judged), the formula
+ * naming the term (`shown`), and the exported costs loaded (the caller judges its term). */
+static pp_costs *round_trip(tk_judge *j, const char *costs, const char *tag, const char *shown)
+{
+    char name[16], out[32];
+    snprintf(name, sizeof name, "%s%d", tag, j->attempt);
+    snprintf(out, sizeof out, "%s_out.json", tag);
+    const char *dir = capture(name, costs, "--stages", "4", "16", NULL, JUDGED_STEPS);
+    const char *args[] = {dir, "--formula", "--export-costs", tk_path(out), NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+    double err = number_after(strstr(r.out, "self-check"), "(error ");
+    cr_log_info("%s: self-check error %+.3f%%\n", tag, err);
+    tk_judge_that(j, fabs(err) < 2.0, "model error %.3f%%:\n%s", err, r.out);
+    cr_assert(strstr(r.out, shown), "--formula shows no '%s':\n%s", shown, r.out);
+    tk_result_free(&r);
+    pp_costs *ex = NULL;
+    cr_assert_eq(pp_costs_load(tk_path(out), &ex), PP_OK, "%s", pp_error_message());
+    return ex;
+}
+
+static void set_sends(pp_costs *c)
+{
+    c->send_act_us = 200;
+    c->send_grad_us = 400;
+}
+
 /* The senders' own time (docs/cost-file.md send_act_us, send_grad_us): the sim backend sleeps
  * through it inside each send's range, the extraction reads it back from those ranges, and the
  * model's self-check, which charges it on every sender, stays within its 2%. */
 Test(tune, the_senders_time_in_each_send_is_read_back_and_predicted)
 {
     need_capture();
-    char costs[PATH_MAX]; /* tk_path's buffers rotate: the attempts below outlast one */
-    snprintf(costs, sizeof costs, "%s", tk_path("gpt_send.json"));
-    write_gpt_costs(costs, 14, 500, 5, 1);
-    pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_load(costs, &c), PP_OK, "%s", pp_error_message());
-    c->send_act_us = 200;
-    c->send_grad_us = 400;
-    cr_assert_eq(pp_costs_write(c, costs), PP_OK, "%s", pp_error_message());
-    pp_costs_destroy(c);
+    char costs[PATH_MAX];
+    write_gpt_costs_with(costs, sizeof costs, "gpt_send.json", set_sends);
     /* a timing judgement (pp_testkit.h, tk_judge) */
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        char name[16];
-        snprintf(name, sizeof name, "send%d", j.attempt);
-        const char *dir = capture(name, costs, "--stages", "4", "16", NULL, JUDGED_STEPS);
-        const char *args[] = {dir, "--formula", "--export-costs", tk_path("send_out.json"),
-                              NULL};
-        tk_result r = tk_run(PPTUNE, args, NULL);
-        cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-        double err = number_after(strstr(r.out, "self-check"), "(error ");
-        cr_log_info("self-check with 0.2 / 0.4 ms sends: error %+.3f%%\n", err);
-        tk_judge_that(&j, fabs(err) < 2.0, "model error %.3f%%:\n%s", err, r.out);
-        cr_assert(strstr(r.out, "each send on its sender = "),
-                  "--formula shows no send term:\n%s", r.out);
-        pp_costs *ex = NULL;
-        cr_assert_eq(pp_costs_load(tk_path("send_out.json"), &ex), PP_OK, "%s",
-                     pp_error_message());
+        pp_costs *ex = round_trip(&j, costs, "send", "each send on its sender = ");
         cr_log_info("extracted sends: %.1f us (activations), %.1f us (gradients)\n",
                     ex->send_act_us, ex->send_grad_us);
         /* a range starts and ends as late as the sleeps around it wake: the median is the cost */
@@ -318,10 +339,11 @@ Test(tune, the_senders_time_in_each_send_is_read_back_and_predicted)
         tk_judge_that(&j, fabs(ex->send_grad_us - 400) < 30, "send_grad_us %.1f, want 400",
                       ex->send_grad_us);
         pp_costs_destroy(ex);
-        tk_result_free(&r);
     }
     cr_assert(!j.missed, "%s", j.log);
 }
+
+static void set_gap(pp_costs *c) { c->op_gap_us = 500; }
 
 /* The schedule's own time between ops (docs/cost-file.md op_gap_us): the sim backend sleeps it
  * after each compute op outside the op's range, as a torch schedule spends its Python; the
@@ -332,34 +354,15 @@ Test(tune, the_senders_time_in_each_send_is_read_back_and_predicted)
 Test(tune, the_time_between_ops_is_read_back_and_predicted)
 {
     need_capture();
-    char costs[PATH_MAX]; /* tk_path's buffers rotate: the attempts below outlast one */
-    snprintf(costs, sizeof costs, "%s", tk_path("gpt_gap.json"));
-    write_gpt_costs(costs, 14, 500, 5, 1);
-    pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_load(costs, &c), PP_OK, "%s", pp_error_message());
-    c->op_gap_us = 500;
-    cr_assert_eq(pp_costs_write(c, costs), PP_OK, "%s", pp_error_message());
-    pp_costs_destroy(c);
+    char costs[PATH_MAX];
+    write_gpt_costs_with(costs, sizeof costs, "gpt_gap.json", set_gap);
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        char name[16];
-        snprintf(name, sizeof name, "gap%d", j.attempt);
-        const char *dir = capture(name, costs, "--stages", "4", "16", NULL, JUDGED_STEPS);
-        const char *args[] = {dir, "--formula", "--export-costs", tk_path("gap_out.json"), NULL};
-        tk_result r = tk_run(PPTUNE, args, NULL);
-        cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-        double err = number_after(strstr(r.out, "self-check"), "(error ");
-        cr_log_info("self-check with 0.5 ms between ops: error %+.3f%%\n", err);
-        tk_judge_that(&j, fabs(err) < 2.0, "model error %.3f%%:\n%s", err, r.out);
-        cr_assert(strstr(r.out, "between ops = "), "--formula shows no gap term:\n%s", r.out);
-        pp_costs *ex = NULL;
-        cr_assert_eq(pp_costs_load(tk_path("gap_out.json"), &ex), PP_OK, "%s",
-                     pp_error_message());
+        pp_costs *ex = round_trip(&j, costs, "gap", "between ops = ");
         cr_log_info("extracted gap: %.1f us\n", ex->op_gap_us);
         tk_judge_that(&j, fabs(ex->op_gap_us - 500) < 50, "op_gap_us %.1f, want 500",
                       ex->op_gap_us);
         pp_costs_destroy(ex);
-        tk_result_free(&r);
     }
     cr_assert(!j.missed, "%s", j.log);
 }
