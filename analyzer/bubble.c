@@ -6,15 +6,13 @@
  * replay names the stage the step waited on most. */
 #include "analyzer_internal.h"
 
-#include <math.h>
-
 /* The observed lists of one step as a schedule the simulator can replay. */
 typedef struct replay {
     pp_schedule sc;
     double **dur; /* [S][n] measured durations of compute instructions */
     const double *kind_mean; /* [PP_AOP_COUNT] mean duration per kind over all stages */
     int balanced;
-    int no_barrier; /* the optimizer steps wait for no other stage (opt_barrier_of) */
+    int no_barrier; /* the optimizer steps wait for no other stage (pp_astep.opt_barrier 0) */
 } replay;
 
 /* The schedule instruction (pp_op) of an op of the convention's kind. */
@@ -269,48 +267,10 @@ static int critical_culprit(const replay *r, const pp_sim_result *res, double *s
 }
 
 
-/* Whether the step's optimizer steps waited for one another (pp_astep.opt_barrier): behind a
- * barrier (a gradient-norm all-reduce) no stage starts its optimizer step before the last
- * stage's work ended; without one, the stage done first starts its own while the others still
- * work. 1 when the earliest start comes after the latest end (less a tenth of the ends' spread:
- * clock skew, the barrier's own release), 0 otherwise, -1 with fewer than two stages'
- * optimizer steps or ends that are not apart (nothing to tell). ops are sorted by stage, in
- * time order within each. */
-static int opt_barrier_of(const pp_aop *ops, size_t n, int S)
-{
-    double o_lo = HUGE_VAL, e_lo = HUGE_VAL, e_hi = -HUGE_VAL;
-    int seen = 0;
-    size_t i = 0;
-    for (int s = 0; s < S; s++) {
-        uint64_t end = 0, opt = 0;
-        int has = 0;
-        for (; i < n && ops[i].stage == s; i++) {
-            const pp_aop *o = &ops[i];
-            if (o->kind == PP_AOP_OPT && !has) {
-                opt = o->t0;
-                has = 1;
-            } else if (!has && o->kind != PP_AOP_OPT && o->kind != PP_AOP_RECV_ACT &&
-                       o->kind != PP_AOP_RECV_GRAD && o->t1 > end) {
-                end = o->t1;
-            }
-        }
-        if (!has || !end || opt < end)
-            continue;
-        o_lo = fmin(o_lo, (double)opt);
-        e_lo = fmin(e_lo, (double)end);
-        e_hi = fmax(e_hi, (double)end);
-        seen++;
-    }
-    if (seen < 2 || e_hi - e_lo <= 0)
-        return -1;
-    return o_lo >= e_hi - 0.1 * (e_hi - e_lo);
-}
-
 int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
                       const double *kind_mean)
 {
     replay r;
-    sp->opt_barrier = opt_barrier_of(ops, n, S);
     if (replay_build(&r, ops, n, S, placement)) {
         r.kind_mean = kind_mean;
         r.no_barrier = sp->opt_barrier == 0;

@@ -7,6 +7,7 @@
  * pp_analyzer.h and its formula in docs/metrics.md. */
 #include "analyzer_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* A stable merge sort of n T's by LESS(const T *, const T *), the comparison inlined: the two
@@ -470,6 +471,9 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     uint64_t cover = 0;        /* its latest end of any op so far (gap_ns) */
     int last_compute = 0;      /* the op that ends there is a compute op */
     int opt_seen = 0;          /* its optimizer op came (the gaps stop there) */
+    /* the optimizer steps' earliest start, the stages' ends of work before them (opt_barrier) */
+    double o_lo = HUGE_VAL, e_lo = HUGE_VAL, e_hi = -HUGE_VAL;
+    int n_opt = 0;
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
         int s = o->stage;
@@ -507,6 +511,10 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
         if (o->kind == PP_AOP_OPT) {
             if (sp->stage[s].pre_opt_ns < 0 && compute_end && compute_end <= o->t0) {
                 sp->stage[s].pre_opt_ns = (double)(o->t0 - compute_end);
+                o_lo = fmin(o_lo, (double)o->t0);
+                e_lo = fmin(e_lo, (double)compute_end);
+                e_hi = fmax(e_hi, (double)compute_end);
+                n_opt++;
                 if (late < 0 || compute_end > late_at) {
                     late = s;
                     late_at = compute_end;
@@ -520,6 +528,13 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
     }
     if (cur >= 0 && !opt_seen)
         sp->stage[cur].n_compute -= last_compute;
+    /* Whether the optimizer steps waited for one another (pp_astep.opt_barrier): behind a
+     * barrier (a gradient-norm all-reduce) no stage starts its optimizer step before the last
+     * stage's work ended; without one, the stage done first starts its own while the others
+     * still work. 1 when the earliest start comes after the latest end (less a tenth of the
+     * ends' spread: clock skew, the barrier's own release), 0 otherwise, -1 with fewer than two
+     * stages' optimizer steps or ends that are not apart (nothing to tell). */
+    sp->opt_barrier = n_opt < 2 || e_hi - e_lo <= 0 ? -1 : o_lo >= e_hi - 0.1 * (e_hi - e_lo);
     if (late >= 0)
         sp->stage[late].last_to_opt = 1;
     int latest = -1;
