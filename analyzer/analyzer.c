@@ -98,6 +98,9 @@ void an_state_free(state *st)
         an_series_free(&sa[i].bwd_w);
         an_series_free(&sa[i].opt);
         an_series_free(&sa[i].allred);
+        for (int k = 0; k < sa[i].n_chunk * 4; k++)
+            an_series_free(&sa[i].chunk_ops[k]);
+        free(sa[i].chunk_ops);
         vec_free(&sa[i].culprit_votes);
     }
     vec_free(&st->stage_acc);
@@ -480,9 +483,11 @@ void pp_analysis_free(pp_analysis *a)
         free(a->steps[i].stage);
     free(a->steps);
     free(a->files);
-    for (int s = 0; a->stages && s < a->S; s++)
+    for (int s = 0; a->stages && s < a->S; s++) {
         for (int k = 0; k < PP_ASTAGE_N_SAMPLES; k++)
             free(a->stages[s].sample[k]);
+        free(a->stages[s].chunk_ns);
+    }
     free(a->stages);
     for (size_t i = 0; a->links && i < a->n_links; i++)
         free(a->links[i].sample);

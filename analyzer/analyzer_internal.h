@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RESERVOIR = 4096 };
+enum { RESERVOIR = 4096, CHUNK_RESERVOIR = 1024 };
 
 typedef struct vec {
     void *data;
@@ -333,6 +333,11 @@ typedef struct link_acc {
 
 typedef struct stage_acc {
     series fwd, bwd, bwd_in, bwd_w, opt;
+    /* runs with several chunks per stage: each chunk's compute ops by kind (FWD, BWD, BWD_INPUT,
+     * BWD_WEIGHT), chunk c's at [4 c .. 4 c + 3]; n_chunk chunks (up to the largest seen + 1,
+     * below PP_ANALYSIS_MAX_CHUNKS), each reservoir at most CHUNK_RESERVOIR */
+    series *chunk_ops;
+    int n_chunk;
     series allred;       /* per step: the stage's all-reduce time */
     double allred_bytes; /* summed over steps */
     double busy, idle, fill, imb, xfer, ar;
@@ -358,6 +363,7 @@ typedef struct state {
     int M_cfg, v_cfg, L_cfg; /* its M, v and layers: the bounds of check_bounds (0 unknown) */
     char oob_first[320];  /* the first range out of bounds, for the warning */
     int S_seen;
+    int multi_chunk; /* an op of chunk > 0 was seen: the stages keep per-chunk series */
     vec buckets;          /* bucket */
     int64_t *stage_max_step; /* [cap_stages] latest step started per stage */
     int cap_stages;

@@ -254,22 +254,27 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median duration (us) of piece (stage s, chunk c)'s compute ops of kind k: with one chunk
- * per stage, over every analyzed step (the stage's statistics, as the layers' medians are);
- * with several, over the kept timeline, where the chunks are told apart. 0 when it has none.
- * (The kept timeline is one step by default: four ops at M = 4, whose median read a torch GPipe
- * stage's backward 5.7% below its all-step median and its run's own layout 8.3% fast.) */
+/* The median duration (us) of piece (stage s, chunk c)'s compute ops of kind k over every
+ * analyzed step, as the layers' medians are: with one chunk per stage the stage's statistics,
+ * with several its chunk's (pp_astage.chunk_ns); else (a stage the statistics lack) over the
+ * kept timeline. 0 when it has none. (The kept timeline is one step by default: four ops at
+ * M = 4, whose median read a torch GPipe stage's backward 5.7% below its all-step median and
+ * its run's own layout 8.3% fast, and a torch Interleaved1F1B run's self-check anywhere from
+ * -18% to +48% on three captures of one job.) */
 static pp_status piece_op_us(const pp_analysis *a, int s, int c, int k, double *us)
 {
     size_t n = 0;
     *us = 0;
-    if (a->v <= 1 && c == 0 && s >= 0 && s < a->S) {
+    if (s >= 0 && s < a->S && k >= PP_AOP_FWD && k <= PP_AOP_BWD_WEIGHT) {
         const pp_astage *g = &a->stages[s];
-        const pp_astats *x = k == PP_AOP_FWD          ? &g->fwd_ns
-                             : k == PP_AOP_BWD        ? &g->bwd_ns
-                             : k == PP_AOP_BWD_INPUT  ? &g->bwd_input_ns
-                             : k == PP_AOP_BWD_WEIGHT ? &g->bwd_weight_ns
-                                                      : NULL;
+        const pp_astats *x = NULL;
+        if (c >= 0 && c < g->n_chunk)
+            x = &g->chunk_ns[c * 4 + (k - PP_AOP_FWD)];
+        else if (a->v <= 1 && c == 0)
+            x = k == PP_AOP_FWD         ? &g->fwd_ns
+                : k == PP_AOP_BWD       ? &g->bwd_ns
+                : k == PP_AOP_BWD_INPUT ? &g->bwd_input_ns
+                                        : &g->bwd_weight_ns;
         if (x && x->count) {
             *us = x->median * 1e-3;
             return PP_OK;
@@ -400,32 +405,32 @@ static double layers_sum(const pp_costs *c, int lo, int hi, int part)
 #define OP_SCALE_MIN 0.5
 #define OP_SCALE_MAX 2.0
 
-/* Each stage's layers scaled, per kind, so that they add up to the median of the stage's op
+/* Each piece's layers scaled, per kind, so that they add up to the median of the piece's op
  * (docs/cost-file.md, "How pprof-tune --export-costs fills the layers"). The model replays a
  * stage op at the sum of its layers' costs and varies it by factors relative to the op's median
  * (docs/sim-dist.md), so the sum must be that median; a sum of medians is not one: an op's layers
  * vary partly independently and skewed, so the median of their sum lies above (the README's
  * main job: 1.2-2% for the backward on a 2-core AMD VM), and the op holds its own work between
- * its layers' ranges (5-15 us there). One chunk per stage only: with several, a chunk's ops are
- * the kept timeline's (one step by default), too few for a median to hold beside the layers'
- * medians over every step. */
+ * its layers' ranges (5-15 us there). With several chunks per stage each piece by its own
+ * chunk's ops over every step (pp_astage.chunk_ns), as the layers' medians are. */
 static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
 {
     const pp_partition *part = &e->partition;
     pp_costs *c = e->costs;
-    if (part->v != 1 || part->S != a->S)
+    if (part->S != a->S)
         return PP_OK;
     double lo_r[2] = {INFINITY, INFINITY}, hi_r[2] = {-INFINITY, -INFINITY};
     char skipped[160] = "";
     size_t sn = 0;
-    for (int s = 0; s < part->S; s++) {
-        int lo = part->bounds[s], hi = part->bounds[s + 1];
+    for (int p = 0; p < part->P; p++) {
+        /* piece p is stage p % S's chunk p / S (the looped placement the tuner models) */
+        int s = p % part->S, chunk = p / part->S, lo = part->bounds[p], hi = part->bounds[p + 1];
         double op[4];
         pp_status st;
-        if ((st = piece_op_us(a, s, 0, PP_AOP_FWD, &op[0])) != PP_OK ||
-            (st = piece_op_us(a, s, 0, PP_AOP_BWD, &op[1])) != PP_OK ||
-            (st = piece_op_us(a, s, 0, PP_AOP_BWD_INPUT, &op[2])) != PP_OK ||
-            (st = piece_op_us(a, s, 0, PP_AOP_BWD_WEIGHT, &op[3])) != PP_OK)
+        if ((st = piece_op_us(a, s, chunk, PP_AOP_FWD, &op[0])) != PP_OK ||
+            (st = piece_op_us(a, s, chunk, PP_AOP_BWD, &op[1])) != PP_OK ||
+            (st = piece_op_us(a, s, chunk, PP_AOP_BWD_INPUT, &op[2])) != PP_OK ||
+            (st = piece_op_us(a, s, chunk, PP_AOP_BWD_WEIGHT, &op[3])) != PP_OK)
             return st;
         /* a whole backward op scales both parts of its layers; split ones (zb-h1) each their own */
         int whole = op[1] > 0;
@@ -439,8 +444,9 @@ static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
             double ratio = op[k] / sum;
             if (ratio < OP_SCALE_MIN || ratio > OP_SCALE_MAX) {
                 if (sn < sizeof skipped)
-                    sn += (size_t)snprintf(skipped + sn, sizeof skipped - sn, "%s%d %s x%.3g",
-                                           sn ? ", " : "", s, k == 0 ? "fwd" : "bwd", ratio);
+                    sn += (size_t)snprintf(skipped + sn, sizeof skipped - sn, "%s%s%d %s x%.3g",
+                                           sn ? ", " : "", part->v > 1 ? "piece " : "",
+                                           part->v > 1 ? p : s, k == 0 ? "fwd" : "bwd", ratio);
                 continue;
             }
             r[k] = ratio;
@@ -468,13 +474,13 @@ static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
     for (int j = 0; j < 2; j++)
         moved |= lo_r[j] <= hi_r[j] && (fabs(lo_r[j] - 1) >= 5e-5 || fabs(hi_r[j] - 1) >= 5e-5);
     if (moved)
-        note(e, "layers scaled to add up to their stage's op (median): forward x%.4f..%.4f, "
+        note(e, "layers scaled to add up to their piece's op (median): forward x%.4f..%.4f, "
                 "backward x%.4f..%.4f",
              lo_r[0] <= hi_r[0] ? lo_r[0] : 1, lo_r[0] <= hi_r[0] ? hi_r[0] : 1,
              lo_r[1] <= hi_r[1] ? lo_r[1] : 1, lo_r[1] <= hi_r[1] ? hi_r[1] : 1);
     if (sn)
-        note(e, "layers left as measured where their sum is far from their stage's op: stage %s",
-             skipped);
+        note(e, "layers left as measured where their sum is far from their piece's op: %s%s",
+             part->v > 1 ? "" : "stage ", skipped);
     return PP_OK;
 }
 
@@ -692,9 +698,10 @@ static void extract_op_gap(const pp_analysis *a, pp_extract *e)
     }
 }
 
-/* With several chunks per stage: the median duration of each (stage, kind, chunk)'s ops in the
- * kept timeline ([(s * PP_SIM_NOISE_KINDS + kind) * v + chunk], 0 when none), which tells the
- * stage's sample of a kind apart by chunk (pp_sim_noise_input.chunk_median). */
+/* With several chunks per stage: the median duration of each (stage, kind, chunk)'s ops
+ * ([(s * PP_SIM_NOISE_KINDS + kind) * v + chunk], 0 when none), over every analyzed step where
+ * the analysis kept the chunks apart (pp_astage.chunk_ns), else over the kept timeline; it tells
+ * the stage's sample of a kind apart by chunk (pp_sim_noise_input.chunk_median). */
 static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
 {
     static const int k_kinds[PP_SIM_NOISE_KINDS] = {PP_AOP_FWD, PP_AOP_BWD, PP_AOP_BWD_INPUT,
@@ -710,6 +717,13 @@ static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
     for (int s = 0; s < a->S; s++)
         for (int k = 0; k < PP_SIM_NOISE_KINDS; k++)
             for (int c = 0; c < v; c++) {
+                const pp_astage *g = &a->stages[s];
+                if (k_kinds[k] != PP_AOP_OPT && c < g->n_chunk &&
+                    g->chunk_ns[c * 4 + (k_kinds[k] - PP_AOP_FWD)].count) {
+                    med[((size_t)s * PP_SIM_NOISE_KINDS + (size_t)k) * (size_t)v + (size_t)c] =
+                        g->chunk_ns[c * 4 + (k_kinds[k] - PP_AOP_FWD)].median;
+                    continue;
+                }
                 size_t n = 0;
                 for (size_t i = 0; i < a->n_ops; i++) {
                     const pp_aop *o = &a->ops[i];

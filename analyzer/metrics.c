@@ -397,6 +397,26 @@ static pp_astep *step_new(state *st, const bucket *b, uint64_t t0, uint64_t t1, 
     return sp;
 }
 
+/* Op o's duration d into its chunk's series of its kind (stage_acc.chunk_ops), growing the
+ * stage's chunk table up to o's chunk (bounded by the decoder: below PP_ANALYSIS_MAX_CHUNKS, or
+ * the announced v); out of memory, the sample is left out. */
+static void chunk_op_add(stage_acc *sa, const pp_aop *o, double d)
+{
+    if (o->chunk < 0 || o->chunk >= PP_ANALYSIS_MAX_CHUNKS)
+        return;
+    if (o->chunk >= sa->n_chunk) {
+        int n = o->chunk + 1;
+        series *g = realloc(sa->chunk_ops, (size_t)n * 4 * sizeof *g);
+        if (!g)
+            return;
+        memset(g + (size_t)sa->n_chunk * 4, 0, (size_t)(n - sa->n_chunk) * 4 * sizeof *g);
+        sa->chunk_ops = g;
+        sa->n_chunk = n;
+    }
+    int k = o->kind == PP_AOP_FWD ? 0 : o->kind == PP_AOP_BWD ? 1 : o->kind == PP_AOP_BWD_INPUT ? 2 : 3;
+    an_series_add_cap(&sa->chunk_ops[(size_t)o->chunk * 4 + (size_t)k], d, CHUNK_RESERVOIR);
+}
+
 /* Per-op times of the step's ops into the stages' series and sp (busy, mean forward and
  * backward), and each compute kind's sum and count; 0 when out of memory. */
 static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, int S,
@@ -408,12 +428,19 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
         free(bwd_n);
         return 0;
     }
+    /* several chunks per stage: once any op of a chunk above 0 shows, each chunk's ops are
+     * kept apart too (every op of that step on, the first interleaved step included); a run
+     * that announces one chunk has none above 0 (check_bounds) */
+    for (size_t i = 0; i < n && !st->multi_chunk && st->v_cfg != 1; i++)
+        st->multi_chunk = ops[i].chunk > 0;
     for (size_t i = 0; i < n; i++) {
         const pp_aop *o = &ops[i];
         if (o->stage < 0 || o->stage >= S || !an_ensure_stage(st, o->stage))
             continue;
         double d = (double)(o->t1 - o->t0);
         stage_acc *sa = &((stage_acc *)st->stage_acc.data)[o->stage];
+        if (st->multi_chunk && o->kind >= PP_AOP_FWD && o->kind <= PP_AOP_BWD_WEIGHT)
+            chunk_op_add(sa, o, d);
         switch (o->kind) {
         case PP_AOP_FWD: an_series_add(&sa->fwd, d); break;
         case PP_AOP_BWD: an_series_add(&sa->bwd, d); break;
@@ -840,6 +867,11 @@ static void results_stage(const state *st, int s, pp_astage *o)
         o->n_sample[k] = (uint32_t)kept[k]->n_res;
         kept[k]->res = NULL;
         kept[k]->n_res = kept[k]->cap_res = 0;
+    }
+    if (sa->n_chunk > 0 && (o->chunk_ns = calloc((size_t)sa->n_chunk * 4, sizeof *o->chunk_ns))) {
+        o->n_chunk = sa->n_chunk;
+        for (int k = 0; k < sa->n_chunk * 4; k++)
+            o->chunk_ns[k] = an_series_stats(&sa->chunk_ops[k]);
     }
     if (o->allreduce_ns.count)
         o->allreduce_bytes = sa->allred_bytes / (double)o->allreduce_ns.count;

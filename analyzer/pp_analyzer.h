@@ -171,6 +171,12 @@ typedef struct pp_astage {
      * replays (analyzer/pp_extract.h, pp_sim.h's pp_sim_dist). */
     double *sample[5];
     uint32_t n_sample[5];
+    /* Runs with several chunks per stage: each chunk's compute op times over every analyzed step,
+     * chunk c's forward, backward, input- and weight-gradient halves at [4 c .. 4 c + 3] (count 0
+     * where it ran none); owned, NULL and n_chunk 0 for one chunk per stage. Their medians
+     * are a piece's own op costs (pprof-tune's extraction, docs/cost-file.md). */
+    pp_astats *chunk_ns;
+    int n_chunk;
 } pp_astage;
 
 /* pp_astage.sample's index by op kind. */

@@ -271,6 +271,19 @@ static void json_stages(pp_json_writer *w, const pp_analysis *a)
             pp_json_put_int(w, "imbalance_culprit", g->imbalance_culprit);
         else
             pp_json_put_null(w, "imbalance_culprit");
+        if (g->n_chunk > 0) { /* several chunks per stage: each one's ops (pp_astage.chunk_ns) */
+            static const char *const keys[4] = {"fwd_ms", "bwd_ms", "bwd_input_ms",
+                                                "bwd_weight_ms"};
+            pp_json_array(w, "chunks");
+            for (int c = 0; c < g->n_chunk; c++) {
+                pp_json_object(w, NULL);
+                pp_json_put_int(w, "chunk", c);
+                for (int k = 0; k < 4; k++)
+                    put_stats(w, keys[k], &g->chunk_ns[c * 4 + k], 1e-6);
+                pp_json_end(w);
+            }
+            pp_json_end(w);
+        }
         pp_json_end(w);
     }
     pp_json_end(w);

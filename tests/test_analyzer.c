@@ -428,6 +428,55 @@ Test(analyzer, kept_timeline_has_every_op_of_the_last_step)
     pp_analysis_free(a);
 }
 
+/* With several chunks per stage the analysis keeps each chunk's compute ops apart over every
+ * analyzed step (pp_astage.chunk_ns): the medians pprof-tune scales each piece's layers to, where
+ * the stage's own statistics mix chunks of different costs. Interleaved, S = 2, v = 2, one layer
+ * a piece of 0.5, 1, 1.5 and 2 ms forward (backward twice that): stage s's chunk c runs layer
+ * 2 c + s. A one-chunk run keeps none. */
+Test(analyzer, interleaved_chunks_keep_their_own_op_times, .timeout = 120)
+{
+    need_capture();
+    char costs[256];
+    snprintf(costs, sizeof costs, "%s/c.json", g_dir);
+    FILE *fp = fopen(costs, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"layers\": [");
+    for (int l = 0; l < 4; l++)
+        fprintf(fp, "%s{\"name\": \"layer%d\", \"fwd_us\": %d, \"bwd_us\": %d}", l ? ", " : "", l,
+                500 * (l + 1), 1000 * (l + 1));
+    fprintf(fp, "]}\n");
+    fclose(fp);
+    pp_analysis *a = capture("chunks", costs, "interleaved", 2, 4, 5, NULL);
+    cr_assert_eq(a->v, 2);
+    cr_assert_gt(a->n_steps, 0u);
+    for (int s = 0; s < 2; s++) {
+        const pp_astage *g = &a->stages[s];
+        cr_assert_eq(g->n_chunk, 2, "stage %d: %d chunks kept", s, g->n_chunk);
+        for (int c = 0; c < 2; c++) {
+            const pp_astats *f = &g->chunk_ns[c * 4], *b = &g->chunk_ns[c * 4 + 1];
+            double want = 0.5e6 * (2 * c + s + 1);
+            cr_log_info("stage %d chunk %d: fwd %.3f ms (%llu ops), bwd %.3f ms; stage fwd %.3f",
+                        s, c, f->median * 1e-6, (unsigned long long)f->count, b->median * 1e-6,
+                        g->fwd_ns.median * 1e-6);
+            cr_assert_eq(f->count, a->n_steps * 4, "every analyzed step's 4 forwards");
+            cr_assert_eq(b->count, a->n_steps * 4);
+            cr_assert_eq(g->chunk_ns[c * 4 + 2].count, 0u, "no split backward here");
+            /* sleeps to deadlines: an op is its layer's time and its own few microseconds, or a
+             * little shorter or longer where a wake-up came late */
+            cr_assert(f->median > 0.9 * want && f->median < 1.15 * want, "fwd %g, want %g",
+                      f->median, want);
+            cr_assert(b->median > 0.9 * 2 * want && b->median < 1.15 * 2 * want,
+                      "bwd %g, want %g", b->median, 2 * want);
+        }
+        cr_assert_eq(g->fwd_ns.count, a->n_steps * 8, "the stage's statistics hold both chunks");
+    }
+    pp_analysis_free(a);
+    a = capture("one_chunk", costs, "1f1b", 2, 4, 3, NULL);
+    for (int s = 0; s < 2; s++)
+        cr_assert(a->stages[s].n_chunk == 0 && !a->stages[s].chunk_ns);
+    pp_analysis_free(a);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Hand-written traces: the convention's fallback rule, damage, foreign jobs                 */
 /* ---------------------------------------------------------------------------------------- */

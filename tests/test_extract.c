@@ -284,6 +284,43 @@ Test(extract_layers, split_ops_scale_their_parts_and_far_ones_are_left)
     pp_extract_free(&e);
 }
 
+/* Interleaved (S = 2, v = 2, one layer a piece: piece p = stage p % 2's chunk p / 2 holds
+ * layer p): each piece's layers scale to its own chunk's ops over every step
+ * (pp_astage.chunk_ns), not to the stage's statistics, which mix the chunks (2 ms forward, 4 ms
+ * backward here, set to show if used); a chunk without ops leaves its layers as measured. */
+Test(extract_layers, interleaved_pieces_scale_to_their_own_chunks_ops)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    pp_aop ops[L]; /* the compute ops around the layers' ranges tell their chunks */
+    for (int l = 0; l < L; l++) {
+        h.layer_ops[l].stage = l % 2;
+        ops[l] = h.layer_ops[l];
+        ops[l].chunk = l / 2;
+    }
+    h.a.ops = ops;
+    h.a.n_ops = L;
+    h.a.v = 2;
+    snprintf(h.a.schedule, sizeof h.a.schedule, "interleaved");
+    /* [stage][chunk * 4 + kind]: forward, backward; stage 1's chunk 1 has no backward ops */
+    pp_astats ch[S][8] = {{one(1.1e6), one(2.0e6), {0}, {0}, one(1.3e6), one(2.6e6), {0}, {0}},
+                          {one(1.0e6), one(2.2e6), {0}, {0}, one(0.9e6), {0}, {0}, {0}}};
+    for (int s = 0; s < S; s++) {
+        h.stages[s].chunk_ns = ch[s];
+        h.stages[s].n_chunk = 2;
+    }
+    pp_extract e;
+    extract(&h, &e);
+    static const double fwd[L] = {1100, 1000, 1300, 900}, bwd[L] = {2000, 2200, 2600, 2000};
+    for (int l = 0; l < L; l++) {
+        cr_expect_float_eq(e.costs->layers[l].fwd_us, fwd[l], 1e-9, "layer %d", l);
+        cr_expect_float_eq(e.costs->layers[l].bwd_us, bwd[l], 1e-9, "layer %d", l);
+    }
+    cr_expect(strstr(e.notes, "forward x0.9000..1.3000, backward x1.0000..1.3000"), "%s",
+              e.notes);
+    pp_extract_free(&e);
+}
+
 /* The transfers' variation: each link's timed messages over that link's median, pooled per kind
  * (two gradient links of 100 and 50 us medians give factors 1 and 3, 1 and 2); a kind with fewer
  * than 8 timed messages in all does not vary. */

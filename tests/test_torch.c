@@ -332,6 +332,23 @@ Test(torch, interleaved_2_ranks_2_chunks)
     cJSON *sum = report_json(dir, "inter.json");
     check_against_truth(sum, truth);
     check_outputs(dir, 2);
+    /* each rank's two chunks apart over every analyzed step (stages[].chunks): 4 forwards and
+     * 4 backwards a step each; the last piece (rank 1's chunk 1: blocks 6-7 of work 3 and the
+     * loss) is the slowest forward of its rank */
+    double steps = num(item(sum, "analysis"), "steps");
+    for (int s = 0; s < 2; s++) {
+        const cJSON *chunks = item(cJSON_GetArrayItem(item(sum, "stages"), s), "chunks");
+        cr_assert_eq(cJSON_GetArraySize(chunks), 2, "stage %d: %d chunks", s,
+                     cJSON_GetArraySize(chunks));
+        for (int c = 0; c < 2; c++) {
+            const cJSON *ch = cJSON_GetArrayItem(chunks, c);
+            cr_expect_eq(num(item(ch, "fwd_ms"), "count"), 4 * steps, "stage %d chunk %d", s, c);
+            cr_expect_eq(num(item(ch, "bwd_ms"), "count"), 4 * steps, "stage %d chunk %d", s, c);
+        }
+        if (s == 1)
+            cr_expect_gt(num(item(cJSON_GetArrayItem(chunks, 1), "fwd_ms"), "median"),
+                         num(item(cJSON_GetArrayItem(chunks, 0), "fwd_ms"), "median"));
+    }
     cJSON_Delete(sum);
     cJSON_Delete(truth);
     /* the layers in the model's order, piece by piece (rank 0's chunk 0, rank 1's chunk 0, rank
