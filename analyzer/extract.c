@@ -628,6 +628,12 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
         free(g);
     }
     double fixed = outside > gap ? outside : gap;
+    size_t apart = 0, together = 0;
+    for (size_t i = 0; i < a->n_steps; i++) {
+        apart += a->steps[i].opt_barrier == 0;
+        together += a->steps[i].opt_barrier == 1;
+    }
+    e->no_barrier = apart > together;
     e->between_steps_ns = fixed;
     e->costs->grad_norm_us = pre * 1e-3;
     e->costs->step_fixed_us = fixed * 1e-3;
@@ -641,8 +647,10 @@ static void extract_optimizer(const pp_analysis *a, pp_extract *e)
              e->has_param_bytes ? "" : " (no parameter sizes: the slowest stage's for every "
                                        "stage)");
     if (pre > 0)
-        note(e, "%.3f ms a step for the gradient norm and the barrier before the optimizer",
-             pre * 1e-6);
+        note(e, "%.3f ms a step %s", pre * 1e-6,
+             e->no_barrier ? "between the last stage's work and its optimizer step (the run's "
+                             "stages step their optimizers alone, with no barrier)"
+                           : "for the gradient norm and the barrier before the optimizer");
     if (fixed > 0)
         note(e, "%.3f ms a step outside the pipeline's ops (the job's own loop and framework "
                 "time, %s) is charged to the optimizer step",

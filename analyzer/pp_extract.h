@@ -47,6 +47,11 @@ typedef struct pp_extract {
     uint8_t *recompute;
     pp_costs *run_costs;
     int latency_fitted;       /* 1: latency and bandwidth fitted from >= 2 message sizes */
+    /* 1: most analyzed steps whose optimizer steps could tell showed them starting apart, each
+     * stage's when its own work ended (pp_astep.opt_barrier 0: a torch job's stages step their
+     * optimizers alone), so costs->grad_norm_us is the time before the optimizer step, with no
+     * barrier in it; 0 otherwise (a barrier, or not known) */
+    int no_barrier;
     char notes[2048];         /* the assumptions made, one per line */
 } pp_extract;
 

@@ -298,7 +298,7 @@ void pp_tune_advise_print(const pp_tune_opts *o, const pp_tune_advice *adv, FILE
         if (o->formula) {
             fprintf(out, "\nformula (costs at b = %d: t = a + c x %d per layer):\n", b->b, b->b);
             pp_tune_print_stage_sums(cb, &b->part, b->M, out);
-            pp_tune_print_sim_terms(cb, &b->part, b->kind, b->M, out);
+            pp_tune_print_sim_terms(cb, &b->part, b->kind, b->M, adv->runs[0].no_barrier, out);
             if (adv->runs[0].has_param_bytes)
                 pp_tune_print_memory_terms(cb, &b->part, b->kind, b->M, b->recompute,
                                            o->memory_limit_bytes, out);

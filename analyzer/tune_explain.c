@@ -189,7 +189,7 @@ void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M
 }
 
 void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_schedule_kind kind,
-                             int M, FILE *out)
+                             int M, int no_barrier, FILE *out)
 {
     pp_sim_result r;
     if (pp_sim_file(kind, part, M, c, NULL, &r) != PP_OK) {
@@ -200,8 +200,9 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
     for (int s = 0; s < part->S; s++) {
         uint64_t bytes = pp_costs_stage_param_bytes(c, part, s);
         fprintf(out, "    stage %d optimizer step = optimizer %.3f + %.3f per MB x %.3f MB + "
-                     "gradient norm and barrier %.3f + per-step fixed %.3f = %.3f ms\n",
+                     "%s %.3f + per-step fixed %.3f = %.3f ms\n",
                 s, c->optimizer_us * 1e-3, c->optimizer_us_per_MB * 1e-3, (double)bytes * 1e-6,
+                no_barrier ? "time before it" : "gradient norm and barrier",
                 c->grad_norm_us * 1e-3, c->step_fixed_us * 1e-3,
                 pp_costs_opt_us(c, bytes) * 1e-3);
         if (pp_costs_has_dp_allreduce(c))
@@ -470,13 +471,13 @@ static void print_formula(const pp_tune_opts *o, const pp_extract *e, const pp_t
     const pp_costs *rcur = pp_extract_run_costs(e);
     fputs("  current layout:\n", out);
     pp_tune_print_stage_sums(rcur, cur, e->M, out);
-    pp_tune_print_sim_terms(rcur, cur, e->schedule, e->M, out);
+    pp_tune_print_sim_terms(rcur, cur, e->schedule, e->M, e->no_barrier, out);
     print_dist_terms(&s->current_dist, out);
     const pp_costs *bc = b->rc_costs ? b->rc_costs : c;
     fprintf(out, "  proposed layout%s%s:\n", b->recomputed_stages ? ", recompute " : "",
             b->recomputed_stages ? b->recompute_text : "");
     pp_tune_print_stage_sums(bc, &b->part, b->M, out);
-    pp_tune_print_sim_terms(bc, &b->part, b->kind, b->M, out);
+    pp_tune_print_sim_terms(bc, &b->part, b->kind, b->M, e->no_barrier, out);
     print_dist_terms(&b->dist, out);
     fprintf(out, "    lower bound = %.3f ms (proven: no partition%s simulates faster); gap "
                  "= step / bound - 1 = %.4f%%%s\n",

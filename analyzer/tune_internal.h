@@ -42,10 +42,12 @@ void pp_tune_print_speed(const pp_tune_speed *sp, double meas_ns, double meas95_
                          const char *label, const char *base_name, FILE *out);
 
 /* --formula pieces: each stage's forward and backward sums, the simulator's terms (busy, idle,
- * bubble), and the memory model's terms per stage. */
+ * bubble; no_barrier: the run's stages stepped their optimizers alone, so grad_norm_us is
+ * named the time before the step, pp_extract.no_barrier), and the memory model's terms per
+ * stage. */
 void pp_tune_print_stage_sums(const pp_costs *c, const pp_partition *part, int M, FILE *out);
 void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_schedule_kind kind,
-                             int M, FILE *out);
+                             int M, int no_barrier, FILE *out);
 void pp_tune_print_memory_terms(const pp_costs *c, const pp_partition *part,
                                 pp_schedule_kind kind, int M, const uint8_t *rc, uint64_t limit,
                                 FILE *out);

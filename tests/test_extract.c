@@ -50,6 +50,7 @@ static void make(hand *h, const uint64_t *params, const double *opt_ms)
         h->steps[i].step = i + 1;
         h->steps[i].step_ns = 50e6;
         h->steps[i].window_ns = 50e6; /* no gap between windows */
+        h->steps[i].opt_barrier = -1;    /* not told, as the analyzer leaves it */
         h->steps[i].stage = h->stage_steps[i];
         for (int s = 0; s < S; s++)
             h->stage_steps[i][s].outside_ns = h->stage_steps[i][s].pre_opt_ns = -1;
@@ -184,7 +185,27 @@ Test(extract_optimizer, per_step_terms_from_the_pacing_stage)
     cr_expect_float_eq(e.costs->grad_norm_us, 600, 1e-6);
     cr_expect_float_eq(e.between_steps_ns, 2e6, 1e-3);
     cr_expect_float_eq(pp_costs_opt_us(e.costs, 0), 2600, 1e-6);
+    cr_expect_eq(e.no_barrier, 0, "no step told: a barrier, as pptrain's");
+    cr_expect(strstr(e.notes, "for the gradient norm and the barrier"), "%s", e.notes);
     pp_extract_free(&e);
+
+    /* the same where most steps' optimizer steps started apart (a torch job's stages step
+     * alone): the term is the time before the step, named so, not a barrier */
+    const int barrier[STEPS] = {0, -1, 0};
+    for (int i = 0; i < STEPS; i++)
+        h.steps[i].opt_barrier = barrier[i];
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->grad_norm_us, 600, 1e-6);
+    cr_expect_eq(e.no_barrier, 1);
+    cr_expect(strstr(e.notes, "with no barrier") && !strstr(e.notes, "the barrier before"),
+              "%s", e.notes);
+    pp_extract_free(&e);
+    h.steps[0].opt_barrier = h.steps[1].opt_barrier = 1; /* two of three together */
+    extract(&h, &e);
+    cr_expect_eq(e.no_barrier, 0);
+    pp_extract_free(&e);
+    for (int i = 0; i < STEPS; i++)
+        h.steps[i].opt_barrier = -1;
 
     /* a barrier job: its windows leave 4 ms between them, more than the 2 ms outside */
     for (int i = 0; i < STEPS; i++)

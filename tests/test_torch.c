@@ -363,6 +363,13 @@ Test(torch, interleaved_2_ranks_2_chunks)
     cr_expect(strncmp(row + strspn(row + 1, "boundaries ") + 1, "0,2,4,6,8 ", 10) == 0,
               "the run's partition reads:\n%.80s", row + 1);
     tk_result_free(&r);
+    /* torch's stages step their optimizers alone: the term before the step is no barrier */
+    const char *fargv[] = {TUNE, dir, "--formula", NULL};
+    r = tk_runv(fargv, NULL);
+    cr_assert_eq(r.code, 0, "pprof-tune --formula exited %d:\n%s", r.code, r.err ? r.err : "");
+    cr_expect(strstr(r.out, "+ time before it ") && !strstr(r.out, "gradient norm and barrier"),
+              "%s", r.out);
+    tk_result_free(&r);
 }
 
 /* Data and pipeline parallelism together, as torchtitan builds them: a DeviceMesh of
