@@ -207,6 +207,14 @@ static void print_stages(const pp_analysis *a, FILE *out)
                 ms(g->fwd_ns.median), ms(bwd), ms(g->busy_ns), ms(g->idle_ns),
                 100 * g->bubble_ratio, ms(g->fill_drain_ns), ms(g->imbalance_ns),
                 ms(g->transfer_ns), cause);
+        /* several chunks: each one's own medians below its stage's, which mix them */
+        for (int c = 0; g->n_chunk > 1 && c < g->n_chunk; c++) {
+            const pp_astats *k = &g->chunk_ns[c * 4];
+            if (!k[0].count && !k[1].count && !k[2].count)
+                continue;
+            double cb = k[1].count ? k[1].median : k[2].median + k[3].median;
+            fprintf(out, "  c%-3d %10.3f %10.3f\n", c, ms(k[0].median), ms(cb));
+        }
     }
 }
 

@@ -470,6 +470,21 @@ Test(analyzer, interleaved_chunks_keep_their_own_op_times, .timeout = 120)
         }
         cr_assert_eq(g->fwd_ns.count, a->n_steps * 8, "the stage's statistics hold both chunks");
     }
+    /* the text report's stage table: a row per chunk under each stage (c0, c1) */
+    char *table = NULL;
+    size_t tn = 0;
+    FILE *f = open_memstream(&table, &tn);
+    pp_analysis_print(a, f);
+    fclose(f);
+    const char *row = strstr(table, "\n1 ");
+    cr_assert_not_null(row, "%s", table);
+    double cf = 0, cbw = 0;
+    const char *c1 = strstr(row, "\n  c1 ");
+    cr_assert(c1 && sscanf(c1 + 7, "%lf %lf", &cf, &cbw) == 2, "%s", table);
+    cr_expect(fabs(cf - a->stages[1].chunk_ns[4].median * 1e-6) < 1e-3 &&
+                  fabs(cbw - a->stages[1].chunk_ns[5].median * 1e-6) < 1e-3,
+              "stage 1 chunk 1 row %.3f %.3f:\n%s", cf, cbw, table);
+    free(table);
     pp_analysis_free(a);
     a = capture("one_chunk", costs, "1f1b", 2, 4, 3, NULL);
     for (int s = 0; s < 2; s++)
