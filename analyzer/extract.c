@@ -267,10 +267,8 @@ static pp_status piece_op_us(const pp_analysis *a, int s, int c, int k, double *
     *us = 0;
     if (s >= 0 && s < a->S && k >= PP_AOP_FWD && k <= PP_AOP_BWD_WEIGHT) {
         const pp_astage *g = &a->stages[s];
-        const pp_astats *x = NULL;
-        if (c >= 0 && c < g->n_chunk)
-            x = &g->chunk_ns[c * 4 + (k - PP_AOP_FWD)];
-        else if (a->v <= 1 && c == 0)
+        const pp_astats *x = pp_astage_chunk(g, c, k);
+        if (!x && a->v <= 1 && c == 0)
             x = k == PP_AOP_FWD         ? &g->fwd_ns
                 : k == PP_AOP_BWD       ? &g->bwd_ns
                 : k == PP_AOP_BWD_INPUT ? &g->bwd_input_ns
@@ -725,11 +723,10 @@ static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
     for (int s = 0; s < a->S; s++)
         for (int k = 0; k < PP_SIM_NOISE_KINDS; k++)
             for (int c = 0; c < v; c++) {
-                const pp_astage *g = &a->stages[s];
-                if (k_kinds[k] != PP_AOP_OPT && c < g->n_chunk &&
-                    g->chunk_ns[c * 4 + (k_kinds[k] - PP_AOP_FWD)].count) {
+                const pp_astats *x = pp_astage_chunk(&a->stages[s], c, k_kinds[k]);
+                if (x && x->count) {
                     med[((size_t)s * PP_SIM_NOISE_KINDS + (size_t)k) * (size_t)v + (size_t)c] =
-                        g->chunk_ns[c * 4 + (k_kinds[k] - PP_AOP_FWD)].median;
+                        x->median;
                     continue;
                 }
                 size_t n = 0;

@@ -413,8 +413,9 @@ static void chunk_op_add(stage_acc *sa, const pp_aop *o, double d)
         sa->chunk_ops = g;
         sa->n_chunk = n;
     }
-    int k = o->kind == PP_AOP_FWD ? 0 : o->kind == PP_AOP_BWD ? 1 : o->kind == PP_AOP_BWD_INPUT ? 2 : 3;
-    an_series_add_cap(&sa->chunk_ops[(size_t)o->chunk * 4 + (size_t)k], d, CHUNK_RESERVOIR);
+    /* the kinds FWD .. BWD_WEIGHT are consecutive (pp_convention.h), the table's order */
+    size_t k = (size_t)(o->kind - PP_AOP_FWD);
+    an_series_add_cap(&sa->chunk_ops[(size_t)o->chunk * 4 + k], d, CHUNK_RESERVOIR);
 }
 
 /* Per-op times of the step's ops into the stages' series and sp (busy, mean forward and

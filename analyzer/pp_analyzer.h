@@ -179,6 +179,15 @@ typedef struct pp_astage {
     int n_chunk;
 } pp_astage;
 
+/* Stage g's statistics of its chunk c's compute ops of kind k (PP_AOP_FWD .. PP_AOP_BWD_WEIGHT:
+ * pp_astage.chunk_ns), NULL where it keeps none (one chunk per stage, c beyond n_chunk). */
+static inline const pp_astats *pp_astage_chunk(const pp_astage *g, int c, int k)
+{
+    if (c < 0 || c >= g->n_chunk || k < PP_AOP_FWD || k > PP_AOP_BWD_WEIGHT)
+        return NULL;
+    return &g->chunk_ns[c * 4 + (k - PP_AOP_FWD)];
+}
+
 /* pp_astage.sample's index by op kind. */
 enum { PP_ASTAGE_FWD, PP_ASTAGE_BWD, PP_ASTAGE_BWD_INPUT, PP_ASTAGE_BWD_WEIGHT, PP_ASTAGE_OPT,
        PP_ASTAGE_N_SAMPLES };

@@ -209,11 +209,14 @@ static void print_stages(const pp_analysis *a, FILE *out)
                 ms(g->transfer_ns), cause);
         /* several chunks: each one's own medians below its stage's, which mix them */
         for (int c = 0; g->n_chunk > 1 && c < g->n_chunk; c++) {
-            const pp_astats *k = &g->chunk_ns[c * 4];
-            if (!k[0].count && !k[1].count && !k[2].count)
+            const pp_astats *f = pp_astage_chunk(g, c, PP_AOP_FWD),
+                            *b = pp_astage_chunk(g, c, PP_AOP_BWD),
+                            *bi = pp_astage_chunk(g, c, PP_AOP_BWD_INPUT),
+                            *bw = pp_astage_chunk(g, c, PP_AOP_BWD_WEIGHT);
+            if (!f->count && !b->count && !bi->count && !bw->count)
                 continue;
-            double cb = k[1].count ? k[1].median : k[2].median + k[3].median;
-            fprintf(out, "  c%-3d %10.3f %10.3f\n", c, ms(k[0].median), ms(cb));
+            double cb = b->count ? b->median : bi->median + bw->median;
+            fprintf(out, "  c%-3d %10.3f %10.3f\n", c, ms(f->median), ms(cb));
         }
     }
 }
