@@ -441,6 +441,7 @@ static pp_status scale_to_ops(const pp_analysis *a, pp_extract *e)
                 continue;
             double ratio = op[k] / sum;
             if (ratio < OP_SCALE_MIN || ratio > OP_SCALE_MAX) {
+                e->layers_unscaled++;
                 if (sn < sizeof skipped)
                     sn += (size_t)snprintf(skipped + sn, sizeof skipped - sn, "%s%s%d %s x%.3g",
                                            sn ? ", " : "", part->v > 1 ? "piece " : "",
@@ -965,6 +966,158 @@ static int median_ci(const pp_analysis *a, double *lo, double *hi)
     return 1;
 }
 
+/* The median of sorted v[n] (n >= 1). */
+static double median_sorted(const double *v, size_t n)
+{
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The steps' spread that check_op_variation compares: the mean absolute deviation from the
+ * median of the closest 80% of v[n] to it (n >= 1; reorders v, tmp[n] scratch). Robust to the
+ * few far steps a run has (a stall, a regime change) and, unlike the median absolute deviation,
+ * efficient enough on the 9 steps a short capture gives to tell a spread from half of it. */
+static double spread_of(double *v, size_t n, double *tmp)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    double med = median_sorted(v, n);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = fabs(v[i] - med);
+    qsort(tmp, n, sizeof *tmp, cmp_double);
+    size_t m = (size_t)ceil(0.8 * (double)n), i = 0;
+    double sum = 0;
+    for (; i < m && i < n; i++)
+        sum += tmp[i];
+    return i ? sum / (double)i : 0;
+}
+
+/* The ops' own variation against the run's steps (check_op_variation): replays of the run's
+ * layout per scale tried, samples of them drawn, their most steps, bisection's rounds. */
+enum { OPS_REPLAYS = 1000, OPS_GROUPS = 400, OPS_MAX_GROUP = 256, OPS_BISECT = 10 };
+
+typedef struct ops_check {
+    pp_extract *e;
+    double *logs;      /* every kind's fitted factors' logs, kind after kind */
+    double *replay;    /* [OPS_REPLAYS] */
+    double *group;     /* [OPS_REPLAYS] */
+    double *tmp;       /* [OPS_REPLAYS] */
+    double spreads[OPS_GROUPS];
+    size_t k;          /* steps per drawn sample: the run's analyzed steps, at most OPS_MAX_GROUP */
+    double spread;     /* the replays' spread (spread_of) */
+    double low;        /* 2.5% quantile of the spread of k replayed steps */
+} ops_check;
+
+/* Sets the ops' factors to their fitted logs times `scale`. */
+static void ops_scale(ops_check *c, double scale)
+{
+    pp_sim_noise *n = &c->e->noise;
+    size_t at = 0;
+    for (int i = 0; i < n->S * PP_SIM_NOISE_KINDS; i++)
+        for (uint32_t j = 0; j < n->kind[i].n; j++)
+            n->kind[i].factor[j] = exp(scale * c->logs[at++]);
+}
+
+/* The run's own layout replayed (OPS_REPLAYS, seed 1) with the ops' factors at `scale`: the
+ * replays' spread, and the 2.5% quantile of the spread of samples of k of them (OPS_GROUPS, the
+ * same draws at every scale); 0 on an error. */
+static int ops_eval(ops_check *c, double scale)
+{
+    ops_scale(c, scale);
+    pp_sim_dist_opts o = {.noise = &c->e->noise, .seed = 1, .n_min = OPS_REPLAYS,
+                          .n_max = OPS_REPLAYS, .samples = c->replay};
+    pp_sim_dist_result r;
+    if (pp_sim_dist_file(c->e->schedule, &c->e->partition, c->e->M,
+                         pp_extract_run_costs(c->e), &o, &r) != PP_OK || r.n < 1) {
+        pp_error_clear();
+        return 0;
+    }
+    pp_rng rng;
+    pp_rng_seed(&rng, 7);
+    for (int g = 0; g < OPS_GROUPS; g++) {
+        for (size_t i = 0; i < c->k; i++)
+            c->group[i] = c->replay[pp_rng_below(&rng, (uint64_t)r.n)];
+        c->spreads[g] = spread_of(c->group, c->k, c->tmp);
+    }
+    qsort(c->spreads, OPS_GROUPS, sizeof *c->spreads, cmp_double);
+    c->low = c->spreads[(size_t)(0.025 * OPS_GROUPS)];
+    memcpy(c->group, c->replay, (size_t)r.n * sizeof *c->group);
+    c->spread = spread_of(c->group, (size_t)r.n, c->tmp);
+    return 1;
+}
+
+/* Whether the ops' own variation (pp_sim_noise: e) moves the run's steps as independent ops'
+ * would. The run's own layout is replayed with it; where the run's analyzed steps (8 or more)
+ * spread less (spread_of) than 97.5% of samples of as many replayed steps do, the run rejects
+ * it: its ops trade time with their neighbours (a late wake-up made up by the next op, as on
+ * pptrain's sim backend, which sleeps to deadlines) and their spread is not the step's. The
+ * factors' logs are then scaled (bisection) to where the replays spread as the steps did, 0 at
+ * least (only the per-step parts vary). Transfers are fixed meanwhile (their choice comes after,
+ * with the ops as kept). docs/sim-dist.md, "Variation that does not move the step". */
+static void check_op_variation(const pp_analysis *a, pp_extract *e)
+{
+    pp_sim_noise *n = &e->noise;
+    if (!n->S || !n->kind || a->n_steps < 8 || !a->steps)
+        return;
+    size_t total = 0, ns = 0;
+    for (int i = 0; i < n->S * PP_SIM_NOISE_KINDS; i++)
+        total += n->kind[i].n;
+    if (!total)
+        return;
+    ops_check c = {.e = e};
+    double *meas = pp_alloc_array(a->n_steps, sizeof *meas);
+    double *mtmp = pp_alloc_array(a->n_steps, sizeof *mtmp);
+    c.logs = pp_alloc_array(total, sizeof *c.logs);
+    c.replay = pp_alloc_array(OPS_REPLAYS, sizeof *c.replay);
+    c.group = pp_alloc_array(OPS_REPLAYS, sizeof *c.group);
+    c.tmp = pp_alloc_array(OPS_REPLAYS, sizeof *c.tmp);
+    if (!meas || !mtmp || !c.logs || !c.replay || !c.group || !c.tmp)
+        goto done;
+    for (size_t i = 0; i < a->n_steps; i++)
+        if (a->steps[i].step_ns > 0 && isfinite(a->steps[i].step_ns))
+            meas[ns++] = a->steps[i].step_ns;
+    if (ns < 8)
+        goto done;
+    double m = spread_of(meas, ns, mtmp);
+    size_t at = 0;
+    for (int i = 0; i < n->S * PP_SIM_NOISE_KINDS; i++)
+        for (uint32_t j = 0; j < n->kind[i].n; j++)
+            c.logs[at++] = log(n->kind[i].factor[j]);
+    c.k = ns < OPS_MAX_GROUP ? ns : OPS_MAX_GROUP;
+    int fixed = n->xfer_fixed;
+    n->xfer_fixed = 1;
+    double keep = 1;
+    if (ops_eval(&c, 1) && c.low > m) {
+        double spread1 = c.spread, low1 = c.low, lo = 0, hi = 1;
+        if (ops_eval(&c, 0) && c.spread < m)
+            for (int it = 0; it < OPS_BISECT; it++) {
+                double mid = 0.5 * (lo + hi);
+                if (!ops_eval(&c, mid))
+                    break;
+                if (c.spread <= m)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+        keep = lo;
+        note(e, "ops' own variation scaled to %.0f%% of its log-sd: the run's %zu steps spread "
+                "%.3f ms (mean absolute deviation from their median, the farthest 20%% left out), "
+                "its own layout's replays with the ops' measured variation %.3f ms, and 97.5%% of "
+                "their samples of %zu steps more than %.3f ms: its ops trade time with their "
+                "neighbours (a late wake-up made up by the next op, as on the sim backend) rather "
+                "than vary as independent ones",
+             100 * keep, ns, m * 1e-6, spread1 * 1e-6, c.k, low1 * 1e-6);
+    }
+    ops_scale(&c, keep);
+    n->xfer_fixed = fixed;
+    n->op_scale = keep;
+done:
+    pp_free(meas);
+    pp_free(mtmp);
+    pp_free(c.logs);
+    pp_free(c.replay);
+    pp_free(c.group);
+    pp_free(c.tmp);
+}
+
 /* Whether the transfers' measured variation (pp_sim_noise.xfer) stays in the model. A receiver
  * that woke late (descheduled when its data arrived) delays what follows on a real machine, and
  * a replay with the measured transfers shows that; on pptrain's sim backend the next op sleeps
@@ -1062,6 +1215,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->measured_p95_ns = a->step_ns.p95;
     if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
+    check_op_variation(a, e);
     choose_xfer(a, e);
     return PP_OK;
 fail:

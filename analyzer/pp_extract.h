@@ -52,6 +52,11 @@ typedef struct pp_extract {
      * optimizers alone), so costs->grad_norm_us is the time before the optimizer step, with no
      * barrier in it; 0 otherwise (a barrier, or not known) */
     int no_barrier;
+    /* ops (a piece's forward or backward) whose layers' summed medians lie beyond 0.5 .. 2 x the
+     * op's median and were left as measured (the layer ranges do not describe the op: nested
+     * ranges, or on pptrain's sim backend under a host stealing the CPU, layers woken late
+     * catching up in a fraction of their time); 0: every layer adds up to its op */
+    int layers_unscaled;
     char notes[2048];         /* the assumptions made, one per line */
 } pp_extract;
 

@@ -134,6 +134,10 @@ typedef struct pp_sim_noise {
      * extraction's choice for a run whose delays after a receive do not move its step, as on
      * the sim backend: docs/sim-dist.md "Why transfers vary"). */
     int xfer_fixed;
+    /* The ops' own factors (kind[].factor) as fitted, their logs times op_scale (0 .. 1; the
+     * fit sets 1): the extraction shrinks them where the run's own steps vary less than the
+     * replays of its layout would (docs/sim-dist.md, "Variation that does not move the step") */
+    double op_scale;
 } pp_sim_noise;
 
 /* What the fit takes, from a capture: per (stage, kind) op durations in any order (a uniform
@@ -179,6 +183,9 @@ typedef struct pp_sim_dist_opts {
     uint64_t seed;
     int n_min, n_max;
     double target;
+    /* Optional: receives every replay's step (ns), in replay order, res->n of them; room for
+     * n_max (capped as above) */
+    double *samples;
 } pp_sim_dist_opts;
 
 typedef struct pp_sim_dist_result {

@@ -152,7 +152,8 @@ typedef struct pp_tune_speed {
 } pp_tune_speed;
 
 /* PP_ERR_INVALID when the runs cannot be compared: other models (layer counts), other
- * micro-batch sizes, or no compute measured in one of them. */
+ * micro-batch sizes, no compute measured in one of them, or layers in one of them that do not
+ * add up to their ops (pp_extract.layers_unscaled). */
 pp_status pp_tune_speed_compare(const pp_tune_opts *o, const pp_extract *base,
                                 const pp_extract *run, pp_tune_speed *out);
 

@@ -265,6 +265,7 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
         (in->chunk_median && (in->v < 1 || in->v > PP_SCHED_MAX_V)))
         return PP_ERR(PP_ERR_INVALID, "noise model: %d stages, %d chunks", S, in->v);
     out->S = S;
+    out->op_scale = 1;
     out->kind = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *out->kind);
     out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
     double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
@@ -289,8 +290,10 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     if (st != PP_OK)
         goto done;
     /* Per stage, D_s and e together (docs/sim-dist.md, "Fitted from the capture"). The logs
-     * are clipped first: at 4 robust sd or, with per-step data to check them against, at
-     * 1.5 x the farther of p05 / p95 if wider (a tail of 5% of the ops or more stays whole). e_k,
+     * are clipped first: above the median at 4 robust sd or, with per-step data to check them
+     * against, at 1.5 x log p95 if wider (a slow tail of 5% of the ops or more stays whole);
+     * below it at 4 robust sd (an op far faster than its bulk is a range that lost its time to
+     * a neighbour, as after the sim backend's late wake-ups, not an op that ran fast). e_k,
      * the op's own log-variance, is the clipped factors' less the per-step parts (c =
      * sigma_step^2, d); d is what the stage's busy time varies (V) beyond c and beyond what the
      * ops' own factors give a sum of them, E = sum_k n_k m_k^2 e_k / (sum_k n_k m_k)^2 (n_k ops
@@ -309,13 +312,14 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
             pp_sim_noise_kind *kd = &out->kind[s * PP_SIM_NOISE_KINDS + k];
             if (!kd->n)
                 continue;
-            double lim = 4 * kd->sigma_robust;
+            double lim = 4 * kd->sigma_robust, low = lim;
             if (V[s] >= 0)
-                lim = fmax(lim, 1.5 * fmax(fabs(log(kd->p05)), fabs(log(kd->p95))));
+                lim = fmax(lim, 1.5 * fabs(log(kd->p95)));
             lim = fmin(lim, PP_SIM_NOISE_MAX_LOG); /* no op 1000 times its median: not noise */
+            low = fmin(low, PP_SIM_NOISE_MAX_LOG);
             double sum = 0, ss = 0;
             for (uint32_t i = 0; i < kd->n; i++) {
-                double l = fmin(lim, fmax(-lim, kd->factor[i]));
+                double l = fmin(lim, fmax(-low, kd->factor[i]));
                 kd->factor[i] = l;
                 sum += l;
                 ss += l * l;
@@ -657,6 +661,8 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     }
     res->n = n;
     res->mean_ns = mean_of(steps, (size_t)n);
+    if (o->samples)
+        memcpy(o->samples, steps, (size_t)n * sizeof *steps);
 done:
     pp_free(rec.ops);
     pp_free(m.clock);

@@ -449,6 +449,11 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
         }
         fputc('\n', out);
     }
+    if (n->op_scale < 1)
+        fprintf(out, "    e: the kept factors' logs x %.3f: "
+                     "the run's steps spread less than replays with the measured factors "
+                     "(extraction notes)\n",
+                n->op_scale);
     if ((n->xfer[0].n || n->xfer[1].n) && !n->xfer_fixed) {
         fputs("    transfers: each timed message / its link's median, p05 .. p95, messages:", out);
         for (int g = 0; g < 2; g++)

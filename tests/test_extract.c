@@ -5,6 +5,7 @@
  * pipeline's ops, and the senders' own time per message; the layers scaled to their stages'
  * ops. */
 #include "pp_extract.h"
+#include "pp_tune.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -483,4 +484,114 @@ Test(extract_noise, transfers_vary_only_where_the_measured_median_rejects_them_f
     extract(&h, &e);
     cr_assert_eq(e.noise.xfer_fixed, 0, "%s", e.notes);
     pp_extract_free(&e);
+}
+
+/* Whether the ops' own variation moves the steps (extract.c, check_op_variation): every stage's
+ * forward and backward ops vary with a log-sd of 0.3. Steps that spread as replays of the run's
+ * own layout with that variation do keep it; steps that do not spread at all (the sim backend's
+ * ops trade a late wake-up with the next op, and the step stays on its deadlines) reject it, and
+ * the ops' factors are scaled down to what the steps show, none here. */
+Test(extract_noise, ops_variation_is_kept_only_where_the_steps_spread_as_it_would)
+{
+    enum { N = 41, K = 200 };
+    hand h;
+    make(&h, NULL, NULL);
+    static double fwd[S][K], bwd[S][K];
+    pp_rng rng;
+    pp_rng_seed(&rng, 3);
+    for (int s = 0; s < S; s++) {
+        for (int i = 0; i < K; i++) {
+            fwd[s][i] = 2e6 * exp(0.3 * pp_rng_normal(&rng));
+            bwd[s][i] = 4e6 * exp(0.3 * pp_rng_normal(&rng));
+        }
+        h.stages[s].sample[PP_ASTAGE_FWD] = fwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_FWD] = K;
+        h.stages[s].sample[PP_ASTAGE_BWD] = bwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_BWD] = K;
+    }
+    /* fewer than 8 steps: nothing to check against, the variation is kept */
+    pp_extract e;
+    extract(&h, &e);
+    cr_assert_eq(e.noise.op_scale, 1);
+    /* steps drawn from the model's own replays (another seed than the check's) */
+    static double replay[1000];
+    pp_sim_dist_opts o = {.noise = &e.noise, .seed = 99, .n_min = 1000, .n_max = 1000,
+                          .samples = replay};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(e.schedule, &e.partition, e.M, pp_extract_run_costs(&e), &o,
+                                  &r),
+                 PP_OK, "%s", pp_error_message());
+    cr_assert_eq(r.n, 1000);
+    cr_assert_gt(r.p95_ns, 1.05 * r.median_ns, "the ops' variation barely spreads the replays");
+    pp_extract_free(&e);
+    static pp_astep steps[N];
+    static pp_stage_step ss[N][S];
+    for (int i = 0; i < N; i++) {
+        steps[i] = (pp_astep){.step = i + 1, .step_ns = replay[i], .window_ns = replay[i],
+                              .stage = ss[i]};
+        for (int s = 0; s < S; s++)
+            ss[i][s] = (pp_stage_step){.outside_ns = -1, .pre_opt_ns = -1};
+    }
+    h.a.steps = steps;
+    h.a.n_steps = N;
+    h.a.step_ns = (pp_astats){.count = N, .mean = r.median_ns, .median = r.median_ns};
+    extract(&h, &e);
+    cr_assert_eq(e.noise.op_scale, 1, "%s", e.notes);
+    cr_assert_null(strstr(e.notes, "ops' own variation scaled"), "%s", e.notes);
+    double kept_med = 0;
+    pp_sim_dist_result d;
+    cr_assert_eq(pp_extract_predict_dist(&e, e.schedule, &e.partition, e.M, 1, &d), PP_OK);
+    kept_med = d.median_ns;
+    pp_extract_free(&e);
+    /* every step at the median: the variation is rejected, and none is left */
+    for (int i = 0; i < N; i++)
+        steps[i].step_ns = steps[i].window_ns = r.median_ns;
+    extract(&h, &e);
+    cr_assert_eq(e.noise.op_scale, 0, "%s", e.notes);
+    cr_assert_not_null(strstr(e.notes, "ops' own variation scaled to 0% of its log-sd"), "%s",
+                       e.notes);
+    cr_assert_eq(pp_extract_predict_dist(&e, e.schedule, &e.partition, e.M, 1, &d), PP_OK);
+    cr_log_info("median with the ops' variation %.3f ms, without %.3f ms (noise-free %.3f)\n",
+                kept_med * 1e-6, d.median_ns * 1e-6, d.noise_free_ns * 1e-6);
+    cr_assert_float_eq(d.median_ns, d.noise_free_ns, 1e-6 * d.noise_free_ns);
+    cr_assert_float_eq(d.p95_ns, d.noise_free_ns, 1e-6 * d.noise_free_ns);
+    pp_extract_free(&e);
+    /* steps spread half as much as the replays: scaled part of the way (the replays' spread
+     * then that of the steps) */
+    for (int i = 0; i < N; i++)
+        steps[i].step_ns = steps[i].window_ns = r.median_ns + 0.5 * (replay[i] - r.median_ns);
+    extract(&h, &e);
+    cr_log_info("half the spread: op_scale %.3f\n%s", e.noise.op_scale, e.notes);
+    cr_assert(e.noise.op_scale > 0.2 && e.noise.op_scale < 0.8, "op_scale %.3f:\n%s",
+              e.noise.op_scale, e.notes);
+    pp_extract_free(&e);
+}
+
+/* Layers that do not add up to their ops are left as measured and counted
+ * (pp_extract.layers_unscaled); the speed comparison between two runs, which sums the layers,
+ * refuses such a run rather than read its layers' shortfall as the machine's speed. */
+Test(extract_layers, layers_far_from_their_ops_are_counted_and_not_taken_for_a_speed)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    pp_extract good, bad;
+    extract(&h, &good);
+    cr_assert_eq(good.layers_unscaled, 0, "%s", good.notes);
+    /* stage 0's forward op 5 x its two layers' sum: its layers' ranges woke late and caught up */
+    h.stages[0].fwd_ns = one(10e6);
+    extract(&h, &bad);
+    cr_assert_eq(bad.layers_unscaled, 1, "%s", bad.notes);
+    cr_assert_not_null(strstr(bad.notes, "layers left as measured"), "%s", bad.notes);
+    pp_tune_opts o = {0};
+    pp_tune_speed sp;
+    cr_assert_eq(pp_tune_speed_compare(&o, &good, &good, &sp), PP_OK, "%s", pp_error_message());
+    cr_assert_float_eq(sp.ratio, 1, 1e-12);
+    cr_assert_eq(pp_tune_speed_compare(&o, &good, &bad, &sp), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "the run's layer ranges do not add up to its ops"), "%s",
+              pp_error_message());
+    cr_assert_eq(pp_tune_speed_compare(&o, &bad, &good, &sp), PP_ERR_INVALID);
+    cr_assert(strstr(pp_error_message(), "the baseline's layer ranges"), "%s",
+              pp_error_message());
+    pp_extract_free(&good);
+    pp_extract_free(&bad);
 }
