@@ -417,20 +417,23 @@ Test(tune, predicts_the_median_and_p95_with_the_runs_or_a_given_variation)
 
 /* The run of a plan: captures `costs` as the even split of 4 stages (tk_dir/before<attempt>),
  * tunes it into tk_dir/plan.json, captures the plan on `rerun_costs` (tk_dir/after<attempt>), and
- * returns pprof-tune --verify's result on the two (the caller frees it). */
+ * returns pprof-tune --verify's result on the two (the caller frees it). `jitter` (NULL: the
+ * run's own variation) is pprof-tune's --jitter for the plan and the verification. */
 static tk_result verify_rerun(const char *costs, const char *rerun_costs, int attempt,
-                              const char **before, const char **after)
+                              const char *jitter, const char **before, const char **after)
 {
     char name[16];
     snprintf(name, sizeof name, "before%d", attempt);
     *before = capture(name, costs, "--stages", "4", "16", NULL, JUDGED_STEPS);
-    const char *args[] = {*before, "-o", tk_path("plan.json"), "-q", NULL};
+    const char *args[] = {*before, "-o", tk_path("plan.json"), "-q", jitter ? "--jitter" : NULL,
+                          jitter, NULL};
     tk_result r = tk_run(PPTUNE, args, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
     tk_result_free(&r);
     snprintf(name, sizeof name, "after%d", attempt);
     *after = capture(name, rerun_costs, "--plan", tk_path("plan.json"), NULL, NULL, JUDGED_STEPS);
-    const char *vargs[] = {"--verify", tk_path("plan.json"), *after, "--baseline", *before, NULL};
+    const char *vargs[] = {"--verify", tk_path("plan.json"), *after, "--baseline", *before,
+                           jitter ? "--jitter" : NULL, jitter, NULL};
     r = tk_run(PPTUNE, vargs, NULL);
     cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
     return r;
@@ -448,7 +451,7 @@ Test(tune, verify_checks_the_run_of_a_plan)
     /* a timing judgement (pp_testkit.h, tk_judge): each attempt captures both runs again */
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        tk_result r = verify_rerun(costs, costs, j.attempt, &before, &after);
+        tk_result r = verify_rerun(costs, costs, j.attempt, NULL, &before, &after);
         double err = number_after(strstr(r.out, "step median: measured"), "error ");
         double achieved = number_after(r.out, "speedup: achieved ");
         double predicted = number_after(r.out, "x, predicted ");
@@ -497,7 +500,12 @@ Test(tune, verify_checks_the_run_of_a_plan)
  * plan's run finds every layer 8% slower than the run the plan came from (the sim backend on a
  * cost file with the layers' times x 1.08, transfers and optimizer as they were), so the plan's
  * prediction misses by about that much; --verify and --auto measure the layers' compute per
- * micro-batch 8% up, and at that speed the first run's costs predict the measured median. */
+ * micro-batch 8% up, and at that speed the first run's costs predict the measured median.
+ * Predicted with --jitter none: the sim backend's step keeps to its deadlines, and what is judged
+ * here is the speed, not the ops' variation, which a disturbed capture gets wrong (in a
+ * fresh-clone CI whose host was busy, all four attempts of the --auto part predicted the
+ * balanced layout 2.8-6.8% above its run at its speed, while their own layouts' self-checks read
+ * -0.6 .. +1.2%; docs/sim-dist.md, "Variation that does not move the step"). */
 Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
 {
     need_capture();
@@ -510,7 +518,7 @@ Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
     /* timing judgements (pp_testkit.h, tk_judge): --verify's, then --auto's */
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        tk_result r = verify_rerun(fast, slow, j.attempt, &before, &after);
+        tk_result r = verify_rerun(fast, slow, j.attempt, "none", &before, &after);
         double err = number_after(strstr(r.out, "step median: measured"), "error ");
         const char *sp = strstr(r.out, "speed: the layers' compute per micro-batch took ");
         double speed = number_after(sp, "in the baseline (");
@@ -538,8 +546,8 @@ Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
     char auto_dir[16], index_path[64];
     while (tk_judge_next(&ja)) {
         snprintf(auto_dir, sizeof auto_dir, "auto%d", ja.attempt);
-        const char *aargs[] = {"--auto", "-o", tk_path(auto_dir), "--max-iters", "1", "--",
-                               "/bin/sh", "-c", job, NULL};
+        const char *aargs[] = {"--auto", "-o", tk_path(auto_dir), "--max-iters", "1",
+                               "--jitter", "none", "--", "/bin/sh", "-c", job, NULL};
         tk_result r = tk_run(PPTUNE, aargs, NULL);
         cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
         const char *sp = strstr(r.out, "iter 1 speed: the layers' compute per micro-batch took ");
