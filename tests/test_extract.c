@@ -422,6 +422,24 @@ Test(extract_optimizer, the_rebalancer_charges_each_stage_its_optimizer)
     pp_costs_destroy(c);
 }
 
+/* h's analysis with MANY analyzed steps of times ns[] (NULL: all at `median`), the stages' parts
+ * of them not measured; the steps are static (tests run one at a time, each sets its own). */
+enum { MANY = 41 };
+static void many_steps(hand *h, const double *ns, double median)
+{
+    static pp_astep steps[MANY];
+    static pp_stage_step ss[MANY][S];
+    for (int i = 0; i < MANY; i++) {
+        double t = ns ? ns[i] : median;
+        steps[i] = (pp_astep){.step = i + 1, .step_ns = t, .window_ns = t, .stage = ss[i]};
+        for (int s = 0; s < S; s++)
+            ss[i][s] = (pp_stage_step){.outside_ns = -1, .pre_opt_ns = -1};
+    }
+    h->a.steps = steps;
+    h->a.n_steps = MANY;
+    h->a.step_ns = (pp_astats){.count = MANY, .mean = median, .median = median};
+}
+
 /* Whether the transfers' measured variation stays in the model (extract.c, choose_xfer): the
  * run's own layout is replayed with it and without; fixed transfers are kept while their replay's
  * median lies inside the measured median's 95% interval (a simpler model the run's steps do not
@@ -429,7 +447,7 @@ Test(extract_optimizer, the_rebalancer_charges_each_stage_its_optimizer)
  * messages: 16 of 20 at their 100 us median, 4 at 6 ms (receivers woken late). */
 Test(extract_noise, transfers_vary_only_where_the_measured_median_rejects_them_fixed)
 {
-    enum { N = 41 };
+    enum { N = MANY };
     hand h;
     make(&h, NULL, NULL);
     double g[20];
@@ -456,17 +474,8 @@ Test(extract_noise, transfers_vary_only_where_the_measured_median_rejects_them_f
     cr_assert_gt(with.median_ns, fixed * 1.04, "the late messages move the replay too little");
     cr_assert_lt(with.median_ns, fixed * 1.15);
     /* steps all at the varying replay's median: fixed transfers are rejected, variation kept */
-    static pp_astep steps[N];
-    static pp_stage_step ss[N][S];
-    for (int i = 0; i < N; i++) {
-        steps[i] = (pp_astep){.step = i + 1, .step_ns = with.median_ns,
-                              .window_ns = with.median_ns, .stage = ss[i]};
-        for (int s = 0; s < S; s++)
-            ss[i][s] = (pp_stage_step){.outside_ns = -1, .pre_opt_ns = -1};
-    }
-    h.a.steps = steps;
-    h.a.n_steps = N;
-    h.a.step_ns = (pp_astats){.count = N, .mean = with.median_ns, .median = with.median_ns};
+    many_steps(&h, NULL, with.median_ns);
+    pp_astep *steps = h.a.steps;
     extract(&h, &e);
     cr_assert_eq(e.noise.xfer_fixed, 0, "%s", e.notes);
     cr_assert_not_null(strstr(e.notes, "transfers vary as measured"), "%s", e.notes);
@@ -493,7 +502,7 @@ Test(extract_noise, transfers_vary_only_where_the_measured_median_rejects_them_f
  * the ops' factors are scaled down to what the steps show, none here. */
 Test(extract_noise, ops_variation_is_kept_only_where_the_steps_spread_as_it_would)
 {
-    enum { N = 41, K = 200 };
+    enum { N = MANY, K = 200 };
     hand h;
     make(&h, NULL, NULL);
     static double fwd[S][K], bwd[S][K];
@@ -524,17 +533,8 @@ Test(extract_noise, ops_variation_is_kept_only_where_the_steps_spread_as_it_woul
     cr_assert_eq(r.n, 1000);
     cr_assert_gt(r.p95_ns, 1.05 * r.median_ns, "the ops' variation barely spreads the replays");
     pp_extract_free(&e);
-    static pp_astep steps[N];
-    static pp_stage_step ss[N][S];
-    for (int i = 0; i < N; i++) {
-        steps[i] = (pp_astep){.step = i + 1, .step_ns = replay[i], .window_ns = replay[i],
-                              .stage = ss[i]};
-        for (int s = 0; s < S; s++)
-            ss[i][s] = (pp_stage_step){.outside_ns = -1, .pre_opt_ns = -1};
-    }
-    h.a.steps = steps;
-    h.a.n_steps = N;
-    h.a.step_ns = (pp_astats){.count = N, .mean = r.median_ns, .median = r.median_ns};
+    many_steps(&h, replay, r.median_ns);
+    pp_astep *steps = h.a.steps;
     extract(&h, &e);
     cr_assert_eq(e.noise.op_scale, 1, "%s", e.notes);
     cr_assert_null(strstr(e.notes, "ops' own variation scaled"), "%s", e.notes);
