@@ -21,7 +21,8 @@ static const char k_style[] =
     "font-variant-numeric:tabular-nums}th{background:#f4f4f4}code{background:#f4f4f4;"
     "padding:0 3px}.kv td:first-child{color:#555}.warn{color:#a40}.legend span{display:"
     "inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}"
-    "svg text{font:11px system-ui,sans-serif}footer{margin-top:3em;color:#777;font-size:12px}";
+    "svg text{font:11px system-ui,sans-serif}footer{margin-top:3em;color:#777;font-size:12px}"
+    "tr.chunk td{color:#555;font-size:13px}";
 
 /* colours by op kind (the Gantt's and the legend's), and of the bubble's parts */
 static const char *kind_colour(int k)
@@ -117,7 +118,8 @@ static void section_summary(FILE *o, const pp_analysis *a)
 static void section_stages(FILE *o, const pp_analysis *a)
 {
     fputs("<h2 id=\"stages\">Stages</h2>\n<p>Per micro-batch op: medians; per step: means over "
-          "the analyzed steps.</p>\n",
+          "the analyzed steps. With several chunks per stage (interleaved), each chunk's own op "
+          "medians follow its stage's row, which mixes them.</p>\n",
           o);
     pp_html_table_head(o, "stage|fwd ms|bwd ms|busy ms|idle ms|bubble|fill/drain ms|imbalance ms|"
                           "transfer ms|imbalance caused by");
@@ -141,6 +143,29 @@ static void section_stages(FILE *o, const pp_analysis *a)
             fprintf(o, "<td>stage %d</td></tr>\n", g->imbalance_culprit);
         else
             fputs("<td>&ndash;</td></tr>\n", o);
+        /* several chunks: each one's own medians under its stage's, which mix them (the
+         * summary JSON's stages[].chunks) */
+        for (int c = 0; g->n_chunk > 1 && c < g->n_chunk; c++) {
+            const pp_astats *f = pp_astage_chunk(g, c, PP_AOP_FWD),
+                            *b = pp_astage_chunk(g, c, PP_AOP_BWD),
+                            *bi = pp_astage_chunk(g, c, PP_AOP_BWD_INPUT),
+                            *bw = pp_astage_chunk(g, c, PP_AOP_BWD_WEIGHT);
+            if (!f->count && !b->count && !bi->count && !bw->count)
+                continue;
+            fprintf(o, "<tr class=\"chunk\"><td>&nbsp;&nbsp;chunk %d</td>", c);
+            snprintf(key, sizeof key, "stages.%d.chunks.%d.fwd_ms.median", s, c);
+            pp_html_num_cell(o, key, f->count ? f->median * 1e-6 : NAN, "%.3f");
+            if (b->count) {
+                snprintf(key, sizeof key, "stages.%d.chunks.%d.bwd_ms.median", s, c);
+                pp_html_num_cell(o, key, b->median * 1e-6, "%.3f");
+            } else {
+                /* split: its halves' medians summed, as the text table gives it */
+                pp_html_num_cell(o, NULL, bi->count || bw->count
+                                              ? (bi->median + bw->median) * 1e-6 : NAN,
+                                 "%.3f");
+            }
+            fputs("<td colspan=\"8\"></td></tr>\n", o);
+        }
     }
     fputs("</table>\n", o);
     /* the bars: one per stage, busy then each idle cause, scaled to the longest total */

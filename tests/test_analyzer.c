@@ -485,6 +485,25 @@ Test(analyzer, interleaved_chunks_keep_their_own_op_times, .timeout = 120)
                   fabs(cbw - a->stages[1].chunk_ns[5].median * 1e-6) < 1e-3,
               "stage 1 chunk 1 row %.3f %.3f:\n%s", cf, cbw, table);
     free(table);
+    /* and the HTML report's, each number keyed by its summary JSON field */
+    char *page = NULL;
+    size_t pn = 0;
+    f = open_memstream(&page, &pn);
+    cr_assert_eq(pp_report_html(a, NULL, f), PP_OK);
+    fclose(f);
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 2; c++)
+            for (int k = 0; k < 2; k++) {
+                char key[96];
+                snprintf(key, sizeof key, "data-key=\"stages.%d.chunks.%d.%s_ms.median\">", s,
+                         c, k ? "bwd" : "fwd");
+                const char *cell = strstr(page, key);
+                double v = 0;
+                cr_assert(cell && sscanf(cell + strlen(key), "%lf", &v) == 1, "%s", key);
+                double want = a->stages[s].chunk_ns[c * 4 + k].median * 1e-6;
+                cr_expect(fabs(v - want) < 1e-3, "%s %.3f, want %.3f", key, v, want);
+            }
+    free(page);
     pp_analysis_free(a);
     a = capture("one_chunk", costs, "1f1b", 2, 4, 3, NULL);
     for (int s = 0; s < 2; s++)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # html_test.sh BUILD: pprof-report --html opened in a real browser (issue 20). For a pipeline run
-# (the golden sim capture onef1b4), the README's main job (captured here, 12 steps) and a plain
+# (the golden sim captures onef1b4 and, interleaved, inter2: its chunk rows), the README's main job (captured here, 12 steps) and a plain
 # NVTX job without the convention (the analysis fixture plain_nvtx.pft), writes the page, the summary JSON and the Gantt data, has headless
 # Chromium build the DOM (--dump-dom) and take a screenshot, then asserts on them: every section
 # present, every number marked data-key equal to the summary's field, one Gantt bar per op of the
@@ -36,6 +36,14 @@ ops=$(grep -vc '^#' pipe.dat)
 "$py" "$here/check_dom.py" pipe.dom pipe.json --pipeline --ops "$ops"
 chrome --screenshot="$work/pipe-shot.png" "file://$work/pipe.html" >/dev/null
 "$py" "$here/png_not_blank.py" pipe-shot.png 8
+# an interleaved run (2 chunks per stage): each chunk's row, keyed by the JSON's stages[].chunks
+cp -r "$root/tests/golden/runs/inter2" inter
+"$build/tools/pprof-report" inter -q --html inter.html --json -o inter.json --gantt inter.png \
+  --gantt-data inter.dat
+chrome --dump-dom "file://$work/inter.html" >inter.dom
+"$py" "$here/check_dom.py" inter.dom inter.json --pipeline --ops "$(grep -vc '^#' inter.dat)"
+grep -q 'data-key="stages.1.chunks.1.bwd_ms.median"' inter.dom ||
+  { echo "html_test: the interleaved run's page has no chunk rows" >&2; exit 1; }
 # the README's main job (scripts/demo.sh's command, fewer steps), captured here
 "$build/tools/pprof-run" -q -o main -- "$build/tools/pptrain" --model tiny --vocab 4096 --stages 2 \
   --microbatches 8 --schedule 1f1b --steps 12 >main.log 2>&1 || { cat main.log >&2; exit 1; }
