@@ -316,6 +316,12 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
             s->measured_ns * 1e-6, cd->median_ns * 1e-6, err, s->measured_p95_ns * 1e-6,
             cd->p95_ns * 1e-6, err95);
     pp_tune_warn_model_error(err, cur->S, out);
+    if (e->layers_unscaled)
+        fprintf(out, "  warning: %d op(s) of this run are not the sum of their layer ranges (left "
+                     "as measured, -v):\n  those layers' costs, and a layout that moves them, are "
+                     "less reliable (nested ranges, or\n  ranges that caught up after the host "
+                     "stole the CPU)\n",
+                e->layers_unscaled);
     fputc('\n', out);
     fprintf(out, "%-16s%-28s%s\n", "", "current", "proposed");
     fprintf(out, "%-16s%-28s%s\n", "schedule", pp_schedule_kind_name(e->schedule),
