@@ -10,6 +10,7 @@
 #include "pp_testkit_trace.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -742,7 +743,40 @@ Test(dialect, schedule_1f1b_transfers_posted_between_its_calls_are_its_links)
 
 /* ---- the Megatron-LM way, captured ---- */
 
-Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
+/* The timing bounds of a capture of megatron_app (fwd_ms etc. as below): each stage's ops and
+ * sync within their sleeps' overshoot, the optimizer steps side by side (no barrier), the
+ * transfers' share of the bubble not below -0.5 ms. */
+static void judge_megatron_timing(tk_judge *j, const pp_analysis *a, const double *fwd_ms,
+                                  const double *opt_ms, double sync_ms)
+{
+    for (int s = 0; s < a->S; s++) {
+        /* a sleep overshoots by scheduling delay: up to 0.5 ms or 10 % on a loaded machine */
+        double f = a->stages[s].fwd_ns.median / 1e6, b = a->stages[s].bwd_ns.median / 1e6;
+        tk_judge_that(j, f >= fwd_ms[s] && f < fwd_ms[s] * 1.1 + 0.5,
+                      "stage %d fwd %.3f ms, slept %.0f", s, f, fwd_ms[s]);
+        tk_judge_that(j, b >= 2 * fwd_ms[s] && b < 2 * fwd_ms[s] * 1.1 + 0.5,
+                      "stage %d bwd %.3f ms, slept %.0f", s, b, 2 * fwd_ms[s]);
+        double o = a->stages[s].opt_ns.median / 1e6, y = a->stages[s].allreduce_ns.median / 1e6;
+        tk_judge_that(j, o >= opt_ms[s] && o < opt_ms[s] * 1.1 + 0.5,
+                      "stage %d optimizer %.3f ms, slept %.0f", s, o, opt_ms[s]);
+        tk_judge_that(j, y >= sync_ms && y < sync_ms * 1.1 + 0.5,
+                      "stage %d sync %.3f ms, slept %.1f", s, y, sync_ms);
+    }
+    /* the optimizer steps wait for no other stage here (no clipping all-reduce): stage 2's
+     * 3 ms runs while stage 0 drains, and the replay runs it so, leaving the transfers their
+     * pipes' time (0.1 ms idle; up to 0.6 with the other tests beside it: waking late only
+     * adds); replayed behind a barrier they read -1.9 ms each, the optimizer's spread. In a
+     * fresh-clone CI whose suites ran 9% (ASan) and 17% (optimised) slower than an hour before,
+     * one capture read -0.86 .. -0.99 ms on every stage: judged on the least disturbed capture. */
+    for (size_t i = 0; i < a->n_steps; i++)
+        tk_judge_that(j, a->steps[i].opt_barrier == 0,
+                      "step %zu: the optimizer steps read as behind a barrier", i);
+    for (int s = 0; s < a->S; s++)
+        tk_judge_that(j, a->stages[s].transfer_ns > -0.5e6, "stage %d transfer %.3f ms", s,
+                      a->stages[s].transfer_ns / 1e6);
+}
+
+Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 480)
 {
     if (!tk_exists(LIBPPROF) || !tk_exists(MEGATRON_APP))
         cr_skip_test("libpprof.so / megatron_app not built (no NVTX headers)");
@@ -751,20 +785,37 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
      * ("optimizer", after it) 1, 2 and 3 ms */
     const int S = 3;
     const double fwd_ms[3] = {2, 2, 6}, opt_ms[3] = {1, 2, 3}, sync_ms = 0.5;
-    const char *dir = tk_path("run");
-    const char *cap[] = {"-q", "-o", dir, "--", MEGATRON_APP, "3", "4", "6", "2000,2000,6000",
-                         "1000,2000,3000", "500", NULL};
-    tk_result r = tk_run(PPRUN, cap, NULL);
-    cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
-    tk_result_free(&r);
+    const char *dial = DIALECTS "/megatron.json";
+    char dir[PATH_MAX]; /* tk_path's buffers rotate: the attempts outlast one */
+    pp_analysis *a = NULL;
+    /* a timing judgement (pp_testkit.h, tk_judge): each attempt captures the job again */
+    tk_judge j = TK_JUDGE_INIT;
+    while (tk_judge_next(&j)) {
+        char name[16];
+        snprintf(name, sizeof name, "run%d", j.attempt);
+        snprintf(dir, sizeof dir, "%s", tk_path(name));
+        const char *cap[] = {"-q", "-o", dir, "--", MEGATRON_APP, "3", "4", "6",
+                             "2000,2000,6000", "1000,2000,3000", "500", NULL};
+        tk_result r = tk_run(PPRUN, cap, NULL);
+        cr_assert_eq(r.code, 0, "pprof-run: %s", r.err);
+        tk_result_free(&r);
+        pp_analysis_options o;
+        pp_analysis_options_default(&o);
+        o.dialect_file = dial;
+        pp_analysis_free(a);
+        a = NULL;
+        cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+        cr_assert_eq(a->S, S);
+        judge_megatron_timing(&j, a, fwd_ms, opt_ms, sync_ms);
+    }
+    cr_assert(!j.missed, "%s", j.log);
     /* without the dialect: no pipeline, the generic view of its ranges */
     const char *plain[] = {dir, NULL};
-    r = tk_run(PPREPORT, plain, NULL);
+    tk_result r = tk_run(PPREPORT, plain, NULL);
     cr_expect_eq(r.code, 0, "%s", r.err);
     cr_expect_not_null(strstr(r.out, "no pipeline ranges"), "%s", r.out);
     tk_result_free(&r);
     /* with it */
-    const char *dial = DIALECTS "/megatron.json";
     const char *args[] = {dir, "--dialect", dial, NULL};
     r = tk_run(PPREPORT, args, NULL);
     cr_expect_eq(r.code, 0, "%s", r.err);
@@ -780,45 +831,18 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 240)
     r = tk_run(PPCHECK, cmp, NULL);
     cr_expect_eq(r.code, 0, "the run against its own baseline: %s %s", r.out, r.err);
     tk_result_free(&r);
-    pp_analysis_options o;
-    pp_analysis_options_default(&o);
-    o.dialect_file = dial;
-    pp_analysis *a = NULL;
-    cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
     cr_expect_str_eq(a->dialect, "megatron-lm");
-    cr_expect_eq(a->S, S);
     cr_expect_eq(a->M, 4, "the shape the ranges show");
     cr_expect_str_eq(a->schedule, "1f1b");
     cr_expect_eq(a->n_steps, 5, "6 steps, the first one warm-up");
     for (int s = 0; s < S; s++) {
-        /* a sleep overshoots by scheduling delay: up to 0.5 ms or 10 % on a loaded machine */
-        double f = a->stages[s].fwd_ns.median / 1e6, b = a->stages[s].bwd_ns.median / 1e6;
         cr_expect_eq(a->stages[s].fwd_ns.count, 4 * 5, "stage %d: M x steps forwards", s);
         cr_expect_eq(a->stages[s].bwd_ns.count, 4 * 5, "stage %d", s);
-        cr_expect(f >= fwd_ms[s] && f < fwd_ms[s] * 1.1 + 0.5, "stage %d fwd %.3f ms, slept %.0f",
-                  s, f, fwd_ms[s]);
-        cr_expect(b >= 2 * fwd_ms[s] && b < 2 * fwd_ms[s] * 1.1 + 0.5,
-                  "stage %d bwd %.3f ms, slept %.0f", s, b, 2 * fwd_ms[s]);
         /* the optimizer step after the step range closed is that step's; the sync is the
          * stage's data-parallel all-reduce */
-        double o = a->stages[s].opt_ns.median / 1e6, y = a->stages[s].allreduce_ns.median / 1e6;
         cr_expect_eq(a->stages[s].opt_ns.count, 5, "stage %d: one optimizer step a step", s);
-        cr_expect(o >= opt_ms[s] && o < opt_ms[s] * 1.1 + 0.5, "stage %d optimizer %.3f ms, "
-                  "slept %.0f", s, o, opt_ms[s]);
         cr_expect_eq(a->stages[s].allreduce_ns.count, 5, "stage %d: one sync a step", s);
-        cr_expect(y >= sync_ms && y < sync_ms * 1.1 + 0.5, "stage %d sync %.3f ms, slept %.1f",
-                  s, y, sync_ms);
     }
-    /* the optimizer steps wait for no other stage here (no clipping all-reduce): stage 2's
-     * 3 ms runs while stage 0 drains, and the replay runs it so, leaving the transfers their
-     * pipes' time (0.1 ms idle; up to 0.6 with the other tests beside it: waking late only
-     * adds); replayed behind a barrier they read -1.9 ms each, the optimizer's spread */
-    for (size_t i = 0; i < a->n_steps; i++)
-        cr_expect_eq(a->steps[i].opt_barrier, 0, "step %zu: the optimizer steps read as behind a "
-                     "barrier", i);
-    for (int s = 0; s < S; s++)
-        cr_expect(a->stages[s].transfer_ns > -0.5e6, "stage %d transfer %.3f ms", s,
-                  a->stages[s].transfer_ns / 1e6);
     /* the links: activations down, gradients up, every message paired, no stage its own peer
      * (a dialect job states no S: the peers are implied once the stages are known) */
     cr_expect_eq(a->n_links, 4);
