@@ -273,6 +273,15 @@ typedef struct file_state {
      * latest such compute op (a send posted after it is its output's), its thread, and the
      * receives posted outside any action, held until the next one says what they fed */
     int has_stack_op;
+    /* a DeepSpeed PipelineEngine's trace (its compute ops seen): layers are the modules
+     * directly inside its stage module, the first module inside a forward op (decode.c,
+     * deepspeed_layer): that op's start and thread, the stage module's start */
+    int deepspeed;
+    uint32_t ds_op_tid;
+    uint64_t ds_op_t0, ds_stage_module_t0;
+    /* the latest _exec_optimizer_step's start, and its step + 1 (0: none yet) */
+    uint64_t ds_opt_t0;
+    int64_t ds_opt_step;
     uint32_t stack_tid;
     decoded stack_op;
     struct stack_recv {

@@ -730,6 +730,57 @@ static open_range *dialect_enclosing(file_state *f, thread_state *t, const open_
     return start_enclosing(f, t, o, NULL, 0);
 }
 
+static int is_module(file_state *f, const open_range *o)
+{
+    return strncmp(an_str_of(f, o->message), "nn.Module: ", 11) == 0;
+}
+
+/* In a DeepSpeed trace, whether module o, opening on t inside compute op enc, is a layer. The
+ * engine's forward runs the stage's module (a PipelineModule, or a class of the job's own
+ * derived from it: Megatron-DeepSpeed's GPTModelPipe) and, on the last stage, its loss_fn after
+ * it; the layers are the modules directly inside the first. So the first module opening
+ * directly inside a forward op is its stage module, not decoded (what opens inside it sees the
+ * op as enclosing), and the modules directly inside that one are the layers; another module
+ * directly inside the op (the loss) is none, nor is what opens inside it; it stays in the op's
+ * time. A backward's modules (recomputation) are no layers either. */
+static int deepspeed_layer(file_state *f, thread_state *t, const open_range *enc,
+                           const open_range *o)
+{
+    if (enc->dec.kind != PP_NVTX_FWD)
+        return 0;
+    const open_range *s = t->stack.data, *outer = NULL;
+    int depth = 0;
+    size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
+    for (size_t k = t->stack.n; k-- > lo && &s[k] != enc;)
+        if (&s[k] != o && is_module(f, &s[k])) {
+            depth++;
+            outer = &s[k];
+        }
+    if (depth == 0) {
+        if (f->ds_op_t0 != enc->t0 || f->ds_op_tid != t->tid) {
+            f->ds_op_t0 = enc->t0; /* the op's first module: its stage module */
+            f->ds_op_tid = t->tid;
+            f->ds_stage_module_t0 = o->t0;
+        }
+        return 0;
+    }
+    return depth == 1 && f->ds_op_t0 == enc->t0 && f->ds_op_tid == t->tid &&
+           outer->t0 == f->ds_stage_module_t0;
+}
+
+/* In a DeepSpeed trace, whether all-reduce o (on any thread) is the optimizer's: one that starts
+ * after its step's _exec_optimizer_step did (the engine runs nothing but the optimizer step and
+ * the loss's broadcast after it). Those are the gradient norm over the pipeline's stages
+ * (clip_grad_norm_, DeepSpeed's default gradient clipping) or fp16's overflow check, both over
+ * the pipeline's ranks: waiting for the other stages, they hold the barrier before the
+ * optimizer, which the replay has, and no data-parallel all-reduce (the engine's
+ * _exec_reduce_grads runs that one, before). They stay other ranges. */
+static int deepspeed_opt_collective(const file_state *f, const open_range *o)
+{
+    return f->deepspeed && f->ds_opt_step > 0 && o->t0 >= f->ds_opt_t0 &&
+           an_file_step_at(f, o->t0) + 1 == f->ds_opt_step;
+}
+
 /* The provisional layer index of torch module `name` on `stage` (its first sighting appends it,
  * named, to st->layers); -1 past 4096 modules or out of memory. */
 static int64_t torch_layer(state *st, int64_t stage, int64_t chunk, const char *name)
@@ -997,9 +1048,23 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         overlap_open(st, f, t, o, &m);
         return;
     }
+    if (src == 2 && m.torch_deepspeed == 2) {
+        f->ds_opt_t0 = o->t0;
+        f->ds_opt_step = an_file_step_at(f, o->t0) + 1; /* +1: 0 is none */
+        return;
+    }
     if (!src || m.kind == PP_NVTX_KIND_NONE)
         return;
-    st->dialect_used = src == 1 ? pp_dialect_name(f->dialect) : PP_DIALECT_TORCH;
+    if (src == 2 && m.kind == PP_NVTX_ALLREDUCE && deepspeed_opt_collective(f, o))
+        return;
+    if (m.torch_deepspeed)
+        f->deepspeed = 1;
+    if (src == 1)
+        st->dialect_used = pp_dialect_name(f->dialect);
+    else if (f->deepspeed)
+        st->dialect_used = PP_DIALECT_DEEPSPEED;
+    else if (!st->dialect_used || strcmp(st->dialect_used, PP_DIALECT_DEEPSPEED) != 0)
+        st->dialect_used = PP_DIALECT_TORCH; /* a DeepSpeed trace's other names say no more */
     if (m.torch_comm) {
         comm_open(f, t, o, &m);
         return;
@@ -1014,6 +1079,8 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     int64_t layer = -1;
     if (m.torch_module) {
         if (!enc || enc->dec.kind < PP_NVTX_FWD || enc->dec.kind > PP_NVTX_BWD_WEIGHT)
+            return;
+        if (f->deepspeed && !deepspeed_layer(f, t, enc, o))
             return;
         m.kind = enc->dec.kind == PP_NVTX_FWD          ? PP_NVTX_LAYER_FWD
                  : enc->dec.kind == PP_NVTX_BWD_WEIGHT ? PP_NVTX_LAYER_BWD_WEIGHT

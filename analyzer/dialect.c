@@ -619,6 +619,27 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->torch_stack = 1;
         return 1;
     }
+    /* DeepSpeed's PipelineEngine, seen the same way: its instructions' methods "deepspeed/
+     * runtime/pipe/engine.py(<line>): _exec_forward_pass" / "_exec_backward_pass" (one
+     * micro-batch each, in order: its TrainSchedule's 1F1B); the p2p inside its
+     * _exec_send_* / _exec_recv_* methods are the gloo/nccl ranges above */
+    py = strstr(s, "deepspeed/runtime/pipe/engine.py(");
+    fn = py ? strstr(py, "): ") : NULL;
+    if (fn && strcmp(fn, "): _exec_optimizer_step") == 0) {
+        /* no op of its own (torch.optim's step inside it is the optimizer op); the collectives
+         * in it are the optimizer's (decode.c, deepspeed_opt_collective) */
+        torch_init(m, PP_NVTX_KIND_NONE);
+        m->torch_deepspeed = 2;
+        return 1;
+    }
+    if (fn && (strcmp(fn, "): _exec_forward_pass") == 0 ||
+               strcmp(fn, "): _exec_backward_pass") == 0)) {
+        torch_init(m, fn[9] == 'f' ? PP_NVTX_FWD : PP_NVTX_BWD);
+        m->from[PP_DF_MB] = PP_DFROM_SEQUENCE;
+        m->torch_stack = 1;
+        m->torch_deepspeed = 1;
+        return 1;
+    }
     int kind = strncmp(s, "Forward ", 8) == 0    ? PP_NVTX_FWD
                : strncmp(s, "Backward ", 9) == 0 ? PP_NVTX_BWD
                                                  : -3;

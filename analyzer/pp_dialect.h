@@ -69,6 +69,11 @@ typedef struct pp_dialect_match {
      * op unless inside a torch action), or a module ("nn.Module: <Class>_<k>": a layer range
      * when it is the outermost module inside a compute op; its name from byte 11) */
     int torch_stack, torch_module;
+    /* torch: a stack event of DeepSpeed's PipelineEngine: 1 its _exec_forward_pass /
+     * _exec_backward_pass (a compute op as torch_stack's; its trace's layers are the modules
+     * directly inside its stage module), 2 its _exec_optimizer_step (kind PP_NVTX_KIND_NONE:
+     * the collectives after it are the optimizer's); docs/dialects.md "DeepSpeed" */
+    int torch_deepspeed;
     /* torch: DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B", two compute actions of two
      * stages run one after the other in one range (kind PP_NVTX_KIND_NONE): their kinds
      * (PP_NVTX_KIND_NONE when the name does not parse), stage ids and mbs, in order; see
@@ -102,6 +107,8 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
 /* The built-in torch.distributed.pipelining names (docs/dialects.md "torch"); the same
  * contract. */
 #define PP_DIALECT_TORCH "torch.distributed.pipelining"
+/* What a torch trace of DeepSpeed's pipeline engine is reported as (the same built-in names) */
+#define PP_DIALECT_DEEPSPEED "deepspeed (torch profiler)"
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m);
 /* Sub-action k (0, 1) of an OVERLAP_F_B match as the match of a plain torch action "PP:<s>F<m>"
  * into *out; 0 when m is none or its name did not parse. */

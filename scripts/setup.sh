@@ -74,3 +74,18 @@ if ! "$tvenv/bin/python" -c 'import torch, numpy' 2>/dev/null; then
     echo "setup: could not install torch into $tvenv; the torch tests will skip" >&2
   fi
 fi
+# DeepSpeed (PyPI) into the same venv: tests/test_torch.c's deepspeed_pipeline_engine runs a real
+# DeepSpeed pipeline job (tests/py/ds_pipe.py) on CPU. Its CPU accelerator compiles a shared-
+# memory communication op at its first init_distributed (~45 s on 2 cores, cached under
+# ~/.cache/torch_extensions): built here once, so that the test's time stays the job's own. A
+# failure only skips that test, saying why.
+if "$tvenv/bin/python" -c 'import torch, numpy' 2>/dev/null &&
+   ! "$tvenv/bin/python" -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("deepspeed") else 1)' 2>/dev/null; then
+  echo "setup: installing deepspeed into $tvenv (PyPI)" >&2
+  "$tvenv/bin/pip" install -q --disable-pip-version-check deepspeed ||
+    echo "setup: could not install deepspeed into $tvenv; the DeepSpeed test will skip" >&2
+fi
+if "$tvenv/bin/python" -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("deepspeed") else 1)' 2>/dev/null; then
+  "$tvenv/bin/python" -c 'from deepspeed.comm.torch import build_shm_op; build_shm_op()' \
+    >/dev/null 2>&1 || echo "setup: deepspeed's CPU communication op did not build here" >&2
+fi

@@ -545,47 +545,30 @@ Test(kineto, pprof_report_analyzes_torch_pipelines_from_their_traces)
     cr_assert(tk_exists(tk_path("gp.dat")), "the Gantt's data");
 }
 
-/* A DualPipeV run (tests/data/kineto/dpv: torch 2.15.0 on CPU with gloo, `torchrun --standalone
- * --nproc-per-node 2 tests/py/torch_pipe.py --schedule dualpipev --blocks 4 --work 3,1,1,3
- * --microbatches 4 --dim 64 --steps 3 --out dpv`, gzip -9: the V placement, ProfilerSteps 1-3,
- * the first taken as warm-up), whose forward and backward pairs
- * run in PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B actions: the analysis reads it as a V (zbv), splits
- * every pair (docs/dialects.md "Waits", rule 4) and so holds every micro-batch's forward and
- * backward, with the per-stage compute kineto_truth.py finds from the same JSON by the same
- * rule (to the nanosecond: both take the same timestamps), and each rank's optimizer step
- * (torch.optim's Optimizer.step#SGD.step) as kineto_truth.py times it; every step is replayed;
- * the links are the V's; nothing is warned about. */
-Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
+/* The number of links in report j, each expected to carry `messages` messages. */
+static int links_carrying(cJSON *j, int messages)
 {
-    cJSON *j = report_json(DATA "/dpv");
-    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
-    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "zbv");
-    int S = cJSON_GetObjectItem(p, "stages")->valueint;
-    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
-    int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
-    cr_assert(S == 2 && M == 4 && v == 2, "S %d M %d v %d", S, M, v);
-    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
-                                                        "warnings")),
-                 0, "warnings");
-    cJSON *steps = cJSON_GetObjectItem(j, "steps"), *st;
-    int n_steps = cJSON_GetArraySize(steps);
-    cr_assert_eq(n_steps, 2);
-    cJSON_ArrayForEach(st, steps)
-    {
-        cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(st, "decomposed")));
-    }
     cJSON *l;
     int links = 0;
     cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "links"))
     {
-        cr_expect_eq(cJSON_GetObjectItem(l, "messages")->valueint, n_steps * M);
+        cr_expect_eq(cJSON_GetObjectItem(l, "messages")->valueint, messages, "link %d: %d messages",
+                     links, cJSON_GetObjectItem(l, "messages")->valueint);
         links++;
     }
-    cr_expect_eq(links, 4, "act and grad both ways between the two ranks");
+    return links;
+}
 
+/* The report j of trace directory dir against kineto_truth.py (plain Python) over the same
+ * files: per stage its optimizer steps (one a step), forwards and backwards, counts and means,
+ * exactly (the same rule, the same microseconds). */
+static void check_stages_against_truth(cJSON *j, const char *dir, int S, int M, int v)
+{
+    cJSON *steps = cJSON_GetObjectItem(j, "steps"), *st;
+    int n_steps = cJSON_GetArraySize(steps);
     /* the truth: kineto_truth.py (plain Python) over the same files */
-    const char *truth_path = tk_path("dpv-truth.json");
-    const char *argv[] = {"python3", PP_TEST_PY_DIR "/kineto_truth.py", DATA "/dpv", "--out",
+    const char *truth_path = tk_path("truth.json");
+    const char *argv[] = {"python3", PP_TEST_PY_DIR "/kineto_truth.py", dir, "--out",
                           truth_path, NULL};
     tk_result r = tk_runv(argv, NULL);
     cr_assert_eq(r.code, 0, "kineto_truth.py: %s", r.err ? r.err : "");
@@ -645,7 +628,109 @@ Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
                   s, n > 0 ? got / n : 0.0, b / nb);
     }
     cJSON_Delete(truth);
+}
+
+/* A DualPipeV run (tests/data/kineto/dpv: torch 2.15.0 on CPU with gloo, `torchrun --standalone
+ * --nproc-per-node 2 tests/py/torch_pipe.py --schedule dualpipev --blocks 4 --work 3,1,1,3
+ * --microbatches 4 --dim 64 --steps 3 --out dpv`, gzip -9: the V placement, ProfilerSteps 1-3,
+ * the first taken as warm-up), whose forward and backward pairs
+ * run in PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B actions: the analysis reads it as a V (zbv), splits
+ * every pair (docs/dialects.md "Waits", rule 4) and so holds every micro-batch's forward and
+ * backward, with the per-stage compute kineto_truth.py finds from the same JSON by the same
+ * rule (to the nanosecond: both take the same timestamps), and each rank's optimizer step
+ * (torch.optim's Optimizer.step#SGD.step) as kineto_truth.py times it; every step is replayed;
+ * the links are the V's; nothing is warned about. */
+Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
+{
+    cJSON *j = report_json(DATA "/dpv");
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "zbv");
+    int S = cJSON_GetObjectItem(p, "stages")->valueint;
+    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+    int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
+    cr_assert(S == 2 && M == 4 && v == 2, "S %d M %d v %d", S, M, v);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                        "warnings")),
+                 0, "warnings");
+    cJSON *steps = cJSON_GetObjectItem(j, "steps"), *st;
+    int n_steps = cJSON_GetArraySize(steps);
+    cr_assert_eq(n_steps, 2);
+    cJSON_ArrayForEach(st, steps)
+    {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(st, "decomposed")));
+    }
+    cr_expect_eq(links_carrying(j, n_steps * M), 4, "act and grad both ways between the two ranks");
+
+    check_stages_against_truth(j, DATA "/dpv", S, M, v);
     cJSON_Delete(j);
+}
+
+/* A DeepSpeed pipeline job (tests/data/kineto/ds: tests/py/ds_pipe.py, DeepSpeed 0.19.8 on torch
+ * 2.15.0, CPU, gloo: `torchrun --standalone --nproc-per-node 2 tests/py/ds_pipe.py --steps 3
+ * --blocks 4 --work 1,1,3,3 --dim 64 --mb-size 4 --out ds`; its leaf "<built-in ...>" Python
+ * events removed, gzip -9). DeepSpeed's PipelineEngine names nothing for a profiler: its
+ * instructions are its methods in the stack (_exec_forward_pass, _exec_backward_pass, the p2p
+ * in _exec_send_activations & co.). Read as DeepSpeed's: 1F1B (its TrainSchedule), both links
+ * with every micro-batch's message, per stage the forwards, backwards and optimizer steps
+ * kineto_truth.py finds; the layers are the blocks inside the stage's PipelineModule (not the
+ * stage module, not the loss after it), and the all-reduces of its optimizer step (the gradient
+ * norm over both stages, which waits for the other stage: the barrier) are not taken for the
+ * data-parallel one of _exec_reduce_grads, one a step. Before: GPipe, no forward or backward,
+ * 99% bubble, and the stage module one layer. The same with the stage module's class renamed
+ * (a job's own subclass of PipelineModule, Megatron-DeepSpeed's GPTModelPipe): the rule is the
+ * nesting, not the name. */
+Test(kineto, deepspeed_pipeline_engine_from_its_stack_events)
+{
+    static const char *const dirs[] = {DATA "/ds", NULL};
+    const char *renamed = tk_path("ds-renamed");
+    cr_assert_eq(mkdir(renamed, 0755), 0);
+    for (int r = 0; r < 2; r++) {
+        char src[512], dst[512];
+        snprintf(src, sizeof src, "%s/rank%d.json.gz", DATA "/ds", r);
+        snprintf(dst, sizeof dst, "%s/rank%d.json", renamed, r);
+        size_t len;
+        char *text = slurp_any(src, &len);
+        cr_assert_not_null(text);
+        for (char *at = text; (at = strstr(at, "nn.Module: PipelineModule_")) != NULL;)
+            memcpy(at + 11, "GPTModelPipe__", 14); /* over the 14 bytes of PipelineModule */
+        tk_write_text(dst, text);
+        free(text);
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *dir = k ? renamed : dirs[0];
+        cJSON *j = report_json(dir);
+        cr_expect_str_eq(cJSON_GetObjectItem(j, "dialect")->valuestring,
+                         "deepspeed (torch profiler)");
+        cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+        cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "1f1b");
+        int S = cJSON_GetObjectItem(p, "stages")->valueint;
+        int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+        int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
+        cr_assert(S == 2 && M == 4 && v == 1, "%s: S %d M %d v %d", dir, S, M, v);
+        int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
+        cr_assert_eq(n_steps, 2);
+        cr_expect_eq(links_carrying(j, n_steps * M), 2, "activations 0 -> 1, gradients 1 -> 0");
+        cJSON *l;
+        int n = 0;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "layers"))
+        {
+            const char *name = cJSON_GetObjectItem(l, "name")->valuestring;
+            cr_expect(strncmp(name, "Block_", 6) == 0, "%s: layer %d is %s", dir, n, name);
+            n++;
+        }
+        cr_expect_eq(n, 4, "%s: %d layers, the job has 4 blocks", dir, n);
+        for (int s = 0; s < S; s++) {
+            cJSON *ar = cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), s), "allreduce_ms");
+            cr_expect_eq(cJSON_GetObjectItem(ar, "count")->valueint, n_steps,
+                         "stage %d: one data-parallel all-reduce a step", s);
+            cr_expect_lt(cJSON_GetObjectItem(ar, "max")->valuedouble, 0.5,
+                         "stage %d: a one-rank group's all-reduce took %.3f ms", s,
+                         cJSON_GetObjectItem(ar, "max")->valuedouble);
+        }
+        check_stages_against_truth(j, dir, S, M, v);
+        cJSON_Delete(j);
+    }
 }
 
 /* rank1 of the interleaved run as if from another host whose clock is 2.5 s ahead. */

@@ -31,6 +31,7 @@
 #define CHECK PP_BUILD_DIR "/tools/pprof-check"
 #define JOB PP_TEST_PY_DIR "/torch_pipe.py"
 #define TRUTH PP_TEST_PY_DIR "/kineto_truth.py"
+#define DS_JOB PP_TEST_PY_DIR "/ds_pipe.py"
 
 static void setup(void) { tk_dir_create("pp_torch"); }
 
@@ -71,15 +72,16 @@ static void run_ok(const char *what, const char *const *argv)
     tk_result_free(&r);
 }
 
-/* torchrun --nproc-per-node n torch_pipe.py --out dir <args> */
-static void run_job(const char *py, int n, const char *dir, const char *const *args)
+/* torchrun --nproc-per-node n script --out dir <args> */
+static void run_script(const char *py, int n, const char *script, const char *dir,
+                       const char *const *args)
 {
     const char *argv[40] = {py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"};
     int k = 5;
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", n);
     argv[k++] = nbuf;
-    argv[k++] = JOB;
+    argv[k++] = script;
     argv[k++] = "--out";
     argv[k++] = dir;
     for (int i = 0; args[i]; i++) {
@@ -88,6 +90,12 @@ static void run_job(const char *py, int n, const char *dir, const char *const *a
     }
     argv[k] = NULL;
     run_ok("the torch job under torchrun", argv);
+}
+
+/* torchrun --nproc-per-node n torch_pipe.py --out dir <args> */
+static void run_job(const char *py, int n, const char *dir, const char *const *args)
+{
+    run_script(py, n, JOB, dir, args);
 }
 
 static cJSON *load_json(const char *path)
@@ -723,6 +731,138 @@ Test(torch, tune_split_points_from_module_times)
     cr_expect(within(after, pred, TUNE_TOLERANCE),
               "the re-run's median step %.3f ms is not within %.0f%% of the predicted %.3f ms\n%s",
               after, 100 * TUNE_TOLERANCE, pred, attempts_log);
+}
+
+/* ---- DeepSpeed's pipeline engine (tests/py/ds_pipe.py) ---------------------------------- */
+
+/* torch's Python with DeepSpeed as well (scripts/setup.sh installs it into the torch venv),
+ * else the test skips, saying so. */
+static const char *need_deepspeed(void)
+{
+    const char *py = need_python();
+    if (!tk_python_ok(py, "import importlib.util as u, sys; "
+                          "sys.exit(0 if u.find_spec('deepspeed') else 1)")) {
+        tk_dir_remove();
+        cr_skip_test("%s has no deepspeed (scripts/setup.sh installs it next to torch)", py);
+    }
+    return py;
+}
+
+/* The DeepSpeed line of pprof-tune's output ("PipelineModule parts = [0, 6, 8]") as "0,6,8". */
+static void parts_of(const char *out, char *buf, size_t cap)
+{
+    const char *line = strstr(out, "PipelineModule parts = [");
+    cr_assert_not_null(line, "pprof-tune printed no DeepSpeed parts:\n%s", out);
+    line = strchr(line, '[') + 1;
+    size_t len = 0;
+    for (; *line && *line != ']' && *line != '\n'; line++)
+        if (*line != ' ') {
+            cr_assert_lt(len + 1, cap);
+            buf[len++] = *line;
+        }
+    buf[len] = '\0';
+    cr_assert_eq(*line, ']', "unterminated parts");
+}
+
+/* A real DeepSpeed job: deepspeed.pipe.PipelineModule trained by DeepSpeed's PipelineEngine
+ * (1F1B TrainSchedule, gloo on CPU), 8 blocks on 2 stages by DeepSpeed's 'uniform' partition, the
+ * first four with three times the work of the others, traced by torch.profiler with stacks and
+ * modules. DeepSpeed names nothing for a profiler: its instructions are only its engine's methods
+ * in the stack (before, the analysis read such a trace as a torch job without ops: GPipe, no
+ * forward or backward, 99% bubble; and took the stage's whole PipelineModule for one layer).
+ * Checked: the stages, 1F1B, the per-stage forward and backward against the truth computed from
+ * the same files, the straggler, both links with every micro-batch's message, the layers the
+ * blocks (not the stage module, not the loss), the gradient-norm all-reduces of the optimizer step
+ * not taken for a data-parallel one; then pprof-tune's parts, applied through PipelineModule as a
+ * user would, make the step faster (12 units of work on stage 0 against 4: parts 0,3,8 leave 9
+ * and 5, ~20% faster measured). The job's step varies by ~10% between runs here, so a pair that
+ * did not get faster is run again once. */
+static double ds_median_step(const char *py, const char *dir, const char *name,
+                             const char *partition)
+{
+    const char *args[] = {"--blocks", "8", "--work", "3,3,3,3,1,1,1,1", "--microbatches", "4",
+                          "--steps", "8", "--dim", "512", "--mb-size", "32", "--partition",
+                          partition, NULL};
+    remove_dir(dir);
+    run_script(py, 2, DS_JOB, dir, args);
+    cJSON *s = report_json(dir, name);
+    double ms = num(item(item(s, "aggregates"), "step_ms"), "median");
+    cJSON_Delete(s);
+    return ms;
+}
+
+Test(torch, deepspeed_pipeline_engine)
+{
+    const char *py = need_deepspeed();
+    const char *dir = tk_path("ds"), *after = tk_path("ds_after"), *plan = tk_path("dsplan.json");
+    const char *args[] = {"--blocks", "8", "--work", "3,3,3,3,1,1,1,1", "--microbatches", "4",
+                          "--steps", "8", "--dim", "512", "--mb-size", "32", NULL};
+    run_script(py, 2, DS_JOB, dir, args);
+    cJSON *truth = truth_json(py, dir);
+    cr_assert_eq((int)num(truth, "slowest_rank"), 0, "the job's own straggler is stage %d",
+                 (int)num(truth, "slowest_rank"));
+    cJSON *sum = report_json(dir, "ds.json");
+    cr_expect_str_eq(item(sum, "dialect")->valuestring, "deepspeed (torch profiler)");
+    const cJSON *pipe = item(sum, "pipeline");
+    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "1f1b");
+    cr_assert_eq((int)num(pipe, "microbatches"), 4);
+    check_against_truth(sum, truth);
+    int n_steps = cJSON_GetArraySize(item(sum, "steps")), links = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, item(sum, "links"))
+    {
+        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
+        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
+                     "link %d -> %d", src, dst);
+        cr_expect_eq((int)num(l, "messages"), n_steps * 4, "link %d -> %d", src, dst);
+        links++;
+    }
+    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+    int n_layers = 0;
+    const cJSON *y;
+    cJSON_ArrayForEach(y, item(sum, "layers"))
+    {
+        const char *name = item(y, "name")->valuestring;
+        cr_expect(strncmp(name, "Block_", 6) == 0, "layer %d is %s, not a block", n_layers, name);
+        n_layers++;
+    }
+    cr_expect_eq(n_layers, 8, "%d layers, the PipelineModule holds 8 blocks", n_layers);
+    /* one data-parallel all-reduce a step (_exec_reduce_grads: a group of one rank here), not
+     * the optimizer's gradient norm over both stages, which waits for the other stage */
+    const cJSON *g;
+    cJSON_ArrayForEach(g, item(sum, "stages"))
+    {
+        cr_expect_eq((int)num(item(g, "allreduce_ms"), "count"), n_steps,
+                     "stage %d: %d all-reduces in %d steps", (int)num(g, "stage"),
+                     (int)num(item(g, "allreduce_ms"), "count"), n_steps);
+    }
+    double before_ms = num(item(item(sum, "aggregates"), "step_ms"), "median");
+    cJSON_Delete(sum);
+    cJSON_Delete(truth);
+
+    const char *targv[] = {TUNE, dir, "-q", "-o", plan, NULL};
+    tk_result r = tk_runv(targv, NULL);
+    cr_assert_eq(r.code, 0, "pprof-tune failed (%d):\n%s%s", r.code, r.out, r.err);
+    char parts[128];
+    parts_of(r.out, parts, sizeof parts);
+    tk_result_free(&r);
+    cr_assert_str_eq(parts, "0,3,8", "pprof-tune proposed parts %s", parts);
+    cJSON *pj = load_json(plan);
+    double pred_ms = num(item(pj, "predicted"), "median_ms");
+    cJSON_Delete(pj);
+    double after_ms = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (attempt > 0) /* the pair again: a run of the even split, one of the proposal */
+            before_ms = ds_median_step(py, dir, "ds0.json", "uniform");
+        after_ms = ds_median_step(py, after, "ds1.json", parts);
+        cr_log_info("DeepSpeed parts %s: median step %.3f ms before, %.3f after (predicted "
+                    "%.3f, %+.1f%%)", parts, before_ms, after_ms, pred_ms,
+                    100 * (after_ms - pred_ms) / pred_ms);
+        if (after_ms < before_ms)
+            break;
+    }
+    cr_expect_lt(after_ms, before_ms, "the proposed parts made the step slower: %.3f -> %.3f ms",
+                 before_ms, after_ms);
 }
 
 /* ---- costs of layers that have forward times only (no Python needed) ------------------- */

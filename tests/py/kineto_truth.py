@@ -31,7 +31,10 @@ started inside it: GPipe), else at the range's end. DualPipeV's PP:(<s>F<m>;<s'>
 runs a forward then a backward in one range: the forward from its receive's end (as above, else
 the range's start) to the end of the last aten op on the range's thread before the backward's
 first event (autograd::engine::evaluate_function or backward_one_chunk, any thread), the backward
-from its own receive's end (else the forward's end) to the range's end.
+from its own receive's end (else the forward's end) to the range's end. DeepSpeed's
+PipelineEngine (its methods as with_stack events, "deepspeed/runtime/pipe/engine.py(<line>):
+_exec_forward_pass" / "_exec_backward_pass", on the rank's stage, one micro-batch each) does its
+sends and receives in methods of their own: each of those ranges is compute from start to end.
 """
 import argparse
 import glob
@@ -46,6 +49,8 @@ RECV_ACT = re.compile(r"^PP:(\d+)RECV_(F|B)(\d+)$")
 GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 OVERLAP = re.compile(r"^PP:\((\d+)F(\d+);(\d+)(B|I)(\d+)\)OVERLAP_F_B$")
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# DeepSpeed's PipelineEngine: an instruction's method as a with_stack event
+DEEPSPEED = re.compile(r"deepspeed/runtime/pipe/engine\.py\(\d+\): _exec_(forward|backward)_pass$")
 
 
 def is_recv(name):
@@ -154,6 +159,12 @@ def analyze_rank(evs):
             start = ready if ready is not None and t0 <= ready <= t1 else t0
             acts.append((n, s, "F" if k == "F" else "B", (t1 - start) / 1e3))
             continue
+        m = DEEPSPEED.search(name)
+        if m:
+            # the engine's p2p runs in its own methods (_exec_recv_activations, ...) between
+            # these: the method's whole time is compute
+            acts.append((n, None, "F" if m.group(1) == "forward" else "B", (t1 - t0) / 1e3))
+            continue
         m = GPIPE.match(name)
         if m:
             gpipe = True
@@ -174,7 +185,8 @@ def allreduce_of(evs, steps):
     actions) taken out: what the step waits for."""
     starts = sorted((t0, n) for n, (t0, _) in steps.items())
     comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs
-                  if ACTION.match(e["name"]) or GPIPE.match(e["name"]))
+                  if ACTION.match(e["name"]) or GPIPE.match(e["name"])
+                  or DEEPSPEED.search(e["name"]))
     out = []
     for e in evs:
         if e["name"] not in ("gloo:all_reduce", "nccl:all_reduce"):
