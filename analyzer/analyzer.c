@@ -381,6 +381,30 @@ static pp_status no_steps_error(const pp_analysis *a)
                   S, (long long)a->warmup_skipped);
 }
 
+/* Steps without a single forward or backward op: only steps, transfers or optimizer ranges
+ * were recognised, so the stages' time reads as all bubble and transfer, and a schedule would be
+ * a guess (GPipe, the default shape). Said loudly, the schedule left unknown. */
+static void warn_no_compute(pp_analysis *a)
+{
+    if (!a->n_steps || a->S <= 0 || !a->stages)
+        return;
+    for (int s = 0; s < a->S; s++) {
+        const pp_astage *g = &a->stages[s];
+        if (g->fwd_ns.count || g->bwd_ns.count || g->bwd_input_ns.count || g->bwd_weight_ns.count)
+            return;
+    }
+    a->no_compute_ops = 1;
+    if (a->dialect[0] && strcmp(a->dialect, "pipeprof") != 0)
+        a->schedule[0] = '\0'; /* the dialect's shape inferred it from no op at all */
+    an_warn(a, "no forward or backward op in the %zu analyzed step(s): the ranges that time the "
+               "compute were not recognised, so the stages' busy time, bubble and transfers of "
+               "this analysis describe steps without their compute. A torch trace needs the "
+               "schedule's names (PP: actions, GPipe's Forward/Backward) or, for Schedule1F1B "
+               "and DeepSpeed's pipeline engine, with_stack=True; other frameworks a --dialect "
+               "(docs/dialects.md); an NVTX job the ranges of docs/nvtx-convention.md",
+            a->n_steps);
+}
+
 /* The analysis of the files fs[] opened into a: the clock pass, the host pass, the results,
  * the GPU pass. */
 static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_options *opt,
@@ -456,6 +480,8 @@ pp_status pp_analyze_files(const char *const *paths, size_t n, const pp_analysis
         const char *used = st.dialect_ranges ? st.dialect_used : a->n_steps ? "pipeprof" : "";
         snprintf(a->dialect, sizeof a->dialect, "%s", used ? used : "");
         an_dialect_shape(&st, a);
+        if (rc == PP_OK)
+            warn_no_compute(a);
     }
     for (size_t i = 0; i < n; i++)
         an_file_state_free(&fs[i]);

@@ -3,6 +3,7 @@
  * come from the job's layer marks, else from the bytes seen on the links; the link model
  * latency + bytes / bandwidth is fitted to the timed transfers. */
 #include "pp_extract.h"
+#include "pp_dialect.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1177,10 +1178,19 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     pp_status st0 = a->schedule[0] ? schedule_modeled(a) : PP_OK;
     if (st0 != PP_OK)
         return st0;
+    if (a->no_compute_ops)
+        return PP_ERR(PP_ERR_INVALID, "the run has no forward or backward op: nothing to "
+                                      "extract costs from (pprof-report's warning says which "
+                                      "ranges it needs)");
+    /* a torch profiler trace (the built-in names: torch's or DeepSpeed's) */
+    int torch = strcmp(a->dialect, PP_DIALECT_TORCH) == 0 ||
+                strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0;
     if (a->n_layers == 0)
         return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
-                                      "extracted (emit '<layer> fwd' ranges per "
-                                      "docs/nvtx-convention.md)");
+                                      "extracted (%s)",
+                      torch ? "profile with with_modules=True and with_stack=True: module events "
+                              "are the layers, docs/torch.md"
+                            : "emit '<layer> fwd' ranges per docs/nvtx-convention.md");
     /* the layer list is 0 .. max index */
     int L = 0;
     for (size_t i = 0; i < a->n_layers; i++)

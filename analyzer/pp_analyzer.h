@@ -363,6 +363,9 @@ typedef struct pp_analysis {
     size_t clock_sync_pairs; /* ping-pong messages used by the clock alignment */
     int replica;             /* the one analyzed */
     char schedule[32];       /* "" when unknown */
+    /* steps and stages, but no forward or backward op in any analyzed step: the ranges that
+     * name the compute were not recognised (a warning says what to do); no schedule then */
+    int no_compute_ops;
     int placement;           /* pp_placement of the chunks on the stages: PP_PLACE_V for torch's
                                 V schedules (ZBV, DualPipeV), else looped */
     char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,

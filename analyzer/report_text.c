@@ -149,6 +149,8 @@ static void print_summary(const pp_analysis *a, FILE *out)
     fprintf(out, "pipeline: %d stage(s)", a->S);
     if (a->schedule[0])
         fprintf(out, ", schedule %s", a->schedule);
+    if (a->no_compute_ops)
+        fprintf(out, ", no forward or backward op recognised (see the warnings)");
     if (a->M)
         fprintf(out, ", %d micro-batch(es)", a->M);
     if (a->v > 1)

@@ -733,6 +733,58 @@ Test(kineto, deepspeed_pipeline_engine_from_its_stack_events)
     }
 }
 
+/* The DeepSpeed recording without its Python events (a job profiled without with_stack): its
+ * steps, sends and receives remain, no compute op. Before, that read as GPipe with a 99% bubble
+ * of transfers; now the report says it found no forward or backward op and what the trace
+ * needs, claims no schedule, and pprof-tune refuses with exit 2 instead of extracting nothing. */
+Test(kineto, a_trace_without_compute_ops_says_so)
+{
+    const char *dir = tk_path("nostack");
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    for (int r = 0; r < 2; r++) {
+        char src[512], dst[512];
+        snprintf(src, sizeof src, "%s/rank%d.json.gz", DATA "/ds", r);
+        snprintf(dst, sizeof dst, "%s/rank%d.json", dir, r);
+        size_t len;
+        char *text = slurp_any(src, &len);
+        cJSON *root = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(root);
+        cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
+        for (int i = cJSON_GetArraySize(evs) - 1; i >= 0; i--) {
+            const cJSON *cat = cJSON_GetObjectItem(cJSON_GetArrayItem(evs, i), "cat");
+            if (cJSON_IsString(cat) && strcmp(cat->valuestring, "python_function") == 0)
+                cJSON_DeleteItemFromArray(evs, i);
+        }
+        char *out = cJSON_PrintUnformatted(root);
+        tk_write_text(dst, out);
+        free(out);
+        cJSON_Delete(root);
+    }
+    cJSON *j = report_json(dir);
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_eq(cJSON_GetObjectItem(p, "stages")->valueint, 2);
+    cJSON *sched = cJSON_GetObjectItem(p, "schedule");
+    cr_expect(!cJSON_IsString(sched) || !sched->valuestring[0], "a schedule claimed: %s",
+              cJSON_IsString(sched) ? sched->valuestring : "");
+    char *w = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                         "warnings"));
+    cr_expect(w && strstr(w, "no forward or backward op") && strstr(w, "with_stack=True"),
+              "warnings: %s", w ? w : "(none)");
+    free(w);
+    cJSON_Delete(j);
+    const char *args[] = {dir, NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_expect_eq(r.code, 0);
+    cr_expect(strstr(r.out, "no forward or backward op recognised") != NULL, "%s", r.out);
+    tk_result_free(&r);
+    const char *targv[] = {PP_BUILD_DIR "/tools/pprof-tune", dir, NULL};
+    r = tk_runv(targv, NULL);
+    cr_expect_eq(r.code, 2, "pprof-tune exit %d", r.code);
+    cr_expect(strstr(r.err, "no forward or backward op") != NULL, "%s", r.err);
+    tk_result_free(&r);
+}
+
 /* rank1 of the interleaved run as if from another host whose clock is 2.5 s ahead. */
 static void shifted_copy(const char *src, const char *dst, const char *host, double shift_us)
 {
