@@ -33,6 +33,9 @@ enum {
 /* A process group's ranks kept from distributedInfo: a pipeline of more ranks than the analysis
  * has stages is not one (pp_analyzer.h's PP_ANALYSIS_MAX_STAGES). */
 enum { PIPE_CAP = 4096 };
+/* DeepSpeed's pipeline engine, as its methods' stack events name it */
+#define DS_ENGINE "deepspeed/runtime/pipe/engine.py("
+enum { DS_ENGINE_LEN = sizeof DS_ENGINE - 1, DS_GROUPS = 16 };
 
 /* "[memory]" events: device types and ids kept apart (the rest are malformed) */
 enum { MEM_DEVICE_TYPES = 16, MEM_DEVICE_IDS = 256 };
@@ -134,6 +137,13 @@ typedef struct conv {
     size_t other_min; /* the smallest other group of more than one rank, 0 when none */
     int pipe_named;
     double world_size; /* the job's ranks: world_size, or its largest group's when larger */
+    /* DeepSpeed (its engine's stack events seen): the groups without a pipeline description
+     * whose ranks step evenly (first, stride, count), the first DS_GROUPS of them */
+    int deepspeed, ds_recv_act, ds_send_act;
+    struct even_group {
+        int32_t first, stride, n;
+    } even[DS_GROUPS];
+    size_t n_even;
     int saw_events;
     kin ev;
     pp_status err;
@@ -187,6 +197,20 @@ static int names_grow(names *t)
 }
 
 /* The string id of s (defined in the trace at its first use); 0 when out of memory. */
+/* Whether s[0 .. len) holds pat[0 .. n). */
+static int holds(const char *s, size_t len, const char *pat, size_t n)
+{
+    for (const char *p = s, *end = s + len; (size_t)(end - p) >= n;) {
+        const char *q = memchr(p, pat[0], (size_t)(end - p) - n + 1);
+        if (!q)
+            return 0;
+        if (memcmp(q, pat, n) == 0)
+            return 1;
+        p = q + 1;
+    }
+    return 0;
+}
+
 static uint32_t name_id(conv *c, const char *s, size_t len)
 {
     names *t = &c->nm;
@@ -245,6 +269,13 @@ static uint32_t name_id(conv *c, const char *s, size_t len)
     t->slots[k] = id;
     c->meta_len += pp_trace_enc_string(c->meta + c->meta_len, META_BUF - c->meta_len, id, s, len);
     c->meta_n++;
+    if (holds(s, len, DS_ENGINE, DS_ENGINE_LEN)) {
+        /* a DeepSpeed pipeline engine's stack events, and whether the process receives or
+         * sends activations: where its stage lies (pipe_header) */
+        c->deepspeed = 1;
+        c->ds_recv_act |= holds(s, len, "): _exec_recv_activations", 25);
+        c->ds_send_act |= holds(s, len, "): _exec_send_activations", 25);
+    }
     return id;
 }
 
@@ -1139,6 +1170,23 @@ static kj_tok pg_group(conv *c, kj_tok v, void *ctx)
     } else if (g.n > 1 && (!c->other_min || g.n < c->other_min)) {
         c->other_min = g.n; /* against the job's size at the end (pipe_header) */
     }
+    if (!pg_names_pipeline(g.desc) && g.n > 1 && c->n_even < DS_GROUPS) {
+        int32_t lo = INT32_MAX, hi = -1;
+        for (size_t i = 0; i < g.n; i++) {
+            lo = c->pg_ranks[i] < lo ? c->pg_ranks[i] : lo;
+            hi = c->pg_ranks[i] > hi ? c->pg_ranks[i] : hi;
+        }
+        int32_t stride = (int32_t)((hi - lo) / (int32_t)(g.n - 1));
+        int even = stride > 0 && (int64_t)stride * (int64_t)(g.n - 1) == hi - lo;
+        unsigned char seen[PIPE_CAP] = {0}; /* on the grid and distinct: its n points, once */
+        for (size_t i = 0; even && i < g.n; i++) {
+            int32_t k = (c->pg_ranks[i] - lo) / stride;
+            even = (c->pg_ranks[i] - lo) % stride == 0 && !seen[k];
+            seen[k] = 1;
+        }
+        if (even)
+            c->even[c->n_even++] = (struct even_group){lo, stride, (int32_t)g.n};
+    }
     if ((double)g.n > c->world_size)
         c->world_size = (double)g.n; /* the job has at least the ranks of its groups */
     return end;
@@ -1189,10 +1237,58 @@ static kj_tok top_member(conv *c, const char *key, kj_tok v, void *ctx)
 
 /* ---- the two passes ---- */
 
+/* Whether the even group g holds rank r. */
+static int even_holds(const struct even_group *g, int32_t r)
+{
+    return r >= g->first && (r - g->first) % g->stride == 0 && (r - g->first) / g->stride < g->n;
+}
+
+/* A DeepSpeed job's pipeline group, which DeepSpeed creates without a description: with its
+ * default topology (PipeDataParallelTopology, axes pipe then data: rank = stage x dp + replica)
+ * the process is in a data-parallel group of dp consecutive ranks and in a pipeline group of
+ * world / dp ranks dp apart. Both found among its groups, no other reading of them (one such
+ * pair only), and the place it gives the process agreeing with the activations it receives and
+ * sends, the second is its pipeline; NULL otherwise (tensor parallelism too, another topology),
+ * and the ranks stay stages with a warning. */
+static const struct even_group *deepspeed_pipeline(const conv *c)
+{
+    const struct even_group *pipe = NULL;
+    int pairs = 0;
+    for (size_t i = 0; i < c->n_even; i++) {
+        const struct even_group *d = &c->even[i];
+        if (d->stride != 1 || !even_holds(d, c->rank))
+            continue;
+        for (size_t j = 0; j < c->n_even; j++) {
+            const struct even_group *p = &c->even[j];
+            if (p->stride == d->n && even_holds(p, c->rank) &&
+                (double)p->n * (double)d->n == c->world_size && (!pipe || p->first != pipe->first))
+                pipe = p, pairs++;
+        }
+    }
+    if (pairs != 1)
+        return NULL;
+    /* and its place agrees with what it ran: the first stage receives no activations, the
+     * last sends none (replicas outermost, or another topology, disagree) */
+    int32_t place = (c->rank - pipe->first) / pipe->stride;
+    if ((place == 0) != !c->ds_recv_act || (place == pipe->n - 1) != !c->ds_send_act)
+        return NULL;
+    return pipe;
+}
+
 /* The process's place in its pipeline's group (pp_trace.h), where distributedInfo named one
- * that holds its rank once; else whether it was in smaller groups than the world's. */
+ * that holds its rank once, or DeepSpeed's groups show it (deepspeed_pipeline); else whether it
+ * was in smaller groups than the world's. */
 static void pipe_header(pp_trace_header *h, const conv *c)
 {
+    const struct even_group *ds =
+        c->deepspeed && !c->pipe_named && c->rank >= 0 ? deepspeed_pipeline(c) : NULL;
+    if (ds) {
+        h->flags |= PP_TRACE_PIPELINE_GROUP;
+        h->pipe_rank = (c->rank - ds->first) / ds->stride;
+        h->pipe_size = ds->n;
+        h->pipe_first = ds->first;
+        return;
+    }
     size_t at = c->pipe_n, hits = 0;
     int32_t first = INT32_MAX;
     for (size_t i = 0; i < c->pipe_n; i++) {

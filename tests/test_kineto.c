@@ -877,11 +877,10 @@ static void grouped_copy(const char *src, const char *dst, int rank, int world,
 /* The recorded 2-rank interleaved run as two data-parallel replicas of it on 4 ranks: stage s
  * of replica d is global rank at[d][s]; replica 1 runs 1.5 times slower. desc_pp / desc_dp
  * describe the groups ("undefined": as plain new_group calls leave them). */
-static void make_replicas(const char *dir, const int at[2][2], const char *desc_pp,
-                          const char *desc_dp)
+static void make_replicas_of(const char *dir, const int at[2][2], const char *desc_pp,
+                             const char *desc_dp, const char *const src[2])
 {
     cr_assert_eq(mkdir(dir, 0755), 0);
-    static const char *const src[2] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz"};
     for (int d = 0; d < 2; d++)
         for (int st = 0; st < 2; st++) {
             int r = at[d][st];
@@ -895,6 +894,46 @@ static void make_replicas(const char *dir, const int at[2][2], const char *desc_
             snprintf(path, sizeof path, "%s/rank%d.json", dir, r);
             grouped_copy(src[st], path, r, 4, groups, d ? 1.5 : 1.0);
         }
+}
+
+static void make_replicas(const char *dir, const int at[2][2], const char *desc_pp,
+                          const char *desc_dp)
+{
+    static const char *const src[2] = {DATA "/il/rank0.json", DATA "/il/rank1.json.gz"};
+    make_replicas_of(dir, at, desc_pp, desc_dp, src);
+}
+
+/* DeepSpeed names none of its process groups. With its default topology (rank = stage x dp +
+ * replica) a rank's data-parallel group is consecutive ranks and its pipeline's ranks dp apart:
+ * the DeepSpeed recording's two ranks copied into 2 replicas x 2 stages that way are read as
+ * such, no warning. The same copies placed replicas outermost (rank = replica x 2 + stage, which
+ * DeepSpeed's default does not do) give groups of the same shapes, but the place they would
+ * give some ranks disagrees with what they ran (a first stage that receives activations): the
+ * groups are not used, each rank a stage, with a warning. */
+Test(kineto, deepspeed_groups_by_their_shape_and_what_each_rank_ran)
+{
+    static const char *const src[2] = {DATA "/ds/rank0.json.gz", DATA "/ds/rank1.json.gz"};
+    static const int ds_at[2][2] = {{0, 2}, {1, 3}}, outer_at[2][2] = {{0, 1}, {2, 3}};
+    const char *dir = tk_path("ds-dp");
+    make_replicas_of(dir, ds_at, "undefined", "undefined", src);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->S, 2);
+    cr_expect_eq(a->dp, 2);
+    cr_expect(!strstr(a->warnings, "process groups"), "%s", a->warnings);
+    for (size_t i = 0; i < a->n_files; i++)
+        cr_expect(a->files[i].pipe_known && a->files[i].pipe_rank == a->files[i].rank / 2 &&
+                      a->files[i].replica == a->files[i].rank % 2,
+                  "rank %d: place %d, replica %d", a->files[i].rank, a->files[i].pipe_rank,
+                  a->files[i].replica);
+    pp_analysis_free(a);
+
+    const char *dir2 = tk_path("ds-outer");
+    make_replicas_of(dir2, outer_at, "undefined", "undefined", src);
+    cr_assert_eq(pp_analyze_dir(dir2, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(a->dp, 0);
+    cr_expect(strstr(a->warnings, "process groups"), "%s", a->warnings); /* not used, said so */
+    pp_analysis_free(a);
 }
 
 /* torchtitan's DeviceMesh ("pp", "dp": the pipeline outermost, so rank 1 is stage 0 of replica

@@ -69,6 +69,8 @@ def main():
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--partition", default="uniform")
+    p.add_argument("--stages", type=int, default=0,
+                   help="pipeline stages (default: all ranks); the rest data parallelism")
     p.add_argument("--info")
     a = p.parse_args()
 
@@ -84,14 +86,17 @@ def main():
     deepspeed.init_distributed(dist_backend="gloo")
     world = int(os.environ["WORLD_SIZE"])
     rank = int(os.environ["RANK"])
+    stages = a.stages or world
+    if world % stages:
+        p.error(f"--stages {stages} does not divide the {world} ranks")
     specs = [LayerSpec(Block, a.dim, w) for w in work]
     parts = None
     if "," in a.partition:
         parts = [int(x) for x in a.partition.split(",")]
-        if len(parts) != world + 1 or parts[0] != 0 or parts[-1] != a.blocks or \
+        if len(parts) != stages + 1 or parts[0] != 0 or parts[-1] != a.blocks or \
                 any(x >= y for x, y in zip(parts, parts[1:])):
-            p.error(f"--partition {a.partition}: {world + 1} increasing parts from 0 to {a.blocks}")
-    model = PartedPipelineModule(parts, layers=specs, num_stages=world,
+            p.error(f"--partition {a.partition}: {stages + 1} increasing parts from 0 to {a.blocks}")
+    model = PartedPipelineModule(parts, layers=specs, num_stages=stages,
                                  partition_method="uniform" if parts else a.partition,
                                  loss_fn=nn.MSELoss(), activation_checkpoint_interval=0)
     config = {
@@ -124,7 +129,7 @@ def main():
             prof.step()
     if a.info and rank == 0:
         with open(a.info, "w") as f:
-            json.dump({"stages": world, "microbatches": a.microbatches, "blocks": a.blocks,
+            json.dump({"stages": stages, "world": world, "microbatches": a.microbatches, "blocks": a.blocks,
                        "work": work, "parts": list(model.parts)}, f)
 
 

@@ -85,11 +85,34 @@ def load(path, order):
     rank, replica = info.get("rank", order), 0
     pipes = [g["ranks"] for g in info.get("pg_config", [])
              if g.get("pg_desc") == "mesh_pp" or "pipeline" in g.get("pg_desc", "").lower()]
+    evs = [e for e in j.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    if not pipes and any(DEEPSPEED_ENGINE in e["name"] for e in evs):
+        pipes = deepspeed_pipeline(info, rank)
     if len(pipes) == 1 and rank in pipes[0]:
         rank, replica = pipes[0].index(rank), min(pipes[0])
-    evs = [e for e in j.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     evs.sort(key=lambda e: (e["ts"], -e["dur"]))
     return rank, replica, evs
+
+
+DEEPSPEED_ENGINE = "deepspeed/runtime/pipe/engine.py("
+
+
+def deepspeed_pipeline(info, rank):
+    """[ranks of the pipeline] of a DeepSpeed job, whose groups carry no description: with its
+    default topology (rank = stage x dp + replica) the rank's data-parallel group is dp
+    consecutive ranks and its pipeline group world / dp ranks dp apart; [] unless exactly one
+    such pipeline is found."""
+    world = info.get("world_size", 0)
+    groups = [sorted(g["ranks"]) for g in info.get("pg_config", []) if len(g["ranks"]) > 1]
+    found = set()
+    for d in groups:
+        if rank not in d or d != list(range(d[0], d[0] + len(d))):
+            continue
+        for p in groups:
+            n = len(d)
+            if rank in p and len(p) * n == world and p == list(range(p[0], p[-1] + 1, n)):
+                found.add(tuple(p))
+    return [list(p) for p in found] if len(found) == 1 else []
 
 
 def contains(outer, e):
@@ -180,22 +203,33 @@ def analyze_rank(evs):
 
 def allreduce_of(evs, steps):
     """[(step, ms)]: the gradient all-reduces (gloo:all_reduce, nccl:all_reduce: on any thread,
-    the process group's own among them), each in the step whose ProfilerStep started last at or
-    before it, with the part of it that overlaps the rank's compute (its PP: and Forward/Backward
+    the process group's own among them; DeepSpeed's from its optimizer step on excepted), each in
+    the step whose ProfilerStep started last at or before it, with the part of it that overlaps the rank's compute (its PP: and Forward/Backward
     actions) taken out: what the step waits for."""
     starts = sorted((t0, n) for n, (t0, _) in steps.items())
     comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs
                   if ACTION.match(e["name"]) or GPIPE.match(e["name"])
                   or DEEPSPEED.search(e["name"]))
     out = []
+
+    def step_at(ts):
+        n = None
+        for t0, k in starts:
+            if t0 <= ts:
+                n = k
+        return n
+
+    # DeepSpeed: the all-reduces from its optimizer step on (the gradient norm over the stages)
+    # are the optimizer's, not the data-parallel one (_exec_reduce_grads runs that one before)
+    opt_start = {}
+    for e in evs:
+        if e["name"].endswith("): _exec_optimizer_step") and DEEPSPEED_ENGINE in e["name"]:
+            opt_start[step_at(e["ts"])] = e["ts"]
     for e in evs:
         if e["name"] not in ("gloo:all_reduce", "nccl:all_reduce"):
             continue
-        n = None
-        for t0, k in starts:
-            if t0 <= e["ts"]:
-                n = k
-        if n is None:
+        n = step_at(e["ts"])
+        if n is None or (n in opt_start and e["ts"] >= opt_start[n]):
             continue
         a0, a1 = e["ts"], e["ts"] + e["dur"]
         hidden = sum(max(0.0, min(a1, c1) - max(a0, c0)) for c0, c1 in comp)
