@@ -665,6 +665,19 @@ Test(kineto, dualpipev_pairs_split_into_forward_and_backward)
     cJSON_Delete(j);
 }
 
+/* The DeepSpeed recording's rank r (tests/data/kineto/ds, gunzipped; the caller frees it), and
+ * in dst the path of its copy in dir. */
+static char *ds_recording(int r, const char *dir, char *dst, size_t cap)
+{
+    char src[512];
+    snprintf(src, sizeof src, "%s/rank%d.json.gz", DATA "/ds", r);
+    snprintf(dst, cap, "%s/rank%d.json", dir, r);
+    size_t len;
+    char *text = slurp_any(src, &len);
+    cr_assert_not_null(text, "%s", src);
+    return text;
+}
+
 /* A DeepSpeed pipeline job (tests/data/kineto/ds: tests/py/ds_pipe.py, DeepSpeed 0.19.8 on torch
  * 2.15.0, CPU, gloo: `torchrun --standalone --nproc-per-node 2 tests/py/ds_pipe.py --steps 3
  * --blocks 4 --work 1,1,3,3 --dim 64 --mb-size 4 --out ds`; its leaf "<built-in ...>" Python
@@ -685,12 +698,8 @@ Test(kineto, deepspeed_pipeline_engine_from_its_stack_events)
     const char *renamed = tk_path("ds-renamed");
     cr_assert_eq(mkdir(renamed, 0755), 0);
     for (int r = 0; r < 2; r++) {
-        char src[512], dst[512];
-        snprintf(src, sizeof src, "%s/rank%d.json.gz", DATA "/ds", r);
-        snprintf(dst, sizeof dst, "%s/rank%d.json", renamed, r);
-        size_t len;
-        char *text = slurp_any(src, &len);
-        cr_assert_not_null(text);
+        char dst[512];
+        char *text = ds_recording(r, renamed, dst, sizeof dst);
         for (char *at = text; (at = strstr(at, "nn.Module: PipelineModule_")) != NULL;)
             memcpy(at + 11, "GPTModelPipe__", 14); /* over the 14 bytes of PipelineModule */
         tk_write_text(dst, text);
@@ -742,11 +751,8 @@ Test(kineto, a_trace_without_compute_ops_says_so)
     const char *dir = tk_path("nostack");
     cr_assert_eq(mkdir(dir, 0755), 0);
     for (int r = 0; r < 2; r++) {
-        char src[512], dst[512];
-        snprintf(src, sizeof src, "%s/rank%d.json.gz", DATA "/ds", r);
-        snprintf(dst, sizeof dst, "%s/rank%d.json", dir, r);
-        size_t len;
-        char *text = slurp_any(src, &len);
+        char dst[512];
+        char *text = ds_recording(r, dir, dst, sizeof dst);
         cJSON *root = cJSON_Parse(text);
         free(text);
         cr_assert_not_null(root);

@@ -29,17 +29,7 @@ import deepspeed
 from deepspeed.pipe import LayerSpec, PipelineModule
 from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
 
-
-class Block(nn.Module):
-    def __init__(self, dim, work):
-        super().__init__()
-        self.lin = nn.Linear(dim, dim)
-        self.work = work
-
-    def forward(self, x):
-        for _ in range(self.work):
-            x = torch.tanh(self.lin(x))
-        return x
+from torch_pipe import Block  # work x (Linear, tanh): the blocks of torch_pipe.py's jobs
 
 
 class PartedPipelineModule(PipelineModule):
