@@ -415,7 +415,7 @@ Test(torch, interleaved_2_ranks_2_chunks)
 static void check_replicas(const char *py, const char *dir, int dp)
 {
     for (int d = 0; d < dp; d++) {
-        char rep[4], name[32];
+        char rep[16], name[48];
         snprintf(rep, sizeof rep, "%d", d);
         snprintf(name, sizeof name, "dp%d.json", d);
         cJSON *truth = truth_json_of(py, dir, rep);
