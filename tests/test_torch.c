@@ -782,13 +782,14 @@ static void parts_of(const char *out, char *buf, size_t cap)
  * blocks (not the stage module, not the loss), the gradient-norm all-reduces of the optimizer step
  * not taken for a data-parallel one; then pprof-tune's parts, applied through PipelineModule as a
  * user would, make the step faster (12 units of work on stage 0 against 4: parts 0,3,8 leave 9
- * and 5, ~20% faster measured). The job's step varies by ~10% between runs here, so a pair that
- * did not get faster is run again once. */
+ * and 7: 1-20% faster measured here, the step's fixed costs and the VM's noise taking the rest).
+ * One layout's step varies by ~10% between quiet runs, so "faster" is judged on the least of
+ * each layout's runs, another pair run while it is not (three pairs at most). */
 static double ds_median_step(const char *py, const char *dir, const char *name,
                              const char *partition)
 {
     const char *args[] = {"--blocks", "8", "--work", "3,3,3,3,1,1,1,1", "--microbatches", "4",
-                          "--steps", "8", "--dim", "512", "--mb-size", "32", "--partition",
+                          "--steps", "10", "--dim", "512", "--mb-size", "32", "--partition",
                           partition, NULL};
     remove_dir(dir);
     run_script(py, 2, DS_JOB, dir, args);
@@ -803,7 +804,7 @@ Test(torch, deepspeed_pipeline_engine)
     const char *py = need_deepspeed();
     const char *dir = tk_path("ds"), *after = tk_path("ds_after"), *plan = tk_path("dsplan.json");
     const char *args[] = {"--blocks", "8", "--work", "3,3,3,3,1,1,1,1", "--microbatches", "4",
-                          "--steps", "8", "--dim", "512", "--mb-size", "32", NULL};
+                          "--steps", "10", "--dim", "512", "--mb-size", "32", NULL};
     run_script(py, 2, DS_JOB, dir, args);
     cJSON *truth = truth_json(py, dir);
     cr_assert_eq((int)num(truth, "slowest_rank"), 0, "the job's own straggler is stage %d",
@@ -857,14 +858,18 @@ Test(torch, deepspeed_pipeline_engine)
     cJSON *pj = load_json(plan);
     double pred_ms = num(item(pj, "predicted"), "median_ms");
     cJSON_Delete(pj);
-    double after_ms = 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (attempt > 0) /* the pair again: a run of the even split, one of the proposal */
-            before_ms = ds_median_step(py, dir, "ds0.json", "uniform");
-        after_ms = ds_median_step(py, after, "ds1.json", parts);
-        cr_log_info("DeepSpeed parts %s: median step %.3f ms before, %.3f after (predicted "
-                    "%.3f, %+.1f%%)", parts, before_ms, after_ms, pred_ms,
-                    100 * (after_ms - pred_ms) / pred_ms);
+    /* judged on the least disturbed run of each layout: up to three of each */
+    double after_ms = INFINITY;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (attempt > 0) { /* another pair: a run of the even split, one of the proposal */
+            double b = ds_median_step(py, dir, "ds0.json", "uniform");
+            before_ms = b < before_ms ? b : before_ms;
+        }
+        double a = ds_median_step(py, after, "ds1.json", parts);
+        after_ms = a < after_ms ? a : after_ms;
+        cr_log_info("DeepSpeed parts %s: median step %.3f ms (least of the runs) before, %.3f "
+                    "after (predicted %.3f, this run %+.1f%%)", parts, before_ms, after_ms,
+                    pred_ms, 100 * (a - pred_ms) / pred_ms);
         if (after_ms < before_ms)
             break;
     }
@@ -873,20 +878,34 @@ Test(torch, deepspeed_pipeline_engine)
 }
 
 /* DeepSpeed with data parallelism: 2 stages x 2 replicas on 4 ranks (DeepSpeed's default
- * topology, rank = stage x 2 + replica). Its process groups carry no description, so the
- * pipeline's is recognised by their shape (docs/kineto.md "Process groups"); before, each rank
- * was read as a stage of a 4-stage pipeline. Each replica against its own ranks' truth; the
- * all-reduce is the replicas' gradient one of _exec_reduce_grads, once a step, not the
- * optimizer's gradient norm. */
+ * topology, rank = stage x 2 + replica), with activation checkpointing (every layer recomputed
+ * in the backward). Its process groups carry no description, so the pipeline's is recognised by
+ * their shape (docs/kineto.md "Process groups"); before, each rank was read as a stage of a
+ * 4-stage pipeline. Each replica against its own ranks' truth; the all-reduce is the replicas'
+ * gradient one of _exec_reduce_grads, once a step, not the optimizer's gradient norm; the
+ * layers are still the 4 blocks (the recomputation runs them again inside the backward, outside
+ * the stage module: no layers there). */
 Test(torch, deepspeed_data_parallel_replicas)
 {
     const char *py = need_deepspeed();
     const char *dir = tk_path("dsdp");
     const char *args[] = {"--stages", "2", "--blocks", "4", "--work", "1,1,3,3",
                           "--microbatches", "4", "--steps", "4", "--dim", "128", "--mb-size",
-                          "8", NULL};
+                          "8", "--checkpoint", "1", NULL};
     run_script(py, 4, DS_JOB, dir, args);
     check_replicas(py, dir, 2);
+    cJSON *sum = load_json(tk_path("dp0.json"));
+    int n_layers = 0;
+    const cJSON *y;
+    cJSON_ArrayForEach(y, item(sum, "layers"))
+    {
+        const char *name = item(y, "name")->valuestring;
+        cr_expect(strncmp(name, "Block_", 6) == 0, "layer %d is %s", n_layers, name);
+        cr_expect_gt(num(item(y, "fwd_ms"), "count"), 0, "layer %d has no forward", n_layers);
+        n_layers++;
+    }
+    cr_expect_eq(n_layers, 4, "%d layers, the PipelineModule holds 4 blocks", n_layers);
+    cJSON_Delete(sum);
 }
 
 /* ---- costs of layers that have forward times only (no Python needed) ------------------- */

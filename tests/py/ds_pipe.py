@@ -59,6 +59,8 @@ def main():
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--partition", default="uniform")
+    p.add_argument("--checkpoint", type=int, default=0,
+                   help="activation_checkpoint_interval: recompute every N layers (0: none)")
     p.add_argument("--stages", type=int, default=0,
                    help="pipeline stages (default: all ranks); the rest data parallelism")
     p.add_argument("--info")
@@ -88,7 +90,8 @@ def main():
             p.error(f"--partition {a.partition}: {stages + 1} increasing parts from 0 to {a.blocks}")
     model = PartedPipelineModule(parts, layers=specs, num_stages=stages,
                                  partition_method="uniform" if parts else a.partition,
-                                 loss_fn=nn.MSELoss(), activation_checkpoint_interval=0)
+                                 loss_fn=nn.MSELoss(),
+                                 activation_checkpoint_interval=a.checkpoint)
     config = {
         "train_micro_batch_size_per_gpu": a.mb_size,
         "gradient_accumulation_steps": a.microbatches,
