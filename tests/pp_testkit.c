@@ -217,6 +217,14 @@ int tk_judge_next(tk_judge *j)
     return 1;
 }
 
+const char *tk_judge_dir(const tk_judge *j, const char *prefix, char *dir, size_t cap)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%d", prefix, j->attempt);
+    snprintf(dir, cap, "%s", tk_path(name));
+    return dir;
+}
+
 void tk_judge_that(tk_judge *j, int ok, const char *fmt, ...)
 {
     if (ok)

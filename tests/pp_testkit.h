@@ -64,6 +64,9 @@ typedef struct tk_judge {
 /* Whether to run (another) attempt: the first always; another while the last one missed and
  * attempts are left. Starts it (j->attempt up by one, j->missed cleared). */
 int tk_judge_next(tk_judge *j);
+/* The directory of this attempt's capture, tk_path("<prefix><attempt>"), copied into dir (the
+ * attempts outlast tk_path's rotating buffers); returns dir. */
+const char *tk_judge_dir(const tk_judge *j, const char *prefix, char *dir, size_t cap);
 /* Records a miss of this attempt when !ok: the formatted figures go into j->log. */
 void tk_judge_that(tk_judge *j, int ok, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

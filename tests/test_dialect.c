@@ -791,9 +791,7 @@ Test(dialect, a_megatron_named_job_becomes_a_pipeline_analysis, .timeout = 480)
     /* a timing judgement (pp_testkit.h, tk_judge): each attempt captures the job again */
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        char name[16];
-        snprintf(name, sizeof name, "run%d", j.attempt);
-        snprintf(dir, sizeof dir, "%s", tk_path(name));
+        tk_judge_dir(&j, "run", dir, sizeof dir);
         const char *cap[] = {"-q", "-o", dir, "--", MEGATRON_APP, "3", "4", "6",
                              "2000,2000,6000", "1000,2000,3000", "500", NULL};
         tk_result r = tk_run(PPRUN, cap, NULL);

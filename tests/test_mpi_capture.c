@@ -223,6 +223,17 @@ Test(mpi_capture, dead_rank)
                        r->out, r->err);
 }
 
+/* The analysis of run directory dir's data-parallel replica `replica`. */
+static pp_analysis *analyze_replica(const char *dir, int replica)
+{
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.replica = replica;
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+    return a;
+}
+
 /* Two data-parallel replicas of a 2-stage pipeline under pprof-run: the report analyzes one
  * replica's pipeline (either), and gives every stage's all-reduce time, bytes and bus
  * bandwidth; the sim's ring all-reduce of 16 MB per stage over 10 GB/s takes 1.62 ms. */
@@ -240,20 +251,14 @@ Test(mpi_capture, data_parallel_allreduce_is_reported)
      * than an hour before, read a stage's median below 0.8 ms) */
     tk_judge j = TK_JUDGE_INIT;
     while (tk_judge_next(&j)) {
-        char name[16];
-        snprintf(name, sizeof name, "dp%d", j.attempt);
-        snprintf(dir, sizeof dir, "%s", tk_path(name));
+        tk_judge_dir(&j, "dp", dir, sizeof dir);
         const char *argv[] = {PPRUN, "-q", "-o", dir, "--", MPIRUN, PPTRAIN, "--backend", "sim",
                               "--costs", costs, "--stages", "2", "--microbatches", "4",
                               "--steps", "6", "--transport", "mpi", "--dp", "2", "-q", NULL};
         r = run(argv, NULL);
         cr_assert_eq(r->code, 0, "%s", r->err);
         for (int replica = 0; replica < 2; replica++) {
-            pp_analysis_options o;
-            pp_analysis_options_default(&o);
-            o.replica = replica;
-            pp_analysis *a = NULL;
-            cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+            pp_analysis *a = analyze_replica(dir, replica);
             for (int s = 0; s < a->S; s++) {
                 double med = a->stages[s].allreduce_ns.median;
                 tk_judge_that(&j, med >= 0.8e6 && med <= 4e6,
@@ -265,11 +270,7 @@ Test(mpi_capture, data_parallel_allreduce_is_reported)
     }
     cr_assert(!j.missed, "%s", j.log);
     for (int replica = 0; replica < 2; replica++) {
-        pp_analysis_options o;
-        pp_analysis_options_default(&o);
-        o.replica = replica;
-        pp_analysis *a = NULL;
-        cr_assert_eq(pp_analyze_dir(dir, &o, &a), PP_OK, "%s", pp_error_message());
+        pp_analysis *a = analyze_replica(dir, replica);
         cr_assert_eq(a->n_files, 4);
         cr_assert_eq(a->S, 2);
         cr_assert_eq(a->dp, 2);
