@@ -282,6 +282,11 @@ typedef struct file_state {
     /* the latest _exec_optimizer_step's start, and its step + 1 (0: none yet) */
     uint64_t ds_opt_t0;
     int64_t ds_opt_step;
+    /* torch (no DeepSpeed): the latest compute op whose stage module showed, its thread, that
+     * module's start and name (decode.c, torch_module_layer) */
+    uint32_t tm_op_tid, tm_msg;
+    uint64_t tm_op_t0, tm_mod_t0;
+    int tm_seen;
     uint32_t stack_tid;
     decoded stack_op;
     struct stack_recv {
@@ -420,6 +425,9 @@ typedef struct state {
     int torch_same_sum, torch_same_diff;
     uint64_t torch_overlaps;  /* DualPipeV's OVERLAP_F_B actions seen */
     uint64_t torch_unsplit;   /* those not split into their forward and backward (decode.c) */
+    /* torch module events where layers would be (directly inside a stage module) that compiled
+     * code ran: no layers (decode.c, torch_module_layer) */
+    uint64_t torch_compiled_modules;
     vec dlayers;          /* dialect_layer: torch modules by provisional layer index */
     struct rg_state *generic; /* host pass: the generic view's tables (ranges.c) */
     struct mem_state *mem;    /* host pass: memory per stage and the series (memory.c) */

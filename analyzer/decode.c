@@ -768,6 +768,90 @@ static int deepspeed_layer(file_state *f, thread_state *t, const open_range *enc
            outer->t0 == f->ds_stage_module_t0;
 }
 
+/* Who called a torch module event: compiled code (AOTAutograd's GraphModule run inside a
+ * Torch-Compiled Region, not one of the job's modules), torch's pipelining runtime (the stage's
+ * submod: PipelineStage.forward_one_chunk -> forward_maybe_with_nosync, through dynamo's frames
+ * when the module is compiled) or the job's own code. */
+enum { CALLER_JOB, CALLER_PIPELINING, CALLER_COMPILED };
+
+/* The caller a range open around a module event names, -1 for a frame that only passes the call
+ * on (nn.Module.__call__'s own, dynamo's eval-frame wrappers, a built-in). */
+static int module_caller(const char *s)
+{
+    if (strncmp(s, "Torch-Compiled Region", 21) == 0 || strncmp(s, "CompiledFunction", 16) == 0 ||
+        strstr(s, "torch/_functorch/") || strstr(s, "torch/_inductor/"))
+        return CALLER_COMPILED;
+    /* torch/fx/: a GraphModule's own __call__ (AOTAutograd's, inside the compiled code above,
+     * or the stage module torch's pipeline() front end traced) */
+    if (strstr(s, "torch/nn/modules/module.py(") || strstr(s, "torch/_dynamo/") ||
+        strstr(s, "torch/fx/") || strncmp(s, "<built-in", 9) == 0)
+        return -1;
+    return strstr(s, "torch/distributed/pipelining/") ? CALLER_PIPELINING : CALLER_JOB;
+}
+
+/* In a torch trace (no DeepSpeed), whether module o, opening on t inside compute op enc, is a
+ * layer. PipelineStage calls its submod through nn.Module.__call__, so in most jobs the
+ * outermost module of a forward op is the stage module (torchtitan's pruned copy of the model,
+ * an nn.Sequential, an OptimizedModule when torch.compile wraps it), called from torch's
+ * pipelining code: it is no layer, and the modules directly inside it are the layers (in a
+ * backward op too, recomputed, where the stage module is known by its name). An outermost
+ * module the job's own code called (a stage module called without __call__, as torch_pipe.py's
+ * by default) is a layer itself, as before. A module compiled code runs is none (counted: the
+ * blocks it fused are not visible), nor is one deeper inside. */
+static int torch_module_layer(state *st, file_state *f, thread_state *t, const open_range *enc,
+                              const open_range *o)
+{
+    const open_range *s = t->stack.data, *parent = NULL;
+    int depth = 0, caller = -1, direct = 0;
+    size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
+    for (size_t k = t->stack.n; k-- > lo;) {
+        const open_range *r = &s[k];
+        if (r == o)
+            continue;
+        if (r == enc || r->t0 < enc->t0)
+            break;
+        if (is_module(f, r)) {
+            if (!depth++)
+                parent = r;
+            if (caller < 0) {
+                caller = CALLER_JOB; /* called straight from its parent's __call__ */
+                direct = 1;
+            }
+        } else if (caller < 0) {
+            caller = module_caller(an_str_of(f, r->message));
+        }
+    }
+    int same_op = f->tm_seen && f->tm_op_t0 == enc->t0 && f->tm_op_tid == t->tid;
+    /* directly inside the stage module (or the module torch.compile's wrapper runs for it) */
+    int in_stage_module =
+        parent && same_op && parent->t0 == f->tm_mod_t0 && parent->message == f->tm_msg;
+    /* torch.compile's wrapper (OptimizedModule) runs the module it compiled, whose own event
+     * opens directly inside it: that one is the stage module from here on */
+    if (in_stage_module && direct &&
+        strncmp(an_str_of(f, parent->message), "nn.Module: OptimizedModule_", 27) == 0) {
+        f->tm_mod_t0 = o->t0;
+        f->tm_msg = o->message;
+        return 0;
+    }
+    if (caller == CALLER_COMPILED) {
+        if (depth == 0 || in_stage_module)
+            st->torch_compiled_modules++; /* where a layer would be */
+        return 0;
+    }
+    if (depth == 0) {
+        if (caller == CALLER_PIPELINING || (f->tm_seen && o->message == f->tm_msg)) {
+            f->tm_seen = 1;
+            f->tm_op_t0 = enc->t0;
+            f->tm_op_tid = t->tid;
+            f->tm_mod_t0 = o->t0;
+            f->tm_msg = o->message;
+            return 0;
+        }
+        return 1;
+    }
+    return in_stage_module;
+}
+
 /* In a DeepSpeed trace, whether all-reduce o (on any thread) is the optimizer's: one that starts
  * after its step's _exec_optimizer_step did (the engine runs nothing but the optimizer step and
  * the loss's broadcast after it). Those are the gradient norm over the pipeline's stages
@@ -1080,7 +1164,7 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     if (m.torch_module) {
         if (!enc || enc->dec.kind < PP_NVTX_FWD || enc->dec.kind > PP_NVTX_BWD_WEIGHT)
             return;
-        if (f->deepspeed && !deepspeed_layer(f, t, enc, o))
+        if (f->deepspeed ? !deepspeed_layer(f, t, enc, o) : !torch_module_layer(st, f, t, enc, o))
             return;
         m.kind = enc->dec.kind == PP_NVTX_FWD          ? PP_NVTX_LAYER_FWD
                  : enc->dec.kind == PP_NVTX_BWD_WEIGHT ? PP_NVTX_LAYER_BWD_WEIGHT
@@ -1203,6 +1287,14 @@ void an_dialect_shape(const state *st, pp_analysis *a)
                    "than a forward then a backward): their time counts as idle, so their stages' "
                    "busy time, bubble and replay understate the work (docs/dialects.md)",
                 (unsigned long long)st->torch_unsplit, (unsigned long long)st->torch_overlaps);
+    a->torch_compiled_modules = st->torch_compiled_modules;
+    if (st->torch_compiled_modules)
+        an_warn(a, "%llu module event(s) where the layers would be ran inside compiled code "
+                   "(torch.compile around a whole stage module: a Torch-Compiled Region, "
+                   "AOTAutograd's GraphModule): the blocks it fused are not visible, so their "
+                   "stages have no layers; compile each block instead (torch.compile per block, "
+                   "as torchtitan does) for per-layer costs (docs/torch.md)",
+                (unsigned long long)st->torch_compiled_modules);
     if (!a->schedule[0]) {
         /* V placement (torch's ZBV, DualPipeV) and LoopedBFS (several chunks, every forward
          * before any backward, unless M < S, where interleaved 1F1B runs in that order too) are

@@ -78,11 +78,21 @@ static pp_status infer_partition(const pp_analysis *a, int L, pp_partition *out)
         free(piece);
         return PP_ERR(PP_ERR_NOMEM, "out of memory");
     }
+    /* a piece without layers: a torch stage module compiled as a whole hides its blocks */
+    const char *hidden = a->torch_compiled_modules
+                             ? " (its stage module ran compiled as a whole: torch.compile hides "
+                               "the blocks inside; compile each block instead, docs/torch.md)"
+                             : "";
     for (int l = 0; l < L && st == PP_OK; l++) {
         if (piece[l] < 0)
             st = PP_ERR(PP_ERR_INVALID, "layer %d has no ranges in the analyzed steps: the "
                                         "partition cannot be inferred",
                         l);
+        else if (l > 0 && piece[l] > piece[l - 1] + 1)
+            st = PP_ERR(PP_ERR_INVALID,
+                        "piece %d ran no layer (layer %d runs on piece %d, layer %d on piece "
+                        "%d)%s: the partition cannot be inferred",
+                        piece[l - 1] + 1, l - 1, piece[l - 1], l, piece[l], hidden);
         else if (l > 0 && piece[l] != piece[l - 1] && piece[l] != piece[l - 1] + 1)
             st = PP_ERR(PP_ERR_INVALID,
                         "layer %d runs on piece %d right after layer %d on piece %d: not a "
@@ -90,8 +100,9 @@ static pp_status infer_partition(const pp_analysis *a, int L, pp_partition *out)
                         l, piece[l], l - 1, piece[l - 1]);
     }
     if (st == PP_OK && (piece[0] != 0 || piece[L - 1] != P - 1))
-        st = PP_ERR(PP_ERR_INVALID, "the layers cover pieces %d..%d, expected 0..%d", piece[0],
-                    piece[L - 1], P - 1);
+        st = PP_ERR(PP_ERR_INVALID,
+                    "the layers cover pieces %d..%d, expected 0..%d: piece %d ran no layer%s",
+                    piece[0], piece[L - 1], P - 1, piece[0] != 0 ? 0 : P - 1, hidden);
     if (st == PP_OK) {
         bounds[0] = 0;
         for (int l = 1; l < L; l++)
@@ -1188,9 +1199,13 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     if (a->n_layers == 0)
         return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
                                       "extracted (%s)",
-                      torch ? "profile with with_modules=True and with_stack=True: module events "
-                              "are the layers, docs/torch.md"
-                            : "emit '<layer> fwd' ranges per docs/nvtx-convention.md");
+                      !torch ? "emit '<layer> fwd' ranges per docs/nvtx-convention.md"
+                      : a->torch_compiled_modules
+                          ? "its stage modules ran compiled as a whole (torch.compile): the "
+                            "blocks inside are not visible; compile each block instead, as "
+                            "torchtitan does, docs/torch.md"
+                          : "profile with with_modules=True and with_stack=True: module events "
+                            "are the layers, docs/torch.md");
     /* the layer list is 0 .. max index */
     int L = 0;
     for (size_t i = 0; i < a->n_layers; i++)

@@ -366,6 +366,9 @@ typedef struct pp_analysis {
     /* steps and stages, but no forward or backward op in any analyzed step: the ranges that
      * name the compute were not recognised (a warning says what to do); no schedule then */
     int no_compute_ops;
+    /* torch module events where layers would be (directly inside a stage module) that compiled
+     * code ran: torch.compile around a whole stage hides its blocks (decode.c) */
+    uint64_t torch_compiled_modules;
     int placement;           /* pp_placement of the chunks on the stages: PP_PLACE_V for torch's
                                 V schedules (ZBV, DualPipeV), else looped */
     char schedules[64];      /* the schedules the job says it can run (config mark `schedules=`,

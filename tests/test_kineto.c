@@ -742,6 +742,53 @@ Test(kineto, deepspeed_pipeline_engine_from_its_stack_events)
     }
 }
 
+/* A torch job whose stage modules torch's pipelining calls itself (tests/data/kineto/sm:
+ * tests/py/torch_pipe.py on torch 2.15.0, CPU, gloo: `torchrun --standalone --nproc-per-node 2
+ * tests/py/torch_pipe.py --schedule gpipe --blocks 8 --work 3,3,3,3,1,1,1,1 --microbatches 4
+ * --steps 3 --dim 64 --mb-size 4 --with-modules --piece-call module --compile blocks --out sm`;
+ * its "<built-in ...>" Python events, flow events and the Python events' args removed, gzip -9).
+ * Each stage's module has a module event of its own (ModulePiece_0, called from
+ * forward_maybe_with_nosync) and each block is compiled (torch.compile, aot_eager): an
+ * OptimizedModule around it, the block's own event inside, dynamo's and AOTAutograd's frames and
+ * a GraphModule inside that. The layers are the 8 OptimizedModules: not the stage modules (2
+ * layers, as before), not the blocks or GraphModules inside them; no compiled-code warning. */
+Test(kineto, stage_modules_torch_calls_and_blocks_under_torch_compile)
+{
+    const char *dir = DATA "/sm";
+    cJSON *j = report_json(dir);
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    int S = cJSON_GetObjectItem(p, "stages")->valueint;
+    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+    int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
+    cr_assert(S == 2 && M == 4 && v == 1, "S %d M %d v %d", S, M, v);
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "gpipe");
+    int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
+    cJSON *l;
+    int n = 0;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "layers"))
+    {
+        char want[32];
+        snprintf(want, sizeof want, "OptimizedModule_%d", n % 4);
+        cr_expect_str_eq(cJSON_GetObjectItem(l, "name")->valuestring, want, "layer %d", n);
+        cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(l, "fwd_ms"), "count")->valueint,
+                     n_steps * M, "layer %d: a forward per micro-batch", n);
+        n++;
+    }
+    cr_expect_eq(n, 8, "%d layers, the job has 8 blocks", n);
+    check_stages_against_truth(j, dir, S, M, v);
+    cJSON_Delete(j);
+    const char *argv[] = {PPREPORT, dir, NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_expect_eq(r.code, 0);
+    cr_expect(strstr(r.out, "compiled code") == NULL, "%s", r.out);
+    tk_result_free(&r);
+    const char *targv[] = {PP_BUILD_DIR "/tools/pprof-tune", dir, "-q", NULL};
+    r = tk_runv(targv, NULL);
+    cr_expect_eq(r.code, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "8 layers, 2 stages, gpipe") != NULL, "%s", r.out);
+    tk_result_free(&r);
+}
+
 /* The DeepSpeed recording without its Python events (a job profiled without with_stack): its
  * steps, sends and receives remain, no compute op. Before, that read as GPipe with a 99% bubble
  * of transfers; now the report says it found no forward or backward op and what the trace

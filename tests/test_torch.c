@@ -740,6 +740,115 @@ Test(torch, tune_split_points_from_module_times)
               after, 100 * TUNE_TOLERANCE, pred, attempts_log);
 }
 
+/* Whether rank 0's trace in dir shows torch.compile at work (its compiled regions). */
+static int trace_compiled(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank0.json", dir);
+    char *text = tk_slurp(path, NULL);
+    cr_assert_not_null(text, "%s was not written", path);
+    int yes = strstr(text, "Torch-Compiled Region") != NULL;
+    free(text);
+    return yes;
+}
+
+/* The job with its stage modules called the way torch calls them (nn.Module.__call__: one
+ * module event around the blocks, as in torchtitan's pruned model copies and torch's own
+ * tutorial), optionally under torch.compile (aot_eager: dynamo and AOTAutograd, no C++ to build),
+ * or built by torch's pipeline() front end (a traced GraphModule per stage calling the blocks as
+ * InterpreterModules).
+ * Before, the stage module was its stage's one layer: "2 layers", parts [0, 1, 2] and the layout
+ * called optimal for a model of 8 blocks, 3 times heavier in its first half. Now:
+ * - called as torch calls it: the 8 blocks are the layers (their forward times follow the work
+ *   each does), and pprof-tune moves the split off the even one;
+ * - each block compiled (torchtitan's per-block torch.compile): the same 8 layers, by the
+ *   OptimizedModule events around the compiled blocks;
+ * - each stage module compiled as a whole: its blocks are fused out of sight; the stage-level
+ *   analysis holds, the report says why there are no layers, pprof-tune exits 2 saying what to
+ *   change;
+ * - pipeline()'s stages: the 8 InterpreterModules the graphs call (the GraphModule's own frames,
+ *   torch/fx/, taken for compiled code, read as "compiled as a whole" in a first version). */
+Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
+{
+    const char *py = need_python();
+    /* --compile, --frontend, the layers' class; mode 3 is torch's pipeline() front end */
+    const char *modes[4][3] = {{"none", "manual", "Block_"},
+                               {"blocks", "manual", "OptimizedModule_"},
+                               {"pieces", "manual", ""},
+                               {"none", "tracer", "InterpreterModule_"}};
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "mod_%d", k);
+        const char *dir = tk_path(name);
+        const char *args[] = {"--schedule", "1f1b", "--blocks", "8", "--work", "3,3,3,3,1,1,1,1",
+                              "--microbatches", "4", "--steps", "6", "--dim", "512",
+                              "--mb-size", "32", "--with-modules", "--piece-call", "module",
+                              "--compile", modes[k][0], "--frontend", modes[k][1], NULL};
+        run_job(py, 2, dir, args);
+        int compiled = strcmp(modes[k][0], "none") != 0;
+        cr_assert_eq(trace_compiled(dir), compiled, "torch.compile %s in run %d",
+                     compiled ? "did not run" : "ran", k);
+        snprintf(name, sizeof name, "mod_%d.json", k);
+        cJSON *sum = report_json(dir, name);
+        const cJSON *g;
+        cJSON_ArrayForEach(g, item(sum, "stages"))
+        {
+            cr_expect_gt(num(item(g, "fwd_ms"), "count"), 0, "run %d: stage forwards", k);
+            cr_expect_gt(num(item(g, "bwd_ms"), "count"), 0, "run %d: stage backwards", k);
+        }
+        const cJSON *layers = item(sum, "layers"), *y;
+        int n = 0;
+        double heavy = 0, light = 0;
+        cJSON_ArrayForEach(y, layers)
+        {
+            const char *lname = item(y, "name")->valuestring, *want = modes[k][2];
+            cr_expect(strncmp(lname, want, strlen(want)) == 0, "run %d: layer %d is %s", k, n,
+                      lname);
+            double ms = num(item(y, "fwd_ms"), "median");
+            if (n < 4)
+                heavy += ms / 4;
+            else
+                light += ms / 4;
+            n++;
+        }
+        const char *targv[] = {TUNE, dir, "-q", NULL};
+        tk_result r = tk_runv(targv, NULL);
+        if (k != 2) {
+            cr_expect_eq(n, 8, "run %d: %d layers, the model has 8 blocks", k, n);
+            /* work 3 against 1 per block, plus what each block costs whatever its work (the
+             * profiler's Python tracing, dynamo's guards when compiled): measured here 2.1-2.6x
+             * eager, 1.4-1.5x compiled */
+            cr_expect_gt(heavy, 1.2 * light, "run %d: blocks of work 3 ran %.3f ms, of work 1 "
+                         "%.3f ms", k, heavy, light);
+            cr_expect_eq(r.code, 0, "pprof-tune (run %d): %d\n%s%s", k, r.code, r.out, r.err);
+            cr_expect(strstr(r.out, "8 layers, 2 stages") != NULL, "%s", r.out);
+            if (r.code == 0) {
+                char split[256];
+                split_points_of(r.out, split, sizeof split);
+                cr_expect_str_neq(split, "layers.4", "run %d: pprof-tune kept the even split", k);
+            }
+        } else {
+            cr_expect_eq(n, 0, "a stage module compiled as a whole: %d layers", n);
+            cr_expect_eq(r.code, 2, "pprof-tune without layers: %d\n%s", r.code, r.out);
+            cr_expect(strstr(r.err, "compiled as a whole") != NULL, "%s", r.err);
+            const char *rargv[] = {REPORT, dir, NULL};
+            tk_result t = tk_runv(rargv, NULL);
+            cr_expect_eq(t.code, 0);
+            cr_expect(strstr(t.out, "ran inside compiled code") != NULL, "%s", t.out);
+            tk_result_free(&t);
+        }
+        tk_result_free(&r);
+        if (k != 2) { /* a GraphModule of its own (the tracer's) is no sign of torch.compile */
+            const char *rargv[] = {REPORT, dir, NULL};
+            tk_result t = tk_runv(rargv, NULL);
+            cr_expect(strstr(t.out, "compiled code") == NULL, "run %d:\n%s", k, t.out);
+            tk_result_free(&t);
+        }
+        cJSON_Delete(sum);
+        remove_dir(dir);
+    }
+}
+
 /* ---- DeepSpeed's pipeline engine (tests/py/ds_pipe.py) ---------------------------------- */
 
 /* torch's Python with DeepSpeed as well (scripts/setup.sh installs it into the torch venv),
@@ -1010,7 +1119,8 @@ Test(torch_extract, backward_shared_by_forward_times)
  * record_function range (ProfilerStep#1, Forward 0, Backward 0) starts inside the Python frame
  * that opens it (__enter__) and outlives it, so the importer writes them as START/END, not
  * nested; the schedule's own frames (forward_one_chunk) and the blocks (nn.Module) are nested
- * in those actions by time. */
+ * in those actions by time. The stage module is called the way torch_pipe.py calls it (its own
+ * __call__, a frame of the job's code, no module event of its own): each block is a layer. */
 static void write_stack_trace(const char *path, int rank)
 {
     /* rank 0 sends its activation at 26 and receives the gradient in its backward; rank 1
@@ -1026,6 +1136,8 @@ static void write_stack_trace(const char *path, int rank)
         "\"ts\":11,\"dur\":19},"
         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
         "stage.py(1142): forward_one_chunk\",\"pid\":1,\"tid\":1,\"ts\":13,\"dur\":12},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch_pipe.py(78): __call__\","
+        "\"pid\":1,\"tid\":1,\"ts\":13.5,\"dur\":11},"
         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: Block_0\",\"pid\":1,"
         "\"tid\":1,\"ts\":14,\"dur\":10},"
         "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"gloo:send\",\"pid\":1,\"tid\":1,"
@@ -1051,6 +1163,8 @@ static void write_stack_trace(const char *path, int rank)
         "\"ts\":13,\"dur\":27},"
         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/distributed/pipelining/"
         "stage.py(1142): forward_one_chunk\",\"pid\":2,\"tid\":2,\"ts\":41,\"dur\":8},"
+        "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch_pipe.py(78): __call__\","
+        "\"pid\":2,\"tid\":2,\"ts\":41.5,\"dur\":7},"
         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: Block_0\",\"pid\":2,"
         "\"tid\":2,\"ts\":42,\"dur\":6},"
         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"torch/autograd/profiler.py(7): "
@@ -1068,6 +1182,152 @@ static void write_stack_trace(const char *path, int rank)
             "\"world_size\":2},\"traceEvents\":[%s]}\n",
             rank, rank ? events1 : events0);
     cr_assert_eq(fclose(fp), 0);
+}
+
+/* Appends one complete event (thread = process = pid) to the comma-separated list in buf. */
+static void add_event(char *buf, size_t cap, const char *cat, const char *name, int pid,
+                      double ts, double dur)
+{
+    size_t n = strlen(buf);
+    int w = snprintf(buf + n, cap - n,
+                     "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":\"%s\",\"pid\":%d,"
+                     "\"tid\":%d,\"ts\":%g,\"dur\":%g}",
+                     n ? "," : "", cat, name, pid, pid, ts, dur);
+    cr_assert(w > 0 && (size_t)w < cap - n, "event list full");
+}
+
+#define FWD_CHUNK "torch/distributed/pipelining/stage.py(1142): forward_one_chunk"
+#define BWD_CHUNK "torch/distributed/pipelining/stage.py(1300): backward_one_chunk"
+#define NOSYNC "torch/distributed/pipelining/stage.py(1041): forward_maybe_with_nosync"
+
+/* One rank's Kineto JSON of a GPipe step whose stage modules torch's pipelining calls itself,
+ * as in every job that does not work around it (torchtitan's pruned model copies, torch's
+ * tutorial): PipelineStage.forward_one_chunk -> forward_maybe_with_nosync -> the stage module's
+ * event. Rank 0's stage module (Transformer_0) runs two blocks, each with a Linear inside, from
+ * the model's own forward; its backward recomputes the stage module under activation
+ * checkpointing. Rank 1's stage module is compiled as a whole (torch.compile: the OptimizedModule
+ * wrapper called through dynamo's frames, the module it compiled inside it, a Torch-Compiled
+ * Region and AOTAutograd's GraphModule inside that); with compiled = 0 it runs as rank 0's. */
+static void write_module_trace(const char *path, int rank, int compiled)
+{
+    char ev[24576] = "";
+    const size_t cap = sizeof ev;
+    const int p = rank + 1;
+    const char *ua = "user_annotation", *py = "python_function";
+    for (int step = 1; step <= 3; step++) {
+        double o = 200.0 * (step - 1); /* the step's start */
+#define E(cat, name, ts, dur) add_event(ev, cap, cat, name, p, o + (ts), dur)
+        char name[32];
+        snprintf(name, sizeof name, "ProfilerStep#%d", step);
+        E(ua, name, 1, 199);
+        if (rank == 0) {
+            E(ua, "Forward 0", 11, 79);
+            E(py, FWD_CHUNK, 12, 67);
+            E(py, NOSYNC, 13, 65);
+            E(py, "nn.Module: Transformer_0", 14, 63);
+            E(py, "torch/nn/modules/module.py(1791): _call_impl", 14.5, 62);
+            E(py, "model.py(90): forward", 15, 61);
+            E(py, "nn.Module: TransformerBlock_0", 16, 24);
+            E(py, "nn.Module: Linear_0", 17, 22);
+            E(py, "nn.Module: TransformerBlock_1", 41, 30);
+            E(py, "nn.Module: Linear_1", 42, 28);
+            E(ua, "gloo:send", 81, 4);
+            E(ua, "Backward 0", 100, 90);
+            E(ua, "gloo:recv", 101, 19);
+            E(py, BWD_CHUNK, 121, 68);
+            E(py, "torch/utils/checkpoint.py(500): recompute_fn", 122, 38);
+            E(py, "nn.Module: Transformer_0", 123, 36);
+            E(py, "model.py(90): forward", 124, 34);
+            E(py, "nn.Module: TransformerBlock_0", 125, 15);
+            E(py, "nn.Module: TransformerBlock_1", 141, 16);
+            continue;
+        }
+        E(ua, "Forward 0", 11, 88);
+        E(ua, "gloo:recv", 12, 73);
+        E(py, FWD_CHUNK, 86, 12);
+        E(py, NOSYNC, 86.5, 11);
+        if (!compiled) {
+            E(py, "nn.Module: Transformer_0", 87, 10);
+            E(py, "model.py(90): forward", 87.5, 9);
+            E(py, "nn.Module: TransformerBlock_0", 88, 4);
+            E(py, "nn.Module: TransformerBlock_1", 92, 4);
+        } else {
+            E(py, "torch/_dynamo/eval_frame.py(551): __call__", 87, 10);
+            E(py, "nn.Module: OptimizedModule_0", 87.5, 9);
+            E(py, "torch/_dynamo/eval_frame.py(1150): compile_wrapper", 87.6, 8.8);
+            E(py, "nn.Module: Transformer_0", 87.8, 8.4);
+            E(py, "torch/_dynamo/eval_frame.py(1527): _fn", 88, 8);
+            E("cpu_op", "Torch-Compiled Region: 0/0", 88.5, 7);
+            E(py, "torch/_functorch/aot_autograd.py(1281): forward", 89, 6);
+            E(py, "torch/fx/graph_module.py(496): __call__", 89.5, 5);
+            E(py, "nn.Module: GraphModule_0", 90, 4);
+        }
+        E(ua, "Backward 0", 100, 30);
+        E(py, BWD_CHUNK, 101, 24);
+        E(ua, "gloo:send", 126, 3);
+#undef E
+    }
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"gloo\",\"rank\":%d,"
+            "\"world_size\":2},\"traceEvents\":[%s]}\n",
+            rank, ev);
+    cr_assert_eq(fclose(fp), 0);
+}
+
+/* Before, the stage module was the one "layer" of its stage (2 layers for 2 stages: nothing to
+ * rebalance, pprof-tune said the layout was optimal). Now its blocks are the layers, forward and
+ * (recomputed) backward, and a stage module compiled as a whole is said to hide them. */
+Test(torch_stack, a_stage_module_torch_calls_holds_the_layers)
+{
+    for (int compiled = 1; compiled >= 0; compiled--) {
+        const char *dir = tk_path(compiled ? "compiled" : "eager");
+        cr_assert_eq(mkdir(dir, 0755), 0);
+        char p[512];
+        for (int r = 0; r < 2; r++) {
+            snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
+            write_module_trace(p, r, compiled);
+        }
+        const char *out = tk_path("modules.json");
+        const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", out, NULL};
+        run_ok("pprof-report on the traces", argv);
+        cJSON *j = load_json(out);
+        const cJSON *layers = item(j, "layers"), *y;
+        cr_assert_eq(cJSON_GetArraySize(layers), compiled ? 2 : 4,
+                     "the blocks are the layers, not the stage module nor what is inside them");
+        int i = 0;
+        cJSON_ArrayForEach(y, layers)
+        {
+            char want[32];
+            snprintf(want, sizeof want, "TransformerBlock_%d", i % 2);
+            cr_expect_str_eq(item(y, "name")->valuestring, want, "layer %d", i);
+            cr_expect_eq((int)num(item(y, "fwd_ms"), "count"), 3, "layer %d: a forward a step", i);
+            if (i < 2) /* rank 0 recomputes its stage module inside its backward */
+                cr_expect_eq((int)num(item(y, "bwd_ms"), "count"), 3, "layer %d: recomputed", i);
+            i++;
+        }
+        cJSON_Delete(j);
+
+        const char *rargv[] = {REPORT, dir, "--warmup", "0", NULL};
+        tk_result r = tk_runv(rargv, NULL);
+        cr_assert_eq(r.code, 0);
+        cr_expect_eq(strstr(r.out, "3 module event(s) where the layers would be ran inside "
+                                   "compiled code") != NULL,
+                     compiled, "%s", r.out);
+        tk_result_free(&r);
+        const char *targv[] = {TUNE, dir, "-q", NULL};
+        r = tk_runv(targv, NULL);
+        if (compiled) {
+            cr_expect_eq(r.code, 2, "pprof-tune on a stage without layers: %d\n%s", r.code, r.out);
+            cr_expect(strstr(r.err, "piece 1 ran no layer") && strstr(r.err, "compiled as a whole"),
+                      "%s", r.err);
+        } else {
+            cr_expect_eq(r.code, 0, "%s%s", r.out, r.err);
+            cr_expect(strstr(r.out, "4 layers, 2 stages") != NULL, "%s", r.out);
+        }
+        tk_result_free(&r);
+    }
 }
 
 /* The actions of such a trace decode as without with_stack: one forward and one backward per

@@ -16,7 +16,12 @@ original FQNs (torchtitan's manual split). --dp N runs N data-parallel copies of
 on world = N x (ranks per pipeline), their gradients all-reduced before the optimizer step, on a
 DeviceMesh as torchtitan builds it (--mesh pp,dp: the pipeline outermost, so rank = stage x N +
 replica; dp,pp: the other way), or on plain new_group calls without descriptions (--groups
-unnamed); "rank" above is then the place in the pipeline.
+unnamed); "rank" above is then the place in the pipeline. --piece-call module calls the stage
+modules through nn.Module.__call__, as every job that does not avoid it (the profiler then
+records a module event around the blocks: the stage module); --compile blocks | pieces runs
+torch.compile on each block or on each stage module (--compile-backend, aot_eager by default).
+--frontend tracer builds the stages with torch's pipeline() instead (torch.export traces the
+model, each stage module a GraphModule calling the blocks; one chunk per rank).
 
 torch.profiler records every step after one warm-up (schedule wait=0, warmup=1, active=--steps:
 ProfilerStep#1..N in the trace) and writes one Kineto JSON per rank, DIR/rank<r>.json;
@@ -34,7 +39,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
                                           ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
-                                          ScheduleZBVZeroBubble)
+                                          ScheduleZBVZeroBubble, SplitPoint, pipeline)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.pipelining.schedules import ScheduleDualPipeV
 from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
@@ -59,6 +64,11 @@ class Model(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(Block(dim, w) for w in work)
 
+    def forward(self, x):  # what torch's pipeline() front end traces (--frontend tracer)
+        for blk in self.layers:
+            x = blk(x)
+        return x
+
 
 class Piece(nn.Module):
     """Blocks [lo, hi) of the model under their own FQNs (layers.<i>), run in order."""
@@ -77,6 +87,13 @@ class Piece(nn.Module):
     # (docs/dialects.md "Layers"), which are then the blocks. (No hooks are lost: none is set.)
     def __call__(self, x):
         return self.forward(x)
+
+
+class ModulePiece(Piece):
+    """A Piece called as torch calls any stage module (nn.Module.__call__, so the profiler
+    records a module event around its blocks), as in torchtitan's pruned model copies."""
+
+    __call__ = nn.Module.__call__
 
 
 def parse_split_points(text, n_blocks, n_pieces):
@@ -117,6 +134,20 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="profiled steps (after 1 warm-up)")
     ap.add_argument("--with-modules", action="store_true")
     ap.add_argument("--with-stack", action="store_true")
+    ap.add_argument("--piece-call", default="direct", choices=["direct", "module"],
+                    help="direct: the stage module is called without nn.Module.__call__ (no "
+                         "module event of its own); module: as torch calls any stage module "
+                         "(torchtitan's pruned model copies), one module event around its "
+                         "blocks")
+    ap.add_argument("--frontend", default="manual", choices=["manual", "tracer"],
+                    help="manual: stage modules built by hand (torchtitan's way); tracer: "
+                         "torch's pipeline() traces the model and splits it at the split points")
+    ap.add_argument("--compile", default="none", choices=["none", "blocks", "pieces"],
+                    help="torch.compile each block (torchtitan's per-block compile) or each "
+                         "stage module as a whole")
+    ap.add_argument("--compile-backend", default="aot_eager",
+                    help="torch.compile's backend (aot_eager: dynamo and AOTAutograd without "
+                         "generating C++, quick on a small CPU machine; inductor)")
     ap.add_argument("--out", required=True, help="directory of the Kineto traces")
     ap.add_argument("--info", default="", help="rank 0 writes what it ran here (JSON)")
     ap.add_argument("--dp", type=int, default=1,
@@ -171,11 +202,27 @@ def main():
     model = Model(a.dim, work)
     mine = (rank, 2 * world - 1 - rank) if vee else \
         [p for p in range(n_pieces) if p % world == rank]
-    stages = [PipelineStage(Piece(model, bounds[p], bounds[p + 1]), p, n_pieces,
-                            torch.device("cpu"), group=pp_group)
-              for p in mine]
-    loss_fn = lambda y, t: ((y - t) ** 2).mean()
+    if a.compile == "blocks":
+        for i in range(a.blocks):
+            model.layers[i] = torch.compile(model.layers[i], backend=a.compile_backend)
+
+    def piece(p):
+        m = (ModulePiece if a.piece_call == "module" else Piece)(model, bounds[p], bounds[p + 1])
+        return torch.compile(m, backend=a.compile_backend) if a.compile == "pieces" else m
+
     M = a.microbatches
+    if a.frontend == "tracer":
+        # torch's pipeline(): the model traced (torch.export) and split at the split points;
+        # each stage module a GraphModule whose graph calls the blocks (InterpreterModules)
+        if chunks != 1 or a.compile != "none" or a.dp > 1:
+            sys.exit("torch_pipe: --frontend tracer runs one chunk per rank, no --compile or --dp")
+        pipe = pipeline(model, mb_args=(torch.randn(a.mb_size, a.dim),),
+                        split_spec={f"layers.{i}": SplitPoint.BEGINNING for i in firsts})
+        stages = [pipe.build_stage(rank, torch.device("cpu"))]
+    else:
+        stages = [PipelineStage(piece(p), p, n_pieces, torch.device("cpu"), group=pp_group)
+                  for p in mine]
+    loss_fn = lambda y, t: ((y - t) ** 2).mean()
     if a.schedule == "gpipe":
         sched = ScheduleGPipe(stages[0], n_microbatches=M, loss_fn=loss_fn)
     elif a.schedule == "1f1b":
@@ -224,7 +271,8 @@ def main():
             json.dump({"schedule": a.schedule, "world": world, "chunks": chunks,
                        "microbatches": M, "blocks": a.blocks, "work": work,
                        "split_points": [f"layers.{i}" for i in firsts], "dp": a.dp,
-                       "mesh": a.mesh if a.dp > 1 else ""}, f)
+                       "mesh": a.mesh if a.dp > 1 else "", "piece_call": a.piece_call,
+                       "compile": a.compile, "frontend": a.frontend}, f)
     dist.barrier()
     dist.destroy_process_group()
 
