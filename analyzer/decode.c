@@ -782,9 +782,11 @@ static int module_caller(const char *s)
         strstr(s, "torch/_functorch/") || strstr(s, "torch/_inductor/"))
         return CALLER_COMPILED;
     /* torch/fx/: a GraphModule's own __call__ (AOTAutograd's, inside the compiled code above,
-     * or the stage module torch's pipeline() front end traced) */
+     * or the stage module torch's pipeline() front end traced); torch/nn/parallel/: DDP's
+     * forward running the module it wraps */
     if (strstr(s, "torch/nn/modules/module.py(") || strstr(s, "torch/_dynamo/") ||
-        strstr(s, "torch/fx/") || strncmp(s, "<built-in", 9) == 0)
+        strstr(s, "torch/fx/") || strstr(s, "torch/nn/parallel/") ||
+        strcmp(s, "DistributedDataParallel.forward") == 0 || strncmp(s, "<built-in", 9) == 0)
         return -1;
     return strstr(s, "torch/distributed/pipelining/") ? CALLER_PIPELINING : CALLER_JOB;
 }
@@ -825,10 +827,13 @@ static int torch_module_layer(state *st, file_state *f, thread_state *t, const o
     /* directly inside the stage module (or the module torch.compile's wrapper runs for it) */
     int in_stage_module =
         parent && same_op && parent->t0 == f->tm_mod_t0 && parent->message == f->tm_msg;
-    /* torch.compile's wrapper (OptimizedModule) runs the module it compiled, whose own event
-     * opens directly inside it: that one is the stage module from here on */
+    /* a wrapper (torch.compile's OptimizedModule, DistributedDataParallel) runs the module it
+     * wraps, whose own event opens directly inside it: that one is the stage module from here
+     * on */
+    const char *pm = parent ? an_str_of(f, parent->message) : "";
     if (in_stage_module && direct &&
-        strncmp(an_str_of(f, parent->message), "nn.Module: OptimizedModule_", 27) == 0) {
+        (strncmp(pm, "nn.Module: OptimizedModule_", 27) == 0 ||
+         strncmp(pm, "nn.Module: DistributedDataParallel_", 35) == 0)) {
         f->tm_mod_t0 = o->t0;
         f->tm_msg = o->message;
         return 0;

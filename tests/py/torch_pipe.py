@@ -20,6 +20,8 @@ unnamed); "rank" above is then the place in the pipeline. --piece-call module ca
 modules through nn.Module.__call__, as every job that does not avoid it (the profiler then
 records a module event around the blocks: the stage module); --compile blocks | pieces runs
 torch.compile on each block or on each stage module (--compile-backend, aot_eager by default).
+--dp-wrap ddp | fsdp wraps each stage module in DistributedDataParallel or shards it with FSDP2
+(with --dp on a DeviceMesh), as torchtitan's 2-D parallelism does.
 --frontend tracer builds the stages with torch's pipeline() instead (torch.export traces the
 model, each stage module a GraphModule calling the blocks; one chunk per rank).
 
@@ -41,6 +43,8 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
                                           ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
                                           ScheduleZBVZeroBubble, SplitPoint, pipeline)
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel
 from torch.distributed.pipelining.schedules import ScheduleDualPipeV
 from torch.profiler import ProfilerActivity, profile, schedule as prof_schedule
 
@@ -153,6 +157,11 @@ def main():
     ap.add_argument("--dp", type=int, default=1,
                     help="data-parallel replicas of the pipeline (world = dp x ranks per "
                          "pipeline); their gradients all-reduced before the optimizer step")
+    ap.add_argument("--dp-wrap", default="none", choices=["none", "ddp", "fsdp"],
+                    help="with --dp (a DeviceMesh): each stage module wrapped in "
+                         "DistributedDataParallel, or sharded by FSDP2's fully_shard (each "
+                         "block, then the stage module), instead of the all-reduce after the "
+                         "schedule's step")
     ap.add_argument("--mesh", default="pp,dp", choices=["pp,dp", "dp,pp"],
                     help="with --dp: the DeviceMesh's dimensions, outermost first")
     ap.add_argument("--groups", default="mesh", choices=["mesh", "unnamed"],
@@ -166,7 +175,7 @@ def main():
     if a.dp < 1 or gworld % a.dp:
         sys.exit(f"torch_pipe: --dp {a.dp} does not divide the world of {gworld}")
     world = gworld // a.dp  # ranks per pipeline
-    pp_group = dp_group = None
+    pp_group = dp_group = dp_mesh = None
     if a.dp > 1 and a.groups == "unnamed":
         # plain new_group calls, no descriptions (every process creates every group, in one
         # order); the pipeline outermost: rank = stage x dp + replica
@@ -183,7 +192,10 @@ def main():
         mesh = init_device_mesh("cpu", tuple(world if d == "pp" else a.dp for d in dims),
                                 mesh_dim_names=tuple(dims))
         pp_group, dp_group = mesh.get_group("pp"), mesh.get_group("dp")
+        dp_mesh = mesh["dp"]
     rank = dist.get_rank(pp_group) if pp_group is not None else grank
+    if a.dp_wrap != "none" and (dp_mesh is None or a.piece_call != "module"):
+        sys.exit("torch_pipe: --dp-wrap needs --dp N on a DeviceMesh and --piece-call module")
     looped = a.schedule in ("interleaved", "interleaved-zb")
     vee = a.schedule in ("zbv", "dualpipev")
     chunks = a.chunks if looped else 2 if vee else 1
@@ -208,6 +220,12 @@ def main():
 
     def piece(p):
         m = (ModulePiece if a.piece_call == "module" else Piece)(model, bounds[p], bounds[p + 1])
+        if a.dp_wrap == "ddp":  # the replicas' gradients all-reduced by DDP
+            m = DistributedDataParallel(m, process_group=dp_group)
+        elif a.dp_wrap == "fsdp":  # FSDP2 over the replicas, per block then the stage module
+            for blk in m.layers.values():
+                fully_shard(blk, mesh=dp_mesh)
+            fully_shard(m, mesh=dp_mesh)
         return torch.compile(m, backend=a.compile_backend) if a.compile == "pieces" else m
 
     M = a.microbatches
@@ -259,7 +277,7 @@ def main():
                 sched.step(target=target)
             else:
                 sched.step()
-            if dp_group is not None:  # the replicas' gradient all-reduce (what DDP does)
+            if dp_group is not None and a.dp_wrap == "none":  # what DDP does
                 for p in (p for s in stages for p in s.submod.parameters()):
                     if p.grad is not None:
                         dist.all_reduce(p.grad, group=dp_group)
