@@ -76,31 +76,103 @@ static void layer_fqn(const pp_costs *c, int l, char *buf, size_t cap)
         snprintf(buf, cap, "layers.%d", l);
 }
 
+/* The length of the class part of a torch module event's name ("TransformerBlock" of
+ * "TransformerBlock_3": the profiler numbers a class's instances per process), 0 when the name
+ * has no "_<digits>" suffix. */
+static size_t torch_class_len(const char *n)
+{
+    const char *u = strrchr(n, '_');
+    if (!u || u == n || !u[1])
+        return 0;
+    for (const char *p = u + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return (size_t)(u - n);
+}
+
+/* Whether layers a and b are of one torch class. */
+static int same_class(const pp_costs *c, int a, int b)
+{
+    size_t la = torch_class_len(c->layers[a].name), lb = torch_class_len(c->layers[b].name);
+    return la && la == lb && strncmp(c->layers[a].name, c->layers[b].name, la) == 0;
+}
+
+/* The repeated block of a torch job whose layers are module events ("Block_0", ...): the layer
+ * of the class most layers have, -1 when every layer is of that class (layer i is then block i)
+ * or no class repeats. Others (an embedding before the blocks, a norm and a head after them,
+ * as the modules directly inside torchtitan's stage modules) are no entries of the 'layers'
+ * list that split points index. */
+static int torch_block_class(const pp_costs *c, int L)
+{
+    int best = -1, best_n = 1;
+    for (int l = 0; l < L; l++) {
+        if (!torch_class_len(c->layers[l].name))
+            continue;
+        int n = 0;
+        for (int k = 0; k < L; k++)
+            n += same_class(c, l, k);
+        if (n > best_n)
+            best = l, best_n = n;
+    }
+    return best_n < L ? best : -1;
+}
+
 /* torchtitan's pipeline_parallel_split_points and torch.distributed.pipelining's split_spec:
- * the first module of every piece but the first, in piece order (docs/torch.md). */
+ * the first module of every piece but the first, in piece order (docs/torch.md). Names that are
+ * no module paths are written layers.<i>, i counting the model's repeated blocks (all layers when
+ * every one is a block); a piece that starts at another layer cannot be written so. */
 static void print_torch_forms(const pp_costs *c, const pp_partition *part, FILE *out)
 {
     int named = 1;
     for (int l = 0; l < part->L; l++)
         named &= is_module_fqn(c->layers[l].name);
+    int block = named ? -1 : torch_block_class(c, part->L);
     char fqn[80];
-    fputs("torchtitan:   pipeline_parallel_split_points = [", out);
-    for (int p = 1; p < part->P; p++) {
-        layer_fqn(c, part->bounds[p], fqn, sizeof fqn);
-        fprintf(out, "%s\"%s\"", p > 1 ? ", " : "", fqn);
+    int odd = -1; /* the first piece that starts at a layer other than a block */
+    for (int form = 0; form < 2; form++) {
+        fputs(form ? "torch:        pipeline(model, mb_args, split_spec={"
+                   : "torchtitan:   pipeline_parallel_split_points = [",
+              out);
+        for (int p = 1; p < part->P; p++) {
+            int b = part->bounds[p];
+            if (block >= 0) {
+                int i = 0;
+                for (int l = 0; l < b; l++)
+                    i += same_class(c, block, l);
+                snprintf(fqn, sizeof fqn, "layers.%d", i);
+                if (!same_class(c, block, b) && odd < 0)
+                    odd = p;
+            } else {
+                layer_fqn(c, b, fqn, sizeof fqn);
+            }
+            fprintf(out, form ? "%s\"%s\": SplitPoint.BEGINNING" : "%s\"%s\"", p > 1 ? ", " : "",
+                    fqn);
+        }
+        fputs(form ? "})\n" : "]\n", out);
     }
-    fputs("]\n", out);
-    fputs("torch:        pipeline(model, mb_args, split_spec={", out);
-    for (int p = 1; p < part->P; p++) {
-        layer_fqn(c, part->bounds[p], fqn, sizeof fqn);
-        fprintf(out, "%s\"%s\": SplitPoint.BEGINNING", p > 1 ? ", " : "", fqn);
-    }
-    fputs("})\n", out);
-    if (!named)
+    if (block >= 0) {
+        size_t k = torch_class_len(c->layers[block].name);
+        fprintf(out,
+                "              (the layers' names are no module paths: layers.i is the i-th "
+                "%.*s, the\n"
+                "              model's blocks in one list 'layers' in order; the other layers "
+                "are not\n"
+                "              counted; docs/torch.md)\n",
+                (int)k, c->layers[block].name);
+        if (odd >= 0)
+            fprintf(out,
+                    "              (piece %d starts at layer %d, %s, which is not a %.*s: "
+                    "split points\n"
+                    "              cannot start a piece there, so the lines above do not give "
+                    "this plan)\n",
+                    odd, part->bounds[odd], c->layers[part->bounds[odd]].name, (int)k,
+                    c->layers[block].name);
+    } else if (!named) {
         fputs("              (the layers' names are no module paths: layer i is written "
               "layers.i, the\n"
               "              model's blocks in one list 'layers' in order; docs/torch.md)\n",
               out);
+    }
 }
 
 void pp_tune_print_framework_forms(const pp_costs *c, const pp_partition *part, FILE *out)

@@ -1065,6 +1065,66 @@ Test(tune, fit_and_framework_forms)
     pp_costs_destroy(c4);
 }
 
+/* pprof-tune's torch lines for a plan over costs whose layers are named n[0..L), as text. */
+static char *torch_forms(const char *const *n, int L, const int *bounds, int P)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(L, 10, 20, 1000, &c), PP_OK);
+    for (int l = 0; l < L; l++)
+        snprintf(c->layers[l].name, sizeof c->layers[l].name, "%s", n[l]);
+    pp_partition p;
+    cr_assert_eq(pp_partition_from_bounds(bounds, P + 1, L, P, 1, &p), PP_OK);
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    pp_tune_print_framework_forms(c, &p, f);
+    long len = ftell(f);
+    rewind(f);
+    char *text = calloc(1, (size_t)len + 1);
+    cr_assert_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    pp_partition_free(&p);
+    pp_costs_destroy(c);
+    return text;
+}
+
+/* Split points of a torch job whose layers are its module events: with modules other than the
+ * blocks among them (an embedding, a norm and a head: the modules directly inside torchtitan's
+ * stage modules), layers.i counts the blocks only (before, the embedding shifted every split
+ * point by one); a piece that starts at a module other than a block is said not to be
+ * expressible; layers all of one class are numbered as before. */
+Test(tune, torch_split_points_count_the_blocks)
+{
+    const char *tt[] = {"Embedding_0", "TransformerBlock_0", "TransformerBlock_1",
+                        "TransformerBlock_2", "TransformerBlock_0", "TransformerBlock_1",
+                        "RMSNorm_0", "Linear_0"};
+    int b1[] = {0, 3, 8};
+    char *t = torch_forms(tt, 8, b1, 2);
+    cr_expect(strstr(t, "pipeline_parallel_split_points = [\"layers.2\"]") != NULL, "%s", t);
+    cr_expect(strstr(t, "split_spec={\"layers.2\": SplitPoint.BEGINNING})") != NULL, "%s", t);
+    cr_expect(strstr(t, "layers.i is the i-th TransformerBlock") != NULL, "%s", t);
+    cr_expect(strstr(t, "cannot start a piece there") == NULL, "%s", t);
+    free(t);
+    int b2[] = {0, 2, 6, 8}; /* the last piece: the norm and the head alone */
+    t = torch_forms(tt, 8, b2, 3);
+    cr_expect(strstr(t, "pipeline_parallel_split_points = [\"layers.1\", \"layers.5\"]") != NULL,
+              "%s", t);
+    cr_expect(strstr(t, "piece 2 starts at layer 6, RMSNorm_0, which is not a TransformerBlock")
+                  != NULL, "%s", t);
+    free(t);
+    const char *blocks[] = {"Block_0", "Block_1", "Block_2", "Block_0", "Block_1", "Block_2"};
+    int b3[] = {0, 4, 6};
+    t = torch_forms(blocks, 6, b3, 2);
+    cr_expect(strstr(t, "pipeline_parallel_split_points = [\"layers.4\"]") != NULL, "%s", t);
+    cr_expect(strstr(t, "layer i is written layers.i") != NULL, "%s", t);
+    free(t);
+    const char *fqn[] = {"tok_embeddings.0", "layers.0", "layers.1", "layers.2"};
+    int b4[] = {0, 2, 4};
+    t = torch_forms(fqn, 4, b4, 2);
+    cr_expect(strstr(t, "pipeline_parallel_split_points = [\"layers.1\"]") != NULL, "%s", t);
+    cr_expect(strstr(t, "no module paths") == NULL, "%s", t);
+    free(t);
+}
+
 /* The tuning driver called as a library (pp_tune.h), on a made-up run: the run's own schedule is
  * always a candidate, a listed schedule the job cannot run is skipped with the reason, the best
  * proposal beats the even split of a skewed model, and a plan made from it is checked against
