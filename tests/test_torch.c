@@ -740,6 +740,8 @@ Test(torch, tune_split_points_from_module_times)
               after, 100 * TUNE_TOLERANCE, pred, attempts_log);
 }
 
+static void parts_of(const char *out, char *buf, size_t cap);
+
 /* Whether rank 0's trace in dir shows torch.compile at work (its compiled regions). */
 static int trace_compiled(const char *dir)
 {
@@ -770,21 +772,27 @@ static int trace_compiled(const char *dir)
  *   torch/fx/, taken for compiled code, read as "compiled as a whole" in a first version);
  * - 2 data-parallel replicas (4 ranks) with DDP around each stage module (the module it wraps
  *   takes the stage module's place: before, that was the one layer of its stage) or FSDP2's
- *   fully_shard on each block and stage module (FSDPBlock_<k>, the class FSDP2 makes). */
+ *   fully_shard on each block and stage module (FSDPBlock_<k>, the class FSDP2 makes);
+ * - torchtitan's model layout (an embedding before the blocks, a norm and an output after
+ *   them, inside the first and last stage modules): 11 layers, and the split points count the
+ *   blocks only (layers.i of the model's 'layers' list). */
 Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
 {
     const char *py = need_python();
     static const struct {
-        const char *compile, *frontend, *wrap, *layer; /* layer: the layers' class */
+        const char *compile, *frontend, *wrap, *layer; /* layer: the blocks' class */
         int ranks, balanced; /* balanced: the layer times follow the blocks' work */
-    } modes[] = {{"none", "manual", "none", "Block_", 2, 1},
-                 {"blocks", "manual", "none", "OptimizedModule_", 2, 1},
-                 {"pieces", "manual", "none", NULL, 2, 1}, /* no layers */
-                 {"none", "tracer", "none", "InterpreterModule_", 2, 1},
+        int ends;            /* --ends: an embedding, a norm and a head around the blocks */
+    } modes[] = {{"none", "manual", "none", "Block_", 2, 1, 0},
+                 {"blocks", "manual", "none", "OptimizedModule_", 2, 1, 0},
+                 {"pieces", "manual", "none", NULL, 2, 1, 0}, /* no layers */
+                 {"none", "tracer", "none", "InterpreterModule_", 2, 1, 0},
                  /* 2 replicas: DDP around each stage module, FSDP2 (whose all-gathers run
                   * inside the blocks: their times follow the communication as much) */
-                 {"none", "manual", "ddp", "Block_", 4, 1},
-                 {"none", "manual", "fsdp", "FSDPBlock_", 4, 0}};
+                 {"none", "manual", "ddp", "Block_", 4, 1, 0},
+                 {"none", "manual", "fsdp", "FSDPBlock_", 4, 0, 0},
+                 /* torchtitan's model layout: tok_embeddings, the blocks, norm, output */
+                 {"none", "manual", "none", "Block_", 2, 1, 1}};
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char name[32];
         snprintf(name, sizeof name, "mod_%d", k);
@@ -795,7 +803,8 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
                               "--dim", dp ? "256" : "512", "--mb-size", dp ? "16" : "32",
                               "--with-modules", "--piece-call", "module",
                               "--compile", modes[k].compile, "--frontend", modes[k].frontend,
-                              "--dp-wrap", modes[k].wrap, "--dp", dp ? "2" : "1", NULL};
+                              "--dp-wrap", modes[k].wrap, "--dp", dp ? "2" : "1",
+                              modes[k].ends ? "--ends" : NULL, NULL};
         run_job(py, modes[k].ranks, dir, args);
         int compiled = strcmp(modes[k].compile, "none") != 0;
         cr_assert_eq(trace_compiled(dir), compiled, "torch.compile %s in run %d",
@@ -809,18 +818,20 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
             cr_expect_gt(num(item(g, "bwd_ms"), "count"), 0, "run %d: stage backwards", k);
         }
         const cJSON *y;
-        int n = 0;
+        int n = 0, e = modes[k].ends; /* e: the embedding's layer before the blocks */
         double heavy = 0, light = 0;
         cJSON_ArrayForEach(y, item(sum, "layers"))
         {
             const char *lname = item(y, "name")->valuestring;
             const char *want = modes[k].layer ? modes[k].layer : "(none)";
+            if (e && (n == 0 || n > 8))
+                want = n == 0 ? "Embedding_0" : n == 9 ? "LayerNorm_0" : "Linear_";
             cr_expect(strncmp(lname, want, strlen(want)) == 0, "run %d: layer %d is %s", k, n,
                       lname);
             double ms = num(item(y, "fwd_ms"), "median");
-            if (n < 4)
+            if (n >= e && n < e + 4)
                 heavy += ms / 4;
-            else
+            else if (n >= e + 4 && n < e + 8)
                 light += ms / 4;
             n++;
         }
@@ -830,18 +841,27 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
         tk_result t = tk_runv(rargv, NULL);
         cr_expect_eq(t.code, 0);
         if (modes[k].layer) {
-            cr_expect_eq(n, 8, "run %d: %d layers, the model has 8 blocks", k, n);
+            cr_expect_eq(n, 8 + 3 * e, "run %d: %d layers, the model has 8 blocks%s", k, n,
+                         e ? " and 3 modules around them" : "");
             /* work 3 against 1 per block, plus what each block costs whatever its work (the
              * profiler's Python tracing, dynamo's guards when compiled): measured here 2.1-2.6x
              * eager, 1.4-1.5x compiled */
             cr_expect(!modes[k].balanced || heavy > 1.2 * light,
                       "run %d: blocks of work 3 ran %.3f ms, of work 1 %.3f ms", k, heavy, light);
             cr_expect_eq(r.code, 0, "pprof-tune (run %d): %d\n%s%s", k, r.code, r.out, r.err);
-            cr_expect(strstr(r.out, "8 layers, 2 stages") != NULL, "%s", r.out);
+            cr_expect(strstr(r.out, e ? "11 layers, 2 stages" : "8 layers, 2 stages") != NULL,
+                      "%s", r.out);
             if (r.code == 0 && modes[k].balanced) {
-                char split[256];
+                char split[256], parts[128], want[32];
                 split_points_of(r.out, split, sizeof split);
                 cr_expect_str_neq(split, "layers.4", "run %d: pprof-tune kept the even split", k);
+                /* the split point counts the blocks: the layer the second piece starts at,
+                 * less the embedding before the blocks */
+                parts_of(r.out, parts, sizeof parts);
+                const char *comma = strchr(parts, ',');
+                cr_assert_not_null(comma, "parts %s", parts);
+                snprintf(want, sizeof want, "layers.%d", atoi(comma + 1) - e);
+                cr_expect_str_eq(split, want, "run %d: parts %s", k, parts);
             }
             /* a GraphModule of its own (the tracer's) is no sign of torch.compile */
             cr_expect(strstr(t.out, "compiled code") == NULL, "run %d:\n%s", k, t.out);

@@ -22,6 +22,8 @@ records a module event around the blocks: the stage module); --compile blocks | 
 torch.compile on each block or on each stage module (--compile-backend, aot_eager by default).
 --dp-wrap ddp | fsdp wraps each stage module in DistributedDataParallel or shards it with FSDP2
 (with --dp on a DeviceMesh), as torchtitan's 2-D parallelism does.
+--ends adds torchtitan's model ends: a token embedding (the input then token ids) before the
+blocks, a norm and an output projection after them, run by the first and last pieces.
 --frontend tracer builds the stages with torch's pipeline() instead (torch.export traces the
 model, each stage module a GraphModule calling the blocks; one chunk per rank).
 
@@ -64,9 +66,15 @@ class Block(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self, dim, work):
+    """The blocks in `layers`; with ends=True, as torchtitan's models, a token embedding before
+    them (tok_embeddings, on token ids) and a norm and an output projection after them."""
+
+    def __init__(self, dim, work, ends=False, vocab=512):
         super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim) if ends else None
         self.layers = nn.ModuleList(Block(dim, w) for w in work)
+        self.norm = nn.LayerNorm(dim) if ends else None
+        self.output = nn.Linear(dim, dim) if ends else None
 
     def forward(self, x):  # what torch's pipeline() front end traces (--frontend tracer)
         for blk in self.layers:
@@ -75,15 +83,24 @@ class Model(nn.Module):
 
 
 class Piece(nn.Module):
-    """Blocks [lo, hi) of the model under their own FQNs (layers.<i>), run in order."""
+    """Blocks [lo, hi) of the model under their own FQNs (layers.<i>), run in order; the first
+    piece also runs the model's embedding, the last its norm and output, when it has them."""
 
     def __init__(self, model, lo, hi):
         super().__init__()
         self.layers = nn.ModuleDict({str(i): model.layers[i] for i in range(lo, hi)})
+        last = hi == len(model.layers)
+        self.tok_embeddings = model.tok_embeddings if lo == 0 else None
+        self.norm = model.norm if last else None
+        self.output = model.output if last else None
 
     def forward(self, x):
+        if self.tok_embeddings is not None:
+            x = self.tok_embeddings(x)
         for blk in self.layers.values():
             x = blk(x)
+        if self.norm is not None:
+            x = self.output(self.norm(x))
         return x
 
     # Called without nn.Module.__call__, so that the profiler records no module event for the
@@ -143,6 +160,9 @@ def main():
                          "module event of its own); module: as torch calls any stage module "
                          "(torchtitan's pruned model copies), one module event around its "
                          "blocks")
+    ap.add_argument("--ends", action="store_true",
+                    help="a token embedding before the blocks, a norm and an output projection "
+                         "after them (torchtitan's model layout), on the first and last pieces")
     ap.add_argument("--frontend", default="manual", choices=["manual", "tracer"],
                     help="manual: stage modules built by hand (torchtitan's way); tracer: "
                          "torch's pipeline() traces the model and splits it at the split points")
@@ -211,7 +231,7 @@ def main():
     bounds = [0] + firsts + [a.blocks]
 
     torch.manual_seed(0)
-    model = Model(a.dim, work)
+    model = Model(a.dim, work, ends=a.ends)
     mine = (rank, 2 * world - 1 - rank) if vee else \
         [p for p in range(n_pieces) if p % world == rank]
     if a.compile == "blocks":
@@ -232,8 +252,9 @@ def main():
     if a.frontend == "tracer":
         # torch's pipeline(): the model traced (torch.export) and split at the split points;
         # each stage module a GraphModule whose graph calls the blocks (InterpreterModules)
-        if chunks != 1 or a.compile != "none" or a.dp > 1:
-            sys.exit("torch_pipe: --frontend tracer runs one chunk per rank, no --compile or --dp")
+        if chunks != 1 or a.compile != "none" or a.dp > 1 or a.ends:
+            sys.exit("torch_pipe: --frontend tracer runs one chunk per rank, no --compile, --dp "
+                     "or --ends")
         pipe = pipeline(model, mb_args=(torch.randn(a.mb_size, a.dim),),
                         split_spec={f"layers.{i}": SplitPoint.BEGINNING for i in firsts})
         stages = [pipe.build_stage(rank, torch.device("cpu"))]
@@ -254,7 +275,7 @@ def main():
     else:
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=M, loss_fn=loss_fn)
     opt = torch.optim.SGD([p for s in stages for p in s.submod.parameters()], lr=1e-3)
-    x = torch.randn(M * a.mb_size, a.dim)
+    x = torch.randint(512, (M * a.mb_size,)) if a.ends else torch.randn(M * a.mb_size, a.dim)
     target = torch.randn(M * a.mb_size, a.dim)
     os.makedirs(a.out, exist_ok=True)
 
@@ -290,7 +311,7 @@ def main():
                        "microbatches": M, "blocks": a.blocks, "work": work,
                        "split_points": [f"layers.{i}" for i in firsts], "dp": a.dp,
                        "mesh": a.mesh if a.dp > 1 else "", "piece_call": a.piece_call,
-                       "compile": a.compile, "frontend": a.frontend}, f)
+                       "compile": a.compile, "frontend": a.frontend, "ends": a.ends}, f)
     dist.barrier()
     dist.destroy_process_group()
 
