@@ -791,6 +791,17 @@ static int module_caller(const char *s)
     return strstr(s, "torch/distributed/pipelining/") ? CALLER_PIPELINING : CALLER_JOB;
 }
 
+/* Whether msg names a stage module of the file; with add, notes it as one (the first 8). */
+static int stage_module_name(file_state *f, uint32_t msg, int add)
+{
+    for (int i = 0; i < f->tm_n_names; i++)
+        if (f->tm_names[i] == msg)
+            return 1;
+    if (add && f->tm_n_names < (int)(sizeof f->tm_names / sizeof f->tm_names[0]))
+        f->tm_names[f->tm_n_names++] = msg;
+    return 0;
+}
+
 /* In a torch trace (no DeepSpeed), whether module o, opening on t inside compute op enc, is a
  * layer. PipelineStage calls its submod through nn.Module.__call__, so in most jobs the
  * outermost module of a forward op is the stage module (torchtitan's pruned copy of the model,
@@ -836,6 +847,7 @@ static int torch_module_layer(state *st, file_state *f, thread_state *t, const o
          strncmp(pm, "nn.Module: DistributedDataParallel_", 35) == 0)) {
         f->tm_mod_t0 = o->t0;
         f->tm_msg = o->message;
+        stage_module_name(f, o->message, 1);
         return 0;
     }
     if (caller == CALLER_COMPILED) {
@@ -844,7 +856,9 @@ static int torch_module_layer(state *st, file_state *f, thread_state *t, const o
         return 0;
     }
     if (depth == 0) {
-        if (caller == CALLER_PIPELINING || (f->tm_seen && o->message == f->tm_msg)) {
+        /* a stage module's name: one recomputed in a backward */
+        if (caller == CALLER_PIPELINING || stage_module_name(f, o->message, 0)) {
+            stage_module_name(f, o->message, 1);
             f->tm_seen = 1;
             f->tm_op_t0 = enc->t0;
             f->tm_op_tid = t->tid;
