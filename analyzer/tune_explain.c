@@ -150,6 +150,39 @@ static void print_torch_forms(const pp_costs *c, const pp_partition *part, FILE 
         }
         fputs(form ? "})\n" : "]\n", out);
     }
+    /* torchtitan's module_fqns_per_model_part, which places the modules around the blocks
+     * too: printed for its own models' shape (one module before the blocks, two after them:
+     * tok_embeddings, norm, output), under those names */
+    int pre = 0, post = 0, mid = 0, seen_block = 0, trail = 0;
+    for (int l = 0; block >= 0 && l < part->L; l++) {
+        if (same_class(c, block, l)) {
+            mid += trail;
+            trail = 0;
+            seen_block = 1;
+        } else if (seen_block) {
+            trail++;
+        } else {
+            pre++;
+        }
+    }
+    post = trail;
+    int titan = block >= 0 && pre == 1 && post == 2 && mid == 0;
+    if (titan) {
+        fputs("torchtitan:   module_fqns_per_model_part = [", out);
+        int i = 0;
+        for (int p = 0; p < part->P; p++) {
+            fputs(p ? "], [" : "[", out);
+            for (int l = part->bounds[p]; l < part->bounds[p + 1]; l++) {
+                const char *sep = l > part->bounds[p] ? ", " : "";
+                if (same_class(c, block, l))
+                    fprintf(out, "%s\"layers.%d\"", sep, i++);
+                else
+                    fprintf(out, "%s\"%s\"", sep,
+                            l == 0 ? "tok_embeddings" : l == part->L - 1 ? "output" : "norm");
+            }
+        }
+        fputs("]]\n", out);
+    }
     if (block >= 0) {
         size_t k = torch_class_len(c->layers[block].name);
         fprintf(out,
@@ -159,14 +192,19 @@ static void print_torch_forms(const pp_costs *c, const pp_partition *part, FILE 
                 "are not\n"
                 "              counted; docs/torch.md)\n",
                 (int)k, c->layers[block].name);
+        if (titan)
+            fputs("              (module_fqns_per_model_part names the modules around the "
+                  "blocks as torchtitan's\n"
+                  "              models do: tok_embeddings, norm, output; use your model's "
+                  "names if they differ)\n",
+                  out);
         if (odd >= 0)
             fprintf(out,
                     "              (piece %d starts at layer %d, %s, which is not a %.*s: "
                     "split points\n"
-                    "              cannot start a piece there, so the lines above do not give "
-                    "this plan)\n",
+                    "              cannot start a piece there, so they do not give this plan%s)\n",
                     odd, part->bounds[odd], c->layers[part->bounds[odd]].name, (int)k,
-                    c->layers[block].name);
+                    c->layers[block].name, titan ? "; module_fqns_per_model_part does" : "");
     } else if (!named) {
         fputs("              (the layers' names are no module paths: layer i is written "
               "layers.i, the\n"

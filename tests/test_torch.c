@@ -862,6 +862,9 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
                 cr_assert_not_null(comma, "parts %s", parts);
                 snprintf(want, sizeof want, "layers.%d", atoi(comma + 1) - e);
                 cr_expect_str_eq(split, want, "run %d: parts %s", k, parts);
+                /* the ends placed too, under torchtitan's names */
+                cr_expect(!e || strstr(r.out, "module_fqns_per_model_part = [[\"tok_embeddings\", "
+                                              "\"layers.0\"") != NULL, "%s", r.out);
             }
             /* a GraphModule of its own (the tracer's) is no sign of torch.compile */
             cr_expect(strstr(t.out, "compiled code") == NULL, "run %d:\n%s", k, t.out);

@@ -1091,7 +1091,9 @@ static char *torch_forms(const char *const *n, int L, const int *bounds, int P)
  * blocks among them (an embedding, a norm and a head: the modules directly inside torchtitan's
  * stage modules), layers.i counts the blocks only (before, the embedding shifted every split
  * point by one); a piece that starts at a module other than a block is said not to be
- * expressible; layers all of one class are numbered as before. */
+ * expressible by them; torchtitan's module_fqns_per_model_part, which is, is printed for its
+ * models' shape (an embedding before the blocks, a norm and a head after them) under its names;
+ * layers all of one class are numbered as before. */
 Test(tune, torch_split_points_count_the_blocks)
 {
     const char *tt[] = {"Embedding_0", "TransformerBlock_0", "TransformerBlock_1",
@@ -1103,6 +1105,9 @@ Test(tune, torch_split_points_count_the_blocks)
     cr_expect(strstr(t, "split_spec={\"layers.2\": SplitPoint.BEGINNING})") != NULL, "%s", t);
     cr_expect(strstr(t, "layers.i is the i-th TransformerBlock") != NULL, "%s", t);
     cr_expect(strstr(t, "cannot start a piece there") == NULL, "%s", t);
+    cr_expect(strstr(t, "module_fqns_per_model_part = [[\"tok_embeddings\", \"layers.0\", "
+                        "\"layers.1\"], [\"layers.2\", \"layers.3\", \"layers.4\", \"norm\", "
+                        "\"output\"]]") != NULL, "%s", t);
     free(t);
     int b2[] = {0, 2, 6, 8}; /* the last piece: the norm and the head alone */
     t = torch_forms(tt, 8, b2, 3);
@@ -1110,6 +1115,16 @@ Test(tune, torch_split_points_count_the_blocks)
               "%s", t);
     cr_expect(strstr(t, "piece 2 starts at layer 6, RMSNorm_0, which is not a TransformerBlock")
                   != NULL, "%s", t);
+    cr_expect(strstr(t, "[\"layers.1\", \"layers.2\", \"layers.3\", \"layers.4\"], "
+                        "[\"norm\", \"output\"]]") != NULL, "%s", t);
+    cr_expect(strstr(t, "module_fqns_per_model_part does") != NULL, "%s", t);
+    free(t);
+    /* another shape around the blocks (two modules before them): no torchtitan names guessed */
+    const char *two[] = {"Embedding_0", "Dropout_0", "Block_0", "Block_1", "Block_2", "Linear_0"};
+    int b5[] = {0, 3, 6};
+    t = torch_forms(two, 6, b5, 2);
+    cr_expect(strstr(t, "pipeline_parallel_split_points = [\"layers.1\"]") != NULL, "%s", t);
+    cr_expect(strstr(t, "module_fqns_per_model_part") == NULL, "%s", t);
     free(t);
     const char *blocks[] = {"Block_0", "Block_1", "Block_2", "Block_0", "Block_1", "Block_2"};
     int b3[] = {0, 4, 6};
