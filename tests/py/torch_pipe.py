@@ -104,8 +104,10 @@ class Piece(nn.Module):
         return x
 
     # Called without nn.Module.__call__, so that the profiler records no module event for the
-    # piece itself: pipeprof's layers are the outermost modules inside a stage's action
-    # (docs/dialects.md "Layers"), which are then the blocks. (No hooks are lost: none is set.)
+    # piece itself: the blocks are then the outermost modules inside a stage's action, the
+    # layers pipeprof read before it knew the stage module (docs/dialects.md "Layers"; the
+    # recorded fixtures are made so). ModulePiece below is called as torch calls any stage
+    # module. (No hooks are lost: none is set.)
     def __call__(self, x):
         return self.forward(x)
 
