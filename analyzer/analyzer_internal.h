@@ -283,11 +283,11 @@ typedef struct file_state {
     uint64_t ds_opt_t0;
     int64_t ds_opt_step;
     /* torch (no DeepSpeed): the latest compute op whose stage module showed, its thread, that
-     * module's start and name, and the names of the stage modules seen (a chunk's each, the
-     * first 8: decode.c, torch_module_layer) */
+     * module's start and name (valid once tm_n_names > 0), and the names of the stage modules
+     * seen (a chunk's each, the first 8: decode.c, torch_module_layer) */
     uint32_t tm_op_tid, tm_msg;
     uint64_t tm_op_t0, tm_mod_t0;
-    int tm_seen, tm_n_names;
+    int tm_n_names;
     uint32_t tm_names[8];
     uint32_t stack_tid;
     decoded stack_op;

@@ -834,7 +834,7 @@ static int torch_module_layer(state *st, file_state *f, thread_state *t, const o
             caller = module_caller(an_str_of(f, r->message));
         }
     }
-    int same_op = f->tm_seen && f->tm_op_t0 == enc->t0 && f->tm_op_tid == t->tid;
+    int same_op = f->tm_n_names && f->tm_op_t0 == enc->t0 && f->tm_op_tid == t->tid;
     /* directly inside the stage module (or the module torch.compile's wrapper runs for it) */
     int in_stage_module =
         parent && same_op && parent->t0 == f->tm_mod_t0 && parent->message == f->tm_msg;
@@ -856,10 +856,10 @@ static int torch_module_layer(state *st, file_state *f, thread_state *t, const o
         return 0;
     }
     if (depth == 0) {
-        /* a stage module's name: one recomputed in a backward */
-        if (caller == CALLER_PIPELINING || stage_module_name(f, o->message, 0)) {
-            stage_module_name(f, o->message, 1);
-            f->tm_seen = 1;
+        /* called by torch's pipelining, or a stage module's name: one recomputed in a
+         * backward */
+        int pipelining = caller == CALLER_PIPELINING;
+        if (stage_module_name(f, o->message, pipelining) || pipelining) {
             f->tm_op_t0 = enc->t0;
             f->tm_op_tid = t->tid;
             f->tm_mod_t0 = o->t0;

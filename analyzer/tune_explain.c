@@ -106,8 +106,8 @@ static int torch_block_class(const pp_costs *c, int L)
 {
     int best = -1, best_n = 1;
     for (int l = 0; l < L; l++) {
-        if (!torch_class_len(c->layers[l].name))
-            continue;
+        if (!torch_class_len(c->layers[l].name) || (best >= 0 && same_class(c, best, l)))
+            continue; /* no class, or the one counted */
         int n = 0;
         for (int k = 0; k < L; k++)
             n += same_class(c, l, k);
@@ -153,20 +153,14 @@ static void print_torch_forms(const pp_costs *c, const pp_partition *part, FILE 
     /* torchtitan's module_fqns_per_model_part, which places the modules around the blocks
      * too: printed for its own models' shape (one module before the blocks, two after them:
      * tok_embeddings, norm, output), under those names */
-    int pre = 0, post = 0, mid = 0, seen_block = 0, trail = 0;
-    for (int l = 0; block >= 0 && l < part->L; l++) {
+    int first = -1, last = -1, n_blocks = 0;
+    for (int l = 0; block >= 0 && l < part->L; l++)
         if (same_class(c, block, l)) {
-            mid += trail;
-            trail = 0;
-            seen_block = 1;
-        } else if (seen_block) {
-            trail++;
-        } else {
-            pre++;
+            first = first < 0 ? l : first;
+            last = l;
+            n_blocks++;
         }
-    }
-    post = trail;
-    int titan = block >= 0 && pre == 1 && post == 2 && mid == 0;
+    int titan = block >= 0 && first == 1 && last == part->L - 3 && n_blocks == last - first + 1;
     if (titan) {
         fputs("torchtitan:   module_fqns_per_model_part = [", out);
         int i = 0;
