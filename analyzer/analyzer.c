@@ -394,13 +394,17 @@ static void warn_no_compute(pp_analysis *a)
             return;
     }
     a->no_compute_ops = 1;
-    if (a->dialect[0] && strcmp(a->dialect, "pipeprof") != 0)
-        a->schedule[0] = '\0'; /* the dialect's shape inferred it from no op at all */
+    /* the dialect's shape inferred it from no op at all (Megatron-LM's interleaved schedule,
+     * whose ops could not be told their chunks, is named by its own function) */
+    if (a->dialect[0] && strcmp(a->dialect, "pipeprof") != 0 &&
+        strcmp(a->schedule, PP_SCHED_MEGATRON_INTERLEAVED) != 0)
+        a->schedule[0] = '\0';
     an_warn(a, "no forward or backward op in the %zu analyzed step(s): the ranges that time the "
                "compute were not recognised, so the stages' busy time, bubble and transfers of "
                "this analysis describe steps without their compute. A torch trace needs the "
-               "schedule's names (PP: actions, GPipe's Forward/Backward) or, for Schedule1F1B "
-               "and DeepSpeed's pipeline engine, with_stack=True; other frameworks a --dialect "
+               "schedule's names (PP: actions, GPipe's Forward/Backward) or, for Schedule1F1B, "
+               "DeepSpeed's pipeline engine and Megatron-LM's schedules, with_stack=True; other "
+               "frameworks a --dialect "
                "(docs/dialects.md); an NVTX job the ranges of docs/nvtx-convention.md",
             a->n_steps);
 }

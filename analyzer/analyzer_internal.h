@@ -158,6 +158,7 @@ typedef struct open_range {
     /* decode() of it, once its extended payload is in: a range is decoded once, not at its push,
      * its payload and its pop (valid while the file's definitions are those of dec_gen) */
     int has_dec;
+    int8_t pend_dir; /* DEC_PEND_RECV: what it feeds (decode.c, STACK_RECV_*) */
     uint32_t dec_gen, dec_cfg; /* the file's meta_gen and the run's cfg_gen it was made with */
     decoded dec;
 } open_range;
@@ -209,6 +210,7 @@ typedef struct torch_time {
     uint64_t t;
 } torch_time;
 enum { TORCH_TIMES = 32 };
+enum { MG_FWD_CAP = 4096 }; /* Megatron interleaved forwards kept per step (decode.c) */
 
 /* A domain the file registered (dialect rules may name one). */
 typedef struct domain_name {
@@ -282,6 +284,27 @@ typedef struct file_state {
     /* the latest _exec_optimizer_step's start, and its step + 1 (0: none yet) */
     uint64_t ds_opt_t0;
     int64_t ds_opt_step;
+    /* a Megatron-LM schedule's trace (its forward_step / backward_step seen: decode.c,
+     * megatron_layer): the latest forward op whose model chunk showed, its thread, the model
+     * chunk's module (start, name: the one inside the wrappers) and its decoder block's (a
+     * TransformerBlock: its start and name, 0 before it opened) */
+    int megatron;
+    uint32_t mg_op_tid, mg_chunk_msg, mg_block_msg;
+    uint64_t mg_op_t0, mg_chunk_t0, mg_block_t0;
+    /* Megatron-LM's interleaved schedule (its function seen; decode.c, megatron_chunk_*): a
+     * forward_step says which model chunk it runs only by the module it calls, so a forward is
+     * decoded when that module opens (pending until then: its start and thread); the names of
+     * the chunks' outermost modules in the order first run (chunk = index), the step's
+     * forwards so far (their chunk and micro-batch, the first MG_FWD_CAP: backward k runs
+     * forward k's micro-batch on chunk v - 1 - its chunk) and its backwards so far */
+    int mg_interleaved, mg_pending, mg_n_chunks;
+    uint32_t mg_pend_tid, mg_chunk_names[16];
+    uint64_t mg_pend_t0;
+    pp_dialect_match mg_pend_match;
+    uint32_t mg_fwd_n, mg_bwd_n, mg_chunk_fwds[16];
+    struct mg_fwd {
+        int32_t chunk, mb;
+    } *mg_fwd; /* MG_FWD_CAP of them, allocated at the schedule's first call */
     /* torch (no DeepSpeed): the latest compute op whose stage module showed, its thread, that
      * module's start and name (valid once tm_n_names > 0), and the names of the stage modules
      * seen (a chunk's each, the first 8: decode.c, torch_module_layer) */
@@ -291,9 +314,17 @@ typedef struct file_state {
     uint32_t tm_names[8];
     uint32_t stack_tid;
     decoded stack_op;
+    /* Megatron-LM: the latest forward and backward op (has_: seen) a send's direction picks,
+     * and the p2p_communication call open around the transfers (its start, and the sends and
+     * receives posted in it so far: decode.c, megatron_p2p_dir) */
+    int has_stack_fwd, has_stack_bwd;
+    decoded stack_fwd, stack_bwd;
+    uint64_t mg_p2p_t0;
+    int mg_p2p_sends, mg_p2p_recvs;
     struct stack_recv {
         uint64_t t0, t1;
         uint32_t message, category, tid;
+        int dir; /* STACK_RECV_*: what it feeds */
     } pend[8];
     int n_pend;
     struct rg_file *generic; /* ranges.c: its domain, category and thread names (an_other_meta) */
@@ -426,6 +457,8 @@ typedef struct state {
     int64_t torch_pairs, torch_sum, torch_diff;
     int torch_same_sum, torch_same_diff;
     uint64_t torch_overlaps;  /* DualPipeV's OVERLAP_F_B actions seen */
+    uint64_t megatron_interleaved; /* Megatron-LM interleaved schedule calls seen (decode.c) */
+    uint64_t megatron_unresolved;  /* their forward / backward calls of no known chunk */
     uint64_t torch_unsplit;   /* those not split into their forward and backward (decode.c) */
     /* torch module events where layers would be (directly inside a stage module) that compiled
      * code ran: no layers (decode.c, torch_module_layer) */

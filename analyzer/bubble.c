@@ -267,8 +267,54 @@ static int critical_culprit(const replay *r, const pp_sim_result *res, double *s
 }
 
 
+static int decompose_once(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
+                          const double *kind_mean);
+
+/* Whether x waits before y on their stage when a receive waits at its end: a receive posted
+ * with others in one batch (batch_isend_irecv) is waited for after the sends posted with it. */
+static int wait_order_less(const pp_aop *x, const pp_aop *y)
+{
+    uint64_t a = x->kind == PP_AOP_RECV_ACT || x->kind == PP_AOP_RECV_GRAD ? x->t1 : x->t0;
+    uint64_t b = y->kind == PP_AOP_RECV_ACT || y->kind == PP_AOP_RECV_GRAD ? y->t1 : y->t0;
+    return x->stage != y->stage ? x->stage < y->stage : a < b;
+}
+
+/* ops (grouped by stage, each in time order) copied into a new list ordered by
+ * wait_order_less (insertion: nearly sorted already); NULL when out of memory. */
+static pp_aop *wait_ordered(const pp_aop *ops, size_t n)
+{
+    pp_aop *w = malloc((n ? n : 1) * sizeof *w);
+    if (!w)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && wait_order_less(&ops[i], &w[j - 1]) && i - j < 64) {
+            w[j] = w[j - 1];
+            j--;
+        }
+        w[j] = ops[i];
+    }
+    return w;
+}
+
 int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
                       const double *kind_mean)
+{
+    int done = decompose_once(sp, ops, n, S, placement, kind_mean);
+    if (!done) {
+        /* the replay deadlocked, as it does where each stage posted a receive before the send
+         * the other stage's receive waits for, in one batch (Megatron-LM's batched p2p; gloo
+         * records the receive first): again with each receive where it was waited for */
+        pp_aop *w = wait_ordered(ops, n);
+        if (w)
+            done = decompose_once(sp, w, n, S, placement, kind_mean);
+        free(w);
+    }
+    return done;
+}
+
+static int decompose_once(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
+                          const double *kind_mean)
 {
     replay r;
     if (replay_build(&r, ops, n, S, placement)) {

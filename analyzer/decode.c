@@ -656,6 +656,76 @@ static open_range *start_enclosing(file_state *f, const thread_state *t, const o
     return best;
 }
 
+/* What a held receive feeds: the next compute op whatever it is (Schedule1F1B's), the next
+ * forward (activations), the next backward (gradients), or (Megatron's combined call, one of
+ * its two receives absent) the next forward unless that one runs the first virtual stage,
+ * which receives nothing, else the next backward. */
+enum { STACK_RECV_ANY = -1, STACK_RECV_ACT = 0, STACK_RECV_GRAD = 1, STACK_RECV_EITHER = 2 };
+
+/* Which of "forward" / "backward" the words after `verb` ("send_", "recv_") in Megatron's p2p
+ * function name fn name: bit 0 forward, bit 1 backward. */
+static int p2p_words(const char *fn, const char *verb)
+{
+    const char *p = strstr(fn, verb);
+    int bits = 0;
+    if (!p)
+        return 0;
+    for (p += strlen(verb);;) {
+        if (strncmp(p, "forward", 7) == 0)
+            bits |= 1, p += 7;
+        else if (strncmp(p, "backward", 8) == 0)
+            bits |= 2, p += 8;
+        else
+            break;
+        if (*p != '_')
+            break;
+        p++;
+    }
+    return bits;
+}
+
+/* In a Megatron-LM trace, the direction of point-to-point operation o (a send when send) posted
+ * on t: 0 activations, 1 gradients, STACK_RECV_EITHER (a receive that may be either), -1 not
+ * known (no p2p_communication call around it). Megatron names its calls by what they move
+ * (send_forward_recv_backward: the forward's output out, the gradient for the backward in); its
+ * combined send_forward_backward_recv_forward_backward posts, batched, the gradient's send
+ * before the activations', the activations' receive before the gradient's, each only where
+ * there is one: the first send is the gradient unless the latest backward ran the first virtual
+ * stage (nothing to send back), a second receive the gradient, a first one either. */
+static int megatron_p2p_dir(file_state *f, const thread_state *t, const open_range *o, int send)
+{
+    /* the call: the innermost p2p_communication frame named send_... / recv_... (inside it,
+     * _communicate and _batched_p2p_ops / _p2p_ops post the operations) */
+    const open_range *s = t->stack.data, *call = NULL;
+    const char *fn = NULL;
+    size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
+    for (size_t k = t->stack.n; k-- > lo && !call;) {
+        const char *msg = an_str_of(f, s[k].message);
+        const char *py = &s[k] != o ? strstr(msg, "pipeline_parallel/p2p_communication.py(") : NULL;
+        fn = py ? strstr(py, "): ") : NULL;
+        if (fn && (strncmp(fn + 3, "send_", 5) == 0 || strncmp(fn + 3, "recv_", 5) == 0))
+            call = &s[k];
+    }
+    if (!call)
+        return -1;
+    if (call->t0 != f->mg_p2p_t0) {
+        f->mg_p2p_t0 = call->t0;
+        f->mg_p2p_sends = f->mg_p2p_recvs = 0;
+    }
+    int n = send ? f->mg_p2p_sends++ : f->mg_p2p_recvs++;
+    int w = p2p_words(fn + 3, send ? "send_" : "recv_");
+    if (w == 1 || w == 2)
+        return w - 1;
+    if (w != 3)
+        return -1;
+    if (send)
+        return n == 0 && f->has_stack_bwd &&
+                       !(f->stack_bwd.chunk <= 0 && f->stack_bwd.stage == 0)
+                   ? 1
+                   : 0;
+    return n == 0 ? STACK_RECV_EITHER : 1;
+}
+
 /* A torch point-to-point operation (gloo:recv, nccl:send, ...) just opened as o: it takes the
  * op of the torch action it is posted in (the innermost one open on t): a RECV_F / SEND_B ...
  * action's transfer, or, inside a compute action (GPipe's Forward i / Backward i), the transfer
@@ -678,16 +748,25 @@ static void comm_open(file_state *f, thread_state *t, open_range *o, const pp_di
         own = NULL; /* in no action: the step range (ProfilerStep#N) holds it */
     if (!own && f->has_stack_op && f->stack_tid == t->tid) {
         /* Schedule1F1B posts between its calls: a send after the compute op that made its
-         * message, a receive before the one it feeds (held: which one is not known yet) */
+         * message, a receive before the one it feeds (held: which one is not known yet).
+         * Megatron-LM's calls say which way each goes: a send is then the latest op's of that
+         * direction, a receive feeds the next op of that direction. */
+        int send = m->torch_comm != PP_DCOMM_RECV;
+        int mdir = f->megatron ? megatron_p2p_dir(f, t, o, send) : -1;
         int dir = torch_dir(f->stack_op.kind);
+        o->dec = f->stack_op;
+        if (send && mdir == 0 && f->has_stack_fwd)
+            o->dec = f->stack_fwd, dir = 0;
+        else if (send && mdir == 1 && f->has_stack_bwd)
+            o->dec = f->stack_bwd, dir = 1;
         if (dir < 0)
             return;
-        o->dec = f->stack_op;
         o->dec.peer = AN_PEER_LATE;
         o->dec.layer = -1;
-        if (m->torch_comm == PP_DCOMM_RECV) {
+        if (!send) {
             o->dec.kind = PP_NVTX_RECV_ACT; /* (settled by the op it feeds) */
             o->has_dec = DEC_PEND_RECV;
+            o->pend_dir = (int8_t)(mdir < 0 ? STACK_RECV_ANY : mdir);
         } else {
             o->dec.kind = dir ? PP_NVTX_SEND_GRAD : PP_NVTX_SEND_ACT;
             o->has_dec = DEC_COMM;
@@ -766,6 +845,71 @@ static int deepspeed_layer(file_state *f, thread_state *t, const open_range *enc
     }
     return depth == 1 && f->ds_op_t0 == enc->t0 && f->ds_op_tid == t->tid &&
            outer->t0 == f->ds_stage_module_t0;
+}
+
+/* What module o is in a Megatron-LM trace (megatron_layer). */
+enum { MG_NONE, MG_LAYER, MG_EMBEDDING, MG_HEAD };
+
+static int name_starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* In a Megatron-LM trace, what module o, opening on t inside compute op enc, is. forward_step
+ * runs the job's forward_step_func, which calls the model chunk: Megatron's
+ * DistributedDataParallel around Float16Module (mixed precision) around the model (GPTModel,
+ * MambaModel, ...). The first module inside a forward op is that chunk; a wrapper hands the
+ * role to the first module inside it. The chunk's decoder (TransformerBlock, MambaStack) runs
+ * the blocks: the modules directly inside it are layers (not its final norm), the other modules directly inside the chunk are layers as well: the embedding
+ * (LanguageModelEmbedding, named "embedding") before the decoder and the output layer
+ * ("head") after it, the names pprof-tune's --pipeline-model-parallel-layout form reads. What
+ * opens deeper is inside a layer; a backward's modules (recomputation) are no layers. */
+static int megatron_layer(file_state *f, thread_state *t, const open_range *enc,
+                          const open_range *o)
+{
+    if (enc->dec.kind != PP_NVTX_FWD)
+        return MG_NONE;
+    const open_range *s = t->stack.data, *parent = NULL;
+    int depth = 0;
+    size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
+    for (size_t k = t->stack.n; k-- > lo && &s[k] != enc;)
+        if (&s[k] != o && is_module(f, &s[k]) && !depth++)
+            parent = &s[k];
+    const char *name = an_str_of(f, o->message) + 11;
+    int same_op = f->mg_op_t0 == enc->t0 && f->mg_op_tid == t->tid;
+    if (depth == 0) {
+        f->mg_op_t0 = enc->t0;
+        f->mg_op_tid = t->tid;
+        f->mg_chunk_t0 = o->t0;
+        f->mg_chunk_msg = o->message;
+        f->mg_block_t0 = 0;
+        return MG_NONE;
+    }
+    if (!same_op)
+        return MG_NONE;
+    if (parent->t0 == f->mg_chunk_t0 && parent->message == f->mg_chunk_msg) {
+        const char *pm = an_str_of(f, parent->message) + 11;
+        if (name_starts(pm, "DistributedDataParallel_") || name_starts(pm, "Float16Module_") ||
+            name_starts(pm, "OptimizedModule_")) {
+            f->mg_chunk_t0 = o->t0; /* the wrapped module is the chunk */
+            f->mg_chunk_msg = o->message;
+            return MG_NONE;
+        }
+        if (name_starts(name, "TransformerBlock_") || name_starts(name, "MambaStack_")) {
+            f->mg_block_t0 = o->t0;
+            f->mg_block_msg = o->message;
+            return MG_NONE;
+        }
+        if (name_starts(name, "LanguageModelEmbedding_"))
+            return MG_EMBEDDING;
+        return f->mg_block_t0 ? MG_HEAD : MG_LAYER;
+    }
+    /* in the decoder: its blocks; its final norm (the last stage's) is none: Megatron builds
+     * it on the stage of the output layer, whatever the layout, so it stays in that op's time */
+    return f->mg_block_t0 && parent->t0 == f->mg_block_t0 &&
+                   parent->message == f->mg_block_msg && !strstr(name, "Norm")
+               ? MG_LAYER
+               : MG_NONE;
 }
 
 /* Who called a torch module event: compiled code (AOTAutograd's GraphModule run inside a
@@ -1102,7 +1246,8 @@ static void stack_recv_held(file_state *f, const open_range *o, uint64_t t1)
         memmove(&f->pend[0], &f->pend[1], (size_t)(cap - 1) * sizeof f->pend[0]);
         f->n_pend--;
     }
-    f->pend[f->n_pend++] = (struct stack_recv){o->t0, t1, o->message, o->category, o->tid};
+    f->pend[f->n_pend++] = (struct stack_recv){o->t0, t1, o->message, o->category, o->tid,
+                                               o->pend_dir};
 }
 
 /* A Schedule1F1B compute op (a stack event) just opened as o on t: the sends after it are its
@@ -1114,9 +1259,18 @@ static void stack_op_opened(state *st, file_state *f, thread_state *t, const ope
     f->stack_tid = t->tid;
     f->stack_op = o->dec;
     int dir = torch_dir(o->dec.kind), kept = 0;
+    if (dir == 0)
+        f->has_stack_fwd = 1, f->stack_fwd = o->dec;
+    else if (dir == 1)
+        f->has_stack_bwd = 1, f->stack_bwd = o->dec;
+    /* a forward of the first virtual stage receives nothing: Megatron's lone receive before it
+     * is the gradient for the next backward */
+    int first = dir == 0 && o->dec.chunk <= 0 && o->dec.stage == 0;
     for (int i = 0; i < f->n_pend; i++) {
         const struct stack_recv *p = &f->pend[i];
-        if (p->tid != t->tid) {
+        int feeds = p->dir == STACK_RECV_ANY || p->dir == dir ||
+                    (p->dir == STACK_RECV_EITHER && (dir == 1 || !first));
+        if (p->tid != t->tid || (!feeds && p->t1 <= o->t0)) {
             f->pend[kept++] = *p;
             continue;
         }
@@ -1138,6 +1292,87 @@ static void stack_op_opened(state *st, file_state *f, thread_state *t, const ope
     f->n_pend = kept;
 }
 
+/* Megatron-LM's interleaved schedule called (f): a new step's forwards and backwards. */
+static void megatron_interleaved_call(file_state *f)
+{
+    f->mg_interleaved = 1;
+    f->mg_fwd_n = f->mg_bwd_n = 0;
+    memset(f->mg_chunk_fwds, 0, sizeof f->mg_chunk_fwds);
+    f->mg_pending = 0;
+    f->has_stack_fwd = f->has_stack_bwd = 0; /* no send of this step's is theirs */
+    if (!f->mg_fwd)
+        f->mg_fwd = malloc(MG_FWD_CAP * sizeof *f->mg_fwd); /* NULL: none resolved */
+}
+
+/* The model chunk whose outermost module is named msg (index in the order first run), -1 past
+ * the first 16. */
+static int megatron_chunk_of(file_state *f, uint32_t msg)
+{
+    for (int i = 0; i < f->mg_n_chunks; i++)
+        if (f->mg_chunk_names[i] == msg)
+            return i;
+    if (f->mg_n_chunks == (int)(sizeof f->mg_chunk_names / sizeof f->mg_chunk_names[0]))
+        return -1;
+    f->mg_chunk_names[f->mg_n_chunks] = msg;
+    return f->mg_n_chunks++;
+}
+
+/* The pending forward op of an interleaved Megatron step (open on t as op): its first module,
+ * mod, names its chunk; its micro-batch is the chunk's forwards so far in the step (the
+ * schedule's table runs each chunk's micro-batches in order). Decoded now, as dialect_open
+ * decodes another op at its opening. */
+static void megatron_forward_resolved(state *st, file_state *f, thread_state *t, open_range *op,
+                                      const open_range *mod)
+{
+    f->mg_pending = 0;
+    int c = megatron_chunk_of(f, mod->message);
+    decoded *d = &op->dec;
+    if (c < 0 || !f->mg_fwd || f->mg_fwd_n >= MG_FWD_CAP) {
+        st->megatron_unresolved++;
+        d->kind = PP_NVTX_KIND_NONE; /* another range at its close */
+        return;
+    }
+    d->chunk = c;
+    d->mb = f->mg_chunk_fwds[c]++;
+    f->mg_fwd[f->mg_fwd_n++] = (struct mg_fwd){c, (int32_t)d->mb};
+    check_bounds(st, d);
+    if (d->kind == PP_NVTX_KIND_NONE)
+        return;
+    dialect_op_noted(st, f, t, &f->mg_pend_match, d, op->t0);
+    if (!d->oob)
+        stack_op_opened(st, f, t, op);
+}
+
+/* An interleaved Megatron step's op d just decoded (its chunk and mb still the sequence's): a
+ * forward waits for its module (pending: 1 returned, nothing more done now); a backward is
+ * the next forward's in the step, backward k running forward k's micro-batch on chunk
+ * v - 1 - its chunk (Megatron's get_model_chunk_id). One that cannot be told is no op. */
+static int megatron_interleaved_op(state *st, file_state *f, thread_state *t, const open_range *o,
+                                   const pp_dialect_match *m, decoded *d)
+{
+    if (d->kind == PP_NVTX_FWD) {
+        if (f->mg_pending)
+            st->megatron_unresolved++; /* the one before never ran a module */
+        f->mg_pending = 1;
+        f->mg_pend_t0 = o->t0;
+        f->mg_pend_tid = t->tid;
+        f->mg_pend_match = *m;
+        d->mb = 0;
+        d->chunk = 0;
+        return 1;
+    }
+    uint32_t k = f->mg_bwd_n++;
+    if (!f->mg_fwd || k >= f->mg_fwd_n) {
+        st->megatron_unresolved++;
+        d->kind = PP_NVTX_KIND_NONE;
+        return 0;
+    }
+    d->chunk = f->mg_n_chunks - 1 - f->mg_fwd[k].chunk;
+    d->mb = f->mg_fwd[k].mb;
+    check_bounds(st, d);
+    return 0;
+}
+
 /* A range outside the pipeprof domain, just opened as o: decoded by the dialects when one
  * names it (has_dec = DEC_DIALECT, or a torch DEC_*), with what it says about the ranges
  * inside it. */
@@ -1151,6 +1386,11 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         overlap_open(st, f, t, o, &m);
         return;
     }
+    if (src == 2 && m.torch_megatron == 2) {
+        st->megatron_interleaved++;
+        megatron_interleaved_call(f);
+        return;
+    }
     if (src == 2 && m.torch_deepspeed == 2) {
         f->ds_opt_t0 = o->t0;
         f->ds_opt_step = an_file_step_at(f, o->t0) + 1; /* +1: 0 is none */
@@ -1162,17 +1402,22 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         return;
     if (m.torch_deepspeed)
         f->deepspeed = 1;
+    if (m.torch_megatron)
+        f->megatron = 1;
     if (src == 1)
         st->dialect_used = pp_dialect_name(f->dialect);
     else if (f->deepspeed)
         st->dialect_used = PP_DIALECT_DEEPSPEED;
-    else if (!st->dialect_used || strcmp(st->dialect_used, PP_DIALECT_DEEPSPEED) != 0)
-        st->dialect_used = PP_DIALECT_TORCH; /* a DeepSpeed trace's other names say no more */
+    else if (f->megatron)
+        st->dialect_used = PP_DIALECT_MEGATRON;
+    else if (!st->dialect_used || (strcmp(st->dialect_used, PP_DIALECT_DEEPSPEED) != 0 &&
+                                   strcmp(st->dialect_used, PP_DIALECT_MEGATRON) != 0))
+        st->dialect_used = PP_DIALECT_TORCH; /* a framework's trace's other names say no more */
     if (m.torch_comm) {
         comm_open(f, t, o, &m);
         return;
     }
-    const open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(f, t, o) : NULL;
+    open_range *enc = (m.torch_stack || m.torch_module) ? dialect_enclosing(f, t, o) : NULL;
     /* a stack event inside a torch action is that action's (GPipe's Forward i holds one, an
      * OVERLAP_F_B two) */
     if (m.torch_stack && enc &&
@@ -1183,13 +1428,25 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
     if (m.torch_module) {
         if (!enc || enc->dec.kind < PP_NVTX_FWD || enc->dec.kind > PP_NVTX_BWD_WEIGHT)
             return;
-        if (f->deepspeed ? !deepspeed_layer(f, t, enc, o) : !torch_module_layer(st, f, t, enc, o))
+        const char *lname = an_str_of(f, o->message) + 11;
+        if (f->mg_pending && enc->t0 == f->mg_pend_t0 && enc->tid == t->tid) {
+            megatron_forward_resolved(st, f, t, enc, o);
+            if (enc->dec.kind == PP_NVTX_KIND_NONE || enc->dec.oob)
+                return;
+        }
+        if (f->megatron) {
+            int r = megatron_layer(f, t, enc, o);
+            if (r == MG_NONE)
+                return;
+            lname = r == MG_EMBEDDING ? "embedding" : r == MG_HEAD ? "head" : lname;
+        } else if (f->deepspeed ? !deepspeed_layer(f, t, enc, o)
+                                : !torch_module_layer(st, f, t, enc, o)) {
             return;
+        }
         m.kind = enc->dec.kind == PP_NVTX_FWD          ? PP_NVTX_LAYER_FWD
                  : enc->dec.kind == PP_NVTX_BWD_WEIGHT ? PP_NVTX_LAYER_BWD_WEIGHT
                                                        : PP_NVTX_LAYER_BWD;
-        if ((layer = torch_layer(st, enc->dec.stage, enc->dec.chunk,
-                                 an_str_of(f, o->message) + 11)) < 0)
+        if ((layer = torch_layer(st, enc->dec.stage, enc->dec.chunk, lname)) < 0)
             return;
     }
     decoded *d = &o->dec;
@@ -1200,6 +1457,11 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         d->layer = layer;
         d->chunk = enc->dec.chunk;
         check_bounds(st, d);
+    }
+    if (m.torch_megatron == 1 && f->mg_interleaved && !d->oob &&
+        megatron_interleaved_op(st, f, t, o, &m, d)) {
+        o->has_dec = DEC_TORCH_COMPUTE; /* decoded when its module opens */
+        return;
     }
     o->has_dec = m.torch && torch_dir(d->kind) >= 0 ? DEC_TORCH_COMPUTE : DEC_DIALECT;
     if (d->kind == PP_NVTX_KIND_NONE)
@@ -1236,6 +1498,13 @@ static void dialect_close(state *st, file_state *f, thread_state *t, const open_
 {
     if (o->has_dec == DEC_PEND_RECV) {
         stack_recv_held(f, o, t1);
+        return;
+    }
+    if (f->mg_pending && o->t0 == f->mg_pend_t0 && o->tid == f->mg_pend_tid) {
+        /* an interleaved Megatron forward that ran no module: its chunk is not known */
+        f->mg_pending = 0;
+        st->megatron_unresolved++;
+        an_other_range(st, f, t, o, t1);
         return;
     }
     if (o->has_dec == DEC_OVERLAP) {
@@ -1314,6 +1583,20 @@ void an_dialect_shape(const state *st, pp_analysis *a)
                    "stages have no layers; compile each block instead (torch.compile per block, "
                    "as torchtitan does) for per-layer costs (docs/torch.md)",
                 (unsigned long long)st->torch_compiled_modules);
+    if (st->megatron_unresolved && !a->schedule[0]) {
+        /* forward_step runs model[chunk] with nothing in the trace saying which chunk: each
+         * rank's chunks read as one stage of M x v micro-batches */
+        snprintf(a->schedule, sizeof a->schedule, "%s", PP_SCHED_MEGATRON_INTERLEAVED);
+        an_warn(a, "Megatron-LM's interleaved schedule (%llu call(s) of "
+                   "forward_backward_pipelining_with_interleaving): %llu of its forward_step / "
+                   "backward_step calls could not be told which model chunk they ran (a "
+                   "forward says it only by the model chunk's module event: profile with "
+                   "with_modules=True) and are not pipeline ops, so the stages' busy time, "
+                   "bubble and replay understate the work, and pprof-tune cannot propose for "
+                   "it (docs/dialects.md)",
+                (unsigned long long)st->megatron_interleaved,
+                (unsigned long long)st->megatron_unresolved);
+    }
     if (!a->schedule[0]) {
         /* V placement (torch's ZBV, DualPipeV) and LoopedBFS (several chunks, every forward
          * before any backward, unless M < S, where interleaved 1F1B runs in that order too) are
@@ -1721,6 +2004,8 @@ void an_file_state_free(file_state *f)
     vec_free(&f->threads);
     vec_free(&f->starts);
     vec_free(&f->early_ends);
+    free(f->mg_fwd);
+    f->mg_fwd = NULL;
     an_other_file_free(f);
     an_mem_file_free(f);
 }

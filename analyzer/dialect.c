@@ -640,6 +640,26 @@ int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
         m->torch_deepspeed = 1;
         return 1;
     }
+    /* Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved,
+     * no pipelining) run each micro-batch's forward in forward_step and its backward in
+     * backward_step, in the schedule's order; the p2p between them (p2p_communication.py's
+     * send_forward_recv_backward, ...) post the gloo/nccl ranges above, outside the calls */
+    py = strstr(s, "megatron/core/pipeline_parallel/schedules.py(");
+    fn = py ? strstr(py, "): ") : NULL;
+    if (fn && (strcmp(fn, "): forward_step") == 0 || strcmp(fn, "): backward_step") == 0)) {
+        torch_init(m, fn[3] == 'f' ? PP_NVTX_FWD : PP_NVTX_BWD);
+        m->from[PP_DF_MB] = PP_DFROM_SEQUENCE;
+        m->torch_stack = 1;
+        m->torch_megatron = 1;
+        return 1;
+    }
+    if (fn && strcmp(fn, "): forward_backward_pipelining_with_interleaving") == 0) {
+        /* the interleaved schedule, whose forward_step calls do not say which model chunk they
+         * run (decode.c counts it; the analysis warns) */
+        torch_init(m, PP_NVTX_KIND_NONE);
+        m->torch_megatron = 2;
+        return 1;
+    }
     int kind = strncmp(s, "Forward ", 8) == 0    ? PP_NVTX_FWD
                : strncmp(s, "Backward ", 9) == 0 ? PP_NVTX_BWD
                                                  : -3;

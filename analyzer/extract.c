@@ -920,6 +920,13 @@ static pp_status schedule_modeled(const pp_analysis *a)
     if (!a->schedule[0])
         return PP_ERR(PP_ERR_INVALID, "the run does not name its schedule: emit the "
                                       "configuration mark of docs/nvtx-convention.md");
+    if (strcmp(a->schedule, PP_SCHED_MEGATRON_INTERLEAVED) == 0)
+        return PP_ERR(PP_ERR_INVALID,
+                      "the run is Megatron-LM's interleaved schedule, and its torch trace does "
+                      "not say which model chunk its forward_step and backward_step calls ran "
+                      "(only the chunks' module events do: profile with with_modules=True): its "
+                      "pieces cannot be told apart, so pprof-tune cannot propose for it "
+                      "(docs/dialects.md)");
     if (pp_schedule_kind_parse(a->schedule, &k) != PP_OK || a->placement != PP_PLACE_LOOPED) {
         char known[64];
         pp_schedule_kind_list(known, sizeof known);
@@ -1195,7 +1202,8 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
                                       "ranges it needs)");
     /* a torch profiler trace (the built-in names: torch's or DeepSpeed's) */
     int torch = strcmp(a->dialect, PP_DIALECT_TORCH) == 0 ||
-                strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0;
+                strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0 ||
+                strcmp(a->dialect, PP_DIALECT_MEGATRON) == 0;
     if (a->n_layers == 0)
         return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
                                       "extracted (%s)",

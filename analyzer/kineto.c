@@ -1140,17 +1140,30 @@ static kj_tok pg_member(conv *c, const char *key, kj_tok v, void *ctx)
     return kj_skip(c->lx, v);
 }
 
+/* Whether desc holds word (any case). */
+static int holds_word(const char *desc, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = desc; *p; p++)
+        if (strncasecmp(p, word, n) == 0)
+            return 1;
+    return 0;
+}
+
 /* Whether a process group's description names it as the pipeline's: DeviceMesh's "mesh_pp"
  * (torchtitan's mesh dimension "pp"), Megatron-LM's "PIPELINE_MODEL_PARALLEL_GROUP", or any
- * description holding "pipeline" (docs/kineto.md "Process groups"). */
+ * description holding "pipeline" and no other dimension: Megatron-LM's
+ * "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP" (the experts' tensor x pipeline ranks, in every
+ * process of a megatron-core >= 0.13 job) is no pipeline (docs/kineto.md "Process groups"). */
 static int pg_names_pipeline(const char *desc)
 {
     if (strcmp(desc, "mesh_pp") == 0 || strcmp(desc, "pp") == 0)
         return 1;
-    for (const char *p = desc; *p; p++)
-        if (strncasecmp(p, "pipeline", 8) == 0)
-            return 1;
-    return 0;
+    static const char *const other[] = {"tensor", "data", "expert", "context"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (holds_word(desc, other[i]))
+            return 0;
+    return holds_word(desc, "pipeline");
 }
 
 static kj_tok pg_group(conv *c, kj_tok v, void *ctx)

@@ -74,6 +74,11 @@ typedef struct pp_dialect_match {
      * directly inside its stage module), 2 its _exec_optimizer_step (kind PP_NVTX_KIND_NONE:
      * the collectives after it are the optimizer's); docs/dialects.md "DeepSpeed" */
     int torch_deepspeed;
+    /* torch: a stack event of Megatron-LM's schedules, "megatron/core/pipeline_parallel/
+     * schedules.py(<line>): forward_step" / "backward_step" (1: a compute op as torch_stack's;
+     * its trace's layers are found by megatron_layer in decode.c), or its interleaved schedule's
+     * function (2, kind PP_NVTX_KIND_NONE); docs/dialects.md "Megatron-LM in a torch trace" */
+    int torch_megatron;
     /* torch: DualPipeV's "PP:(<s>F<m>;<s'>B<m'>)OVERLAP_F_B", two compute actions of two
      * stages run one after the other in one range (kind PP_NVTX_KIND_NONE): their kinds
      * (PP_NVTX_KIND_NONE when the name does not parse), stage ids and mbs, in order; see
@@ -109,6 +114,11 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
 #define PP_DIALECT_TORCH "torch.distributed.pipelining"
 /* What a torch trace of DeepSpeed's pipeline engine is reported as (the same built-in names) */
 #define PP_DIALECT_DEEPSPEED "deepspeed (torch profiler)"
+/* ... and one of Megatron-LM's pipeline schedules */
+#define PP_DIALECT_MEGATRON "megatron-lm (torch profiler)"
+/* The schedule such a trace of Megatron-LM's interleaved schedule is reported as: its chunks
+ * cannot be told apart (decode.c) */
+#define PP_SCHED_MEGATRON_INTERLEAVED "megatron-interleaved"
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m);
 /* Sub-action k (0, 1) of an OVERLAP_F_B match as the match of a plain torch action "PP:<s>F<m>"
  * into *out; 0 when m is none or its name did not parse. */

@@ -101,7 +101,8 @@ if [ "$which" = all ] || [ "$which" = trace ]; then
 fi
 if [ "$which" = all ] || [ "$which" = kineto ]; then
   "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp \
-    tests/data/kineto/dpv tests/data/kineto/dp tests/data/kineto/ds tests/data/kineto/sm
+    tests/data/kineto/dpv tests/data/kineto/dp tests/data/kineto/ds tests/data/kineto/sm \
+    tests/data/kineto/mg
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.

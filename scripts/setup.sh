@@ -89,3 +89,12 @@ if "$tvenv/bin/python" -c 'import importlib.util as u, sys; sys.exit(0 if u.find
   "$tvenv/bin/python" -c 'from deepspeed.comm.torch import build_shm_op; build_shm_op()' \
     >/dev/null 2>&1 || echo "setup: deepspeed's CPU communication op did not build here" >&2
 fi
+# Megatron-LM's core (PyPI megatron-core) into the same venv: tests/test_torch.c's megatron_* tests
+# run real megatron-core pipeline jobs (tests/py/megatron_pipe.py: its GPTModel and schedules) on
+# CPU. A failure only skips those tests, saying why.
+if "$tvenv/bin/python" -c 'import torch, numpy' 2>/dev/null &&
+   ! "$tvenv/bin/python" -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("megatron.core") else 1)' 2>/dev/null; then
+  echo "setup: installing megatron-core into $tvenv (PyPI)" >&2
+  "$tvenv/bin/pip" install -q --disable-pip-version-check megatron-core ||
+    echo "setup: could not install megatron-core into $tvenv; the Megatron tests will skip" >&2
+fi

@@ -789,6 +789,129 @@ Test(kineto, stage_modules_torch_calls_and_blocks_under_torch_compile)
     tk_result_free(&r);
 }
 
+/* A real Megatron-LM job (tests/data/kineto/mg: megatron-core 0.16.1's GPTModel, local layer
+ * spec, 4 layers, on torch 2.15.0, CPU, gloo: `torchrun --standalone --nproc-per-node 2
+ * tests/py/megatron_pipe.py --vp 2 --layers 4 --hidden 64 --heads 2 --seq 16 --vocab 256
+ * --mb-size 2 --microbatches 4 --steps 2 --out mg`; its "<built-in ...>" Python events, flow
+ * events and the Python events' args removed, gzip -9), in Megatron's interleaved schedule: 2
+ * model chunks per rank. Megatron names no range for a profiler; its forward_step and
+ * backward_step are the ops, and which chunk a forward runs shows only in the module it calls
+ * (GPTModel_0, GPTModel_1). Before, the traces read as "no pipeline ranges"; a first reading
+ * took each rank's chunks as one stage of 8 micro-batches, and its links backwards. Now: the
+ * interleaved schedule with M = 4, v = 2, each rank's compute as kineto_truth.py finds it, the
+ * layers (the embedding, the 4 TransformerLayers, the output layer as "head"), the four links
+ * (activations 0 -> 1 twice per micro-batch, 1 -> 0 once; gradients the other way) with every
+ * micro-batch's message, a bubble decomposition, and pprof-tune's layout in Megatron's syntax.
+ * The same traces without their module events (Megatron's own profiler records none) cannot
+ * say the chunks: the report says so, claims no schedule it cannot back, and pprof-tune exits
+ * 2. */
+Test(kineto, megatron_interleaved_chunks_from_their_modules)
+{
+    const char *dir = DATA "/mg";
+    cJSON *j = report_json(dir);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "dialect")->valuestring,
+                     "megatron-lm (torch profiler)");
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    int S = cJSON_GetObjectItem(p, "stages")->valueint;
+    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+    int v = cJSON_GetObjectItem(p, "virtual_stages")->valueint;
+    cr_assert(S == 2 && M == 4 && v == 2, "S %d M %d v %d", S, M, v);
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "interleaved");
+    int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
+    cr_assert_gt(n_steps, 0);
+    static const char *const names[] = {"embedding",          "TransformerLayer_0",
+                                        "TransformerLayer_0", "TransformerLayer_1",
+                                        "TransformerLayer_1", "head"};
+    cJSON *l;
+    int n = 0;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "layers"))
+    {
+        if (n < 6)
+            cr_expect_str_eq(cJSON_GetObjectItem(l, "name")->valuestring, names[n], "layer %d",
+                             n);
+        cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(l, "fwd_ms"), "count")->valueint,
+                     n_steps * M, "layer %d: a forward per micro-batch", n);
+        n++;
+    }
+    cr_expect_eq(n, 6, "%d layers: the embedding, 4 blocks, the output layer", n);
+    int found = 0;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "links"))
+    {
+        int src = cJSON_GetObjectItem(l, "src")->valueint;
+        int act = strcmp(cJSON_GetObjectItem(l, "kind")->valuestring, "act") == 0;
+        /* pieces 0 -> 1 -> 2 -> 3 are ranks 0, 1, 0, 1: activations cross 0 -> 1 twice */
+        int per_mb = (src == 0) == act ? 2 : 1;
+        cr_expect_eq(cJSON_GetObjectItem(l, "messages")->valueint, n_steps * M * per_mb,
+                     "link %d -> %d %s", src, cJSON_GetObjectItem(l, "dst")->valueint,
+                     act ? "act" : "grad");
+        found++;
+    }
+    cr_expect_eq(found, 4, "%d links", found);
+    cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItem(j, "stages"))
+    {
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(g, "chunks")), 2);
+        cr_expect_gt(cJSON_GetObjectItem(g, "fill_drain_ms")->valuedouble, 0,
+                     "the step was replayed");
+    }
+    check_stages_against_truth(j, dir, S, M, v);
+    cJSON_Delete(j);
+    const char *targv[] = {PP_BUILD_DIR "/tools/pprof-tune", dir, "-q", NULL};
+    tk_result r = tk_runv(targv, NULL);
+    cr_expect_eq(r.code, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "6 layers, 2 stages, interleaved, M = 4") != NULL, "%s", r.out);
+    const char *lay = strstr(r.out, "--pipeline-model-parallel-layout \"");
+    cr_expect(lay && lay[34] == 'E' && strchr(lay + 34, '"') &&
+                  strchr(lay + 34, '"')[-1] == 'L',
+              "no layout from the embedding to the loss:\n%s", r.out);
+    int bars = 0;
+    for (const char *q = lay ? lay + 34 : ""; *q && *q != '"'; q++)
+        bars += *q == '|';
+    cr_expect_eq(bars, 3, "a layout of 4 pieces:\n%s", r.out);
+    tk_result_free(&r);
+
+    /* the same traces without module events */
+    const char *bare = tk_path("mg_bare");
+    cr_assert_eq(mkdir(bare, 0755), 0);
+    for (int k = 0; k < 2; k++) {
+        char src[512], dst[512];
+        snprintf(src, sizeof src, "%s/rank-%d.json.gz", dir, k);
+        snprintf(dst, sizeof dst, "%s/rank-%d.json", bare, k);
+        size_t len;
+        char *text = slurp_any(src, &len);
+        cJSON *t = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(t, "%s", src);
+        cJSON *evs = cJSON_GetObjectItem(t, "traceEvents");
+        for (int i = cJSON_GetArraySize(evs); i-- > 0;) {
+            cJSON *nm = cJSON_GetObjectItem(cJSON_GetArrayItem(evs, i), "name");
+            if (cJSON_IsString(nm) && strncmp(nm->valuestring, "nn.Module: ", 11) == 0)
+                cJSON_DeleteItemFromArray(evs, i);
+        }
+        char *out = cJSON_PrintUnformatted(t);
+        FILE *fp = fopen(dst, "w");
+        cr_assert_not_null(fp);
+        fputs(out, fp);
+        fclose(fp);
+        free(out);
+        cJSON_Delete(t);
+    }
+    j = report_json(bare);
+    p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "megatron-interleaved");
+    char *warned = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                            "warnings"));
+    cr_expect(warned && strstr(warned, "could not be told which model chunk") != NULL,
+              "no warning about the chunks: %s", warned ? warned : "");
+    free(warned);
+    cJSON_Delete(j);
+    const char *bargv[] = {PP_BUILD_DIR "/tools/pprof-tune", bare, "-q", NULL};
+    r = tk_runv(bargv, NULL);
+    cr_expect_eq(r.code, 2, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.err, "Megatron-LM's interleaved schedule") != NULL, "%s", r.err);
+    tk_result_free(&r);
+}
+
 /* The DeepSpeed recording without its Python events (a job profiled without with_stack): its
  * steps, sends and receives remain, no compute op. Before, that read as GPipe with a 99% bubble
  * of transfers; now the report says it found no forward or backward op and what the trace
@@ -1125,6 +1248,13 @@ Test(kineto, the_pipeline_group_in_the_header_only_when_it_places_the_rank)
          PP_TRACE_OTHER_GROUPS, 0, 0, 0},
         {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[1,1]}]}",
          PP_TRACE_OTHER_GROUPS, 0, 0, 0},
+        /* megatron-core's groups (pp 2 x dp 2): the experts' tensor x pipeline group holds
+         * "PIPELINE" too, and is no pipeline */
+        {"{\"rank\":3,\"world_size\":4,\"pg_config\":[{\"pg_desc\":\"default_pg\","
+         "\"ranks\":[0,1,2,3]},{\"pg_desc\":\"DATA_PARALLEL_GROUP\",\"ranks\":[2,3]},"
+         "{\"pg_desc\":\"PIPELINE_MODEL_PARALLEL_GROUP\",\"ranks\":[1,3]},"
+         "{\"pg_desc\":\"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP\",\"ranks\":[1,3]}]}",
+         PP_TRACE_PIPELINE_GROUP, 1, 2, 1},
         /* two pipelines: which? */
         {"{\"rank\":1,\"pg_config\":[{\"pg_desc\":\"mesh_pp\",\"ranks\":[0,1]},"
          "{\"pg_desc\":\"PIPELINE_X\",\"ranks\":[1,2]}]}", PP_TRACE_OTHER_GROUPS, 0, 0, 0},

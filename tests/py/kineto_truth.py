@@ -34,7 +34,9 @@ first event (autograd::engine::evaluate_function or backward_one_chunk, any thre
 from its own receive's end (else the forward's end) to the range's end. DeepSpeed's
 PipelineEngine (its methods as with_stack events, "deepspeed/runtime/pipe/engine.py(<line>):
 _exec_forward_pass" / "_exec_backward_pass", on the rank's stage, one micro-batch each) does its
-sends and receives in methods of their own: each of those ranges is compute from start to end.
+sends and receives in methods of their own: each of those ranges is compute from start to end;
+so do Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py's forward_step and
+backward_step, their p2p in p2p_communication.py's calls between them).
 """
 import argparse
 import glob
@@ -51,6 +53,8 @@ OVERLAP = re.compile(r"^PP:\((\d+)F(\d+);(\d+)(B|I)(\d+)\)OVERLAP_F_B$")
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # DeepSpeed's PipelineEngine: an instruction's method as a with_stack event
 DEEPSPEED = re.compile(r"deepspeed/runtime/pipe/engine\.py\(\d+\): _exec_(forward|backward)_pass$")
+# Megatron-LM's schedules: each micro-batch's forward_step / backward_step as a with_stack event
+MEGATRON = re.compile(r"megatron/core/pipeline_parallel/schedules\.py\(\d+\): (forward|backward)_step$")
 
 
 def is_recv(name):
@@ -182,10 +186,10 @@ def analyze_rank(evs):
             start = ready if ready is not None and t0 <= ready <= t1 else t0
             acts.append((n, s, "F" if k == "F" else "B", (t1 - start) / 1e3))
             continue
-        m = DEEPSPEED.search(name)
+        m = DEEPSPEED.search(name) or MEGATRON.search(name)
         if m:
-            # the engine's p2p runs in its own methods (_exec_recv_activations, ...) between
-            # these: the method's whole time is compute
+            # the engine's p2p runs in its own methods (_exec_recv_activations, ...), Megatron's
+            # in p2p_communication.py's calls, between these: their whole time is compute
             acts.append((n, None, "F" if m.group(1) == "forward" else "B", (t1 - t0) / 1e3))
             continue
         m = GPIPE.match(name)
