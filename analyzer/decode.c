@@ -701,7 +701,8 @@ static int megatron_p2p_dir(file_state *f, const thread_state *t, const open_ran
     size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
     for (size_t k = t->stack.n; k-- > lo && !call;) {
         const char *msg = an_str_of(f, s[k].message);
-        const char *py = &s[k] != o ? strstr(msg, "pipeline_parallel/p2p_communication.py(") : NULL;
+        const char *py =
+            &s[k] != o ? strstr(msg, "pipeline_parallel/p2p_communication.py(") : NULL;
         fn = py ? strstr(py, "): ") : NULL;
         if (fn && (strncmp(fn + 3, "send_", 5) == 0 || strncmp(fn + 3, "recv_", 5) == 0))
             call = &s[k];
@@ -860,10 +861,11 @@ static int name_starts(const char *s, const char *prefix)
  * DistributedDataParallel around Float16Module (mixed precision) around the model (GPTModel,
  * MambaModel, ...). The first module inside a forward op is that chunk; a wrapper hands the
  * role to the first module inside it. The chunk's decoder (TransformerBlock, MambaStack) runs
- * the blocks: the modules directly inside it are layers (not its final norm), the other modules directly inside the chunk are layers as well: the embedding
- * (LanguageModelEmbedding, named "embedding") before the decoder and the output layer
- * ("head") after it, the names pprof-tune's --pipeline-model-parallel-layout form reads. What
- * opens deeper is inside a layer; a backward's modules (recomputation) are no layers. */
+ * the blocks: the modules directly inside it are layers (not its final norm); the other modules
+ * directly inside the chunk are layers as well: the embedding (LanguageModelEmbedding, named
+ * "embedding") before the decoder and the output layer ("head") after it, the names pprof-tune's
+ * --pipeline-model-parallel-layout form reads. What opens deeper is inside a layer; a
+ * backward's modules (recomputation) are no layers. */
 static int megatron_layer(file_state *f, thread_state *t, const open_range *enc,
                           const open_range *o)
 {
@@ -1584,8 +1586,9 @@ void an_dialect_shape(const state *st, pp_analysis *a)
                    "as torchtitan does) for per-layer costs (docs/torch.md)",
                 (unsigned long long)st->torch_compiled_modules);
     if (st->megatron_unresolved && !a->schedule[0]) {
-        /* forward_step runs model[chunk] with nothing in the trace saying which chunk: each
-         * rank's chunks read as one stage of M x v micro-batches */
+        /* forward_step runs model[chunk], and without the chunk's module event nothing in
+         * the trace says which chunk: those calls are no ops (decode.c), the schedule is named
+         * by its function */
         snprintf(a->schedule, sizeof a->schedule, "%s", PP_SCHED_MEGATRON_INTERLEAVED);
         an_warn(a, "Megatron-LM's interleaved schedule (%llu call(s) of "
                    "forward_backward_pipelining_with_interleaving): %llu of its forward_step / "

@@ -1577,6 +1577,146 @@ Test(torch_stack, a_stage_module_torch_calls_holds_the_layers)
     }
 }
 
+#define MG_FWD "megatron/core/pipeline_parallel/schedules.py(311): forward_step"
+#define MG_BWD "megatron/core/pipeline_parallel/schedules.py(446): backward_step"
+
+/* One rank's Kineto JSON of a Megatron-LM 1F1B step (2 micro-batches) whose model chunk is
+ * wrapped as Megatron wraps it in a mixed-precision data-parallel job: DistributedDataParallel
+ * around Float16Module around GPTModel. Rank 0 runs the embedding and two blocks, rank 1 two
+ * blocks, the decoder's final norm and the output layer; each block has a Linear inside; the
+ * p2p between the calls is posted by p2p_communication.py's send_forward / recv_backward ...;
+ * rank 1's backward recomputes a block (activation recomputation). */
+static void write_megatron_trace(const char *path, int rank)
+{
+    char ev[32768] = "";
+    const size_t cap = sizeof ev;
+    const int p = rank + 1;
+    const char *ua = "user_annotation", *py = "python_function";
+    static const char *const p2p = "megatron/core/pipeline_parallel/p2p_communication.py(%d): %s";
+    for (int step = 1; step <= 3; step++) {
+        double o = 400.0 * (step - 1);
+#define E(cat, name, ts, dur) add_event(ev, cap, cat, name, p, o + (ts), dur)
+        char name[160];
+        snprintf(name, sizeof name, "ProfilerStep#%d", step);
+        E(ua, name, 1, 399);
+        for (int mb = 0; mb < 2; mb++) {
+            double f0 = rank == 0 ? 10 + 60.0 * mb : 60 + 60.0 * mb; /* forward's start */
+            if (rank == 1) {
+                snprintf(name, sizeof name, p2p, 402, "recv_forward");
+                E(py, name, f0 - 6, 5);
+                E(ua, "gloo:recv", f0 - 5, 3);
+            }
+            E(py, MG_FWD, f0, 40);
+            E(py, "pretrain_gpt.py(150): forward_step", f0 + 1, 38);
+            E(py, "nn.Module: DistributedDataParallel_0", f0 + 2, 36);
+            E(py, "megatron/core/distributed/data_parallel_base.py(20): forward", f0 + 2.5, 35);
+            E(py, "nn.Module: Float16Module_0", f0 + 3, 34);
+            E(py, "nn.Module: GPTModel_0", f0 + 4, 32);
+            double b = f0 + 5;
+            if (rank == 0) {
+                E(py, "nn.Module: LanguageModelEmbedding_0", b, 4);
+                E(py, "nn.Module: VocabParallelEmbedding_0", b + 0.5, 3);
+                b += 5;
+            }
+            E(py, "nn.Module: TransformerBlock_0", b, 22);
+            E(py, "nn.Module: TransformerLayer_0", b + 1, 9);
+            E(py, "nn.Module: ColumnParallelLinear_0", b + 2, 7);
+            E(py, "nn.Module: TransformerLayer_1", b + 11, 9);
+            E(py, "nn.Module: ColumnParallelLinear_1", b + 12, 7);
+            if (rank == 1) {
+                E(py, "nn.Module: LayerNorm_4", b + 20.5, 1);
+                E(py, "nn.Module: ColumnParallelLinear_2", b + 23, 4);
+            }
+            if (rank == 0) {
+                snprintf(name, sizeof name, p2p, 463, "send_forward");
+                E(py, name, f0 + 41, 4);
+                E(ua, "gloo:send", f0 + 42, 2);
+            }
+        }
+        for (int mb = 0; mb < 2; mb++) {
+            double b0 = rank == 1 ? 190 + 50.0 * mb : 200 + 50.0 * mb;
+            if (rank == 0) {
+                snprintf(name, sizeof name, p2p, 430, "recv_backward");
+                E(py, name, b0 - 6, 5);
+                E(ua, "gloo:recv", b0 - 5, 3);
+            }
+            E(py, MG_BWD, b0, 30);
+            if (rank == 1) {
+                E(py, "torch/utils/checkpoint.py(500): recompute_fn", b0 + 1, 10);
+                E(py, "nn.Module: TransformerLayer_1", b0 + 2, 8);
+                snprintf(name, sizeof name, p2p, 485, "send_backward");
+                E(py, name, b0 + 31, 4);
+                E(ua, "gloo:send", b0 + 32, 2);
+            }
+        }
+        E("cpu_op", "Optimizer.step#SGD.step", 380, 10);
+#undef E
+    }
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"gloo\",\"rank\":%d,"
+            "\"world_size\":2,\"pg_config\":[{\"pg_desc\":\"PIPELINE_MODEL_PARALLEL_GROUP\","
+            "\"ranks\":[0,1]},{\"pg_desc\":\"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP\","
+            "\"ranks\":[0,1]}]},\"traceEvents\":[%s]}\n",
+            rank, ev);
+    cr_assert_eq(fclose(fp), 0);
+}
+
+/* Megatron's wrappers hand the model chunk's role to the module inside them, its decoder's
+ * blocks are the layers and not its final norm, the embedding and output layer are named as
+ * the layout form writes them; the links are the calls' directions with every micro-batch's
+ * message; pprof-tune writes its proposal in Megatron's layout syntax. */
+Test(torch_stack, megatron_wrapped_model_chunk)
+{
+    const char *dir = tk_path("megatron");
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char p[512];
+    for (int r = 0; r < 2; r++) {
+        snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
+        write_megatron_trace(p, r);
+    }
+    const char *out = tk_path("megatron.json");
+    const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", out, NULL};
+    run_ok("pprof-report on the traces", argv);
+    cJSON *j = load_json(out);
+    cr_expect_str_eq(item(j, "dialect")->valuestring, "megatron-lm (torch profiler)");
+    const cJSON *pipe = item(j, "pipeline");
+    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "gpipe"); /* every forward first */
+    cr_expect_eq((int)num(pipe, "microbatches"), 2);
+    static const char *const want[] = {"embedding",          "TransformerLayer_0",
+                                       "TransformerLayer_1", "TransformerLayer_0",
+                                       "TransformerLayer_1", "head"};
+    const cJSON *y;
+    int i = 0;
+    cJSON_ArrayForEach(y, item(j, "layers"))
+    {
+        if (i < 6)
+            cr_expect_str_eq(item(y, "name")->valuestring, want[i], "layer %d", i);
+        cr_expect_eq((int)num(item(y, "fwd_ms"), "count"), 6, "layer %d: a forward per mb", i);
+        cr_expect_eq((int)num(item(y, "bwd_ms"), "count"), 0, "layer %d: no recomputed layer", i);
+        i++;
+    }
+    cr_expect_eq(i, 6, "%d layers: the embedding, 4 blocks, the output layer", i);
+    const cJSON *l;
+    int links = 0;
+    cJSON_ArrayForEach(l, item(j, "links"))
+    {
+        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
+        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1);
+        cr_expect_eq((int)num(l, "messages"), 6, "link %d -> %d", src, dst);
+        links++;
+    }
+    cr_expect_eq(links, 2);
+    cJSON_Delete(j);
+    const char *targv[] = {TUNE, dir, "-q", "--warmup", "0", NULL};
+    tk_result r = tk_runv(targv, NULL);
+    cr_expect(strstr(r.out, "--pipeline-model-parallel-layout \"Ett|ttL\"") != NULL ||
+                  r.code != 0,
+              "%s", r.out);
+    tk_result_free(&r);
+}
+
 /* The actions of such a trace decode as without with_stack: one forward and one backward per
  * stage (the schedule's frames inside them are theirs, no second op), the compute from the
  * receive's end, the blocks as layers, the transfers as links. */
