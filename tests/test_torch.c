@@ -281,6 +281,37 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
     free(no);
 }
 
+/* A 2-stage 1F1B summary's links: activations 0 -> 1 and gradients 1 -> 0, each with every
+ * micro-batch's message (M a step). */
+static void check_two_links(const cJSON *sum, int M)
+{
+    int n_steps = cJSON_GetArraySize(item(sum, "steps")), links = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, item(sum, "links"))
+    {
+        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
+        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
+                     "link %d -> %d", src, dst);
+        cr_expect_eq((int)num(l, "messages"), n_steps * M, "link %d -> %d", src, dst);
+        links++;
+    }
+    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+}
+
+/* A framework's 2-stage 1F1B job of 4 micro-batches (its summary, the truth from its traces):
+ * read under `dialect` as that, against the truth, both links whole; its analyzed steps. */
+static int check_framework_1f1b(const cJSON *sum, const cJSON *truth, const char *dialect)
+{
+    cr_expect_str_eq(item(sum, "dialect")->valuestring, dialect);
+    const cJSON *pipe = item(sum, "pipeline");
+    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "1f1b");
+    cr_assert_eq((int)num(pipe, "microbatches"), 4);
+    cr_assert_eq((int)num(pipe, "stages"), 2);
+    check_against_truth(sum, truth);
+    check_two_links(sum, 4);
+    return cJSON_GetArraySize(item(sum, "steps"));
+}
+
 /* Gantt picture, Chrome export and a pprof-check baseline, all from the trace directory. */
 static void check_outputs(const char *dir, int S)
 {
@@ -599,17 +630,7 @@ Test(torch, schedule_1f1b_transfers_between_its_calls)
     cr_assert(S == 2 && M == 4, "S %d M %d", S, M);
     int n_steps = cJSON_GetArraySize(item(sum, "steps"));
     cr_assert_geq(n_steps, 3);
-    const cJSON *l;
-    int links = 0;
-    cJSON_ArrayForEach(l, item(sum, "links"))
-    {
-        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
-        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
-                     "link %d -> %d", src, dst);
-        cr_expect_eq((int)num(l, "messages"), n_steps * M, "link %d -> %d", src, dst);
-        links++;
-    }
-    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+    check_two_links(sum, M);
     const cJSON *g;
     cJSON_ArrayForEach(g, item(sum, "stages"))
     {
@@ -884,17 +905,67 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
 
 /* ---- DeepSpeed's pipeline engine (tests/py/ds_pipe.py) ---------------------------------- */
 
-/* torch's Python with DeepSpeed as well (scripts/setup.sh installs it into the torch venv),
- * else the test skips, saying so. */
-static const char *need_deepspeed(void)
+/* torch's Python with the Python module `module` as well (scripts/setup.sh installs `package`
+ * into the torch venv), else the test skips, saying so. */
+static const char *need_python_with(const char *module, const char *package)
 {
     const char *py = need_python();
-    if (!tk_python_ok(py, "import importlib.util as u, sys; "
-                          "sys.exit(0 if u.find_spec('deepspeed') else 1)")) {
+    char check[256];
+    snprintf(check, sizeof check,
+             "import importlib.util as u, sys; sys.exit(0 if u.find_spec('%s') else 1)", module);
+    if (!tk_python_ok(py, check)) {
         tk_dir_remove();
-        cr_skip_test("%s has no deepspeed (scripts/setup.sh installs it next to torch)", py);
+        cr_skip_test("%s has no %s (scripts/setup.sh installs it next to torch)", py, package);
     }
     return py;
+}
+
+static const char *need_deepspeed(void) { return need_python_with("deepspeed", "deepspeed"); }
+
+/* script under torchrun on 2 ranks with args into dir (emptied first): its median step, from
+ * pprof-report's summary written to tk_dir/name. */
+static double job_median_step(const char *py, const char *script, const char *dir,
+                              const char *name, const char *const *args)
+{
+    remove_dir(dir);
+    run_script(py, 2, script, dir, args);
+    cJSON *s = report_json(dir, name);
+    double ms = num(item(item(s, "aggregates"), "step_ms"), "median");
+    cJSON_Delete(s);
+    return ms;
+}
+
+/* A layout's run (a framework's form of it: DeepSpeed's parts, Megatron's layout): its median
+ * step. */
+typedef double (*layout_run)(const char *py, const char *dir, const char *name,
+                             const char *layout);
+
+/* Whether the proposal ran faster than the current layout, judged on the least disturbed run
+ * of each (one layout's step varies by ~10% between quiet runs): up to three runs of the
+ * proposal into `after`, each after the first paired with another run of the current layout
+ * into `dir` while the proposal is not yet faster; *before_ms (the first run's) is lowered by
+ * those. Expects it faster; returns the least step of the proposal's runs. */
+static double expect_faster(const char *py, layout_run run, const char *dir, const char *after,
+                            const char *current, const char *proposal, double *before_ms,
+                            double pred_ms)
+{
+    double after_ms = INFINITY;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (attempt > 0) {
+            double b = run(py, dir, "before.json", current);
+            *before_ms = b < *before_ms ? b : *before_ms;
+        }
+        double a = run(py, after, "after.json", proposal);
+        after_ms = a < after_ms ? a : after_ms;
+        cr_log_info("%s -> %s: median step %.3f ms (least of the runs) before, %.3f after "
+                    "(predicted %.3f, this run %+.1f%%)", current, proposal, *before_ms,
+                    after_ms, pred_ms, 100 * (a - pred_ms) / pred_ms);
+        if (after_ms < *before_ms)
+            break;
+    }
+    cr_expect_lt(after_ms, *before_ms, "the proposal %s made the step slower: %.3f -> %.3f ms",
+                 proposal, *before_ms, after_ms);
+    return after_ms;
 }
 
 /* The DeepSpeed line of pprof-tune's output ("PipelineModule parts = [0, 6, 8]") as "0,6,8". */
@@ -933,12 +1004,7 @@ static double ds_median_step(const char *py, const char *dir, const char *name,
     const char *args[] = {"--blocks", "8", "--work", "3,3,3,3,1,1,1,1", "--microbatches", "4",
                           "--steps", "10", "--dim", "512", "--mb-size", "32", "--partition",
                           partition, NULL};
-    remove_dir(dir);
-    run_script(py, 2, DS_JOB, dir, args);
-    cJSON *s = report_json(dir, name);
-    double ms = num(item(item(s, "aggregates"), "step_ms"), "median");
-    cJSON_Delete(s);
-    return ms;
+    return job_median_step(py, DS_JOB, dir, name, args);
 }
 
 Test(torch, deepspeed_pipeline_engine)
@@ -952,22 +1018,7 @@ Test(torch, deepspeed_pipeline_engine)
     cr_assert_eq((int)num(truth, "slowest_rank"), 0, "the job's own straggler is stage %d",
                  (int)num(truth, "slowest_rank"));
     cJSON *sum = report_json(dir, "ds.json");
-    cr_expect_str_eq(item(sum, "dialect")->valuestring, "deepspeed (torch profiler)");
-    const cJSON *pipe = item(sum, "pipeline");
-    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "1f1b");
-    cr_assert_eq((int)num(pipe, "microbatches"), 4);
-    check_against_truth(sum, truth);
-    int n_steps = cJSON_GetArraySize(item(sum, "steps")), links = 0;
-    const cJSON *l;
-    cJSON_ArrayForEach(l, item(sum, "links"))
-    {
-        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
-        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
-                     "link %d -> %d", src, dst);
-        cr_expect_eq((int)num(l, "messages"), n_steps * 4, "link %d -> %d", src, dst);
-        links++;
-    }
-    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+    int n_steps = check_framework_1f1b(sum, truth, "deepspeed (torch profiler)");
     int n_layers = 0;
     const cJSON *y;
     cJSON_ArrayForEach(y, item(sum, "layers"))
@@ -1000,23 +1051,7 @@ Test(torch, deepspeed_pipeline_engine)
     cJSON *pj = load_json(plan);
     double pred_ms = num(item(pj, "predicted"), "median_ms");
     cJSON_Delete(pj);
-    /* judged on the least disturbed run of each layout: up to three of each */
-    double after_ms = INFINITY;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        if (attempt > 0) { /* another pair: a run of the even split, one of the proposal */
-            double b = ds_median_step(py, dir, "ds0.json", "uniform");
-            before_ms = b < before_ms ? b : before_ms;
-        }
-        double a = ds_median_step(py, after, "ds1.json", parts);
-        after_ms = a < after_ms ? a : after_ms;
-        cr_log_info("DeepSpeed parts %s: median step %.3f ms (least of the runs) before, %.3f "
-                    "after (predicted %.3f, this run %+.1f%%)", parts, before_ms, after_ms,
-                    pred_ms, 100 * (a - pred_ms) / pred_ms);
-        if (after_ms < before_ms)
-            break;
-    }
-    cr_expect_lt(after_ms, before_ms, "the proposed parts made the step slower: %.3f -> %.3f ms",
-                 before_ms, after_ms);
+    expect_faster(py, ds_median_step, dir, after, "uniform", parts, &before_ms, pred_ms);
 }
 
 /* DeepSpeed with data parallelism: 2 stages x 2 replicas on 4 ranks (DeepSpeed's default
@@ -1052,17 +1087,9 @@ Test(torch, deepspeed_data_parallel_replicas)
 
 /* ---- Megatron-LM's schedules (tests/py/megatron_pipe.py) ------------------------------- */
 
-/* torch's Python with megatron-core as well (scripts/setup.sh installs it into the torch venv),
- * else the test skips, saying so. */
 static const char *need_megatron(void)
 {
-    const char *py = need_python();
-    if (!tk_python_ok(py, "import importlib.util as u, sys; "
-                          "sys.exit(0 if u.find_spec('megatron.core') else 1)")) {
-        tk_dir_remove();
-        cr_skip_test("%s has no megatron-core (scripts/setup.sh installs it next to torch)", py);
-    }
-    return py;
+    return need_python_with("megatron.core", "megatron-core");
 }
 
 /* The Megatron-LM line of pprof-tune's output (--pipeline-model-parallel-layout "...") as the
@@ -1097,12 +1124,7 @@ static double mg_median_step(const char *py, const char *dir, const char *name,
                              const char *layout)
 {
     const char *args[] = {"--layout", layout, "--steps", "4", NULL};
-    remove_dir(dir);
-    run_script(py, 2, MG_JOB, dir, args);
-    cJSON *s = report_json(dir, name);
-    double ms = num(item(item(s, "aggregates"), "step_ms"), "median");
-    cJSON_Delete(s);
-    return ms;
+    return job_median_step(py, MG_JOB, dir, name, args);
 }
 
 /* A real Megatron-LM job: megatron-core's GPTModel (8 transformer layers, local layer spec) on 2
@@ -1128,23 +1150,7 @@ Test(torch, megatron_gpt_1f1b_layout_tuned)
     run_script(py, 2, MG_JOB, dir, args);
     cJSON *truth = truth_json(py, dir);
     cJSON *sum = report_json(dir, "mg.json");
-    cr_expect_str_eq(item(sum, "dialect")->valuestring, "megatron-lm (torch profiler)");
-    const cJSON *pipe = item(sum, "pipeline");
-    cr_expect_str_eq(item(pipe, "schedule")->valuestring, "1f1b");
-    cr_assert_eq((int)num(pipe, "microbatches"), 4);
-    cr_assert_eq((int)num(pipe, "stages"), 2);
-    check_against_truth(sum, truth);
-    int n_steps = cJSON_GetArraySize(item(sum, "steps")), links = 0;
-    const cJSON *l;
-    cJSON_ArrayForEach(l, item(sum, "links"))
-    {
-        int src = (int)num(l, "src"), dst = (int)num(l, "dst");
-        cr_expect_eq(dst - src, strcmp(item(l, "kind")->valuestring, "grad") == 0 ? -1 : 1,
-                     "link %d -> %d", src, dst);
-        cr_expect_eq((int)num(l, "messages"), n_steps * 4, "link %d -> %d", src, dst);
-        links++;
-    }
-    cr_expect_eq(links, 2, "activations 0 -> 1 and gradients 1 -> 0");
+    int n_steps = check_framework_1f1b(sum, truth, "megatron-lm (torch profiler)");
     int n_layers = 0;
     const cJSON *y;
     cJSON_ArrayForEach(y, item(sum, "layers"))
@@ -1180,22 +1186,7 @@ Test(torch, megatron_gpt_1f1b_layout_tuned)
     cJSON *pj = load_json(plan);
     double pred_ms = num(item(pj, "predicted"), "median_ms");
     cJSON_Delete(pj);
-    double after_ms = INFINITY;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        if (attempt > 0) { /* another pair: a run of the first layout, one of the proposal */
-            double b = mg_median_step(py, dir, "mg0.json", start);
-            before_ms = b < before_ms ? b : before_ms;
-        }
-        double a = mg_median_step(py, after, "mg1.json", layout);
-        after_ms = a < after_ms ? a : after_ms;
-        cr_log_info("Megatron layout %s -> %s: median step %.3f ms (least of the runs) before, "
-                    "%.3f after (predicted %.3f, this run %+.1f%%)", start, layout, before_ms,
-                    after_ms, pred_ms, 100 * (a - pred_ms) / pred_ms);
-        if (after_ms < before_ms)
-            break;
-    }
-    cr_expect_lt(after_ms, before_ms, "the proposed layout made the step slower: %.3f -> %.3f ms",
-                 before_ms, after_ms);
+    expect_faster(py, mg_median_step, dir, after, start, layout, &before_ms, pred_ms);
     /* the re-run holds the plan's boundaries: pprof-tune --verify says it ran the plan */
     const char *vargv[] = {TUNE, "--verify", plan, after, NULL};
     r = tk_runv(vargv, NULL);
@@ -1577,6 +1568,22 @@ Test(torch_stack, a_stage_module_torch_calls_holds_the_layers)
     }
 }
 
+/* Two ranks' traces written by write into the new folder dir (rank<r>.json), analyzed with
+ * every step kept: the summary. */
+static cJSON *two_rank_report(const char *dir, void (*write)(const char *path, int rank))
+{
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char p[512];
+    for (int r = 0; r < 2; r++) {
+        snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
+        write(p, r);
+    }
+    snprintf(p, sizeof p, "%s.json", dir);
+    const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", p, NULL};
+    run_ok("pprof-report on the traces", argv);
+    return load_json(p);
+}
+
 #define MG_FWD "megatron/core/pipeline_parallel/schedules.py(311): forward_step"
 #define MG_BWD "megatron/core/pipeline_parallel/schedules.py(446): backward_step"
 
@@ -1670,16 +1677,7 @@ static void write_megatron_trace(const char *path, int rank)
 Test(torch_stack, megatron_wrapped_model_chunk)
 {
     const char *dir = tk_path("megatron");
-    cr_assert_eq(mkdir(dir, 0755), 0);
-    char p[512];
-    for (int r = 0; r < 2; r++) {
-        snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
-        write_megatron_trace(p, r);
-    }
-    const char *out = tk_path("megatron.json");
-    const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", out, NULL};
-    run_ok("pprof-report on the traces", argv);
-    cJSON *j = load_json(out);
+    cJSON *j = two_rank_report(dir, write_megatron_trace);
     cr_expect_str_eq(item(j, "dialect")->valuestring, "megatron-lm (torch profiler)");
     const cJSON *pipe = item(j, "pipeline");
     cr_expect_str_eq(item(pipe, "schedule")->valuestring, "gpipe"); /* every forward first */
@@ -1723,16 +1721,7 @@ Test(torch_stack, megatron_wrapped_model_chunk)
 Test(torch_stack, with_stack_actions_decode_as_without)
 {
     const char *dir = tk_path("stack");
-    cr_assert_eq(mkdir(dir, 0755), 0);
-    char p[512];
-    for (int r = 0; r < 2; r++) {
-        snprintf(p, sizeof p, "%s/rank%d.json", dir, r);
-        write_stack_trace(p, r);
-    }
-    const char *out = tk_path("stack.json");
-    const char *argv[] = {REPORT, dir, "--json", "-q", "--warmup", "0", "-o", out, NULL};
-    run_ok("pprof-report on the with_stack traces", argv);
-    cJSON *j = load_json(out);
+    cJSON *j = two_rank_report(dir, write_stack_trace);
     cr_assert_eq((int)num(item(j, "pipeline"), "stages"), 2);
     const cJSON *stages = item(j, "stages");
     for (int s = 0; s < 2; s++) {
