@@ -1593,10 +1593,10 @@ void an_dialect_shape(const state *st, pp_analysis *a)
         an_warn(a, "Megatron-LM's interleaved schedule (%llu call(s) of "
                    "forward_backward_pipelining_with_interleaving): %llu of its forward_step / "
                    "backward_step calls could not be told which model chunk they ran (a "
-                   "forward says it only by the model chunk's module event: profile with "
-                   "with_modules=True) and are not pipeline ops, so the stages' busy time, "
-                   "bubble and replay understate the work, and pprof-tune cannot propose for "
-                   "it (docs/dialects.md)",
+                   "forward says it only by the model chunk's module event, which torch records "
+                   "with_stack=True; this trace has none) and are not pipeline ops, so the "
+                   "stages' busy time, bubble and replay understate the work, and pprof-tune "
+                   "cannot propose for it (docs/dialects.md)",
                 (unsigned long long)st->megatron_interleaved,
                 (unsigned long long)st->megatron_unresolved);
     }

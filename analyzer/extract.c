@@ -924,7 +924,8 @@ static pp_status schedule_modeled(const pp_analysis *a)
         return PP_ERR(PP_ERR_INVALID,
                       "the run is Megatron-LM's interleaved schedule, and its torch trace does "
                       "not say which model chunk its forward_step and backward_step calls ran "
-                      "(only the chunks' module events do: profile with with_modules=True): its "
+                      "(only the chunks' module events do, which torch records with_stack=True "
+                      "and this trace lacks): its "
                       "pieces cannot be told apart, so pprof-tune cannot propose for it "
                       "(docs/dialects.md)");
     if (pp_schedule_kind_parse(a->schedule, &k) != PP_OK || a->placement != PP_PLACE_LOOPED) {

@@ -802,9 +802,9 @@ Test(kineto, stage_modules_torch_calls_and_blocks_under_torch_compile)
  * layers (the embedding, the 4 TransformerLayers, the output layer as "head"), the four links
  * (activations 0 -> 1 twice per micro-batch, 1 -> 0 once; gradients the other way) with every
  * micro-batch's message, a bubble decomposition, and pprof-tune's layout in Megatron's syntax.
- * The same traces without their module events (Megatron's own profiler records none) cannot
- * say the chunks: the report says so, claims no schedule it cannot back, and pprof-tune exits
- * 2. */
+ * The same traces with their module events cut out (torch records them with the stacks; a
+ * tool that shrinks traces may drop them) cannot say the chunks: the report says so, claims no
+ * schedule it cannot back, and pprof-tune exits 2. */
 Test(kineto, megatron_interleaved_chunks_from_their_modules)
 {
     const char *dir = DATA "/mg";

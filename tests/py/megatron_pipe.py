@@ -13,10 +13,9 @@ model chunks per rank (a layout then lists S x V pieces). Each step runs --micro
 micro-batches through forward_backward_func, then a torch SGD step.
 
 torch.profiler is set up as Megatron's training loop sets it up for --use-pytorch-profiler
-(a wait/warm-up/active schedule, with_stack=True as --pytorch-profiler-collect-callstack asks)
-plus with_modules=True (module events: the layers; --no-modules leaves them out, as Megatron's
-own loop does), and each rank's trace is written where Megatron writes it, gzipped:
-DIR/rank-<r>.json.gz.
+(a wait/warm-up/active schedule, with_stack=True as --pytorch-profiler-collect-callstack asks,
+with_modules left off: torch's Python tracer records the module calls anyway), and each rank's
+trace is written where Megatron writes it, gzipped: DIR/rank-<r>.json.gz.
 
 Megatron-LM assumes CUDA; this machine has none. So that its own code runs unchanged on CPU
 (gloo), three things are adapted and nothing else: tensors Megatron asks for on device "cuda"
@@ -74,7 +73,6 @@ def main():
     p.add_argument("--mb-size", type=int, default=4)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--no-modules", action="store_true")
     p.add_argument("--info", default=None)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -139,7 +137,7 @@ def main():
                    schedule=prof_schedule(wait=1, warmup=1, active=a.steps, repeat=1),
                    on_trace_ready=lambda pr: pr.export_chrome_trace(
                        os.path.join(a.out, f"rank-{rank}.json.gz")),
-                   with_stack=True, with_modules=not a.no_modules)
+                   with_stack=True)
     iters = [batches() for _ in chunks]
     prof.start()
     for _ in range(steps):
