@@ -20,7 +20,9 @@ pipeline's: --replica, its ranks numbered by their place in it):
               with its gradient all-reduces ("allreduce_sum_ms", "allreduce_n") and its
               optimizer steps ("opt_sum_ms", "opt_n": Optimizer.step#<Class>.step ranges that
               start in step N);
-  "slowest_piece", "slowest_rank": the largest fwd + bwd total over all steps.
+  "slowest_piece", "slowest_rank": the largest fwd + bwd of a step, taken in each one's least
+                disturbed step (its smallest total): on a machine shared by more ranks than
+                cores, a rank descheduled inside its actions reads slower for that step alone.
 
 The compute time of an action follows the torch dialect's rule, docs/dialects.md "Waits": a
 gloo:/nccl: recv or send belongs to the torch action it starts in; an action's compute starts at
@@ -322,8 +324,8 @@ def main():
         out_steps.append(row)
 
     def slowest(key, n):
-        tot = [sum(s[key][i]["fwd_sum_ms"] + s[key][i]["bwd_sum_ms"] for s in out_steps)
-               for i in range(n)]
+        tot = [min((s[key][i]["fwd_sum_ms"] + s[key][i]["bwd_sum_ms"] for s in out_steps),
+                   default=0.0) for i in range(n)]
         return max(range(n), key=lambda i: tot[i])
 
     res = {"ranks": R, "pieces": P, "chunks": P // R, "schedule": "gpipe" if gpipe else "pp",
