@@ -344,7 +344,8 @@ static void file_results(file_state *fs, size_t n, pp_analysis *a)
             an_warn(a, "%s: no footer (the process was killed?); analyzed what it holds",
                     info->path);
         if (info->dropped)
-            an_warn(a, "%s: %llu events dropped by the capture library (buffers full); numbers "
+            an_warn(a, "%s: %llu events dropped (by the capture library, its buffers full; in a "
+                       "converted trace, by a cap of the importer, named in its note); numbers "
                        "may be incomplete",
                     info->path, (unsigned long long)info->dropped);
         if (info->damage.blocks_bad || info->damage.truncated)

@@ -7,7 +7,9 @@
  * wrote every GPU event after every CPU event.
  *
  * CPU events (sorted by start in Kineto's output, nearly) pass through a bounded min-heap that
- * restores their order; each thread keeps a stack of its open ranges: an event that ends before
+ * restores their order; a trace that overflows it is written out in sorted runs (torch writes
+ * its Python tracer's events after every CPU op: a run of their own) and merged back by time at
+ * the end. Each thread keeps a stack of its open ranges: an event that ends before
  * the range it starts in is nested (PUSH/POP), one that outlives it (gloo:send and gloo:recv
  * outlive the action they start in) becomes a START/END pair with a range id. */
 #include "kineto_json.h"
@@ -124,6 +126,15 @@ typedef struct conv {
     size_t open_total;
     FILE *spill[2]; /* the API records, the GPU records: each in the order of its kind's events */
     uint64_t spilled;
+    /* sorted runs (docs/kineto.md "Order"): once the window first fills, the events it releases
+     * go in order to a temporary file instead of to process(), and an event earlier than the
+     * last one released begins the next run (the window emptied into the current one first);
+     * at the end the runs are merged by time into process(). torch writes its Python tracer's
+     * events (with_stack: the modules, the schedules' functions) after every CPU op. */
+    FILE *runs;
+    uint64_t run_start[PP_KINETO_MAX_RUNS + 1]; /* each run's first event's index in the file */
+    int n_runs;                                 /* runs begun; 0: nothing spilled */
+    uint64_t run_events;
     /* header */
     int32_t rank;
     uint32_t pid;
@@ -573,20 +584,57 @@ static kev heap_pop(conv *c)
     return top;
 }
 
-static int heap_take_one(conv *c)
+enum { RUN_IO_BYTES = 512 * 1024 }; /* the runs' write buffer; their read buffers together */
+
+/* An event released by the window into the current run. */
+static int run_write(conv *c, const kev *e)
 {
+    if (!c->runs) {
+        if (!(c->runs = tmpfile())) {
+            c->err = PP_ERR(PP_ERR_IO,
+                            "kineto: cannot create a temporary file for the events' runs");
+            return 0;
+        }
+        setvbuf(c->runs, NULL, _IOFBF, RUN_IO_BYTES); /* fewer system calls; stdio's if not */
+    }
+    if (fwrite(e, sizeof *e, 1, c->runs) != 1) {
+        c->err = PP_ERR(PP_ERR_IO, "kineto: writing the events' temporary file failed");
+        return 0;
+    }
+    c->run_events++;
+    return 1;
+}
+
+/* Releases the window's earliest event: into the runs once they have begun (the first time the
+ * window is full they begin), else to process() (the end of a file that never filled it). */
+static int heap_take_one(conv *c, int spill_it)
+{
+    if (spill_it && c->n_runs == 0) {
+        c->run_start[0] = 0;
+        c->n_runs = 1;
+    }
     kev e = heap_pop(c);
     c->watermark = e.t0;
     c->watermark_set = 1;
-    return process(c, &e);
+    return c->n_runs ? run_write(c, &e) : process(c, &e);
 }
 
 static int enqueue(conv *c, kev e)
 {
     if (c->watermark_set && e.t0 < c->watermark) {
-        c->s->dropped_late++;
-        problem(c, "%s", "events further out of order than the reorder window: dropped");
-        return 1;
+        if (c->n_runs >= PP_KINETO_MAX_RUNS) {
+            c->s->dropped_late++;
+            problem(c, "%s",
+                    "events out of order in more runs than the importer merges: the later "
+                    "runs' earlier events dropped");
+            return 1;
+        }
+        /* the window's events all follow the last one released: the current run's rest */
+        while (c->n_heap)
+            if (!heap_take_one(c, 1))
+                return 0;
+        c->run_start[c->n_runs++] = c->run_events;
+        c->watermark_set = 0;
     }
     e.seq = c->seq++;
     size_t i = c->n_heap++;
@@ -601,8 +649,75 @@ static int enqueue(conv *c, kev e)
         i = p;
     }
     if (c->n_heap >= c->window)
-        return heap_take_one(c);
+        return heap_take_one(c, 1);
     return 1;
+}
+
+/* Merges the runs by time into process(): each run's next events in its share of a buffer of
+ * RUN_IO_BYTES, the earliest head first (a linear choice: the runs are few, two for a torch
+ * trace with stacks). */
+typedef struct run_head {
+    kev *buf;
+    size_t i, n, cap;
+    uint64_t next, end; /* the run's next event to read, its end (event indices) */
+} run_head;
+
+static int run_fill(conv *c, run_head *h)
+{
+    size_t want = h->end - h->next < h->cap ? (size_t)(h->end - h->next) : h->cap;
+    h->i = h->n = 0;
+    if (!want)
+        return 1;
+    size_t bytes = want * sizeof(kev);
+    ssize_t got = pread(fileno(c->runs), h->buf, bytes, (off_t)(h->next * sizeof(kev)));
+    if (got != (ssize_t)bytes) {
+        c->err = PP_ERR(PP_ERR_IO, "kineto: reading the events' temporary file failed");
+        return 0;
+    }
+    h->n = want;
+    h->next += want;
+    return 1;
+}
+
+static int merge_runs(conv *c)
+{
+    if (fflush(c->runs) != 0) {
+        c->err = PP_ERR(PP_ERR_IO, "kineto: writing the events' temporary file failed");
+        return 0;
+    }
+    int k = c->n_runs;
+    c->s->runs = (uint32_t)k;
+    c->run_start[k] = c->run_events;
+    run_head *h = calloc((size_t)k, sizeof *h);
+    size_t cap = RUN_IO_BYTES / sizeof(kev) / (size_t)k;
+    kev *bufs = malloc((size_t)k * cap * sizeof *bufs);
+    if (!h || !bufs) {
+        free(h);
+        free(bufs);
+        return 0;
+    }
+    int ok = 1;
+    for (int r = 0; r < k && ok; r++) {
+        h[r].buf = bufs + (size_t)r * cap;
+        h[r].cap = cap;
+        h[r].next = c->run_start[r];
+        h[r].end = c->run_start[r + 1];
+        ok = run_fill(c, &h[r]);
+    }
+    while (ok) {
+        run_head *b = NULL;
+        for (int r = 0; r < k; r++)
+            if (h[r].i < h[r].n && (!b || kev_less(&h[r].buf[h[r].i], &b->buf[b->i])))
+                b = &h[r];
+        if (!b)
+            break;
+        ok = process(c, &b->buf[b->i++]);
+        if (ok && b->i == b->n)
+            ok = run_fill(c, b);
+    }
+    free(bufs);
+    free(h);
+    return ok;
 }
 
 /* ---- events ---- */
@@ -1336,8 +1451,10 @@ static void header_init(pp_trace_header *h, const conv *c)
 static int finish_events(conv *c)
 {
     while (c->n_heap)
-        if (!heap_take_one(c))
+        if (!heap_take_one(c, 0))
             return 0;
+    if (c->n_runs && !merge_runs(c))
+        return 0;
     for (size_t i = 0; i < c->n_threads; i++)
         if (!thread_advance(c, &c->threads[i], UINT64_MAX) || !thread_flush(c, &c->threads[i]))
             return 0;
@@ -1500,6 +1617,8 @@ static void conv_free(conv *c)
     for (int k = 0; k < 2; k++)
         if (c->spill[k])
             fclose(c->spill[k]);
+    if (c->runs)
+        fclose(c->runs);
 }
 
 static pp_status convert(kj_lexer *lx, const char *what, const char *out,

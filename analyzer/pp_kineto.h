@@ -23,6 +23,7 @@ extern "C" {
 /* Caps (docs/kineto.md "Limits"). */
 enum {
     PP_KINETO_REORDER_WINDOW = 65536, /* events held to put slightly late ones in order */
+    PP_KINETO_MAX_RUNS = 64,          /* sorted runs merged (events further back: a new run) */
     PP_KINETO_MAX_THREADS = 1024,     /* threads (tids) per file */
     PP_KINETO_MAX_DEPTH = 1024,       /* nested ranges per thread */
     PP_KINETO_MAX_OPEN_ASYNC = 65536, /* overlapping (START/END) ranges open per thread */
@@ -48,7 +49,8 @@ typedef struct pp_kineto_stats {
     uint64_t skipped_memory; /* "[memory]" events without "Total Allocated" (not read) */
     uint64_t skipped_other;  /* metadata, flows, counters, categories not read */
     uint64_t malformed;      /* events missing ts/dur/ph, wrong types, NaN, negative or huge */
-    uint64_t dropped_late;   /* events later than the reorder window allows */
+    uint64_t dropped_late;   /* events out of order in more than PP_KINETO_MAX_RUNS runs */
+    uint32_t runs;           /* sorted runs merged (0: the window never filled) */
     uint64_t dropped_caps;   /* lost to a cap: threads, nesting, open async ranges */
     uint64_t names_capped;   /* names beyond PP_KINETO_MAX_NAMES, written as one shared name */
     uint64_t strings_truncated; /* strings cut at 4096 bytes */

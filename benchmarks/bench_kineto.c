@@ -5,7 +5,9 @@
  * JSON, converts each in a child process of its own (peak RSS is then that conversion's) and
  * prints MB/s and peak RSS of both and their ratios, measured in the same run. Asserts nothing.
  * Usage: bench_kineto [--small MB] [--large MB] [--repeat R] [--dir DIR] [--analyze] [--keep]
- * (--keep leaves the JSON files in DIR, for a profiler). */
+ * [--stack] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the Python
+ * tracer's module events after every CPU op, as torch writes them with with_stack=True: the
+ * importer merges them back in as a second sorted run, docs/kineto.md "Order"). */
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
 
@@ -54,7 +56,25 @@ static size_t write_step(FILE *f, int k, double *t, unsigned *ev)
     return (size_t)(ftell(f) - before);
 }
 
-static int write_trace(const char *path, double mb)
+/* The same step's Python tracer events (with_stack=True), which torch writes after every CPU
+ * op of the trace: a module call around each action's aten ops (--stack). */
+static size_t write_step_stack(FILE *f, double *t, unsigned *ev)
+{
+    long before = ftell(f);
+    for (int a = 0; a < 8; a++) {
+        double t0 = *t + 5 + 240 * a;
+        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"python_function\", \"name\": "
+                   "\"nn.Module: Block_%d\", \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, "
+                   "\"dur\": %.3f,\n    \"args\": {\n      \"Python parent id\": %u, \"Python id\": "
+                   "%u, \"Ev Idx\": %u\n    }\n  },\n",
+                a % 4, t0 + 6, 170.0, *ev - 1, *ev, *ev);
+        (*ev)++;
+    }
+    *t += 2000;
+    return (size_t)(ftell(f) - before);
+}
+
+static int write_trace(const char *path, double mb, int stack)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -66,8 +86,17 @@ static int write_trace(const char *path, double mb)
     double t = 5279665373004.758;
     unsigned ev = 1;
     size_t bytes = 0;
-    for (int k = 1; (double)bytes < mb * 1048576.0; k++)
+    int steps = 0;
+    for (int k = 1; (double)bytes < mb * 1048576.0; k++, steps++) {
         bytes += write_step(f, k, &t, &ev);
+        if (stack) /* the steps' share of the Python block, as JSON bytes */
+            bytes += 8 * 230;
+    }
+    if (stack) {
+        double ts = 5279665373004.758;
+        for (int k = 0; k < steps; k++)
+            write_step_stack(f, &ts, &ev);
+    }
     fprintf(f, "  {\n    \"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": "
                "\"\", \"tid\": \"\", \"ts\": %.3f\n  }\n  ],\"traceName\": \"bench\" }\n", t);
     return fclose(f);
@@ -77,7 +106,8 @@ typedef struct result {
     int ok;
     double seconds, mb;
     long rss_kb;
-    uint64_t ranges;
+    uint64_t ranges, dropped;
+    unsigned runs;
 } result;
 
 /* Converts (and with `analyze` analyzes) in a child, for its own peak RSS. */
@@ -103,7 +133,9 @@ static result run_child(const char *json, const char *pft, int analyze)
         result c = {.ok = st == PP_OK,
                     .seconds = (double)(pp_now_ns() - t0) * 1e-9,
                     .mb = (double)s.bytes_in / 1048576.0,
-                    .ranges = s.ranges};
+                    .ranges = s.ranges,
+                    .dropped = s.dropped_late + s.dropped_caps,
+                    .runs = s.runs};
         struct rusage u;
         getrusage(RUSAGE_SELF, &u);
         c.rss_kb = u.ru_maxrss;
@@ -138,7 +170,7 @@ static result best_of(const char *json, const char *pft, int analyze, int repeat
 int main(int argc, char **argv)
 {
     double small = 20, large = 200;
-    int repeat = 3, analyze = 0, keep = 0;
+    int repeat = 3, analyze = 0, keep = 0, stack = 0;
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--small") == 0 && i + 1 < argc)
@@ -153,9 +185,11 @@ int main(int argc, char **argv)
             analyze = 1;
         else if (strcmp(argv[i], "--keep") == 0)
             keep = 1;
+        else if (strcmp(argv[i], "--stack") == 0)
+            stack = 1;
         else {
             fprintf(stderr, "usage: bench_kineto [--small MB] [--large MB] [--repeat R] "
-                            "[--dir DIR] [--analyze] [--keep]\n");
+                            "[--dir DIR] [--analyze] [--keep] [--stack]\n");
             return 2;
         }
     }
@@ -169,7 +203,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         snprintf(js[i], sizeof js[i], "%s/bench_kineto_%d.json", dir, i);
         snprintf(pft[i], sizeof pft[i], "%s/bench_kineto_%d.pft", dir, i);
-        if (write_trace(js[i], mb[i]) != 0) {
+        if (write_trace(js[i], mb[i], stack) != 0) {
             fprintf(stderr, "bench_kineto: cannot write %s\n", js[i]);
             return 3;
         }
@@ -182,10 +216,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_kineto: converting %s failed\n", js[i]);
             return 3;
         }
-        printf("%-5s %7.1f MB of JSON, %9llu ranges: %6.3f s, %6.1f MB/s%s, peak RSS %6.1f MB\n",
+        printf("%-5s %7.1f MB of JSON, %9llu ranges: %6.3f s, %6.1f MB/s%s, peak RSS %6.1f MB; "
+               "%u sorted run(s), %llu dropped\n",
                i ? "large" : "small", r[i].mb, (unsigned long long)r[i].ranges, r[i].seconds,
                r[i].mb / r[i].seconds, analyze ? " (convert + analyze)" : "",
-               (double)r[i].rss_kb / 1024.0);
+               (double)r[i].rss_kb / 1024.0, r[i].runs, (unsigned long long)r[i].dropped);
     }
     printf("ratios large/small: size %.2fx, time %.2fx, throughput %.2fx, peak RSS %.2fx\n",
            r[1].mb / r[0].mb, r[1].seconds / r[0].seconds,
