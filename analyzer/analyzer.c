@@ -434,7 +434,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
                 (unsigned long long)a->ranges_out_of_bounds, st->oob_first);
     an_dialect_layers(st);
     an_results(st);
-    an_regimes(a);
+    an_regimes(a, st->dialect_ranges ? st->dialect_used : NULL);
     an_other_results(st, fs, n);
     an_mem_results(st, fs, n);
     if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)

@@ -623,8 +623,9 @@ void an_finalize(state *st, bucket *b);
  * of memory. */
 int an_match_transfers(state *st, const pp_aop *ops, size_t n);
 /* The accumulators into st->a. */
-/* The step times' regimes (regime.c) into a->regimes, and a warning when there are two. */
-void an_regimes(pp_analysis *a);
+/* The step times' regimes (regime.c) into a->regimes, and a warning when there are two; `dialect`
+ * names the pipeline ranges (NULL: the convention's), a torch profiler's own cost as a cause. */
+void an_regimes(pp_analysis *a, const char *dialect);
 void an_results(state *st);
 
 /* ---- bubble.c: the decomposition ---- */

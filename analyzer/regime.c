@@ -15,6 +15,7 @@
  * steps that a random order of the same steps would have, 2 n p (1 - p)): jitter that is
  * independent from step to step is not a regime. */
 #include "analyzer_internal.h"
+#include "pp_dialect.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -104,7 +105,7 @@ pp_status pp_step_regimes(const double *step_ns, size_t n, pp_aregimes *out)
     return PP_OK;
 }
 
-void an_regimes(pp_analysis *a)
+void an_regimes(pp_analysis *a, const char *dialect)
 {
     if (a->n_steps < 10)
         return;
@@ -117,11 +118,19 @@ void an_regimes(pp_analysis *a)
         pp_error_clear();
     free(v);
     const pp_aregimes *g = &a->regimes;
+    /* a torch profiler trace: the profiler itself slows the job as the events it holds pile
+     * up (docs/torch.md, "How many steps") */
+    int torch = dialect && (strcmp(dialect, PP_DIALECT_TORCH) == 0 ||
+                            strcmp(dialect, PP_DIALECT_DEEPSPEED) == 0 ||
+                            strcmp(dialect, PP_DIALECT_MEGATRON) == 0);
     if (g->found)
         an_warn(a, "step times fall into two regimes, as on a machine whose speed changed during "
-                   "the run: %zu steps at a median of %.3f ms, %zu at %.3f ms (%.2fx), in %zu "
+                   "the run%s: %zu steps at a median of %.3f ms, %zu at %.3f ms (%.2fx), in %zu "
                    "stretches; a median over the run moves with their mix, so compare runs "
                    "regime by regime (aggregates.regimes in --json)",
+                torch ? ", or a torch profiler whose own cost grew with the events it held "
+                        "(fewer active steps: docs/torch.md, \"How many steps\")"
+                      : "",
                 g->n_fast, g->fast_median_ns * 1e-6, g->n_slow, g->slow_median_ns * 1e-6,
                 g->slow_median_ns / g->fast_median_ns, g->switches + 1);
 }

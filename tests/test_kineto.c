@@ -571,6 +571,41 @@ Test(kineto, gpu_kernels_project_onto_the_torch_actions_that_launched_them)
     pp_analysis_free(a);
 }
 
+/* A torch profiler slows the job as its events pile up (docs/torch.md "How many steps"): a
+ * torch trace whose last steps are 1.45x slower is two regimes, and the warning names the
+ * profiler as a cause besides the machine. */
+Test(kineto, regimes_in_a_torch_trace_name_the_profiler_too)
+{
+    enum { STEPS = 16 };
+    const char *json = tk_path("reg.json");
+    FILE *f = fopen(json, "w");
+    cr_assert_not_null(f);
+    fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
+    double t = 1000.0;
+    for (int k = 0; k < STEPS; k++) {
+        double x = (k < 7 ? 1.0 : 1.45) * (1.0 + 0.01 * (k % 3)), d = 1000.0 * x;
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
+                   "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":%.3f},\n", k, t, d - 10);
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0F0\",\"pid\":5,"
+                   "\"tid\":5,\"ts\":%.3f,\"dur\":%.3f},\n", t + 10, 400 * x);
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0B0\",\"pid\":5,"
+                   "\"tid\":5,\"ts\":%.3f,\"dur\":%.3f},\n", t + 20 + 400 * x, 500 * x);
+        t += d;
+    }
+    fputs("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\","
+          "\"tid\":\"\",\"ts\":9999999}]}\n", f);
+    fclose(f);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(json, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_str_eq(a->dialect, "torch.distributed.pipelining");
+    cr_assert(a->regimes.found, "no regimes in %zu steps", a->n_steps);
+    cr_expect_eq(a->regimes.n_slow, 9);
+    cr_expect(strstr(a->warnings, "two regimes, as on a machine whose speed changed during the "
+                                  "run, or a torch profiler") != NULL,
+              "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
 /* ---- the pipeline analysis of real torch traces (the torch dialect: docs/dialects.md) ---- */
 
 static cJSON *report_json(const char *input)
