@@ -1247,6 +1247,10 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->measured_step_ns = a->step_ns.median;
     e->measured_bubble = a->bubble_ratio;
     e->measured_p95_ns = a->step_ns.p95;
+    e->regimes = a->regimes;
+    e->torch_trace = strcmp(a->dialect, PP_DIALECT_TORCH) == 0 ||
+                     strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0 ||
+                     strcmp(a->dialect, PP_DIALECT_MEGATRON) == 0;
     if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
     check_op_variation(a, e);

@@ -29,6 +29,8 @@ typedef struct pp_extract {
                                  costs->step_fixed_us */
     double measured_bubble;
     double measured_p95_ns;   /* p95 over the analyzed steps */
+    pp_aregimes regimes;      /* the analyzed steps' two speed regimes, when found */
+    int torch_trace;          /* read from a torch profiler trace (torch, DeepSpeed, Megatron) */
     /* The op durations' variation (pp_sim.h, docs/sim-dist.md): per stage and op kind, and
      * the per-step parts; owned. pp_extract_predict_dist replays it. */
     pp_sim_noise noise;

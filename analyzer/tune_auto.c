@@ -28,6 +28,7 @@ typedef struct iteration {
     char plan[PATH_MAX]; /* "" for iter 0 */
     char *gantt_svg;     /* its Gantt chart as inline SVG, for OUTDIR/index.html (NULL: none) */
     pp_aregimes regimes; /* its steps' speed regimes (regime.c) */
+    int torch_trace;     /* read from a torch profiler trace (pp_extract.torch_trace) */
     char recompute[256]; /* what it recomputed (pptrain --recompute text), "none" */
     uint64_t peak_bytes; /* its largest stage peak: measured (memory counters), else the model's */
     int peak_measured;   /* 1: peak_bytes from the job's counters */
@@ -182,6 +183,7 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
     cur->measured_ns = e->measured_step_ns;
     cur->measured_p95_ns = e->measured_p95_ns;
     cur->regimes = s->an->regimes;
+    cur->torch_trace = e->torch_trace;
     pp_partition_format(&e->partition, cur->bounds, sizeof cur->bounds);
     if ((st = pp_partition_from_bounds(e->partition.bounds, e->partition.P + 1, e->partition.L,
                                        e->partition.S, e->partition.v, &cur->part)) != PP_OK)
@@ -389,10 +391,11 @@ static pp_status print_summary(const auto_state *s, FILE *o)
         const pp_aregimes *g = &r->regimes;
         if (!g->found)
             continue;
-        fprintf(o, "iter %d: two speed regimes in its steps (the machine changed speed): %zu at "
+        fprintf(o, "iter %d: two speed regimes in its steps (the machine changed speed%s): %zu at "
                    "%.3f ms, %zu at %.3f ms; predicted %.3f ms is %+.2f%% from the fast one, "
                    "%+.2f%% from the slow one\n",
-                r->iter, g->n_fast, g->fast_median_ns * 1e-6, g->n_slow,
+                r->iter, r->torch_trace ? ", or the torch profiler's own cost" : "", g->n_fast,
+                g->fast_median_ns * 1e-6, g->n_slow,
                 g->slow_median_ns * 1e-6, r->predicted_ns * 1e-6,
                 100.0 * (g->fast_median_ns - r->predicted_ns) / r->predicted_ns,
                 100.0 * (g->slow_median_ns - r->predicted_ns) / r->predicted_ns);

@@ -419,6 +419,19 @@ static void print_comparison(const pp_tune_opts *o, const char *dir, const pp_ex
                  "            p95 measured %.3f ms, predicted %.3f ms (error %+.2f%%)\n",
             s->measured_ns * 1e-6, cd->median_ns * 1e-6, err, s->measured_p95_ns * 1e-6,
             cd->p95_ns * 1e-6, err95);
+    if (e->regimes.found) {
+        /* the median is the mixture's (docs/metrics.md "Regimes"): the prediction against each */
+        const pp_aregimes *g = &e->regimes;
+        fprintf(out, "            two speed regimes (%s):\n"
+                     "            %zu at %.3f ms (%+.2f%% from the model), %zu at %.3f ms "
+                     "(%+.2f%%)\n",
+                e->torch_trace ? "the machine, or the torch profiler's own cost, changed"
+                               : "the machine changed speed",
+                g->n_fast, g->fast_median_ns * 1e-6,
+                100.0 * (g->fast_median_ns - cd->median_ns) / cd->median_ns, g->n_slow,
+                g->slow_median_ns * 1e-6,
+                100.0 * (g->slow_median_ns - cd->median_ns) / cd->median_ns);
+    }
     pp_tune_warn_model_error(err, cur->S, out);
     if (e->layers_unscaled)
         fprintf(out, "  warning: %d op(s) of this run are not the sum of their layer ranges (left "

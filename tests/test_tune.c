@@ -1177,7 +1177,25 @@ Test(tune, driver_searches_explains_and_checks_plans)
     cr_assert(strstr(text, "self-check:") && strstr(text, "skipped zb-h1") &&
                   strstr(text, "<- best") && strstr(text, "Megatron-LM:"),
               "%s", text);
+    cr_assert(strstr(text, "regimes") == NULL, "%s", text);
     free(text);
+    /* a run in two speed regimes (docs/metrics.md "Regimes"): the self-check sets the model
+     * against each; from a torch profiler trace it names the profiler as a cause too */
+    pp_extract reg = e;
+    reg.regimes = (pp_aregimes){.found = 1, .n_fast = 6, .n_slow = 9,
+                                .fast_median_ns = 0.5 * s.current_dist.median_ns,
+                                .slow_median_ns = 1.5 * s.current_dist.median_ns};
+    for (int torch = 0; torch < 2; torch++) {
+        reg.torch_trace = torch;
+        m = open_memstream(&text, &len);
+        pp_tune_search_print(&o, "run", &reg, &s, m);
+        fclose(m);
+        cr_expect(strstr(text, "6 at ") && strstr(text, "(-50.00% from the model), 9 at ") &&
+                      strstr(text, "(+50.00%)"),
+                  "%s", text);
+        cr_expect((strstr(text, "torch profiler's own cost") != NULL) == torch, "%s", text);
+        free(text);
+    }
 
     pp_plan plan;
     cr_assert_eq(pp_tune_plan_make(&b->part, b->kind, b->M, 2, 0, b->step_ns, b->bubble,
