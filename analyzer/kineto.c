@@ -134,6 +134,7 @@ typedef struct conv {
     FILE *runs;
     uint64_t run_start[PP_KINETO_MAX_RUNS + 1]; /* each run's first event's index in the file */
     int n_runs;                                 /* runs begun; 0: nothing spilled */
+    int no_runs;                                /* no temporary file could be made */
     uint64_t run_events;
     /* header */
     int32_t rank;
@@ -584,19 +585,30 @@ static kev heap_pop(conv *c)
     return top;
 }
 
+/* An anonymous scratch file in $TMPDIR (else /tmp), gone when closed; NULL when none can be made. */
+static FILE *scratch_file(void)
+{
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    if (!dir || !*dir)
+        dir = "/tmp";
+    if ((size_t)snprintf(path, sizeof path, "%s/pprof-kineto-XXXXXX", dir) >= sizeof path)
+        return NULL;
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    unlink(path);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 enum { RUN_IO_BYTES = 512 * 1024 }; /* the runs' write buffer; their read buffers together */
 
 /* An event released by the window into the current run. */
 static int run_write(conv *c, const kev *e)
 {
-    if (!c->runs) {
-        if (!(c->runs = tmpfile())) {
-            c->err = PP_ERR(PP_ERR_IO,
-                            "kineto: cannot create a temporary file for the events' runs");
-            return 0;
-        }
-        setvbuf(c->runs, NULL, _IOFBF, RUN_IO_BYTES); /* fewer system calls; stdio's if not */
-    }
     if (fwrite(e, sizeof *e, 1, c->runs) != 1) {
         c->err = PP_ERR(PP_ERR_IO, "kineto: writing the events' temporary file failed");
         return 0;
@@ -609,9 +621,17 @@ static int run_write(conv *c, const kev *e)
  * window is full they begin), else to process() (the end of a file that never filled it). */
 static int heap_take_one(conv *c, int spill_it)
 {
-    if (spill_it && c->n_runs == 0) {
-        c->run_start[0] = 0;
-        c->n_runs = 1;
+    if (spill_it && c->n_runs == 0 && !c->no_runs) {
+        /* without a temporary file (none can be made: $TMPDIR missing or not writable) the
+         * window alone orders the events, and events further back are dropped, counted and
+         * said */
+        if ((c->runs = scratch_file())) {
+            setvbuf(c->runs, NULL, _IOFBF, RUN_IO_BYTES); /* fewer system calls; stdio's if not */
+            c->run_start[0] = 0;
+            c->n_runs = 1;
+        } else {
+            c->no_runs = 1;
+        }
     }
     kev e = heap_pop(c);
     c->watermark = e.t0;
@@ -622,6 +642,13 @@ static int heap_take_one(conv *c, int spill_it)
 static int enqueue(conv *c, kev e)
 {
     if (c->watermark_set && e.t0 < c->watermark) {
+        if (c->no_runs) {
+            c->s->dropped_late++;
+            problem(c, "%s",
+                    "events further out of order than the reorder window, and no temporary file "
+                    "for sorted runs could be made (TMPDIR): dropped");
+            return 1;
+        }
         if (c->n_runs >= PP_KINETO_MAX_RUNS) {
             c->s->dropped_late++;
             problem(c, "%s",
@@ -787,7 +814,7 @@ static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_
 
 static int spill(conv *c, int which, const void *rec, size_t size)
 {
-    if (!c->spill[which] && !(c->spill[which] = tmpfile())) {
+    if (!c->spill[which] && !(c->spill[which] = scratch_file())) {
         c->err = PP_ERR(PP_ERR_IO, "kineto: cannot create a temporary file for GPU records");
         return 0;
     }

@@ -380,6 +380,31 @@ Test(kineto, python_events_written_after_every_cpu_op_still_enclose_them)
     pp_trace_free(t);
 }
 
+/* Where no scratch file can be made ($TMPDIR missing or not writable) the conversion still
+ * succeeds: the window alone orders the events, the ones further back are dropped, counted and
+ * said. */
+Test(kineto, without_a_scratch_file_late_events_are_dropped_and_said)
+{
+    const char *j = "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
+                    EV("cpu_op", "c", 1, 200, 1) "," EV("cpu_op", "d", 1, 400, 1) ","
+                    EV("cpu_op", "e", 1, 500, 1) "," EV("cpu_op", "f", 1, 600, 1) ","
+                    EV("cpu_op", "g", 1, 150, 1) "]";
+    cr_assert_eq(setenv("TMPDIR", "/nonexistent/pprof-test", 1), 0);
+    pp_kineto_options o;
+    pp_kineto_options_default(&o);
+    o.reorder_window = 3;
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, &o, &s, &t), PP_OK, "%s", pp_error_message());
+    unsetenv("TMPDIR");
+    cr_assert_eq(s.runs, 0);
+    cr_assert_eq(s.ranges, 6, "c reordered in the window, g dropped");
+    cr_assert_eq(s.dropped_late, 1);
+    cr_assert_eq(t->footer.dropped, 1);
+    cr_assert_neq(strstr(s.problem, "temporary file"), NULL, "%s", s.problem);
+    pp_trace_free(t);
+}
+
 /* Each run needs the window filled once; past PP_KINETO_MAX_RUNS of them an event earlier than
  * the last one released is dropped, counted and said. */
 Test(kineto, events_out_of_order_in_more_runs_than_merged_are_dropped)
