@@ -316,18 +316,26 @@ Test(kineto, a_child_ending_past_its_parent_by_rounding_alone_still_nests)
     }
 }
 
-Test(kineto, late_events_within_the_window_are_reordered_beyond_it_merged_as_a_run)
+/* a..f in start order but c (100 us late: inside a window of 3), then g, further back than the
+ * window, converted with a window of 3 events */
+static void convert_late(pp_kineto_stats *s, pp_trace **t)
 {
-    const char *j = "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
-                    EV("cpu_op", "c", 1, 200, 1) "," EV("cpu_op", "d", 1, 400, 1) ","
-                    EV("cpu_op", "e", 1, 500, 1) "," EV("cpu_op", "f", 1, 600, 1) ","
-                    EV("cpu_op", "g", 1, 150, 1) "]";
+    static const char *const j =
+        "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
+        EV("cpu_op", "c", 1, 200, 1) "," EV("cpu_op", "d", 1, 400, 1) ","
+        EV("cpu_op", "e", 1, 500, 1) "," EV("cpu_op", "f", 1, 600, 1) ","
+        EV("cpu_op", "g", 1, 150, 1) "]";
     pp_kineto_options o;
     pp_kineto_options_default(&o);
     o.reorder_window = 3;
+    cr_assert_eq(convert_text(j, &o, s, t), PP_OK, "%s", pp_error_message());
+}
+
+Test(kineto, late_events_within_the_window_are_reordered_beyond_it_merged_as_a_run)
+{
     pp_kineto_stats s;
     pp_trace *t = NULL;
-    cr_assert_eq(convert_text(j, &o, &s, &t), PP_OK, "%s", pp_error_message());
+    convert_late(&s, &t);
     cr_assert_eq(s.ranges, 7, "c reordered in the window, g merged from a run of its own");
     cr_assert_eq(s.dropped_late, 0);
     cr_assert_eq(s.runs, 2, "a b c d (the window's first releases), then g e f");
@@ -385,17 +393,10 @@ Test(kineto, python_events_written_after_every_cpu_op_still_enclose_them)
  * said. */
 Test(kineto, without_a_scratch_file_late_events_are_dropped_and_said)
 {
-    const char *j = "[" EV("cpu_op", "a", 1, 100, 1) "," EV("cpu_op", "b", 1, 300, 1) ","
-                    EV("cpu_op", "c", 1, 200, 1) "," EV("cpu_op", "d", 1, 400, 1) ","
-                    EV("cpu_op", "e", 1, 500, 1) "," EV("cpu_op", "f", 1, 600, 1) ","
-                    EV("cpu_op", "g", 1, 150, 1) "]";
     cr_assert_eq(setenv("TMPDIR", "/nonexistent/pprof-test", 1), 0);
-    pp_kineto_options o;
-    pp_kineto_options_default(&o);
-    o.reorder_window = 3;
     pp_kineto_stats s;
     pp_trace *t = NULL;
-    cr_assert_eq(convert_text(j, &o, &s, &t), PP_OK, "%s", pp_error_message());
+    convert_late(&s, &t);
     unsetenv("TMPDIR");
     cr_assert_eq(s.runs, 0);
     cr_assert_eq(s.ranges, 6, "c reordered in the window, g dropped");
