@@ -504,6 +504,19 @@ static inline int an_is_compute(int kind)
     return (kind >= PP_AOP_FWD && kind <= PP_AOP_BWD_WEIGHT) || kind == PP_AOP_OPT;
 }
 
+/* The end of the last compute op of receive ops[r]'s stage that began inside it (ops grouped by
+ * stage, each in time order), 0 when none: a receive posted early and waited for after the
+ * stage computed (Megatron-LM's overlap_p2p_comm: irecv, the compute, then the wait) ends when
+ * its wait returned, not when its data came (docs/metrics.md "Transfers"). */
+static inline uint64_t an_recv_overlapped_end(const pp_aop *ops, size_t n, size_t r)
+{
+    uint64_t end = 0;
+    for (size_t k = r + 1; k < n && ops[k].stage == ops[r].stage && ops[k].t0 < ops[r].t1; k++)
+        if (an_is_compute(ops[k].kind) && ops[k].t0 > ops[r].t0 && ops[k].t1 > end)
+            end = ops[k].t1;
+    return end;
+}
+
 /* ---- analyzer.c: the driver ---- */
 void an_warn(pp_analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* decode.c: the step of file f open at t0 (its own clock): the latest of its step ranges that

@@ -300,7 +300,21 @@ static pp_aop *wait_ordered(const pp_aop *ops, size_t n)
 int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
                       const double *kind_mean)
 {
-    int done = decompose_once(sp, ops, n, S, placement, kind_mean);
+    /* a receive its stage computed inside (posted early: Megatron-LM's overlap_p2p_comm) is
+     * waited for at its end, after that compute: replayed there from the start */
+    int overlapped = 0;
+    for (size_t i = 0; i < n && !overlapped; i++)
+        overlapped = (ops[i].kind == PP_AOP_RECV_ACT || ops[i].kind == PP_AOP_RECV_GRAD) &&
+                     an_recv_overlapped_end(ops, n, i) != 0;
+    int done = 0;
+    if (overlapped) {
+        pp_aop *w = wait_ordered(ops, n);
+        if (w)
+            done = decompose_once(sp, w, n, S, placement, kind_mean);
+        free(w);
+    }
+    if (!done)
+        done = decompose_once(sp, ops, n, S, placement, kind_mean);
     if (!done) {
         /* the replay deadlocked, as it does where each stage posted a receive before the send
          * the other stage's receive waits for, in one batch (Megatron-LM's batched p2p; gloo

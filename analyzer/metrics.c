@@ -214,14 +214,19 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
                 end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
             an_series_add(&l->snd, (double)(end - s->t0));
         }
-        double wait = (double)(r->t1 - r->t0);
+        /* A receive its stage computed inside (posted early, waited for later) waited from
+         * its stage's last op on, and its end says when the wait returned, not when the data
+         * came: no transfer time from it (docs/metrics.md "Transfers"). */
+        uint64_t busy_end = an_recv_overlapped_end(ops, n, match[i]);
+        double wait = busy_end ? (r->t1 > busy_end ? (double)(r->t1 - busy_end) : 0.0)
+                               : (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
         /* Arrival is observed only when the receive overlaps the send: the receiver was
          * there before the sender had handed the data over, so the data cannot have been
          * waiting for it. In flight: from the later of the two starts to the receive's end
          * (docs/metrics.md). A receive that began after the send ended found its data waiting
          * (a queue, a mailbox): its length is the receiver's own cost, not the link's. */
-        if (r->t0 <= s->t1 && r->t1 > s->t0 && r->t1 > r->t0) {
+        if (!busy_end && r->t0 <= s->t1 && r->t1 > s->t0 && r->t1 > r->t0) {
             double t = (double)(r->t1 - (r->t0 > s->t0 ? r->t0 : s->t0));
             l->l.timed++;
             l->l.transfer_ns += t;

@@ -9,7 +9,9 @@ The model is megatron-core's GPT (local layer spec: torch LayerNorm and Linear, 
 Engine) of --layers transformer layers, split over the stages by Megatron itself: evenly, or by
 --layout (Megatron's --pipeline-model-parallel-layout syntax: E the embedding, t a transformer
 layer, L the output layer and loss, | between stages). --vp V runs the interleaved schedule with V
-model chunks per rank (a layout then lists S x V pieces). Each step runs --microbatches
+model chunks per rank (a layout then lists S x V pieces); --overlap-p2p overlaps its p2p with the
+compute (overlap_p2p_comm on, batch_p2p_comm off), as Megatron-LM's training script runs the
+interleaved schedule by default. Each step runs --microbatches
 micro-batches through forward_backward_func, then a torch SGD step.
 
 torch.profiler is set up as Megatron's training loop sets it up for --use-pytorch-profiler
@@ -73,6 +75,10 @@ def main():
     p.add_argument("--mb-size", type=int, default=4)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--overlap-p2p", action="store_true",
+                   help="interleaved: overlap_p2p_comm on, batch_p2p_comm off, as Megatron-LM's "
+                        "training script sets them by default (--no-overlap-p2p-communication "
+                        "turns it off)")
     p.add_argument("--info", default=None)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -102,6 +108,7 @@ def main():
                             virtual_pipeline_model_parallel_size=vp,
                             pipeline_model_parallel_layout=a.layout,
                             pipeline_dtype=torch.float32, use_cpu_initialization=True,
+                            overlap_p2p_comm=a.overlap_p2p, batch_p2p_comm=not a.overlap_p2p,
                             hidden_dropout=0.0, attention_dropout=0.0)
     chunks = []
     for c in range(a.vp):
