@@ -306,24 +306,19 @@ int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int plac
     for (size_t i = 0; i < n && !overlapped; i++)
         overlapped = (ops[i].kind == PP_AOP_RECV_ACT || ops[i].kind == PP_AOP_RECV_GRAD) &&
                      an_recv_overlapped_end(ops, n, i) != 0;
-    int done = 0;
-    if (overlapped) {
-        pp_aop *w = wait_ordered(ops, n);
-        if (w)
-            done = decompose_once(sp, w, n, S, placement, kind_mean);
-        free(w);
-    }
-    if (!done)
-        done = decompose_once(sp, ops, n, S, placement, kind_mean);
+    /* otherwise in start order first; a replay that deadlocked, as it does where each stage
+     * posted a receive before the send the other stage's receive waits for, in one batch
+     * (Megatron-LM's batched p2p; gloo records the receive first), again with each receive
+     * where it was waited for */
+    int done = !overlapped && decompose_once(sp, ops, n, S, placement, kind_mean);
     if (!done) {
-        /* the replay deadlocked, as it does where each stage posted a receive before the send
-         * the other stage's receive waits for, in one batch (Megatron-LM's batched p2p; gloo
-         * records the receive first): again with each receive where it was waited for */
         pp_aop *w = wait_ordered(ops, n);
         if (w)
             done = decompose_once(sp, w, n, S, placement, kind_mean);
         free(w);
     }
+    if (!done && overlapped)
+        done = decompose_once(sp, ops, n, S, placement, kind_mean);
     return done;
 }
 

@@ -531,6 +531,13 @@ int pp_dialect_torch_sub(const pp_dialect_match *m, int k, pp_dialect_match *out
     return 1;
 }
 
+int pp_dialect_is_torch_profiler(const char *dialect)
+{
+    return dialect && (strcmp(dialect, PP_DIALECT_TORCH) == 0 ||
+                       strcmp(dialect, PP_DIALECT_DEEPSPEED) == 0 ||
+                       strcmp(dialect, PP_DIALECT_MEGATRON) == 0);
+}
+
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m)
 {
     int64_t x;

@@ -1201,10 +1201,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
         return PP_ERR(PP_ERR_INVALID, "the run has no forward or backward op: nothing to "
                                       "extract costs from (pprof-report's warning says which "
                                       "ranges it needs)");
-    /* a torch profiler trace (the built-in names: torch's or DeepSpeed's) */
-    int torch = strcmp(a->dialect, PP_DIALECT_TORCH) == 0 ||
-                strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0 ||
-                strcmp(a->dialect, PP_DIALECT_MEGATRON) == 0;
+    int torch = pp_dialect_is_torch_profiler(a->dialect);
     if (a->n_layers == 0)
         return PP_ERR(PP_ERR_INVALID, "the run has no layer ranges: per-layer costs cannot be "
                                       "extracted (%s)",
@@ -1248,9 +1245,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->measured_bubble = a->bubble_ratio;
     e->measured_p95_ns = a->step_ns.p95;
     e->regimes = a->regimes;
-    e->torch_trace = strcmp(a->dialect, PP_DIALECT_TORCH) == 0 ||
-                     strcmp(a->dialect, PP_DIALECT_DEEPSPEED) == 0 ||
-                     strcmp(a->dialect, PP_DIALECT_MEGATRON) == 0;
+    e->torch_trace = pp_dialect_is_torch_profiler(a->dialect);
     if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
     check_op_variation(a, e);

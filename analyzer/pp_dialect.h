@@ -120,6 +120,9 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
  * cannot be told apart (decode.c) */
 #define PP_SCHED_MEGATRON_INTERLEAVED "megatron-interleaved"
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m);
+/* 1 when `dialect` (pp_analysis.dialect; NULL allowed) names a torch profiler trace read by the
+ * built-in names: torch's, DeepSpeed's or Megatron-LM's. */
+int pp_dialect_is_torch_profiler(const char *dialect);
 /* Sub-action k (0, 1) of an OVERLAP_F_B match as the match of a plain torch action "PP:<s>F<m>"
  * into *out; 0 when m is none or its name did not parse. */
 int pp_dialect_torch_sub(const pp_dialect_match *m, int k, pp_dialect_match *out);

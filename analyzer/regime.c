@@ -120,9 +120,7 @@ void an_regimes(pp_analysis *a, const char *dialect)
     const pp_aregimes *g = &a->regimes;
     /* a torch profiler trace: the profiler itself slows the job as the events it holds pile
      * up (docs/torch.md, "How many steps") */
-    int torch = dialect && (strcmp(dialect, PP_DIALECT_TORCH) == 0 ||
-                            strcmp(dialect, PP_DIALECT_DEEPSPEED) == 0 ||
-                            strcmp(dialect, PP_DIALECT_MEGATRON) == 0);
+    int torch = pp_dialect_is_torch_profiler(dialect);
     if (g->found)
         an_warn(a, "step times fall into two regimes, as on a machine whose speed changed during "
                    "the run%s: %zu steps at a median of %.3f ms, %zu at %.3f ms (%.2fx), in %zu "
