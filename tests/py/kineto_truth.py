@@ -22,7 +22,14 @@ pipeline's: --replica, its ranks numbered by their place in it):
               start in step N);
   "slowest_piece", "slowest_rank": the largest fwd + bwd of a step, taken in each one's least
                 disturbed step (its smallest total): on a machine shared by more ranks than
-                cores, a rank descheduled inside its actions reads slower for that step alone.
+                cores, a rank descheduled inside its actions reads slower for that step alone;
+  "heaviest_piece", "heaviest_rank": the job's own shape, from single actions: the largest
+                sum over a piece's (a rank's pieces') fastest forward and fastest backward
+                (I or W where the backward is split) of the steps read. A rank that shares its core for a whole
+                run reads slow in every step (4 ranks and a busy loop on 2 cores: one rank's
+                least disturbed step 3x its undisturbed work), but a millisecond action still
+                runs undisturbed now and then;
+  per step, "slowest_rank" too: the largest fwd + bwd of that step.
 
 The compute time of an action follows the torch dialect's rule, docs/dialects.md "Waits": a
 gloo:/nccl: recv or send belongs to the torch action it starts in; an action's compute starts at
@@ -328,9 +335,28 @@ def main():
                    default=0.0) for i in range(n)]
         return max(range(n), key=lambda i: tot[i])
 
+    for row in out_steps:
+        tot = [c["fwd_sum_ms"] + c["bwd_sum_ms"] for c in row["ranks"]]
+        row["slowest_rank"] = max(range(R), key=lambda i: tot[i])
+    # each piece's fastest action of each kind (I and W apart) over the steps read
+    fastest, owner = [{} for _ in range(P)], [0] * P
+    in_steps = set(common)
+    for r, (_, acts, _) in ranks.items():
+        for sn, piece, kind, ms in acts:
+            if sn in in_steps:
+                piece = r if piece is None else piece
+                owner[piece] = r
+                fastest[piece][kind] = min(fastest[piece].get(kind, ms), ms)
+    work = [sum(c.values()) for c in fastest]
+    rank_work = [0.0] * R
+    for p in range(P):
+        rank_work[owner[p]] += work[p]
+
     res = {"ranks": R, "pieces": P, "chunks": P // R, "schedule": "gpipe" if gpipe else "pp",
            "steps": out_steps, "slowest_piece": slowest("pieces", P),
-           "slowest_rank": slowest("ranks", R)}
+           "slowest_rank": slowest("ranks", R),
+           "heaviest_piece": max(range(P), key=lambda i: work[i]),
+           "heaviest_rank": max(range(R), key=lambda i: rank_work[i])}
     text = json.dumps(res, indent=1)
     if a.out == "-":
         print(text)
