@@ -196,6 +196,7 @@ int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_opti
         f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
                   pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
     }
+    an_count_stages(p->fs, n);
     return 1;
 }
 
@@ -321,6 +322,7 @@ static size_t open_files(file_state *fs, const char *const *paths, size_t n,
         readable++;
     }
     assign_pipelines(fs, n, a);
+    an_count_stages(fs, n);
     return readable;
 }
 

@@ -244,6 +244,7 @@ typedef struct file_state {
     pp_clock_fit clk;   /* its clock against the reference (PP_CLOCK_SHARED: untouched) */
     int32_t replica;    /* data-parallel replica: info->replica, or its config mark's */
     int32_t pipe_rank;  /* info->pipe_rank where info->pipe_known, else -1 */
+    int32_t n_stages;   /* the pipeline's ranks as the files read tell (an_count_stages) */
     uint32_t meta_gen;  /* META blocks read: decode() results depend on their definitions */
     int default_layout; /* off[] is the convention's layout (pp_nvtx_fields) */
     int32_t proj_stage; /* host pass: the stage of its projected ranges, -1 none, -2 several */
@@ -316,11 +317,12 @@ typedef struct file_state {
     decoded stack_op;
     /* Megatron-LM: the latest forward and backward op (has_: seen) a send's direction picks,
      * and the p2p_communication call open around the transfers (its start, and the sends and
-     * receives posted in it so far: decode.c, megatron_p2p_dir) */
+     * receives posted in it so far, and whether they are posted one by one, by _p2p_ops:
+     * decode.c, megatron_p2p_dir) */
     int has_stack_fwd, has_stack_bwd;
     decoded stack_fwd, stack_bwd;
     uint64_t mg_p2p_t0;
-    int mg_p2p_sends, mg_p2p_recvs;
+    int mg_p2p_sends, mg_p2p_recvs, mg_p2p_single;
     struct stack_recv {
         uint64_t t0, t1;
         uint32_t message, category, tid;
@@ -569,6 +571,8 @@ static inline int an_implied_peer(const state *st, int kind, int stage, int chun
 
 /* ---- decode.c: trace blocks -> ranges ---- */
 void an_file_state_init(file_state *f, int index);
+/* Sets every file's n_stages: the largest pipeline rank among the n files read, plus 1. */
+void an_count_stages(file_state *fs, size_t n);
 void an_file_state_free(file_state *f);
 /* Reads f's next block and hands its records on (META: the definitions; EVENTS: the ranges, to
  * steps.c; FOOTER: the file's counts into f->info); 0 once the file has no more, or a block

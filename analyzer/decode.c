@@ -688,16 +688,20 @@ static int p2p_words(const char *fn, const char *verb)
  * on t: 0 activations, 1 gradients, STACK_RECV_EITHER (a receive that may be either), -1 not
  * known (no p2p_communication call around it). Megatron names its calls by what they move
  * (send_forward_recv_backward: the forward's output out, the gradient for the backward in); its
- * combined send_forward_backward_recv_forward_backward posts, batched, the gradient's send
- * before the activations', the activations' receive before the gradient's, each only where
- * there is one: the first send is the gradient unless the latest backward ran the first virtual
- * stage (nothing to send back), a second receive the gradient, a first one either. */
+ * combined send_forward_backward_recv_forward_backward posts the activations' receive before
+ * the gradient's, and its sends, each only where there is one, in an order that depends on
+ * how: batched (_batched_p2p_ops, batch_p2p_comm, the default) the gradient's first, so the
+ * first send is the gradient unless the latest backward ran the first virtual stage (nothing to
+ * send back); one by one (_p2p_ops, batch_p2p_comm off) the activations' first, so the first is
+ * the activations unless the latest forward ran the last virtual stage (nothing to send on).
+ * A second send is the other one, a second receive the gradient, a first one either. */
 static int megatron_p2p_dir(file_state *f, const thread_state *t, const open_range *o, int send)
 {
     /* the call: the innermost p2p_communication frame named send_... / recv_... (inside it,
      * _communicate and _batched_p2p_ops / _p2p_ops post the operations) */
     const open_range *s = t->stack.data, *call = NULL;
     const char *fn = NULL;
+    int single = 0;
     size_t lo = t->stack.n > DIALECT_SCAN ? t->stack.n - DIALECT_SCAN : 0;
     for (size_t k = t->stack.n; k-- > lo && !call;) {
         const char *msg = an_str_of(f, s[k].message);
@@ -706,19 +710,31 @@ static int megatron_p2p_dir(file_state *f, const thread_state *t, const open_ran
         fn = py ? strstr(py, "): ") : NULL;
         if (fn && (strncmp(fn + 3, "send_", 5) == 0 || strncmp(fn + 3, "recv_", 5) == 0))
             call = &s[k];
+        else if (fn && strcmp(fn + 3, "_p2p_ops") == 0)
+            single = 1;
     }
     if (!call)
         return -1;
     if (call->t0 != f->mg_p2p_t0) {
         f->mg_p2p_t0 = call->t0;
         f->mg_p2p_sends = f->mg_p2p_recvs = 0;
+        f->mg_p2p_single = 0;
     }
+    f->mg_p2p_single |= single;
     int n = send ? f->mg_p2p_sends++ : f->mg_p2p_recvs++;
     int w = p2p_words(fn + 3, send ? "send_" : "recv_");
     if (w == 1 || w == 2)
         return w - 1;
     if (w != 3)
         return -1;
+    if (send && f->mg_p2p_single) {
+        /* the latest forward ran the last virtual stage: its chunk the last of the rank's (every
+         * chunk has run a forward before the last one does), its rank the pipeline's last */
+        int last = f->has_stack_fwd && f->n_stages > 0 &&
+                   f->stack_fwd.stage == f->n_stages - 1 &&
+                   (f->mg_n_chunks <= 1 || f->stack_fwd.chunk == f->mg_n_chunks - 1);
+        return n == 0 && f->has_stack_fwd && !last ? 0 : 1;
+    }
     if (send)
         return n == 0 && f->has_stack_bwd &&
                        !(f->stack_bwd.chunk <= 0 && f->stack_bwd.stage == 0)
@@ -1965,6 +1981,16 @@ static void on_meta(state *st, file_state *f, const pp_trace_block *blk)
             on_schema(f, rec, h.size);
         }
     }
+}
+
+void an_count_stages(file_state *fs, size_t n)
+{
+    int64_t top = -1;
+    for (size_t i = 0; i < n; i++)
+        if (!fs[i].done && trace_rank(&fs[i]) > top)
+            top = trace_rank(&fs[i]);
+    for (size_t i = 0; i < n; i++)
+        fs[i].n_stages = top >= 0 && top < INT32_MAX ? (int32_t)(top + 1) : 0;
 }
 
 void an_file_state_init(file_state *f, int index)

@@ -771,6 +771,7 @@ pp_status pp_report_each_event(const pp_analysis *a,
                                 .offset_ns = a->files[i].clock_offset_ns,
                                 .drift = a->files[i].clock_drift};
     }
+    an_count_stages(fs, n);
     while (n && an_read_round(&st, fs, n))
         ;
     for (size_t i = 0; i < n; i++)

@@ -1047,6 +1047,93 @@ Test(kineto, megatron_interleaved_chunks_from_their_modules)
     tk_result_free(&r);
 }
 
+/* In the Chrome export of trace directory dir, the sends of Megatron's combined call: two sends
+ * of one stage with no compute op between them. Counts the pairs whose first send is the
+ * activations' into *act_first, the others into *grad_first. */
+static void combined_sends(const char *dir, const char *name, int *act_first, int *grad_first)
+{
+    const char *out = tk_path(name);
+    const char *args[] = {"-q", "--chrome", out, dir, NULL};
+    tk_result r = tk_run(PPREPORT, args, NULL);
+    cr_assert_eq(r.code, 0, "%s: exit %d: %s", dir, r.code, r.err);
+    tk_result_free(&r);
+    char *text = tk_slurp(out, NULL);
+    cr_assert_not_null(text);
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(c);
+    const cJSON *evs = cJSON_IsArray(c) ? c : cJSON_GetObjectItem(c, "traceEvents");
+    *act_first = *grad_first = 0;
+    for (int stage = 0; stage < 2; stage++) {
+        /* the stage's pipeline track (pid = tid = stage): its ops and transfers in time order
+         * (the export writes each track's slices by start) */
+        double last_send_ts = -1;
+        int last_send_act = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, evs)
+        {
+            const cJSON *ph = cJSON_GetObjectItem(e, "ph"), *nm = cJSON_GetObjectItem(e, "name");
+            const cJSON *pid = cJSON_GetObjectItem(e, "pid"), *tid = cJSON_GetObjectItem(e, "tid");
+            if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0 || !cJSON_IsString(nm) ||
+                !cJSON_IsNumber(pid) || !cJSON_IsNumber(tid) || pid->valueint != stage ||
+                tid->valueint != stage)
+                continue;
+            const char *n = nm->valuestring;
+            if (strncmp(n, "fwd ", 4) == 0 || strncmp(n, "bwd ", 4) == 0) {
+                last_send_ts = -1;
+                continue;
+            }
+            int act = strncmp(n, "send_act ", 9) == 0, grad = strncmp(n, "send_grad ", 10) == 0;
+            if (!act && !grad)
+                continue;
+            if (last_send_ts >= 0) {
+                *act_first += last_send_act;
+                *grad_first += !last_send_act;
+                last_send_ts = -1;
+                continue;
+            }
+            last_send_ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+            last_send_act = act;
+        }
+    }
+    cJSON_Delete(c);
+}
+
+/* Megatron's combined send_forward_backward_recv_forward_backward posts its two sends in
+ * another order when batch_p2p_comm is off: _batched_p2p_ops (the default, tests/data/kineto/mg)
+ * the gradient's before the activations', _p2p_ops the activations' first
+ * (tests/data/kineto/mgs: the same job as mg with --no-batch-p2p, recorded and cut the same
+ * way). Before, both were read in the batch's order: in mgs every combined call's two sends
+ * were told the wrong way round, each timed from the other's start. Now the frame that posts
+ * them (_p2p_ops) says which order; the rest of the analysis as for mg. */
+Test(kineto, megatron_sends_in_the_order_each_p2p_mode_posts_them)
+{
+    int act_first, grad_first;
+    combined_sends(DATA "/mg", "mg.chrome.json", &act_first, &grad_first);
+    cr_expect(grad_first >= 4 && act_first == 0, "batched: %d pairs with the gradient first, %d "
+              "with the activations", grad_first, act_first);
+    combined_sends(DATA "/mgs", "mgs.chrome.json", &act_first, &grad_first);
+    cr_expect(act_first >= 4 && grad_first == 0, "one by one: %d pairs with the activations "
+              "first, %d with the gradient", act_first, grad_first);
+    cJSON *j = report_json(DATA "/mgs");
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    int M = cJSON_GetObjectItem(p, "microbatches")->valueint;
+    cr_assert(cJSON_GetObjectItem(p, "stages")->valueint == 2 && M == 4 &&
+              cJSON_GetObjectItem(p, "virtual_stages")->valueint == 2);
+    int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
+    cJSON *l;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(j, "links"))
+    {
+        int src = cJSON_GetObjectItem(l, "src")->valueint;
+        int act = strcmp(cJSON_GetObjectItem(l, "kind")->valuestring, "act") == 0;
+        cr_expect_eq(cJSON_GetObjectItem(l, "messages")->valueint,
+                     n_steps * M * ((src == 0) == act ? 2 : 1), "link %d %s", src,
+                     act ? "act" : "grad");
+    }
+    check_stages_against_truth(j, DATA "/mgs", 2, M, 2);
+    cJSON_Delete(j);
+}
+
 /* torch writes the Python tracer's events after every CPU op: past the reorder window (65 536
  * events, some 7 steps of this small Megatron job) they came back as too late and were dropped,
  * and a 16-step run read as 7 micro-batches with its layers on the wrong pieces. The Megatron

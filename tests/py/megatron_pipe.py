@@ -79,6 +79,9 @@ def main():
                    help="interleaved: overlap_p2p_comm on, batch_p2p_comm off, as Megatron-LM's "
                         "training script sets them by default (--no-overlap-p2p-communication "
                         "turns it off)")
+    p.add_argument("--no-batch-p2p", action="store_true",
+                   help="batch_p2p_comm off without the overlap: Megatron's _p2p_ops posts "
+                        "each send and receive alone, in another order than the batch")
     p.add_argument("--info", default=None)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -108,7 +111,7 @@ def main():
                             virtual_pipeline_model_parallel_size=vp,
                             pipeline_model_parallel_layout=a.layout,
                             pipeline_dtype=torch.float32, use_cpu_initialization=True,
-                            overlap_p2p_comm=a.overlap_p2p, batch_p2p_comm=not a.overlap_p2p,
+                            overlap_p2p_comm=a.overlap_p2p, batch_p2p_comm=not (a.overlap_p2p or a.no_batch_p2p),
                             hidden_dropout=0.0, attention_dropout=0.0)
     chunks = []
     for c in range(a.vp):
