@@ -209,6 +209,9 @@ typedef struct pp_tune_auto_opts {
     const char *outdir;          /* exists; iterations, plans and pictures go there */
     int max_iters;
     int gantt;                   /* draw each iteration's Gantt picture (gnuplot found) */
+    /* an iteration whose steps fall into two speed regimes (pp_aregimes: the machine changed
+     * speed during the run) runs again, up to this many times; the last run is measured */
+    int rerun_disturbed;
     pp_tune_job job;
 } pp_tune_auto_opts;
 

@@ -28,6 +28,8 @@ typedef struct iteration {
     char plan[PATH_MAX]; /* "" for iter 0 */
     char *gantt_svg;     /* its Gantt chart as inline SVG, for OUTDIR/index.html (NULL: none) */
     pp_aregimes regimes; /* its steps' speed regimes (regime.c) */
+    int reruns;          /* runs set aside for their regimes (--rerun-disturbed) */
+    pp_aregimes set_aside; /* the regimes of the first one set aside */
     int torch_trace;     /* read from a torch profiler trace (pp_extract.torch_trace) */
     char recompute[256]; /* what it recomputed (pptrain --recompute text), "none" */
     uint64_t peak_bytes; /* its largest stage peak: measured (memory counters), else the model's */
@@ -227,6 +229,40 @@ static pp_status measure(auto_state *s, int it, const char *dir, const char *pla
     return PP_OK;
 }
 
+/* Iteration it's run in `dir` fell into two speed regimes: its directory and log are renamed
+ * to iter<it>-disturbed<k> (kept, and named in the notes), and what measure() made of it is
+ * dropped, so the job can run again into `dir`. */
+static pp_status set_aside(auto_state *s, int it, const char *dir, const char *log)
+{
+    iteration *r = &s->its[it];
+    const pp_aregimes *g = &r->regimes;
+    char to[PATH_MAX + 32], to_log[PATH_MAX + 48];
+    snprintf(to, sizeof to, "%s-disturbed%d", dir, r->reruns + 1);
+    snprintf(to_log, sizeof to_log, "%s-disturbed%d.log", dir, r->reruns + 1);
+    if (rename(dir, to) != 0)
+        return PP_ERR(PP_ERR_IO, "setting aside the disturbed run %s as %s: %s", dir, to,
+                      strerror(errno));
+    if (rename(log, to_log) != 0 && errno != ENOENT)
+        return PP_ERR(PP_ERR_IO, "setting aside the disturbed run's log %s: %s", log,
+                      strerror(errno));
+    note(s, "iter %d: its steps fall into two speed regimes (%zu at %.3f ms, %zu at %.3f ms: the "
+            "machine changed speed%s): set aside as %s, running it again (--rerun-disturbed)",
+         it, g->n_fast, g->fast_median_ns * 1e-6, g->n_slow, g->slow_median_ns * 1e-6,
+         r->torch_trace ? ", or the torch profiler's own cost" : "", to);
+    if (!r->reruns)
+        r->set_aside = *g;
+    r->reruns++;
+    pp_partition_free(&r->part);
+    free(r->gantt_svg);
+    r->gantt_svg = NULL;
+    r->has_speed = 0;
+    pp_analysis_free(s->an);
+    s->an = NULL;
+    pp_extract_free(&s->e);
+    memset(&s->e, 0, sizeof s->e);
+    return PP_OK;
+}
+
 /* One iteration: tune (it > 0), run, measure. *stop when the loop ends here. */
 static pp_status iterate(auto_state *s, int it, int *stop, int *job_failed)
 {
@@ -240,20 +276,29 @@ static pp_status iterate(auto_state *s, int it, int *stop, int *job_failed)
     pp_status st;
     if (it > 0 && ((st = tune_next(s, it, plan, stop)) != PP_OK || *stop))
         return st;
-    note(s, "iter %d: running the job%s%s (log %s)", it, it ? " with PPROF_PLAN=" : "",
-         it ? plan : "", log);
-    int failed = 0;
-    if ((st = ao->job.run(ao->job.ctx, it, dir, it ? plan : NULL, log, &failed)) != PP_OK)
-        return st;
-    if (failed) {
-        /* the iterations measured so far still stand: report them and keep the best */
-        *job_failed = 1;
-        *stop = 1;
-        snprintf(s->stop, sizeof s->stop, "the job failed with %s (exit 3)", plan);
-        return PP_OK;
+    for (;;) {
+        note(s, "iter %d: running the job%s%s (log %s)", it, it ? " with PPROF_PLAN=" : "",
+             it ? plan : "", log);
+        int failed = 0;
+        if ((st = ao->job.run(ao->job.ctx, it, dir, it ? plan : NULL, log, &failed)) != PP_OK)
+            return st;
+        if (failed) {
+            /* the iterations measured so far still stand: report them and keep the best */
+            *job_failed = 1;
+            *stop = 1;
+            snprintf(s->stop, sizeof s->stop, "the job failed with %s (exit 3)", plan);
+            return PP_OK;
+        }
+        if ((st = measure(s, it, dir, plan)) != PP_OK)
+            return st;
+        iteration *r = &s->its[it];
+        if (!r->regimes.found || r->reruns >= ao->rerun_disturbed)
+            break;
+        if ((st = set_aside(s, it, dir, log)) != PP_OK)
+            return st;
     }
-    if ((st = measure(s, it, dir, plan)) != PP_OK || it == 0)
-        return st;
+    if (it == 0)
+        return PP_OK;
     const iteration *cur = &s->its[it];
     double gain = s->its[s->best].measured_ns / cur->measured_ns - 1;
     int prev_best = s->best;
@@ -383,6 +428,19 @@ static pp_status print_summary(const auto_state *s, FILE *o)
         if (ao->tune.memory_limit_bytes)
             fprintf(o, ", %s the limit of %s", r->fits ? "within" : "OVER", lb);
         fputc('\n', o);
+    }
+    /* runs set aside for their regimes, and the one measured instead */
+    for (int i = 0; i < s->n_its; i++) {
+        const iteration *r = &its[i];
+        if (r->reruns)
+            fprintf(o, "iter %d: run %d times; the first run's steps fell into two speed regimes "
+                       "(%zu at %.3f ms, %zu at %.3f ms), set aside as %s/iter%d-disturbed1%s; "
+                       "the table has the last run%s\n",
+                    r->iter, r->reruns + 1, r->set_aside.n_fast,
+                    r->set_aside.fast_median_ns * 1e-6, r->set_aside.n_slow,
+                    r->set_aside.slow_median_ns * 1e-6, ao->outdir, r->iter,
+                    r->reruns > 1 ? " (and the next ones)" : "",
+                    r->regimes.found ? ", in two regimes too" : "");
     }
     /* a run in two speed regimes: its median is the mixture's, so the prediction is set against
      * each regime too (docs/metrics.md "Regimes") */

@@ -42,7 +42,26 @@ int pp_jitter_is_none(const pp_jitter *j)
 {
     int base = j->dist == PP_JITTER_NONE || (j->dist == PP_JITTER_LOGNORMAL && j->sigma == 0.0) ||
                (j->dist == PP_JITTER_UNIFORM && j->width == 0.0);
-    return base && (j->tail_p == 0.0 || j->tail_x == 1.0);
+    int regimes = 0;
+    for (int i = 0; i < j->n_regimes; i++)
+        regimes |= j->regimes[i].x != 1.0;
+    return base && (j->tail_p == 0.0 || j->tail_x == 1.0) && !regimes;
+}
+
+double pp_jitter_step_factor(const pp_jitter *j, int64_t step)
+{
+    for (int i = 0; i < j->n_regimes; i++)
+        if (step >= j->regimes[i].first && step <= j->regimes[i].last)
+            return j->regimes[i].x;
+    return 1.0;
+}
+
+double pp_jitter_step_factor_max(const pp_jitter *j)
+{
+    double m = 1.0;
+    for (int i = 0; i < j->n_regimes; i++)
+        m = j->regimes[i].x > m ? j->regimes[i].x : m;
+    return m;
 }
 
 uint64_t pp_jitter_key(const pp_jitter *j, int replica, int stage, int64_t step, int chunk,
@@ -100,11 +119,17 @@ static void shortest(double v, char *buf, size_t cap)
 
 int pp_jitter_format(const pp_jitter *j, char *buf, size_t cap)
 {
-    char a[32], b[32], tail[80] = "";
+    char a[32], b[32], tail[80 + PP_JITTER_MAX_REGIMES * 80] = "";
+    size_t n = 0;
     if (j->tail_p > 0.0) {
         shortest(j->tail_p, a, sizeof a);
         shortest(j->tail_x, b, sizeof b);
-        snprintf(tail, sizeof tail, "tail:%s:%s,", a, b);
+        n += (size_t)snprintf(tail, sizeof tail, "tail:%s:%s,", a, b);
+    }
+    for (int i = 0; i < j->n_regimes && i < PP_JITTER_MAX_REGIMES; i++) {
+        shortest(j->regimes[i].x, a, sizeof a);
+        n += (size_t)snprintf(tail + n, sizeof tail - n, "regime:%lld-%lld:%s,",
+                              (long long)j->regimes[i].first, (long long)j->regimes[i].last, a);
     }
     unsigned long long seed = (unsigned long long)j->seed;
     if (j->dist == PP_JITTER_LOGNORMAL || j->dist == PP_JITTER_UNIFORM) {
@@ -115,9 +140,10 @@ int pp_jitter_format(const pp_jitter *j, char *buf, size_t cap)
     return snprintf(buf, cap, "%sseed=%llu", *tail ? tail : "none,", seed);
 }
 
-enum { SEEN_DIST = 1, SEEN_TAIL = 2, SEEN_SEED = 4 };
+enum { SEEN_DIST = 1, SEEN_TAIL = 2, SEEN_SEED = 4, SEEN_REGIME = 8 };
 
-#define KNOWN "lognormal:SIGMA, uniform:W, tail:P:X, seed=N or none"
+#define KNOWN "lognormal:SIGMA, uniform:W, tail:P:X, regime:A-B:X, seed=N or none"
+
 
 /* One number of a part: `what` names it in the message ("sigma"). */
 static pp_status part_number(const char *spec, const char *text, const char *what, double lo,
@@ -125,6 +151,41 @@ static pp_status part_number(const char *spec, const char *text, const char *wha
 {
     pp_status st = pp_parse_f64(text, what, lo, hi, out);
     return st == PP_OK ? st : pp_error_wrap(st, "jitter spec '%s'", spec);
+}
+
+/* regime:A-B:X (the text after "regime:"), appended to j's regimes. */
+static pp_status parse_regime(const char *spec, const char *part, char *text, pp_jitter *j)
+{
+    char *dash = strchr(text, '-'), *x = dash ? strchr(dash + 1, ':') : NULL;
+    if (!dash || !x)
+        return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': '%s' needs regime:A-B:X (steps A to B "
+                      "run every compute op X times as long), e.g. regime:20-39:1.3", spec, part);
+    if (j->n_regimes == PP_JITTER_MAX_REGIMES)
+        return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': more than %d regimes", spec,
+                      PP_JITTER_MAX_REGIMES);
+    *dash = '\0';
+    *x = '\0';
+    struct pp_jitter_regime r;
+    pp_status st = pp_parse_i64(text, "regime's first step", 1, INT64_MAX, &r.first);
+    if (st == PP_OK)
+        st = pp_parse_i64(dash + 1, "regime's last step", 1, INT64_MAX, &r.last);
+    if (st == PP_OK)
+        st = part_number(spec, x + 1, "regime factor", 1.0 / PP_JITTER_MAX_REGIME_X,
+                         PP_JITTER_MAX_REGIME_X, &r.x);
+    else
+        return pp_error_wrap(st, "jitter spec '%s'", spec);
+    if (st != PP_OK)
+        return st;
+    if (r.last < r.first)
+        return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': regime steps %lld-%lld run backwards",
+                      spec, (long long)r.first, (long long)r.last);
+    for (int i = 0; i < j->n_regimes; i++)
+        if (r.first <= j->regimes[i].last && j->regimes[i].first <= r.last)
+            return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': regimes %lld-%lld and %lld-%lld "
+                          "overlap", spec, (long long)j->regimes[i].first,
+                          (long long)j->regimes[i].last, (long long)r.first, (long long)r.last);
+    j->regimes[j->n_regimes++] = r;
+    return PP_OK;
 }
 
 /* One part of a spec, into j; *seen has a bit per part kind, so a repeat is an error. */
@@ -160,6 +221,12 @@ static pp_status parse_part(const char *spec, char *part, pp_jitter *j, unsigned
         st = part_number(spec, colon + 1, "tail probability", 0.0, 1.0, &j->tail_p);
         if (st == PP_OK)
             st = part_number(spec, x + 1, "tail factor", 1.0, PP_JITTER_MAX_TAIL_X, &j->tail_x);
+    } else if (colon && (size_t)(colon - part) == 6 && strncmp(part, "regime", 6) == 0) {
+        char whole[PP_JITTER_MAX_SPEC + 1];
+        snprintf(whole, sizeof whole, "%s", part);
+        bit = SEEN_REGIME;
+        st = parse_regime(spec, whole, colon + 1, j);
+        *seen &= ~(unsigned)SEEN_REGIME; /* may repeat */
     } else {
         return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': unknown part '%s' (expected " KNOWN ")",
                       spec, part);
@@ -201,7 +268,7 @@ pp_status pp_jitter_parse(const char *spec, pp_jitter *out)
             break;
         part = comma + 1;
     }
-    if (!(seen & (SEEN_DIST | SEEN_TAIL)))
+    if (!(seen & (SEEN_DIST | SEEN_TAIL | SEEN_REGIME)))
         return PP_ERR(PP_ERR_INVALID, "jitter spec '%s': names no distribution (expected "
                       KNOWN ")", spec);
     if (j.tail_p == 0.0)

@@ -32,6 +32,8 @@ typedef enum pp_jitter_dist {
 #define PP_JITTER_MAX_WIDTH 0.99
 #define PP_JITTER_MAX_TAIL_X 1000.0
 #define PP_JITTER_MAX_SPEC 256 /* characters of a spec */
+#define PP_JITTER_MAX_REGIMES 4 /* regime:A-B:X parts */
+#define PP_JITTER_MAX_REGIME_X 100.0
 
 typedef struct pp_jitter {
     pp_jitter_dist dist;
@@ -41,20 +43,30 @@ typedef struct pp_jitter {
     double tail_x;    /* a straggler's extra multiplier, [1, 1000] */
     uint64_t seed;    /* the spec's seed=N, else what the caller set (pptrain: --seed) */
     int seed_given;   /* 1 when the spec said seed=N */
+    /* speed regimes: steps first .. last (counting from 1) run every compute op x times as
+     * long, the machine slower (x > 1) or faster for a stretch; in the spec's order, apart */
+    int n_regimes;
+    struct pp_jitter_regime {
+        int64_t first, last;
+        double x;
+    } regimes[PP_JITTER_MAX_REGIMES];
 } pp_jitter;
 
 /* The no-noise spec: dist NONE, tail_p 0, tail_x 1, seed 0. */
 void pp_jitter_init(pp_jitter *j);
 
-/* Parses SPEC: comma-separated parts, each at most once, at most one distribution:
- *   lognormal:SIGMA   uniform:W   tail:P:X   seed=N   none
- * e.g. "lognormal:0.1", "uniform:0.2,seed=7", "lognormal:0.05,tail:0.01:3". "none" alone is no
- * jitter; a spec with no distribution and no tail (e.g. "seed=3") is refused. On error
+/* Parses SPEC: comma-separated parts, each at most once but regime (up to
+ * PP_JITTER_MAX_REGIMES, their steps apart), at most one distribution:
+ *   lognormal:SIGMA   uniform:W   tail:P:X   regime:A-B:X   seed=N   none
+ * e.g. "lognormal:0.1", "uniform:0.2,seed=7", "lognormal:0.05,tail:0.01:3",
+ * "lognormal:0.05,regime:20-39:1.3". "none" alone is no jitter; a spec with no distribution, no
+ * tail and no regime (e.g. "seed=3") is refused. On error
  * PP_ERR_INVALID with a message naming the spec and the bad part, *out untouched. Without
  * seed=N, out->seed is 0 and seed_given 0: the caller sets its own. */
 pp_status pp_jitter_parse(const char *spec, pp_jitter *out);
 
-/* 1 when the spec changes no duration (no distribution, no tail or a tail of factor 1). */
+/* 1 when the spec changes no duration (no distribution, no tail or a tail of factor 1, no
+ * regime). */
 int pp_jitter_is_none(const pp_jitter *j);
 
 /* The spec in pp_jitter_parse's grammar, canonical ("lognormal:0.1,tail:0.01:3,seed=7"; the
@@ -75,6 +87,14 @@ double pp_jitter_factor(const pp_jitter *j, uint64_t key);
 
 /* The largest factor pp_jitter_factor can return for j (a bound for clock-range checks). */
 double pp_jitter_factor_max(const pp_jitter *j);
+
+/* Step `step`'s regime factor: the x of the regime holding it, else 1. The sim backend
+ * multiplies every compute op of the step by it; a predictor does not (a regime is the
+ * machine's speed, not the ops' noise: docs/executor.md "Jitter"). */
+double pp_jitter_step_factor(const pp_jitter *j, int64_t step);
+
+/* The largest step factor (1 without regimes). */
+double pp_jitter_step_factor_max(const pp_jitter *j);
 
 /* The factor's mean: exp(sigma^2 / 2) for lognormal, 1 for uniform and none, times
  * 1 + P (X - 1) with a tail. Without a tail every distribution's median is 1. */

@@ -7,7 +7,8 @@
  * not CPU contention. Transfers are modelled by the executor with transfer_ns. With a jitter
  * spec (pptrain --sim-jitter, common/pp_jitter.h) each compute op's layers take their cost times
  * one factor drawn for (replica, stage, step, chunk, mb, op): a function of the op alone, so the
- * durations are the same whatever the threads' or ranks' order. After each compute op, outside
+ * durations are the same whatever the threads' or ranks' order; a step inside one of the
+ * spec's regimes takes every compute op times that regime's factor too. After each compute op, outside
  * its range, the executor sleeps the cost file's op_gap_us (sim_op_gap; times --sim-slow, not
  * jittered). */
 #include "pp_exec.h"
@@ -93,7 +94,8 @@ static void run_layers(sim_backend *sb, int chunk, int mb, pp_nvtx_kind kind, in
     if (sb->jittered)
         mult *= pp_jitter_factor(&sb->jitter, pp_jitter_key(&sb->jitter, sb->replica,
                                                             sb->base.stage, sb->step, chunk, mb,
-                                                            op_kind));
+                                                            op_kind)) *
+                pp_jitter_step_factor(&sb->jitter, sb->step);
     for (int k = 0; k < hi - lo; k++) {
         int li = reverse ? hi - 1 - k : lo + k;
         const pp_layer_cost *lc = &sb->costs->layers[li];
@@ -173,7 +175,8 @@ static pp_status sim_optimizer_step(pp_stage_backend *b, float lr, float grad_sc
     if (sb->jittered)
         mult *= pp_jitter_factor(&sb->jitter, pp_jitter_key(&sb->jitter, sb->replica,
                                                             sb->base.stage, sb->step, 0, 0,
-                                                            PP_NVTX_OPT_STEP));
+                                                            PP_NVTX_OPT_STEP)) *
+                pp_jitter_step_factor(&sb->jitter, sb->step);
     *t_ns = clock_add(*t_ns, us_to_ns(sb->opt_us * mult));
     sleep_until(*t_ns);
     return PP_OK;
@@ -358,7 +361,9 @@ pp_status pp_backend_sim_create_rc(const pp_costs *costs, const pp_partition *pa
         return PP_ERR(PP_ERR_INVALID, "sim cost multiplier %g must be > 0", multiplier);
     int jittered = jitter && !pp_jitter_is_none(jitter);
     /* Checked at the largest factor a draw can give, so no draw can overflow the clock. */
-    double check_mult = multiplier * (jittered ? pp_jitter_factor_max(jitter) : 1.0);
+    double check_mult =
+        multiplier *
+        (jittered ? pp_jitter_factor_max(jitter) * pp_jitter_step_factor_max(jitter) : 1.0);
     const char *times = jittered ? (multiplier != 1.0 ? " times the stage's multiplier and the "
                                                         "jitter's largest factor"
                                                       : " times the jitter's largest factor")

@@ -78,7 +78,9 @@ Test(jitter, format_parses_back_to_the_same_spec)
 {
     static const char *specs[] = {"lognormal:0.1", "uniform:0.3,seed=9", "none,seed=4",
                                   "lognormal:0.07,tail:0.02:3.5,seed=18446744073",
-                                  "tail:0.1:2", "uniform:0.1,tail:1:1000"};
+                                  "tail:0.1:2", "uniform:0.1,tail:1:1000",
+                                  "regime:3-5:1.3,seed=2",
+                                  "lognormal:0.05,regime:20-39:1.25,regime:1-2:0.5,seed=1"};
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
         pp_jitter a = parsed(specs[i]), b;
         char text[PP_JITTER_MAX_SPEC];
@@ -92,7 +94,37 @@ Test(jitter, format_parses_back_to_the_same_spec)
         cr_expect_eq(a.tail_p, b.tail_p, "%s", text);
         cr_expect_eq(a.tail_x, b.tail_x, "%s", text);
         cr_expect_eq(a.seed, b.seed, "%s", text);
+        cr_expect_eq(a.n_regimes, b.n_regimes, "%s", text);
+        for (int k = 0; k < a.n_regimes && k < b.n_regimes; k++)
+            cr_expect(a.regimes[k].first == b.regimes[k].first &&
+                          a.regimes[k].last == b.regimes[k].last && a.regimes[k].x == b.regimes[k].x,
+                      "%s: regime %d", text, k);
     }
+}
+
+/* regime:A-B:X: steps A..B (from 1) take X times as long; other steps 1; several, apart */
+Test(jitter, regimes_multiply_their_steps)
+{
+    pp_jitter j = parsed("lognormal:0.1,regime:20-39:1.3,regime:50-50:0.8");
+    cr_expect_eq(j.n_regimes, 2);
+    cr_expect_eq(pp_jitter_step_factor(&j, 19), 1.0);
+    cr_expect_eq(pp_jitter_step_factor(&j, 20), 1.3);
+    cr_expect_eq(pp_jitter_step_factor(&j, 39), 1.3);
+    cr_expect_eq(pp_jitter_step_factor(&j, 40), 1.0);
+    cr_expect_eq(pp_jitter_step_factor(&j, 50), 0.8);
+    cr_expect_eq(pp_jitter_step_factor_max(&j), 1.3);
+    /* a regime alone is noise; one of factor 1 is none */
+    j = parsed("regime:2-3:2");
+    cr_expect_eq(j.dist, PP_JITTER_NONE);
+    cr_expect_not(pp_jitter_is_none(&j));
+    j = parsed("regime:2-3:1");
+    cr_expect(pp_jitter_is_none(&j));
+    /* the ops' factors do not see it: a predictor told the spec predicts the steady machine */
+    pp_jitter a = parsed("lognormal:0.1,seed=4"), b = parsed("lognormal:0.1,regime:1-9:3,seed=4");
+    uint64_t k = pp_jitter_key(&a, 0, 1, 5, 0, 2, PP_NVTX_FWD);
+    cr_expect_eq(k, pp_jitter_key(&b, 0, 1, 5, 0, 2, PP_NVTX_FWD));
+    cr_expect_eq(pp_jitter_factor(&a, k), pp_jitter_factor(&b, k));
+    cr_expect_eq(pp_jitter_factor_max(&a), pp_jitter_factor_max(&b));
 }
 
 Test(jitter, refuses_bad_specs_naming_them)
@@ -124,6 +156,15 @@ Test(jitter, refuses_bad_specs_naming_them)
         {"seed=1,lognormal:0.1,seed=2", "seed given twice"},
         {"Lognormal:0.1", "unknown part"},
         {" lognormal:0.1", "unknown part"},
+        {"regime:3:1.5", "needs regime:A-B:X"},
+        {"regime:3-4", "needs regime:A-B:X"},
+        {"regime:0-4:1.5", "regime's first step"},
+        {"regime:5-4:1.5", "run backwards"},
+        {"regime:3-x:1.5", "regime's last step"},
+        {"regime:3-4:0", "regime factor"},
+        {"regime:3-4:101", "regime factor"},
+        {"regime:3-6:2,regime:6-9:2", "overlap"},
+        {"regime:1-1:2,regime:2-2:2,regime:3-3:2,regime:4-4:2,regime:5-5:2", "more than 4"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         pp_jitter j;

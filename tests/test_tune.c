@@ -569,6 +569,74 @@ Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
     free(index);
 }
 
+/* A run whose machine changed speed for a stretch of its steps measures the mixture of two
+ * speeds, and its costs make the next prediction from a mixture too. The sim backend's regime
+ * jitter (steps 10-19 of 30 at 1.3x) makes such a run on purpose: --auto finds the two regimes,
+ * sets the run aside as iter0-disturbed1 and runs the job again (a job that is slow on its first
+ * run only, so the second is steady); --rerun-disturbed 0 keeps the first run and says that its
+ * steps fell into two regimes; a job slow every time is run 1 + N times, the last kept. */
+Test(tune, auto_runs_an_iteration_again_when_the_machine_changed_speed)
+{
+    need_capture();
+    char costs[PATH_MAX], flag[PATH_MAX], job[3 * PATH_MAX + 512];
+    snprintf(costs, sizeof costs, "%s", tk_path("regime.json"));
+    snprintf(flag, sizeof flag, "%s", tk_path("ran-once"));
+    write_gpt_costs(costs, 6, 400, 2, 1);
+    static const struct {
+        const char *rerun, *when; /* when: the shell test for a slow run */
+        int runs;                 /* iteration 0's runs */
+    } k_cases[] = {{NULL, "[ ! -e \"$F\" ]", 2}, {"0", "true", 1}, {"1", "true", 2}};
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        unlink(flag);
+        snprintf(job, sizeof job,
+                 "F='%s'; J=lognormal:0.03,seed=5; if %s; then J=$J,regime:10-19:1.3; fi; "
+                 "touch \"$F\"; exec '%s' --backend sim --costs '%s' --stages 2 "
+                 "--microbatches 4 --schedule 1f1b --steps 30 --sim-jitter \"$J\" -q",
+                 flag, k_cases[i].when, PPTRAIN, costs);
+        char out[32];
+        snprintf(out, sizeof out, "regime%zu", i);
+        const char *args[12] = {"--auto", "-o", tk_path(out), "--max-iters", "1"};
+        int n = 5;
+        if (k_cases[i].rerun) {
+            args[n++] = "--rerun-disturbed";
+            args[n++] = k_cases[i].rerun;
+        }
+        args[n++] = "--";
+        args[n++] = "/bin/sh";
+        args[n++] = "-c";
+        args[n++] = job;
+        args[n] = NULL;
+        tk_result r = tk_run(PPTUNE, args, NULL);
+        cr_assert_eq(r.code, 0, "case %zu: %s%s", i, r.out, r.err);
+        int runs = k_cases[i].runs;
+        for (int k = 1; k <= 3; k++) {
+            char aside[64];
+            snprintf(aside, sizeof aside, "%s/iter0-disturbed%d", out, k);
+            cr_expect_eq(tk_exists(tk_path(aside)), k < runs, "case %zu: %s %s", i, aside,
+                         k < runs ? "missing" : "there");
+        }
+        char want[128];
+        snprintf(want, sizeof want, "iter 0: run %d times; the first run's steps fell into two "
+                 "speed regimes (", runs);
+        const char *line = strstr(r.out, "iter 0: run ");
+        if (runs > 1) {
+            cr_expect(line && strncmp(line, want, strlen(want)) == 0, "case %zu:\n%s", i, r.out);
+            /* the set-aside run's regimes: 10 slow steps, 19 fast (the first is warm-up) */
+            cr_expect(line && strstr(line, "(19 at ") && strstr(line, ", 10 at "),
+                      "case %zu:\n%s", i, r.out);
+            cr_expect(strstr(r.err, "set aside as") != NULL, "case %zu:\n%s", i, r.err);
+        } else {
+            cr_expect(line == NULL, "case %zu:\n%s", i, r.out);
+        }
+        /* the run kept: steady after a rerun (case 0), two regimes where it was slow (1, 2) */
+        int kept_regimes = strstr(r.out, "iter 0: two speed regimes in its steps") != NULL;
+        cr_expect_eq(kept_regimes, i > 0, "case %zu:\n%s", i, r.out);
+        cr_expect_eq(strstr(r.out, ", in two regimes too") != NULL, i == 2, "case %zu:\n%s", i,
+                     r.out);
+        tk_result_free(&r);
+    }
+}
+
 /* A memory limit that rules out the unconstrained optimum: the plan fits it; an impossible one is
  * exit 2 with the rebalancer's message. */
 Test(tune, memory_limit_is_kept)
@@ -925,6 +993,8 @@ Test(tune, bad_input_is_exit_2)
         {{"--verify", "p.json", NULL}, "one run directory"},
         {{"d", "--baseline", "e", NULL}, "--baseline is for --verify"},
         {{"d", "--max-iters", "0", NULL}, "--max-iters"},
+        {{"d", "--rerun-disturbed", "1", NULL}, "--rerun-disturbed is for --auto"},
+        {{"--auto", "-o", "o", "--rerun-disturbed", "11", NULL}, "--rerun-disturbed"},
         {{"d", "--jitter", "lognormal:9", NULL}, "jitter spec 'lognormal:9'"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {

@@ -54,6 +54,9 @@ static const char *k_usage =
     "      --auto              run CMD under pprof-run, tune, re-run with PPROF_PLAN, verify,\n"
     "                          repeat while the measured gain is >= 1%\n"
     "      --max-iters N       --auto: re-runs at most (default 3)\n"
+    "      --rerun-disturbed N --auto: run an iteration again, up to N times, when its steps\n"
+    "                          fall into two speed regimes (the machine changed speed during\n"
+    "                          the run; docs/metrics.md \"Regimes\"); 0: never (default 1)\n"
     "      --dialect FILE      a dialect file naming the job's pipeline ranges (docs/dialects.md)\n"
     "      --jitter SPEC       predict the step's median and p95 with this op-duration noise\n"
     "                          (pptrain --sim-jitter's SPEC) instead of the run's own\n"
@@ -78,6 +81,7 @@ enum {
     OPT_BASELINE,
     OPT_AUTO,
     OPT_MAX_ITERS,
+    OPT_RERUN,
     OPT_MB_SIZES,
     OPT_DIALECT,
     OPT_JITTER,
@@ -98,6 +102,7 @@ static const struct option k_opts[] = {
     {"baseline", required_argument, 0, OPT_BASELINE},
     {"auto", no_argument, 0, OPT_AUTO},
     {"max-iters", required_argument, 0, OPT_MAX_ITERS},
+    {"rerun-disturbed", required_argument, 0, OPT_RERUN},
     {"microbatch-sizes", required_argument, 0, OPT_MB_SIZES},
     {"dialect", required_argument, 0, OPT_DIALECT},
     {"jitter", required_argument, 0, OPT_JITTER},
@@ -115,6 +120,7 @@ typedef struct args {
     pp_tune_opts tune;         /* the schedules, memory limit, time budget and formula */
     int64_t global_batch;      /* 0 = the first run's */
     int64_t max_iters;
+    int64_t rerun_disturbed; /* -1: not given */
     int quiet, verbose;
     int n_dirs;
     const char *dirs[MAX_DIRS];
@@ -236,6 +242,8 @@ static int parse_option(int c, char **argv, args *a)
     case OPT_BASELINE: a->baseline = optarg; break;
     case OPT_AUTO: a->auto_mode = 1; break;
     case OPT_MAX_ITERS: return pp_tool_option_i64(optarg, "--max-iters", 1, 100, &a->max_iters);
+    case OPT_RERUN:
+        return pp_tool_option_i64(optarg, "--rerun-disturbed", 0, 10, &a->rerun_disturbed);
     case OPT_MB_SIZES: return pp_tool_option_status(parse_sizes(optarg, a));
     case OPT_DIALECT: return pp_tool_option_status(pp_analysis_dialect_default(optarg));
     case OPT_JITTER: {
@@ -260,6 +268,8 @@ static int check_mode(const args *a)
         return pp_tool_usage_error("a command after '--' is for --auto");
     if (a->baseline && !a->verify_plan)
         return pp_tool_usage_error("--baseline is for --verify");
+    if (a->rerun_disturbed >= 0 && !a->auto_mode)
+        return pp_tool_usage_error("--rerun-disturbed is for --auto");
     if (a->global_batch && !a->advise)
         return pp_tool_usage_error("--global-batch is for --advise");
     if (a->n_mb_sizes && !a->advise)
@@ -306,6 +316,7 @@ static int parse_args(int argc, char **argv, args *a)
     memset(a, 0, sizeof *a);
     a->tune.time_budget_s = 2;
     a->max_iters = 3;
+    a->rerun_disturbed = -1;
     opterr = 0;
     /* '+': stop at the first non-option, so that "--auto -o D -- CMD" leaves CMD alone and
      * options may still follow the directories (handled by the loop below) */
@@ -621,6 +632,7 @@ static int run_auto(const args *a)
         return pp_tool_fail(st);
     job_ctx job = {.pprof_run = pprof_run, .cmd = a->cmd};
     pp_tune_auto_opts ao = {.tune = a->tune, .outdir = outdir, .max_iters = (int)a->max_iters,
+                            .rerun_disturbed = a->rerun_disturbed < 0 ? 1 : (int)a->rerun_disturbed,
                             .gantt = have_gnuplot(), .job = {.run = job_run, .ctx = &job}};
     if (!ao.gantt)
         pp_tool_note(0, "gnuplot not found (install gnuplot-nox): no Gantt pictures");
