@@ -571,7 +571,7 @@ Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
 
 /* A run whose machine changed speed for a stretch of its steps measures the mixture of two
  * speeds, and its costs make the next prediction from a mixture too. The sim backend's regime
- * jitter (steps 10-19 of 30 at 1.3x) makes such a run on purpose: --auto finds the two regimes,
+ * jitter (steps 8-14 of 20 at 1.3x) makes such a run on purpose: --auto finds the two regimes,
  * sets the run aside as iter0-disturbed1 and runs the job again (a job that is slow on its first
  * run only, so the second is steady); --rerun-disturbed 0 keeps the first run and says that its
  * steps fell into two regimes; a job slow every time is run 1 + N times, the last kept. */
@@ -589,9 +589,9 @@ Test(tune, auto_runs_an_iteration_again_when_the_machine_changed_speed)
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         unlink(flag);
         snprintf(job, sizeof job,
-                 "F='%s'; J=lognormal:0.03,seed=5; if %s; then J=$J,regime:10-19:1.3; fi; "
+                 "F='%s'; J=lognormal:0.03,seed=5; if %s; then J=$J,regime:8-14:1.3; fi; "
                  "touch \"$F\"; exec '%s' --backend sim --costs '%s' --stages 2 "
-                 "--microbatches 4 --schedule 1f1b --steps 30 --sim-jitter \"$J\" -q",
+                 "--microbatches 4 --schedule 1f1b --steps 20 --sim-jitter \"$J\" -q",
                  flag, k_cases[i].when, PPTRAIN, costs);
         char out[32];
         snprintf(out, sizeof out, "regime%zu", i);
@@ -621,8 +621,8 @@ Test(tune, auto_runs_an_iteration_again_when_the_machine_changed_speed)
         const char *line = strstr(r.out, "iter 0: run ");
         if (runs > 1) {
             cr_expect(line && strncmp(line, want, strlen(want)) == 0, "case %zu:\n%s", i, r.out);
-            /* the set-aside run's regimes: 10 slow steps, 19 fast (the first is warm-up) */
-            cr_expect(line && strstr(line, "(19 at ") && strstr(line, ", 10 at "),
+            /* the set-aside run's regimes: 7 slow steps, 12 fast (the first is warm-up) */
+            cr_expect(line && strstr(line, "(12 at ") && strstr(line, ", 7 at "),
                       "case %zu:\n%s", i, r.out);
             cr_expect(strstr(r.err, "set aside as") != NULL, "case %zu:\n%s", i, r.err);
         } else {
