@@ -749,6 +749,22 @@ static int merge_runs(conv *c)
 
 /* ---- events ---- */
 
+/* PaddlePaddle's profiler (paddle.profiler, export_chrome_tracing) writes its host events
+ * under categories of its own: its operators and their inner steps, the user's RecordEvent
+ * ranges, each layer's forward (named by its class), the optimizer's step, its ProfileStep#N. */
+static int is_paddle_cat(const char *cat)
+{
+    static const char *const k[] = {"Operator",     "OperatorInner", "UserDefined",
+                                    "PythonUserDefined", "PythonOp",  "Forward",
+                                    "Backward",     "Optimization",  "Dataloader",
+                                    "ProfileStep",  "Communication", "DygraphKernelLaunch",
+                                    "StaticKernelLaunch"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(cat, k[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static int is_cpu_cat(const char *cat)
 {
     static const char *const k[] = {"cpu_op", "user_annotation", "python_function",
@@ -756,7 +772,32 @@ static int is_cpu_cat(const char *cat)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(cat, k[i]) == 0)
             return 1;
-    return 0;
+    return is_paddle_cat(cat);
+}
+
+/* The length of a Paddle event's name without the duration Paddle appends to every name
+ * ("forward[291.275 us]", "ProfileStep#1[21.889 ms]"): a final "[<number> <ns|us|ms|s>]". Any
+ * other name keeps its length. */
+static size_t paddle_name_len(const char *name, size_t len)
+{
+    if (len < 5 || name[len - 1] != ']')
+        return len;
+    size_t i = len - 1;
+    while (i > 0 && name[i - 1] >= 'a' && name[i - 1] <= 'z')
+        i--;
+    size_t unit = len - 1 - i;
+    if (unit < 1 || unit > 2 || i == 0 || name[i - 1] != ' ')
+        return len;
+    size_t j = i - 1, digits = 0;
+    while (j > 0 && ((name[j - 1] >= '0' && name[j - 1] <= '9') || name[j - 1] == '.'))
+        j--, digits++;
+    if (!digits || j == 0 || name[j - 1] != '[' || j - 1 == 0)
+        return len;
+    const char *u = name + i;
+    int known = (unit == 2 && (strncmp(u, "ns", 2) == 0 || strncmp(u, "us", 2) == 0 ||
+                               strncmp(u, "ms", 2) == 0)) ||
+                (unit == 1 && u[0] == 's');
+    return known ? j - 1 : len;
 }
 
 static int gpu_kind_of(const char *cat)
@@ -894,7 +935,8 @@ static int on_cpu(conv *c, const kin *e, int mark)
         c->have_pid = 1;
     }
     uint32_t domain = domain_of(c, e->cat);
-    uint32_t name = name_id(c, e->name, e->name_len);
+    size_t name_len = is_paddle_cat(e->cat) ? paddle_name_len(e->name, e->name_len) : e->name_len;
+    uint32_t name = name_id(c, e->name, name_len);
     if (!domain || !name)
         return 0;
     kev k = {.t0 = t0, .t1 = t1, .thread = index, .name = name, .domain = domain,

@@ -316,6 +316,41 @@ Test(kineto, a_child_ending_past_its_parent_by_rounding_alone_still_nests)
     }
 }
 
+/* PaddlePaddle's profiler: its categories are host events, and the duration it appends to every
+ * name ("forward[291.275 us]") is cut, so the same range keeps one name; only a final
+ * "[<number> <ns|us|ms|s>]" and only in Paddle's categories */
+Test(kineto, paddle_categories_are_host_events_and_their_names_lose_the_duration)
+{
+    const char *j = "{\"traceEvents\":["
+                    EV("ProfileStep", "ProfileStep#1[21.889 ms]", 1, 100, 900) ","
+                    EV("Forward", "Block[98.496 us]", 1, 110, 98.496) ","
+                    EV("Operator", "matmul dygraph[12 us]", 1, 120, 12) ","
+                    EV("UserDefined", "backward[1 s]", 1, 300, 200) ","
+                    EV("PythonUserDefined", "mine[7 ns]x", 1, 520, 10) ","
+                    EV("PythonUserDefined", "odd[1.5 xs]", 1, 540, 10) ","
+                    EV("PythonUserDefined", "[3 us]", 1, 560, 10) ","
+                    EV("PythonUserDefined", "nospace[3us]", 1, 580, 10) ","
+                    EV("cpu_op", "aten::mm[5 us]", 1, 600, 10) ","
+                    EV("Kernel", "not a host event", 1, 700, 10) "]}";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    static const char *const want[] = {"ProfileStep#1", "Block", "matmul dygraph", "backward",
+                                       "mine[7 ns]x", "odd[1.5 xs]", "[3 us]", "nospace[3us]",
+                                       "aten::mm[5 us]"};
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        if (t->events[i].type != PP_REC_PUSH && t->events[i].type != PP_REC_START)
+            continue;
+        cr_assert_lt(n, sizeof want / sizeof want[0]);
+        cr_expect_str_eq(t->events[i].message, want[n], "range %zu", n);
+        n++;
+    }
+    cr_expect_eq(n, sizeof want / sizeof want[0], "%zu ranges: Paddle's 8 and torch's 1", n);
+    cr_expect_str_eq(pp_trace_domain_name(t, t->events[0].domain), "ProfileStep");
+    pp_trace_free(t);
+}
+
 /* a..f in start order but c (100 us late: inside a window of 3), then g, further back than the
  * window, converted with a window of 3 events */
 static void convert_late(pp_kineto_stats *s, pp_trace **t)
@@ -1045,6 +1080,56 @@ Test(kineto, megatron_interleaved_chunks_from_their_modules)
     cr_expect_eq(r.code, 2, "%s%s", r.out, r.err);
     cr_expect(strstr(r.err, "Megatron-LM's interleaved schedule") != NULL, "%s", r.err);
     tk_result_free(&r);
+}
+
+/* A real PaddlePaddle pipeline-parallel job (tests/data/kineto/pd: fleet's PipelineParallel, 1F1B,
+ * 2 ranks on CPU, 4 blocks of 1, 1, 1, 3 Linear+tanh, 4 micro-batches, 3 profiled steps;
+ * recorded with paddlepaddle 3.3.1 by tests/py/paddle_pipe.py, its traces gzipped). Paddle's
+ * profiler writes categories of its own and appends each event's duration to its name; its
+ * traces hold no pipeline range (its pipeline schedule records none) and no p2p event. Before,
+ * pprof-report read 0 events of them ("the traces hold no NVTX range or mark"); now every host
+ * event, by its name: each block's forward (Paddle's Forward events, named by the layer's
+ * class) once per micro-batch on its rank, its Linear layers likewise, one ProfileStep#N per
+ * rank and step; no name with a duration in it, and no pipeline claimed. */
+Test(kineto, paddle_pipeline_job_read_as_its_host_events)
+{
+    cJSON *j = report_json(DATA "/pd");
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cJSON *stages = cJSON_GetObjectItem(p, "stages");
+    cr_expect(!cJSON_IsNumber(stages) || stages->valueint == 0, "a pipeline of %d stages claimed",
+              cJSON_IsNumber(stages) ? stages->valueint : -1);
+    cJSON *files = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files");
+    cr_assert_eq(cJSON_GetArraySize(files), 2);
+    static const struct { const char *domain, *name; int count; } want[] = {
+        {"Forward", "Block", 3 * 4 * 4},          /* 4 blocks, 4 micro-batches, 3 steps */
+        {"Forward", "Linear", 3 * 4 * 6},         /* 1 + 1 + 1 + 3 Linear layers */
+        {"Forward", "MSELoss", 3 * 4},            /* the last stage's loss */
+        {"UserDefined", "backward", 3 * 4 * 2},   /* each rank's backward per micro-batch */
+        {"ProfileStep", "ProfileStep#1", 2},
+        {"ProfileStep", "ProfileStep#3", 2},
+        {"Optimization", "Optimization Step", 3 * 2}};
+    int found[sizeof want / sizeof want[0]] = {0};
+    cJSON *r;
+    int n = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *dom = cJSON_GetObjectItem(r, "domain")->valuestring;
+        const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+        size_t len = strlen(name);
+        cr_expect(len < 2 || strcmp(name + len - 2, "s]") != 0, "%s: '%s' keeps its duration",
+                  dom, name);
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            if (strcmp(dom, want[i].domain) == 0 && strcmp(name, want[i].name) == 0) {
+                found[i] = 1;
+                cr_expect_eq(cJSON_GetObjectItem(r, "count")->valueint, want[i].count, "%s %s",
+                             dom, name);
+            }
+        n++;
+    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(found[i], "no %s range %s", want[i].domain, want[i].name);
+    cr_expect_gt(n, 50, "%d range names", n);
+    cJSON_Delete(j);
 }
 
 /* In the Chrome export of trace directory dir, the sends of Megatron's combined call: two sends
