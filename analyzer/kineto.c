@@ -772,7 +772,7 @@ static int is_cpu_cat(const char *cat)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(cat, k[i]) == 0)
             return 1;
-    return is_paddle_cat(cat);
+    return cat[0] >= 'A' && cat[0] <= 'Z' && is_paddle_cat(cat);
 }
 
 /* The length of a Paddle event's name without the duration Paddle appends to every name
@@ -935,7 +935,10 @@ static int on_cpu(conv *c, const kin *e, int mark)
         c->have_pid = 1;
     }
     uint32_t domain = domain_of(c, e->cat);
-    size_t name_len = is_paddle_cat(e->cat) ? paddle_name_len(e->name, e->name_len) : e->name_len;
+    /* Paddle's categories are capitalised, torch's (but Runtime) are not */
+    size_t name_len = e->cat[0] >= 'A' && e->cat[0] <= 'Z' && is_paddle_cat(e->cat)
+                          ? paddle_name_len(e->name, e->name_len)
+                          : e->name_len;
     uint32_t name = name_id(c, e->name, name_len);
     if (!domain || !name)
         return 0;
