@@ -317,12 +317,11 @@ typedef struct file_state {
     decoded stack_op;
     /* Megatron-LM: the latest forward and backward op (has_: seen) a send's direction picks,
      * and the p2p_communication call open around the transfers (its start, and the sends and
-     * receives posted in it so far, and whether they are posted one by one, by _p2p_ops:
-     * decode.c, megatron_p2p_dir) */
+     * receives posted in it so far: decode.c, megatron_p2p_dir) */
     int has_stack_fwd, has_stack_bwd;
     decoded stack_fwd, stack_bwd;
     uint64_t mg_p2p_t0;
-    int mg_p2p_sends, mg_p2p_recvs, mg_p2p_single;
+    int mg_p2p_sends, mg_p2p_recvs;
     struct stack_recv {
         uint64_t t0, t1;
         uint32_t message, category, tid;

@@ -718,16 +718,14 @@ static int megatron_p2p_dir(file_state *f, const thread_state *t, const open_ran
     if (call->t0 != f->mg_p2p_t0) {
         f->mg_p2p_t0 = call->t0;
         f->mg_p2p_sends = f->mg_p2p_recvs = 0;
-        f->mg_p2p_single = 0;
     }
-    f->mg_p2p_single |= single;
     int n = send ? f->mg_p2p_sends++ : f->mg_p2p_recvs++;
     int w = p2p_words(fn + 3, send ? "send_" : "recv_");
     if (w == 1 || w == 2)
         return w - 1;
     if (w != 3)
         return -1;
-    if (send && f->mg_p2p_single) {
+    if (send && single) {
         /* the latest forward ran the last virtual stage: its chunk the last of the rank's (every
          * chunk has run a forward before the last one does), its rank the pipeline's last */
         int last = f->has_stack_fwd && f->n_stages > 0 &&

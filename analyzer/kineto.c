@@ -754,6 +754,8 @@ static int merge_runs(conv *c)
  * ranges, each layer's forward (named by its class), the optimizer's step, its ProfileStep#N. */
 static int is_paddle_cat(const char *cat)
 {
+    if (cat[0] < 'A' || cat[0] > 'Z')
+        return 0; /* all of them capitalised, torch's categories not (but Runtime): one test */
     static const char *const k[] = {"Operator",     "OperatorInner", "UserDefined",
                                     "PythonUserDefined", "PythonOp",  "Forward",
                                     "Backward",     "Optimization",  "Dataloader",
@@ -772,7 +774,7 @@ static int is_cpu_cat(const char *cat)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(cat, k[i]) == 0)
             return 1;
-    return cat[0] >= 'A' && cat[0] <= 'Z' && is_paddle_cat(cat);
+    return is_paddle_cat(cat);
 }
 
 /* The length of a Paddle event's name without the duration Paddle appends to every name
@@ -935,10 +937,8 @@ static int on_cpu(conv *c, const kin *e, int mark)
         c->have_pid = 1;
     }
     uint32_t domain = domain_of(c, e->cat);
-    /* Paddle's categories are capitalised, torch's (but Runtime) are not */
-    size_t name_len = e->cat[0] >= 'A' && e->cat[0] <= 'Z' && is_paddle_cat(e->cat)
-                          ? paddle_name_len(e->name, e->name_len)
-                          : e->name_len;
+    size_t name_len =
+        is_paddle_cat(e->cat) ? paddle_name_len(e->name, e->name_len) : e->name_len;
     uint32_t name = name_id(c, e->name, name_len);
     if (!domain || !name)
         return 0;

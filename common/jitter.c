@@ -144,7 +144,6 @@ enum { SEEN_DIST = 1, SEEN_TAIL = 2, SEEN_SEED = 4, SEEN_REGIME = 8 };
 
 #define KNOWN "lognormal:SIGMA, uniform:W, tail:P:X, regime:A-B:X, seed=N or none"
 
-
 /* One number of a part: `what` names it in the message ("sigma"). */
 static pp_status part_number(const char *spec, const char *text, const char *what, double lo,
                              double hi, double *out)
@@ -169,11 +168,10 @@ static pp_status parse_regime(const char *spec, const char *part, char *text, pp
     pp_status st = pp_parse_i64(text, "regime's first step", 1, INT64_MAX, &r.first);
     if (st == PP_OK)
         st = pp_parse_i64(dash + 1, "regime's last step", 1, INT64_MAX, &r.last);
-    if (st == PP_OK)
-        st = part_number(spec, x + 1, "regime factor", 1.0 / PP_JITTER_MAX_REGIME_X,
-                         PP_JITTER_MAX_REGIME_X, &r.x);
-    else
+    if (st != PP_OK)
         return pp_error_wrap(st, "jitter spec '%s'", spec);
+    st = part_number(spec, x + 1, "regime factor", 1.0 / PP_JITTER_MAX_REGIME_X,
+                     PP_JITTER_MAX_REGIME_X, &r.x);
     if (st != PP_OK)
         return st;
     if (r.last < r.first)
