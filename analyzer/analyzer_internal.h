@@ -234,6 +234,8 @@ typedef struct file_state {
     size_t n_strings;   /* strings defined */
     vec msgs;           /* msg_info by string id */
     uint32_t pipeprof_domain; /* 0 = not seen */
+    uint32_t paddle_tl[2];    /* PaddlePaddle's "pipeline timeline" and "virtual pipeline
+                                 timeline" domains (docs/dialects.md), 0 = not seen */
     uint64_t off[PP_NVTX_FIELD_COUNT]; /* field offsets of pipeprof.event (pp_nvtx_fields order) */
     int schema_ok;
     vec threads;        /* thread_state */

@@ -479,7 +479,8 @@ static const char *domain_of(file_state *f, uint32_t id)
 }
 
 /* What the dialects say about string `id` in `domain` into *x (the user's file first, then
- * the torch names); its src (0: no match). */
+ * Paddle's pipeline timeline in its domains, the torch names elsewhere); its src (0: no match,
+ * 1 the file, 2 torch, 3 Paddle). */
 static int dialect_eval(file_state *f, uint32_t id, uint32_t domain, pp_dialect_match *x)
 {
     const char *name = an_str_of(f, id);
@@ -487,6 +488,8 @@ static int dialect_eval(file_state *f, uint32_t id, uint32_t domain, pp_dialect_
         return 0;
     if (f->dialect && pp_dialect_match_name(f->dialect, domain_of(f, domain), name, x))
         return 1;
+    if (domain && (domain == f->paddle_tl[0] || domain == f->paddle_tl[1]))
+        return pp_dialect_paddle_match(domain == f->paddle_tl[1], name, x) ? 3 : 0;
     return pp_dialect_torch_match(name, x) ? 2 : 0;
 }
 
@@ -576,6 +579,7 @@ static void dialect_resolve(const state *st, file_state *f, thread_state *t,
         switch (m->from[k]) {
         case PP_DFROM_VALUE: v = m->v[k]; break;
         case PP_DFROM_RANK: v = trace_rank(f); break;
+        case PP_DFROM_THREAD: v = (int64_t)t->tid - 1; break; /* tid 0: -1, unset */
         case PP_DFROM_SEQUENCE:
             if (k == PP_DF_LAYER)
                 v = t->dlayer_seq++;
@@ -1422,6 +1426,8 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
         f->megatron = 1;
     if (src == 1)
         st->dialect_used = pp_dialect_name(f->dialect);
+    else if (src == 3)
+        st->dialect_used = PP_DIALECT_PADDLE_TIMELINE;
     else if (f->deepspeed)
         st->dialect_used = PP_DIALECT_DEEPSPEED;
     else if (f->megatron)
@@ -1968,9 +1974,16 @@ static void on_meta(state *st, file_state *f, const pp_trace_block *blk)
             if (h.size < sizeof d)
                 continue;
             memcpy(&d, rec, sizeof d);
-            if (!f->pipeprof_domain && strcmp(an_str_of(f, d.name), PP_NVTX_DOMAIN) == 0)
+            const char *name = an_str_of(f, d.name);
+            if (!f->pipeprof_domain && strcmp(name, PP_NVTX_DOMAIN) == 0) {
                 f->pipeprof_domain = d.id;
-            else if (f->dialect && pp_dialect_uses_domains(f->dialect) && f->domains.n < 4096) {
+                continue;
+            }
+            for (int k = 0; k < 2; k++) /* Paddle's timeline domains: its names built in */
+                if (!f->paddle_tl[k] && strcmp(name, k ? "virtual pipeline timeline"
+                                                       : "pipeline timeline") == 0)
+                    f->paddle_tl[k] = d.id;
+            if (f->dialect && pp_dialect_uses_domains(f->dialect) && f->domains.n < 4096) {
                 domain_name *dn = vec_push(&f->domains); /* for the rules naming a domain */
                 if (dn)
                     *dn = (domain_name){d.id, d.name};

@@ -531,6 +531,30 @@ int pp_dialect_torch_sub(const pp_dialect_match *m, int k, pp_dialect_match *out
     return 1;
 }
 
+/* ---- PaddlePaddle's pipeline timeline ---- */
+
+int pp_dialect_paddle_match(int virtual_chunks, const char *name, pp_dialect_match *m)
+{
+    int kind = name[0] == 'F' ? PP_NVTX_FWD : name[0] == 'B' ? PP_NVTX_BWD : -1;
+    const char *s = name + 1;
+    int64_t mb, chunk = 0;
+    if (kind < 0 || !read_num(&s, 7, &mb) || mb > k_field_max[PP_DF_MB])
+        return 0;
+    if (virtual_chunks && (strncmp(s, "_VP", 3) != 0 || (s += 3, !read_num(&s, 2, &chunk)) ||
+                           chunk > k_field_max[PP_DF_CHUNK]))
+        return 0;
+    if (*s)
+        return 0;
+    *m = (pp_dialect_match){.kind = kind, .rule = -1, .torch_stage_id = -1};
+    for (int k = 0; k < PP_DF_COUNT; k++)
+        m->v[k] = -1;
+    m->from[PP_DF_STAGE] = PP_DFROM_THREAD;
+    m->from[PP_DF_MB] = m->from[PP_DF_CHUNK] = PP_DFROM_VALUE;
+    m->v[PP_DF_MB] = mb;
+    m->v[PP_DF_CHUNK] = chunk;
+    return 1;
+}
+
 int pp_dialect_is_torch_profiler(const char *dialect)
 {
     return dialect && (strcmp(dialect, PP_DIALECT_TORCH) == 0 ||

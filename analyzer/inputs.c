@@ -177,8 +177,19 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
         for (size_t i = 0; st == PP_OK && i < pft.n; i++)
             st = add_pft(in, ((char **)pft.data)[i]);
         size_t found = 0;
+        int paddle_lines = 0; /* Paddle's pipeline timeline files, one per rank */
+        for (size_t i = 0; i < js.n; i++)
+            paddle_lines |= strstr(((char **)js.data)[i], "/profile_record_tmp_file_for_rank_") != NULL;
         for (size_t i = 0; st == PP_OK && i < js.n; i++) {
             const char *p = ((char **)js.data)[i];
+            if (paddle_lines && ends_with(p, "/pipeline_profile.json")) {
+                /* Paddle's profiler_helper.py merges those files into this one, beside them */
+                pp_append_line(in->notes, sizeof in->notes,
+                               "%s: not read, the profile_record_tmp_file_for_rank_* files it "
+                               "merges are read instead",
+                               p);
+                continue;
+            }
             if (pp_kineto_sniff(p)) {
                 st = push_str(kineto, p);
                 found++;

@@ -11,7 +11,12 @@
  * its Python tracer's events after every CPU op: a run of their own) and merged back by time at
  * the end. Each thread keeps a stack of its open ranges: an event that ends before
  * the range it starts in is nested (PUSH/POP), one that outlives it (gloo:send and gloo:recv
- * outlive the action they start in) becomes a START/END pair with a range id. */
+ * outlive the action they start in) becomes a START/END pair with a range id.
+ *
+ * Begin and end events ("ph" "B" and "E", which Kineto does not write but other Chrome traces
+ * do) are paired per thread, the latest begin with the next end, and go in as one complete
+ * event. A file of events one after another (JSON lines) is read as their array: PaddlePaddle's
+ * pipeline timeline (pp_configs.profiling) is such a file of begins and ends, in milliseconds. */
 #include "kineto_json.h"
 #include "pp_kineto.h"
 #include "pp_trace.h"
@@ -78,6 +83,11 @@ typedef struct kthread {
     size_t depth, cap_stack;
     open_entry *ends;  /* async ranges: a min-heap by end */
     size_t n_ends, cap_ends;
+    struct kbegin {    /* "B" events not ended yet, the latest last */
+        uint64_t t0, tol;
+        uint32_t name, domain;
+    } *begins;
+    size_t n_begins, cap_begins;
 } kthread;
 
 /* One CPU event waiting in the reorder window. */
@@ -124,6 +134,7 @@ typedef struct conv {
     uint64_t seq, watermark, range_id;
     int watermark_set;
     size_t open_total;
+    size_t begins_total; /* "B" events waiting over all threads (PP_KINETO_MAX_BEGINS) */
     FILE *spill[2]; /* the API records, the GPU records: each in the order of its kind's events */
     uint64_t spilled;
     /* sorted runs (docs/kineto.md "Order"): once the window first fills, the events it releases
@@ -777,6 +788,15 @@ static int is_cpu_cat(const char *cat)
     return is_paddle_cat(cat);
 }
 
+/* PaddlePaddle's pipeline timeline (fleet's PipelineParallel with pp_configs.profiling): begin
+ * and end events of each micro-batch's forward and backward, their "ts" in milliseconds
+ * (int(time.time() * 1000)), not the microseconds of a Chrome trace. */
+static int is_timeline_cat(const char *cat)
+{
+    return (cat[0] == 'p' && strcmp(cat, "pipeline timeline") == 0) ||
+           (cat[0] == 'v' && strcmp(cat, "virtual pipeline timeline") == 0);
+}
+
 /* The length of a Paddle event's name without the duration Paddle appends to every name
  * ("forward[291.275 us]", "ProfileStep#1[21.889 ms]"): a final "[<number> <ns|us|ms|s>]". Any
  * other name keeps its length. */
@@ -915,35 +935,116 @@ static int on_api(conv *c, const kin *e, int driver)
     return spill(c, 0, &a, sizeof a);
 }
 
-static int on_cpu(conv *c, const kin *e, int mark)
+/* The event's thread (its index in *index); NULL, counted, when its tid is unusable or past
+ * the threads' cap. Its pid becomes the trace's when it is the first. */
+static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
 {
-    uint64_t t0, t1, tol = 1;
-    if (!times_of(c, e, &t0, &t1, !mark, &tol))
-        return 1;
     uint32_t tid = tid_of(c, e);
     if (tid == UINT32_MAX) {
         c->s->malformed++;
         problem(c, "%s", "events without a usable tid: skipped");
-        return 1;
+        return NULL;
     }
-    uint32_t index;
-    if (!thread_get(c, tid, &index)) {
+    kthread *t = thread_get(c, tid, index);
+    if (!t) {
         c->s->dropped_caps++;
         problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
-        return 1;
+        return NULL;
     }
     if (!c->have_pid && e->pid_num && e->pid >= 0 && e->pid <= UINT32_MAX) {
         c->pid = (uint32_t)e->pid;
         c->have_pid = 1;
     }
-    uint32_t domain = domain_of(c, e->cat);
+    return t;
+}
+
+/* The event's name's id (Paddle's duration suffix cut), 0 when out of memory. */
+static uint32_t event_name(conv *c, const kin *e)
+{
     size_t name_len =
         is_paddle_cat(e->cat) ? paddle_name_len(e->name, e->name_len) : e->name_len;
-    uint32_t name = name_id(c, e->name, name_len);
+    return name_id(c, e->name, name_len);
+}
+
+static int on_cpu(conv *c, const kin *e, int mark)
+{
+    uint64_t t0, t1, tol = 1;
+    if (!times_of(c, e, &t0, &t1, !mark, &tol))
+        return 1;
+    uint32_t index;
+    if (!event_thread(c, e, &index))
+        return 1;
+    uint32_t domain = domain_of(c, e->cat);
+    uint32_t name = event_name(c, e);
     if (!domain || !name)
         return 0;
     kev k = {.t0 = t0, .t1 = t1, .thread = index, .name = name, .domain = domain,
              .mark = (uint32_t)mark, .tol = tol};
+    return enqueue(c, k);
+}
+
+/* A begin or end event's time (and its rounding, *tol) and thread; NULL, counted, when either
+ * is unusable. */
+static kthread *edge_of(conv *c, const kin *e, uint64_t *ts, uint64_t *tol, uint32_t *index)
+{
+    uint64_t same;
+    return times_of(c, e, ts, &same, 0, tol) ? event_thread(c, e, index) : NULL;
+}
+
+/* A "B" event: kept on its thread until the "E" that ends it. */
+static int on_begin(conv *c, const kin *e)
+{
+    uint64_t t0, tol = 1;
+    uint32_t index;
+    kthread *t = edge_of(c, e, &t0, &tol, &index);
+    if (!t)
+        return 1;
+    if (c->begins_total == PP_KINETO_MAX_BEGINS || t->n_begins == PP_KINETO_MAX_DEPTH) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "too many begin (\"B\") events waiting for their end: some dropped");
+        return 1;
+    }
+    if (t->n_begins == t->cap_begins) {
+        size_t cap = t->cap_begins ? 2 * t->cap_begins : 8;
+        struct kbegin *p = pp_realloc_array(t->begins, cap, sizeof *p);
+        if (!p)
+            return 0;
+        t->begins = p;
+        t->cap_begins = cap;
+    }
+    uint32_t domain = domain_of(c, e->cat);
+    uint32_t name = event_name(c, e);
+    if (!domain || !name)
+        return 0;
+    t->begins[t->n_begins++] = (struct kbegin){.t0 = t0, .tol = tol, .name = name,
+                                               .domain = domain};
+    c->begins_total++;
+    return 1;
+}
+
+/* An "E" event: ends its thread's latest begin (whatever either names, as Chrome pairs them),
+ * which goes in as a complete event. */
+static int on_end(conv *c, const kin *e)
+{
+    uint64_t t1, tol = 1;
+    uint32_t index;
+    kthread *t = edge_of(c, e, &t1, &tol, &index);
+    if (!t)
+        return 1;
+    if (!t->n_begins) {
+        c->s->unpaired++;
+        problem(c, "%s", "end (\"E\") events with no begin open on their thread: skipped");
+        return 1;
+    }
+    struct kbegin b = t->begins[--t->n_begins];
+    c->begins_total--;
+    if (t1 < b.t0) {
+        c->s->malformed++;
+        problem(c, "%s", "end (\"E\") events before their begin: skipped");
+        return 1;
+    }
+    kev k = {.t0 = b.t0, .t1 = t1, .thread = index, .name = b.name, .domain = b.domain,
+             .tol = b.tol > tol ? b.tol : tol};
     return enqueue(c, k);
 }
 
@@ -1074,6 +1175,11 @@ static int dispatch(conv *c, const kin *e)
         if (e->cat[0] && is_cpu_cat(e->cat))
             return on_cpu(c, e, 1);
         break;
+    case 'B':
+    case 'E':
+        if (is_timeline_cat(e->cat) || is_cpu_cat(e->cat))
+            return e->ph == 'B' ? on_begin(c, e) : on_end(c, e);
+        break;
     case 'M': return on_meta_event(c, e);
     default: break;
     }
@@ -1142,30 +1248,52 @@ static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
 {
     kin *e = ctx;
     int ignored = 0; /* a wrong type in args costs only that value */
-    if (strcmp(key, "correlation") == 0)
-        take_num(v, c->lx, &e->correlation, &e->has_corr, &ignored);
-    else if (strcmp(key, "device") == 0)
-        take_num(v, c->lx, &e->device, &e->has_device, &ignored);
-    else if (strcmp(key, "stream") == 0)
-        take_num(v, c->lx, &e->stream, &e->has_stream, &ignored);
-    else if (strcmp(key, "bytes") == 0)
-        take_num(v, c->lx, &e->bytes, &e->has_bytes, &ignored);
-    else if (strcmp(key, "cbid") == 0)
-        take_num(v, c->lx, &e->cbid, &e->has_cbid, &ignored);
-    else if (strcmp(key, "Total Allocated") == 0)
-        take_num(v, c->lx, &e->mem_alloc, &e->has_alloc, &ignored);
-    else if (strcmp(key, "Total Reserved") == 0)
-        take_num(v, c->lx, &e->mem_reserved, &e->has_reserved, &ignored);
-    else if (strcmp(key, "Device Type") == 0)
-        take_num(v, c->lx, &e->mem_dtype, &e->has_dtype, &ignored);
-    else if (strcmp(key, "Device Id") == 0)
-        take_num(v, c->lx, &e->mem_did, &e->has_did, &ignored);
-    else if (strcmp(key, "name") == 0 && v == KJ_STR)
-        take_str(c, v, e->arg_name, sizeof e->arg_name, &ignored);
+    /* by first letter: most keys are none of these (torch's "External id", "Ev Idx", ...) */
+    switch (key[0]) {
+    case 'c':
+        if (strcmp(key, "correlation") == 0)
+            take_num(v, c->lx, &e->correlation, &e->has_corr, &ignored);
+        else if (strcmp(key, "cbid") == 0)
+            take_num(v, c->lx, &e->cbid, &e->has_cbid, &ignored);
+        break;
+    case 'd':
+        if (strcmp(key, "device") == 0)
+            take_num(v, c->lx, &e->device, &e->has_device, &ignored);
+        break;
+    case 's':
+        if (strcmp(key, "stream") == 0)
+            take_num(v, c->lx, &e->stream, &e->has_stream, &ignored);
+        break;
+    case 'b':
+        if (strcmp(key, "bytes") == 0)
+            take_num(v, c->lx, &e->bytes, &e->has_bytes, &ignored);
+        break;
+    case 'T':
+        if (strcmp(key, "Total Allocated") == 0)
+            take_num(v, c->lx, &e->mem_alloc, &e->has_alloc, &ignored);
+        else if (strcmp(key, "Total Reserved") == 0)
+            take_num(v, c->lx, &e->mem_reserved, &e->has_reserved, &ignored);
+        break;
+    case 'D':
+        if (strcmp(key, "Device Type") == 0)
+            take_num(v, c->lx, &e->mem_dtype, &e->has_dtype, &ignored);
+        else if (strcmp(key, "Device Id") == 0)
+            take_num(v, c->lx, &e->mem_did, &e->has_did, &ignored);
+        break;
+    case 'n':
+        if (strcmp(key, "name") == 0 && v == KJ_STR)
+            take_str(c, v, e->arg_name, sizeof e->arg_name, &ignored);
+        break;
+    default: break;
+    }
     return kj_skip(c->lx, v);
 }
 
-static kj_tok event_member(conv *c, const char *key, kj_tok v, void *ctx)
+/* One member of an event object. Inlined where it is used (the events' walk, and the top level
+ * for a file of events one after another): out of line, its key comparisons are calls
+ * (bench_kineto 5% slower, measured). */
+static inline __attribute__((always_inline)) kj_tok event_member(conv *c, const char *key,
+                                                                  kj_tok v, void *ctx)
 {
     kin *e = ctx;
     switch (key[0]) {
@@ -1232,6 +1360,31 @@ static kj_tok event_member(conv *c, const char *key, kj_tok v, void *ctx)
     return kj_skip(c->lx, v);
 }
 
+static void event_reset(kin *e)
+{
+    e->ph = 0;
+    e->has_ts = e->has_dur = e->pid_num = e->tid_num = e->bad = 0;
+    e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
+    e->has_alloc = e->has_reserved = e->has_dtype = e->has_did = 0;
+    e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
+    e->name_len = 0;
+}
+
+/* The event just walked into c->ev (its object read) to its records: KJ_OBJ_END, or KJ_ERR
+ * with c->err set. */
+static kj_tok event_done(conv *c)
+{
+    kin *e = &c->ev;
+    c->saw_events = 1;
+    if ((e->ph == 'B' || e->ph == 'E') && e->has_ts && is_timeline_cat(e->cat))
+        e->ts *= 1000.0; /* Paddle's milliseconds (TS_MAX_US still bounds them after) */
+    if (dispatch(c, e))
+        return KJ_OBJ_END;
+    if (c->err == PP_OK)
+        c->err = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
+    return KJ_ERR;
+}
+
 /* One element of traceEvents (its first token read). */
 static kj_tok event(conv *c, kj_tok t)
 {
@@ -1241,22 +1394,9 @@ static kj_tok event(conv *c, kj_tok t)
         problem(c, "%s", "traceEvents elements that are not objects: skipped");
         return kj_skip(c->lx, t);
     }
-    kin *e = &c->ev;
-    e->ph = 0;
-    e->has_ts = e->has_dur = e->pid_num = e->tid_num = e->bad = 0;
-    e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
-    e->has_alloc = e->has_reserved = e->has_dtype = e->has_did = 0;
-    e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
-    e->name_len = 0;
-    kj_tok end = walk_object(c, event_member, e);
-    if (end != KJ_OBJ_END)
-        return end;
-    c->saw_events = 1;
-    if (dispatch(c, e))
-        return KJ_OBJ_END;
-    if (c->err == PP_OK)
-        c->err = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
-    return KJ_ERR;
+    event_reset(&c->ev);
+    kj_tok end = walk_object(c, event_member, &c->ev);
+    return end != KJ_OBJ_END ? end : event_done(c);
 }
 
 /* The elements of an array whose '[' was read, each handed to fn(first token); fn consumes it.
@@ -1432,7 +1572,29 @@ static kj_tok top_member(conv *c, const char *key, kj_tok v, void *ctx)
             c->base_ns = b;
         return v;
     }
-    return kj_skip(c->lx, v);
+    /* the first of a file of events one after another (JSON lines) is an event itself */
+    return event_member(c, key, v, &c->ev);
+}
+
+/* After a first top-level object that held an event ("ph") and no traceEvents: the file is
+ * events one after another (JSON lines), read as their array. That first event, then the
+ * others; KJ_OBJ_END at a clean end (the file ends between events), else the token where it
+ * broke off. */
+static kj_tok events_lines(conv *c)
+{
+    c->s->events_in++;
+    kj_tok t = event_done(c);
+    while (t == KJ_OBJ_END) {
+        t = kj_next(c->lx);
+        if (t == KJ_COMMA) /* "{...},\n{...}": tolerated */
+            t = kj_next(c->lx);
+        if (t == KJ_EOF)
+            return KJ_OBJ_END;
+        if (t != KJ_OBJ)
+            return KJ_ERR;
+        t = event(c, t);
+    }
+    return t;
 }
 
 /* ---- the two passes ---- */
@@ -1522,6 +1684,11 @@ static void header_init(pp_trace_header *h, const conv *c)
 /* Drains the window and closes every thread's ranges. */
 static int finish_events(conv *c)
 {
+    for (size_t i = 0; i < c->n_threads; i++)
+        if (c->threads[i].n_begins) {
+            c->s->unpaired += c->threads[i].n_begins;
+            problem(c, "%s", "begin (\"B\") events never ended: dropped");
+        }
     while (c->n_heap)
         if (!heap_take_one(c, 0))
             return 0;
@@ -1682,6 +1849,7 @@ static void conv_free(conv *c)
         free(c->threads[i].buf);
         free(c->threads[i].stack);
         free(c->threads[i].ends);
+        free(c->threads[i].begins);
     }
     free(c->threads);
     free(c->meta);
@@ -1691,6 +1859,19 @@ static void conv_free(conv *c)
             fclose(c->spill[k]);
     if (c->runs)
         fclose(c->runs);
+}
+
+static int ends_with(const char *s, const char *suffix);
+
+/* The global rank in the name of Paddle's pipeline timeline file (..._for_rank_<N>, N < 2^20),
+ * else -1: the files sort by name as 0, 1, 10, 11, 2, ... */
+static int32_t rank_in_name(const char *path)
+{
+    if (!pp_kineto_name_matches(path) || ends_with(path, ".json") || ends_with(path, ".gz"))
+        return -1;
+    const char *d = strrchr(path, '_') + 1;
+    long r = strtol(d, NULL, 10);
+    return r < (1 << 20) ? (int32_t)r : -1;
 }
 
 static pp_status convert(kj_lexer *lx, const char *what, const char *out,
@@ -1742,7 +1923,12 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
         found = 1;
         end = events_array(c);
     } else if (t == KJ_OBJ) {
+        event_reset(&c->ev);
         end = walk_object(c, top_member, &found);
+        if (end == KJ_OBJ_END && !found && c->ev.ph) {
+            found = 1;
+            end = events_lines(c);
+        }
     } else {
         end = t == KJ_EOF ? KJ_EOF : KJ_ERR;
     }
@@ -1765,6 +1951,8 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
                     what, t == KJ_OBJ ? "object" : "value");
         goto done;
     }
+    if (c->rank < 0)
+        c->rank = rank_in_name(what);
     if (c->rank < 0)
         c->rank = o->default_rank >= 0 && o->default_rank < (1 << 20) ? o->default_rank : -1;
     if (!finish_events(c)) {
@@ -1828,6 +2016,12 @@ int pp_kineto_name_matches(const char *name)
     base = base ? base + 1 : name;
     if (strcmp(base, "manifest.json") == 0 || strcmp(base, "summary.json") == 0)
         return 0;
+    static const char paddle[] = "profile_record_tmp_file_for_rank_"; /* + the global rank */
+    if (strncmp(base, paddle, sizeof paddle - 1) == 0) {
+        const char *d = base + sizeof paddle - 1;
+        size_t n = strspn(d, "0123456789");
+        return n > 0 && n <= 9 && d[n] == '\0';
+    }
     return ends_with(base, ".json") || ends_with(base, ".json.gz");
 }
 
@@ -1869,13 +2063,15 @@ int pp_kineto_sniff(const char *path)
                 break;
             size_t n;
             const char *k = kj_str(lx, &n);
-            int other = strcmp(k, "otherData") == 0;
+            int other = strcmp(k, "otherData") == 0, ph = strcmp(k, "ph") == 0;
             if (strcmp(k, "traceEvents") == 0 || strcmp(k, "schemaVersion") == 0 ||
                 strcmp(k, "deviceProperties") == 0 || strcmp(k, "distributedInfo") == 0)
                 yes = 1;
             if (kj_next(lx) != KJ_COLON)
                 break;
             t = kj_next(lx);
+            if (ph && t == KJ_STR) /* an event: a file of events one after another */
+                yes = 1;
             if (other && t == KJ_OBJ && own_export(lx)) { /* pprof-report --chrome's */
                 yes = 0;
                 break;

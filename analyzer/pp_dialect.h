@@ -48,7 +48,8 @@ typedef enum pp_dialect_from {
                            step: the enclosing step range's, mb: the enclosing compute range's */
     PP_DFROM_VALUE,     /* v[]: a constant of the rule or a number the pattern captured */
     PP_DFROM_RANK,      /* the trace's pipeline rank (decode.c) */
-    PP_DFROM_SEQUENCE   /* counted per thread (docs/dialects.md "sequence") */
+    PP_DFROM_SEQUENCE,  /* counted per thread (docs/dialects.md "sequence") */
+    PP_DFROM_THREAD     /* the range's thread id - 1 (Paddle's pipeline timeline: no rule) */
 } pp_dialect_from;
 
 /* What a name is, by a dialect. kind: a pp_nvtx_kind, PP_NVTX_KIND_NONE (-1) when no rule
@@ -120,6 +121,12 @@ int pp_dialect_match_name(const pp_dialect *d, const char *domain, const char *n
  * cannot be told apart (decode.c) */
 #define PP_SCHED_MEGATRON_INTERLEAVED "megatron-interleaved"
 int pp_dialect_torch_match(const char *name, pp_dialect_match *m);
+/* PaddlePaddle's pipeline timeline (built in, docs/dialects.md "PaddlePaddle's pipeline
+ * timeline"): "F<mb>" / "B<mb>" of its "pipeline timeline" domain (virtual = 0), "F<mb>_VP<c>" /
+ * "B<mb>_VP<c>" of its "virtual pipeline timeline" (virtual = 1); the stage is the thread's id
+ * - 1. The same contract as pp_dialect_match_name. */
+#define PP_DIALECT_PADDLE_TIMELINE "paddle pipeline timeline"
+int pp_dialect_paddle_match(int virtual_chunks, const char *name, pp_dialect_match *m);
 /* 1 when `dialect` (pp_analysis.dialect; NULL allowed) names a torch profiler trace read by the
  * built-in names: torch's, DeepSpeed's or Megatron-LM's. */
 int pp_dialect_is_torch_profiler(const char *dialect);

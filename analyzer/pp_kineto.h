@@ -27,6 +27,7 @@ enum {
     PP_KINETO_MAX_THREADS = 1024,     /* threads (tids) per file */
     PP_KINETO_MAX_DEPTH = 1024,       /* nested ranges per thread */
     PP_KINETO_MAX_OPEN_ASYNC = 65536, /* overlapping (START/END) ranges open per thread */
+    PP_KINETO_MAX_BEGINS = 65536,     /* "B" events waiting for their "E", over all threads */
     PP_KINETO_MAX_NAMES = 1 << 20,    /* distinct names and categories per file */
     PP_KINETO_MAX_DOMAINS = 256       /* distinct categories (one domain each) */
 };
@@ -51,7 +52,8 @@ typedef struct pp_kineto_stats {
     uint64_t malformed;      /* events missing ts/dur/ph, wrong types, NaN, negative or huge */
     uint64_t dropped_late;   /* events out of order in more than PP_KINETO_MAX_RUNS runs */
     uint32_t runs;           /* sorted runs merged (0: the window never filled) */
-    uint64_t dropped_caps;   /* lost to a cap: threads, nesting, open async ranges */
+    uint64_t dropped_caps;   /* lost to a cap: threads, nesting, open async ranges, begins */
+    uint64_t unpaired;       /* "B" events never ended and "E" events with no "B" open */
     uint64_t names_capped;   /* names beyond PP_KINETO_MAX_NAMES, written as one shared name */
     uint64_t strings_truncated; /* strings cut at 4096 bytes */
     int truncated;           /* the JSON ended early or broke off: a partial conversion */
@@ -79,10 +81,12 @@ pp_status pp_kineto_convert_mem(const void *data, size_t len, const char *out,
                                 const pp_kineto_options *o, pp_kineto_stats *stats);
 
 /* Whether a file name is a Kineto trace's: *.json, *.json.gz (tensorboard_trace_handler's
- * *.pt.trace.json among them), other than pprof-run's own manifest.json and summary.json. */
+ * *.pt.trace.json among them), other than pprof-run's own manifest.json and summary.json; or
+ * PaddlePaddle's pipeline timeline, profile_record_tmp_file_for_rank_<N>. */
 int pp_kineto_name_matches(const char *name);
 /* Whether the file at `path` starts like a Kineto trace: gzip, or JSON whose first object key
- * or array element is that of a trace (its first 64 KB read). */
+ * or array element is that of a trace, or whose first object is an event (a "ph" string: JSON
+ * lines of events, Paddle's pipeline timeline); its first 64 KB read. */
 int pp_kineto_sniff(const char *path);
 
 #ifdef __cplusplus

@@ -125,7 +125,9 @@ static size_t mutate(pp_rng *g, const fz_input *in, uint8_t *out, size_t cap)
                                        "1e999", "-1", "18446744073709551617", "\\u", "\\ud800",
                                        "null", "\"ph\":\"X\"", "\"dur\":-1", "\"tid\":\"x\"",
                                        "\"cat\":\"kernel\"", "\"correlation\":4294967295",
-                                       "\"ts\":1e300", "[[[[[[[[", "\0"};
+                                       "\"ts\":1e300", "[[[[[[[[", "\0", "\"ph\":\"B\"",
+                                       "\"ph\":\"E\"", "\"cat\":\"pipeline timeline\"",
+                                       "\"name\":\"F7_VP63\"", "}\n{"};
     size_t n = in->n < cap ? in->n : cap;
     memcpy(out, in->d, n);
     int steps = 1 + (int)pp_rng_below(g, 4);

@@ -351,6 +351,128 @@ Test(kineto, paddle_categories_are_host_events_and_their_names_lose_the_duration
     pp_trace_free(t);
 }
 
+#define BE(ph, cat, name, tid, ts)                                                                 \
+    "{\"name\":\"" name "\",\"cat\":\"" cat "\",\"ph\":\"" ph "\",\"pid\":0,\"tid\":" #tid          \
+    ",\"ts\":" #ts "}"
+
+/* Chrome's begin and end events: an end closes its thread's latest begin (whatever it names);
+ * nested pairs nest; an end with nothing open, a begin never ended and an end before its begin
+ * are counted and dropped, never crash or mispair the others */
+Test(kineto, begin_and_end_events_pair_per_thread_the_latest_begin_first)
+{
+    const char *j = "[" BE("E", "cpu_op", "stray", 1, 50) ","
+                    BE("B", "user_annotation", "outer", 1, 100) ","
+                    BE("B", "cpu_op", "inner", 1, 110) ","
+                    BE("B", "cpu_op", "other thread", 2, 115) ","
+                    BE("E", "cpu_op", "any name", 1, 130) ","
+                    BE("E", "user_annotation", "outer", 1, 200) ","
+                    BE("E", "cpu_op", "other thread", 2, 300) ","
+                    BE("B", "cpu_op", "backwards", 1, 400) ","
+                    BE("E", "cpu_op", "backwards", 1, 390) ","
+                    BE("B", "cpu_op", "never ended", 1, 500) ","
+                    BE("B", "Kernel", "not a host category", 1, 600) "]";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.ranges, 3);
+    cr_expect_eq(s.unpaired, 2, "the stray end and the begin never ended: %llu",
+                 (unsigned long long)s.unpaired);
+    cr_expect_eq(s.malformed, 1, "the end before its begin");
+    cr_expect_eq(s.skipped_other, 1);
+    cr_expect_neq(strstr(s.problem, "end"), NULL, "%s", s.problem);
+    static const struct { uint16_t type; uint32_t tid; uint64_t ts; const char *msg; } want[] = {
+        {PP_REC_PUSH, 1, 100000, "outer"}, {PP_REC_PUSH, 1, 110000, "inner"},
+        {PP_REC_POP, 1, 130000, ""},       {PP_REC_POP, 1, 200000, ""},
+        {PP_REC_PUSH, 2, 115000, "other thread"}, {PP_REC_POP, 2, 300000, ""}};
+    size_t n = 0;
+    for (uint32_t tid = 1; tid <= 2; tid++)
+        for (size_t i = 0; i < t->n_events; i++) {
+            const pp_trace_event *e = &t->events[i];
+            if (e->tid != tid || (e->type != PP_REC_PUSH && e->type != PP_REC_POP))
+                continue;
+            cr_assert_lt(n, sizeof want / sizeof want[0]);
+            cr_expect_eq(e->type, want[n].type, "record %zu", n);
+            cr_expect_eq(e->ts, want[n].ts, "record %zu: %llu", n, (unsigned long long)e->ts);
+            if (e->type == PP_REC_PUSH)
+                cr_expect_str_eq(e->message, want[n].msg, "record %zu", n);
+            n++;
+        }
+    cr_expect_eq(n, sizeof want / sizeof want[0]);
+    pp_trace_free(t);
+}
+
+/* A file of events one after another (JSON lines, as PaddlePaddle's pipeline timeline is) is
+ * read as their array; its "pipeline timeline" categories count in milliseconds; a line broken
+ * off keeps what comes before; a JSON object that is no event and has no traceEvents is not a
+ * trace */
+Test(kineto, events_one_per_line_are_read_as_their_array_paddle_timeline_in_milliseconds)
+{
+    const char *lines = BE("B", "pipeline timeline", "F0", 2, 1796374068190) "\n"
+                        BE("E", "pipeline timeline", "F0", 2, 1796374068207) "\n"
+                        BE("B", "virtual pipeline timeline", "B0_VP1", 2, 1796374068207) "\n"
+                        BE("E", "virtual pipeline timeline", "B0_VP1", 2, 1796374068238) "\n"
+                        BE("B", "cpu_op", "microseconds", 3, 1000) ",\n"
+                        BE("E", "cpu_op", "microseconds", 3, 1017) "\n";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(lines, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.events_in, 6);
+    cr_expect_eq(s.ranges, 3);
+    cr_expect_eq(s.truncated, 0);
+    uint64_t t0[3] = {0}, t1[3] = {0};
+    int k = -1;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        if (e->type == PP_REC_PUSH)
+            t0[++k] = e->ts;
+        else if (e->type == PP_REC_POP && k >= 0)
+            t1[k] = e->ts;
+    }
+    cr_assert_eq(k, 2);
+    /* 17 ms and 31 ms (the ns of a 1.8e18 double: within 256 ns), 17 us */
+    cr_expect_lt(llabs((long long)(t1[0] - t0[0]) - 17000000LL), 256);
+    cr_expect_lt(llabs((long long)(t1[1] - t0[1]) - 31000000LL), 256);
+    cr_expect_eq(t1[2] - t0[2], 17000);
+    pp_trace_free(t);
+
+    /* a last line broken off: the lines before it */
+    char cut[1024];
+    snprintf(cut, sizeof cut, "%s%s", lines, "{\"name\": \"F1\", \"ph\": \"B");
+    cr_assert_eq(convert_text(cut, NULL, &s, NULL), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.truncated, 1);
+    cr_expect_eq(s.ranges, 3);
+    /* one object that is no event: not a trace, as before */
+    cr_expect_eq(convert_text("{\"name\": \"x\"}\n{\"name\": \"y\"}", NULL, &s, NULL),
+                 PP_ERR_INVALID);
+    pp_error_clear();
+}
+
+Test(kineto, paddle_timeline_file_names_are_traces_and_carry_the_rank)
+{
+    cr_expect(pp_kineto_name_matches("d/profile_record_tmp_file_for_rank_0"));
+    cr_expect(pp_kineto_name_matches("profile_record_tmp_file_for_rank_123456789"));
+    cr_expect(!pp_kineto_name_matches("profile_record_tmp_file_for_rank_"));
+    cr_expect(!pp_kineto_name_matches("profile_record_tmp_file_for_rank_3x"));
+    cr_expect(!pp_kineto_name_matches("profile_record_tmp_file_for_rank_1234567890"));
+    cr_expect(!pp_kineto_name_matches("profile_record_tmp_file_for_rank_-1"));
+    /* the rank is the name's (files sort as 0, 1, 10, 2: their order is not the ranks') */
+    const char *in = tk_path("profile_record_tmp_file_for_rank_10");
+    FILE *f = fopen(in, "w");
+    cr_assert_not_null(f);
+    fputs(BE("B", "pipeline timeline", "F0", 11, 5) "\n" BE("E", "pipeline timeline", "F0", 11, 6)
+          "\n", f);
+    fclose(f);
+    cr_expect(pp_kineto_sniff(in), "JSON lines of events start like a trace");
+    const char *out = tk_path("r10.pft");
+    unlink(out);
+    pp_kineto_options o;
+    pp_kineto_options_default(&o);
+    o.default_rank = 1;
+    pp_kineto_stats s;
+    cr_assert_eq(pp_kineto_convert(in, out, &o, &s), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.rank, 10);
+}
+
 /* a..f in start order but c (100 us late: inside a window of 3), then g, further back than the
  * window, converted with a window of 3 events */
 static void convert_late(pp_kineto_stats *s, pp_trace **t)
@@ -1091,6 +1213,204 @@ Test(kineto, megatron_interleaved_chunks_from_their_modules)
  * event, by its name: each block's forward (Paddle's Forward events, named by the layer's
  * class) once per micro-batch on its rank, its Linear layers likewise, one ProfileStep#N per
  * rank and step; no name with a duration in it, and no pipeline claimed. */
+/* PaddlePaddle's pipeline timeline, tests/data/kineto/pdtl: fleet's PipelineParallel (1F1B, 2
+ * stages, 4 micro-batches, 5 steps, the last stage 2x the work) with pp_configs.profiling, on
+ * CPU (tests/py/paddle_pipe.py --timeline, paddlepaddle 3.3.1): one file of JSON lines per rank,
+ * "F<mb>" / "B<mb>" begin and end events in milliseconds, tid = stage + 1. The truth, from the
+ * files themselves: each stage's forward and backward durations in the steps the analysis keeps
+ * (a step is a pass from micro-batch 0's forward; the first, before any backward, has no step,
+ * the next is the warm-up). */
+typedef struct tl_truth {
+    double fwd_sum[2], bwd_sum[2];
+    int fwd_n[2], bwd_n[2];
+} tl_truth;
+
+static void tl_truth_of(const char *dir, tl_truth *tr)
+{
+    memset(tr, 0, sizeof *tr);
+    for (int r = 0; r < 2; r++) {
+        char path[512], line[512];
+        snprintf(path, sizeof path, "%s/profile_record_tmp_file_for_rank_%d", dir, r);
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f, "%s", path);
+        int pass = 0;
+        long long open_ts = -1;
+        while (fgets(line, sizeof line, f)) {
+            char name[16], ph;
+            int tid;
+            long long ts;
+            cr_assert_eq(sscanf(line, "{\"name\": \"%15[^\"]\", \"cat\": \"pipeline timeline\", "
+                                      "\"ph\": \"%c\", \"pid\": 0, \"tid\": %d, \"ts\": %lld",
+                                name, &ph, &tid, &ts),
+                         4, "%s", line);
+            cr_assert_eq(tid, r + 1, "stage %d's file holds tid %d", r, tid);
+            if (ph == 'B') {
+                pass += strcmp(name, "F0") == 0;
+                open_ts = ts;
+                continue;
+            }
+            if (pass < 3)
+                continue; /* no step, then the warm-up */
+            double ms = (double)(ts - open_ts);
+            if (name[0] == 'F')
+                tr->fwd_sum[r] += ms, tr->fwd_n[r]++;
+            else
+                tr->bwd_sum[r] += ms, tr->bwd_n[r]++;
+        }
+        fclose(f);
+        cr_assert_eq(pass, 5);
+    }
+}
+
+static void expect_tl_truth(cJSON *j, const tl_truth *tr, const char *what)
+{
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_eq(cJSON_GetObjectItem(p, "stages")->valueint, 2, "%s", what);
+    cr_expect_eq(cJSON_GetObjectItem(p, "microbatches")->valueint, 4, "%s", what);
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "1f1b", "%s", what);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "dialect")->valuestring, "paddle pipeline timeline");
+    cr_expect_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "analysis"), "steps")->valueint, 3);
+    cJSON *stages = cJSON_GetObjectItem(j, "stages");
+    cr_assert_eq(cJSON_GetArraySize(stages), 2);
+    for (int s = 0; s < 2; s++) {
+        cJSON *st = cJSON_GetArrayItem(stages, s);
+        cJSON *fw = cJSON_GetObjectItem(st, "fwd_ms"), *bw = cJSON_GetObjectItem(st, "bwd_ms");
+        cr_expect_eq(cJSON_GetObjectItem(fw, "count")->valueint, tr->fwd_n[s], "%s %d", what, s);
+        cr_expect_eq(cJSON_GetObjectItem(bw, "count")->valueint, tr->bwd_n[s], "%s %d", what, s);
+        double fm = cJSON_GetObjectItem(fw, "mean")->valuedouble,
+               bm = cJSON_GetObjectItem(bw, "mean")->valuedouble;
+        cr_expect_lt(fabs(fm - tr->fwd_sum[s] / tr->fwd_n[s]), 1e-3, "%s stage %d fwd %.6f", what,
+                     s, fm);
+        cr_expect_lt(fabs(bm - tr->bwd_sum[s] / tr->bwd_n[s]), 1e-3, "%s stage %d bwd %.6f", what,
+                     s, bm);
+    }
+    /* the job's straggler is the last stage (2x the work): the first waits on it */
+    cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(stages, 0), "imbalance_culprit")->valueint,
+                 1, "%s", what);
+}
+
+/* the two rank files as Paddle's profiler_helper.py merges them: "[ " + the lines joined by
+ * ",\n" + " ]" (one thread per stage in one file) */
+static void write_merged(const char *path)
+{
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    fputs("[ ", o);
+    int first = 1;
+    for (int r = 0; r < 2; r++) {
+        char in[512], line[512];
+        snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", r);
+        FILE *f = fopen(in, "r");
+        cr_assert_not_null(f);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            fprintf(o, "%s%s", first ? "" : ",\n", line);
+            first = 0;
+        }
+        fclose(f);
+    }
+    fputs(" ]\n", o);
+    fclose(o);
+}
+
+Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
+{
+    tl_truth tr;
+    tl_truth_of(DATA "/pdtl", &tr);
+    cJSON *j = report_json(DATA "/pdtl");
+    expect_tl_truth(j, &tr, "rank files");
+    cJSON *files = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files");
+    cr_assert_eq(cJSON_GetArraySize(files), 2);
+    for (int r = 0; r < 2; r++)
+        cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(files, r), "rank")->valueint, r);
+    cJSON_Delete(j);
+
+    /* the merged file alone: the same pipeline, its stages from the threads */
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", tk_path("merged"));
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char merged[400];
+    snprintf(merged, sizeof merged, "%s/pipeline_profile.json", dir);
+    write_merged(merged);
+    j = report_json(dir);
+    expect_tl_truth(j, &tr, "merged");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files")),
+                 1);
+    cJSON_Delete(j);
+
+    /* beside the files it merges, it is not read again (each op would count twice) */
+    for (int r = 0; r < 2; r++) {
+        char in[512], out[512];
+        snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", r);
+        snprintf(out, sizeof out, "%s/profile_record_tmp_file_for_rank_%d", dir, r);
+        char *text = tk_slurp(in, NULL);
+        cr_assert_not_null(text);
+        tk_write_text(out, text);
+        free(text);
+    }
+    j = report_json(dir);
+    expect_tl_truth(j, &tr, "both");
+    cJSON *run = cJSON_GetObjectItem(j, "run");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(run, "files")), 2);
+    cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItem(run, "warnings"), 0);
+    cr_expect(w && strstr(w->valuestring, "pipeline_profile.json: not read"), "%s",
+              w ? w->valuestring : "(no warning)");
+    cJSON_Delete(j);
+}
+
+/* Interleaved ("virtual pipeline timeline": "F<mb>_VP<chunk>") on 2 stages x 2 chunks, M = 4,
+ * as PipelineParallelWithInterleave names its stamps, three passes: chunks from the names,
+ * stages from the threads, steps from micro-batch 0's forward of chunk 0 */
+Test(kineto, paddle_virtual_pipeline_timeline_names_the_chunks)
+{
+    /* stage 0's order in interleaved 1F1B (M = 4, S = 2, v = 2): four warm-up forwards, the
+     * steady state's forward-backward pairs, the cool-down's backwards (both stages run it
+     * here: the names are what is tested) */
+    static const char *const order[] = {"F0_VP0", "F1_VP0", "F0_VP1", "F1_VP1",
+                                        "F2_VP0", "B0_VP1", "F3_VP0", "B1_VP1",
+                                        "F2_VP1", "B0_VP0", "F3_VP1", "B1_VP0",
+                                        "B2_VP1", "B3_VP1", "B2_VP0", "B3_VP0"};
+    char *text = malloc(1 << 16);
+    cr_assert_not_null(text);
+    size_t len = 0;
+    long long ts = 1796374068000LL;
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+            for (int tid = 1; tid <= 2; tid++) {
+                int ms = order[i][0] == 'F' ? 2 * tid : 4 * tid;
+                for (int be = 0; be < 2; be++)
+                    len += (size_t)snprintf(
+                        text + len, (1 << 16) - len,
+                        "{\"name\": \"%s\", \"cat\": \"virtual pipeline timeline\", \"ph\": "
+                        "\"%c\", \"pid\": 0, \"tid\": %d, \"ts\": %lld, \"cname\": \"x\"}\n",
+                        order[i], be ? 'E' : 'B', tid, ts + (tid - 1) + (be ? ms : 0));
+                if (tid == 2)
+                    ts += 10;
+            }
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", tk_path("vp"));
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/profile_record_tmp_file_for_rank_0", dir);
+    tk_write_text(path, text);
+    free(text);
+    cJSON *j = report_json(dir);
+    cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_eq(cJSON_GetObjectItem(p, "stages")->valueint, 2);
+    cr_expect_eq(cJSON_GetObjectItem(p, "virtual_stages")->valueint, 2);
+    cr_expect_eq(cJSON_GetObjectItem(p, "microbatches")->valueint, 4);
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "interleaved");
+    cJSON *stages = cJSON_GetObjectItem(j, "stages");
+    for (int s = 0; s < 2; s++) {
+        cJSON *st = cJSON_GetArrayItem(stages, s);
+        cJSON *fw = cJSON_GetObjectItem(st, "fwd_ms"), *bw = cJSON_GetObjectItem(st, "bwd_ms");
+        cr_expect_eq(cJSON_GetObjectItem(fw, "count")->valueint, 8, "stage %d: 1 step x 8", s);
+        cr_expect_lt(fabs(cJSON_GetObjectItem(fw, "mean")->valuedouble - 2.0 * (s + 1)), 1e-3);
+        cr_expect_lt(fabs(cJSON_GetObjectItem(bw, "mean")->valuedouble - 4.0 * (s + 1)), 1e-3);
+    }
+    cJSON_Delete(j);
+}
+
 Test(kineto, paddle_pipeline_job_read_as_its_host_events)
 {
     cJSON *j = report_json(DATA "/pd");

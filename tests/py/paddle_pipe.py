@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """paddle_pipe.py: a PaddlePaddle pipeline-parallel job (fleet's PipelineParallel, 1F1B) on CPU,
-profiled with paddle.profiler: the foreign job behind tests/data/kineto/pd.
+profiled with paddle.profiler, or with fleet's own pipeline timeline: the foreign job behind
+tests/data/kineto/pd and tests/data/kineto/pdtl.
 
   python -m paddle.distributed.launch --nproc_per_node 2 tests/py/paddle_pipe.py --out DIR
+  python -m paddle.distributed.launch --nproc_per_node 2 tests/py/paddle_pipe.py --out DIR \
+      --timeline --dim 1024 --mb-size 128
 
 Each rank writes DIR/*.paddle_trace.json (paddle.profiler.export_chrome_tracing) for steps 2-4 of
-5. Paddle's pipeline parallelism is written for GPUs; three patches let it run on gloo and the
-CPU, each a no-op for what the trace shows: the device id a CPU ParallelEnv lacks (0),
+5; with --timeline, instead, DIR/profile_record_tmp_file_for_rank_<N> (pp_configs.profiling:
+fleet's PipelineParallel stamps each micro-batch's forward and backward, JSON lines, every step,
+in milliseconds: hence the larger layers). Paddle's pipeline parallelism is written for GPUs;
+three patches let it run on gloo and the CPU, each a no-op for what the trace shows: the device id a CPU ParallelEnv lacks (0),
 paddle.device.synchronize (nothing to wait for on the CPU), and the point-to-point sends and
 receives "on the calculation stream", which ProcessGroupGloo refuses, made as the process
 group's blocking send and receive. Not run by the tests (scripts/setup.sh installs no Paddle):
@@ -42,13 +47,16 @@ def main():
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--mb-size", type=int, default=8)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--timeline", action="store_true",
+                    help="pp_configs.profiling instead of paddle.profiler")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     paddle.set_device("cpu")
     dist.ParallelEnv.device_id = property(lambda self: 0)
     paddle.device.synchronize = lambda *args, **kw: None
     strategy = fleet.DistributedStrategy()
-    strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": 1, "pp_degree": 2}
+    strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": 1, "pp_degree": 2,
+                               "pp_configs": {"profiling": a.timeline}}
     strategy.pipeline_configs = {"accumulate_steps": a.microbatches,
                                  "micro_batch_size": a.mb_size}
     fleet.init(is_collective=True, strategy=strategy)
@@ -69,16 +77,23 @@ def main():
     opt = paddle.optimizer.SGD(learning_rate=0.01, parameters=model.parameters())
     model = fleet.distributed_model(model)
     opt = fleet.distributed_optimizer(opt)
-    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU], scheduler=(1, a.steps - 1),
-                             on_trace_ready=profiler.export_chrome_tracing(a.out))
-    prof.start()
+    prof = None
+    if a.timeline:
+        os.chdir(a.out)  # fleet writes ./profile_record_tmp_file_for_rank_<N>
+    else:
+        prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU],
+                                 scheduler=(1, a.steps - 1),
+                                 on_trace_ready=profiler.export_chrome_tracing(a.out))
+        prof.start()
     batch = a.microbatches * a.mb_size
     for _ in range(a.steps):
         x = paddle.randn([batch, a.dim])
         y = paddle.randn([batch, a.dim])
         model.train_batch([x, y], opt)
-        prof.step()
-    prof.stop()
+        if prof:
+            prof.step()
+    if prof:
+        prof.stop()
 
 
 if __name__ == "__main__":
