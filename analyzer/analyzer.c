@@ -233,6 +233,52 @@ static int pipe_key_cmp(const void *x, const void *y)
     return a->place < b->place ? -1 : a->place > b->place;
 }
 
+/* Traces that know their stage and not their pipeline (PP_TRACE_STAGE_ONLY: Paddle's pipeline
+ * timeline, one file per rank): each stage's files in the order of their global ranks, the k-th
+ * of every stage one pipeline (docs/kineto.md "Paddle's pipeline timeline": a rank's coordinates
+ * other than its stage order its rank the same way at every stage). Used when every trace read
+ * is such a trace with a rank, and every stage 0..S-1 has the same number of them. */
+static void assign_stage_only(file_state *fs, size_t n, size_t read, pp_analysis *a)
+{
+    pipe_key *k = calloc(n ? n : 1, sizeof *k);
+    size_t m = 0;
+    for (size_t i = 0; k && i < n; i++) {
+        if (!fs[i].r || fs[i].done)
+            continue;
+        const pp_trace_header *h = pp_trace_reader_header(fs[i].r);
+        if (!(h->flags & PP_TRACE_STAGE_ONLY) || h->rank < 0 || h->pipe_rank < 0 ||
+            h->pipe_rank >= PP_ANALYSIS_MAX_STAGES)
+            break;
+        k[m++] = (pipe_key){h->pipe_rank, h->rank, 0, i}; /* (stage, rank): sorted so */
+    }
+    if (!k || m != read || m < 2) {
+        free(k);
+        return;
+    }
+    qsort(k, m, sizeof *k, pipe_key_cmp);
+    size_t per = 0; /* the first stage's files */
+    while (per < m && k[per].first == k[0].first)
+        per++;
+    int ok = k[0].first == 0 && m % per == 0;
+    for (size_t i = 0; ok && i < m; i++)
+        ok = k[i].first == (int32_t)(i / per);
+    if (!ok) {
+        an_warn(a, "the %zu traces of Paddle's pipeline timeline do not hold every stage from 0 "
+                   "equally often (stage 0: %zu): each is read as its stage; analyze one "
+                   "pipeline's files at a time",
+                m, per);
+    } else if (per > 1) {
+        for (size_t i = 0; i < m; i++) {
+            file_state *f = &fs[k[i].file];
+            f->info->pipe_rank = f->pipe_rank = k[i].first;
+            f->info->pipe_known = 1;
+            f->info->replica = f->replica = (int32_t)(i % per);
+        }
+        a->dp = (int)per;
+    }
+    free(k);
+}
+
 /* The pipelines the traces' process groups name (docs/kineto.md "Process groups"): each file's
  * stage is its place in its group, its replica the rank of its group's lowest rank among the
  * groups'. Groups that disagree (two files in one place of one pipeline, one pipeline of two
@@ -254,6 +300,7 @@ static void assign_pipelines(file_state *fs, size_t n, pp_analysis *a)
             other++;
     }
     if (!named) {
+        assign_stage_only(fs, n, read, a);
         if (other)
             an_warn(a, "%zu trace(s) come from processes in process groups smaller than the job, "
                        "none described as the pipeline's (DeviceMesh dimension \"pp\", "

@@ -168,6 +168,10 @@ typedef struct conv {
     } even[DS_GROUPS];
     size_t n_even;
     int saw_events;
+    /* Paddle's pipeline timeline: the thread of its events (tid = stage + 1), and how many
+     * threads they were on (0, 1, 2 = several: a merged file) */
+    uint32_t tl_tid;
+    int tl_tids;
     kin ev;
     pp_status err;
     /* memory counters defined (on_memory): bit per (device type, device id, reserved) */
@@ -1177,9 +1181,15 @@ static int dispatch(conv *c, const kin *e)
         break;
     case 'B':
     case 'E':
-        if (is_timeline_cat(e->cat) || is_cpu_cat(e->cat))
-            return e->ph == 'B' ? on_begin(c, e) : on_end(c, e);
-        break;
+        if (is_timeline_cat(e->cat)) {
+            uint32_t tid = tid_of(c, e);
+            if (c->tl_tids == 0 || (c->tl_tids == 1 && tid != c->tl_tid))
+                c->tl_tids++;
+            c->tl_tid = tid;
+        } else if (!is_cpu_cat(e->cat)) {
+            break;
+        }
+        return e->ph == 'B' ? on_begin(c, e) : on_end(c, e);
     case 'M': return on_meta_event(c, e);
     default: break;
     }
@@ -1666,6 +1676,9 @@ static void pipe_header(pp_trace_header *h, const conv *c)
         h->pipe_first = first;
     } else if (c->pipe_named || (c->other_min && (double)c->other_min < c->world_size)) {
         h->flags |= PP_TRACE_OTHER_GROUPS; /* or a pipeline's group that does not place it */
+    } else if (c->tl_tids == 1 && c->tl_tid >= 1 && c->tl_tid <= 4096) {
+        h->flags |= PP_TRACE_STAGE_ONLY; /* a Paddle rank's timeline: its stage, tid - 1 */
+        h->pipe_rank = (int32_t)c->tl_tid - 1;
     }
 }
 

@@ -61,8 +61,10 @@ typedef struct pp_trace_header {
 /* pp_trace_header.flags */
 enum {
     PP_TRACE_PIPELINE_GROUP = 1u << 0, /* pipe_rank, pipe_size, pipe_first are set */
-    PP_TRACE_OTHER_GROUPS = 1u << 1    /* the process was in process groups smaller than the
+    PP_TRACE_OTHER_GROUPS = 1u << 1,   /* the process was in process groups smaller than the
                                           job's, none of them named as the pipeline's */
+    PP_TRACE_STAGE_ONLY = 1u << 2      /* pipe_rank is the process's stage, its pipeline (the
+                                          other fields) unknown: Paddle's pipeline timeline */
 };
 
 /* ---- block header (32 bytes), followed by payload_bytes of records ---- */

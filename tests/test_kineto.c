@@ -1358,6 +1358,75 @@ Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
     cJSON_Delete(j);
 }
 
+/* pdtl's stage file `stage` as rank `rank`'s in dir, every stamp `off_ms` later */
+static void write_tl_rank(const char *dir, int rank, int stage, long long off_ms)
+{
+    char in[512], out[512], line[512];
+    snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", stage);
+    snprintf(out, sizeof out, "%s/profile_record_tmp_file_for_rank_%d", dir, rank);
+    FILE *f = fopen(in, "r"), *o = fopen(out, "w");
+    cr_assert(f && o);
+    while (fgets(line, sizeof line, f)) {
+        char *ts = strstr(line, "\"ts\": ");
+        cr_assert_not_null(ts);
+        char *end;
+        long long v = strtoll(ts + 6, &end, 10);
+        fprintf(o, "%.*s%lld%s", (int)(ts + 6 - line), line, v + off_ms, end);
+    }
+    fclose(f);
+    fclose(o);
+}
+
+/* A hybrid job writes a file per rank, several per stage: the k-th rank of every stage is one
+ * pipeline, whichever way the ranks are laid out (data-parallel outermost, or tensor-parallel
+ * innermost); each pipeline (the second one 100 s later, so that a wrong pairing shows) is
+ * analyzed as the single one is. Stages held unequally often: a warning, no pairing. */
+Test(kineto, paddle_timeline_of_a_hybrid_job_splits_into_its_pipelines)
+{
+    tl_truth tr;
+    tl_truth_of(DATA "/pdtl", &tr);
+    static const struct { const char *name; int rank[2][2]; } layouts[] = {
+        {"dp-outer", {{0, 1}, {2, 3}}}, /* rank[copy][stage] */
+        {"mp-inner", {{0, 2}, {1, 3}}},
+    };
+    for (size_t l = 0; l < 2; l++) {
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s", tk_path(layouts[l].name));
+        cr_assert_eq(mkdir(dir, 0755), 0);
+        for (int copy = 0; copy < 2; copy++)
+            for (int stage = 0; stage < 2; stage++)
+                write_tl_rank(dir, layouts[l].rank[copy][stage], stage, copy * 100000LL);
+        for (int copy = 0; copy < 2; copy++) {
+            char rep[8];
+            snprintf(rep, sizeof rep, "%d", copy);
+            const char *args[] = {"--json", "--replica", rep, dir, NULL};
+            tk_result r = tk_run(PPREPORT, args, NULL);
+            cr_assert_eq(r.code, 0, "%s: %s", dir, r.err);
+            cJSON *j = cJSON_Parse(r.out);
+            cr_assert_not_null(j);
+            expect_tl_truth(j, &tr, layouts[l].name);
+            cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+            cr_expect_eq(cJSON_GetObjectItem(p, "data_parallel")->valueint, 2, "%s",
+                         layouts[l].name);
+            cr_expect_eq(cJSON_GetObjectItem(p, "replica")->valueint, copy);
+            cJSON_Delete(j);
+            tk_result_free(&r);
+        }
+    }
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", tk_path("uneven"));
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    write_tl_rank(dir, 0, 0, 0);
+    write_tl_rank(dir, 1, 1, 0);
+    write_tl_rank(dir, 2, 0, 100000);
+    cJSON *j = report_json(dir);
+    cJSON *w, *ws = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
+    int found = 0;
+    cJSON_ArrayForEach(w, ws) found |= strstr(w->valuestring, "equally often") != NULL;
+    cr_expect(found, "no warning about the stages held unequally often");
+    cJSON_Delete(j);
+}
+
 /* Interleaved ("virtual pipeline timeline": "F<mb>_VP<chunk>") on 2 stages x 2 chunks, M = 4,
  * as PipelineParallelWithInterleave names its stamps, three passes: chunks from the names,
  * stages from the threads, steps from micro-batch 0's forward of chunk 0 */
