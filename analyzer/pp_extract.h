@@ -39,6 +39,11 @@ typedef struct pp_extract {
      * replays use the stages' variation above. */
     double *layer_p95_ratio;
     int has_param_bytes;      /* every layer's parameter size is known (layer marks) */
+    /* 1: the run had no layer ranges: one layer per piece (stage, chunk), costed by its ops;
+     * the partition cannot move (pp_extract_from_analysis); stage_why says so and what would
+     * give layers (pprof-tune shows it always) */
+    int stage_level;
+    char stage_why[320];
     /* Activation recomputation (config mark `recompute=`): can_recompute = 1 when the job
      * states it (it can then run a plan's choice); recompute [n_layers] the layers the run
      * recomputed (NULL: none). Their backward ranges held the forward again: `costs` has it

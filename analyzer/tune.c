@@ -59,6 +59,8 @@ pp_status pp_tune_load_run(const pp_tune_opts *o, const char *dir, pp_analysis *
         *a = NULL;
         return pp_error_wrap(st, "run '%s'", dir);
     }
+    if (o->note && e->stage_level)
+        o->note(0, "run '%s': %s", dir, e->stage_why);
     if (o->note)
         o->note(1, "run '%s': %d layers, %d stages, %s, M = %d, micro-batch size %d; extraction "
                    "notes:",

@@ -304,7 +304,8 @@ void pp_tune_advise_print(const pp_tune_opts *o, const pp_tune_advice *adv, FILE
                                            o->memory_limit_bytes, out);
             fputc('\n', out);
         }
-        pp_tune_print_framework_forms(cb, &b->part, out);
+        if (!adv->runs[0].stage_level) /* its "layers" are stages: no split point to give */
+            pp_tune_print_framework_forms(cb, &b->part, out);
     }
     pp_costs_destroy(cb);
 }

@@ -494,7 +494,7 @@ static pp_status print_summary(const auto_state *s, FILE *o)
                              its[0].part.S, o);
     fprintf(o, "\nbest: iteration %d, %.3f ms measured (%.3fx vs iter0): %s\n", best,
             its[best].measured_ns * 1e-6, its[0].measured_ns / its[best].measured_ns, best_plan);
-    if (s->e.costs)
+    if (s->e.costs && !s->e.stage_level)
         pp_tune_print_framework_forms(s->e.costs, &its[best].part, o);
     if (ao->gantt && s->n_its > 1)
         fprintf(o, "Gantt charts: %s/iter0/gantt.png .. %s/iter%d/gantt.png\n", ao->outdir,

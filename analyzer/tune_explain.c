@@ -639,7 +639,8 @@ void pp_tune_search_print(const pp_tune_opts *o, const char *dir, const pp_extra
     fputc('\n', out);
     if (o->formula)
         print_formula(o, e, s, out);
-    pp_tune_print_framework_forms(e->costs, &s->cands[s->best].part, out);
+    if (!e->stage_level) /* its "layers" are stages: no split point to give */
+        pp_tune_print_framework_forms(e->costs, &s->cands[s->best].part, out);
 }
 
 /* ---- --verify -------------------------------------------------------------------------- */

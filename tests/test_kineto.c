@@ -23,6 +23,7 @@
 #define DATA PP_TEST_DATA_DIR "/kineto"
 #define PPREPORT PP_BUILD_DIR "/tools/pprof-report"
 #define PPCHECK PP_BUILD_DIR "/tools/pprof-check"
+#define PPTUNE PP_BUILD_DIR "/tools/pprof-tune"
 
 static void setup(void) { tk_dir_create("pp_kineto"); }
 TestSuite(kineto, .init = setup, .fini = tk_dir_remove, .timeout = 300);
@@ -1425,6 +1426,79 @@ Test(kineto, paddle_timeline_of_a_hybrid_job_splits_into_its_pipelines)
     cJSON_ArrayForEach(w, ws) found |= strstr(w->valuestring, "equally often") != NULL;
     cr_expect(found, "no warning about the stages held unequally often");
     cJSON_Delete(j);
+}
+
+/* A run without layer ranges (Paddle's timeline here) is costed by its stages: one layer per
+ * stage, its forward and backward the medians of the stage's ops, the run's partition kept; the
+ * model predicts the run's own median step within 3% (its time between ops, which without
+ * receive ranges holds the waits, taken from the stage that waits least: the stages' mean made
+ * it 194 ms, +36%), and no split points are offered */
+Test(kineto, pprof_tune_costs_a_run_without_layers_by_its_stages)
+{
+    cJSON *j = report_json(DATA "/pdtl");
+    double measured = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "aggregates"), "step_ms"), "median")->valuedouble;
+    const char *costs = tk_path("stages.json");
+    const char *args[] = {"--export-costs", costs, DATA "/pdtl", NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    const char *sc = strstr(r.out, "the model predicts ");
+    cr_assert_not_null(sc, "%s", r.out);
+    double predicted = strtod(sc + strlen("the model predicts "), NULL);
+    cr_expect_lt(fabs(predicted / measured - 1), 0.03, "predicted %.3f ms, measured %.3f",
+                 predicted, measured);
+    cr_expect_null(strstr(r.out, "split_points"), "split points offered for stages: %s", r.out);
+    cr_expect_neq(strstr(r.out, "boundaries      0,1,2"), NULL, "%s", r.out);
+    tk_result_free(&r);
+    char *text = tk_slurp(costs, NULL);
+    cr_assert_not_null(text);
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    cJSON *layers = cJSON_GetObjectItem(c, "layers");
+    cr_assert_eq(cJSON_GetArraySize(layers), 2);
+    cJSON *stages = cJSON_GetObjectItem(j, "stages");
+    for (int s = 0; s < 2; s++) {
+        cJSON *l = cJSON_GetArrayItem(layers, s), *st = cJSON_GetArrayItem(stages, s);
+        char name[16];
+        snprintf(name, sizeof name, "stage%d", s);
+        cr_expect_str_eq(cJSON_GetObjectItem(l, "name")->valuestring, name);
+        double f = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "fwd_ms"), "median")->valuedouble,
+               b = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "bwd_ms"), "median")->valuedouble;
+        cr_expect_lt(fabs(cJSON_GetObjectItem(l, "fwd_us")->valuedouble - 1e3 * f), 1e-6 * f * 1e3);
+        cr_expect_lt(fabs(cJSON_GetObjectItem(l, "bwd_us")->valuedouble - 1e3 * b), 1e-6 * b * 1e3);
+    }
+    cJSON_Delete(c);
+    cJSON_Delete(j);
+}
+
+/* --advise over Paddle timelines at two micro-batch sizes (pdtl: 4 of 128 samples, pdtl8: 8 of
+ * 64, the same 512 a step; the timeline states no sizes: --microbatch-sizes): the stages' costs
+ * fitted against the size, every count ranked; the measured order of the two runs (4
+ * micro-batches faster than 8 on this job: each op's point-to-point time on gloo) is the
+ * ranking's */
+Test(kineto, pprof_tune_advises_the_microbatching_of_runs_without_layers)
+{
+    const char *args[] = {"--advise", DATA "/pdtl", DATA "/pdtl8", "--microbatch-sizes", "128,64",
+                          NULL};
+    tk_result r = tk_run(PPTUNE, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_expect_neq(strstr(r.out, "micro-batch fit over 2 runs"), NULL, "%s", r.out);
+    const char *best = strstr(r.out, "\nbest: M = ");
+    cr_assert_not_null(best, "%s", r.out);
+    int rank4 = -1, rank8 = -1;
+    for (const char *line = r.out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int rank, m, b;
+        if (sscanf(line, " %d %d %d 1f1b", &rank, &m, &b) == 3 && m * b == 512) {
+            if (m == 4)
+                rank4 = rank;
+            if (m == 8)
+                rank8 = rank;
+        }
+    }
+    cr_expect(rank4 > 0 && rank8 > 0 && rank4 < rank8, "M = 4 ranked %d, M = 8 %d: %s", rank4,
+              rank8, r.out);
+    cr_expect_null(strstr(r.out, "split_points"));
+    tk_result_free(&r);
 }
 
 /* Interleaved ("virtual pipeline timeline": "F<mb>_VP<chunk>") on 2 stages x 2 chunks, M = 4,

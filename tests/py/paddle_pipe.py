@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """paddle_pipe.py: a PaddlePaddle pipeline-parallel job (fleet's PipelineParallel, 1F1B) on CPU,
 profiled with paddle.profiler, or with fleet's own pipeline timeline: the foreign job behind
-tests/data/kineto/pd and tests/data/kineto/pdtl.
+tests/data/kineto/pd, tests/data/kineto/pdtl and tests/data/kineto/pdtl8 (the latter with
+--microbatches 8 --mb-size 64).
 
   python -m paddle.distributed.launch --nproc_per_node 2 tests/py/paddle_pipe.py --out DIR
   python -m paddle.distributed.launch --nproc_per_node 2 tests/py/paddle_pipe.py --out DIR \
