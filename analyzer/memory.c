@@ -95,7 +95,8 @@ static void emit(state *st, const file_state *f, uint32_t tid, double t, const c
     e.domain = domain;
     e.name = name;
     e.category = "";
-    e.t0 = e.t1 = (uint64_t)t;
+    /* t came from a uint64_t time: the largest of them rounds up to 2^64 as a double */
+    e.t0 = e.t1 = t >= 0x1p64 ? UINT64_MAX : (uint64_t)t;
     e.counter = 1;
     e.value = v;
     e.stage = stage;
