@@ -88,6 +88,7 @@ typedef struct kthread {
         uint32_t name, domain;
     } *begins;
     size_t n_begins, cap_begins;
+    uint64_t tl_end; /* the latest end of its Paddle timeline ops */
 } kthread;
 
 /* One CPU event waiting in the reorder window. */
@@ -1027,8 +1028,10 @@ static int on_begin(conv *c, const kin *e)
 }
 
 /* An "E" event: ends its thread's latest begin (whatever either names, as Chrome pairs them),
- * which goes in as a complete event. */
-static int on_end(conv *c, const kin *e)
+ * which goes in as a complete event. A Paddle timeline's op (tl) never overlaps another of its
+ * thread: where one does, a merged file holds several copies of a stage on that thread, whose
+ * ops no reading can tell apart (said; the rank files can). */
+static int on_end(conv *c, const kin *e, int tl)
 {
     uint64_t t1, tol = 1;
     uint32_t index;
@@ -1047,6 +1050,13 @@ static int on_end(conv *c, const kin *e)
         problem(c, "%s", "end (\"E\") events before their begin: skipped");
         return 1;
     }
+    if (tl && b.t0 < t->tl_end)
+        problem(c, "%s", "Paddle's pipeline timeline: ops of one stage overlap on its thread "
+                         "(a merged pipeline_profile.json of a data- or tensor-parallel job puts "
+                         "every copy of a stage on one thread): analyze the "
+                         "profile_record_tmp_file_for_rank_* files instead");
+    if (tl && t1 > t->tl_end)
+        t->tl_end = t1;
     kev k = {.t0 = b.t0, .t1 = t1, .thread = index, .name = b.name, .domain = b.domain,
              .tol = b.tol > tol ? b.tol : tol};
     return enqueue(c, k);
@@ -1180,8 +1190,9 @@ static int dispatch(conv *c, const kin *e)
             return on_cpu(c, e, 1);
         break;
     case 'B':
-    case 'E':
-        if (is_timeline_cat(e->cat)) {
+    case 'E': {
+        int tl = is_timeline_cat(e->cat);
+        if (tl) {
             uint32_t tid = tid_of(c, e);
             if (c->tl_tids == 0 || (c->tl_tids == 1 && tid != c->tl_tid))
                 c->tl_tids++;
@@ -1189,7 +1200,8 @@ static int dispatch(conv *c, const kin *e)
         } else if (!is_cpu_cat(e->cat)) {
             break;
         }
-        return e->ph == 'B' ? on_begin(c, e) : on_end(c, e);
+        return e->ph == 'B' ? on_begin(c, e) : on_end(c, e, tl);
+    }
     case 'M': return on_meta_event(c, e);
     default: break;
     }

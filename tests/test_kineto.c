@@ -1335,8 +1335,11 @@ Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
     write_merged(merged);
     j = report_json(dir);
     expect_tl_truth(j, &tr, "merged");
-    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files")),
-                 1);
+    cJSON *run = cJSON_GetObjectItem(j, "run");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(run, "files")), 1);
+    cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItem(run, "warnings"))
+        cr_expect_null(strstr(w->valuestring, "overlap"), "%s", w->valuestring);
     cJSON_Delete(j);
 
     /* beside the files it merges, it is not read again (each op would count twice) */
@@ -1351,9 +1354,9 @@ Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
     }
     j = report_json(dir);
     expect_tl_truth(j, &tr, "both");
-    cJSON *run = cJSON_GetObjectItem(j, "run");
+    run = cJSON_GetObjectItem(j, "run");
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(run, "files")), 2);
-    cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItem(run, "warnings"), 0);
+    w = cJSON_GetArrayItem(cJSON_GetObjectItem(run, "warnings"), 0);
     cr_expect(w && strstr(w->valuestring, "pipeline_profile.json: not read"), "%s",
               w ? w->valuestring : "(no warning)");
     cJSON_Delete(j);
@@ -1425,6 +1428,40 @@ Test(kineto, paddle_timeline_of_a_hybrid_job_splits_into_its_pipelines)
     int found = 0;
     cJSON_ArrayForEach(w, ws) found |= strstr(w->valuestring, "equally often") != NULL;
     cr_expect(found, "no warning about the stages held unequally often");
+    cJSON_Delete(j);
+
+    /* the merged file of such a job (the copies 1 ms apart, as replicas run): each stage's
+     * copies share a thread, and the importer says so */
+    snprintf(dir, sizeof dir, "%s", tk_path("merged-dp"));
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/pipeline_profile.json", dir);
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    fputs("[ ", o);
+    for (int copy = 0, first = 1; copy < 2; copy++)
+        for (int r = 0; r < 2; r++) {
+            char in[512], line[512];
+            snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", r);
+            FILE *f = fopen(in, "r");
+            cr_assert_not_null(f);
+            while (fgets(line, sizeof line, f)) {
+                char *ts = strstr(line, "\"ts\": "), *end;
+                long long v = strtoll(ts + 6, &end, 10);
+                end[strcspn(end, "\n")] = '\0';
+                fprintf(o, "%s%.*s%lld%s", first ? "" : ",\n", (int)(ts + 6 - line), line,
+                        v + copy, end);
+                first = 0;
+            }
+            fclose(f);
+        }
+    fputs(" ]\n", o);
+    fclose(o);
+    j = report_json(dir);
+    ws = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
+    found = 0;
+    cJSON_ArrayForEach(w, ws) found |= strstr(w->valuestring, "overlap on its thread") != NULL;
+    cr_expect(found, "no warning about the copies of a stage on one thread");
     cJSON_Delete(j);
 }
 
