@@ -895,7 +895,9 @@ Test(torch, stage_modules_as_torch_calls_them_and_under_torch_compile)
                  * beside another test a rank can share its core for a whole run, and the costs
                  * measured then make the even split the best (a CI run, once, the tracer's) */
                 if (strcmp(split, "layers.4") == 0 && retries++ == 0) {
-                    cr_log_warn("run %d: pprof-tune kept the even split; running it again", k);
+                    /* info, not warn: a Criterion warning makes the run exit 1 with every
+                     * test passed (CI, 2026-12-04) */
+                    cr_log_info("run %d: pprof-tune kept the even split; running it again", k);
                     tk_result_free(&t);
                     tk_result_free(&r);
                     cJSON_Delete(sum);
