@@ -91,9 +91,27 @@ static size_t distinct_mbs(const pp_aop *ops, size_t n, int32_t *mbs)
     return u;
 }
 
+/* Appends to stage s's list at *k the message instruction op (mb, chunk) with piece q's stage
+ * as its peer (a receive the schedule implies: duration 0). */
+static void implied_msg(replay *r, int s, int *k, uint8_t op, int32_t mb, int16_t chunk, int q)
+{
+    pp_instr *in = &r->sc.instrs[s][*k];
+    in->op = op;
+    in->mb = mb;
+    in->chunk = chunk;
+    in->peer = (int16_t)pp_schedule_piece_stage(&r->sc, q);
+    r->dur[s][(*k)++] = 0;
+}
+
 /* Builds the replay from ops sorted by (stage, t0), chunks placed by `placement`
- * (pp_placement). Returns 0 when the data cannot form one. */
-static int replay_build(replay *r, const pp_aop *ops, size_t n, int S, int placement)
+ * (pp_placement). With `implied`, a step whose lists hold no transfer (a trace that times only
+ * the compute: Paddle's pipeline timeline) gets the messages its schedule implies: each forward
+ * receives from the piece before and sends to the one after, each (input) backward the other
+ * way, where that piece is on another stage; without them the stages would not wait for each
+ * other in the replay, and their fill and drain would read as transfer time. Returns 0 when the
+ * data cannot form one. */
+static int replay_build(replay *r, const pp_aop *ops, size_t n, int S, int placement,
+                        int implied)
 {
     memset(r, 0, sizeof *r);
     r->sc.S = S;
@@ -145,17 +163,20 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S, int place
         size_t j = i;
         while (j < n && ops[j].stage == s)
             j++;
-        size_t cnt = j - i;
-        r->sc.instrs[s] = calloc(cnt + 1, sizeof(pp_instr));
-        r->dur[s] = calloc(cnt + 1, sizeof(double));
+        size_t cnt = j - i, cap = implied ? 3 * cnt + 1 : cnt + 1;
+        if (cap > INT32_MAX) {
+            ok = 0;
+            break;
+        }
+        r->sc.instrs[s] = calloc(cap, sizeof(pp_instr));
+        r->dur[s] = calloc(cap, sizeof(double));
         if (!r->sc.instrs[s] || !r->dur[s]) {
             ok = 0;
             break;
         }
+        int at = 0, P = S * r->sc.v;
         for (size_t k = 0; k < cnt && ok; k++) {
             const pp_aop *o = &ops[i + k];
-            pp_instr *in = &r->sc.instrs[s][k];
-            in->op = op_of(o->kind);
             int opt = o->kind == PP_AOP_OPT;
             int32_t dense_mb = -1;
             if (o->mb >= 0 && dense) {
@@ -168,12 +189,27 @@ static int replay_build(replay *r, const pp_aop *ops, size_t n, int S, int place
                 ok = 0; /* a micro-batch op without its micro-batch */
             if (!an_is_compute(o->kind) && (o->peer < 0 || o->peer >= S))
                 ok = 0;
+            int16_t ch = (int16_t)(opt ? -1 : (o->chunk >= 0 ? o->chunk : 0));
+            /* the implied messages: from the piece before (a forward) or after (a backward),
+             * to the other one */
+            int fwd = o->kind == PP_AOP_FWD,
+                bwd = o->kind == PP_AOP_BWD || o->kind == PP_AOP_BWD_INPUT;
+            int piece = implied && (fwd || bwd) && dense_mb >= 0 && ch < r->sc.v
+                            ? pp_schedule_piece(&r->sc, s, ch)
+                            : -1;
+            int from = fwd ? piece - 1 : piece + 1, to = fwd ? piece + 1 : piece - 1;
+            if (piece >= 0 && from >= 0 && from < P && pp_schedule_piece_stage(&r->sc, from) != s)
+                implied_msg(r, s, &at, fwd ? PP_OP_RECV_ACT : PP_OP_RECV_GRAD, dense_mb, ch, from);
+            pp_instr *in = &r->sc.instrs[s][at];
+            in->op = op_of(o->kind);
             in->mb = opt ? -1 : dense_mb;
-            in->chunk = (int16_t)(opt ? -1 : (o->chunk >= 0 ? o->chunk : 0));
+            in->chunk = ch;
             in->peer = (int16_t)(an_is_compute(o->kind) ? -1 : o->peer);
-            r->dur[s][k] = (double)(o->t1 - o->t0);
+            r->dur[s][at++] = (double)(o->t1 - o->t0);
+            if (piece >= 0 && to >= 0 && to < P && pp_schedule_piece_stage(&r->sc, to) != s)
+                implied_msg(r, s, &at, fwd ? PP_OP_SEND_ACT : PP_OP_SEND_GRAD, dense_mb, ch, to);
         }
-        r->sc.n_instrs[s] = (int)cnt;
+        r->sc.n_instrs[s] = at;
         i = j;
     }
     free(mbs);
@@ -268,7 +304,7 @@ static int critical_culprit(const replay *r, const pp_sim_result *res, double *s
 
 
 static int decompose_once(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
-                          const double *kind_mean);
+                          const double *kind_mean, int implied);
 
 /* Whether x waits before y on their stage when a receive waits at its end: a receive posted
  * with others in one batch (batch_isend_irecv) is waited for after the sends posted with it. */
@@ -310,23 +346,29 @@ int an_step_decompose(pp_astep *sp, const pp_aop *ops, size_t n, int S, int plac
      * posted a receive before the send the other stage's receive waits for, in one batch
      * (Megatron-LM's batched p2p; gloo records the receive first), again with each receive
      * where it was waited for */
-    int done = !overlapped && decompose_once(sp, ops, n, S, placement, kind_mean);
+    /* a step without any transfer op: first with the messages its schedule implies */
+    int xfer = 0;
+    for (size_t i = 0; i < n && !xfer; i++)
+        xfer = !an_is_compute(ops[i].kind) && ops[i].kind != PP_AOP_OPT;
+    if (!xfer && S > 1 && decompose_once(sp, ops, n, S, placement, kind_mean, 1))
+        return 1;
+    int done = !overlapped && decompose_once(sp, ops, n, S, placement, kind_mean, 0);
     if (!done) {
         pp_aop *w = wait_ordered(ops, n);
         if (w)
-            done = decompose_once(sp, w, n, S, placement, kind_mean);
+            done = decompose_once(sp, w, n, S, placement, kind_mean, 0);
         free(w);
     }
     if (!done && overlapped)
-        done = decompose_once(sp, ops, n, S, placement, kind_mean);
+        done = decompose_once(sp, ops, n, S, placement, kind_mean, 0);
     return done;
 }
 
 static int decompose_once(pp_astep *sp, const pp_aop *ops, size_t n, int S, int placement,
-                          const double *kind_mean)
+                          const double *kind_mean, int implied)
 {
     replay r;
-    if (replay_build(&r, ops, n, S, placement)) {
+    if (replay_build(&r, ops, n, S, placement, implied)) {
         r.kind_mean = kind_mean;
         r.no_barrier = sp->opt_barrier == 0;
         pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL, NULL, sp->opt_barrier == 0};

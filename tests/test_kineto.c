@@ -1288,6 +1288,18 @@ static void expect_tl_truth(cJSON *j, const tl_truth *tr, const char *what)
     /* the job's straggler is the last stage (2x the work): the first waits on it */
     cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(stages, 0), "imbalance_culprit")->valueint,
                  1, "%s", what);
+    /* the timeline holds no transfer: the bubble's replays wait on the messages the schedule
+     * implies, so each stage's fill and drain is its own term (before: 0, all of it "transfer"),
+     * and the parts still add up to the idle time */
+    for (int s = 0; s < 2; s++) {
+        cJSON *st = cJSON_GetArrayItem(stages, s);
+        double fill = cJSON_GetObjectItem(st, "fill_drain_ms")->valuedouble,
+               imb = cJSON_GetObjectItem(st, "imbalance_ms")->valuedouble,
+               xfer = cJSON_GetObjectItem(st, "transfer_ms")->valuedouble,
+               idle = cJSON_GetObjectItem(st, "idle_ms")->valuedouble;
+        cr_expect_gt(fill, 1.0, "%s stage %d: fill/drain %.3f ms", what, s, fill);
+        cr_expect_lt(fabs(fill + imb + xfer - idle), 1e-3 * idle + 1e-6, "%s stage %d", what, s);
+    }
 }
 
 /* the two rank files as Paddle's profiler_helper.py merges them: "[ " + the lines joined by
