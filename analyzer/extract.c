@@ -205,13 +205,20 @@ static void fit_sends(const pp_analysis *a, pp_extract *e)
 
 /* Per-layer costs: medians of the layer ranges; sizes from the layer marks, else activations
  * from the bytes seen on the links. Notes the assumptions. */
+/* The activation bytes a message carried (the last activation link's mean), 0 when none. */
+static uint64_t activation_seen(const pp_analysis *a)
+{
+    uint64_t seen = 0;
+    for (size_t i = 0; i < a->n_links; i++)
+        if (!a->links[i].grad && a->links[i].messages)
+            seen = a->links[i].bytes / a->links[i].messages;
+    return seen;
+}
+
 static pp_status extract_layers(const pp_analysis *a, int L, pp_extract *e)
 {
     int split = 0, have_info = 1;
-    uint64_t act_seen = 0;
-    for (size_t i = 0; i < a->n_links; i++)
-        if (!a->links[i].grad && a->links[i].messages)
-            act_seen = a->links[i].bytes / a->links[i].messages;
+    uint64_t act_seen = activation_seen(a);
     for (int l = 0; l < L; l++) {
         const pp_alayer *al = NULL;
         for (size_t i = 0; i < a->n_layers; i++)
@@ -1216,10 +1223,7 @@ static pp_status stage_level(const pp_analysis *a, pp_extract *e)
     pp_status st = pp_costs_uniform(P, 0, 0, 0, &e->costs);
     if (st != PP_OK)
         return st;
-    uint64_t act_seen = 0;
-    for (size_t i = 0; i < a->n_links; i++)
-        if (!a->links[i].grad && a->links[i].messages)
-            act_seen = a->links[i].bytes / a->links[i].messages;
+    uint64_t act_seen = activation_seen(a);
     int *bounds = malloc(sizeof(int) * (size_t)(P + 1));
     if (!bounds)
         return PP_ERR(PP_ERR_NOMEM, "out of memory");

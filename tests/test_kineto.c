@@ -1302,26 +1302,39 @@ static void expect_tl_truth(cJSON *j, const tl_truth *tr, const char *what)
     }
 }
 
-/* the two rank files as Paddle's profiler_helper.py merges them: "[ " + the lines joined by
- * ",\n" + " ]" (one thread per stage in one file) */
-static void write_merged(const char *path)
+/* pdtl's stage file `stage` written to o, every stamp `off_ms` later: as it is (first NULL), or
+ * as lines of a merged file (joined by ",\n"; *first: none written yet) */
+static void copy_tl_lines(FILE *o, int stage, long long off_ms, int *first)
+{
+    char in[512], line[512];
+    snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", stage);
+    FILE *f = fopen(in, "r");
+    cr_assert_not_null(f, "%s", in);
+    while (fgets(line, sizeof line, f)) {
+        char *ts = strstr(line, "\"ts\": "), *end;
+        cr_assert_not_null(ts);
+        long long v = strtoll(ts + 6, &end, 10);
+        if (first) {
+            end[strcspn(end, "\n")] = '\0';
+            fputs(*first ? "" : ",\n", o);
+            *first = 0;
+        }
+        fprintf(o, "%.*s%lld%s", (int)(ts + 6 - line), line, v + off_ms, end);
+    }
+    fclose(f);
+}
+
+/* `copies` of the two rank files (the k-th 1 ms later) as Paddle's profiler_helper.py merges
+ * them: "[ " + the lines joined by ",\n" + " ]" (one thread per stage in one file) */
+static void write_merged(const char *path, int copies)
 {
     FILE *o = fopen(path, "w");
     cr_assert_not_null(o);
     fputs("[ ", o);
     int first = 1;
-    for (int r = 0; r < 2; r++) {
-        char in[512], line[512];
-        snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", r);
-        FILE *f = fopen(in, "r");
-        cr_assert_not_null(f);
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = '\0';
-            fprintf(o, "%s%s", first ? "" : ",\n", line);
-            first = 0;
-        }
-        fclose(f);
-    }
+    for (int copy = 0; copy < copies; copy++)
+        for (int r = 0; r < 2; r++)
+            copy_tl_lines(o, r, copy, &first);
     fputs(" ]\n", o);
     fclose(o);
 }
@@ -1344,7 +1357,7 @@ Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
     cr_assert_eq(mkdir(dir, 0755), 0);
     char merged[400];
     snprintf(merged, sizeof merged, "%s/pipeline_profile.json", dir);
-    write_merged(merged);
+    write_merged(merged, 1);
     j = report_json(dir);
     expect_tl_truth(j, &tr, "merged");
     cJSON *run = cJSON_GetObjectItem(j, "run");
@@ -1377,19 +1390,11 @@ Test(kineto, paddle_pipeline_timeline_is_analyzed_as_its_pipeline)
 /* pdtl's stage file `stage` as rank `rank`'s in dir, every stamp `off_ms` later */
 static void write_tl_rank(const char *dir, int rank, int stage, long long off_ms)
 {
-    char in[512], out[512], line[512];
-    snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", stage);
+    char out[512];
     snprintf(out, sizeof out, "%s/profile_record_tmp_file_for_rank_%d", dir, rank);
-    FILE *f = fopen(in, "r"), *o = fopen(out, "w");
-    cr_assert(f && o);
-    while (fgets(line, sizeof line, f)) {
-        char *ts = strstr(line, "\"ts\": ");
-        cr_assert_not_null(ts);
-        char *end;
-        long long v = strtoll(ts + 6, &end, 10);
-        fprintf(o, "%.*s%lld%s", (int)(ts + 6 - line), line, v + off_ms, end);
-    }
-    fclose(f);
+    FILE *o = fopen(out, "w");
+    cr_assert_not_null(o);
+    copy_tl_lines(o, stage, off_ms, NULL);
     fclose(o);
 }
 
@@ -1448,27 +1453,7 @@ Test(kineto, paddle_timeline_of_a_hybrid_job_splits_into_its_pipelines)
     cr_assert_eq(mkdir(dir, 0755), 0);
     char path[400];
     snprintf(path, sizeof path, "%s/pipeline_profile.json", dir);
-    FILE *o = fopen(path, "w");
-    cr_assert_not_null(o);
-    fputs("[ ", o);
-    for (int copy = 0, first = 1; copy < 2; copy++)
-        for (int r = 0; r < 2; r++) {
-            char in[512], line[512];
-            snprintf(in, sizeof in, DATA "/pdtl/profile_record_tmp_file_for_rank_%d", r);
-            FILE *f = fopen(in, "r");
-            cr_assert_not_null(f);
-            while (fgets(line, sizeof line, f)) {
-                char *ts = strstr(line, "\"ts\": "), *end;
-                long long v = strtoll(ts + 6, &end, 10);
-                end[strcspn(end, "\n")] = '\0';
-                fprintf(o, "%s%.*s%lld%s", first ? "" : ",\n", (int)(ts + 6 - line), line,
-                        v + copy, end);
-                first = 0;
-            }
-            fclose(f);
-        }
-    fputs(" ]\n", o);
-    fclose(o);
+    write_merged(path, 2);
     j = report_json(dir);
     ws = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
     found = 0;
