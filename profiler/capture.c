@@ -237,6 +237,8 @@ static void tsc_pair(uint64_t *ticks, uint64_t *ns)
 {
 #if PPROF_HAVE_TSC
     uint64_t best = UINT64_MAX;
+    *ticks = __rdtsc(); /* replaced by the first try: b - a is below UINT64_MAX */
+    *ns = mono_ns();
     for (int i = 0; i < 5; i++) {
         uint64_t a = __rdtsc();
         uint64_t n = mono_ns();
@@ -579,6 +581,34 @@ static void writer_stop(void)
     pthread_mutex_unlock(&g.wake_mu);
     pthread_join(g.writer, NULL);
     g.writer_running = 0;
+}
+
+/* For a thread that may wait, never one of the job's own (CUPTI's delivery thread; the flush at
+ * exit): reserves like pprof_ring_reserve, and while the ring is full wakes the writer and
+ * waits for it to drain, until deadline_ns (CLOCK_MONOTONIC) or until the writer has made no
+ * room for WAIT_STALL_MS. NULL when it gives up: the caller drops and counts, as always. */
+#define WAIT_STALL_MS 200
+uint8_t *pprof_ring_reserve_waiting(pprof_thread *t, uint32_t size, uint64_t deadline_ns)
+{
+    uint8_t *p = pprof_ring_reserve(t, size);
+    if (p || !t->ring || !g.writer_running)
+        return p;
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire), moved = mono_ns();
+    for (;;) {
+        pthread_mutex_lock(&g.wake_mu);
+        pthread_cond_signal(&g.wake_cv); /* the writer drains at once */
+        pthread_mutex_unlock(&g.wake_mu);
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 100000}, NULL);
+        if ((p = pprof_ring_reserve(t, size)) != NULL)
+            return p;
+        uint64_t now = mono_ns(), now_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+        if (now_tail != tail) {
+            tail = now_tail;
+            moved = now;
+        }
+        if (now >= deadline_ns || now - moved > (uint64_t)WAIT_STALL_MS * 1000000u)
+            return NULL;
+    }
 }
 
 static void counters(uint64_t *dropped, uint64_t *filtered)

@@ -39,6 +39,8 @@ static int g_cupti_tried;
 static _Atomic uint64_t g_cupti_dropped; /* records CUPTI itself dropped */
 
 enum { PPROF_CUPTI_BUFFER = 8 << 20 };
+/* How long the delivery of one completed buffer may wait for the writer to make room. */
+enum { BUFFER_WAIT_MS = 2000 };
 
 static uint64_t CUPTIAPI monotonic_ns(void)
 {
@@ -76,8 +78,11 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
     *max_records = 0;
 }
 
-/* Encodes every record of a completed buffer into this thread's ring (dropped and counted when
- * the ring is full, as any event). */
+/* Encodes every record of a completed buffer into this thread's ring. This is CUPTI's own
+ * thread (or the flush at exit), never one of the job's, so when the ring is full it waits for
+ * the writer to drain it (bounded: pprof_ring_reserve_waiting) rather than drop: one 8 MB buffer
+ * of a launch-bound job holds more records than a ring, and a dropped buffer is a whole
+ * stream's kernels gone. Only after that bound are records dropped and counted, as any event. */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
                                       size_t valid)
 {
@@ -88,6 +93,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
                                .tid = atomic_load_explicit(&t->tid, memory_order_relaxed)};
         CUpti_Activity *rec = NULL;
+        uint64_t deadline = monotonic_ns() + (uint64_t)BUFFER_WAIT_MS * 1000000u;
         while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
             _Static_assert(sizeof(pp_rec_gpu) >= sizeof(pp_rec_api) &&
                                sizeof(pp_rec_gpu) >= sizeof(pp_rec_gpu_mem),
@@ -96,7 +102,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             size_t n = pprof_cupti_encode(rec, &env, tmp, sizeof tmp);
             if (n == 0 || n == (size_t)-1)
                 continue;
-            uint8_t *p = pprof_ring_reserve(t, (uint32_t)n);
+            /* CUPTI's own thread (or our flush at exit) may wait: a buffer of a launch-bound
+             * job holds more records than a ring, and dropping them loses whole streams */
+            uint8_t *p = pprof_ring_reserve_waiting(t, (uint32_t)n, deadline);
             if (!p) {
                 pprof_drop(t);
                 continue;

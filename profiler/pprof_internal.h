@@ -155,6 +155,9 @@ pprof_thread *pprof_thread_register(void);
 void pprof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pprof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t pprof_clock_adjust(uint64_t ts);
+/* Reserve for a thread allowed to wait for the writer (CUPTI's delivery thread): the ring's
+ * space, waiting while the writer drains it, until deadline_ns (CLOCK_MONOTONIC) at most. */
+uint8_t *pprof_ring_reserve_waiting(struct pprof_thread *t, uint32_t size, uint64_t deadline_ns);
 
 /* ---- registry.c ---- */
 int pprof_registry_init(void);

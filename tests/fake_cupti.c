@@ -7,7 +7,10 @@
  * and fake_cupti_launch(dur_ns) (called by the test job inside its NVTX ranges) records a
  * runtime API call on the calling thread and a kernel of dur_ns starting 10 us later, with the
  * clock libpprof registered; cuptiActivityFlushAll hands them over through the registered
- * buffer callbacks, as CUPTI does. Records are laid out as CUDA 13's structs. */
+ * buffer callbacks, as CUPTI does. Records are laid out as CUDA 13's structs.
+ * FAKE_CUPTI_MODE=flood: the flush also hands over FAKE_FLOOD kernels (no API call of theirs
+ * recorded) in as many full buffers as they take, back to back, as CUPTI does for a
+ * launch-bound job: far more than a ring of the capture holds. */
 #define _GNU_SOURCE
 #include <cupti.h>
 
@@ -25,6 +28,8 @@ static int g_n;
 static uint32_t g_corr;
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
+
+enum { FAKE_FLOOD = 150000 };
 
 FAKE_EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
 {
@@ -94,6 +99,34 @@ FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t 
     return CUPTI_SUCCESS;
 }
 
+/* FAKE_FLOOD kernels of 1 us, 2 us apart, on stream 9, in full buffers one after another. */
+static void flood(void)
+{
+    size_t k = rec_size((const CUpti_Activity *)&g_kern[0]);
+    uint64_t t = g_clock ? g_clock() : 0;
+    for (int left = FAKE_FLOOD; left > 0;) {
+        uint8_t *buf = NULL;
+        size_t size = 0, max = 0, used = 0;
+        g_request(&buf, &size, &max);
+        if (!buf)
+            return;
+        for (; left > 0 && used + k <= size; left--) {
+            CUpti_ActivityKernel10 r;
+            memset(&r, 0, sizeof r);
+            r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            r.start = t;
+            r.end = t + 1000;
+            t += 2000;
+            r.streamId = 9;
+            r.correlationId = ++g_corr;
+            r.name = "flood_kernel";
+            memcpy(buf + used, &r, sizeof r);
+            used += k;
+        }
+        g_complete(NULL, 9, buf, size, used);
+    }
+}
+
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag;
@@ -116,6 +149,9 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
     }
     g_n = 0;
     g_complete(NULL, 0, buf, size, used);
+    const char *m = getenv("FAKE_CUPTI_MODE");
+    if (m && strcmp(m, "flood") == 0)
+        flood();
     return CUPTI_SUCCESS;
 }
 
