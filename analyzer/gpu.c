@@ -21,7 +21,10 @@ enum {
     LINK_RESERVOIR = 1024, /* samples of a link's per-message bandwidth */
     MAX_LINKS = 4096,      /* (rank, peer) pairs tracked: a hostile trace cannot grow more */
     MAX_DEVICES = 1024,
-    DEVICE_IVLS = 4096     /* unmerged intervals per device before the oldest are retired */
+    DEVICE_IVLS = 4096,    /* unmerged intervals per device before the oldest are retired */
+    STREAM_SLOTS = 8192,   /* streams whose stage is learnt: a hostile trace cannot grow more */
+    STREAM_SHARED = -2,
+    ADOPT_THREADS = 64     /* threads of a file looked at for a record's adopting range */
 };
 
 typedef struct grange {
@@ -86,6 +89,14 @@ typedef struct glink {
     gseries bw;
 } glink;
 
+/* A stream's stage: the records projected through their launching thread say which stage a
+ * (file, device, stream) works for; a stream seen working for two stages has none. */
+typedef struct gstream {
+    int32_t file;     /* -1: a free slot */
+    uint32_t device, stream;
+    int32_t stage;    /* STREAM_SHARED: seen for two stages */
+} gstream;
+
 typedef struct gstage {
     gseries fwd, bwd, lag;
     double kind_ns[PP_GOP_COUNT];
@@ -113,6 +124,10 @@ struct pp_gpu_proj {
     glink *links;
     size_t n_links;
     uint64_t records, api_calls, projected, unattributed, outside, late, nccl_ops;
+    uint64_t adopted, ambiguous;
+    /* the stage each (file, device, stream) was seen working for, learnt from the records
+     * projected through their launching thread (open addressing; STREAM_SLOTS at most) */
+    gstream *streams;
     /* files that have sent ranges, API calls, GPU records: the join runs when the window holds
      * twice `window` of them per such file (4x for API calls), so that each join sorts the
      * window once for all files rather than once per file */
@@ -214,7 +229,9 @@ pp_status pp_gpu_proj_create(pp_gpu_proj **out, const int64_t *steps, const uint
     p->span1 = calloc(ns, sizeof *p->span1);
     p->busy = calloc(cells, sizeof *p->busy);
     p->stages = calloc(p->S ? (size_t)p->S : 1, sizeof *p->stages);
-    if (!p->steps || !p->win0 || !p->win1 || !p->span0 || !p->span1 || !p->busy || !p->stages) {
+    p->streams = pp_alloc_array(STREAM_SLOTS, sizeof *p->streams);
+    if (!p->steps || !p->win0 || !p->win1 || !p->span0 || !p->span1 || !p->busy || !p->stages ||
+        !p->streams) {
         pp_gpu_proj_destroy(p);
         return PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection of %zu steps", n);
     }
@@ -225,6 +242,8 @@ pp_status pp_gpu_proj_create(pp_gpu_proj **out, const int64_t *steps, const uint
     }
     for (size_t i = 0; i < n; i++)
         p->span0[i] = UINT64_MAX;
+    for (size_t i = 0; i < STREAM_SLOTS; i++)
+        p->streams[i].file = -1;
     *out = p;
     return PP_OK;
 }
@@ -258,6 +277,7 @@ void pp_gpu_proj_destroy(pp_gpu_proj *p)
     free(p->spans.v);
     free(p->file_stage);
     free(p->members);
+    free(p->streams);
     free(p);
 }
 
@@ -488,12 +508,40 @@ static void device_add(pp_gpu_proj *p, uint32_t device, uint64_t start, uint64_t
         *x = (ivl){start, end};
 }
 
-static void project_one(pp_gpu_proj *p, const grec *g, grange *r)
+/* The slot of (file, device, stream), or the free slot where it goes; NULL when the table is
+ * full and it is not there. */
+static gstream *stream_slot(pp_gpu_proj *p, int32_t file, uint32_t device, uint32_t stream)
+{
+    uint64_t h = ((uint64_t)(uint32_t)file * 0x9e3779b97f4a7c15ull) ^
+                 ((uint64_t)device << 32 | stream) * 0xbf58476d1ce4e5b9ull;
+    size_t i = (size_t)(h >> 40) & (STREAM_SLOTS - 1);
+    for (size_t k = 0; k < STREAM_SLOTS; k++, i = (i + 1) & (STREAM_SLOTS - 1)) {
+        gstream *x = &p->streams[i];
+        if (x->file < 0 || (x->file == file && x->device == device && x->stream == stream))
+            return x;
+    }
+    return NULL;
+}
+
+/* A record projected through its launching thread: its stream works for that range's stage. */
+static void stream_learn(pp_gpu_proj *p, const grec *g, int32_t stage)
+{
+    gstream *x = stream_slot(p, g->file, g->device, g->stream);
+    if (!x)
+        return;
+    if (x->file < 0)
+        *x = (gstream){.file = g->file, .device = g->device, .stream = g->stream, .stage = stage};
+    else if (x->stage != stage)
+        x->stage = STREAM_SHARED;
+}
+
+/* Projects g onto r; whether it landed in an analyzed step. */
+static int project_one(pp_gpu_proj *p, const grec *g, grange *r)
 {
     long si = step_index(p, r->step);
     if (si < 0 || r->stage < 0 || r->stage >= p->S) {
         p->outside++;
-        return;
+        return 0;
     }
     p->projected++;
     double d = (double)(g->end - g->start);
@@ -514,6 +562,52 @@ static void project_one(pp_gpu_proj *p, const grec *g, grange *r)
                                 .stage = r->stage, .kind = r->kind, .step = r->step,
                                 .start = g->start, .end = g->end, .peer = -1};
     }
+    return 1;
+}
+
+/* A record whose launching thread had no pipeline range open when it launched (PyTorch's
+ * autograd runs the backward on a thread of its own while the stage's thread waits inside its
+ * backward range; a helper thread of the job): the range it is adopted by, or NULL. The
+ * candidates are the ranges of the same trace file open at the launch, one per thread (the
+ * innermost, as for the launching thread). When the record's stream is known to work for one
+ * stage, only that stage's ranges count; the candidates left must all be of one stage (else
+ * the record is ambiguous: not projected), and the latest opened of them adopts it. */
+static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int *ambiguous)
+{
+    *ambiguous = 0;
+    const gstream *x = stream_slot(p, g->file, g->device, g->stream);
+    int32_t want = x && x->file >= 0 ? x->stage : -1; /* -1: not known; STREAM_SHARED */
+    grange *r = p->ranges.v, *best = NULL;
+    size_t n = p->ranges.n, lo = 0, hi = n;
+    while (lo < hi) { /* first range of the file */
+        size_t mid = lo + (hi - lo) / 2;
+        if (r[mid].file < a->file)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (int threads = 0; lo < n && r[lo].file == a->file && threads < ADOPT_THREADS; threads++) {
+        uint32_t tid = r[lo].tid;
+        grange *c = find_range(p, a->file, tid, a->start);
+        if (c && (want < 0 || c->stage == want)) {
+            if (best && best->stage != c->stage) {
+                *ambiguous = 1;
+                return NULL;
+            }
+            if (!best || c->t0 > best->t0)
+                best = c;
+        }
+        size_t l = lo, h = n; /* the next thread's first range */
+        while (l < h) {
+            size_t mid = l + (h - l) / 2;
+            if (r[mid].file == a->file && r[mid].tid <= tid)
+                l = mid + 1;
+            else
+                h = mid;
+        }
+        lo = l;
+    }
+    return best;
 }
 
 /* Joins the pending GPU records with the API records and ranges in the window. A record that
@@ -533,6 +627,8 @@ static void join(pp_gpu_proj *p, int final)
         const gapi *a = find_api(p, g[i].file, g[i].corr);
         grange *r = a ? find_range(p, a->file, a->tid, a->start) : NULL;
         if (r) {
+            if (r->stage >= 0 && r->stage < p->S)
+                stream_learn(p, &g[i], r->stage);
             project_one(p, &g[i], r);
             continue;
         }
@@ -540,6 +636,13 @@ static void join(pp_gpu_proj *p, int final)
             g[kept++] = g[i];
             continue;
         }
+        /* waited its window: the streams' stages are known by now */
+        int ambiguous = 0;
+        if (a && (r = adopt(p, &g[i], a, &ambiguous)) != NULL) {
+            p->adopted += (uint64_t)project_one(p, &g[i], r);
+            continue;
+        }
+        p->ambiguous += (uint64_t)ambiguous;
         const gfile *f = a && (size_t)a->file < p->n_files ? &p->files[a->file] : NULL;
         if (f && a->start <= f->evicted_t1)
             p->late++;
@@ -728,6 +831,8 @@ pp_status pp_gpu_proj_finish(pp_gpu_proj *p, pp_gpu_result *out)
     out->api_calls = p->api_calls;
     out->projected = p->projected;
     out->unattributed = p->unattributed;
+    out->adopted = p->adopted;
+    out->ambiguous = p->ambiguous;
     out->outside_steps = p->outside;
     out->late = p->late;
     out->nccl_ops = p->nccl_ops;

@@ -67,6 +67,10 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
         an_warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
                    "(launched outside the NVTX ranges, or their API record was lost)",
                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
+    if (a->gpu.ambiguous)
+        an_warn(a, "%llu GPU records were launched by a thread with no pipeline range open while "
+                   "ranges of two stages or more were open in its process: not projected",
+                (unsigned long long)a->gpu.ambiguous);
     if (a->gpu.late)
         an_warn(a, "%llu GPU records arrived after the range that launched them had left the "
                    "projection's window (%zu ranges per trace file): not projected",

@@ -3,7 +3,11 @@
  * times), the CUDA API calls (correlation id, calling thread, start) and the GPU activity
  * (kernels, copies, memsets with their correlation ids), and NCCL's operations. It projects
  * every GPU record onto the pipeline range that launched it: the range open on the launching
- * thread when the API call began (the innermost one: pipeline op ranges do not nest).
+ * thread when the API call began (the innermost one: pipeline op ranges do not nest). Work
+ * launched by a thread with no range open then (PyTorch's autograd thread runs every backward
+ * while the stage's thread waits in its backward range) is adopted by the range open on another
+ * thread of the same process, where that is unambiguous: of the stage the record's stream was
+ * seen working for, or the one stage with a range open.
  * From that come per-stage forward/backward times, busy time and bubble in GPU time, device
  * utilisation, and per-link NCCL bandwidth.
  *
@@ -102,6 +106,10 @@ typedef struct pp_gpu_span {
 typedef struct pp_gpu_result {
     int present;                /* any GPU or NCCL record at all */
     uint64_t records, api_calls, projected, unattributed, outside_steps;
+    /* of projected: launched by a thread with no pipeline range open, adopted by a range of the
+     * same process (pp_gpu.h's header); of unattributed: left so because ranges of two stages
+     * were open at the launch */
+    uint64_t adopted, ambiguous;
     uint64_t late;              /* launched from a range that had left the window */
     double step_ns;             /* mean GPU span of an analyzed step (first to last GPU work) */
     double projected_ns;        /* mean per step of all stages' projected GPU time */

@@ -258,6 +258,11 @@ static void print_gpu(const pp_analysis *a, FILE *out)
             (unsigned long long)g->records, (unsigned long long)g->projected,
             (unsigned long long)g->unattributed, ms(g->step_ns), ms(g->projected_ns),
             ms(g->work_ns));
+    if (g->adopted)
+        fprintf(out, "(%llu of the projected records were launched by a thread with no pipeline "
+                     "range open, such as PyTorch's autograd thread, and adopted by its "
+                     "process's range of the same stage)\n",
+                (unsigned long long)g->adopted);
     fprintf(out, "%-6s %12s %12s %12s %12s %10s %14s\n", "stage", "gpu fwd ms", "gpu bwd ms",
             "gpu busy ms", "host busy ms", "gpu bubble", "launch lag us");
     for (int s = 0; s < g->S && s < a->S; s++) {

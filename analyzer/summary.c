@@ -338,6 +338,8 @@ static void json_gpu(pp_json_writer *w, const pp_analysis *a)
     pp_json_put_uint(w, "records", g->records);
     pp_json_put_uint(w, "projected", g->projected);
     pp_json_put_uint(w, "unattributed", g->unattributed);
+    pp_json_put_uint(w, "adopted", g->adopted);
+    pp_json_put_uint(w, "ambiguous", g->ambiguous);
     pp_json_put_uint(w, "late", g->late);
     pp_json_put_real(w, "step_ms", pp_report_ms(g->step_ns));
     pp_json_put_real(w, "projected_ms", pp_report_ms(g->projected_ns));

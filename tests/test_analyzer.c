@@ -625,8 +625,8 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
             tk_tw_pop(&t, 100, b + (4 + m) * ms);
             push(&t, 100, b + (4 + m) * ms, s_bwd[m], 1, (uint64_t)m);
             tk_tw_pop(&t, 100, b + (5 + m) * ms);
-            if (gpu)
-                gpu_launch(&g, 100, b + (4 + m) * ms, 1200000, 1);
+            if (gpu) /* 2: launched by an autograd thread of its own (PyTorch) */
+                gpu_launch(&g, gpu == 2 ? 700 : 100, b + (4 + m) * ms, 1200000, 1);
         }
         tk_tw_pop(&t, 100, b + 6 * ms);
         tk_tw_flush(&t, PP_BLOCK_EVENTS, 100);
@@ -645,13 +645,17 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
             push(&t, 101, b + (4 + m) * ms, s_sg[m], 2, 4096);
             tk_tw_pop(&t, 101, b + (4 + m) * ms + 1000);
             if (gpu)
-                gpu_launch(&g, 101, b + (3 + m) * ms, 1200000, 2);
+                gpu_launch(&g, gpu == 2 ? 701 : 101, b + (3 + m) * ms, 1200000, 2);
         }
         tk_tw_pop(&t, 101, b + 6 * ms);
         tk_tw_flush(&t, PP_BLOCK_EVENTS, 101);
         if (gpu) {
             /* a launch from a thread with no pipeline range open */
             gpu_launch(&g, 555, b + 7 * ms, 100000, 3);
+            /* from a thread with no range open while both stages are inside their backward,
+             * on a stream no stage was seen using: ambiguous */
+            if (gpu == 2)
+                gpu_launch(&g, 702, b + 4 * ms, 100000, 4);
             tk_tw_flush(&g, PP_BLOCK_EVENTS, 999);
         }
     }
@@ -889,6 +893,50 @@ Test(analyzer, damaged_and_foreign_run_directories)
     cr_assert(!a->steps[1].decomposed);
     cr_assert(strstr(a->warnings, "truncated") != NULL, "%s", a->warnings);
     cr_assert(strstr(a->warnings, "could not be replayed") != NULL, "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
+/* PyTorch's autograd engine launches every backward kernel from a thread of its own (one per
+ * device) while the stage's thread waits inside its backward range: on an H200 the torch job
+ * of benchmarks/gpu/ read 0.000 ms of GPU backward for both stages. The same layout with the
+ * backward launched by such threads (on the streams the stages' forwards used): the records
+ * are adopted by the stage's range open at the launch, and every number is the one of the
+ * same job launching from the stage's thread; a launch from such a thread on a stream no stage
+ * used, while both stages' ranges are open, stays unprojected (ambiguous). */
+Test(analyzer, gpu_work_launched_by_a_thread_outside_the_ranges_is_adopted_by_its_stage)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
+    write_foreign_trace_gpu(path, 1);
+    pp_analysis *ref = NULL, *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &ref), PP_OK, "%s", pp_error_message());
+    unlink(path);
+    write_foreign_trace_gpu(path, 2);
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    const pp_gpu_result *g = &a->gpu, *r = &ref->gpu;
+    cr_assert_eq(r->adopted, 0);
+    cr_assert_eq(g->records, r->records + 3);
+    cr_assert_eq(g->projected, r->projected);
+    cr_assert_eq(g->adopted, 2 * 2 * 2, "both stages' backward of the 2 analyzed steps");
+    cr_assert_eq(g->ambiguous, 3);
+    cr_assert_eq(g->unattributed, r->unattributed + 3);
+    cr_assert_not_null(strstr(a->warnings, "ranges of two stages"), "%s", a->warnings);
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(g->stages[s].bwd_median_ns, 1200000.0, "stage %d", s);
+        cr_assert_eq(g->stages[s].bwd_median_ns, r->stages[s].bwd_median_ns);
+        cr_assert_eq(g->stages[s].fwd_median_ns, r->stages[s].fwd_median_ns);
+        cr_assert_eq(g->stages[s].busy_ns, r->stages[s].busy_ns);
+        cr_assert_eq(g->stages[s].bubble_ratio, r->stages[s].bubble_ratio);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    pp_analysis_print(a, f);
+    fclose(f);
+    cr_assert_not_null(strstr(text, "8 of the projected records were launched by a thread"), "%s",
+                       text);
+    free(text);
+    pp_analysis_free(ref);
     pp_analysis_free(a);
 }
 
