@@ -242,7 +242,7 @@ if not g:
     print("no GPU records in the capture"); sys.exit(0)
 ratio = 100 * g["projected_ms"] / g["work_ms"] if g.get("work_ms") else float("nan")
 st = "; ".join(f"stage {i}: fwd {s.get('fwd_ms', 0):.3f} bwd {s.get('bwd_ms', 0):.3f} ms" for i, s in enumerate(g.get("stages", [])))
-print(f"{g['records']} records, {g['projected']} projected, {g['unattributed']} unattributed; "
+print(f"{g['records']} records, {g['projected']} projected ({g.get('adopted', 0)} adopted from threads outside the ranges), {g['unattributed']} unattributed; "
       f"{ratio:.1f}% of GPU work projected ({g['projected_ms']:.3f} of {g['work_ms']:.3f} ms per step); {st}")
 PY
 }
@@ -280,20 +280,33 @@ say "## GPU capture: pptrain under pprof-run --cuda --nccl, small, 4 stages on o
 say ""
 cap_args=(--backend cuda --model small --stages 4 --schedule 1f1b --microbatches 8 --batch 32
     --steps "$STEPS_SMALL" --precision tf32)
-# the same run with and without the profiler, alternated to share the machine's drift
-for rep in 1 2; do
+# the same run without the profiler, under NVTX capture alone and under GPU capture, alternated
+# to share the machine's drift; the least disturbed (lowest) median of each
+for rep in 1 2 3; do
     bounded 45 "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/plain-$rep.jsonl" >"$LOGS/plain-$rep.txt" 2>&1
+    rm -rf "$BUILD/nvtx-run"
+    bounded 45 "$PPRUN" -q -o "$BUILD/nvtx-run" -- "$PPTRAIN" "${cap_args[@]}" \
+        -q --log-json "$LOGS/nvtx-$rep.jsonl" >"$LOGS/nvtx-$rep.txt" 2>&1
     rm -rf "$BUILD/capture-run"
     bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-run" -- "$PPTRAIN" "${cap_args[@]}" \
         -q --log-json "$LOGS/captured-$rep.jsonl" >"$LOGS/captured-$rep.txt" 2>&1
 done
-plain=$( (median_ms "$LOGS/plain-1.jsonl"; median_ms "$LOGS/plain-2.jsonl") | sort -g | head -1)
-captured=$( (median_ms "$LOGS/captured-1.jsonl"; median_ms "$LOGS/captured-2.jsonl") | sort -g | head -1)
-ratio="?"
-if [[ $plain =~ ^[0-9.]+$ && $captured =~ ^[0-9.]+$ ]]; then
-    ratio=$(awk -v a="$captured" -v b="$plain" 'BEGIN { if (b > 0) printf "%.4f (%+.2f%%)", a / b, 100 * (a / b - 1); else print "?" }')
-fi
-say "- median step: $plain ms without the profiler, $captured ms under pprof-run --cuda --nccl: overhead ratio $ratio"
+least() { for f in "$@"; do median_ms "$f"; done | grep -E '^[0-9.]+$' | sort -g | head -1; }
+ratio_of() { # ratio_of CAPTURED PLAIN
+    if [[ $1 =~ ^[0-9.]+$ && $2 =~ ^[0-9.]+$ ]]; then
+        awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f (%+.2f%%)", a / b, 100 * (a / b - 1); else print "?" }'
+    else
+        echo "?"
+    fi
+}
+plain=$(least "$LOGS"/plain-*.jsonl)
+nvtx=$(least "$LOGS"/nvtx-*.jsonl)
+captured=$(least "$LOGS"/captured-*.jsonl)
+ratio=$(ratio_of "$captured" "$plain")
+nvtx_ratio=$(ratio_of "$nvtx" "$plain")
+say "- median step (least of 3 runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio"
+dropped=$(grep -oE "[0-9]+ events dropped" "$LOGS"/captured-*.txt | awk '{ s += $1 } END { print s + 0 }')
+say "- events dropped by the capture over the 3 GPU captures: $dropped"
 "$PPREPORT" "$BUILD/capture-run" >"$LOGS/capture-report.txt" 2>&1
 "$PPREPORT" "$BUILD/capture-run" --json -o "$LOGS/capture-report.json" >/dev/null 2>&1
 say ""
@@ -304,7 +317,9 @@ say '```'
 fig=$([ -n "$PY" ] && gpu_summary "$LOGS/capture-report.json")
 say "- $fig"
 record "pptrain capture (--cuda --nccl)" "$([ -s "$LOGS/capture-report.json" ] && echo ok || echo FAILED)" "$fig"
-record "profiler overhead (median step ratio)" "$([ "$ratio" != "?" ] && echo measured || echo missing)" "$ratio"
+record "profiler overhead, NVTX only (median step ratio)" "$([ "$nvtx_ratio" != "?" ] && echo measured || echo missing)" "$nvtx_ratio"
+record "profiler overhead, --cuda --nccl (median step ratio)" "$([ "$ratio" != "?" ] && echo measured || echo missing)" "$ratio"
+record "GPU capture: events dropped" "$([ -z "$captured" ] && echo missing || { [ "$dropped" = 0 ] && echo ok || echo LOST; })" "$dropped in 3 captures"
 
 # ---- compute-sanitizer -----------------------------------------------------------------------
 say ""
