@@ -631,7 +631,9 @@ Test(kineto, thread_names_string_tids_marks_and_memory_events)
  * (cudaLaunchKernel, cudaMemcpyAsync); after every CPU event, as Kineto writes them, the
  * kernels and copies with the launches' correlation ids. Step k starts at 1000 + 1000 k us; the
  * forward's GPU work is 100 + 50 us, the backward's 200 + 50 us. */
-static void gpu_trace(FILE *f, int steps)
+/* bwd_tid: the thread the backward's launches come from (5: the step's own thread; PyTorch's
+ * autograd engine launches them from a thread of its own) */
+static void gpu_trace_from(FILE *f, int steps, int bwd_tid)
 {
     fputs("{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0},\"traceEvents\":[\n", f);
     static const char *const act[2] = {"F", "B"};
@@ -644,12 +646,13 @@ static void gpu_trace(FILE *f, int steps)
             int corr = 1 + 4 * k + 2 * a;
             fprintf(f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"PP:0%s0\",\"pid\":5,"
                        "\"tid\":5,\"ts\":%.3f,\"dur\":400},\n", act[a], t0);
+            int tid = a ? bwd_tid : 5;
             fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
-                       "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":211,"
-                       "\"correlation\":%d}},\n", t0 + 10, corr);
+                       "\"pid\":5,\"tid\":%d,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":211,"
+                       "\"correlation\":%d}},\n", tid, t0 + 10, corr);
             fprintf(f, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\","
-                       "\"pid\":5,\"tid\":5,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":41,"
-                       "\"correlation\":%d}},\n", t0 + 20, corr + 1);
+                       "\"pid\":5,\"tid\":%d,\"ts\":%.3f,\"dur\":5,\"args\":{\"cbid\":41,"
+                       "\"correlation\":%d}},\n", tid, t0 + 20, corr + 1);
         }
     }
     for (int k = 0; k < steps; k++) {
@@ -671,6 +674,8 @@ static void gpu_trace(FILE *f, int steps)
     fputs("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\","
           "\"ts\":9999999}]}\n", f);
 }
+
+static void gpu_trace(FILE *f, int steps) { gpu_trace_from(f, steps, 5); }
 
 Test(kineto, gpu_records_keep_their_launch_links_and_come_back_in_time_order)
 {
@@ -751,6 +756,29 @@ Test(kineto, gpu_kernels_project_onto_the_torch_actions_that_launched_them)
                  (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.late);
     cr_assert_eq(a->gpu.projected, 4 * (STEPS - 1));
     cr_assert_float_eq(a->gpu.stages[0].fwd_median_ns, 150000.0, 1e-6, "kernel + copy");
+    cr_assert_float_eq(a->gpu.stages[0].bwd_median_ns, 250000.0, 1e-6);
+    pp_analysis_free(a);
+}
+
+/* The same trace with the backward launched the way PyTorch launches it: from the autograd
+ * engine's thread, which has no range of its own, while the step's thread waits inside the
+ * backward action. Every record is still projected (adopted by the backward range), with the
+ * same times. */
+Test(kineto, gpu_work_of_the_autograd_thread_lands_on_the_backward)
+{
+    enum { STEPS = 3000 };
+    const char *json = tk_path("gpu_autograd.json");
+    FILE *f = fopen(json, "w");
+    gpu_trace_from(f, STEPS, 6);
+    fclose(f);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(json, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->gpu.records, 4 * STEPS);
+    cr_assert_eq(a->gpu.unattributed + a->gpu.late, 0, "%llu unattributed, %llu late",
+                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.late);
+    cr_assert_eq(a->gpu.projected, 4 * (STEPS - 1));
+    cr_assert_eq(a->gpu.adopted, 2 * (STEPS - 1), "the backward's kernel and copy");
+    cr_assert_float_eq(a->gpu.stages[0].fwd_median_ns, 150000.0, 1e-6);
     cr_assert_float_eq(a->gpu.stages[0].bwd_median_ns, 250000.0, 1e-6);
     pp_analysis_free(a);
 }
