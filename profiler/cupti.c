@@ -30,6 +30,9 @@ typedef struct cupti_fns {
     CUptiResult (*GetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
     CUptiResult (*GetNumDropped)(CUcontext, uint32_t, size_t *);
     CUptiResult (*FlushAll)(uint32_t);
+    /* optional: per-call selection of the driver API's records */
+    CUptiResult (*EnableDriverApi)(CUpti_CallbackId, uint8_t);
+    CUptiResult (*GetCallbackName)(CUpti_CallbackDomain, uint32_t, const char **);
 } cupti_fns;
 
 static cupti_fns C;
@@ -140,6 +143,47 @@ static void flush_at_exit(void)
         }                                                                                        \
     } while (0)
 
+/* Whether a driver API call (by name) can launch GPU work: kernels, graphs, copies, memsets. */
+static int launches_work(const char *name)
+{
+    static const char *const prefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* The driver API's records. CUPTI_ACTIVITY_KIND_DRIVER records every driver call, the many the
+ * runtime and the libraries make inside each of theirs (context, stream, attribute queries) too;
+ * the projection needs only the calls that launch GPU work (a kernel's correlation id names its
+ * launching call), so by default only those are enabled, one callback id at a time
+ * (cuptiActivityEnableDriverApi, which works without the DRIVER kind; names from
+ * cuptiGetCallbackName, so a newer CUPTI's new launch calls are included).
+ * PPROF_CUPTI_DRIVER=all records every driver call, as does a CUPTI without that selection. */
+static CUptiResult enable_driver_records(void)
+{
+    const char *mode = getenv("PPROF_CUPTI_DRIVER");
+    int all = mode && strcmp(mode, "all") == 0;
+    if (mode && *mode && !all && strcmp(mode, "launch") != 0)
+        pprof_log("pprof: --cuda: PPROF_CUPTI_DRIVER=%s is neither \"launch\" nor \"all\"; "
+                  "using \"launch\"",
+                  mode);
+    if (all || !C.EnableDriverApi || !C.GetCallbackName)
+        return C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
+    int enabled = 0;
+    for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++) {
+        const char *name = NULL;
+        if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name ||
+            !launches_work(name))
+            continue;
+        CUptiResult r = C.EnableDriverApi(cbid, 1);
+        if (r != CUPTI_SUCCESS)
+            return C.Enable(CUPTI_ACTIVITY_KIND_DRIVER); /* every call rather than none */
+        enabled++;
+    }
+    return enabled ? CUPTI_SUCCESS : C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
+}
+
 static int cupti_start(void)
 {
     const char *path = getenv("PPROF_CUPTI_LIB");
@@ -162,6 +206,8 @@ static int cupti_start(void)
     LOAD(GetNextRecord, "cuptiActivityGetNextRecord");
     LOAD(GetNumDropped, "cuptiActivityGetNumDroppedRecords");
     LOAD(FlushAll, "cuptiActivityFlushAll");
+    *(void **)(&C.EnableDriverApi) = dlsym(lib, "cuptiActivityEnableDriverApi");
+    *(void **)(&C.GetCallbackName) = dlsym(lib, "cuptiGetCallbackName");
     uint32_t version = 0;
     C.GetVersion(&version);
     if (version && version < 130001)
@@ -188,7 +234,7 @@ static int cupti_start(void)
         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        r = C.Enable(kinds[i]);
+        r = kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER ? enable_driver_records() : C.Enable(kinds[i]);
         if (r == CUPTI_SUCCESS)
             continue;
         atomic_store(&g_cupti_on, 0);

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -65,12 +66,49 @@ FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequ
     return CUPTI_SUCCESS;
 }
 
+/* What the library asked for, said on stderr at the flush (the tests read it). */
+static int g_driver_kind;
+static char g_driver_apis[256];
+
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
-    (void)kind;
     const char *m = getenv("FAKE_CUPTI_MODE");
-    return m && strcmp(m, "busy") == 0 ? CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                                       : CUPTI_SUCCESS;
+    if (m && strcmp(m, "busy") == 0)
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
+        g_driver_kind = 1;
+    return CUPTI_SUCCESS;
+}
+
+/* A few of the driver API's callback ids, with their names as CUPTI 13 gives them. */
+static const char *driver_name(uint32_t cbid)
+{
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent: return "cuCtxGetCurrent";
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: return "cuLaunchKernel";
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: return "cuLaunchKernelEx";
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2: return "cuMemcpyHtoDAsync_v2";
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async: return "cuMemsetD32Async";
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: return "cuGraphLaunch";
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize: return "cuStreamSynchronize";
+    default: return NULL;
+    }
+}
+
+FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+                                             const char **name)
+{
+    *name = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_name(cbid) : NULL;
+    return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    const char *n = driver_name(cbid);
+    size_t len = strlen(g_driver_apis);
+    if (enable && n && len + strlen(n) + 2 < sizeof g_driver_apis)
+        snprintf(g_driver_apis + len, sizeof g_driver_apis - len, " %s", n);
+    return CUPTI_SUCCESS;
 }
 
 /* Records in the buffer follow each other at 8-byte-aligned sizes of their structs. */
@@ -130,6 +168,8 @@ static void flood(void)
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag;
+    fprintf(stderr, "fake_cupti: DRIVER kind %s; driver calls enabled:%s\n",
+            g_driver_kind ? "on" : "off", g_driver_apis[0] ? g_driver_apis : " none");
     if (!g_request || !g_complete || !g_n)
         return CUPTI_SUCCESS;
     uint8_t *buf = NULL;

@@ -184,7 +184,7 @@ Test(cupti, without_a_driver_gpu_capture_says_so_and_nvtx_capture_goes_on)
  * projection of the kernels onto the job's forward and backward ranges. */
 #define FAKE_CUPTI PP_BUILD_DIR "/tests/libfakecupti.so"
 
-static pp_analysis *run_with_fake_cupti(const char *mode, tk_result *out)
+static pp_analysis *run_with_fake_cupti_env(const char *mode, const char *extra, tk_result *out)
 {
     tk_dir_create("pp_test_fakecupti");
     const char *dir = tk_path("run");
@@ -192,12 +192,17 @@ static pp_analysis *run_with_fake_cupti(const char *mode, tk_result *out)
     char m[64];
     snprintf(m, sizeof m, "FAKE_CUPTI_MODE=%s", mode);
     /* the smallest ring (64 KiB): a flood overfills it many times over */
-    const char *env[] = {"PPROF_CUPTI_LIB=" FAKE_CUPTI, m, "PPROF_BUFFER_KB=64", NULL};
+    const char *env[] = {"PPROF_CUPTI_LIB=" FAKE_CUPTI, m, "PPROF_BUFFER_KB=64", extra, NULL};
     *out = tk_runv(argv, env);
     cr_assert_eq(out->code, 0, "%s%s", out->out, out->err);
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
     return a;
+}
+
+static pp_analysis *run_with_fake_cupti(const char *mode, tk_result *out)
+{
+    return run_with_fake_cupti_env(mode, NULL, out);
 }
 
 Test(cupti, gpu_capture_end_to_end_with_a_stand_in_cupti)
@@ -239,6 +244,32 @@ Test(cupti, a_flood_of_gpu_records_waits_for_the_writer_rather_than_dropping)
     for (size_t i = 0; i < a->n_files; i++)
         dropped += a->files[i].dropped;
     cr_assert_eq(dropped, 0);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
+/* Of the driver API only the calls that launch GPU work are recorded (by name: launches, graph
+ * launches, copies, memsets), not every call the runtime and libraries make inside theirs;
+ * PPROF_CUPTI_DRIVER=all records them all, as before. The stand-in says what it was asked. */
+Test(cupti, only_the_driver_calls_that_launch_work_are_recorded)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti("ok", &r);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: DRIVER kind off; driver calls enabled: "
+                                     "cuMemsetD32Async cuMemcpyHtoDAsync_v2 cuLaunchKernel "
+                                     "cuGraphLaunch cuLaunchKernelEx\n"),
+                       "%s", r.err);
+    cr_assert_null(strstr(r.err, "cuCtxGetCurrent"), "%s", r.err);
+    cr_assert_null(strstr(r.err, "cuStreamSynchronize"), "%s", r.err);
+    cr_assert_eq(a->gpu.projected, 8);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_DRIVER=all", &r);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: DRIVER kind on; driver calls enabled: none"),
+                       "%s", r.err);
+    cr_assert_eq(a->gpu.projected, 8);
+    tk_result_free(&r);
     pp_analysis_free(a);
     tk_dir_remove();
 }
