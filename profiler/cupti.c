@@ -30,8 +30,9 @@ typedef struct cupti_fns {
     CUptiResult (*GetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
     CUptiResult (*GetNumDropped)(CUcontext, uint32_t, size_t *);
     CUptiResult (*FlushAll)(uint32_t);
-    /* optional: per-call selection of the driver API's records */
+    /* optional: per-call selection of the API calls' records */
     CUptiResult (*EnableDriverApi)(CUpti_CallbackId, uint8_t);
+    CUptiResult (*EnableRuntimeApi)(CUpti_CallbackId, uint8_t);
     CUptiResult (*GetCallbackName)(CUpti_CallbackDomain, uint32_t, const char **);
 } cupti_fns;
 
@@ -143,45 +144,53 @@ static void flush_at_exit(void)
         }                                                                                        \
     } while (0)
 
-/* Whether a driver API call (by name) can launch GPU work: kernels, graphs, copies, memsets. */
-static int launches_work(const char *name)
+/* Whether an API call (by name) can launch GPU work: kernels, graphs, copies, memsets. */
+static int launches_work(const char *name, int driver)
 {
-    static const char *const prefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"};
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+    static const char *const drv[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"};
+    static const char *const rt[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset"};
+    const char *const *p = driver ? drv : rt;
+    for (size_t i = 0; i < 4; i++)
+        if (strncmp(name, p[i], strlen(p[i])) == 0)
             return 1;
     return 0;
 }
 
-/* The driver API's records. CUPTI_ACTIVITY_KIND_DRIVER records every driver call, the many the
- * runtime and the libraries make inside each of theirs (context, stream, attribute queries) too;
- * the projection needs only the calls that launch GPU work (a kernel's correlation id names its
+/* The API calls' records (RUNTIME or DRIVER kind). The kinds record every call: the many
+ * queries frameworks make between launches (PyTorch checks cudaGetLastError after each), and
+ * for the driver every call the runtime and the libraries make inside each of theirs. The
+ * projection needs only the calls that launch GPU work (a kernel's correlation id names its
  * launching call), so by default only those are enabled, one callback id at a time
- * (cuptiActivityEnableDriverApi, which works without the DRIVER kind; names from
- * cuptiGetCallbackName, so a newer CUPTI's new launch calls are included).
- * PPROF_CUPTI_DRIVER=all records every driver call, as does a CUPTI without that selection. */
-static CUptiResult enable_driver_records(void)
+ * (cuptiActivityEnable{Runtime,Driver}Api, which work without their kind), chosen by name
+ * (cuptiGetCallbackName, so a newer CUPTI's new launch calls are in). PPROF_CUPTI_API=all records
+ * every call, as does a CUPTI without that selection or one that refuses it. */
+static CUptiResult enable_api_records(CUpti_ActivityKind kind)
 {
-    const char *mode = getenv("PPROF_CUPTI_DRIVER");
-    int all = mode && strcmp(mode, "all") == 0;
+    const char *mode = getenv("PPROF_CUPTI_API");
+    int all = mode && strcmp(mode, "all") == 0, driver = kind == CUPTI_ACTIVITY_KIND_DRIVER;
+    static int warned;
     if (mode && *mode && !all && strcmp(mode, "launch") != 0)
-        pprof_log("pprof: --cuda: PPROF_CUPTI_DRIVER=%s is neither \"launch\" nor \"all\"; "
-                  "using \"launch\"",
-                  mode);
-    if (all || !C.EnableDriverApi || !C.GetCallbackName)
-        return C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
+        pprof_log_once(&warned, "pprof: --cuda: PPROF_CUPTI_API=%s is neither \"launch\" nor "
+                                "\"all\"; using \"launch\"",
+                       mode);
+    CUptiResult (*select)(CUpti_CallbackId, uint8_t) = driver ? C.EnableDriverApi
+                                                               : C.EnableRuntimeApi;
+    if (all || !select || !C.GetCallbackName)
+        return C.Enable(kind);
+    CUpti_CallbackDomain domain = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+    uint32_t size = driver ? (uint32_t)CUPTI_DRIVER_TRACE_CBID_SIZE
+                           : (uint32_t)CUPTI_RUNTIME_TRACE_CBID_SIZE;
     int enabled = 0;
-    for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++) {
+    for (uint32_t cbid = 1; cbid < size; cbid++) {
         const char *name = NULL;
-        if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name ||
-            !launches_work(name))
+        if (C.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name ||
+            !launches_work(name, driver))
             continue;
-        CUptiResult r = C.EnableDriverApi(cbid, 1);
-        if (r != CUPTI_SUCCESS)
-            return C.Enable(CUPTI_ACTIVITY_KIND_DRIVER); /* every call rather than none */
+        if (select(cbid, 1) != CUPTI_SUCCESS)
+            return C.Enable(kind); /* every call rather than none */
         enabled++;
     }
-    return enabled ? CUPTI_SUCCESS : C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
+    return enabled ? CUPTI_SUCCESS : C.Enable(kind);
 }
 
 static int cupti_start(void)
@@ -207,6 +216,7 @@ static int cupti_start(void)
     LOAD(GetNumDropped, "cuptiActivityGetNumDroppedRecords");
     LOAD(FlushAll, "cuptiActivityFlushAll");
     *(void **)(&C.EnableDriverApi) = dlsym(lib, "cuptiActivityEnableDriverApi");
+    *(void **)(&C.EnableRuntimeApi) = dlsym(lib, "cuptiActivityEnableRuntimeApi");
     *(void **)(&C.GetCallbackName) = dlsym(lib, "cuptiGetCallbackName");
     uint32_t version = 0;
     C.GetVersion(&version);
@@ -234,7 +244,9 @@ static int cupti_start(void)
         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        r = kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER ? enable_driver_records() : C.Enable(kinds[i]);
+        r = kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER || kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME
+                ? enable_api_records(kinds[i])
+                : C.Enable(kinds[i]);
         if (r == CUPTI_SUCCESS)
             continue;
         atomic_store(&g_cupti_on, 0);

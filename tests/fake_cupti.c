@@ -67,8 +67,8 @@ FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequ
 }
 
 /* What the library asked for, said on stderr at the flush (the tests read it). */
-static int g_driver_kind;
-static char g_driver_apis[256];
+static int g_driver_kind, g_runtime_kind;
+static char g_driver_apis[256], g_runtime_apis[256];
 
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
@@ -77,6 +77,8 @@ FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
         g_driver_kind = 1;
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+        g_runtime_kind = 1;
     return CUPTI_SUCCESS;
 }
 
@@ -95,19 +97,44 @@ static const char *driver_name(uint32_t cbid)
     }
 }
 
+/* And of the runtime's, the launch the stand-in's records name (211) among them. */
+static const char *runtime_name(uint32_t cbid)
+{
+    switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020: return "cudaGetDevice_v3020";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020: return "cudaGetLastError_v3020";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020: return "cudaMemcpyAsync_v3020";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000: return "cudaLaunchKernel_v7000";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000: return "cudaGraphLaunch_v10000";
+    default: return NULL;
+    }
+}
+
 FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
                                              const char **name)
 {
-    *name = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_name(cbid) : NULL;
+    *name = domain == CUPTI_CB_DOMAIN_DRIVER_API    ? driver_name(cbid)
+            : domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_name(cbid)
+                                                    : NULL;
     return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+static void note_api(char *list, size_t cap, const char *n, uint8_t enable)
+{
+    size_t len = strlen(list);
+    if (enable && n && len + strlen(n) + 2 < cap)
+        snprintf(list + len, cap - len, " %s", n);
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
 {
-    const char *n = driver_name(cbid);
-    size_t len = strlen(g_driver_apis);
-    if (enable && n && len + strlen(n) + 2 < sizeof g_driver_apis)
-        snprintf(g_driver_apis + len, sizeof g_driver_apis - len, " %s", n);
+    note_api(g_driver_apis, sizeof g_driver_apis, driver_name(cbid), enable);
+    return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    note_api(g_runtime_apis, sizeof g_runtime_apis, runtime_name(cbid), enable);
     return CUPTI_SUCCESS;
 }
 
@@ -170,6 +197,8 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
     (void)flag;
     fprintf(stderr, "fake_cupti: DRIVER kind %s; driver calls enabled:%s\n",
             g_driver_kind ? "on" : "off", g_driver_apis[0] ? g_driver_apis : " none");
+    fprintf(stderr, "fake_cupti: RUNTIME kind %s; runtime calls enabled:%s\n",
+            g_runtime_kind ? "on" : "off", g_runtime_apis[0] ? g_runtime_apis : " none");
     if (!g_request || !g_complete || !g_n)
         return CUPTI_SUCCESS;
     uint8_t *buf = NULL;

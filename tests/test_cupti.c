@@ -248,10 +248,11 @@ Test(cupti, a_flood_of_gpu_records_waits_for_the_writer_rather_than_dropping)
     tk_dir_remove();
 }
 
-/* Of the driver API only the calls that launch GPU work are recorded (by name: launches, graph
- * launches, copies, memsets), not every call the runtime and libraries make inside theirs;
- * PPROF_CUPTI_DRIVER=all records them all, as before. The stand-in says what it was asked. */
-Test(cupti, only_the_driver_calls_that_launch_work_are_recorded)
+/* Of the API calls only those that launch GPU work are recorded (by name: launches, graph
+ * launches, copies, memsets), not every query a framework makes between them nor every driver
+ * call the runtime and libraries make inside theirs; PPROF_CUPTI_API=all records them all, as
+ * before. The stand-in says what it was asked; the kernels still find their launches. */
+Test(cupti, only_the_api_calls_that_launch_work_are_recorded)
 {
     tk_result r;
     pp_analysis *a = run_with_fake_cupti("ok", &r);
@@ -261,12 +262,18 @@ Test(cupti, only_the_driver_calls_that_launch_work_are_recorded)
                        "%s", r.err);
     cr_assert_null(strstr(r.err, "cuCtxGetCurrent"), "%s", r.err);
     cr_assert_null(strstr(r.err, "cuStreamSynchronize"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: RUNTIME kind off; runtime calls enabled: "
+                                     "cudaMemcpyAsync_v3020 cudaLaunchKernel_v7000 "
+                                     "cudaGraphLaunch_v10000\n"),
+                       "%s", r.err);
     cr_assert_eq(a->gpu.projected, 8);
     tk_result_free(&r);
     pp_analysis_free(a);
     tk_dir_remove();
-    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_DRIVER=all", &r);
+    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_API=all", &r);
     cr_assert_not_null(strstr(r.err, "fake_cupti: DRIVER kind on; driver calls enabled: none"),
+                       "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: RUNTIME kind on; runtime calls enabled: none"),
                        "%s", r.err);
     cr_assert_eq(a->gpu.projected, 8);
     tk_result_free(&r);

@@ -290,9 +290,9 @@ for rep in 1 2 3; do
     rm -rf "$BUILD/capture-run"
     bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-run" -- "$PPTRAIN" "${cap_args[@]}" \
         -q --log-json "$LOGS/captured-$rep.jsonl" >"$LOGS/captured-$rep.txt" 2>&1
-    # every driver call recorded, as before 2026-12-04 (docs/profiler.md "GPU")
+    # every API call recorded, as before 2026-12-04 (docs/profiler.md "GPU")
     rm -rf "$BUILD/capture-all-run"
-    PPROF_CUPTI_DRIVER=all bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-all-run" -- \
+    PPROF_CUPTI_API=all bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-all-run" -- \
         "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/captured-all-$rep.jsonl" >"$LOGS/captured-all-$rep.txt" 2>&1
 done
 least() { for f in "$@"; do median_ms "$f"; done | grep -E '^[0-9.]+$' | sort -g | head -1; }
@@ -310,9 +310,9 @@ captured_all=$(least "$LOGS"/captured-all-*.jsonl)
 ratio=$(ratio_of "$captured" "$plain")
 all_ratio=$(ratio_of "$captured_all" "$plain")
 nvtx_ratio=$(ratio_of "$nvtx" "$plain")
-say "- median step (least of 3 runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio; $captured_all ms with every driver call recorded (PPROF_CUPTI_DRIVER=all): ratio $all_ratio"
+say "- median step (least of 3 runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio; $captured_all ms with every API call recorded (PPROF_CUPTI_API=all): ratio $all_ratio"
 "$PPREPORT" "$BUILD/capture-all-run" --json -o "$LOGS/capture-all-report.json" >/dev/null 2>&1
-say "- with every driver call recorded: $([ -n "$PY" ] && gpu_summary "$LOGS/capture-all-report.json")"
+say "- with every API call recorded: $([ -n "$PY" ] && gpu_summary "$LOGS/capture-all-report.json")"
 dropped=$(grep -oE "[0-9]+ events dropped" "$LOGS"/captured-[0-9].txt | awk '{ s += $1 } END { print s + 0 }')
 say "- events dropped by the capture over the 3 GPU captures: $dropped"
 "$PPREPORT" "$BUILD/capture-run" >"$LOGS/capture-report.txt" 2>&1
@@ -327,7 +327,7 @@ say "- $fig"
 record "pptrain capture (--cuda --nccl)" "$([ -s "$LOGS/capture-report.json" ] && echo ok || echo FAILED)" "$fig"
 record "profiler overhead, NVTX only (median step ratio)" "$([ "$nvtx_ratio" != "?" ] && echo measured || echo missing)" "$nvtx_ratio"
 record "profiler overhead, --cuda --nccl (median step ratio)" "$([ "$ratio" != "?" ] && echo measured || echo missing)" "$ratio"
-record "profiler overhead, --cuda --nccl, every driver call" "$([ "$all_ratio" != "?" ] && echo measured || echo missing)" "$all_ratio"
+record "profiler overhead, --cuda --nccl, every API call" "$([ "$all_ratio" != "?" ] && echo measured || echo missing)" "$all_ratio"
 record "GPU capture: events dropped" "$([ -z "$captured" ] && echo missing || { [ "$dropped" = 0 ] && echo ok || echo LOST; })" "$dropped in 3 captures"
 
 # ---- compute-sanitizer -----------------------------------------------------------------------
