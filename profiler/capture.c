@@ -453,8 +453,23 @@ static void rss_sample(void)
         io_fail();
 }
 
+/* The writer's own records (GPU activity buffers it encodes, cupti.c) as one EVENTS block of
+ * thread tid; io_mu held. Definitions first: the encoding may have interned kernel names. */
+static int emit_gpu_block(uint32_t tid, const void *records, size_t bytes, uint32_t n)
+{
+    if (!g.w)
+        return 0;
+    pprof_meta_flush(emit_meta);
+    if (pp_trace_writer_block(g.w, PP_BLOCK_EVENTS, tid, records, bytes, n) != PP_OK) {
+        io_fail();
+        return 0;
+    }
+    return 1;
+}
+
 /* One drain of everything: pending definitions first, then every ring up to the head it had
- * before the definitions were copied (so every id an event uses is already in the file). */
+ * before the definitions were copied (so every id an event uses is already in the file), then
+ * the GPU activity buffers handed to the writer. */
 static void flush_all(void)
 {
     pthread_mutex_lock(&g.io_mu);
@@ -471,6 +486,8 @@ static void flush_all(void)
         heads[i] = atomic_load_explicit(&t->head, memory_order_acquire);
         any |= heads[i] != atomic_load_explicit(&t->tail, memory_order_relaxed);
     }
+    pprof_gpu_hooks hooks = g.gpu;
+    any |= hooks.pending && hooks.pending();
     /* A forked child opens its own file on its first events. */
     if (!g.w && g.file_wanted && !g.io_failed && any) {
         g.file_wanted = 0;
@@ -489,6 +506,8 @@ static void flush_all(void)
         rss_sample();
     for (int i = 0; i < n; i++)
         drain(atomic_load_explicit(&g.threads[i], memory_order_acquire), heads[i], cal, rate);
+    if (hooks.drain)
+        hooks.drain(emit_gpu_block);
     if (heads != heads_small)
         free(heads);
     pthread_mutex_unlock(&g.io_mu);
@@ -581,34 +600,6 @@ static void writer_stop(void)
     pthread_mutex_unlock(&g.wake_mu);
     pthread_join(g.writer, NULL);
     g.writer_running = 0;
-}
-
-/* For a thread that may wait, never one of the job's own (CUPTI's delivery thread; the flush at
- * exit): reserves like pprof_ring_reserve, and while the ring is full wakes the writer and
- * waits for it to drain, until deadline_ns (CLOCK_MONOTONIC) or until the writer has made no
- * room for WAIT_STALL_MS. NULL when it gives up: the caller drops and counts, as always. */
-#define WAIT_STALL_MS 200
-uint8_t *pprof_ring_reserve_waiting(pprof_thread *t, uint32_t size, uint64_t deadline_ns)
-{
-    uint8_t *p = pprof_ring_reserve(t, size);
-    if (p || !t->ring || !g.writer_running)
-        return p;
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire), moved = mono_ns();
-    for (;;) {
-        pthread_mutex_lock(&g.wake_mu);
-        pthread_cond_signal(&g.wake_cv); /* the writer drains at once */
-        pthread_mutex_unlock(&g.wake_mu);
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 100000}, NULL);
-        if ((p = pprof_ring_reserve(t, size)) != NULL)
-            return p;
-        uint64_t now = mono_ns(), now_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-        if (now_tail != tail) {
-            tail = now_tail;
-            moved = now;
-        }
-        if (now >= deadline_ns || now - moved > (uint64_t)WAIT_STALL_MS * 1000000u)
-            return NULL;
-    }
 }
 
 static void counters(uint64_t *dropped, uint64_t *filtered)

@@ -2,13 +2,15 @@
  * pprof-run names this library in CUDA_INJECTION64_PATH; libcuda calls InitializeInjection at
  * cuInit. libcupti is dlopened then (never linked: NVTX-only captures never map it, and a
  * missing libcupti only turns GPU capture off). CUPTI timestamps come through a registered
- * callback on CLOCK_MONOTONIC, the NVTX ranges' clock; completed activity buffers are encoded
- * (cupti_encode.c) into the delivering thread's ring like any other event, so the writer
- * thread, the drop counting and the file format are the capture's own.
+ * callback on CLOCK_MONOTONIC, the NVTX ranges' clock; completed activity buffers are handed
+ * to the writer thread, which encodes them (cupti_encode.c) into blocks of the capture's own
+ * file; past a bound, into the delivering thread's ring like any other event, with the
+ * capture's drop counting.
  *
  * Never harm the job: every CUPTI failure (no driver, no device, another CUPTI client such as
  * Nsight or torch.profiler already subscribed) is said once on stderr, GPU capture stays off,
  * NVTX capture goes on, and InitializeInjection returns 1. */
+#define _GNU_SOURCE
 #include "cupti_encode.h"
 #include "pprof_internal.h"
 
@@ -18,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 typedef struct cupti_fns {
     CUptiResult (*GetVersion)(uint32_t *);
@@ -43,8 +47,6 @@ static int g_cupti_tried;
 static _Atomic uint64_t g_cupti_dropped; /* records CUPTI itself dropped */
 
 enum { PPROF_CUPTI_BUFFER = 8 << 20 };
-/* How long the delivery of one completed buffer may wait for the writer to make room. */
-enum { BUFFER_WAIT_MS = 2000 };
 
 static uint64_t CUPTIAPI monotonic_ns(void)
 {
@@ -82,45 +84,150 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
     *max_records = 0;
 }
 
-/* Encodes every record of a completed buffer into this thread's ring. This is CUPTI's own
- * thread (or the flush at exit), never one of the job's, so when the ring is full it waits for
- * the writer to drain it (bounded: pprof_ring_reserve_waiting) rather than drop: one 8 MB buffer
- * of a launch-bound job holds more records than a ring, and a dropped buffer is a whole
- * stream's kernels gone. Only after that bound are records dropped and counted, as any event. */
+/* Completed buffers handed to the writer: a lock-free stack (pushed by whichever thread CUPTI
+ * delivers on, taken whole by the writer), so the delivering thread, which may be one of the
+ * job's, never waits on a lock or the disk. Bounded: past PPROF_CUPTI_DEFER_MB held (128 by
+ * default), a buffer is encoded into the delivering thread's ring instead, dropping and counting
+ * what does not fit. */
+typedef struct deferred {
+    struct deferred *next;
+    uint8_t *buf;
+    size_t size, valid;
+    uint32_t tid; /* the delivering thread: the records' header tid, as before */
+} deferred;
+
+static _Atomic(deferred *) g_deferred;
+static _Atomic size_t g_deferred_bytes;
+static size_t g_defer_max = (size_t)128 << 20; /* PPROF_CUPTI_DEFER_MB, read at start */
+
+static int defer(uint8_t *buf, size_t size, size_t valid, uint32_t tid)
+{
+    size_t held = atomic_fetch_add(&g_deferred_bytes, size);
+    deferred *d = held + size <= g_defer_max ? malloc(sizeof *d) : NULL;
+    if (!d) {
+        atomic_fetch_sub(&g_deferred_bytes, size);
+        return 0;
+    }
+    *d = (deferred){.buf = buf, .size = size, .valid = valid, .tid = tid};
+    deferred *head = atomic_load_explicit(&g_deferred, memory_order_relaxed);
+    do
+        d->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&g_deferred, &head, d, memory_order_release,
+                                                  memory_order_relaxed));
+    return 1;
+}
+
+/* Encodes a buffer's records from *rec on: into the ring of t (t set), or into blocks through
+ * emit (the writer). Returns the records that found no room (ring only). */
+static uint64_t encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env *env,
+                              pprof_thread *t, pprof_block_fn emit, uint8_t *block)
+{
+    CUpti_Activity *rec = NULL;
+    size_t used = 0;
+    uint32_t n = 0;
+    uint64_t lost = 0;
+    while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+        _Static_assert(sizeof(pp_rec_gpu) >= sizeof(pp_rec_api) &&
+                           sizeof(pp_rec_gpu) >= sizeof(pp_rec_gpu_mem),
+                       "tmp holds every encoded record");
+        uint8_t tmp[sizeof(pp_rec_gpu)];
+        size_t len = pprof_cupti_encode(rec, env, tmp, sizeof tmp);
+        if (len == 0 || len == (size_t)-1)
+            continue;
+        if (t) {
+            uint8_t *p = pprof_ring_reserve(t, (uint32_t)len);
+            if (!p) {
+                pprof_drop(t);
+                lost++;
+                continue;
+            }
+            memcpy(p, tmp, len);
+            pprof_ring_commit(t, (uint32_t)len);
+            continue;
+        }
+        if (used + len > PPROF_BLOCK_CAP) {
+            emit(env->tid, block, used, n);
+            used = 0;
+            n = 0;
+        }
+        memcpy(block + used, tmp, len);
+        used += len;
+        n++;
+    }
+    if (!t && n)
+        emit(env->tid, block, used, n);
+    return lost;
+}
+
+static void count_cupti_drops(CUcontext ctx, uint32_t stream)
+{
+    size_t dropped = 0;
+    if (C.GetNumDropped && C.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        atomic_fetch_add(&g_cupti_dropped, dropped);
+}
+
+/* A completed buffer: handed to the writer, which encodes it at its next flush (writer_drain),
+ * or, past the bound, encoded here into this thread's ring. Either way no thread waits: one
+ * 8 MB buffer of a launch-bound job holds more records than a ring, and encoding it into a
+ * full ring dropped them (on an H200, 402 135 records of pptrain's capture). */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
                                       size_t valid)
 {
-    (void)size;
-    pprof_thread *t = atomic_load_explicit(&g_cupti_on, memory_order_acquire) ? pprof_self()
-                                                                              : NULL;
-    if (t && valid) {
-        pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
-                               .tid = atomic_load_explicit(&t->tid, memory_order_relaxed)};
-        CUpti_Activity *rec = NULL;
-        uint64_t deadline = monotonic_ns() + (uint64_t)BUFFER_WAIT_MS * 1000000u;
-        while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
-            _Static_assert(sizeof(pp_rec_gpu) >= sizeof(pp_rec_api) &&
-                               sizeof(pp_rec_gpu) >= sizeof(pp_rec_gpu_mem),
-                           "tmp holds every encoded record");
-            uint8_t tmp[sizeof(pp_rec_gpu)];
-            size_t n = pprof_cupti_encode(rec, &env, tmp, sizeof tmp);
-            if (n == 0 || n == (size_t)-1)
-                continue;
-            /* CUPTI's own thread (or our flush at exit) may wait: a buffer of a launch-bound
-             * job holds more records than a ring, and dropping them loses whole streams */
-            uint8_t *p = pprof_ring_reserve_waiting(t, (uint32_t)n, deadline);
-            if (!p) {
-                pprof_drop(t);
-                continue;
-            }
-            memcpy(p, tmp, n);
-            pprof_ring_commit(t, (uint32_t)n);
-        }
-        size_t dropped = 0;
-        if (C.GetNumDropped && C.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-            atomic_fetch_add(&g_cupti_dropped, dropped);
+    if (valid && atomic_load_explicit(&g_cupti_on, memory_order_acquire)) {
+        uint32_t tid = (uint32_t)syscall(SYS_gettid);
+        count_cupti_drops(ctx, stream);
+        if (defer(buf, size, valid, tid))
+            return; /* the writer frees it */
+        pprof_thread *t = pprof_self(); /* a ring only for a thread that needs one */
+        pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL, .tid = tid};
+        encode_buffer(buf, valid, &env, t, NULL, NULL);
     }
     free(buf);
+}
+
+static int writer_pending(void)
+{
+    return atomic_load_explicit(&g_deferred, memory_order_acquire) != NULL;
+}
+
+/* The writer's part (io_mu held): every buffer handed over so far, oldest first, encoded into
+ * blocks and freed. */
+static void writer_drain(pprof_block_fn emit)
+{
+    deferred *d = atomic_exchange_explicit(&g_deferred, NULL, memory_order_acquire), *fifo = NULL;
+    while (d) { /* the stack is newest first */
+        deferred *next = d->next;
+        d->next = fifo;
+        fifo = d;
+        d = next;
+    }
+    static uint8_t *block;
+    if (fifo && !block)
+        block = malloc(PPROF_BLOCK_CAP);
+    for (d = fifo; d; d = fifo) {
+        fifo = d->next;
+        if (block) {
+            pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
+                                   .tid = d->tid};
+            encode_buffer(d->buf, d->valid, &env, NULL, emit, block);
+        }
+        atomic_fetch_sub(&g_deferred_bytes, d->size);
+        free(d->buf);
+        free(d);
+    }
+}
+
+/* A forked child: the parent's buffers are the parent's to write. */
+static void forget_deferred_in_child(void)
+{
+    deferred *d = atomic_exchange(&g_deferred, NULL);
+    while (d) {
+        deferred *next = d->next;
+        free(d->buf);
+        free(d);
+        d = next;
+    }
+    atomic_store(&g_deferred_bytes, 0);
 }
 
 static void flush_at_exit(void)
@@ -238,6 +345,22 @@ static int cupti_start(void)
                   result_string(r));
         return 0;
     }
+    /* completed buffers go to the writer (writer_drain), up to PPROF_CUPTI_DEFER_MB held */
+    const char *mb = getenv("PPROF_CUPTI_DEFER_MB");
+    if (mb && *mb) {
+        char *end = NULL;
+        unsigned long long v = strtoull(mb, &end, 10);
+        if (*end == '\0' && v <= 65536)
+            g_defer_max = (size_t)v << 20;
+        else
+            pprof_log("pprof: --cuda: PPROF_CUPTI_DEFER_MB=%s is not a number of MiB in 0..65536; "
+                      "using 128",
+                      mb);
+    }
+    pthread_mutex_lock(&g_pprof.io_mu);
+    g_pprof.gpu = (pprof_gpu_hooks){.pending = writer_pending, .drain = writer_drain};
+    pthread_mutex_unlock(&g_pprof.io_mu);
+    pthread_atfork(NULL, NULL, forget_deferred_in_child);
     atomic_store(&g_cupti_on, 1);
     static const CUpti_ActivityKind kinds[] = {
         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,

@@ -85,6 +85,16 @@ typedef struct pprof_thread {
     _Alignas(64) _Atomic uint64_t tail; /* bytes ever consumed (release by the writer) */
 } pprof_thread;
 
+/* Writes records as one EVENTS block of thread tid (the writer, io_mu held); 0 when not written. */
+typedef int (*pprof_block_fn)(uint32_t tid, const void *records, size_t bytes, uint32_t n);
+
+/* GPU activity buffers handed to the writer (cupti.c sets these once GPU capture is on):
+ * whether any waits, and their encoding into blocks by the writer at each flush. */
+typedef struct pprof_gpu_hooks {
+    int (*pending)(void);
+    void (*drain)(pprof_block_fn emit);
+} pprof_gpu_hooks;
+
 typedef struct pprof_global {
     _Atomic unsigned flags;
     /* configuration, fixed at init */
@@ -144,6 +154,7 @@ typedef struct pprof_global {
     int writer_running;
     pthread_t writer;
     _Atomic int exit_done;
+    pprof_gpu_hooks gpu; /* set under io_mu */
 } pprof_global;
 
 extern pprof_global g_pprof;
@@ -155,9 +166,6 @@ pprof_thread *pprof_thread_register(void);
 void pprof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pprof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t pprof_clock_adjust(uint64_t ts);
-/* Reserve for a thread allowed to wait for the writer (CUPTI's delivery thread): the ring's
- * space, waiting while the writer drains it, until deadline_ns (CLOCK_MONOTONIC) at most. */
-uint8_t *pprof_ring_reserve_waiting(struct pprof_thread *t, uint32_t size, uint64_t deadline_ns);
 
 /* ---- registry.c ---- */
 int pprof_registry_init(void);

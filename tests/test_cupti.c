@@ -228,11 +228,11 @@ Test(cupti, gpu_capture_end_to_end_with_a_stand_in_cupti)
     tk_dir_remove();
 }
 
-/* CUPTI hands a launch-bound job's records over in 8 MB buffers, back to back, on its own
- * thread: far more than a ring holds (on an H200, pptrain lost 402 135 records, whole streams,
- * when they were dropped on a full ring). The delivery waits for the writer instead: every
- * record reaches the trace, none is dropped. */
-Test(cupti, a_flood_of_gpu_records_waits_for_the_writer_rather_than_dropping)
+/* CUPTI hands a launch-bound job's records over in 8 MB buffers, back to back: far more than a
+ * ring holds (on an H200, pptrain's capture lost 402 135 records when they were encoded into a
+ * full ring). The buffers go to the writer, which encodes them itself: every record reaches the
+ * trace, none is dropped, and the delivering thread never waits. */
+Test(cupti, a_flood_of_gpu_records_goes_to_the_writer_none_dropped)
 {
     tk_result r;
     pp_analysis *a = run_with_fake_cupti("flood", &r);
@@ -277,6 +277,27 @@ Test(cupti, only_the_api_calls_that_launch_work_are_recorded)
                        "%s", r.err);
     cr_assert_eq(a->gpu.projected, 8);
     tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
+/* With nothing handed to the writer (PPROF_CUPTI_DEFER_MB=0, the bound reached at once), a
+ * buffer is encoded into the delivering thread's ring, and what does not fit is dropped and
+ * counted, never lost silently: the records kept and the drops add up to the flood. */
+Test(cupti, past_the_writers_bound_records_are_dropped_and_counted)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti_env("flood", "PPROF_CUPTI_DEFER_MB=0", &r);
+    tk_result_free(&r);
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < a->n_files; i++)
+        dropped += a->files[i].dropped;
+    cr_assert_gt(dropped, 100000, "%llu", (unsigned long long)dropped);
+    /* 12 launches (an API record and a kernel each) and the flood */
+    cr_assert_eq(a->gpu.records + a->gpu.api_calls + dropped, 2 * 12 + 150000,
+                 "%llu GPU records, %llu API calls, %llu dropped",
+                 (unsigned long long)a->gpu.records, (unsigned long long)a->gpu.api_calls,
+                 (unsigned long long)dropped);
     pp_analysis_free(a);
     tk_dir_remove();
 }
