@@ -246,6 +246,19 @@ print(f"{g['records']} records, {g['projected']} projected ({g.get('adopted', 0)
       f"{ratio:.1f}% of GPU work projected ({g['projected_ms']:.3f} of {g['work_ms']:.3f} ms per step); {st}")
 PY
 }
+# gpu_verdict JSON: "ok" when every stage has GPU forward and backward time, else what lacks it
+gpu_verdict() {
+    "$PY" - "$1" <<'PY'
+import json, sys
+try:
+    g = json.load(open(sys.argv[1])).get("gpu") or {}
+except Exception:
+    g = {}
+st = g.get("stages") or []
+bad = [f"stage {i} {k}" for i, s in enumerate(st) for k in ("fwd_ms", "bwd_ms") if not s.get(k)]
+print("no GPU stages" if not st else ("ok" if not bad else "NO GPU TIME: " + ", ".join(bad)))
+PY
+}
 say ""
 say "## PyTorch job under pprof-run --cuda (benchmarks/gpu/torch_job.py, 2 stages, GPipe)"
 site=$BUILD/pysite
@@ -267,7 +280,8 @@ else
     sed -n '/^GPU time/,/^$/p' "$LOGS/torch-report.txt" | tee -a "$REPORT"
     fig=$(gpu_summary "$LOGS/torch-report.json")
     say "- $fig"
-    record "PyTorch job under pprof-run --cuda" "$(status_of $rc)" "$fig"
+    verdict=$(gpu_verdict "$LOGS/torch-report.json")
+    record "PyTorch job under pprof-run --cuda" "$([ $rc -eq 0 ] && echo "$verdict" || status_of $rc)" "$fig"
 fi
 
 # ---- pptrain under pprof-run --cuda --nccl ---------------------------------------------------
@@ -324,7 +338,7 @@ grep -E "^(pipeline|step time|bubble):" "$LOGS/capture-report.txt" | tee -a "$RE
 say '```'
 fig=$([ -n "$PY" ] && gpu_summary "$LOGS/capture-report.json")
 say "- $fig"
-record "pptrain capture (--cuda --nccl)" "$([ -s "$LOGS/capture-report.json" ] && echo ok || echo FAILED)" "$fig"
+record "pptrain capture (--cuda --nccl)" "$([ -s "$LOGS/capture-report.json" ] && gpu_verdict "$LOGS/capture-report.json" || echo FAILED)" "$fig"
 record "profiler overhead, NVTX only (median step ratio)" "$([ "$nvtx_ratio" != "?" ] && echo measured || echo missing)" "$nvtx_ratio"
 record "profiler overhead, --cuda --nccl (median step ratio)" "$([ "$ratio" != "?" ] && echo measured || echo missing)" "$ratio"
 record "profiler overhead, --cuda --nccl, every API call" "$([ "$all_ratio" != "?" ] && echo measured || echo missing)" "$all_ratio"
