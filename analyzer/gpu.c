@@ -572,11 +572,14 @@ static int project_one(pp_gpu_proj *p, const grec *g, grange *r)
  * innermost, as for the launching thread). When the record's stream is known to work for one
  * stage, only that stage's ranges count; the candidates left must all be of one stage (else
  * the record is ambiguous: not projected), and the latest opened of them adopts it. */
-static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int *ambiguous)
+static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int by_stream_only,
+                     int *ambiguous)
 {
     *ambiguous = 0;
     const gstream *x = stream_slot(p, g->file, g->device, g->stream);
     int32_t want = x && x->file >= 0 ? x->stage : -1; /* -1: not known; STREAM_SHARED */
+    if (by_stream_only && want < 0)
+        return NULL;
     grange *r = p->ranges.v, *best = NULL;
     size_t n = p->ranges.n, lo = 0, hi = n;
     while (lo < hi) { /* first range of the file */
@@ -610,6 +613,27 @@ static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int *ambiguou
     return best;
 }
 
+/* Whether thread (file, tid) can no longer bring a range open at t: it has no range in the
+ * window, or one opened after t (pipeline ranges do not nest, so one open at t closed, and
+ * arrived, before that one opened). */
+static int launcher_done(const pp_gpu_proj *p, int32_t file, uint32_t tid, uint64_t t)
+{
+    const grange *r = p->ranges.v;
+    size_t n = p->ranges.n, lo = 0, hi = n;
+    while (lo < hi) { /* first range after (file, tid, t) */
+        size_t mid = lo + (hi - lo) / 2;
+        int le = r[mid].file < file ||
+                 (r[mid].file == file && (r[mid].tid < tid || (r[mid].tid == tid && r[mid].t0 <= t)));
+        if (le)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < n && r[lo].file == file && r[lo].tid == tid)
+        return 1;
+    return !(lo > 0 && r[lo - 1].file == file && r[lo - 1].tid == tid);
+}
+
 /* Joins the pending GPU records with the API records and ranges in the window. A record that
  * finds neither may still be early (its API record in a later block, its range not closed
  * yet): it waits until `window` later GPU records have arrived, unless `final`. */
@@ -632,14 +656,19 @@ static void join(pp_gpu_proj *p, int final)
             project_one(p, &g[i], r);
             continue;
         }
-        if (!final && g[i].arrival + p->window > p->files[g[i].file].gpu_seq) {
-            g[kept++] = g[i];
+        uint64_t seq = p->files[g[i].file].gpu_seq;
+        int due = final || g[i].arrival + p->window <= seq, ambiguous = 0;
+        /* Adopted early (after an eighth of the window, while the range is surely still in
+         * it) where its stream's stage is known and its own thread can bring no range; else
+         * at the end of its wait, by the one stage open too. */
+        if (a && (due || (g[i].arrival + p->window / 8 <= seq &&
+                          launcher_done(p, a->file, a->tid, a->start))) &&
+            (r = adopt(p, &g[i], a, !due, &ambiguous)) != NULL) {
+            p->adopted += (uint64_t)project_one(p, &g[i], r);
             continue;
         }
-        /* waited its window: the streams' stages are known by now */
-        int ambiguous = 0;
-        if (a && (r = adopt(p, &g[i], a, &ambiguous)) != NULL) {
-            p->adopted += (uint64_t)project_one(p, &g[i], r);
+        if (!due) {
+            g[kept++] = g[i];
             continue;
         }
         p->ambiguous += (uint64_t)ambiguous;

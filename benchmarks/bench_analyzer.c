@@ -33,7 +33,7 @@ typedef struct gen_config {
     uint64_t fwd_ns, bwd_ns; /* per micro-batch on a stage */
     uint64_t send_ns, latency_ns, opt_ns, gap_ns, flush_ns;
     uint64_t act_bytes;
-    int gpu;                 /* --gpu: a kernel per compute range */
+    int gpu;                 /* --gpu: a kernel per compute range (2: --gpu-autograd) */
 } gen_config;
 
 /* Bytes of records not yet written for one thread; records are appended in time order. */
@@ -68,11 +68,12 @@ typedef struct gen {
     uint32_t corr;
 } gen;
 
-enum { CUPTI_TID = 99999 }; /* the thread that delivers CUPTI's buffers */
+enum { CUPTI_TID = 99999,     /* the thread that delivers CUPTI's buffers */
+       AUTOGRAD_TID = 199999 }; /* --gpu-autograd: the thread launching every backward */
 
 /* A kernel launched 1 us into a compute range of stage s, running from 5 us in to 5 us before
  * its end, on device 0, stream s + 1. */
-static void gpu_launch(gen *g, int s, uint64_t t0, uint64_t t1)
+static void gpu_launch(gen *g, int s, uint64_t t0, uint64_t t1, int bwd)
 {
     pending *q = &g->gpu_cur;
     if (!pending_room(q, sizeof(pp_rec_api) + sizeof(pp_rec_gpu)))
@@ -81,7 +82,7 @@ static void gpu_launch(gen *g, int s, uint64_t t0, uint64_t t1)
     memset(&a, 0, sizeof a);
     a.h = (pp_rec_header){PP_REC_API, sizeof a, CUPTI_TID, 0};
     a.correlation = ++g->corr;
-    a.thread = tid_of(s);
+    a.thread = bwd && g->c->gpu == 2 ? AUTOGRAD_TID : tid_of(s);
     a.cbid = 211;
     a.start = t0 + 1000;
     a.end = t0 + 3000;
@@ -298,7 +299,7 @@ static uint64_t compute(gen *g, int s, uint64_t t0, uint64_t cost, int bwd, pp_n
     }
     pop(g, s, t1);
     if (c->gpu)
-        gpu_launch(g, s, t0, t1);
+        gpu_launch(g, s, t0, t1, bwd);
     return t1;
 }
 
@@ -621,14 +622,16 @@ static void check(const pp_analysis *a, const gen_config *c, const gen_result *g
         /* --gpu: one kernel per compute range, every one of an analyzed step projected */
         uint64_t kernels = (gr->steps) * (uint64_t)c->S * 2 * (uint64_t)c->M;
         uint64_t analyzed = steps * (uint64_t)c->S * 2 * (uint64_t)c->M;
+        uint64_t adopted = c->gpu == 2 ? analyzed / 2 : 0;
         if (c->gpu && (a->gpu.records != kernels || a->gpu.projected != analyzed ||
-                       a->gpu.late || a->gpu.unattributed)) {
+                       a->gpu.late || a->gpu.unattributed || a->gpu.adopted != adopted)) {
             snprintf(r->why, sizeof r->why,
                      "GPU: %llu records (%llu written), %llu projected (expected %llu), %llu "
-                     "late, %llu unattributed",
+                     "late, %llu unattributed, %llu adopted (expected %llu)",
                      (unsigned long long)a->gpu.records, (unsigned long long)kernels,
                      (unsigned long long)a->gpu.projected, (unsigned long long)analyzed,
-                     (unsigned long long)a->gpu.late, (unsigned long long)a->gpu.unattributed);
+                     (unsigned long long)a->gpu.late, (unsigned long long)a->gpu.unattributed,
+                     (unsigned long long)a->gpu.adopted, (unsigned long long)adopted);
             return;
         }
         r->ok = 1;
@@ -747,14 +750,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_analyzer [--events N] [--small N] [--repeat R] [--dir DIR] [--keep]\n"
-            "                      [--stages S] [--microbatches M] [--gpu]\n"
+            "                      [--stages S] [--microbatches M] [--gpu] [--gpu-autograd]\n"
             "  --events N   events (range pushes + pops) of the large trace (default 50000000)\n"
             "  --small N    events of the small trace (default events / 10)\n"
             "  --repeat R   analyses per trace, the fastest reported (default 1)\n"
             "  --dir DIR    where the traces go, in a new temporary folder (default /tmp)\n"
             "  --keep       keep the traces (and say where)\n"
             "  --stages S, --microbatches M   the simulated pipeline (default 8 and 16)\n"
-            "  --gpu        a kernel per compute range (CUDA API + GPU records, one step late)\n");
+            "  --gpu        a kernel per compute range (CUDA API + GPU records, one step late)\n"
+            "  --gpu-autograd   --gpu with every backward's kernel launched by one thread outside\n"
+            "               the ranges, as PyTorch's autograd does (adopted by the stage's range)\n");
 }
 
 int main(int argc, char **argv)
@@ -770,6 +775,7 @@ int main(int argc, char **argv)
                                          {"stages", required_argument, 0, 'S'},
                                          {"microbatches", required_argument, 0, 'M'},
                                          {"gpu", no_argument, 0, 'g'},
+                                         {"gpu-autograd", no_argument, 0, 'A'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -783,7 +789,8 @@ int main(int argc, char **argv)
         case 'k': keep = 1; break;
         case 'S': st = pp_parse_i64(optarg, "--stages", 2, 256, &S); break;
         case 'M': st = pp_parse_i64(optarg, "--microbatches", 1, 1024, &M); break;
-        case 'g': gpu = 1; break;
+        case 'g': gpu = gpu ? gpu : 1; break;
+        case 'A': gpu = 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
