@@ -90,13 +90,17 @@ static uint64_t step_t0(int M, int step)
 
 static uint32_t msg_id(int M, int kind, int m) { return 3u + (uint32_t)(kind * M + m); }
 
-static void gpu_launch(blk *g, uint32_t *corr, uint32_t tid, uint64_t t0)
+/* 1: every backward is launched by one thread with no range (PyTorch's autograd engine), on
+ * its stage's stream */
+static int g_autograd;
+
+static void gpu_launch(blk *g, uint32_t *corr, uint32_t tid, uint64_t t0, int bwd)
 {
     pp_rec_api a;
     memset(&a, 0, sizeof a);
     a.h = (pp_rec_header){PP_REC_API, sizeof a, 999, 0};
     a.correlation = ++*corr;
-    a.thread = tid;
+    a.thread = bwd && g_autograd ? 700 : tid;
     a.start = t0 + 10000;
     a.end = t0 + 20000;
     blk_rec(g, &a, sizeof a);
@@ -116,10 +120,10 @@ static void gpu_step(blk *g, uint32_t *corr, int M, int step)
 {
     uint64_t b = step_t0(M, step);
     for (int m = 0; m < M; m++) {
-        gpu_launch(g, corr, 100, b + (uint64_t)m * MS);                        /* stage 0 F */
-        gpu_launch(g, corr, 101, b + (uint64_t)(m + 1) * MS + 20000);          /* stage 1 F */
-        gpu_launch(g, corr, 101, b + (uint64_t)(M + 1 + m) * MS);              /* stage 1 B */
-        gpu_launch(g, corr, 100, b + (uint64_t)(M + 2 + m) * MS + 20000);      /* stage 0 B */
+        gpu_launch(g, corr, 100, b + (uint64_t)m * MS, 0);                     /* stage 0 F */
+        gpu_launch(g, corr, 101, b + (uint64_t)(m + 1) * MS + 20000, 0);       /* stage 1 F */
+        gpu_launch(g, corr, 101, b + (uint64_t)(M + 1 + m) * MS, 1);           /* stage 1 B */
+        gpu_launch(g, corr, 100, b + (uint64_t)(M + 2 + m) * MS + 20000, 1);   /* stage 0 B */
     }
     blk_flush(g);
 }
@@ -212,7 +216,7 @@ typedef struct child_report {
     int ok;
     char why[256];
     long maxrss_kb;
-    uint64_t steps, records, projected, late, unattributed, outside;
+    uint64_t steps, records, projected, late, unattributed, outside, adopted;
     double fwd_gpu_ns;
     uint64_t fwd_ranges, link_messages;
     int late_warned;
@@ -243,6 +247,7 @@ static child_report analyze_in_child(const char *path, size_t gpu_window)
             r.late = a->gpu.late;
             r.unattributed = a->gpu.unattributed;
             r.outside = a->gpu.outside_steps;
+            r.adopted = a->gpu.adopted;
             r.fwd_gpu_ns = a->gpu.S ? a->gpu.stages[0].fwd_median_ns : 0.0;
             r.fwd_ranges = a->S ? a->stages[0].fwd_ns.count : 0;
             r.link_messages = a->n_links ? a->links[0].messages : 0;
@@ -323,6 +328,29 @@ Test(analyzer_stream, peak_memory_does_not_grow_with_the_trace_length)
 Test(analyzer_stream, gpu_projection_memory_does_not_grow_with_the_trace_length)
 {
     memory_is_flat(1);
+}
+
+/* The same long job with every backward launched by a thread of its own (PyTorch's autograd
+ * engine), CUPTI's records a step late: all of them still projected, the backward's adopted by
+ * the stage's range, none late, with a window of 256 ranges per file (2 steps' ranges: the
+ * adoption must come before the range leaves, not after the record's whole wait). */
+Test(analyzer_stream, gpu_work_of_an_autograd_thread_is_adopted_in_a_narrow_window)
+{
+    enum { M = 16, STEPS = 400 };
+    char path[128];
+    snprintf(path, sizeof path, "%s/autograd.pft", g_dir);
+    g_autograd = 1;
+    write_job(path, STEPS, M, 1, 1);
+    g_autograd = 0;
+    child_report r = analyze_in_child(path, 256);
+    cr_assert(r.ok, "%s", r.why);
+    cr_assert_eq(r.records, (uint64_t)STEPS * M * 4);
+    cr_assert_eq(r.projected, (uint64_t)(STEPS - 1) * M * 4, "%llu projected, %llu late, %llu "
+                 "unattributed", (unsigned long long)r.projected, (unsigned long long)r.late,
+                 (unsigned long long)r.unattributed);
+    cr_assert_eq(r.adopted, (uint64_t)(STEPS - 1) * M * 2);
+    cr_assert_eq(r.late + r.unattributed, 0);
+    cr_assert_float_eq(r.fwd_gpu_ns, 500000.0, 1e-6);
 }
 
 /* CUPTI hands its records over late: all of them at the end here. A window wide enough for the
