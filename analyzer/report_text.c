@@ -259,9 +259,8 @@ static void print_gpu(const pp_analysis *a, FILE *out)
             (unsigned long long)g->unattributed, ms(g->step_ns), ms(g->projected_ns),
             ms(g->work_ns));
     if (g->adopted)
-        fprintf(out, "(%llu of the projected records were launched by a thread with no pipeline "
-                     "range open, such as PyTorch's autograd thread, and adopted by its "
-                     "process's range of the same stage)\n",
+        fprintf(out, "(%llu of them launched by a thread with no range open, such as PyTorch's "
+                     "autograd thread: adopted by their stage's range)\n",
                 (unsigned long long)g->adopted);
     fprintf(out, "%-6s %12s %12s %12s %12s %10s %14s\n", "stage", "gpu fwd ms", "gpu bwd ms",
             "gpu busy ms", "host busy ms", "gpu bubble", "launch lag us");
