@@ -23,6 +23,7 @@ enum {
     MAX_DEVICES = 1024,
     DEVICE_IVLS = 4096,    /* unmerged intervals per device before the oldest are retired */
     STREAM_SLOTS = 8192,   /* streams whose stage is learnt: a hostile trace cannot grow more */
+    STREAM_PROBES = 64,
     STREAM_SHARED = -2,
     ADOPT_THREADS = 64     /* threads of a file looked at for a record's adopting range */
 };
@@ -508,14 +509,14 @@ static void device_add(pp_gpu_proj *p, uint32_t device, uint64_t start, uint64_t
         *x = (ivl){start, end};
 }
 
-/* The slot of (file, device, stream), or the free slot where it goes; NULL when the table is
- * full and it is not there. */
+/* The slot of (file, device, stream), or the free slot where it goes; NULL when it is not
+ * within STREAM_PROBES slots of its hash (a table filled by a hostile trace costs no more). */
 static gstream *stream_slot(pp_gpu_proj *p, int32_t file, uint32_t device, uint32_t stream)
 {
     uint64_t h = ((uint64_t)(uint32_t)file * 0x9e3779b97f4a7c15ull) ^
                  ((uint64_t)device << 32 | stream) * 0xbf58476d1ce4e5b9ull;
     size_t i = (size_t)(h >> 40) & (STREAM_SLOTS - 1);
-    for (size_t k = 0; k < STREAM_SLOTS; k++, i = (i + 1) & (STREAM_SLOTS - 1)) {
+    for (size_t k = 0; k < STREAM_PROBES; k++, i = (i + 1) & (STREAM_SLOTS - 1)) {
         gstream *x = &p->streams[i];
         if (x->file < 0 || (x->file == file && x->device == device && x->stream == stream))
             return x;
