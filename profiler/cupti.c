@@ -117,15 +117,15 @@ static int defer(uint8_t *buf, size_t size, size_t valid, uint32_t tid)
     return 1;
 }
 
-/* Encodes a buffer's records from *rec on: into the ring of t (t set), or into blocks through
- * emit (the writer). Returns the records that found no room (ring only). */
-static uint64_t encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env *env,
-                              pprof_thread *t, pprof_block_fn emit, uint8_t *block)
+/* Encodes a buffer's records into the ring of t (t set: what finds no room is dropped and
+ * counted), or else into blocks of at most PPROF_BLOCK_CAP bytes (in `block`) through emit (the
+ * writer). */
+static void encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env *env,
+                          pprof_thread *t, pprof_block_fn emit, uint8_t *block)
 {
     CUpti_Activity *rec = NULL;
     size_t used = 0;
     uint32_t n = 0;
-    uint64_t lost = 0;
     while (C.GetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
         _Static_assert(sizeof(pp_rec_gpu) >= sizeof(pp_rec_api) &&
                            sizeof(pp_rec_gpu) >= sizeof(pp_rec_gpu_mem),
@@ -138,7 +138,6 @@ static uint64_t encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env 
             uint8_t *p = pprof_ring_reserve(t, (uint32_t)len);
             if (!p) {
                 pprof_drop(t);
-                lost++;
                 continue;
             }
             memcpy(p, tmp, len);
@@ -156,7 +155,6 @@ static uint64_t encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env 
     }
     if (!t && n)
         emit(env->tid, block, used, n);
-    return lost;
 }
 
 static void count_cupti_drops(CUcontext ctx, uint32_t stream)
