@@ -600,8 +600,8 @@ void an_other_results(state *st, file_state *fs, size_t n)
                                                       : a->steps[i].step_ns);
         if (s0 >= 0 && s0 < (double)lo)
             lo = (uint64_t)s0;
-        if (s1 > (double)hi)
-            hi = (uint64_t)s1;
+        if (s1 > (double)hi) /* a hostile step can end past 2^64 ns */
+            hi = s1 >= 0x1p64 ? UINT64_MAX : (uint64_t)s1;
     }
     if (hi > lo) {
         a->wall_t0_ns = (double)lo;
