@@ -46,6 +46,35 @@ done:
     return rc;
 }
 
+/* A stage whose forward (or backward) ranges got no GPU work at all while another stage's did:
+ * on an H200, pptrain's stage 0 read 0.000 ms when its records were dropped, and a PyTorch job's
+ * backward did when autograd's thread launched it; a table of zeros must not pass for a stage
+ * that does no GPU work. */
+static void gpu_missing_warn(pp_analysis *a)
+{
+    const pp_gpu_result *g = &a->gpu;
+    int S = g->S < a->S ? g->S : a->S, any_fwd = 0, any_bwd = 0;
+    for (int s = 0; s < S; s++) {
+        any_fwd |= g->stages[s].fwd_ranges > 0;
+        any_bwd |= g->stages[s].bwd_ranges > 0;
+    }
+    char list[256] = "";
+    size_t len = 0;
+    for (int s = 0; s < S && len < sizeof list - 40; s++) {
+        int f = any_fwd && !g->stages[s].fwd_ranges && a->stages[s].fwd_ns.count;
+        int b = any_bwd && !g->stages[s].bwd_ranges && a->stages[s].bwd_ns.count;
+        if (f || b)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%s)", len ? ", " : "", s,
+                                    f && b ? "forward and backward" : f ? "forward" : "backward");
+    }
+    if (len)
+        an_warn(a, "GPU time: no GPU work was projected onto the ranges of stage %s, while other "
+                   "stages' have some: its work was launched outside its ranges (by a thread "
+                   "that could not be matched to them) or its records were lost (dropped "
+                   "events); its GPU figures are not zero but unknown",
+                list);
+}
+
 pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, pp_analysis *a,
                       const pp_analysis_options *o)
 {
@@ -67,6 +96,7 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
         an_warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
                    "(launched outside the NVTX ranges, or their API record was lost)",
                 (unsigned long long)a->gpu.unattributed, (unsigned long long)a->gpu.records);
+    gpu_missing_warn(a);
     if (a->gpu.ambiguous)
         an_warn(a, "%llu GPU records were launched by a thread with no pipeline range open while "
                    "ranges of two stages or more were open in its process: not projected",

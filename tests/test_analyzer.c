@@ -636,7 +636,7 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
             tk_tw_pop(&t, 101, b + (m + 1) * ms);
             push(&t, 101, b + (m + 1) * ms, s_fwd[m], 2, (uint64_t)m);
             tk_tw_pop(&t, 101, b + (m + 2) * ms);
-            if (gpu)
+            if (gpu && gpu != 3) /* 3: stage 1's records lost */
                 gpu_launch(&g, 101, b + (m + 1) * ms, 600000, 2);
         }
         for (int m = 0; m < 2; m++) {
@@ -644,7 +644,7 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
             tk_tw_pop(&t, 101, b + (4 + m) * ms);
             push(&t, 101, b + (4 + m) * ms, s_sg[m], 2, 4096);
             tk_tw_pop(&t, 101, b + (4 + m) * ms + 1000);
-            if (gpu)
+            if (gpu && gpu != 3)
                 gpu_launch(&g, gpu == 2 ? 701 : 101, b + (3 + m) * ms, 1200000, 2);
         }
         tk_tw_pop(&t, 101, b + 6 * ms);
@@ -940,6 +940,24 @@ Test(analyzer, gpu_work_launched_by_a_thread_outside_the_ranges_is_adopted_by_it
     pp_analysis_free(a);
 }
 
+/* A stage whose GPU records are all gone (dropped, or launched where they cannot be matched)
+ * reads 0 ms of GPU time, as pptrain's stage 0 did on an H200: the analysis says that the
+ * figure is unknown rather than zero, naming the stage. */
+Test(analyzer, a_stage_without_any_gpu_work_is_named)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
+    write_foreign_trace_gpu(path, 3);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->gpu.stages[1].busy_ns, 0.0);
+    cr_assert_gt(a->gpu.stages[0].busy_ns, 0.0);
+    cr_assert_not_null(strstr(a->warnings, "no GPU work was projected onto the ranges of stage "
+                                           "1 (forward and backward)"),
+                       "%s", a->warnings);
+    pp_analysis_free(a);
+}
+
 Test(analyzer, a_job_without_pipeline_ranges_gets_the_generic_view)
 {
     /* a valid trace with no pipeprof domain: its range is the analysis (ranges.c) */
@@ -991,6 +1009,7 @@ Test(analyzer, gpu_records_project_onto_the_pipeline_ranges)
     cr_assert_eq(g->outside_steps, 8);
     cr_assert_eq(g->unattributed, 3);
     cr_assert_not_null(strstr(a->warnings, "could not be projected"), "%s", a->warnings);
+    cr_assert_null(strstr(a->warnings, "no GPU work was projected"), "%s", a->warnings);
     for (int s = 0; s < 2; s++) {
         const pp_gpu_stage *st = &g->stages[s];
         cr_assert_eq(st->fwd_median_ns, 600000.0, "stage %d fwd %.0f", s, st->fwd_median_ns);
