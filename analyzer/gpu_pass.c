@@ -5,6 +5,13 @@
  * projection, which keeps only a window of them (pp_gpu.h). */
 #include "analyzer_internal.h"
 
+/* A time kept as a double, back to uint64_t ns: a hostile trace's can lie past 2^64 (or, out of
+ * its arithmetic, below 0), where the cast is undefined. */
+static uint64_t ns_of(double t)
+{
+    return !(t > 0) ? 0 : t >= 0x1p64 ? UINT64_MAX : (uint64_t)t;
+}
+
 /* The analyzed steps' numbers and host windows, the kept steps' window, and the stage of each
  * file's ranges, into the projection. */
 static pp_status projection_create(pp_gpu_proj **out, const file_state *fs, size_t n,
@@ -22,8 +29,8 @@ static pp_status projection_create(pp_gpu_proj **out, const file_state *fs, size
     }
     for (size_t i = 0; i < a->n_steps; i++) {
         steps[i] = a->steps[i].step;
-        w0[i] = (uint64_t)a->steps[i].t0_ns;
-        w1[i] = (uint64_t)(a->steps[i].t0_ns + a->steps[i].window_ns);
+        w0[i] = ns_of(a->steps[i].t0_ns);
+        w1[i] = ns_of(a->steps[i].t0_ns + a->steps[i].window_ns);
     }
     if ((rc = pp_gpu_proj_create(out, steps, w0, w1, a->n_steps, a->S, o->gpu_window)) != PP_OK)
         goto done;
