@@ -224,6 +224,13 @@ worst=$(grep -E "max error" "$LOGS/test_cuda.log" | grep -oE "max error [0-9.eE+
 record "kernel error vs CPU, worst" "$([ "$worst" != "?" ] && echo measured || echo missing)" "$worst"
 nccl=$(grep -oE "NCCL self send/receive of 64 MiB: [0-9.]+ GB/s" "$LOGS/test_cuda.log" | grep -oE "[0-9.]+ GB/s")
 record "NCCL self send/receive" "$([ -n "$nccl" ] && echo ok || echo "not run")" "${nccl:--}"
+# the experiment of docs/kernels.md: the bf16 GEMMs with cuBLAS converting inside (PP_CUDA_BF16=fast)
+PP_CUDA_BF16=fast bounded 60 "$BUILD/tests/test_cuda" --verbose --jobs 1 --filter 'cuda/gemm_kernels_bf16' \
+    >"$LOGS/test_cuda_bf16_fast.log" 2>&1
+rc=$?
+fast_worst=$(grep -oE "max error [0-9.eE+-]+" "$LOGS/test_cuda_bf16_fast.log" | awk '{ if ($3 + 0 > m) m = $3 + 0 } END { if (NR) printf "%.3g", m; else print "?" }')
+say "- bf16 GEMMs with PP_CUDA_BF16=fast: $(status_of $rc), worst error $fast_worst (tolerance 3e-2)"
+record "bf16 GEMMs, PP_CUDA_BF16=fast (experiment)" "$([ $rc -eq 0 ] && echo passed || status_of $rc)" "worst error $fast_worst"
 
 say ""
 say "- CUPTI for --cuda: ${PPROF_CUPTI_LIB:-libcupti.so.13, found by the loader}"
@@ -377,15 +384,15 @@ say ""
 say "| model | precision | batch x T | M | median step ms | tokens/s | model TFLOP/s | MFU |"
 say "|---|---|---|---|---|---|---|---|"
 best_mfu=""
-train() { # model batch M steps precision
-    local model=$1 batch=$2 M=$3 steps=$4 prec=$5 tag=$1-$5
+train() { # model batch M steps precision (train_tag: a suffix for the variant)
+    local model=$1 batch=$2 M=$3 steps=$4 prec=$5 label=$5${train_tag:-} tag=$1-$5${train_tag:-}
     local log=$LOGS/train-$tag.jsonl out=$LOGS/train-$tag.txt
     bounded 40 "$PPTRAIN" --backend cuda --model "$model" --stages 4 --schedule 1f1b \
         --microbatches "$M" --batch "$batch" --steps "$steps" --precision "$prec" \
         --log-json "$log" >"$out" 2>&1
     local rc=$?
     if [ $rc -ne 0 ]; then
-        say "| $model | $prec | $batch | $M | $(status_of $rc): $(tail -1 "$out" | cut -c1-60) | | | |"
+        say "| $model | $label | $batch | $M | $(status_of $rc): $(tail -1 "$out" | cut -c1-60) | | | |"
         return
     fi
     local T gf peak ms tps tflops mfu
@@ -396,11 +403,17 @@ train() { # model batch M steps precision
     tps=$(awk -v b="$batch" -v t="$T" -v ms="$ms" 'BEGIN { if (ms > 0) printf "%.0f", b * t / (ms / 1000); else print "?" }')
     tflops=$(awk -v tps="$tps" -v gf="$gf" 'BEGIN { printf "%.1f", tps * gf / 1000 }')
     mfu=$(awk -v tf="$tflops" -v p="$peak" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * tf / p; else print "?" }')
-    say "| $model | $prec | $batch x $T | $M | $ms | $tps | $tflops | $mfu |"
-    record "train $model $prec" ok "$ms ms/step, $tps tokens/s, MFU $mfu"
+    say "| $model | $label | $batch x $T | $M | $ms | $tps | $tflops | $mfu |"
+    record "train $model $label" ok "$ms ms/step, $tps tokens/s, MFU $mfu"
 }
 for prec in bf16 tf32 fp32; do train small 32 8 "$STEPS_SMALL" "$prec"; done
 for prec in bf16 tf32 fp32; do train gpt2 16 8 "$STEPS_GPT2" "$prec"; done
+# the experiment of docs/kernels.md: cuBLAS converts to bf16 inside the GEMM (PP_CUDA_BF16=fast)
+export PP_CUDA_BF16=fast
+train_tag=-fast
+train small 32 8 "$STEPS_SMALL" bf16
+train gpt2 16 8 "$STEPS_GPT2" bf16
+unset PP_CUDA_BF16 train_tag
 say ""
 say "Peak rates and the loss at the end of each run:"
 say ""

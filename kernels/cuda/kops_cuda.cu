@@ -24,6 +24,7 @@ struct cuda_ctx {
     cudaError_t err;      // first CUDA error since the last check
     cublasStatus_t berr;  // first cuBLAS error
     char where[96];       // the call that failed first
+    bool bf16_fast;       // PP_CUDA_BF16=fast: cuBLAS converts inside the GEMM (an experiment)
     __nv_bfloat16 *ws[2]; // bf16 copies of GEMM operands (grown on demand)
     size_t ws_n[2];
     double *red;          // one double for reductions
@@ -416,6 +417,16 @@ void gemm(cuda_ctx *c, bool ta, bool tb, int m, int n, int k, float alpha, const
     cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
         return;
+    if (c->prec == PP_CUDA_BF16 && c->bf16_fast) {
+        // fp32 operands, converted to bf16 by cuBLAS inside the GEMM: no conversion kernels
+        note_blas(c,
+                  cublasGemmStridedBatchedEx(c->blas, oa, ob, m, n, k, &alpha, A, CUDA_R_32F, lda,
+                                             sA, B, CUDA_R_32F, ldb, sB, &beta, C, CUDA_R_32F,
+                                             ldc, sC, batch, CUBLAS_COMPUTE_32F_FAST_16BF,
+                                             CUBLAS_GEMM_DEFAULT),
+                  "cublasGemmStridedBatchedEx (fast bf16)");
+        return;
+    }
     if (c->prec == PP_CUDA_BF16) {
         size_t na = ta ? extent(k, m, lda, sA, batch) : extent(m, k, lda, sA, batch);
         size_t nb = tb ? extent(n, k, ldb, sB, batch) : extent(k, n, ldb, sB, batch);
@@ -826,6 +837,8 @@ pp_status pp_cuda_kops_create(int device, pp_cuda_precision prec, pp_kops **out)
     }
     c->device = device;
     c->prec = prec;
+    const char *fast = getenv("PP_CUDA_BF16");
+    c->bf16_fast = fast && strcmp(fast, "fast") == 0;
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaMalloc((void **)&c->red, sizeof(double))) != cudaSuccess) {
         pp_status st = cuda_fail(e, "creating the stream");
