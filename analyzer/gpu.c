@@ -407,13 +407,13 @@ static const gapi *find_api(const pp_gpu_proj *p, int file, uint32_t corr)
     return lo < p->api.n && a[lo].file == file && a[lo].corr == corr ? &a[lo] : NULL;
 }
 
-/* The range of (file, tid) open at t: the last one starting at or before t, if it is still
- * open at t. */
-static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
+/* In the sorted window: the index of the first range after (file, tid, t), by the key
+ * (file, tid, t0). */
+static size_t range_after(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
 {
-    grange *r = p->ranges.v;
+    const grange *r = p->ranges.v;
     size_t lo = 0, hi = p->ranges.n;
-    while (lo < hi) { /* first index with key > (file, tid, t) */
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int le = r[mid].file < file ||
                  (r[mid].file == file && (r[mid].tid < tid || (r[mid].tid == tid && r[mid].t0 <= t)));
@@ -422,6 +422,15 @@ static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The range of (file, tid) open at t: the last one starting at or before t, if it is still
+ * open at t. */
+static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
+{
+    grange *r = p->ranges.v;
+    size_t lo = range_after(p, file, tid, t);
     if (lo == 0)
         return NULL;
     grange *c = &r[lo - 1];
@@ -620,16 +629,7 @@ static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int by_stream
 static int launcher_done(const pp_gpu_proj *p, int32_t file, uint32_t tid, uint64_t t)
 {
     const grange *r = p->ranges.v;
-    size_t n = p->ranges.n, lo = 0, hi = n;
-    while (lo < hi) { /* first range after (file, tid, t) */
-        size_t mid = lo + (hi - lo) / 2;
-        int le = r[mid].file < file ||
-                 (r[mid].file == file && (r[mid].tid < tid || (r[mid].tid == tid && r[mid].t0 <= t)));
-        if (le)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t n = p->ranges.n, lo = range_after(p, file, tid, t);
     if (lo < n && r[lo].file == file && r[lo].tid == tid)
         return 1;
     return !(lo > 0 && r[lo - 1].file == file && r[lo - 1].tid == tid);

@@ -664,6 +664,18 @@ static void write_foreign_trace_gpu(const char *path, int gpu)
 
 static void write_foreign_trace(const char *path) { write_foreign_trace_gpu(path, 0); }
 
+/* The run directory holding only write_foreign_trace_gpu(gpu)'s trace, analyzed. */
+static pp_analysis *analyze_foreign_gpu(int gpu)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
+    unlink(path);
+    write_foreign_trace_gpu(path, gpu);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    return a;
+}
+
 Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
 {
     char path[256];
@@ -905,14 +917,7 @@ Test(analyzer, damaged_and_foreign_run_directories)
  * used, while both stages' ranges are open, stays unprojected (ambiguous). */
 Test(analyzer, gpu_work_launched_by_a_thread_outside_the_ranges_is_adopted_by_its_stage)
 {
-    char path[128];
-    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
-    write_foreign_trace_gpu(path, 1);
-    pp_analysis *ref = NULL, *a = NULL;
-    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &ref), PP_OK, "%s", pp_error_message());
-    unlink(path);
-    write_foreign_trace_gpu(path, 2);
-    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    pp_analysis *ref = analyze_foreign_gpu(1), *a = analyze_foreign_gpu(2);
     const pp_gpu_result *g = &a->gpu, *r = &ref->gpu;
     cr_assert_eq(r->adopted, 0);
     cr_assert_eq(g->records, r->records + 3);
@@ -945,11 +950,7 @@ Test(analyzer, gpu_work_launched_by_a_thread_outside_the_ranges_is_adopted_by_it
  * figure is unknown rather than zero, naming the stage. */
 Test(analyzer, a_stage_without_any_gpu_work_is_named)
 {
-    char path[128];
-    snprintf(path, sizeof path, "%s/gpu.pft", g_dir);
-    write_foreign_trace_gpu(path, 3);
-    pp_analysis *a = NULL;
-    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    pp_analysis *a = analyze_foreign_gpu(3);
     cr_assert_eq(a->gpu.stages[1].busy_ns, 0.0);
     cr_assert_gt(a->gpu.stages[0].busy_ns, 0.0);
     cr_assert_not_null(strstr(a->warnings, "no GPU work was projected onto the ranges of stage "
