@@ -610,15 +610,7 @@ static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int by_stream
             if (!best || c->t0 > best->t0)
                 best = c;
         }
-        size_t l = lo, h = n; /* the next thread's first range */
-        while (l < h) {
-            size_t mid = l + (h - l) / 2;
-            if (r[mid].file == a->file && r[mid].tid <= tid)
-                l = mid + 1;
-            else
-                h = mid;
-        }
-        lo = l;
+        lo = range_after(p, a->file, tid, UINT64_MAX); /* the next thread's first range */
     }
     return best;
 }

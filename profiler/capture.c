@@ -237,8 +237,6 @@ static void tsc_pair(uint64_t *ticks, uint64_t *ns)
 {
 #if PPROF_HAVE_TSC
     uint64_t best = UINT64_MAX;
-    *ticks = __rdtsc(); /* replaced by the first try: b - a is below UINT64_MAX */
-    *ns = mono_ns();
     for (int i = 0; i < 5; i++) {
         uint64_t a = __rdtsc();
         uint64_t n = mono_ns();
@@ -455,16 +453,13 @@ static void rss_sample(void)
 
 /* The writer's own records (GPU activity buffers it encodes, cupti.c) as one EVENTS block of
  * thread tid; io_mu held. Definitions first: the encoding may have interned kernel names. */
-static int emit_gpu_block(uint32_t tid, const void *records, size_t bytes, uint32_t n)
+static void emit_gpu_block(uint32_t tid, const void *records, size_t bytes, uint32_t n)
 {
     if (!g.w)
-        return 0;
+        return;
     pprof_meta_flush(emit_meta);
-    if (pp_trace_writer_block(g.w, PP_BLOCK_EVENTS, tid, records, bytes, n) != PP_OK) {
+    if (pp_trace_writer_block(g.w, PP_BLOCK_EVENTS, tid, records, bytes, n) != PP_OK)
         io_fail();
-        return 0;
-    }
-    return 1;
 }
 
 /* One drain of everything: pending definitions first, then every ring up to the head it had

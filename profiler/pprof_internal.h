@@ -85,8 +85,8 @@ typedef struct pprof_thread {
     _Alignas(64) _Atomic uint64_t tail; /* bytes ever consumed (release by the writer) */
 } pprof_thread;
 
-/* Writes records as one EVENTS block of thread tid (the writer, io_mu held); 0 when not written. */
-typedef int (*pprof_block_fn)(uint32_t tid, const void *records, size_t bytes, uint32_t n);
+/* Writes records as one EVENTS block of thread tid (the writer, io_mu held). */
+typedef void (*pprof_block_fn)(uint32_t tid, const void *records, size_t bytes, uint32_t n);
 
 /* GPU activity buffers handed to the writer (cupti.c sets these once GPU capture is on):
  * whether any waits, and their encoding into blocks by the writer at each flush. */
