@@ -621,6 +621,8 @@ static void pprof_at_exit(void)
     writer_stop();
     flush_all();
     pthread_mutex_lock(&g.io_mu);
+    if (g.gpu.at_exit)
+        g.gpu.at_exit();
     /* Events arriving from now on are counted as dropped, never half-written. */
     atomic_fetch_and(&g.flags, ~PPROF_F_CAPTURE);
     uint64_t dropped, filtered;

@@ -77,10 +77,54 @@ static uint64_t trace_clock(void *u, uint64_t ns)
     return flags & PPROF_F_CLOCK ? pprof_clock_adjust(ns) : ns;
 }
 
+/* What the GPU capture did, said at exit with PPROF_CUPTI_STATS=1 (docs/profiler.md): where its
+ * time goes on a GPU, measured only when asked. */
+static struct {
+    _Atomic uint64_t requested, reused, completed, deferred, ringed, on_job_thread, valid_bytes;
+    _Atomic uint64_t completed_ns, completed_max_ns, drains, drain_ns, drain_max_ns, held_max;
+} S;
+static int g_stats;
+
+static void stat_max(_Atomic uint64_t *m, uint64_t v)
+{
+    uint64_t old = atomic_load_explicit(m, memory_order_relaxed);
+    while (v > old && !atomic_compare_exchange_weak(m, &old, v)) {
+    }
+}
+
+/* Freed buffers kept for the next request (at most PPROF_CUPTI_POOL, 4 by default): a long
+ * capture reuses pages already mapped instead of faulting in 8 MiB of fresh memory for each
+ * buffer, on whichever thread CUPTI fills it from. Lock-free: a slot is emptied by exchange and
+ * filled by compare-exchange, so no request waits and no buffer is handed out twice. */
+enum { POOL_SLOTS = 16 };
+static _Atomic(uint8_t *) g_pool[POOL_SLOTS];
+static int g_pool_n = 4;
+
+static void buffer_release(uint8_t *buf)
+{
+    for (int i = 0; i < g_pool_n; i++) {
+        uint8_t *expect = NULL;
+        if (atomic_compare_exchange_strong(&g_pool[i], &expect, buf))
+            return;
+    }
+    free(buf);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
 {
-    *buf = aligned_alloc(8, PPROF_CUPTI_BUFFER);
-    *size = *buf ? PPROF_CUPTI_BUFFER : 0;
+    uint8_t *b = NULL;
+    for (int i = 0; i < g_pool_n && !b; i++)
+        if (atomic_load_explicit(&g_pool[i], memory_order_relaxed))
+            b = atomic_exchange(&g_pool[i], NULL);
+    if (g_stats) {
+        atomic_fetch_add_explicit(&S.requested, 1, memory_order_relaxed);
+        if (b)
+            atomic_fetch_add_explicit(&S.reused, 1, memory_order_relaxed);
+    }
+    if (!b)
+        b = aligned_alloc(8, PPROF_CUPTI_BUFFER);
+    *buf = b;
+    *size = b ? PPROF_CUPTI_BUFFER : 0;
     *max_records = 0;
 }
 
@@ -108,6 +152,8 @@ static int defer(uint8_t *buf, size_t size, size_t valid, uint32_t tid)
         atomic_fetch_sub(&g_deferred_bytes, size);
         return 0;
     }
+    if (g_stats)
+        stat_max(&S.held_max, held + size);
     *d = (deferred){.buf = buf, .size = size, .valid = valid, .tid = tid};
     deferred *head = atomic_load_explicit(&g_deferred, memory_order_relaxed);
     do
@@ -171,16 +217,31 @@ static void count_cupti_drops(CUcontext ctx, uint32_t stream)
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
                                       size_t valid)
 {
+    uint64_t t0 = g_stats ? monotonic_ns() : 0;
+    int kept = 0;
     if (valid && atomic_load_explicit(&g_cupti_on, memory_order_acquire)) {
         uint32_t tid = (uint32_t)syscall(SYS_gettid);
+        if (g_stats && pprof_tls_self)
+            atomic_fetch_add_explicit(&S.on_job_thread, 1, memory_order_relaxed);
         count_cupti_drops(ctx, stream);
-        if (defer(buf, size, valid, tid))
-            return; /* the writer frees it */
-        pprof_thread *t = pprof_self(); /* a ring only for a thread that needs one */
-        pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL, .tid = tid};
-        encode_buffer(buf, valid, &env, t, NULL, NULL);
+        kept = defer(buf, size, valid, tid); /* then the writer releases it */
+        if (!kept) {
+            pprof_thread *t = pprof_self(); /* a ring only for a thread that needs one */
+            pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
+                                   .tid = tid};
+            encode_buffer(buf, valid, &env, t, NULL, NULL);
+        }
     }
-    free(buf);
+    if (!kept)
+        buffer_release(buf);
+    if (g_stats) {
+        uint64_t ns = monotonic_ns() - t0;
+        atomic_fetch_add_explicit(&S.completed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(kept ? &S.deferred : &S.ringed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&S.valid_bytes, valid, memory_order_relaxed);
+        atomic_fetch_add_explicit(&S.completed_ns, ns, memory_order_relaxed);
+        stat_max(&S.completed_max_ns, ns);
+    }
 }
 
 static int writer_pending(void)
@@ -199,6 +260,7 @@ static void writer_drain(pprof_block_fn emit)
         fifo = d;
         d = next;
     }
+    uint64_t t0 = g_stats && fifo ? monotonic_ns() : 0;
     static uint8_t *block;
     if (fifo && !block)
         block = malloc(PPROF_BLOCK_CAP);
@@ -210,9 +272,39 @@ static void writer_drain(pprof_block_fn emit)
             encode_buffer(d->buf, d->valid, &env, NULL, emit, block);
         }
         atomic_fetch_sub(&g_deferred_bytes, d->size);
-        free(d->buf);
+        buffer_release(d->buf);
         free(d);
     }
+    if (t0) {
+        uint64_t ns = monotonic_ns() - t0;
+        atomic_fetch_add_explicit(&S.drains, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&S.drain_ns, ns, memory_order_relaxed);
+        stat_max(&S.drain_max_ns, ns);
+    }
+}
+
+/* PPROF_CUPTI_STATS=1: one line on stderr after the last flush, even under pprof-run -q. */
+static void stats_at_exit(void)
+{
+    if (!g_stats)
+        return;
+    uint64_t comp = atomic_load(&S.completed), drains = atomic_load(&S.drains);
+    fprintf(stderr,
+            "pprof: CUPTI stats: %llu buffers requested (%llu reused), %llu completed (%llu to the "
+            "writer, %llu encoded in place, %llu on a thread with events of its own), %.1f MiB of "
+            "records; completion %.1f us mean, %.1f us max; writer %llu drains, %.1f us mean, "
+            "%.1f us max; %.1f MiB held at most\n",
+            (unsigned long long)atomic_load(&S.requested),
+            (unsigned long long)atomic_load(&S.reused),
+            (unsigned long long)comp, (unsigned long long)atomic_load(&S.deferred),
+            (unsigned long long)atomic_load(&S.ringed),
+            (unsigned long long)atomic_load(&S.on_job_thread),
+            (double)atomic_load(&S.valid_bytes) / 1048576.0,
+            comp ? (double)atomic_load(&S.completed_ns) / (double)comp / 1e3 : 0.0,
+            (double)atomic_load(&S.completed_max_ns) / 1e3, (unsigned long long)drains,
+            drains ? (double)atomic_load(&S.drain_ns) / (double)drains / 1e3 : 0.0,
+            (double)atomic_load(&S.drain_max_ns) / 1e3,
+            (double)atomic_load(&S.held_max) / 1048576.0);
 }
 
 /* A forked child: the parent's buffers are the parent's to write. */
@@ -221,7 +313,7 @@ static void forget_deferred_in_child(void)
     deferred *d = atomic_exchange(&g_deferred, NULL);
     while (d) {
         deferred *next = d->next;
-        free(d->buf);
+        buffer_release(d->buf);
         free(d);
         d = next;
     }
@@ -298,6 +390,63 @@ static CUptiResult enable_api_records(CUpti_ActivityKind kind)
     return enabled ? CUPTI_SUCCESS : C.Enable(kind);
 }
 
+/* A count from the environment in 0..max, else (unset, or not such a number: said once) dflt. */
+static unsigned long long env_count(const char *name, unsigned long long max,
+                                    unsigned long long dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s >= '0' && *s <= '9' && *end == '\0' && v <= max)
+        return v;
+    pprof_log("pprof: --cuda: %s=%s is not a number in 0..%llu; using %llu", name, s, max, dflt);
+    return dflt;
+}
+
+/* The activity kinds recorded, by the names PPROF_CUPTI_KINDS takes; memory (the optional one)
+ * last. */
+static const struct {
+    const char *name;
+    CUpti_ActivityKind kind;
+} kind_names[] = {
+    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
+    {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},
+};
+
+/* PPROF_CUPTI_KINDS: a comma-separated subset of kind_names (a diagnosis: without the runtime
+ * and driver records no kernel can be projected onto its launching thread's ranges); unset, or
+ * naming anything else (said once), every kind. */
+static unsigned kinds_wanted(void)
+{
+    unsigned n = (unsigned)(sizeof kind_names / sizeof kind_names[0]), all = (1u << n) - 1;
+    const char *s = getenv("PPROF_CUPTI_KINDS");
+    if (!s || !*s)
+        return all;
+    unsigned mask = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        unsigned i = 0;
+        while (i < n && (strlen(kind_names[i].name) != len || strncmp(p, kind_names[i].name, len)))
+            i++;
+        if (i == n) {
+            pprof_log("pprof: --cuda: PPROF_CUPTI_KINDS=%s: \"%.*s\" is none of kernel, memcpy, "
+                      "memset, runtime, driver, sync, memory; recording every kind",
+                      s, (int)len, p);
+            return all;
+        }
+        mask |= 1u << i;
+        p += len + (p[len] == ',');
+    }
+    return mask;
+}
+
 static int cupti_start(void)
 {
     const char *path = getenv("PPROF_CUPTI_LIB");
@@ -343,31 +492,25 @@ static int cupti_start(void)
                   result_string(r));
         return 0;
     }
-    /* completed buffers go to the writer (writer_drain), up to PPROF_CUPTI_DEFER_MB held */
-    const char *mb = getenv("PPROF_CUPTI_DEFER_MB");
-    if (mb && *mb) {
-        char *end = NULL;
-        unsigned long long v = strtoull(mb, &end, 10);
-        if (*end == '\0' && v <= 65536)
-            g_defer_max = (size_t)v << 20;
-        else
-            pprof_log("pprof: --cuda: PPROF_CUPTI_DEFER_MB=%s is not a number of MiB in 0..65536; "
-                      "using 128",
-                      mb);
-    }
+    /* completed buffers go to the writer (writer_drain), up to PPROF_CUPTI_DEFER_MB held;
+     * PPROF_CUPTI_POOL freed buffers kept for reuse; PPROF_CUPTI_STATS: what it cost */
+    g_defer_max = (size_t)env_count("PPROF_CUPTI_DEFER_MB", 65536, 128) << 20;
+    g_pool_n = (int)env_count("PPROF_CUPTI_POOL", POOL_SLOTS, 4);
+    g_stats = env_count("PPROF_CUPTI_STATS", 1, 0) != 0;
+    unsigned wanted = kinds_wanted();
     pthread_mutex_lock(&g_pprof.io_mu);
-    g_pprof.gpu = (pprof_gpu_hooks){.pending = writer_pending, .drain = writer_drain};
+    g_pprof.gpu = (pprof_gpu_hooks){
+        .pending = writer_pending, .drain = writer_drain, .at_exit = stats_at_exit};
     pthread_mutex_unlock(&g_pprof.io_mu);
     pthread_atfork(NULL, NULL, forget_deferred_in_child);
     atomic_store(&g_cupti_on, 1);
-    static const CUpti_ActivityKind kinds[] = {
-        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
-        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        r = kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER || kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME
-                ? enable_api_records(kinds[i])
-                : C.Enable(kinds[i]);
+    for (size_t i = 0; i < sizeof kind_names / sizeof kind_names[0] - 1; i++) {
+        if (!(wanted & 1u << i))
+            continue;
+        CUpti_ActivityKind kind = kind_names[i].kind;
+        r = kind == CUPTI_ACTIVITY_KIND_DRIVER || kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                ? enable_api_records(kind)
+                : C.Enable(kind);
         if (r == CUPTI_SUCCESS)
             continue;
         atomic_store(&g_cupti_on, 0);
@@ -377,11 +520,12 @@ static int cupti_start(void)
         else
             pprof_log("pprof: --cuda: no GPU tracing (enabling activity kind %d: %s); NVTX "
                       "capture goes on",
-                      (int)kinds[i], result_string(r));
+                      (int)kind, result_string(r));
         return 0;
     }
     /* device memory allocations and releases (issue 17): optional, the rest goes on without */
-    if ((r = C.Enable(CUPTI_ACTIVITY_KIND_MEMORY2)) != CUPTI_SUCCESS)
+    unsigned memory = 1u << (sizeof kind_names / sizeof kind_names[0] - 1);
+    if ((wanted & memory) && (r = C.Enable(CUPTI_ACTIVITY_KIND_MEMORY2)) != CUPTI_SUCCESS)
         pprof_log("pprof: --cuda: no device memory activity (%s); kernels and copies are "
                   "still captured",
                   result_string(r));

@@ -89,10 +89,12 @@ typedef struct pprof_thread {
 typedef void (*pprof_block_fn)(uint32_t tid, const void *records, size_t bytes, uint32_t n);
 
 /* GPU activity buffers handed to the writer (cupti.c sets these once GPU capture is on):
- * whether any waits, and their encoding into blocks by the writer at each flush. */
+ * whether any waits, their encoding into blocks by the writer at each flush, and what is said
+ * after the last flush at exit (PPROF_CUPTI_STATS). */
 typedef struct pprof_gpu_hooks {
     int (*pending)(void);
     void (*drain)(pprof_block_fn emit);
+    void (*at_exit)(void);
 } pprof_gpu_hooks;
 
 typedef struct pprof_global {

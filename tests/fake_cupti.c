@@ -67,14 +67,18 @@ FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequ
 }
 
 /* What the library asked for, said on stderr at the flush (the tests read it). */
-static int g_driver_kind, g_runtime_kind;
-static char g_driver_apis[256], g_runtime_apis[256];
+static int g_driver_kind, g_runtime_kind, g_kernel_kind;
+static char g_driver_apis[256], g_runtime_apis[256], g_kinds[256];
 
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     const char *m = getenv("FAKE_CUPTI_MODE");
     if (m && strcmp(m, "busy") == 0)
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    size_t used = strlen(g_kinds);
+    snprintf(g_kinds + used, sizeof g_kinds - used, " %d", (int)kind);
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        g_kernel_kind = 1;
     if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
         g_driver_kind = 1;
     if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
@@ -195,6 +199,7 @@ static void flood(void)
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag;
+    fprintf(stderr, "fake_cupti: kinds enabled:%s\n", g_kinds);
     fprintf(stderr, "fake_cupti: DRIVER kind %s; driver calls enabled:%s\n",
             g_driver_kind ? "on" : "off", g_driver_apis[0] ? g_driver_apis : " none");
     fprintf(stderr, "fake_cupti: RUNTIME kind %s; runtime calls enabled:%s\n",
@@ -206,14 +211,17 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
     g_request(&buf, &size, &max);
     if (!buf)
         return CUPTI_ERROR_OUT_OF_MEMORY;
+    /* only the kinds (and the launch call, id 211) asked for, as CUPTI would */
+    int api_on = g_runtime_kind || strstr(g_runtime_apis, "cudaLaunchKernel") != NULL;
+    int kernel_on = g_kernel_kind;
     for (int i = 0; i < g_n; i++) {
-        size_t a = rec_size((const CUpti_Activity *)&g_api[i]);
-        size_t k = rec_size((const CUpti_Activity *)&g_kern[i]);
+        size_t a = api_on ? rec_size((const CUpti_Activity *)&g_api[i]) : 0;
+        size_t k = kernel_on ? rec_size((const CUpti_Activity *)&g_kern[i]) : 0;
         if (used + a + k > size)
             break;
-        memcpy(buf + used, &g_api[i], sizeof g_api[i]);
+        memcpy(buf + used, &g_api[i], a);
         used += a;
-        memcpy(buf + used, &g_kern[i], sizeof g_kern[i]);
+        memcpy(buf + used, &g_kern[i], k);
         used += k;
     }
     g_n = 0;

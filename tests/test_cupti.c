@@ -184,7 +184,9 @@ Test(cupti, without_a_driver_gpu_capture_says_so_and_nvtx_capture_goes_on)
  * projection of the kernels onto the job's forward and backward ranges. */
 #define FAKE_CUPTI PP_BUILD_DIR "/tests/libfakecupti.so"
 
-static pp_analysis *run_with_fake_cupti_env(const char *mode, const char *extra, tk_result *out)
+/* extra, extra2: settings of the run's environment ("NAME=value"), or NULL */
+static pp_analysis *run_with_fake_cupti_env2(const char *mode, const char *extra,
+                                             const char *extra2, tk_result *out)
 {
     tk_dir_create("pp_test_fakecupti");
     const char *dir = tk_path("run");
@@ -192,12 +194,18 @@ static pp_analysis *run_with_fake_cupti_env(const char *mode, const char *extra,
     char m[64];
     snprintf(m, sizeof m, "FAKE_CUPTI_MODE=%s", mode);
     /* the smallest ring (64 KiB): a flood overfills it many times over */
-    const char *env[] = {"PPROF_CUPTI_LIB=" FAKE_CUPTI, m, "PPROF_BUFFER_KB=64", extra, NULL};
+    const char *env[] = {"PPROF_CUPTI_LIB=" FAKE_CUPTI, m, "PPROF_BUFFER_KB=64",
+                         extra ? extra : extra2, extra ? extra2 : NULL, NULL};
     *out = tk_runv(argv, env);
     cr_assert_eq(out->code, 0, "%s%s", out->out, out->err);
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(dir, NULL, &a), PP_OK, "%s", pp_error_message());
     return a;
+}
+
+static pp_analysis *run_with_fake_cupti_env(const char *mode, const char *extra, tk_result *out)
+{
+    return run_with_fake_cupti_env2(mode, extra, NULL, out);
 }
 
 static pp_analysis *run_with_fake_cupti(const char *mode, tk_result *out)
@@ -298,6 +306,85 @@ Test(cupti, past_the_writers_bound_records_are_dropped_and_counted)
                  "%llu GPU records, %llu API calls, %llu dropped",
                  (unsigned long long)a->gpu.records, (unsigned long long)a->gpu.api_calls,
                  (unsigned long long)dropped);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
+/* PPROF_CUPTI_STATS=1 says, after the last flush and even under -q, what the GPU capture did;
+ * freed buffers are reused (PPROF_CUPTI_POOL, 4 by default), none with PPROF_CUPTI_POOL=0. In the
+ * flood every buffer is encoded in place (PPROF_CUPTI_DEFER_MB=0) and released at once, so each
+ * request after the first finds one kept. */
+static unsigned long long stat_of(const char *err, const char *after)
+{
+    const char *line = strstr(err, "pprof: CUPTI stats: ");
+    cr_assert_not_null(line, "%s", err);
+    const char *p = strstr(line, after);
+    cr_assert_not_null(p, "no \"%s\" in %s", after, line);
+    return strtoull(p + strlen(after), NULL, 10);
+}
+
+Test(cupti, stats_say_what_the_gpu_capture_did_and_buffers_are_reused)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_DEFER_MB=0",
+                                              "PPROF_CUPTI_STATS=1", &r);
+    unsigned long long requested = stat_of(r.err, "stats: ");
+    unsigned long long reused = stat_of(r.err, "requested (");
+    unsigned long long completed = stat_of(r.err, "reused), ");
+    unsigned long long in_place = stat_of(r.err, "writer, ");
+    /* the launches' buffer and the flood's (150 000 kernels of 8 MiB buffers: 2 or more) */
+    cr_assert_geq(requested, 3, "%s", r.err);
+    cr_assert_eq(completed, requested, "%s", r.err);
+    cr_assert_eq(in_place, completed, "%s", r.err);
+    cr_assert_eq(reused, requested - 1, "%s", r.err);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+
+    a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_DEFER_MB=0", "PPROF_CUPTI_POOL=0", &r);
+    cr_assert_null(strstr(r.err, "CUPTI stats"), "said only when asked: %s", r.err);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+    a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_POOL=0", "PPROF_CUPTI_STATS=1", &r);
+    cr_assert_eq(stat_of(r.err, "requested ("), 0, "%s", r.err);
+    /* handed to the writer: all 150 012 records written, as with the pool */
+    cr_assert_eq(a->gpu.records + a->gpu.api_calls, 2 * 12 + 150000);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+
+    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_POOL=lots", &r);
+    cr_assert_not_null(strstr(r.err, "PPROF_CUPTI_POOL=lots is not a number in 0..16; using 4"),
+                       "%s", r.err);
+    cr_assert_eq(a->gpu.projected, 8);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
+/* PPROF_CUPTI_KINDS records only the kinds it names (a diagnosis: kernels alone cannot be
+ * projected, their launching calls unrecorded); a word it does not know leaves every kind on. */
+Test(cupti, kinds_choose_the_activity_recorded)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_KINDS=kernel,memcpy", &r);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: kinds enabled: 10 1\n"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: RUNTIME kind off; runtime calls enabled: none"),
+                       "%s", r.err);
+    tk_result_free(&r);
+    cr_assert(a->gpu.present);
+    cr_assert_eq(a->gpu.projected, 0);
+    pp_analysis_free(a);
+    tk_dir_remove();
+
+    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_KINDS=kernel,tensor", &r);
+    cr_assert_not_null(strstr(r.err, "\"tensor\" is none of kernel, memcpy, memset, runtime, "
+                                     "driver, sync, memory; recording every kind"),
+                       "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "fake_cupti: kinds enabled: 10 1 2 38 "), "%s", r.err);
+    cr_assert_eq(a->gpu.projected, 8);
+    tk_result_free(&r);
     pp_analysis_free(a);
     tk_dir_remove();
 }

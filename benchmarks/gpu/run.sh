@@ -19,8 +19,9 @@
 # Without a GPU it says "no GPU" after the build and exits 0 (scripts and CI can run it too).
 #
 # Environment: PP_GPU_DEADLINE_S (default 470: the whole script), BUILD (default build-gpu),
-# STEPS_SMALL, STEPS_GPT2, PP_GPU_DEPS (default .gpu-deps); PP_GPU_DRY_RUN=1 goes on past "no
-# GPU" (every GPU step then fails fast): how the script itself is tested on a machine without one.
+# STEPS_SMALL, STEPS_GPT2, PP_GPU_DEPS (default .gpu-deps); PP_GPU_ONLY (some of: tests torch
+# capture sanitizer train; default all); PP_GPU_DRY_RUN=1 goes on past "no GPU" (every GPU step
+# then fails fast): how the script itself is tested on a machine without one.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUTDIR=${OUT:-$ROOT/gpu-report}
@@ -62,6 +63,9 @@ status_of() { # exit code -> words
         *) echo "FAILED (exit $1)" ;;
     esac
 }
+# want SECTION: whether to run it (PP_GPU_ONLY: the sections to run, of tests torch capture
+# sanitizer train; unset, all of them)
+want() { [ -z "${PP_GPU_ONLY:-}" ] || [[ " $PP_GPU_ONLY " == *" $1 "* ]]; }
 checks=()
 write_table() {
     {
@@ -187,6 +191,7 @@ PPRUN=$BUILD/tools/pprof-run
 PPREPORT=$BUILD/tools/pprof-report
 
 # ---- GPU tests -------------------------------------------------------------------------------
+if want tests; then
 say ""
 say "## GPU tests (tests/test_cuda.c)"
 bounded 150 "$BUILD/tests/test_cuda" --verbose --jobs 1 >"$LOGS/test_cuda.log" 2>&1
@@ -235,6 +240,8 @@ record "bf16 GEMMs, PP_CUDA_BF16=fast (experiment)" "$([ $rc -eq 0 ] && echo pas
 say ""
 say "- CUPTI for --cuda: ${PPROF_CUPTI_LIB:-libcupti.so.13, found by the loader}"
 
+fi # want tests
+
 # ---- a real PyTorch job under pprof-run --cuda -----------------------------------------------
 # gpu_summary JSON: records, projection share, per-stage GPU fwd/bwd, from pprof-report --json
 gpu_summary() {
@@ -266,6 +273,7 @@ bad = [f"stage {i} {k}" for i, s in enumerate(st) for k in ("fwd_ms", "bwd_ms") 
 print("no GPU stages" if not st else ("ok" if not bad else "NO GPU TIME: " + ", ".join(bad)))
 PY
 }
+if want torch; then
 say ""
 say "## PyTorch job under pprof-run --cuda (benchmarks/gpu/torch_job.py, 2 stages, GPipe)"
 site=$BUILD/pysite
@@ -291,30 +299,48 @@ else
     record "PyTorch job under pprof-run --cuda" "$([ $rc -eq 0 ] && echo "$verdict" || status_of $rc)" "$fig"
 fi
 
+fi # want torch
+
 # ---- pptrain under pprof-run --cuda --nccl ---------------------------------------------------
 median_ms() { # median step time of the steps after the first two (cuBLAS and the allocator warm up)
     awk -F'"step_ms": ' 'NR > 2 { split($2, a, ","); print a[1] }' "$1" 2>/dev/null | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+if want capture; then
 say ""
 say "## GPU capture: pptrain under pprof-run --cuda --nccl, small, 4 stages on one GPU (tf32)"
 say ""
 cap_args=(--backend cuda --model small --stages 4 --schedule 1f1b --microbatches 8 --batch 32
     --steps "$STEPS_SMALL" --precision tf32)
-# the same run without the profiler, under NVTX capture alone and under GPU capture, alternated
-# to share the machine's drift; the least disturbed (lowest) median of each
+# The same run without the profiler, under NVTX capture alone and under GPU capture with the
+# settings that decide its cost (docs/profiler.md "GPU"), alternated to share the machine's drift;
+# the least disturbed (lowest) median of each. Each variant: name|environment|pprof-run flags
+# (the flags "-" for no pprof-run at all).
+variants=(
+    "plain||-"
+    "nvtx||"
+    "captured|PPROF_CUPTI_STATS=1|--cuda --nccl"
+    "captured-all|PPROF_CUPTI_STATS=1 PPROF_CUPTI_API=all|--cuda --nccl"
+    "captured-ring|PPROF_CUPTI_STATS=1 PPROF_CUPTI_DEFER_MB=0|--cuda --nccl"
+    "captured-nopool|PPROF_CUPTI_STATS=1 PPROF_CUPTI_POOL=0|--cuda --nccl"
+    "captured-flush5|PPROF_CUPTI_STATS=1 PPROF_FLUSH_MS=5|--cuda --nccl"
+    "captured-nosync|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel,memcpy,memset,runtime,driver,memory|--cuda --nccl"
+    "captured-kernels|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel|--cuda --nccl"
+    "captured-nonccl|PPROF_CUPTI_STATS=1|--cuda"
+)
 for rep in 1 2 3; do
-    bounded 45 "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/plain-$rep.jsonl" >"$LOGS/plain-$rep.txt" 2>&1
-    rm -rf "$BUILD/nvtx-run"
-    bounded 45 "$PPRUN" -q -o "$BUILD/nvtx-run" -- "$PPTRAIN" "${cap_args[@]}" \
-        -q --log-json "$LOGS/nvtx-$rep.jsonl" >"$LOGS/nvtx-$rep.txt" 2>&1
-    rm -rf "$BUILD/capture-run"
-    bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-run" -- "$PPTRAIN" "${cap_args[@]}" \
-        -q --log-json "$LOGS/captured-$rep.jsonl" >"$LOGS/captured-$rep.txt" 2>&1
-    # every API call recorded, as before 2026-12-04 (docs/profiler.md "GPU")
-    rm -rf "$BUILD/capture-all-run"
-    PPROF_CUPTI_API=all bounded 60 "$PPRUN" --cuda --nccl -q -o "$BUILD/capture-all-run" -- \
-        "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/captured-all-$rep.jsonl" >"$LOGS/captured-all-$rep.txt" 2>&1
+    for v in "${variants[@]}"; do
+        IFS='|' read -r name envs flags <<<"$v"
+        read -ra env_list <<<"$envs"
+        read -ra flag_list <<<"$flags"
+        rm -rf "$BUILD/$name-run"
+        if [ "$flags" = "-" ]; then
+            bounded 45 "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/$name-$rep.jsonl" >"$LOGS/$name-$rep.txt" 2>&1
+        else
+            bounded 60 env "${env_list[@]}" "$PPRUN" "${flag_list[@]}" -q -o "$BUILD/$name-run" -- \
+                "$PPTRAIN" "${cap_args[@]}" -q --log-json "$LOGS/$name-$rep.jsonl" >"$LOGS/$name-$rep.txt" 2>&1
+        fi
+    done
 done
 least() { for f in "$@"; do median_ms "$f"; done | grep -E '^[0-9.]+$' | sort -g | head -1; }
 ratio_of() { # ratio_of CAPTURED PLAIN
@@ -327,17 +353,31 @@ ratio_of() { # ratio_of CAPTURED PLAIN
 plain=$(least "$LOGS"/plain-*.jsonl)
 nvtx=$(least "$LOGS"/nvtx-*.jsonl)
 captured=$(least "$LOGS"/captured-[0-9].jsonl)
-captured_all=$(least "$LOGS"/captured-all-*.jsonl)
+captured_all=$(least "$LOGS"/captured-all-[0-9].jsonl)
 ratio=$(ratio_of "$captured" "$plain")
 all_ratio=$(ratio_of "$captured_all" "$plain")
 nvtx_ratio=$(ratio_of "$nvtx" "$plain")
 say "- median step (least of 3 runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio; $captured_all ms with every API call recorded (PPROF_CUPTI_API=all): ratio $all_ratio"
-"$PPREPORT" "$BUILD/capture-all-run" --json -o "$LOGS/capture-all-report.json" >/dev/null 2>&1
+say ""
+say "What the GPU capture's settings cost (least median of 3 runs; every median; the capture's own account, PPROF_CUPTI_STATS=1, of its last run):"
+say ""
+say "| variant | environment | flags | least median ms | ratio | medians ms | events dropped | CUPTI stats |"
+say "|---|---|---|---|---|---|---|---|"
+for v in "${variants[@]}"; do
+    IFS='|' read -r name envs flags <<<"$v"
+    meds=$(for rep in 1 2 3; do median_ms "$LOGS/$name-$rep.jsonl"; done | paste -sd' ')
+    best=$(least "$LOGS/$name"-[0-9].jsonl)
+    st=$(grep -h "CUPTI stats" "$LOGS/$name"-[0-9].txt 2>/dev/null | tail -1 | sed 's/^pprof: CUPTI stats: //')
+    lost=$(cat "$LOGS/$name"-[0-9].txt 2>/dev/null | grep -oE "[0-9]+ events dropped" | awk '{ s += $1 } END { print s + 0 }')
+    say "| $name | ${envs:--} | ${flags} | ${best:-?} | $(ratio_of "$best" "$plain") | $meds | $lost | ${st:--} |"
+done
+say ""
+"$PPREPORT" "$BUILD/captured-all-run" --json -o "$LOGS/capture-all-report.json" >/dev/null 2>&1
 say "- with every API call recorded: $([ -n "$PY" ] && gpu_summary "$LOGS/capture-all-report.json")"
 dropped=$(grep -oE "[0-9]+ events dropped" "$LOGS"/captured-[0-9].txt | awk '{ s += $1 } END { print s + 0 }')
 say "- events dropped by the capture over the 3 GPU captures: $dropped"
-"$PPREPORT" "$BUILD/capture-run" >"$LOGS/capture-report.txt" 2>&1
-"$PPREPORT" "$BUILD/capture-run" --json -o "$LOGS/capture-report.json" >/dev/null 2>&1
+"$PPREPORT" "$BUILD/captured-run" >"$LOGS/capture-report.txt" 2>&1
+"$PPREPORT" "$BUILD/captured-run" --json -o "$LOGS/capture-report.json" >/dev/null 2>&1
 say ""
 say '```'
 sed -n '/^GPU time/,/^$/p' "$LOGS/capture-report.txt" | tee -a "$REPORT"
@@ -351,7 +391,10 @@ record "profiler overhead, --cuda --nccl (median step ratio)" "$([ "$ratio" != "
 record "profiler overhead, --cuda --nccl, every API call" "$([ "$all_ratio" != "?" ] && echo measured || echo missing)" "$all_ratio"
 record "GPU capture: events dropped" "$([ -z "$captured" ] && echo missing || { [ "$dropped" = 0 ] && echo ok || echo LOST; })" "$dropped in 3 captures"
 
+fi # want capture
+
 # ---- compute-sanitizer -----------------------------------------------------------------------
+if want sanitizer; then
 say ""
 say "## compute-sanitizer on the GPU tests"
 CS=$(command -v compute-sanitizer || ls "$cuda_root"/bin/compute-sanitizer 2>/dev/null || true)
@@ -377,7 +420,10 @@ else
     done
 fi
 
+fi # want sanitizer
+
 # ---- training throughput ---------------------------------------------------------------------
+if want train; then
 say ""
 say "## Training, 4 stages on one GPU (1F1B, one CUDA stream per stage)"
 say ""
@@ -423,3 +469,4 @@ for f in "$LOGS"/train-*.txt; do
     echo "$(basename "$f" .txt): $(grep -E '^gpu:' "$f" | sed 's/.*; //') | $(grep -E '^done:' "$f" | sed 's/.*final loss/final loss/')"
 done | tee -a "$REPORT"
 say '```'
+fi # want train
