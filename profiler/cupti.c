@@ -422,13 +422,19 @@ static const struct {
 
 /* PPROF_CUPTI_KINDS: a comma-separated subset of kind_names (a diagnosis: without the runtime
  * and driver records no kernel can be projected onto its launching thread's ranges); unset, or
- * naming anything else (said once), every kind. */
+ * naming anything else (said once), every kind but sync. Synchronisation records (every wait of
+ * a host thread on the GPU) are recorded only when asked for: the analysis reads none of them,
+ * and each is one more record per wait on the thread that waits. */
 static unsigned kinds_wanted(void)
 {
-    unsigned n = (unsigned)(sizeof kind_names / sizeof kind_names[0]), all = (1u << n) - 1;
+    unsigned n = (unsigned)(sizeof kind_names / sizeof kind_names[0]);
+    unsigned dflt = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (kind_names[i].kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+            dflt |= 1u << i;
     const char *s = getenv("PPROF_CUPTI_KINDS");
     if (!s || !*s)
-        return all;
+        return dflt;
     unsigned mask = 0;
     for (const char *p = s; *p;) {
         size_t len = strcspn(p, ",");
@@ -437,9 +443,10 @@ static unsigned kinds_wanted(void)
             i++;
         if (i == n) {
             pprof_log("pprof: --cuda: PPROF_CUPTI_KINDS=%s: \"%.*s\" is none of kernel, memcpy, "
-                      "memset, runtime, driver, sync, memory; recording every kind",
+                      "memset, runtime, driver, sync, memory; recording the default kinds (all "
+                      "but sync)",
                       s, (int)len, p);
-            return all;
+            return dflt;
         }
         mask |= 1u << i;
         p += len + (p[len] == ',');

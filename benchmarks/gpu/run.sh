@@ -19,7 +19,8 @@
 # Without a GPU it says "no GPU" after the build and exits 0 (scripts and CI can run it too).
 #
 # Environment: PP_GPU_DEADLINE_S (default 470: the whole script), BUILD (default build-gpu),
-# STEPS_SMALL, STEPS_GPT2, PP_GPU_DEPS (default .gpu-deps); PP_GPU_ONLY (some of: tests torch
+# STEPS_SMALL, STEPS_GPT2, PP_GPU_DEPS (default .gpu-deps), PP_GPU_REPS (runs of each capture
+# variant, default 3); PP_GPU_ONLY (some of: tests torch
 # capture sanitizer train; default all); PP_GPU_DRY_RUN=1 goes on past "no GPU" (every GPU step
 # then fails fast): how the script itself is tested on a machine without one.
 set -uo pipefail
@@ -30,6 +31,7 @@ DEPS=${PP_GPU_DEPS:-$ROOT/.gpu-deps}
 DEADLINE_S=${PP_GPU_DEADLINE_S:-470}
 STEPS_SMALL=${STEPS_SMALL:-30}
 STEPS_GPT2=${STEPS_GPT2:-10}
+REPS=${PP_GPU_REPS:-3} # runs of each capture variant
 t_start=$(date +%s)
 mkdir -p "$OUTDIR" "$BUILD"
 LOGS=$BUILD/logs
@@ -98,7 +100,10 @@ trap 'say "run.sh: stopped by a signal"; exit 143' TERM INT
 
 say "# pipeprof GPU report"
 say ""
-say "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+# the device tool sends the working tree with the history it last saw, so a tree ahead of it shows
+# as changed files on top of that commit
+changed=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+say "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$([ "$changed" -gt 0 ] && echo " with $changed tracked files changed on top")"
 if command -v nvidia-smi >/dev/null 2>&1; then
     say "- GPU: $(timeout 20 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -4 | tr '\n' ';')"
 else
@@ -229,13 +234,13 @@ worst=$(grep -E "max error" "$LOGS/test_cuda.log" | grep -oE "max error [0-9.eE+
 record "kernel error vs CPU, worst" "$([ "$worst" != "?" ] && echo measured || echo missing)" "$worst"
 nccl=$(grep -oE "NCCL self send/receive of 64 MiB: [0-9.]+ GB/s" "$LOGS/test_cuda.log" | grep -oE "[0-9.]+ GB/s")
 record "NCCL self send/receive" "$([ -n "$nccl" ] && echo ok || echo "not run")" "${nccl:--}"
-# the experiment of docs/kernels.md: the bf16 GEMMs with cuBLAS converting inside (PP_CUDA_BF16=fast)
-PP_CUDA_BF16=fast bounded 60 "$BUILD/tests/test_cuda" --verbose --jobs 1 --filter 'cuda/gemm_kernels_bf16' \
-    >"$LOGS/test_cuda_bf16_fast.log" 2>&1
+# bf16 the other way (docs/kernels.md): our kernels convert the operands first (PP_CUDA_BF16=convert)
+PP_CUDA_BF16=convert bounded 60 "$BUILD/tests/test_cuda" --verbose --jobs 1 --filter 'cuda/gemm_kernels_bf16' \
+    >"$LOGS/test_cuda_bf16_convert.log" 2>&1
 rc=$?
-fast_worst=$(grep -oE "max error [0-9.eE+-]+" "$LOGS/test_cuda_bf16_fast.log" | awk '{ if ($3 + 0 > m) m = $3 + 0 } END { if (NR) printf "%.3g", m; else print "?" }')
-say "- bf16 GEMMs with PP_CUDA_BF16=fast: $(status_of $rc), worst error $fast_worst (tolerance 3e-2)"
-record "bf16 GEMMs, PP_CUDA_BF16=fast (experiment)" "$([ $rc -eq 0 ] && echo passed || status_of $rc)" "worst error $fast_worst"
+conv_worst=$(grep -oE "max error [0-9.eE+-]+" "$LOGS/test_cuda_bf16_convert.log" | awk '{ if ($3 + 0 > m) m = $3 + 0 } END { if (NR) printf "%.3g", m; else print "?" }')
+say "- bf16 GEMMs with PP_CUDA_BF16=convert: $(status_of $rc), worst error $conv_worst (tolerance 3e-2)"
+record "bf16 GEMMs, PP_CUDA_BF16=convert" "$([ $rc -eq 0 ] && echo passed || status_of $rc)" "worst error $conv_worst"
 
 say ""
 say "- CUPTI for --cuda: ${PPROF_CUPTI_LIB:-libcupti.so.13, found by the loader}"
@@ -321,14 +326,12 @@ variants=(
     "nvtx||"
     "captured|PPROF_CUPTI_STATS=1|--cuda --nccl"
     "captured-all|PPROF_CUPTI_STATS=1 PPROF_CUPTI_API=all|--cuda --nccl"
-    "captured-ring|PPROF_CUPTI_STATS=1 PPROF_CUPTI_DEFER_MB=0|--cuda --nccl"
-    "captured-nopool|PPROF_CUPTI_STATS=1 PPROF_CUPTI_POOL=0|--cuda --nccl"
-    "captured-flush5|PPROF_CUPTI_STATS=1 PPROF_FLUSH_MS=5|--cuda --nccl"
-    "captured-nosync|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel,memcpy,memset,runtime,driver,memory|--cuda --nccl"
+    "captured-sync|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel,memcpy,memset,runtime,driver,sync,memory|--cuda --nccl"
     "captured-kernels|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel|--cuda --nccl"
-    "captured-nonccl|PPROF_CUPTI_STATS=1|--cuda"
+    "captured-nopool|PPROF_CUPTI_STATS=1 PPROF_CUPTI_POOL=0|--cuda --nccl"
+    "captured-ring|PPROF_CUPTI_STATS=1 PPROF_CUPTI_DEFER_MB=0|--cuda --nccl"
 )
-for rep in 1 2 3; do
+for rep in $(seq "$REPS"); do
     for v in "${variants[@]}"; do
         IFS='|' read -r name envs flags <<<"$v"
         read -ra env_list <<<"$envs"
@@ -357,15 +360,15 @@ captured_all=$(least "$LOGS"/captured-all-[0-9].jsonl)
 ratio=$(ratio_of "$captured" "$plain")
 all_ratio=$(ratio_of "$captured_all" "$plain")
 nvtx_ratio=$(ratio_of "$nvtx" "$plain")
-say "- median step (least of 3 runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio; $captured_all ms with every API call recorded (PPROF_CUPTI_API=all): ratio $all_ratio"
+say "- median step (least of $REPS runs each): $plain ms without the profiler, $nvtx ms under pprof-run (NVTX only): ratio $nvtx_ratio; $captured ms under pprof-run --cuda --nccl: ratio $ratio; $captured_all ms with every API call recorded (PPROF_CUPTI_API=all): ratio $all_ratio"
 say ""
-say "What the GPU capture's settings cost (least median of 3 runs; every median; the capture's own account, PPROF_CUPTI_STATS=1, of its last run):"
+say "What the GPU capture's settings cost (least median of $REPS runs; every median; the capture's own account, PPROF_CUPTI_STATS=1, of its last run):"
 say ""
 say "| variant | environment | flags | least median ms | ratio | medians ms | events dropped | CUPTI stats |"
 say "|---|---|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do
     IFS='|' read -r name envs flags <<<"$v"
-    meds=$(for rep in 1 2 3; do median_ms "$LOGS/$name-$rep.jsonl"; done | paste -sd' ')
+    meds=$(for rep in $(seq "$REPS"); do median_ms "$LOGS/$name-$rep.jsonl"; done | paste -sd' ')
     best=$(least "$LOGS/$name"-[0-9].jsonl)
     st=$(grep -h "CUPTI stats" "$LOGS/$name"-[0-9].txt 2>/dev/null | tail -1 | sed 's/^pprof: CUPTI stats: //')
     lost=$(cat "$LOGS/$name"-[0-9].txt 2>/dev/null | grep -oE "[0-9]+ events dropped" | awk '{ s += $1 } END { print s + 0 }')
@@ -375,7 +378,7 @@ say ""
 "$PPREPORT" "$BUILD/captured-all-run" --json -o "$LOGS/capture-all-report.json" >/dev/null 2>&1
 say "- with every API call recorded: $([ -n "$PY" ] && gpu_summary "$LOGS/capture-all-report.json")"
 dropped=$(grep -oE "[0-9]+ events dropped" "$LOGS"/captured-[0-9].txt | awk '{ s += $1 } END { print s + 0 }')
-say "- events dropped by the capture over the 3 GPU captures: $dropped"
+say "- events dropped by the capture over the $REPS GPU captures: $dropped"
 "$PPREPORT" "$BUILD/captured-run" >"$LOGS/capture-report.txt" 2>&1
 "$PPREPORT" "$BUILD/captured-run" --json -o "$LOGS/capture-report.json" >/dev/null 2>&1
 say ""
@@ -389,7 +392,7 @@ record "pptrain capture (--cuda --nccl)" "$([ -s "$LOGS/capture-report.json" ] &
 record "profiler overhead, NVTX only (median step ratio)" "$([ "$nvtx_ratio" != "?" ] && echo measured || echo missing)" "$nvtx_ratio"
 record "profiler overhead, --cuda --nccl (median step ratio)" "$([ "$ratio" != "?" ] && echo measured || echo missing)" "$ratio"
 record "profiler overhead, --cuda --nccl, every API call" "$([ "$all_ratio" != "?" ] && echo measured || echo missing)" "$all_ratio"
-record "GPU capture: events dropped" "$([ -z "$captured" ] && echo missing || { [ "$dropped" = 0 ] && echo ok || echo LOST; })" "$dropped in 3 captures"
+record "GPU capture: events dropped" "$([ -z "$captured" ] && echo missing || { [ "$dropped" = 0 ] && echo ok || echo LOST; })" "$dropped in $REPS captures"
 
 fi # want capture
 
@@ -454,9 +457,9 @@ train() { # model batch M steps precision (train_tag: a suffix for the variant)
 }
 for prec in bf16 tf32 fp32; do train small 32 8 "$STEPS_SMALL" "$prec"; done
 for prec in bf16 tf32 fp32; do train gpt2 16 8 "$STEPS_GPT2" "$prec"; done
-# the experiment of docs/kernels.md: cuBLAS converts to bf16 inside the GEMM (PP_CUDA_BF16=fast)
-export PP_CUDA_BF16=fast
-train_tag=-fast
+# bf16 the other way (docs/kernels.md): our kernels convert the operands first
+export PP_CUDA_BF16=convert
+train_tag=-convert
 train small 32 8 "$STEPS_SMALL" bf16
 train gpt2 16 8 "$STEPS_GPT2" bf16
 unset PP_CUDA_BF16 train_tag

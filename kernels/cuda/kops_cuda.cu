@@ -24,7 +24,7 @@ struct cuda_ctx {
     cudaError_t err;      // first CUDA error since the last check
     cublasStatus_t berr;  // first cuBLAS error
     char where[96];       // the call that failed first
-    bool bf16_fast;       // PP_CUDA_BF16=fast: cuBLAS converts inside the GEMM (an experiment)
+    bool bf16_fast;       // cuBLAS converts inside the GEMM; PP_CUDA_BF16=convert: our kernels do
     __nv_bfloat16 *ws[2]; // bf16 copies of GEMM operands (grown on demand)
     size_t ws_n[2];
     double *red;          // one double for reductions
@@ -837,8 +837,8 @@ pp_status pp_cuda_kops_create(int device, pp_cuda_precision prec, pp_kops **out)
     }
     c->device = device;
     c->prec = prec;
-    const char *fast = getenv("PP_CUDA_BF16");
-    c->bf16_fast = fast && strcmp(fast, "fast") == 0;
+    const char *how = getenv("PP_CUDA_BF16"); // docs/kernels.md: "convert", the slower way
+    c->bf16_fast = !(how && strcmp(how, "convert") == 0);
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaMalloc((void **)&c->red, sizeof(double))) != cudaSuccess) {
         pp_status st = cuda_fail(e, "creating the stream");
