@@ -80,7 +80,7 @@ static uint64_t trace_clock(void *u, uint64_t ns)
 /* What the GPU capture did, said at exit with PPROF_CUPTI_STATS=1 (docs/profiler.md): where its
  * time goes on a GPU, measured only when asked. */
 static struct {
-    _Atomic uint64_t requested, reused, completed, deferred, ringed, on_job_thread, valid_bytes;
+    _Atomic uint64_t requested, completed, deferred, ringed, on_job_thread, valid_bytes;
     _Atomic uint64_t completed_ns, completed_max_ns, drains, drain_ns, drain_max_ns, held_max;
 } S;
 static int g_stats;
@@ -92,39 +92,12 @@ static void stat_max(_Atomic uint64_t *m, uint64_t v)
     }
 }
 
-/* Freed buffers kept for the next request (at most PPROF_CUPTI_POOL, 4 by default): a long
- * capture reuses pages already mapped instead of faulting in 8 MiB of fresh memory for each
- * buffer, on whichever thread CUPTI fills it from. Lock-free: a slot is emptied by exchange and
- * filled by compare-exchange, so no request waits and no buffer is handed out twice. */
-enum { POOL_SLOTS = 16 };
-static _Atomic(uint8_t *) g_pool[POOL_SLOTS];
-static int g_pool_n = 4;
-
-static void buffer_release(uint8_t *buf)
-{
-    for (int i = 0; i < g_pool_n; i++) {
-        uint8_t *expect = NULL;
-        if (atomic_compare_exchange_strong(&g_pool[i], &expect, buf))
-            return;
-    }
-    free(buf);
-}
-
 static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
 {
-    uint8_t *b = NULL;
-    for (int i = 0; i < g_pool_n && !b; i++)
-        if (atomic_load_explicit(&g_pool[i], memory_order_relaxed))
-            b = atomic_exchange(&g_pool[i], NULL);
-    if (g_stats) {
+    if (g_stats)
         atomic_fetch_add_explicit(&S.requested, 1, memory_order_relaxed);
-        if (b)
-            atomic_fetch_add_explicit(&S.reused, 1, memory_order_relaxed);
-    }
-    if (!b)
-        b = aligned_alloc(8, PPROF_CUPTI_BUFFER);
-    *buf = b;
-    *size = b ? PPROF_CUPTI_BUFFER : 0;
+    *buf = aligned_alloc(8, PPROF_CUPTI_BUFFER);
+    *size = *buf ? PPROF_CUPTI_BUFFER : 0;
     *max_records = 0;
 }
 
@@ -217,15 +190,17 @@ static void count_cupti_drops(CUcontext ctx, uint32_t stream)
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
                                       size_t valid)
 {
+    static _Thread_local int ring_made_here; /* this thread's ring is the one made below */
     uint64_t t0 = g_stats ? monotonic_ns() : 0;
     int kept = 0;
     if (valid && atomic_load_explicit(&g_cupti_on, memory_order_acquire)) {
         uint32_t tid = (uint32_t)syscall(SYS_gettid);
-        if (g_stats && pprof_tls_self)
+        if (g_stats && pprof_tls_self && !ring_made_here)
             atomic_fetch_add_explicit(&S.on_job_thread, 1, memory_order_relaxed);
         count_cupti_drops(ctx, stream);
-        kept = defer(buf, size, valid, tid); /* then the writer releases it */
+        kept = defer(buf, size, valid, tid); /* then the writer frees it */
         if (!kept) {
+            ring_made_here |= pprof_tls_self == NULL;
             pprof_thread *t = pprof_self(); /* a ring only for a thread that needs one */
             pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
                                    .tid = tid};
@@ -233,7 +208,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         }
     }
     if (!kept)
-        buffer_release(buf);
+        free(buf);
     if (g_stats) {
         uint64_t ns = monotonic_ns() - t0;
         atomic_fetch_add_explicit(&S.completed, 1, memory_order_relaxed);
@@ -272,7 +247,7 @@ static void writer_drain(pprof_block_fn emit)
             encode_buffer(d->buf, d->valid, &env, NULL, emit, block);
         }
         atomic_fetch_sub(&g_deferred_bytes, d->size);
-        buffer_release(d->buf);
+        free(d->buf);
         free(d);
     }
     if (t0) {
@@ -290,12 +265,11 @@ static void stats_at_exit(void)
         return;
     uint64_t comp = atomic_load(&S.completed), drains = atomic_load(&S.drains);
     fprintf(stderr,
-            "pprof: CUPTI stats: %llu buffers requested (%llu reused), %llu completed (%llu to the "
+            "pprof: CUPTI stats: %llu buffers requested, %llu completed (%llu to the "
             "writer, %llu encoded in place, %llu on a thread with events of its own), %.1f MiB of "
             "records; completion %.1f us mean, %.1f us max; writer %llu drains, %.1f us mean, "
             "%.1f us max; %.1f MiB held at most\n",
             (unsigned long long)atomic_load(&S.requested),
-            (unsigned long long)atomic_load(&S.reused),
             (unsigned long long)comp, (unsigned long long)atomic_load(&S.deferred),
             (unsigned long long)atomic_load(&S.ringed),
             (unsigned long long)atomic_load(&S.on_job_thread),
@@ -313,7 +287,7 @@ static void forget_deferred_in_child(void)
     deferred *d = atomic_exchange(&g_deferred, NULL);
     while (d) {
         deferred *next = d->next;
-        buffer_release(d->buf);
+        free(d->buf);
         free(d);
         d = next;
     }
@@ -500,9 +474,8 @@ static int cupti_start(void)
         return 0;
     }
     /* completed buffers go to the writer (writer_drain), up to PPROF_CUPTI_DEFER_MB held;
-     * PPROF_CUPTI_POOL freed buffers kept for reuse; PPROF_CUPTI_STATS: what it cost */
+     * PPROF_CUPTI_STATS: what it cost */
     g_defer_max = (size_t)env_count("PPROF_CUPTI_DEFER_MB", 65536, 128) << 20;
-    g_pool_n = (int)env_count("PPROF_CUPTI_POOL", POOL_SLOTS, 4);
     g_stats = env_count("PPROF_CUPTI_STATS", 1, 0) != 0;
     unsigned wanted = kinds_wanted();
     pthread_mutex_lock(&g_pprof.io_mu);

@@ -310,10 +310,9 @@ Test(cupti, past_the_writers_bound_records_are_dropped_and_counted)
     tk_dir_remove();
 }
 
-/* PPROF_CUPTI_STATS=1 says, after the last flush and even under -q, what the GPU capture did;
- * freed buffers are reused (PPROF_CUPTI_POOL, 4 by default), none with PPROF_CUPTI_POOL=0. In the
- * flood every buffer is encoded in place (PPROF_CUPTI_DEFER_MB=0) and released at once, so each
- * request after the first finds one kept. */
+/* PPROF_CUPTI_STATS=1 says, after the last flush and even under -q, what the GPU capture did:
+ * every buffer requested and completed, where it went (the writer, or encoded in place past
+ * PPROF_CUPTI_DEFER_MB), and whether on a thread that records events of its own (the job's). */
 static unsigned long long stat_of(const char *err, const char *after)
 {
     const char *line = strstr(err, "pprof: CUPTI stats: ");
@@ -323,40 +322,44 @@ static unsigned long long stat_of(const char *err, const char *after)
     return strtoull(p + strlen(after), NULL, 10);
 }
 
-Test(cupti, stats_say_what_the_gpu_capture_did_and_buffers_are_reused)
+Test(cupti, stats_say_what_the_gpu_capture_did)
 {
     tk_result r;
     pp_analysis *a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_DEFER_MB=0",
                                               "PPROF_CUPTI_STATS=1", &r);
     unsigned long long requested = stat_of(r.err, "stats: ");
-    unsigned long long reused = stat_of(r.err, "requested (");
-    unsigned long long completed = stat_of(r.err, "reused), ");
+    unsigned long long completed = stat_of(r.err, "requested, ");
+    unsigned long long to_writer = stat_of(r.err, "completed (");
     unsigned long long in_place = stat_of(r.err, "writer, ");
-    /* the launches' buffer and the flood's (150 000 kernels of 8 MiB buffers: 2 or more) */
+    /* the launches' buffer and the flood's (150 000 kernels of 8 MiB buffers: 2 or more); the
+     * stand-in delivers on the job's main thread, which records events of its own */
     cr_assert_geq(requested, 3, "%s", r.err);
     cr_assert_eq(completed, requested, "%s", r.err);
+    cr_assert_eq(to_writer, 0, "%s", r.err);
     cr_assert_eq(in_place, completed, "%s", r.err);
-    cr_assert_eq(reused, requested - 1, "%s", r.err);
+    cr_assert_eq(stat_of(r.err, "in place, "), completed, "%s", r.err);
     tk_result_free(&r);
     pp_analysis_free(a);
     tk_dir_remove();
 
-    a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_DEFER_MB=0", "PPROF_CUPTI_POOL=0", &r);
-    cr_assert_null(strstr(r.err, "CUPTI stats"), "said only when asked: %s", r.err);
-    tk_result_free(&r);
-    pp_analysis_free(a);
-    tk_dir_remove();
-    a = run_with_fake_cupti_env2("flood", "PPROF_CUPTI_POOL=0", "PPROF_CUPTI_STATS=1", &r);
-    cr_assert_eq(stat_of(r.err, "requested ("), 0, "%s", r.err);
-    /* handed to the writer: all 150 012 records written, as with the pool */
+    a = run_with_fake_cupti_env("flood", "PPROF_CUPTI_STATS=1", &r);
+    cr_assert_eq(stat_of(r.err, "completed ("), stat_of(r.err, "requested, "), "%s", r.err);
+    cr_assert_eq(stat_of(r.err, "writer, "), 0, "%s", r.err);
     cr_assert_eq(a->gpu.records + a->gpu.api_calls, 2 * 12 + 150000);
     tk_result_free(&r);
     pp_analysis_free(a);
     tk_dir_remove();
 
-    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_POOL=lots", &r);
-    cr_assert_not_null(strstr(r.err, "PPROF_CUPTI_POOL=lots is not a number in 0..16; using 4"),
-                       "%s", r.err);
+    a = run_with_fake_cupti_env("flood", "PPROF_CUPTI_DEFER_MB=0", &r);
+    cr_assert_null(strstr(r.err, "CUPTI stats"), "said only when asked: %s", r.err);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+
+    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_DEFER_MB=lots", &r);
+    cr_assert_not_null(
+        strstr(r.err, "PPROF_CUPTI_DEFER_MB=lots is not a number in 0..65536; using 128"), "%s",
+        r.err);
     cr_assert_eq(a->gpu.projected, 8);
     tk_result_free(&r);
     pp_analysis_free(a);

@@ -328,7 +328,6 @@ variants=(
     "captured-all|PPROF_CUPTI_STATS=1 PPROF_CUPTI_API=all|--cuda --nccl"
     "captured-sync|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel,memcpy,memset,runtime,driver,sync,memory|--cuda --nccl"
     "captured-kernels|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel|--cuda --nccl"
-    "captured-nopool|PPROF_CUPTI_STATS=1 PPROF_CUPTI_POOL=0|--cuda --nccl"
     "captured-ring|PPROF_CUPTI_STATS=1 PPROF_CUPTI_DEFER_MB=0|--cuda --nccl"
 )
 for rep in $(seq "$REPS"); do
