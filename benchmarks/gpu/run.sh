@@ -20,9 +20,10 @@
 #
 # Environment: PP_GPU_DEADLINE_S (default 470: the whole script), BUILD (default build-gpu),
 # STEPS_SMALL, STEPS_GPT2, PP_GPU_DEPS (default .gpu-deps), PP_GPU_REPS (runs of each capture
-# variant, default 3); PP_GPU_ONLY (some of: tests torch
-# capture sanitizer train; default all); PP_GPU_DRY_RUN=1 goes on past "no GPU" (every GPU step
-# then fails fast): how the script itself is tested on a machine without one.
+# variant, default 3), PP_GPU_VARIANTS (other capture variants, "name|environment|flags;...");
+# PP_GPU_ONLY (some of: tests torch capture sanitizer train; default all); PP_GPU_DRY_RUN=1 goes
+# on past "no GPU" (every GPU step then fails fast): how the script itself is tested on a machine
+# without one.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUTDIR=${OUT:-$ROOT/gpu-report}
@@ -330,6 +331,11 @@ variants=(
     "captured-kernels|PPROF_CUPTI_STATS=1 PPROF_CUPTI_KINDS=kernel|--cuda --nccl"
     "captured-ring|PPROF_CUPTI_STATS=1 PPROF_CUPTI_DEFER_MB=0|--cuda --nccl"
 )
+# PP_GPU_VARIANTS: another list, the variants separated by ";" (plain and nvtx kept first)
+if [ -n "${PP_GPU_VARIANTS:-}" ]; then
+    IFS=';' read -ra extra <<<"$PP_GPU_VARIANTS"
+    variants=("plain||-" "nvtx||" "${extra[@]}")
+fi
 for rep in $(seq "$REPS"); do
     for v in "${variants[@]}"; do
         IFS='|' read -r name envs flags <<<"$v"
