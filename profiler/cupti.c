@@ -179,8 +179,11 @@ static void encode_buffer(uint8_t *buf, size_t valid, const pprof_cupti_env *env
 static void count_cupti_drops(CUcontext ctx, uint32_t stream)
 {
     size_t dropped = 0;
-    if (C.GetNumDropped && C.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+    if (C.GetNumDropped && C.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
         atomic_fetch_add(&g_cupti_dropped, dropped);
+        /* lost events like any other: in the footer's count, which pprof-run and the report say */
+        atomic_fetch_add_explicit(&g_pprof.dropped_global, dropped, memory_order_relaxed);
+    }
 }
 
 /* A completed buffer: handed to the writer, which encodes it at its next flush (writer_drain),
@@ -299,9 +302,10 @@ static void flush_at_exit(void)
     if (atomic_load(&g_cupti_on) && C.FlushAll)
         C.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     uint64_t d = atomic_load(&g_cupti_dropped);
-    if (d)
-        pprof_log("pprof: CUPTI dropped %llu GPU activity records (its buffers were full)",
-                  (unsigned long long)d);
+    if (d) /* a loss and its cause: said even when quiet (pprof-run -q) */
+        fprintf(stderr, "pprof: CUPTI dropped %llu GPU activity records (its buffers were full); "
+                        "they count among the capture's dropped events\n",
+                (unsigned long long)d);
 }
 
 #define LOAD(field, sym)                                                                         \

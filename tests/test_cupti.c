@@ -399,6 +399,24 @@ Test(cupti, kinds_choose_the_activity_recorded)
     tk_dir_remove();
 }
 
+/* Records CUPTI itself lost (its buffers full) count among the capture's dropped events, so
+ * pprof-run's warning and the report say them; the library names the cause even when quiet. */
+Test(cupti, records_cupti_dropped_are_counted_as_lost)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti_env("cuptidrop", "PPROF_QUIET=1", &r);
+    cr_assert_not_null(strstr(r.err, "pprof: CUPTI dropped 7 GPU activity records"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "pprof-run: warning: 7 events dropped"), "%s", r.err);
+    tk_result_free(&r);
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < a->n_files; i++)
+        dropped += a->files[i].dropped;
+    cr_assert_eq(dropped, 7);
+    cr_assert_eq(a->gpu.projected, 8, "the records CUPTI kept are all there");
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
 Test(cupti, another_cupti_client_leaves_nvtx_capture_running)
 {
     tk_result r;
