@@ -116,6 +116,7 @@ typedef struct deferred {
 static _Atomic(deferred *) g_deferred;
 static _Atomic size_t g_deferred_bytes;
 static size_t g_defer_max = (size_t)128 << 20; /* PPROF_CUPTI_DEFER_MB, read at start */
+static uint8_t *g_block; /* the writer's block to encode into: made at start, or nothing deferred */
 
 static int defer(uint8_t *buf, size_t size, size_t valid, uint32_t tid)
 {
@@ -239,16 +240,11 @@ static void writer_drain(pprof_block_fn emit)
         d = next;
     }
     uint64_t t0 = g_stats && fifo ? monotonic_ns() : 0;
-    static uint8_t *block;
-    if (fifo && !block)
-        block = malloc(PPROF_BLOCK_CAP);
     for (d = fifo; d; d = fifo) {
         fifo = d->next;
-        if (block) {
-            pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
-                                   .tid = d->tid};
-            encode_buffer(d->buf, d->valid, &env, NULL, emit, block);
-        }
+        pprof_cupti_env env = {.name_id = name_id, .clock = trace_clock, .u = NULL,
+                               .tid = d->tid};
+        encode_buffer(d->buf, d->valid, &env, NULL, emit, g_block);
         atomic_fetch_sub(&g_deferred_bytes, d->size);
         free(d->buf);
         free(d);
@@ -480,6 +476,8 @@ static int cupti_start(void)
     /* completed buffers go to the writer (writer_drain), up to PPROF_CUPTI_DEFER_MB held;
      * PPROF_CUPTI_STATS: what it cost */
     g_defer_max = (size_t)env_count("PPROF_CUPTI_DEFER_MB", 65536, 128) << 20;
+    if (g_defer_max && !(g_block = malloc(PPROF_BLOCK_CAP)))
+        g_defer_max = 0; /* every buffer into the delivering thread's ring, drops counted */
     g_stats = env_count("PPROF_CUPTI_STATS", 1, 0) != 0;
     unsigned wanted = kinds_wanted();
     pthread_mutex_lock(&g_pprof.io_mu);
