@@ -313,6 +313,23 @@ Test(cupti, past_the_writers_bound_records_are_dropped_and_counted)
 /* PPROF_CUPTI_STATS=1 says, after the last flush and even under -q, what the GPU capture did:
  * every buffer requested and completed, where it went (the writer, or encoded in place past
  * PPROF_CUPTI_DEFER_MB), and whether on a thread that records events of its own (the job's). */
+/* A run of the stand-in's "ok" mode with one setting: stderr holds said (and said2, if any), and
+ * `projected` of its kernels are projected onto the ranges. */
+static void said_and_projected(const char *setting, const char *said, const char *said2,
+                               uint64_t projected)
+{
+    tk_result r;
+    pp_analysis *a = run_with_fake_cupti_env("ok", setting, &r);
+    cr_assert_not_null(strstr(r.err, said), "%s: no \"%s\" in\n%s", setting, said, r.err);
+    cr_assert(!said2 || strstr(r.err, said2), "%s: no \"%s\" in\n%s", setting, said2, r.err);
+    cr_assert(a->gpu.present, "%s", setting);
+    cr_assert_eq(a->gpu.projected, projected, "%s: %llu projected", setting,
+                 (unsigned long long)a->gpu.projected);
+    tk_result_free(&r);
+    pp_analysis_free(a);
+    tk_dir_remove();
+}
+
 static unsigned long long stat_of(const char *err, const char *after)
 {
     const char *line = strstr(err, "pprof: CUPTI stats: ");
@@ -356,47 +373,24 @@ Test(cupti, stats_say_what_the_gpu_capture_did)
     pp_analysis_free(a);
     tk_dir_remove();
 
-    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_DEFER_MB=lots", &r);
-    cr_assert_not_null(
-        strstr(r.err, "PPROF_CUPTI_DEFER_MB=lots is not a number in 0..65536; using 128"), "%s",
-        r.err);
-    cr_assert_eq(a->gpu.projected, 8);
-    tk_result_free(&r);
-    pp_analysis_free(a);
-    tk_dir_remove();
+    said_and_projected("PPROF_CUPTI_DEFER_MB=lots",
+                       "PPROF_CUPTI_DEFER_MB=lots is not a number in 0..65536; using 128", NULL,
+                       8);
 }
 
 /* PPROF_CUPTI_KINDS records only the kinds it names (a diagnosis: kernels alone cannot be
- * projected, their launching calls unrecorded); a word it does not know leaves every kind on. */
+ * projected, their launching calls unrecorded); by default every kind but synchronisation
+ * (nothing reads it), which a word it does not know leaves as it is. */
 Test(cupti, kinds_choose_the_activity_recorded)
 {
-    tk_result r;
-    pp_analysis *a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_KINDS=kernel,memcpy", &r);
-    cr_assert_not_null(strstr(r.err, "fake_cupti: kinds enabled: 10 1\n"), "%s", r.err);
-    cr_assert_not_null(strstr(r.err, "fake_cupti: RUNTIME kind off; runtime calls enabled: none"),
-                       "%s", r.err);
-    tk_result_free(&r);
-    cr_assert(a->gpu.present);
-    cr_assert_eq(a->gpu.projected, 0);
-    pp_analysis_free(a);
-    tk_dir_remove();
-
-    /* by default every kind but synchronisation (nothing reads it); a wrong word: the default */
-    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_KINDS=kernel,tensor", &r);
-    cr_assert_not_null(strstr(r.err, "\"tensor\" is none of kernel, memcpy, memset, runtime, "
-                                     "driver, sync, memory; recording the default kinds"),
-                       "%s", r.err);
-    cr_assert_not_null(strstr(r.err, "fake_cupti: kinds enabled: 10 1 2 49\n"), "%s", r.err);
-    cr_assert_eq(a->gpu.projected, 8);
-    tk_result_free(&r);
-    pp_analysis_free(a);
-    tk_dir_remove();
-    a = run_with_fake_cupti_env("ok", "PPROF_CUPTI_KINDS=sync,kernel,runtime", &r);
-    cr_assert_not_null(strstr(r.err, "fake_cupti: kinds enabled: 10 38\n"), "%s", r.err);
-    cr_assert_eq(a->gpu.projected, 8);
-    tk_result_free(&r);
-    pp_analysis_free(a);
-    tk_dir_remove();
+    said_and_projected("PPROF_CUPTI_KINDS=kernel,memcpy", "fake_cupti: kinds enabled: 10 1\n",
+                       "fake_cupti: RUNTIME kind off; runtime calls enabled: none", 0);
+    said_and_projected("PPROF_CUPTI_KINDS=kernel,tensor",
+                       "\"tensor\" is none of kernel, memcpy, memset, runtime, driver, sync, "
+                       "memory; recording the default kinds",
+                       "fake_cupti: kinds enabled: 10 1 2 49\n", 8);
+    said_and_projected("PPROF_CUPTI_KINDS=sync,kernel,runtime",
+                       "fake_cupti: kinds enabled: 10 38\n", NULL, 8);
 }
 
 /* Records CUPTI itself lost (its buffers full) count among the capture's dropped events, so
