@@ -83,7 +83,7 @@ uint64_t pprof_clock_adjust(uint64_t ts)
 
 /* ---- environment ---- */
 
-static int env_i64(const char *name, int64_t lo, int64_t hi, int64_t *out)
+int pprof_env_int(const char *name, int64_t lo, int64_t hi, int64_t *out)
 {
     const char *s = getenv(name);
     if (!s || !*s)
@@ -91,13 +91,19 @@ static int env_i64(const char *name, int64_t lo, int64_t hi, int64_t *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        pprof_log("pprof: ignoring %s=%s (expected an integer in %lld..%lld)", name, s,
-                  (long long)lo, (long long)hi);
-        return 0;
-    }
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
     *out = v;
     return 1;
+}
+
+static int env_i64(const char *name, int64_t lo, int64_t hi, int64_t *out)
+{
+    int r = pprof_env_int(name, lo, hi, out);
+    if (r < 0)
+        pprof_log("pprof: ignoring %s=%s (expected an integer in %lld..%lld)", name,
+                  getenv(name), (long long)lo, (long long)hi);
+    return r > 0;
 }
 
 static void parse_steps(const char *s)

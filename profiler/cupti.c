@@ -368,14 +368,13 @@ static CUptiResult enable_api_records(CUpti_ActivityKind kind)
 static unsigned long long env_count(const char *name, unsigned long long max,
                                     unsigned long long dflt)
 {
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return dflt;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s >= '0' && *s <= '9' && *end == '\0' && v <= max)
-        return v;
-    pprof_log("pprof: --cuda: %s=%s is not a number in 0..%llu; using %llu", name, s, max, dflt);
+    int64_t v = 0;
+    int r = pprof_env_int(name, 0, (int64_t)max, &v);
+    if (r > 0)
+        return (unsigned long long)v;
+    if (r < 0)
+        pprof_log("pprof: --cuda: %s=%s is not a number in 0..%llu; using %llu", name,
+                  getenv(name), max, dflt);
     return dflt;
 }
 

@@ -168,6 +168,10 @@ pprof_thread *pprof_thread_register(void);
 void pprof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pprof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t pprof_clock_adjust(uint64_t ts);
+/* The integer in environment variable `name` into *out: 1, when it is set to a whole number in
+ * lo..hi; 0 when unset or empty; -1 when set to anything else (the caller says what it does
+ * instead). */
+int pprof_env_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
 
 /* ---- registry.c ---- */
 int pprof_registry_init(void);

@@ -449,6 +449,30 @@ Test(capture, full_buffer_drops_and_counts_exactly)
     pp_trace_free(t);
 }
 
+/* A setting that is not a whole number in its range (a word, a number too large or too small,
+ * a trailing unit) is ignored with a line naming it and the range, and the capture runs on its
+ * default: the job is never harmed by its environment. */
+Test(capture, bad_settings_are_named_and_the_defaults_capture)
+{
+    const char *args[] = {PP_CAPTURE_APP, "burst", "1000", NULL};
+    const char *env[] = {"PPROF_BUFFER_KB=lots", "PPROF_FLUSH_MS=0",
+                         "PPROF_MAX_THREADS=99999999999999999999", NULL};
+    pid_t pid = spawn(args, env);
+    cr_assert_eq(wait_exit(pid), 0, "the job is never harmed");
+    pp_trace *t = load_pid(pid);
+    cr_assert(t->damage.has_footer);
+    cr_expect_eq(t->footer.events, 2000, "every event captured on the defaults");
+    cr_expect_eq(t->footer.dropped, 0);
+    pp_trace_free(t);
+    char err[4096];
+    slurp(in_dir("app.stderr"), err, sizeof err);
+    cr_expect(strstr(err, "ignoring PPROF_BUFFER_KB=lots (expected an integer in 64..1048576)"),
+              "stderr: %s", err);
+    cr_expect(strstr(err, "ignoring PPROF_FLUSH_MS=0 (expected an integer in 1..60000)"),
+              "stderr: %s", err);
+    cr_expect(strstr(err, "ignoring PPROF_MAX_THREADS=99999999999999999999"), "stderr: %s", err);
+}
+
 Test(capture, without_pprof_dir_the_app_runs_and_no_file_appears)
 {
     const char *args[] = {PP_CAPTURE_APP, "burst", "1000", NULL};
