@@ -178,6 +178,10 @@ typedef struct conv {
     /* memory counters defined (on_memory): bit per (device type, device id, reserved) */
     uint8_t mem_defined[MEM_DEVICE_TYPES * MEM_DEVICE_IDS * 2 / 8];
     uint32_t mem_domain;
+    /* another tool's Chrome trace (stats any_category): every category read, threads by process
+     * and thread, and a bit per name id of the thread keys that a thread_name event named */
+    int any_cat;
+    uint8_t *named;
 } conv;
 
 static void problem(conv *c, const char *fmt, const char *arg)
@@ -325,6 +329,8 @@ static int meta_flush(conv *c)
  * share the last); 0 when out of memory. */
 static uint32_t domain_of(conv *c, const char *cat)
 {
+    if (!cat[0])
+        cat = "(no category)"; /* another tool's events may have none */
     uint32_t name = name_id(c, cat, strlen(cat));
     if (!name)
         return 0;
@@ -420,6 +426,25 @@ static kthread *thread_get(conv *c, uint32_t tid, uint32_t *index)
  * id of its own above 2^31; UINT32_MAX for one out of range. */
 static uint32_t tid_of(conv *c, const kin *e)
 {
+    if (c->any_cat) {
+        /* a Chrome trace of several processes (TensorFlow's host and devices, one per JAX
+         * device) numbers their threads each from 1: a thread is its process's and its tid's */
+        char key[2 * SMALL + 16], tid[SMALL];
+        if (e->tid_num) {
+            if (!(e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)))
+                return UINT32_MAX;
+            snprintf(tid, sizeof tid, "%u", (unsigned)e->tid);
+        } else if (e->tid_str[0]) {
+            snprintf(tid, sizeof tid, "%s", e->tid_str);
+        } else {
+            return UINT32_MAX;
+        }
+        int n = e->pid_num && e->pid >= 0 && e->pid < 4294967296.0 && e->pid == floor(e->pid)
+                    ? snprintf(key, sizeof key, "pid %u tid %s", (unsigned)e->pid, tid)
+                    : snprintf(key, sizeof key, "tid %s", tid);
+        uint32_t id = name_id(c, key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
+        return id ? 0x80000000u | id : UINT32_MAX;
+    }
     if (e->tid_num)
         return (e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)) ? (uint32_t)e->tid
                                                                                   : UINT32_MAX;
@@ -942,6 +967,8 @@ static int on_api(conv *c, const kin *e, int driver)
 
 /* The event's thread (its index in *index); NULL, counted, when its tid is unusable or past
  * the threads' cap. Its pid becomes the trace's when it is the first. */
+static int thread_name(conv *c, uint32_t tid, uint32_t name);
+
 static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
 {
     uint32_t tid = tid_of(c, e);
@@ -950,10 +977,19 @@ static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
         problem(c, "%s", "events without a usable tid: skipped");
         return NULL;
     }
+    size_t had = c->n_threads;
     kthread *t = thread_get(c, tid, index);
     if (!t) {
         c->s->dropped_caps++;
         problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
+        return NULL;
+    }
+    /* another tool's thread that no thread_name event named (yet: a later one renames it) is
+     * called by its key, "pid P tid T" */
+    if (c->any_cat && c->n_threads > had && c->named &&
+        !(c->named[(tid & 0x7fffffffu) / 8] & (1u << (tid & 7))) &&
+        !thread_name(c, tid, tid & 0x7fffffffu)) {
+        c->err = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
         return NULL;
     }
     if (!c->have_pid && e->pid_num && e->pid >= 0 && e->pid <= UINT32_MAX) {
@@ -1138,6 +1174,21 @@ static int on_memory(conv *c, const kin *e)
     return 1;
 }
 
+/* A thread-name record: thread tid is called name (an id). 0 when out of memory. */
+static int thread_name(conv *c, uint32_t tid, uint32_t name)
+{
+    if (!meta_room(c, sizeof(pp_rec_thread_name)))
+        return 0;
+    pp_rec_thread_name r = {.h = {.type = PP_REC_THREAD_NAME, .size = sizeof r, .tid = tid},
+                            .os_tid = tid,
+                            .name = name};
+    memcpy(c->meta + c->meta_len, &r, sizeof r);
+    c->meta_len += sizeof r;
+    c->meta_n++;
+    c->s->thread_names++;
+    return 1;
+}
+
 static int on_meta_event(conv *c, const kin *e)
 {
     if (strcmp(e->name, "process_name") == 0 && e->arg_name[0]) {
@@ -1152,16 +1203,11 @@ static int on_meta_event(conv *c, const kin *e)
     if (tid == UINT32_MAX)
         return 1;
     uint32_t name = name_id(c, e->arg_name, strlen(e->arg_name));
-    if (!name || !meta_room(c, sizeof(pp_rec_thread_name)))
+    if (!name)
         return 0;
-    pp_rec_thread_name r = {.h = {.type = PP_REC_THREAD_NAME, .size = sizeof r, .tid = tid},
-                            .os_tid = tid,
-                            .name = name};
-    memcpy(c->meta + c->meta_len, &r, sizeof r);
-    c->meta_len += sizeof r;
-    c->meta_n++;
-    c->s->thread_names++;
-    return 1;
+    if (c->named && (tid & 0x7fffffffu) < PP_KINETO_MAX_NAMES + 1)
+        c->named[(tid & 0x7fffffffu) / 8] |= (uint8_t)(1u << (tid & 7));
+    return thread_name(c, tid, name);
 }
 
 /* One parsed element of traceEvents to its records. */
@@ -1179,15 +1225,17 @@ static int dispatch(conv *c, const kin *e)
             return on_gpu(c, e, gk);
         if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0)
             return on_api(c, e, e->cat[5] == 'd');
-        if (is_cpu_cat(e->cat))
+        if (c->any_cat || is_cpu_cat(e->cat))
             return on_cpu(c, e, 0);
+        c->s->foreign++;
         break;
     case 'i':
     case 'I':
         if (strcmp(e->name, "[memory]") == 0)
             return on_memory(c, e);
-        if (e->cat[0] && is_cpu_cat(e->cat))
+        if (c->any_cat || (e->cat[0] && is_cpu_cat(e->cat)))
             return on_cpu(c, e, 1);
+        c->s->foreign++;
         break;
     case 'B':
     case 'E': {
@@ -1197,7 +1245,8 @@ static int dispatch(conv *c, const kin *e)
             if (c->tl_tids == 0 || (c->tl_tids == 1 && tid != c->tl_tid))
                 c->tl_tids++;
             c->tl_tid = tid;
-        } else if (!is_cpu_cat(e->cat)) {
+        } else if (!c->any_cat && !is_cpu_cat(e->cat)) {
+            c->s->foreign++;
             break;
         }
         return e->ph == 'B' ? on_begin(c, e) : on_end(c, e, tl);
@@ -1879,6 +1928,7 @@ static void conv_free(conv *c)
     free(c->threads);
     free(c->meta);
     free(c->heap);
+    free(c->named);
     for (int k = 0; k < 2; k++)
         if (c->spill[k])
             fclose(c->spill[k]);
@@ -1900,7 +1950,7 @@ static int32_t rank_in_name(const char *path)
 }
 
 static pp_status convert(kj_lexer *lx, const char *what, const char *out,
-                         const pp_kineto_options *o, pp_kineto_stats *stats)
+                         const pp_kineto_options *o, pp_kineto_stats *stats, int any_cat)
 {
     pp_kineto_options od;
     pp_kineto_stats sd;
@@ -1921,6 +1971,7 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
     c->lx = lx;
     c->o = o;
     c->s = stats;
+    c->any_cat = stats->any_category = any_cat;
     c->rank = -1;
     c->t_min = UINT64_MAX;
     snprintf(c->host, sizeof c->host, "kineto");
@@ -1928,9 +1979,11 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
     c->threads = calloc(PP_KINETO_MAX_THREADS, sizeof *c->threads);
     c->meta = malloc(META_BUF);
     c->heap = pp_realloc_array(NULL, c->window, sizeof *c->heap);
+    if (any_cat)
+        c->named = calloc((PP_KINETO_MAX_NAMES + 2 + 7) / 8, 1);
     size_t plen = strlen(out) + 8;
     part = malloc(plen);
-    if (!c->threads || !c->meta || !c->heap || !part) {
+    if (!c->threads || !c->meta || !c->heap || !part || (any_cat && !c->named)) {
         st = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
         goto done;
     }
@@ -2009,24 +2062,52 @@ done:
     return st;
 }
 
+/* A conversion that kept nothing (no range, mark, GPU or API record, no memory sample) of a
+ * file whose events all have categories neither torch's nor Paddle's profiler writes is done
+ * again reading every category: the file is another tool's Chrome trace (TensorFlow's trace
+ * viewer, JAX's, Chrome's about:tracing, a Perfetto JSON export). */
+static int read_again(pp_status st, const pp_kineto_stats *s)
+{
+    return st == PP_OK && s->foreign > 0 &&
+           s->ranges + s->marks + s->gpu + s->api + s->memory_samples == 0;
+}
+
 pp_status pp_kineto_convert(const char *in, const char *out, const pp_kineto_options *o,
                             pp_kineto_stats *stats)
 {
+    pp_kineto_stats sd;
+    if (!stats)
+        stats = &sd;
     kj_lexer *lx = NULL;
     pp_status st = kj_open_file(in, &lx);
     if (st != PP_OK)
         return st;
-    return convert(lx, in, out, o, stats);
+    st = convert(lx, in, out, o, stats, 0);
+    if (!read_again(st, stats))
+        return st;
+    unlink(out);
+    if ((st = kj_open_file(in, &lx)) != PP_OK)
+        return st;
+    return convert(lx, in, out, o, stats, 1);
 }
 
 pp_status pp_kineto_convert_mem(const void *data, size_t len, const char *out,
                                 const pp_kineto_options *o, pp_kineto_stats *stats)
 {
+    pp_kineto_stats sd;
+    if (!stats)
+        stats = &sd;
     kj_lexer *lx = NULL;
     pp_status st = kj_open_mem(data, len, &lx);
     if (st != PP_OK)
         return st;
-    return convert(lx, "(buffer)", out, o, stats);
+    st = convert(lx, "(buffer)", out, o, stats, 0);
+    if (!read_again(st, stats))
+        return st;
+    unlink(out);
+    if ((st = kj_open_mem(data, len, &lx)) != PP_OK)
+        return st;
+    return convert(lx, "(buffer)", out, o, stats, 1);
 }
 
 static int ends_with(const char *s, const char *suffix)

@@ -65,6 +65,10 @@ typedef struct pp_kineto_stats {
     int32_t pipe_rank, pipe_size, pipe_first;
     char host[64];
     char problem[256];       /* the first problem in words, "" when none */
+    uint64_t foreign;        /* complete, instant, begin and end events of categories neither
+                                torch's nor Paddle's profiler writes */
+    int any_category;        /* 1: no event of theirs, so read as another tool's Chrome trace
+                                (docs/kineto.md "Chrome traces of other tools") */
 } pp_kineto_stats;
 
 void pp_kineto_options_default(pp_kineto_options *o);

@@ -2484,3 +2484,117 @@ Test(kineto, pprof_report_import_writes_a_run_directory_the_tools_read)
     cr_assert_neq(strstr(r.err, "not a readable Kineto trace"), NULL, "%s", r.err);
     tk_result_free(&r);
 }
+
+/* ---- Chrome traces of other tools (docs/kineto.md "Chrome traces of other tools") ---- */
+
+/* A range of report JSON j's "ranges" by name: its count and, in *thread, its first thread's
+ * name. */
+static int range_count(const cJSON *j, const char *name, const char **thread)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const cJSON *n = cJSON_GetObjectItem(r, "name");
+        if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0)
+            continue;
+        const cJSON *t = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "threads"), 0);
+        if (thread)
+            *thread = t ? cJSON_GetObjectItem(t, "thread")->valuestring : "";
+        return (int)cJSON_GetObjectItem(r, "count")->valuedouble;
+    }
+    return 0;
+}
+
+/* A trace as TensorFlow's trace viewer writes one: no category torch or Paddle uses (none at all,
+ * or "Op"), a process per device each numbering its threads from 1, begin/end pairs and an
+ * instant event. Before, nothing of it was read and pprof-report said the traces held no NVTX
+ * range, asking whether the job's NVTX use was captured. Now it is read as another tool's
+ * Chrome trace: every event a range or mark, the host's and the device's thread 1 kept apart
+ * (merged, the device's op that crosses the host's step would read as overlapping, not nested),
+ * a thread named by its thread_name event or else by its process and tid, and the report's
+ * generic view counts every name, saying how the file was read. A torch trace is read as
+ * before. */
+Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threads)
+{
+    const char *path = tk_path("tf.trace.json");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["
+               "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"/host:CPU\"}},"
+               "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"python\"}},"
+               "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"/device:GPU:0\"}}");
+    for (int step = 0; step < 3; step++) {
+        int t0 = step * 1200;
+        fprintf(f, ",{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"train_step\",\"ts\":%d,\"dur\":1000}",
+                t0);
+        for (int i = 0; i < 4; i++)
+            fprintf(f, ",{\"ph\":\"X\",\"cat\":\"Op\",\"pid\":1,\"tid\":1,\"name\":\"MatMul\",\"ts\":%d,"
+                       "\"dur\":150}", t0 + 10 + 200 * i);
+        /* the device's op starts inside the host's step and ends after it */
+        fprintf(f, ",{\"ph\":\"X\",\"pid\":2,\"tid\":1,\"name\":\"Conv2D\",\"ts\":%d,\"dur\":600}",
+                t0 + 500);
+        fprintf(f, ",{\"ph\":\"B\",\"pid\":1,\"tid\":2,\"name\":\"input\",\"ts\":%d}"
+                   ",{\"ph\":\"E\",\"pid\":1,\"tid\":2,\"ts\":%d}", t0 + 1000, t0 + 1150);
+    }
+    fprintf(f, ",{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"name\":\"checkpoint\",\"ts\":3500,\"s\":\"t\"}]}");
+    fclose(f);
+
+    pp_kineto_stats s;
+    const char *out = tk_path("tf.pft");
+    cr_assert_eq(pp_kineto_convert(path, out, NULL, &s), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.any_category, 1);
+    cr_expect_eq(s.ranges, 3 + 12 + 3 + 3, "every complete and begin/end event a range");
+    cr_expect_eq(s.async_ranges, 0, "the device's ops are on a thread of their own");
+    cr_expect_eq(s.marks, 1);
+    cr_expect_eq(s.malformed + s.dropped_caps + s.unpaired, 0);
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(t->footer.threads, 3, "host threads 1 and 2, the device's thread 1");
+    pp_trace_free(t);
+
+    cJSON *j = report_json(path);
+    const char *thread = NULL;
+    cr_expect_eq(range_count(j, "train_step", &thread), 3);
+    cr_expect_str_eq(thread, "python", "named by its thread_name event");
+    cr_expect_eq(range_count(j, "MatMul", NULL), 12);
+    cr_expect_eq(range_count(j, "input", NULL), 3);
+    cr_expect_eq(range_count(j, "Conv2D", &thread), 3);
+    cr_expect_str_eq(thread, "pid 2 tid 1", "an unnamed thread by its process and tid");
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
+    char *ws = cJSON_PrintUnformatted(w);
+    cr_expect(ws && strstr(ws, "read as another tool's Chrome trace"), "warnings: %s", ws);
+    free(ws);
+    cJSON_Delete(j);
+
+    /* a torch trace: its own categories, read as before */
+    cr_assert_eq(pp_kineto_convert(DATA "/il/rank0.json", tk_path("il0.pft"), NULL, &s), PP_OK,
+                 "%s", pp_error_message());
+    cr_expect_eq(s.any_category, 0);
+    cr_expect_gt(s.ranges, 0);
+}
+
+/* Another tool's trace of thousands of processes (a hostile one): at most 1024 threads are
+ * kept, the rest dropped and counted, and the conversion ends normally. */
+Test(kineto, another_tools_trace_of_thousands_of_processes_stays_bounded)
+{
+    size_t n = 5000, cap = n * 96 + 64, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "[");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "%s{\"ph\":\"X\",\"pid\":%zu,\"tid\":1,\"name\":\"op\",\"ts\":%zu,"
+                                "\"dur\":5}", i ? "," : "", i + 1, 10 * i);
+    len += (size_t)snprintf(text + len, cap - len, "]");
+    cr_assert_lt(len, cap);
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(text, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    free(text);
+    cr_expect_eq(s.any_category, 1);
+    cr_expect_eq(s.ranges, 1024);
+    cr_expect_eq(s.dropped_caps, n - 1024);
+    cr_expect(strstr(s.problem, "more than 1024 threads") != NULL, "%s", s.problem);
+    cr_expect_eq(t->footer.threads, 1024);
+    pp_trace_free(t);
+}
