@@ -184,8 +184,12 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
             st = add_pft(in, ((char **)pft.data)[i]);
         size_t found = 0;
         int paddle_lines = 0; /* Paddle's pipeline timeline files, one per rank */
-        for (size_t i = 0; i < js.n; i++)
-            paddle_lines |= strstr(((char **)js.data)[i], "/profile_record_tmp_file_for_rank_") != NULL;
+        int host_traces = 0;  /* JAX's (TensorBoard's) <host>.trace.json.gz, one per host */
+        for (size_t i = 0; i < js.n; i++) {
+            const char *p = ((char **)js.data)[i];
+            paddle_lines |= strstr(p, "/profile_record_tmp_file_for_rank_") != NULL;
+            host_traces |= ends_with(p, ".trace.json.gz") && !ends_with(p, ".pt.trace.json.gz");
+        }
         for (size_t i = 0; st == PP_OK && i < js.n; i++) {
             const char *p = ((char **)js.data)[i];
             if (paddle_lines && ends_with(p, "/pipeline_profile.json")) {
@@ -193,6 +197,14 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
                 pp_append_line(in->notes, sizeof in->notes,
                                "%s: not read, the profile_record_tmp_file_for_rank_* files it "
                                "merges are read instead",
+                               p);
+                continue;
+            }
+            if (host_traces && ends_with(p, "/perfetto_trace.json.gz")) {
+                /* jax.profiler.trace(create_perfetto_trace=True) writes the same trace twice */
+                pp_append_line(in->notes, sizeof in->notes,
+                               "%s: not read, the same trace as the *.trace.json.gz beside it "
+                               "(JAX writes both)",
                                p);
                 continue;
             }

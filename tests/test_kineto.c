@@ -2598,3 +2598,57 @@ Test(kineto, another_tools_trace_of_thousands_of_processes_stays_bounded)
     cr_expect_eq(t->footer.threads, 1024);
     pp_trace_free(t);
 }
+
+/* The complete events named `name` in the Chrome trace at path (gzip or not), read with cJSON:
+ * the truth the report's counts are held to. */
+static int chrome_count(const char *path, const char *name)
+{
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(j, "%s is not JSON", path);
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents"))
+    {
+        const cJSON *ph = cJSON_GetObjectItem(e, "ph"), *nm = cJSON_GetObjectItem(e, "name");
+        n += cJSON_IsString(ph) && strcmp(ph->valuestring, "X") == 0 && cJSON_IsString(nm) &&
+             strcmp(nm->valuestring, name) == 0;
+    }
+    cJSON_Delete(j);
+    return n;
+}
+
+/* A real JAX program's profile (tests/data/kineto/jax: tests/py/jax_job.py, jax 0.10.2 on the
+ * CPU, 3 steps of 4 layers under StepTraceAnnotation and TraceAnnotation): as a directory, its
+ * perfetto_trace.json.gz, the same trace as host.trace.json.gz beside it, is left out (saying
+ * so) rather than read as a second process; every annotation's count is the file's own, on the
+ * thread JAX named "python"; the perfetto file alone reads the same. */
+Test(kineto, a_jax_profile_reads_as_its_annotations)
+{
+    const char *host = DATA "/jax/host.trace.json.gz", *perfetto = DATA "/jax/perfetto_trace.json.gz";
+    static const char *const names[] = {"train", "layer0", "layer1", "layer2", "layer3",
+                                        "PjitFunction(layer)"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *j = report_json(k == 0 ? DATA "/jax" : perfetto);
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "files")),
+                     1, "one process");
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            const char *thread = NULL;
+            int want = chrome_count(host, names[i]);
+            cr_assert_gt(want, 0, "%s is not in the recording", names[i]);
+            cr_expect_eq(range_count(j, names[i], &thread), want, "%s: %d in the file", names[i],
+                         want);
+            cr_expect(i > 0 || strcmp(thread, "python") == 0, "train on %s", thread);
+        }
+        cr_expect_eq(chrome_count(host, "train"), 3);
+        char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                              "warnings"));
+        cr_expect(ws && strstr(ws, "read as another tool's Chrome trace"), "%s", ws);
+        cr_expect(k == 1 || strstr(ws, "perfetto_trace.json.gz: not read, the same trace"), "%s",
+                  ws);
+        free(ws);
+        cJSON_Delete(j);
+    }
+}
