@@ -5,9 +5,11 @@
  * JSON, converts each in a child process of its own (peak RSS is then that conversion's) and
  * prints MB/s and peak RSS of both and their ratios, measured in the same run. Asserts nothing.
  * Usage: bench_kineto [--small MB] [--large MB] [--repeat R] [--dir DIR] [--analyze] [--keep]
- * [--stack] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the Python
- * tracer's module events after every CPU op, as torch writes them with with_stack=True: the
- * importer merges them back in as a second sorted run, docs/kineto.md "Order"). */
+ * [--stack] [--foreign] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the
+ * Python tracer's module events after every CPU op, as torch writes them with with_stack=True:
+ * the importer merges them back in as a second sorted run, docs/kineto.md "Order"; --foreign
+ * writes the same events without categories or torch's header, as another tool's Chrome trace,
+ * which the importer reads twice, docs/kineto.md "Chrome traces of other tools"). */
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
 
@@ -18,38 +20,54 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static int g_foreign; /* --foreign: no "cat" member, no torch header */
+
+/* The "cat" member of an event, or nothing for --foreign. */
+static const char *cat(const char *name)
+{
+    static char buf[4][64];
+    static int k;
+    if (g_foreign)
+        return "";
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "\"cat\": \"%s\", ", name);
+    return buf[k];
+}
+
 /* One training step of a 2-chunk pipeline rank as torch writes it: a ProfilerStep, actions
  * with aten ops inside, gloo sends that outlive their action; about 4.6 KB of JSON. */
 static size_t write_step(FILE *f, int k, double *t, unsigned *ev)
 {
     long before = ftell(f);
-    fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\","
+    fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"ProfilerStep#%d\","
                " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n"
                "      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n  },\n",
-            k, *t, 1990.0, *ev, *ev);
+            cat("user_annotation"), k, *t, 1990.0, *ev, *ev);
     (*ev)++;
     for (int a = 0; a < 8; a++) {
         double t0 = *t + 5 + 240 * a;
-        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"PP:%d%c%d\","
+        fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"PP:%d%c%d\","
                    " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": "
                    "{\n      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n"
                    "  },\n",
-                a % 2 ? 2 : 0, a < 4 ? 'F' : 'B', a % 4, t0, 200.0, *ev, *ev);
+                cat("user_annotation"), a % 2 ? 2 : 0, a < 4 ? 'F' : 'B', a % 4, t0, 200.0, *ev,
+                *ev);
         (*ev)++;
         for (int o = 0; o < 3; o++) {
-            fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::%s\", "
+            fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"aten::%s\", "
                        "\"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    "
                        "\"args\": {\n      \"External id\": %u,\"Record function id\": 0, "
                        "\"Sequence number\": %d, \"Fwd thread id\": 0, \"Ev Idx\": %u\n    }\n  },\n",
-                    o == 0 ? "mm" : o == 1 ? "add" : "relu", t0 + 10 + 50 * o, 33.082, *ev, k,
+                    cat("cpu_op"), o == 0 ? "mm" : o == 1 ? "add" : "relu", t0 + 10 + 50 * o,
+                    33.082, *ev, k,
                     *ev);
             (*ev)++;
         }
-        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"gloo:send\","
+        fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"gloo:send\","
                    " \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": "
                    "{\n      \"External id\": %u,\"Record function id\": 0, \"Ev Idx\": %u\n    }\n"
                    "  },\n",
-                t0 + 180, 300.0, *ev, *ev);
+                cat("user_annotation"), t0 + 180, 300.0, *ev, *ev);
         (*ev)++;
     }
     *t += 2000;
@@ -63,11 +81,11 @@ static size_t write_step_stack(FILE *f, double *t, unsigned *ev)
     long before = ftell(f);
     for (int a = 0; a < 8; a++) {
         double t0 = *t + 5 + 240 * a;
-        fprintf(f, "  {\n    \"ph\": \"X\", \"cat\": \"python_function\", \"name\": "
+        fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": "
                    "\"nn.Module: Block_%d\", \"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, "
                    "\"dur\": %.3f,\n    \"args\": {\n      \"Python parent id\": %u, \"Python id\": "
                    "%u, \"Ev Idx\": %u\n    }\n  },\n",
-                a % 4, t0 + 6, 170.0, *ev - 1, *ev, *ev);
+                cat("python_function"), a % 4, t0 + 6, 170.0, *ev - 1, *ev, *ev);
         (*ev)++;
     }
     *t += 2000;
@@ -79,10 +97,13 @@ static int write_trace(const char *path, double mb, int stack)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fputs("{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"gloo\", \"rank\": 0, "
-          "\"world_size\": 2},\n  \"host_name\": \"bench\",\n  \"baseTimeNanoseconds\": "
-          "1790857026000000000,\n  \"traceEvents\": [\n",
-          f);
+    if (g_foreign)
+        fputs("{\n  \"displayTimeUnit\": \"ns\",\n  \"traceEvents\": [\n", f);
+    else
+        fputs("{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"gloo\", "
+              "\"rank\": 0, \"world_size\": 2},\n  \"host_name\": \"bench\",\n  "
+              "\"baseTimeNanoseconds\": 1790857026000000000,\n  \"traceEvents\": [\n",
+              f);
     double t = 5279665373004.758;
     unsigned ev = 1;
     size_t bytes = 0;
@@ -187,9 +208,11 @@ int main(int argc, char **argv)
             keep = 1;
         else if (strcmp(argv[i], "--stack") == 0)
             stack = 1;
+        else if (strcmp(argv[i], "--foreign") == 0)
+            g_foreign = 1;
         else {
             fprintf(stderr, "usage: bench_kineto [--small MB] [--large MB] [--repeat R] "
-                            "[--dir DIR] [--analyze] [--keep] [--stack]\n");
+                            "[--dir DIR] [--analyze] [--keep] [--stack] [--foreign]\n");
             return 2;
         }
     }
