@@ -673,6 +673,8 @@ static pp_status generic_script(const pp_analysis *a, const generic_gantt *g, FI
         char label[128];
         if (t->file < 0)
             snprintf(label, sizeof label, "%s", t->name);
+        else if (t->name[0] && pp_report_tid_is_own(t->tid))
+            snprintf(label, sizeof label, "%.40s", t->name);
         else if (t->name[0])
             snprintf(label, sizeof label, "%u %.40s", t->tid, t->name);
         else

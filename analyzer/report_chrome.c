@@ -346,7 +346,9 @@ static void chrome_threads(pp_json_writer *w, const pp_analysis *a, const track 
             chrome_meta(w, "process_sort_index", pid, 0, "sort_index", NULL, pid);
         }
         char tname[96];
-        if (t->name[0])
+        if (t->name[0] && pp_report_tid_is_own(t->tid))
+            snprintf(tname, sizeof tname, "%s", t->name);
+        else if (t->name[0])
             snprintf(tname, sizeof tname, "%s (tid %u)", t->name, t->tid);
         else
             snprintf(tname, sizeof tname, "thread %u", t->tid);

@@ -17,6 +17,11 @@ typedef struct pp_report_window {
 
 static inline double pp_report_ms(double ns) { return ns * 1e-6; }
 
+/* Whether a thread id is the PyTorch-trace importer's own (2^31 and above: a tid that was a
+ * name, or another tool's process and thread, docs/kineto.md), which the reports leave out of a
+ * named thread's label: it says nothing the name does not. */
+static inline int pp_report_tid_is_own(uint32_t tid) { return tid >= 0x80000000u; }
+
 /* How far a step's ranges reach from its start: its window (the union of the stages' step
  * ranges), which the pictures draw; the step time is the pipeline's period instead. */
 static inline double pp_report_step_extent_ns(const pp_astep *sp)

@@ -4,6 +4,7 @@
  * it, then the generic view (ranges outside the pipeline, per thread, marks), then the
  * warnings. A run without pipeline ranges gets the run's line and the generic view alone. The
  * other report formats are report.c's. */
+#include "report_internal.h"
 #include "report_memory.h"
 #include "pp_analyzer.h"
 
@@ -95,7 +96,9 @@ static void print_range_threads(const pp_analysis *a, FILE *out)
                 snprintf(proc, sizeof proc, "rank %d pid %u", f->rank, f->pid);
             else
                 snprintf(proc, sizeof proc, "pid %u", f->pid);
-            if (t->name[0])
+            if (t->name[0] && pp_report_tid_is_own(t->tid))
+                snprintf(thr, sizeof thr, "%s", t->name);
+            else if (t->name[0])
                 snprintf(thr, sizeof thr, "%u %s", t->tid, t->name);
             else
                 snprintf(thr, sizeof thr, "%u", t->tid);

@@ -2565,6 +2565,14 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     cr_expect(ws && strstr(ws, "read as another tool's Chrome trace"), "warnings: %s", ws);
     free(ws);
     cJSON_Delete(j);
+    /* the text report's threads by their names, without the importer's own ids (2^31 and up) */
+    const char *targv[] = {path, NULL};
+    tk_result r = tk_run(PPREPORT, targv, NULL);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, " python ") && strstr(r.out, " pid 2 tid 1 ") &&
+                  !strstr(r.out, "214748"),
+              "%s", r.out);
+    tk_result_free(&r);
 
     /* a torch trace: its own categories, read as before */
     cr_assert_eq(pp_kineto_convert(DATA "/il/rank0.json", tk_path("il0.pft"), NULL, &s), PP_OK,
