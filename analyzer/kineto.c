@@ -437,11 +437,13 @@ static uint32_t tid_of(conv *c, const kin *e)
         } else if (e->tid_str[0]) {
             snprintf(tid, sizeof tid, "%s", e->tid_str);
         } else {
-            return UINT32_MAX;
+            tid[0] = '\0'; /* an instant of the process's or the global scope ("s": "p", "g") */
         }
-        int n = e->pid_num && e->pid >= 0 && e->pid < 4294967296.0 && e->pid == floor(e->pid)
-                    ? snprintf(key, sizeof key, "pid %u tid %s", (unsigned)e->pid, tid)
-                    : snprintf(key, sizeof key, "tid %s", tid);
+        int pid = e->pid_num && e->pid >= 0 && e->pid < 4294967296.0 && e->pid == floor(e->pid);
+        int n = pid && tid[0] ? snprintf(key, sizeof key, "pid %u tid %s", (unsigned)e->pid, tid)
+                : pid         ? snprintf(key, sizeof key, "pid %u", (unsigned)e->pid)
+                : tid[0]      ? snprintf(key, sizeof key, "tid %s", tid)
+                              : snprintf(key, sizeof key, "global");
         uint32_t id = name_id(c, key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
         return id ? 0x80000000u | id : UINT32_MAX;
     }

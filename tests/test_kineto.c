@@ -2536,7 +2536,10 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
         fprintf(f, ",{\"ph\":\"B\",\"pid\":1,\"tid\":2,\"name\":\"input\",\"ts\":%d}"
                    ",{\"ph\":\"E\",\"pid\":1,\"tid\":2,\"ts\":%d}", t0 + 1000, t0 + 1150);
     }
-    fprintf(f, ",{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"name\":\"checkpoint\",\"ts\":3500,\"s\":\"t\"}]}");
+    fprintf(f, ",{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"name\":\"checkpoint\",\"ts\":3500,\"s\":\"t\"}");
+    /* instants of the process's and the global scope have no tid: marks of their own tracks */
+    fprintf(f, ",{\"ph\":\"i\",\"pid\":1,\"name\":\"epoch\",\"ts\":3550,\"s\":\"p\"}"
+               ",{\"ph\":\"i\",\"name\":\"sync\",\"ts\":3560,\"s\":\"g\"}]}");
     fclose(f);
 
     pp_kineto_stats s;
@@ -2545,11 +2548,12 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     cr_expect_eq(s.any_category, 1);
     cr_expect_eq(s.ranges, 3 + 12 + 3 + 3, "every complete and begin/end event a range");
     cr_expect_eq(s.async_ranges, 0, "the device's ops are on a thread of their own");
-    cr_expect_eq(s.marks, 1);
+    cr_expect_eq(s.marks, 3);
     cr_expect_eq(s.malformed + s.dropped_caps + s.unpaired, 0);
     pp_trace *t = NULL;
     cr_assert_eq(pp_trace_load(out, &t), PP_OK, "%s", pp_error_message());
-    cr_expect_eq(t->footer.threads, 3, "host threads 1 and 2, the device's thread 1");
+    cr_expect_eq(t->footer.threads, 5, "host threads 1 and 2, the device's thread 1, the host "
+                                       "process's and the global scope");
     pp_trace_free(t);
 
     cJSON *j = report_json(path);
