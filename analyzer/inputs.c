@@ -168,6 +168,20 @@ static pp_status add_pft(pp_inputs *in, const char *path)
     return st != PP_OK ? st : push_str(&in->sources, path);
 }
 
+/* Why a file of a directory of traces repeats others beside it, and is not read (NULL: it does
+ * not). paddle_lines: Paddle's pipeline timeline files are there; host_traces: JAX's (TensorBoard's)
+ * <host>.trace.json.gz, one per host. */
+static const char *repeated_by(const char *p, int paddle_lines, int host_traces)
+{
+    /* Paddle's profiler_helper.py merges the timeline files into this one, beside them */
+    if (paddle_lines && ends_with(p, "/pipeline_profile.json"))
+        return "the profile_record_tmp_file_for_rank_* files it merges are read instead";
+    /* jax.profiler.trace(create_perfetto_trace=True) writes the same trace twice */
+    if (host_traces && ends_with(p, "/perfetto_trace.json.gz"))
+        return "the same trace as the *.trace.json.gz beside it (JAX writes both)";
+    return NULL;
+}
+
 /* One argument: a directory (its .pft files, else its Kineto traces) or a file. Kineto traces
  * go to `kineto` for conversion in order. */
 static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
@@ -183,8 +197,7 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
         for (size_t i = 0; st == PP_OK && i < pft.n; i++)
             st = add_pft(in, ((char **)pft.data)[i]);
         size_t found = 0;
-        int paddle_lines = 0; /* Paddle's pipeline timeline files, one per rank */
-        int host_traces = 0;  /* JAX's (TensorBoard's) <host>.trace.json.gz, one per host */
+        int paddle_lines = 0, host_traces = 0; /* repeated_by's */
         for (size_t i = 0; i < js.n; i++) {
             const char *p = ((char **)js.data)[i];
             paddle_lines |= strstr(p, "/profile_record_tmp_file_for_rank_") != NULL;
@@ -192,20 +205,9 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
         }
         for (size_t i = 0; st == PP_OK && i < js.n; i++) {
             const char *p = ((char **)js.data)[i];
-            if (paddle_lines && ends_with(p, "/pipeline_profile.json")) {
-                /* Paddle's profiler_helper.py merges those files into this one, beside them */
-                pp_append_line(in->notes, sizeof in->notes,
-                               "%s: not read, the profile_record_tmp_file_for_rank_* files it "
-                               "merges are read instead",
-                               p);
-                continue;
-            }
-            if (host_traces && ends_with(p, "/perfetto_trace.json.gz")) {
-                /* jax.profiler.trace(create_perfetto_trace=True) writes the same trace twice */
-                pp_append_line(in->notes, sizeof in->notes,
-                               "%s: not read, the same trace as the *.trace.json.gz beside it "
-                               "(JAX writes both)",
-                               p);
+            const char *why = repeated_by(p, paddle_lines, host_traces);
+            if (why) {
+                pp_append_line(in->notes, sizeof in->notes, "%s: not read, %s", p, why);
                 continue;
             }
             if (pp_kineto_sniff(p)) {
