@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -112,6 +113,9 @@ typedef struct kin {
     double mem_alloc, mem_reserved, mem_dtype, mem_did;
     int has_alloc, has_reserved, has_dtype, has_did;
     char cat[SMALL], tid_str[SMALL], arg_name[SMALL];
+    /* async events' "id" (a number as text), or "id2"'s "local" or "global", and "scope" */
+    char aid[SMALL], scope[SMALL];
+    char aid_kind; /* 0 none, 'i' "id", 'l' "id2" local, 'g' "id2" global */
     char name[KJ_STR_CAP + 1];
     size_t name_len;
 } kin;
@@ -182,6 +186,21 @@ typedef struct conv {
      * and thread, and a bit per name id of the thread keys that a thread_name event named */
     int any_cat;
     uint8_t *named;
+    /* async events ("b" and "e", "S" and "F") waiting for their end: a pool (free ones linked
+     * by prev) and a table from an id's key to the latest begin open with it; begins_total
+     * counts them too */
+    struct kasync {
+        uint64_t key, t0, tol;
+        uint32_t name, domain, thread;
+        uint32_t prev; /* the begin open before it with the same key (pool index + 1), 0 none */
+    } *async;
+    size_t n_async, cap_async, async_open;
+    uint32_t async_free; /* pool index + 1 of a free entry, 0 none */
+    struct aslot {
+        uint64_t key;
+        uint32_t top; /* pool index + 1, 0: an empty slot */
+    } *aslots;
+    uint64_t async_seed;
 } conv;
 
 static void problem(conv *c, const char *fmt, const char *arg)
@@ -1100,6 +1119,167 @@ static int on_end(conv *c, const kin *e, int tl)
     return enqueue(c, k);
 }
 
+/* ---- async events: Chrome's nestable ("b", "e", "n") and legacy ("S", "F") ones ---- */
+
+enum { ASYNC_SLOTS = 2 * PP_KINETO_MAX_BEGINS }; /* the table: at most half full */
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The key of the tree (nestable) or the operation (legacy, which also match by name) that an
+ * async event belongs to: its category, scope and id, and its process unless the id is
+ * global (id2 "global": another process may end it). */
+static uint64_t async_key(const kin *e, int legacy)
+{
+    uint64_t h = 14695981039346656037ull;
+    char pid[32] = "-";
+    if (e->aid_kind != 'g' && e->pid_num)
+        snprintf(pid, sizeof pid, "%.17g", e->pid);
+    h = fnv64(h, &e->aid_kind, 1);
+    h = fnv64(h, pid, strlen(pid) + 1);
+    h = fnv64(h, e->cat, strlen(e->cat) + 1);
+    h = fnv64(h, e->scope, strlen(e->scope) + 1);
+    h = fnv64(h, e->aid, strlen(e->aid) + 1);
+    if (legacy)
+        h = fnv64(h, e->name, e->name_len);
+    return h;
+}
+
+/* The key's home in the table, mixed with a seed of the conversion's own (the output does not
+ * depend on it; a file crafted to pile its ids onto one run of slots does not know it). */
+static size_t aslot_home(const conv *c, uint64_t key)
+{
+    uint64_t x = key ^ c->async_seed;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (size_t)(x ^ (x >> 31)) & (ASYNC_SLOTS - 1);
+}
+
+/* The key's slot, or the empty slot where it would go. */
+static size_t aslot_find(const conv *c, uint64_t key)
+{
+    size_t i = aslot_home(c, key);
+    while (c->aslots[i].top && c->aslots[i].key != key)
+        i = (i + 1) & (ASYNC_SLOTS - 1);
+    return i;
+}
+
+/* Empties slot i, moving back the entries after it that would no longer be found (linear
+ * probing's deletion, no tombstones). */
+static void aslot_remove(conv *c, size_t i)
+{
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & (ASYNC_SLOTS - 1);
+        if (!c->aslots[j].top)
+            break;
+        size_t k = aslot_home(c, c->aslots[j].key);
+        /* entry j may move to i when its home is not in (i, j] (cyclically) */
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+            c->aslots[i] = c->aslots[j];
+            i = j;
+        }
+    }
+    c->aslots[i].top = 0;
+}
+
+static int async_no_id(conv *c)
+{
+    c->s->malformed++;
+    problem(c, "%s", "async events (\"b\", \"e\", \"S\", \"F\") without an id: skipped");
+    return 1;
+}
+
+/* A "b" (or legacy "S") event: kept, on its thread, until the end of its id closes it. */
+static int on_async_begin(conv *c, const kin *e, int legacy)
+{
+    if (!e->aid_kind)
+        return async_no_id(c);
+    uint64_t t0, tol = 1;
+    uint32_t index;
+    if (!edge_of(c, e, &t0, &tol, &index))
+        return 1;
+    if (c->begins_total == PP_KINETO_MAX_BEGINS) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "too many begin (\"B\", \"b\", \"S\") events waiting for their end: "
+                         "some dropped");
+        return 1;
+    }
+    if (!c->aslots) {
+        if (!(c->aslots = calloc(ASYNC_SLOTS, sizeof *c->aslots)))
+            return 0;
+        c->async_seed = (uint64_t)(uintptr_t)c * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+    }
+    uint32_t slot;
+    if (c->async_free) {
+        slot = c->async_free - 1;
+        c->async_free = c->async[slot].prev;
+    } else {
+        if (c->n_async == c->cap_async) {
+            size_t cap = c->cap_async ? 2 * c->cap_async : 64;
+            struct kasync *p = pp_realloc_array(c->async, cap, sizeof *p);
+            if (!p)
+                return 0;
+            c->async = p;
+            c->cap_async = cap;
+        }
+        slot = (uint32_t)c->n_async++;
+    }
+    uint32_t domain = domain_of(c, e->cat);
+    uint32_t name = event_name(c, e);
+    uint64_t key = async_key(e, legacy);
+    size_t i = aslot_find(c, key);
+    c->async[slot] = (struct kasync){.key = key, .t0 = t0, .tol = tol, .name = name,
+                                     .domain = domain, .thread = index,
+                                     .prev = c->aslots[i].top};
+    c->aslots[i] = (struct aslot){.key = key, .top = slot + 1};
+    c->begins_total++;
+    c->async_open++;
+    return domain && name;
+}
+
+/* An "e" (or legacy "F") event: ends the latest begin open with its id (whatever either
+ * names, as Chrome nests a tree's events; a legacy one's name is in its key), which goes in as
+ * a range on the begin's thread from the begin to the end. */
+static int on_async_end(conv *c, const kin *e, int legacy)
+{
+    if (!e->aid_kind)
+        return async_no_id(c);
+    uint64_t t1, same, tol = 1;
+    if (!times_of(c, e, &t1, &same, 0, &tol))
+        return 1;
+    size_t i = c->aslots ? aslot_find(c, async_key(e, legacy)) : 0;
+    if (!c->aslots || !c->aslots[i].top) {
+        c->s->unpaired++;
+        problem(c, "%s", "async end (\"e\", \"F\") events with no begin open for their id: "
+                         "skipped");
+        return 1;
+    }
+    uint32_t slot = c->aslots[i].top - 1;
+    struct kasync b = c->async[slot];
+    if (b.prev)
+        c->aslots[i].top = b.prev;
+    else
+        aslot_remove(c, i);
+    c->async[slot].prev = c->async_free;
+    c->async_free = slot + 1;
+    c->begins_total--;
+    c->async_open--;
+    if (t1 < b.t0) {
+        c->s->malformed++;
+        problem(c, "%s", "async end (\"e\", \"F\") events before their begin: skipped");
+        return 1;
+    }
+    kev k = {.t0 = b.t0, .t1 = t1, .thread = b.thread, .name = b.name, .domain = b.domain,
+             .tol = b.tol > tol ? b.tol : tol};
+    return enqueue(c, k);
+}
+
 /* The counter id of (device type, device id, reserved), its COUNTER_DEF written the first time:
  * "allocated cuda:0", "reserved cuda:0", "allocated cpu" in the domain "torch.memory", bytes. 0
  * when out of memory. */
@@ -1253,6 +1433,19 @@ static int dispatch(conv *c, const kin *e)
         }
         return e->ph == 'B' ? on_begin(c, e) : on_end(c, e, tl);
     }
+    case 'b':
+    case 'e':
+    case 'n':
+    case 'S':
+    case 'F':
+        if (!c->any_cat && !is_cpu_cat(e->cat)) {
+            c->s->foreign++;
+            break;
+        }
+        if (e->ph == 'n')
+            return on_cpu(c, e, 1);
+        return e->ph == 'b' || e->ph == 'S' ? on_async_begin(c, e, e->ph == 'S')
+                                            : on_async_end(c, e, e->ph == 'F');
     case 'M': return on_meta_event(c, e);
     default: break;
     }
@@ -1362,6 +1555,27 @@ static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
     return kj_skip(c->lx, v);
 }
 
+/* An async event's id: a string as it is, a number as its shortest text (1 and "1" are one id,
+ * "0x1" another, as Chrome's viewer reads them); any other type is no id. */
+static void async_id(conv *c, kj_tok v, kin *e, char kind)
+{
+    int bad = 0;
+    if (v == KJ_STR)
+        take_str(c, v, e->aid, sizeof e->aid, &bad);
+    else if (v == KJ_NUM)
+        snprintf(e->aid, sizeof e->aid, "%.17g", kj_num(c->lx));
+    else
+        return;
+    e->aid_kind = kind;
+}
+
+static kj_tok id2_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    if (strcmp(key, "local") == 0 || strcmp(key, "global") == 0)
+        async_id(c, v, ctx, key[0]);
+    return kj_skip(c->lx, v);
+}
+
 /* One member of an event object. Inlined where it is used (the events' walk, and the top level
  * for a file of events one after another): out of line, its key comparisons are calls
  * (bench_kineto 5% slower, measured). */
@@ -1428,6 +1642,21 @@ static inline __attribute__((always_inline)) kj_tok event_member(conv *c, const 
         if (strcmp(key, "args") == 0 && v == KJ_OBJ)
             return walk_object(c, args_member, e);
         break;
+    case 'i':
+        if (strcmp(key, "id") == 0) {
+            async_id(c, v, e, 'i');
+            return kj_skip(c->lx, v);
+        }
+        if (strcmp(key, "id2") == 0 && v == KJ_OBJ)
+            return walk_object(c, id2_member, e);
+        break;
+    case 's':
+        if (strcmp(key, "scope") == 0) {
+            int ignored = 0;
+            take_str(c, v, e->scope, sizeof e->scope, &ignored);
+            return kj_skip(c->lx, v);
+        }
+        break;
     default: break;
     }
     return kj_skip(c->lx, v);
@@ -1440,6 +1669,8 @@ static void event_reset(kin *e)
     e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
     e->has_alloc = e->has_reserved = e->has_dtype = e->has_did = 0;
     e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
+    e->aid[0] = e->scope[0] = '\0';
+    e->aid_kind = 0;
     e->name_len = 0;
 }
 
@@ -1765,6 +1996,10 @@ static int finish_events(conv *c)
             c->s->unpaired += c->threads[i].n_begins;
             problem(c, "%s", "begin (\"B\") events never ended: dropped");
         }
+    if (c->async_open) {
+        c->s->unpaired += c->async_open;
+        problem(c, "%s", "async begin (\"b\", \"S\") events never ended: dropped");
+    }
     while (c->n_heap)
         if (!heap_take_one(c, 0))
             return 0;
@@ -1931,6 +2166,8 @@ static void conv_free(conv *c)
     free(c->meta);
     free(c->heap);
     free(c->named);
+    free(c->async);
+    free(c->aslots);
     for (int k = 0; k < 2; k++)
         if (c->spill[k])
             fclose(c->spill[k]);

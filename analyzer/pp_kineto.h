@@ -27,7 +27,7 @@ enum {
     PP_KINETO_MAX_THREADS = 1024,     /* threads (tids) per file */
     PP_KINETO_MAX_DEPTH = 1024,       /* nested ranges per thread */
     PP_KINETO_MAX_OPEN_ASYNC = 65536, /* overlapping (START/END) ranges open per thread */
-    PP_KINETO_MAX_BEGINS = 65536,     /* "B" events waiting for their "E", over all threads */
+    PP_KINETO_MAX_BEGINS = 65536,     /* "B" (and async "b", "S") events waiting for their end */
     PP_KINETO_MAX_NAMES = 1 << 20,    /* distinct names and categories per file */
     PP_KINETO_MAX_DOMAINS = 256       /* distinct categories (one domain each) */
 };
@@ -53,7 +53,7 @@ typedef struct pp_kineto_stats {
     uint64_t dropped_late;   /* events out of order in more than PP_KINETO_MAX_RUNS runs */
     uint32_t runs;           /* sorted runs merged (0: the window never filled) */
     uint64_t dropped_caps;   /* lost to a cap: threads, nesting, open async ranges, begins */
-    uint64_t unpaired;       /* "B" events never ended and "E" events with no "B" open */
+    uint64_t unpaired;       /* begins never ended, ends with nothing open ("B"/"E", async) */
     uint64_t names_capped;   /* names beyond PP_KINETO_MAX_NAMES, written as one shared name */
     uint64_t strings_truncated; /* strings cut at 4096 bytes */
     int truncated;           /* the JSON ended early or broke off: a partial conversion */
@@ -65,7 +65,7 @@ typedef struct pp_kineto_stats {
     int32_t pipe_rank, pipe_size, pipe_first;
     char host[64];
     char problem[256];       /* the first problem in words, "" when none */
-    uint64_t foreign;        /* complete, instant, begin and end events of categories neither
+    uint64_t foreign;        /* complete, instant, begin/end and async events of categories neither
                                 torch's nor Paddle's profiler writes */
     int any_category;        /* 1: no event of theirs, so read as another tool's Chrome trace
                                 (docs/kineto.md "Chrome traces of other tools") */

@@ -2611,6 +2611,138 @@ Test(kineto, another_tools_trace_of_thousands_of_processes_stays_bounded)
     pp_trace_free(t);
 }
 
+/* The record of `type` whose message is `name` in t; NULL when none. */
+static const pp_trace_event *record_named(const pp_trace *t, uint16_t type, const char *name)
+{
+    for (size_t i = 0; i < t->n_events; i++)
+        if (t->events[i].type == type && strcmp(t->events[i].message, name) == 0)
+            return &t->events[i];
+    return NULL;
+}
+
+/* Chrome's async events in another tool's trace: a nestable tree ("b", "e", "n") and legacy
+ * operations ("S", "T", "F"), each begin paired with the end of its id (its category's, its
+ * process's unless "id2" makes it global, its name's too for the legacy ones), the range on the
+ * begin's thread; an end closes the latest begin of its id. Before, every one was skipped. */
+Test(kineto, another_tools_async_events_are_ranges_on_their_begins_thread)
+{
+#define AS(ph, cat, idf, pid, tid, name, ts)                                                       \
+    "{\"ph\":\"" ph "\",\"cat\":\"" cat "\"," idf ",\"pid\":" #pid ",\"tid\":" #tid                \
+    ",\"name\":\"" name "\",\"ts\":" #ts "},"
+    const char *j =
+        "["
+        /* one tree: read encloses parse, an instant inside; 1 and "1" are one id */
+        AS("b", "io", "\"id\":1", 1, 1, "read", 0) AS("b", "io", "\"id\":\"1\"", 1, 1, "parse", 10)
+        AS("n", "io", "\"id\":1", 1, 1, "chunk", 15) AS("e", "io", "\"id\":1", 1, 1, "parse", 20)
+        AS("e", "io", "\"id\":1", 1, 1, "read", 50)
+        /* two trees on one thread, the second outliving the first: overlapping */
+        AS("b", "net", "\"id\":\"0x2\"", 1, 1, "send", 100)
+        AS("b", "net", "\"id\":\"0x3\"", 1, 1, "recv", 110)
+        AS("e", "net", "\"id\":\"0x2\"", 1, 1, "", 150)
+        AS("e", "net", "\"id\":\"0x3\"", 1, 1, "", 200)
+        /* a global id ended by another process; a local one of the same text is another id */
+        AS("b", "net", "\"id2\":{\"global\":\"0x4\"}", 1, 1, "allreduce", 300)
+        AS("b", "net", "\"id2\":{\"local\":\"0x4\"}", 2, 5, "local", 300)
+        AS("e", "net", "\"id2\":{\"local\":\"0x4\"}", 2, 5, "", 320)
+        AS("e", "net", "\"id2\":{\"global\":\"0x4\"}", 2, 5, "", 380)
+        /* a plain id is its process's: these two do not pair */
+        AS("b", "net", "\"id\":7", 1, 1, "orphan", 400) AS("e", "net", "\"id\":7", 2, 5, "", 410)
+        /* legacy: matched by name as well, a step skipped */
+        AS("S", "job", "\"id\":9", 1, 2, "load", 500) AS("S", "job", "\"id\":9", 1, 2, "save", 510)
+        AS("T", "job", "\"id\":9", 1, 2, "load", 520) AS("F", "job", "\"id\":9", 1, 2, "load", 530)
+        AS("F", "job", "\"id\":9", 1, 2, "save", 540)
+        /* no id; an end before its begin */
+        AS("b", "net", "\"args\":{}", 1, 1, "noid", 600)
+        AS("b", "net", "\"id\":8", 1, 1, "backwards", 700)
+        "{\"ph\":\"e\",\"cat\":\"net\",\"id\":8,\"pid\":1,\"tid\":1,\"ts\":690}]";
+#undef AS
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.any_category, 1);
+    cr_expect_eq(s.ranges, 8, "read parse send recv allreduce local load save");
+    cr_expect_eq(s.async_ranges, 2, "recv outlives send, save outlives load");
+    cr_expect_eq(s.marks, 1);
+    cr_expect_eq(s.unpaired, 2, "orphan's begin and its end in another process");
+    cr_expect_eq(s.malformed, 2, "no id; an end before its begin");
+    cr_expect_eq(s.dropped_caps, 0);
+    static const struct { uint16_t type; const char *name; uint64_t ts; } want[] = {
+        {PP_REC_PUSH, "read", 0},          {PP_REC_PUSH, "parse", 10000},
+        {PP_REC_MARK, "chunk", 15000},     {PP_REC_PUSH, "send", 100000},
+        {PP_REC_START, "recv", 110000},    {PP_REC_PUSH, "allreduce", 300000},
+        {PP_REC_PUSH, "local", 300000},    {PP_REC_PUSH, "load", 500000},
+        {PP_REC_START, "save", 510000}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const pp_trace_event *e = record_named(t, want[i].type, want[i].name);
+        cr_assert_not_null(e, "no record %u of %s", want[i].type, want[i].name);
+        cr_expect_eq(e->ts, want[i].ts, "%s", want[i].name);
+        cr_expect_str_eq(pp_trace_domain_name(t, e->domain),
+                         i < 3 ? "io" : i < 7 ? "net" : "job", "%s", want[i].name);
+    }
+    /* each range ends where its end says: the POP after read's PUSH at 50 us, recv's END at 200 */
+    const pp_trace_event *rd = record_named(t, PP_REC_PUSH, "read");
+    uint64_t read_end = 0, recv_end = 0;
+    for (const pp_trace_event *e = t->events; e < t->events + t->n_events; e++) {
+        if (e->type == PP_REC_POP && e->tid == rd->tid && e->ts <= 60000)
+            read_end = e->ts > read_end ? e->ts : read_end;
+        if (e->type == PP_REC_END && e->range_id == record_named(t, PP_REC_START, "recv")->range_id)
+            recv_end = e->ts;
+    }
+    cr_expect_eq(read_end, 50000);
+    cr_expect_eq(recv_end, 200000);
+    pp_trace_free(t);
+    /* the report: the global id's range on the thread of its begin */
+    const char *path = tk_path("async.trace.json");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(j, f);
+    fclose(f);
+    cJSON *r = report_json(path);
+    const char *thread = NULL;
+    cr_expect_eq(range_count(r, "allreduce", &thread), 1);
+    cr_expect_str_eq(thread, "pid 1 tid 1");
+    cr_expect_eq(range_count(r, "local", &thread), 1);
+    cr_expect_str_eq(thread, "pid 2 tid 5");
+    cJSON_Delete(r);
+}
+
+/* A hostile trace of async begins: at most PP_KINETO_MAX_BEGINS wait for their ends (the rest
+ * dropped and counted), ends of ids never begun are counted, the pool of waiting begins is
+ * reused (a million ranges one after another hold one entry), and the conversion ends
+ * normally. */
+Test(kineto, async_events_of_a_hostile_trace_stay_bounded)
+{
+    size_t over = PP_KINETO_MAX_BEGINS + 1000, seq = 200000, cap = (over * 2 + seq * 2) * 80 + 64;
+    size_t len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "[");
+    for (size_t i = 0; i < over; i++) /* begins, their ends later and in the same order */
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"ph\":\"b\",\"id\":%zu,\"pid\":1,\"tid\":1,\"name\":\"a\","
+                                "\"ts\":%zu},", i, i);
+    for (size_t i = 0; i < over; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"ph\":\"e\",\"id\":%zu,\"pid\":1,\"tid\":1,\"ts\":%zu},", i,
+                                over + i);
+    for (size_t i = 0; i < seq; i++) /* one after another on another thread, ids reused */
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"ph\":\"b\",\"id\":%zu,\"pid\":1,\"tid\":2,\"name\":\"s\","
+                                "\"ts\":%zu},{\"ph\":\"e\",\"id\":%zu,\"pid\":1,\"tid\":2,"
+                                "\"ts\":%zu},", i % 3, 3 * over + 2 * i, i % 3, 3 * over + 2 * i + 1);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "{\"ph\":\"e\",\"id\":\"never\",\"pid\":1,\"tid\":1,\"ts\":1}]");
+    cr_assert_lt(len, cap);
+    pp_kineto_stats s;
+    cr_assert_eq(convert_text(text, NULL, &s, NULL), PP_OK, "%s", pp_error_message());
+    free(text);
+    cr_expect_eq(s.any_category, 1);
+    cr_expect_eq(s.dropped_caps, over - PP_KINETO_MAX_BEGINS, "begins beyond the cap");
+    cr_expect_eq(s.unpaired, over - PP_KINETO_MAX_BEGINS + 1, "their ends, and one never begun");
+    cr_expect_eq(s.ranges, PP_KINETO_MAX_BEGINS + seq);
+    cr_expect(strstr(s.problem, "waiting for their end") != NULL, "%s", s.problem);
+}
+
 /* The complete events named `name` in the Chrome trace at path (gzip or not), read with cJSON:
  * the truth the report's counts are held to. */
 static int chrome_count(const char *path, const char *name)
