@@ -113,8 +113,9 @@ typedef struct kin {
     double mem_alloc, mem_reserved, mem_dtype, mem_did;
     int has_alloc, has_reserved, has_dtype, has_did;
     char cat[SMALL], tid_str[SMALL], arg_name[SMALL];
-    /* async events' "id" (a number as text), or "id2"'s "local" or "global", and "scope" */
-    char aid[SMALL], scope[SMALL];
+    /* async events' "id" (a number as text), or "id2"'s "local" or "global", and "scope" (cut
+     * to 63 bytes: the key hashes them, and Chrome's ids are numbers or hexadecimal text) */
+    char aid[64], scope[64];
     char aid_kind; /* 0 none, 'i' "id", 'l' "id2" local, 'g' "id2" global */
     char name[KJ_STR_CAP + 1];
     size_t name_len;
