@@ -149,7 +149,8 @@ static pp_status convert_one(pp_inputs *in, const char *src, int32_t rank, const
         pp_append_line(in->notes, sizeof in->notes,
                        "%s: no event of a category torch's or Paddle's profiler writes: read as "
                        "another tool's Chrome trace, every complete, instant, begin/end and async "
-                       "event a range or mark of its process's thread (docs/kineto.md)",
+                       "event a range or mark of its process's thread, every counter a series "
+                       "(docs/kineto.md)",
                        src);
     if (s.problem[0])
         pp_append_line(in->notes, sizeof in->notes, "%s: %s", src, s.problem);

@@ -98,7 +98,8 @@ typedef struct kev {
     uint32_t thread, name, domain;
     uint32_t mark;
     uint64_t tol; /* ns its end may stick out of its parent's by rounding alone */
-    uint64_t counter; /* != 0: a memory sample of this counter id (on_memory), value below */
+    uint64_t counter; /* != 0: a sample of this counter id (on_memory: mark 1, the value an
+                         int64; on_counter: mark 2, a double's bits) */
     int64_t value;
 } kev;
 
@@ -117,6 +118,13 @@ typedef struct kin {
      * to 63 bytes: the key hashes them, and Chrome's ids are numbers or hexadecimal text) */
     char aid[64], scope[64];
     char aid_kind; /* 0 none, 'i' "id", 'l' "id2" local, 'g' "id2" global */
+    /* a counter ("C") event's series: the numbers among its args (those of an event whose
+     * "ph" is "C" or not read yet), the first CARGS of them */
+    struct carg {
+        char key[64];
+        double v;
+    } cargs[8];
+    int n_cargs, cargs_more;
     char name[KJ_STR_CAP + 1];
     size_t name_len;
 } kin;
@@ -202,6 +210,13 @@ typedef struct conv {
         uint32_t top; /* pool index + 1, 0: an empty slot */
     } *aslots;
     uint64_t async_seed;
+    /* another tool's counters ("C" events): each (process, category, name, id, series) a
+     * counter, its id from FOREIGN_COUNTER_BASE; the table from its key to its id */
+    struct cslot {
+        uint64_t key;
+        uint32_t id; /* 0: an empty slot */
+    } cslots[2 * PP_KINETO_MAX_COUNTERS];
+    uint32_t n_counters;
 } conv;
 
 static void problem(conv *c, const char *fmt, const char *arg)
@@ -444,13 +459,24 @@ static kthread *thread_get(conv *c, uint32_t tid, uint32_t *index)
 
 /* The trace tid of an event's "tid": a number as it is, a name ("PyTorch Profiler") a stable
  * id of its own above 2^31; UINT32_MAX for one out of range. */
+static uint32_t tid_of_scoped(conv *c, const kin *e, int process);
+
 static uint32_t tid_of(conv *c, const kin *e)
+{
+    return tid_of_scoped(c, e, 0);
+}
+
+/* tid_of, or with process set (another tool's counters, which belong to their process) the
+ * track of the event's process, whatever its tid. */
+static uint32_t tid_of_scoped(conv *c, const kin *e, int process)
 {
     if (c->any_cat) {
         /* a Chrome trace of several processes (TensorFlow's host and devices, one per JAX
          * device) numbers their threads each from 1: a thread is its process's and its tid's */
         char key[2 * SMALL + 16], tid[SMALL];
-        if (e->tid_num) {
+        if (process) {
+            tid[0] = '\0';
+        } else if (e->tid_num) {
             if (!(e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)))
                 return UINT32_MAX;
             snprintf(tid, sizeof tid, "%u", (unsigned)e->tid);
@@ -564,9 +590,12 @@ static int process(conv *c, const kev *e)
                                   .ts = e->t0},
                             .counter_id = e->counter,
                             .domain = e->domain,
-                            .kind = PP_COUNTER_INT64,
+                            .kind = e->mark == 2 ? PP_COUNTER_FLOAT64 : PP_COUNTER_INT64,
                             .value = (uint64_t)e->value};
-        c->s->memory_samples++;
+        if (e->mark == 2)
+            c->s->counter_samples++;
+        else
+            c->s->memory_samples++;
         return thread_emit(c, t, &m, sizeof m);
     }
     pp_rec_range r = {.h = {.type = PP_REC_PUSH, .size = sizeof r, .tid = t->tid, .ts = e->t0},
@@ -1357,6 +1386,114 @@ static int on_memory(conv *c, const kin *e)
     return 1;
 }
 
+/* ---- another tool's counters ("C" events) ---- */
+
+enum { FOREIGN_COUNTER_BASE = 1 << 20 }; /* above the memory counters' ids (mem_counter) */
+
+/* The id of the counter of series `key` of counter event e, its COUNTER_DEF written the first
+ * time: "<name>.<key> (pid <P>)" ("<name>[<id>]" with an id, as Chrome's viewer names them; the
+ * process, since the analysis shows a file's series together and such a file holds several),
+ * in the category's domain, no unit; 0 beyond PP_KINETO_MAX_COUNTERS (counted), UINT32_MAX
+ * when out of memory. */
+static uint32_t foreign_counter(conv *c, const kin *e, const char *key, uint32_t domain)
+{
+    char pid[32] = "-";
+    if (e->pid_num)
+        snprintf(pid, sizeof pid, "%.17g", e->pid);
+    uint64_t h = 14695981039346656037ull;
+    h = fnv64(h, pid, strlen(pid) + 1);
+    h = fnv64(h, e->cat, strlen(e->cat) + 1);
+    h = fnv64(h, e->name, e->name_len + 1);
+    h = fnv64(h, e->aid, strlen(e->aid) + 1);
+    h = fnv64(h, key, strlen(key) + 1);
+    size_t n = sizeof c->cslots / sizeof c->cslots[0];
+    size_t i = (size_t)(h ^ (h >> 29)) & (n - 1);
+    for (; c->cslots[i].id; i = (i + 1) & (n - 1))
+        if (c->cslots[i].key == h)
+            return c->cslots[i].id;
+    if (c->n_counters == PP_KINETO_MAX_COUNTERS) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "more than 1024 counters (\"C\" events' series): the later ones' "
+                         "samples dropped");
+        return 0;
+    }
+    char label[KJ_STR_CAP + 200], idp[80] = "", pidp[48] = "";
+    if (e->aid[0])
+        snprintf(idp, sizeof idp, "[%s]", e->aid);
+    if (e->pid_num)
+        snprintf(pidp, sizeof pidp, " (pid %s)", pid);
+    int len = snprintf(label, sizeof label, "%s%s.%s%s", e->name, idp, key, pidp);
+    uint32_t name = name_id(c, label, (size_t)len < sizeof label ? (size_t)len : sizeof label - 1);
+    if (!name || !meta_room(c, sizeof(pp_rec_counter_def)))
+        return UINT32_MAX;
+    uint32_t id = FOREIGN_COUNTER_BASE + c->n_counters++;
+    pp_rec_counter_def r = {.h = {.type = PP_REC_COUNTER_DEF, .size = sizeof r},
+                            .counter_id = id, .domain = domain, .name = name};
+    memcpy(c->meta + c->meta_len, &r, sizeof r);
+    c->meta_len += sizeof r;
+    c->meta_n++;
+    c->cslots[i] = (struct cslot){.key = h, .id = id};
+    return id;
+}
+
+/* A counter ("C") event of another tool's trace: each number among its args a sample of its
+ * counter, on the track of its process (Chrome's counters are the process's). */
+static int on_counter(conv *c, const kin *e)
+{
+    if (!e->n_cargs) {
+        c->s->skipped_other++;
+        return 1;
+    }
+    uint64_t t0, t1;
+    if (!times_of(c, e, &t0, &t1, 0, NULL))
+        return 1;
+    uint32_t tid = tid_of_scoped(c, e, 1), index;
+    if (tid == UINT32_MAX) {
+        c->s->malformed++;
+        problem(c, "%s", "events without a usable tid: skipped");
+        return 1;
+    }
+    size_t had = c->n_threads;
+    if (!thread_get(c, tid, &index)) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
+        return 1;
+    }
+    if (c->n_threads > had && !thread_name(c, tid, tid & 0x7fffffffu))
+        return 0;
+    if (!c->have_pid && e->pid_num && e->pid >= 0 && e->pid <= UINT32_MAX) {
+        c->pid = (uint32_t)e->pid;
+        c->have_pid = 1;
+    }
+    uint32_t domain = domain_of(c, e->cat);
+    if (!domain)
+        return 0;
+    if (e->cargs_more) {
+        c->s->dropped_caps++;
+        problem(c, "%s", "counter (\"C\") events of more than 8 series: the others dropped");
+    }
+    for (int k = 0; k < e->n_cargs; k++) {
+        double v = e->cargs[k].v;
+        if (!isfinite(v)) {
+            c->s->malformed++;
+            problem(c, "%s", "counter (\"C\") values that are not finite numbers: skipped");
+            continue;
+        }
+        uint32_t id = foreign_counter(c, e, e->cargs[k].key, domain);
+        if (id == UINT32_MAX)
+            return 0;
+        if (!id)
+            continue;
+        int64_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        kev q = {.t0 = t0, .t1 = t0, .thread = index, .domain = domain, .mark = 2, .counter = id,
+                 .value = bits};
+        if (!enqueue(c, q))
+            return 0;
+    }
+    return 1;
+}
+
 /* A thread-name record: thread tid is called name (an id). 0 when out of memory. */
 static int thread_name(conv *c, uint32_t tid, uint32_t name)
 {
@@ -1447,6 +1584,12 @@ static int dispatch(conv *c, const kin *e)
             return on_cpu(c, e, 1);
         return e->ph == 'b' || e->ph == 'S' ? on_async_begin(c, e, e->ph == 'S')
                                             : on_async_end(c, e, e->ph == 'F');
+    case 'C':
+        if (!c->any_cat) {
+            c->s->foreign++;
+            break;
+        }
+        return on_counter(c, e);
     case 'M': return on_meta_event(c, e);
     default: break;
     }
@@ -1515,6 +1658,14 @@ static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
 {
     kin *e = ctx;
     int ignored = 0; /* a wrong type in args costs only that value */
+    if (v == KJ_NUM && (e->ph == 'C' || !e->ph)) { /* a counter's series */
+        if (e->n_cargs < (int)(sizeof e->cargs / sizeof e->cargs[0])) {
+            snprintf(e->cargs[e->n_cargs].key, sizeof e->cargs[0].key, "%s", key);
+            e->cargs[e->n_cargs++].v = kj_num(c->lx);
+        } else {
+            e->cargs_more++;
+        }
+    }
     /* by first letter: most keys are none of these (torch's "External id", "Ev Idx", ...) */
     switch (key[0]) {
     case 'c':
@@ -1672,6 +1823,7 @@ static void event_reset(kin *e)
     e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
     e->aid[0] = e->scope[0] = '\0';
     e->aid_kind = 0;
+    e->n_cargs = e->cargs_more = 0;
     e->name_len = 0;
 }
 

@@ -29,7 +29,8 @@ enum {
     PP_KINETO_MAX_OPEN_ASYNC = 65536, /* overlapping (START/END) ranges open per thread */
     PP_KINETO_MAX_BEGINS = 65536,     /* "B" (and async "b", "S") events waiting for their end */
     PP_KINETO_MAX_NAMES = 1 << 20,    /* distinct names and categories per file */
-    PP_KINETO_MAX_DOMAINS = 256       /* distinct categories (one domain each) */
+    PP_KINETO_MAX_DOMAINS = 256,      /* distinct categories (one domain each) */
+    PP_KINETO_MAX_COUNTERS = 1024     /* another tool's counters ("C" events' series) */
 };
 
 typedef struct pp_kineto_options {
@@ -48,6 +49,7 @@ typedef struct pp_kineto_stats {
     uint64_t thread_names;
     uint64_t memory_samples; /* allocator totals of "[memory]" events written as counter samples */
     uint64_t skipped_memory; /* "[memory]" events without "Total Allocated" (not read) */
+    uint64_t counter_samples; /* another tool's counter ("C") values written as samples */
     uint64_t skipped_other;  /* metadata, flows, counters, categories not read */
     uint64_t malformed;      /* events missing ts/dur/ph, wrong types, NaN, negative or huge */
     uint64_t dropped_late;   /* events out of order in more than PP_KINETO_MAX_RUNS runs */
@@ -65,8 +67,8 @@ typedef struct pp_kineto_stats {
     int32_t pipe_rank, pipe_size, pipe_first;
     char host[64];
     char problem[256];       /* the first problem in words, "" when none */
-    uint64_t foreign;        /* complete, instant, begin/end and async events of categories neither
-                                torch's nor Paddle's profiler writes */
+    uint64_t foreign;        /* complete, instant, begin/end, async and counter events of
+                                categories neither torch's nor Paddle's profiler writes */
     int any_category;        /* 1: no event of theirs, so read as another tool's Chrome trace
                                 (docs/kineto.md "Chrome traces of other tools") */
 } pp_kineto_stats;

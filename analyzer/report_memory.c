@@ -64,7 +64,7 @@ void an_report_memory_text(const pp_analysis *a, FILE *out)
                 snprintf(name, sizeof name, "%s: %s", s->domain, s->name);
             else
                 snprintf(name, sizeof name, "%s", s->name);
-            fprintf(out, "%-22s %-7s %-32.32s %-8.8s %9llu %14.6g %14.6g %14.6g\n", proc,
+            fprintf(out, "%-22s %-7s %-32s %-8.8s %9llu %14.6g %14.6g %14.6g\n", proc,
                     kind_name(s->kind), name, s->unit, (unsigned long long)s->samples, s->min,
                     s->max, s->last);
         }

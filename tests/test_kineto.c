@@ -2706,6 +2706,109 @@ Test(kineto, another_tools_async_events_are_ranges_on_their_begins_thread)
     cJSON_Delete(r);
 }
 
+/* The series of the report's memory section named `name`; NULL when none. */
+static const cJSON *series_named(const cJSON *j, const char *name)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "memory"), "series"))
+    {
+        const cJSON *n = cJSON_GetObjectItem(r, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* Chrome's counter events in another tool's trace: each number among a "C" event's args a
+ * sample of the counter "<name>.<key> (pid P)" of its category's domain, on its process's track
+ * (whatever its tid; the "ph" read before or after the args), shown as a series; a value that is
+ * not a finite number is malformed, series beyond 8 an event are dropped and counted, an event
+ * without a number is not read. Before, every one was skipped. */
+Test(kineto, another_tools_counters_are_series_of_their_process)
+{
+    const char *j =
+        "[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"step\",\"ts\":0,\"dur\":100},"
+        "{\"ph\":\"C\",\"pid\":1,\"tid\":7,\"name\":\"mem\",\"ts\":0,"
+        "\"args\":{\"allocated\":100,\"reserved\":200}},"
+        "{\"ph\":\"C\",\"pid\":1,\"name\":\"mem\",\"ts\":50,\"args\":{\"allocated\":300,"
+        "\"reserved\":400}},"
+        "{\"ph\":\"C\",\"pid\":1,\"name\":\"mem\",\"ts\":80,\"args\":{\"allocated\":150.5,"
+        "\"reserved\":400}},"
+        "{\"ph\":\"C\",\"pid\":2,\"name\":\"mem\",\"ts\":10,\"args\":{\"allocated\":7}},"
+        "{\"ph\":\"C\",\"cat\":\"io\",\"pid\":1,\"name\":\"queue\",\"id\":3,\"ts\":20,"
+        "\"args\":{\"depth\":4}},"
+        "{\"args\":{\"value\":9},\"name\":\"late\",\"pid\":1,\"ts\":30,\"ph\":\"C\"},"
+        "{\"ph\":\"C\",\"pid\":1,\"name\":\"bad\",\"ts\":40,\"args\":{\"v\":NaN}},"
+        "{\"ph\":\"C\",\"pid\":1,\"name\":\"wide\",\"ts\":40,\"args\":{\"a\":1,\"b\":2,\"c\":3,"
+        "\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9}},"
+        "{\"ph\":\"C\",\"pid\":1,\"name\":\"words\",\"ts\":40,\"args\":{\"s\":\"text\"}}]";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.any_category, 1);
+    cr_expect_eq(s.counter_samples, 6 + 1 + 1 + 1 + 8);
+    cr_expect_eq(s.malformed, 1, "NaN");
+    cr_expect_eq(s.dropped_caps, 1, "the ninth series of one event");
+    cr_expect_eq(t->n_counter_defs, 2 + 1 + 1 + 1 + 8, "pid 2's mem.allocated is its own");
+    cr_expect_eq(t->n_counters, s.counter_samples);
+    for (size_t i = 0; i < t->n_counters; i++)
+        cr_expect_eq(t->counters[i].kind, PP_COUNTER_FLOAT64);
+    pp_trace_free(t);
+
+    const char *path = tk_path("counters.trace.json");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(j, f);
+    fclose(f);
+    cJSON *r = report_json(path);
+    static const struct { const char *name, *domain; int samples; double min, max, last; } want[] = {
+        {"mem.allocated (pid 1)", "(no category)", 3, 100, 300, 150.5},
+        {"mem.reserved (pid 1)", "(no category)", 3, 200, 400, 400},
+        {"mem.allocated (pid 2)", "(no category)", 1, 7, 7, 7},
+        {"queue[3].depth (pid 1)", "io", 1, 4, 4, 4},
+        {"late.value (pid 1)", "(no category)", 1, 9, 9, 9},
+        {"wide.h (pid 1)", "(no category)", 1, 8, 8, 8}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const cJSON *x = series_named(r, want[i].name);
+        cr_assert_not_null(x, "no series %s", want[i].name);
+        cr_expect_str_eq(cJSON_GetObjectItem(x, "domain")->valuestring, want[i].domain);
+        cr_expect_eq(cJSON_GetObjectItem(x, "samples")->valueint, want[i].samples, "%s",
+                     want[i].name);
+        cr_expect_eq(cJSON_GetObjectItem(x, "min")->valuedouble, want[i].min, "%s", want[i].name);
+        cr_expect_eq(cJSON_GetObjectItem(x, "max")->valuedouble, want[i].max, "%s", want[i].name);
+        cr_expect_eq(cJSON_GetObjectItem(x, "last")->valuedouble, want[i].last, "%s",
+                     want[i].name);
+    }
+    cr_expect_null(series_named(r, "wide.i (pid 1)"), "past 8 series");
+    cr_expect_null(series_named(r, "words.s (pid 1)"));
+    cJSON_Delete(r);
+}
+
+/* Another tool's trace of 3000 counters: 1024 are kept (the analysis' own cap per trace), the
+ * later ones' samples dropped and counted. */
+Test(kineto, another_tools_counters_beyond_the_cap_are_dropped)
+{
+    size_t n = 3000, cap = n * 80 + 64, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "[");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "%s{\"ph\":\"C\",\"pid\":1,\"name\":\"c%zu\",\"ts\":%zu,"
+                                "\"args\":{\"v\":1}}", i ? "," : "", i, i);
+    len += (size_t)snprintf(text + len, cap - len, "]");
+    cr_assert_lt(len, cap);
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(text, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    free(text);
+    cr_expect_eq(s.counter_samples, PP_KINETO_MAX_COUNTERS);
+    cr_expect_eq(s.dropped_caps, n - PP_KINETO_MAX_COUNTERS);
+    cr_expect(strstr(s.problem, "more than 1024 counters") != NULL, "%s", s.problem);
+    cr_expect_eq(t->n_counter_defs, PP_KINETO_MAX_COUNTERS);
+    pp_trace_free(t);
+}
+
 /* A hostile trace of async begins: at most PP_KINETO_MAX_BEGINS wait for their ends (the rest
  * dropped and counted), ends of ids never begun are counted, the pool of waiting begins is
  * reused (a million ranges one after another hold one entry), and the conversion ends
