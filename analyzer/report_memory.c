@@ -5,6 +5,7 @@
 #include "report_internal.h"
 #include "report_memory.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,16 @@
 static const char *const k_kind[] = {"counter", "heap", "rss"};
 
 static const char *kind_name(int k) { return k >= 0 && k <= PP_AMEM_RSS ? k_kind[k] : "?"; }
+
+/* A series' value in a 14-wide column: an integer (bytes, counts) in full, anything else to 6
+ * significant digits (8388608 bytes, not 8.38861e+06). */
+static void value_cell(char *buf, size_t cap, double v)
+{
+    if (v == floor(v) && fabs(v) < 1e14)
+        snprintf(buf, cap, "%14.0f", v);
+    else
+        snprintf(buf, cap, "%14.6g", v);
+}
 
 static void process_label(const pp_analysis *a, int32_t file, char *buf, size_t cap)
 {
@@ -64,9 +75,12 @@ void an_report_memory_text(const pp_analysis *a, FILE *out)
                 snprintf(name, sizeof name, "%s: %s", s->domain, s->name);
             else
                 snprintf(name, sizeof name, "%s", s->name);
-            fprintf(out, "%-22s %-7s %-32s %-8.8s %9llu %14.6g %14.6g %14.6g\n", proc,
-                    kind_name(s->kind), name, s->unit, (unsigned long long)s->samples, s->min,
-                    s->max, s->last);
+            char lo[32], hi[32], last[32];
+            value_cell(lo, sizeof lo, s->min);
+            value_cell(hi, sizeof hi, s->max);
+            value_cell(last, sizeof last, s->last);
+            fprintf(out, "%-22s %-7s %-32s %-8.8s %9llu %s %s %s\n", proc, kind_name(s->kind),
+                    name, s->unit, (unsigned long long)s->samples, lo, hi, last);
         }
     }
     if (a->mem_ignored)
