@@ -1549,6 +1549,12 @@ static int dispatch(conv *c, const kin *e)
             return on_cpu(c, e, 0);
         c->s->foreign++;
         break;
+    case 'R': /* a mark (performance.mark in Chrome's traces); neither torch nor Paddle */
+        if (!c->any_cat) {
+            c->s->foreign++;
+            break;
+        }
+        return on_cpu(c, e, 1);
     case 'i':
     case 'I':
         if (strcmp(e->name, "[memory]") == 0)

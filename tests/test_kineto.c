@@ -2651,6 +2651,9 @@ Test(kineto, another_tools_async_events_are_ranges_on_their_begins_thread)
         AS("S", "job", "\"id\":9", 1, 2, "load", 500) AS("S", "job", "\"id\":9", 1, 2, "save", 510)
         AS("T", "job", "\"id\":9", 1, 2, "load", 520) AS("F", "job", "\"id\":9", 1, 2, "load", 530)
         AS("F", "job", "\"id\":9", 1, 2, "save", 540)
+        /* a mark of Chrome's performance.mark */
+        "{\"ph\":\"R\",\"cat\":\"blink.user_timing\",\"pid\":1,\"tid\":1,\"name\":\"ready\","
+        "\"ts\":560},"
         /* no id; an end before its begin */
         AS("b", "net", "\"args\":{}", 1, 1, "noid", 600)
         AS("b", "net", "\"id\":8", 1, 1, "backwards", 700)
@@ -2662,7 +2665,7 @@ Test(kineto, another_tools_async_events_are_ranges_on_their_begins_thread)
     cr_expect_eq(s.any_category, 1);
     cr_expect_eq(s.ranges, 8, "read parse send recv allreduce local load save");
     cr_expect_eq(s.async_ranges, 2, "recv outlives send, save outlives load");
-    cr_expect_eq(s.marks, 1);
+    cr_expect_eq(s.marks, 2, "chunk, ready");
     cr_expect_eq(s.unpaired, 2, "orphan's begin and its end in another process");
     cr_expect_eq(s.malformed, 2, "no id; an end before its begin");
     cr_expect_eq(s.dropped_caps, 0);
