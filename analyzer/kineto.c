@@ -118,15 +118,15 @@ typedef struct kin {
      * to 63 bytes: the key hashes them, and Chrome's ids are numbers or hexadecimal text) */
     char aid[64], scope[64];
     char aid_kind; /* 0 none, 'i' "id", 'l' "id2" local, 'g' "id2" global */
+    int n_cargs, cargs_more;
+    char name[KJ_STR_CAP + 1];
+    size_t name_len;
     /* a counter ("C") event's series: the numbers among its args (those of an event whose
-     * "ph" is "C" or not read yet), the first CARGS of them */
+     * "ph" is "C" or not read yet), the first 8 of them */
     struct carg {
         char key[64];
         double v;
     } cargs[8];
-    int n_cargs, cargs_more;
-    char name[KJ_STR_CAP + 1];
-    size_t name_len;
 } kin;
 
 typedef struct conv {
@@ -1226,7 +1226,7 @@ static int async_no_id(conv *c)
 }
 
 /* A "b" (or legacy "S") event: kept, on its thread, until the end of its id closes it. */
-static int on_async_begin(conv *c, const kin *e, int legacy)
+static __attribute__((noinline, cold)) int on_async_begin(conv *c, const kin *e, int legacy)
 {
     if (!e->aid_kind)
         return async_no_id(c);
@@ -1276,7 +1276,7 @@ static int on_async_begin(conv *c, const kin *e, int legacy)
 /* An "e" (or legacy "F") event: ends the latest begin open with its id (whatever either
  * names, as Chrome nests a tree's events; a legacy one's name is in its key), which goes in as
  * a range on the begin's thread from the begin to the end. */
-static int on_async_end(conv *c, const kin *e, int legacy)
+static __attribute__((noinline, cold)) int on_async_end(conv *c, const kin *e, int legacy)
 {
     if (!e->aid_kind)
         return async_no_id(c);
@@ -1438,7 +1438,7 @@ static uint32_t foreign_counter(conv *c, const kin *e, const char *key, uint32_t
 
 /* A counter ("C") event of another tool's trace: each number among its args a sample of its
  * counter, on the track of its process (Chrome's counters are the process's). */
-static int on_counter(conv *c, const kin *e)
+static __attribute__((noinline, cold)) int on_counter(conv *c, const kin *e)
 {
     if (!e->n_cargs) {
         c->s->skipped_other++;
@@ -1734,6 +1734,21 @@ static kj_tok id2_member(conv *c, const char *key, kj_tok v, void *ctx)
     return kj_skip(c->lx, v);
 }
 
+/* An event's members that only async events use ("id", "id2", "scope"; the others of their
+ * first letters skipped): out of line, so that the walk of every event keeps its shape. */
+static __attribute__((noinline)) kj_tok async_member(conv *c, const char *key, kj_tok v, kin *e)
+{
+    if (strcmp(key, "id") == 0) {
+        async_id(c, v, e, 'i');
+    } else if (strcmp(key, "id2") == 0 && v == KJ_OBJ) {
+        return walk_object(c, id2_member, e);
+    } else if (strcmp(key, "scope") == 0) {
+        int ignored = 0;
+        take_str(c, v, e->scope, sizeof e->scope, &ignored);
+    }
+    return kj_skip(c->lx, v);
+}
+
 /* One member of an event object. Inlined where it is used (the events' walk, and the top level
  * for a file of events one after another): out of line, its key comparisons are calls
  * (bench_kineto 5% slower, measured). */
@@ -1801,20 +1816,7 @@ static inline __attribute__((always_inline)) kj_tok event_member(conv *c, const 
             return walk_object(c, args_member, e);
         break;
     case 'i':
-        if (strcmp(key, "id") == 0) {
-            async_id(c, v, e, 'i');
-            return kj_skip(c->lx, v);
-        }
-        if (strcmp(key, "id2") == 0 && v == KJ_OBJ)
-            return walk_object(c, id2_member, e);
-        break;
-    case 's':
-        if (strcmp(key, "scope") == 0) {
-            int ignored = 0;
-            take_str(c, v, e->scope, sizeof e->scope, &ignored);
-            return kj_skip(c->lx, v);
-        }
-        break;
+    case 's': return async_member(c, key, v, e);
     default: break;
     }
     return kj_skip(c->lx, v);

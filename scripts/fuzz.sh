@@ -104,7 +104,7 @@ if [ "$which" = all ] || [ "$which" = kineto ]; then
   "$out/fuzz_kineto_driver" --seeds "$out/seeds-kineto" tests/data/kineto/il tests/data/kineto/gp \
     tests/data/kineto/dpv tests/data/kineto/dp tests/data/kineto/ds tests/data/kineto/sm \
     tests/data/kineto/mg tests/data/kineto/mgs tests/data/kineto/pd tests/data/kineto/pdtl \
-    tests/data/kineto/chrome tests/data/kineto/jax
+    tests/data/kineto/chrome tests/data/kineto/jax tests/data/kineto/viztracer
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.

@@ -2902,3 +2902,73 @@ Test(kineto, a_jax_profile_reads_as_its_annotations)
         cJSON_Delete(j);
     }
 }
+
+/* A real VizTracer trace (tests/data/kineto/viztracer, recorded by tests/py/viztracer_job.py with
+ * viztracer 1.1.1: every Python and C call a complete event of category "fee", the job's own
+ * log_event ranges "FEE", log_instant "instant", a VizCounter's counter events without a
+ * category): every complete event is a range of its category and name, as many as the file
+ * holds (read with cJSON), the job's stage ranges on the threads it named, the instants marks,
+ * the counter's two keys two series with every sample. */
+Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
+{
+    const char *path = DATA "/viztracer/vz.json.gz";
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *file = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(file, "%s is not JSON", path);
+    const cJSON *events = cJSON_GetObjectItem(file, "traceEvents");
+    cJSON *j = report_json(path);
+    int ranges = 0, in_file = 0, depth = 0, steps = 0, pid = -1;
+    const cJSON *e, *r;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        in_file += ph && strcmp(ph, "X") == 0;
+        if (ph && strcmp(ph, "C") == 0) {
+            const cJSON *a = cJSON_GetObjectItem(e, "args");
+            depth += cJSON_GetObjectItem(a, "depth") != NULL;
+            steps += cJSON_GetObjectItem(a, "steps") != NULL;
+            pid = cJSON_GetObjectItem(e, "pid")->valueint;
+        }
+    }
+    cr_assert_gt(in_file, 3000);
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *dom = cJSON_GetObjectItem(r, "domain")->valuestring;
+        const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+        int want = 0, got = (int)cJSON_GetObjectItem(r, "count")->valuedouble;
+        cJSON_ArrayForEach(e, events)
+        {
+            const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+            const char *cat = cJSON_GetStringValue(cJSON_GetObjectItem(e, "cat"));
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+            want += ph && strcmp(ph, "X") == 0 && cat && strcmp(cat, dom) == 0 && nm &&
+                    strcmp(nm, name) == 0;
+        }
+        cr_expect_eq(got, want, "%s: %s: %d in the report, %d in the file", dom, name, got, want);
+        ranges += got;
+        if (strncmp(name, "stage0 forward", 14) == 0 || strncmp(name, "stage1 forward", 14) == 0) {
+            const char *thread = cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(r, "threads"), 0), "thread")->valuestring;
+            cr_expect_eq(strncmp(thread, name, 6), 0, "%s on %s", name, thread);
+            cr_expect_eq(got, 3, "%s: once a step", name);
+        }
+    }
+    cr_expect_eq(ranges, in_file, "every complete event a range");
+    const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "marks"), 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(m, "name")->valuestring, "step begin");
+    cr_expect_eq(cJSON_GetObjectItem(m, "count")->valueint, 3);
+    char name[64];
+    snprintf(name, sizeof name, "queue.depth (pid %d)", pid);
+    const cJSON *sd = series_named(j, name);
+    cr_assert_not_null(sd, "no series %s", name);
+    cr_expect_eq(cJSON_GetObjectItem(sd, "samples")->valueint, depth);
+    snprintf(name, sizeof name, "queue.steps (pid %d)", pid);
+    const cJSON *ss = series_named(j, name);
+    cr_assert_not_null(ss, "no series %s", name);
+    cr_expect_eq(cJSON_GetObjectItem(ss, "samples")->valueint, steps);
+    cr_expect_eq(cJSON_GetObjectItem(ss, "last")->valuedouble, 3, "three steps done");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
