@@ -1664,14 +1664,6 @@ static kj_tok args_member(conv *c, const char *key, kj_tok v, void *ctx)
 {
     kin *e = ctx;
     int ignored = 0; /* a wrong type in args costs only that value */
-    if (v == KJ_NUM && (e->ph == 'C' || !e->ph)) { /* a counter's series */
-        if (e->n_cargs < (int)(sizeof e->cargs / sizeof e->cargs[0])) {
-            snprintf(e->cargs[e->n_cargs].key, sizeof e->cargs[0].key, "%s", key);
-            e->cargs[e->n_cargs++].v = kj_num(c->lx);
-        } else {
-            e->cargs_more++;
-        }
-    }
     /* by first letter: most keys are none of these (torch's "External id", "Ev Idx", ...) */
     switch (key[0]) {
     case 'c':
@@ -1732,6 +1724,24 @@ static kj_tok id2_member(conv *c, const char *key, kj_tok v, void *ctx)
     if (strcmp(key, "local") == 0 || strcmp(key, "global") == 0)
         async_id(c, v, ctx, key[0]);
     return kj_skip(c->lx, v);
+}
+
+/* The args of an event whose "ph" is "C" or not read yet: as args_member, and each number kept
+ * as a counter's series (the first 8). Apart from args_member, which every torch event's args
+ * go through: the check there made the conversion of torch's traces 3-5% slower (code
+ * placement, benchmarks/README.md). */
+static kj_tok counter_args_member(conv *c, const char *key, kj_tok v, void *ctx)
+{
+    kin *e = ctx;
+    if (v == KJ_NUM) {
+        if (e->n_cargs < (int)(sizeof e->cargs / sizeof e->cargs[0])) {
+            snprintf(e->cargs[e->n_cargs].key, sizeof e->cargs[0].key, "%s", key);
+            e->cargs[e->n_cargs++].v = kj_num(c->lx);
+        } else {
+            e->cargs_more++;
+        }
+    }
+    return args_member(c, key, v, ctx);
 }
 
 /* An event's members that only async events use ("id", "id2", "scope"; the others of their
@@ -1813,11 +1823,12 @@ static inline __attribute__((always_inline)) kj_tok event_member(conv *c, const 
         break;
     case 'a':
         if (strcmp(key, "args") == 0 && v == KJ_OBJ)
-            return walk_object(c, args_member, e);
+            return walk_object(c, e->ph == 'C' || !e->ph ? counter_args_member : args_member, e);
         break;
-    case 'i':
-    case 's': return async_member(c, key, v, e);
-    default: break;
+    default:
+        if (key[0] == 'i' || key[0] == 's')
+            return async_member(c, key, v, e);
+        break;
     }
     return kj_skip(c->lx, v);
 }
