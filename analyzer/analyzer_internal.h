@@ -261,6 +261,16 @@ typedef struct file_state {
         uint64_t t0;
     } step_opens[8];
     unsigned n_step_opens;
+    /* its latest step ranges closed (any thread), a ring: step, start and end (its own clock);
+     * and the pipeline ranges of threads that open no step range of their own (a driver
+     * thread's step around worker threads, one per stage) waiting for the step range that
+     * encloses them in time to close (at most AN_PENDING_MAX: steps.c, an_pending_*) */
+    struct {
+        int64_t step;
+        uint64_t t0, t1;
+    } steps_closed[64];
+    unsigned n_steps_closed;
+    vec pending; /* pending_op */
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
     int torch_pair_noted; /* its first two ids went into the state's placement (an_placement) */
@@ -441,6 +451,7 @@ typedef struct state {
     uint64_t n_decomp;
     int late_warned;
     int collect;          /* clock pass: keep transfers only, in `collected` */
+    size_t pending_total; /* ranges of stepless threads waiting over all files (steps.c) */
     vec collected;        /* pp_aop of the transfers, rank = file index */
     vec syncs;            /* sync_mark: the clock ping-pong's marks (clock pass) */
     pp_gpu_proj *gpu;     /* GPU pass: the projection the ranges and records go to */
@@ -634,6 +645,12 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
 void an_note_step_open(state *st, const file_state *f, int s, int64_t step);
 /* Finalizes every step that all stages have moved past (all of them at the end). */
 void an_finalize_ready(state *st, int at_end);
+/* A step range of file f, step `step`, closed ([t0, t1) on its own clock): the ranges of
+ * stepless threads waiting for it go into it. */
+void an_pending_step_closed(state *st, file_state *f, int64_t step, uint64_t t0, uint64_t t1);
+/* The end of file f: waiting ranges that a closed step encloses go into it, the others are
+ * dropped. */
+void an_pending_flush(state *st, file_state *f);
 
 /* ---- metrics.c: a step -> its numbers ---- */
 void an_finalize(state *st, bucket *b);

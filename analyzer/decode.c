@@ -1509,8 +1509,11 @@ static inline void close_pipeline(state *st, file_state *f, thread_state *t, con
                                   uint64_t t1, const decoded *d)
 {
     an_on_range(st, f, t, o, t1, d);
-    if (d->kind == PP_NVTX_STEP)
+    if (d->kind == PP_NVTX_STEP) {
         close_step(st, t, d);
+        if (!st->collect && !st->gpu_pass && f->replica == st->o->replica)
+            an_pending_step_closed(st, f, d->step >= 0 ? d->step : t->n_steps, o->t0, t1);
+    }
 }
 
 /* A range a dialect decoded at its opening, closed at t1 (its out-of-bounds case is counted by
@@ -2044,6 +2047,7 @@ void an_file_state_free(file_state *f)
     vec_free(&f->threads);
     vec_free(&f->starts);
     vec_free(&f->early_ends);
+    vec_free(&f->pending);
     free(f->mg_fwd);
     f->mg_fwd = NULL;
     an_other_file_free(f);
@@ -2059,6 +2063,7 @@ int an_read_block(state *st, file_state *f)
         thread_state *t = f->threads.data; /* the last sequence steps end with the trace */
         for (size_t i = 0; i < f->threads.n; i++)
             syn_close(st, f, &t[i]);
+        an_pending_flush(st, f);
         return 0;
     }
     if (blk.h.kind == PP_BLOCK_META) {

@@ -222,6 +222,105 @@ static inline void range_op(state *st, file_state *f, thread_state *t, const ope
         *p = op;
 }
 
+/* ---- ranges of threads without step ranges (a driver thread's step around worker threads):
+ * each waits, bounded, until a step range of its process that encloses its start in time has
+ * closed, since a file's blocks are not in time order across its threads ---- */
+
+enum { AN_PENDING_MAX = 16384, AN_PENDING_MAX_TOTAL = 65536 }; /* a file, all files */
+
+typedef struct pending_op {
+    decoded d;
+    uint64_t raw_t0;   /* its start on the file's own clock: the step ranges' clock */
+    uint64_t t0, t1;   /* on the reference clock */
+    uint32_t message;  /* for a layer range's name */
+    int32_t cur_mb;    /* its thread's enclosing compute range's mb, for a layer range */
+} pending_op;
+
+static inline void range_op(state *st, file_state *f, thread_state *t, const open_range *o,
+                            const decoded *d, int64_t step, uint64_t t0, uint64_t t1);
+
+/* The latest closed step of f whose range encloses raw time x; -1 when none. */
+static int64_t closed_step_around(const file_state *f, uint64_t x)
+{
+    unsigned cap = sizeof f->steps_closed / sizeof f->steps_closed[0];
+    unsigned n = f->n_steps_closed < cap ? f->n_steps_closed : cap;
+    int64_t step = -1;
+    uint64_t best = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (f->steps_closed[i].t0 <= x && x < f->steps_closed[i].t1 &&
+            (step < 0 || f->steps_closed[i].t0 >= best))
+            step = f->steps_closed[i].step, best = f->steps_closed[i].t0;
+    return step;
+}
+
+/* A waiting range into `step`: as any op, and its stage has moved on to that step. */
+static void pending_place(state *st, file_state *f, const pending_op *p, int64_t step)
+{
+    thread_state t = {.tid = 0, .cur_step = step, .n_steps = 0, .cur_stage = -1,
+                      .cur_mb = p->cur_mb};
+    open_range o = {.t0 = p->raw_t0, .message = p->message};
+    int s = (int)p->d.stage;
+    an_note_step_open(st, f, s, step);
+    if (an_ensure_stage(st, s) && step - 1 > st->stage_max_step[s])
+        st->stage_max_step[s] = step - 1;
+    range_op(st, f, &t, &o, &p->d, step, p->t0, p->t1);
+}
+
+void an_pending_step_closed(state *st, file_state *f, int64_t step, uint64_t t0, uint64_t t1)
+{
+    unsigned k = f->n_steps_closed++ % (sizeof f->steps_closed / sizeof f->steps_closed[0]);
+    f->steps_closed[k].step = step;
+    f->steps_closed[k].t0 = t0;
+    f->steps_closed[k].t1 = t1;
+    pending_op *p = f->pending.data;
+    for (size_t i = 0; i < f->pending.n;) {
+        if (p[i].raw_t0 >= t0 && p[i].raw_t0 < t1) {
+            pending_op x = p[i];
+            p[i] = p[--f->pending.n];
+            st->pending_total--;
+            pending_place(st, f, &x, step);
+        } else {
+            i++;
+        }
+    }
+}
+
+void an_pending_flush(state *st, file_state *f)
+{
+    pending_op *p = f->pending.data;
+    for (size_t i = 0; i < f->pending.n; i++) {
+        int64_t step = closed_step_around(f, p[i].raw_t0);
+        if (step >= 0)
+            pending_place(st, f, &p[i], step);
+    }
+    st->pending_total -= f->pending.n;
+    f->pending.n = 0;
+}
+
+/* A range of a thread that opens no step range: into the closed step around it, else waiting
+ * (at most AN_PENDING_MAX a file and AN_PENDING_MAX_TOTAL over all files, a few MB: past that
+ * it is dropped, as before this existed). */
+static void pending_add(state *st, file_state *f, const thread_state *t, const open_range *o,
+                        const decoded *d, uint64_t t0, uint64_t t1)
+{
+    pending_op p = {.d = *d, .raw_t0 = o->t0, .t0 = t0, .t1 = t1, .message = o->message,
+                    .cur_mb = t->cur_mb};
+    int64_t step = closed_step_around(f, o->t0);
+    if (step >= 0) {
+        pending_place(st, f, &p, step);
+        return;
+    }
+    if (!f->pending.elem)
+        f->pending.elem = sizeof(pending_op);
+    pending_op *q = f->pending.n < AN_PENDING_MAX && st->pending_total < AN_PENDING_MAX_TOTAL
+                        ? vec_push_raw(&f->pending)
+                        : NULL;
+    if (q) {
+        *q = p;
+        st->pending_total++;
+    }
+}
+
 void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o, uint64_t t1,
               const decoded *raw)
 {
@@ -274,6 +373,8 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
         step = an_file_step_at(f, o->t0);
     if (step >= 0)
         range_op(st, f, t, o, &d, step, t0, t1);
+    else if (t->n_steps == 0 && !st->collect)
+        pending_add(st, f, t, o, &d, t0, t1);
 }
 
 /* Finalizes every step that all stages have moved past (all of them at the end). */

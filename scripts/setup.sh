@@ -49,6 +49,15 @@ if ! "$venv/bin/python" -c 'import nvtx' 2>/dev/null; then
   fi
 fi
 
+# VizTracer (PyPI) into the same venv: tests/test_kineto.c runs a Python pipeline job traced by
+# VizTracer (tests/py/viztracer_job.py), another tool's Chrome trace. A failure only skips that
+# test, saying why.
+if "$venv/bin/python" -c 'import nvtx' 2>/dev/null &&
+   ! "$venv/bin/python" -c 'import viztracer' 2>/dev/null; then
+  echo "setup: installing viztracer into $venv (PyPI)" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check viztracer==1.1.1 ||
+    echo "setup: could not install viztracer into $venv; the VizTracer job's test will skip" >&2
+fi
 # The torch tests (tests/test_torch.c: real torch.distributed.pipelining jobs on CPU under
 # torchrun, tests/py/torch_*.py) need torch and numpy. Same idea as above, a venv of its own
 # outside the clone, reused by fresh clones and later CI runs: /var/cache/pipeprof/torch-local

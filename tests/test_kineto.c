@@ -2904,11 +2904,11 @@ Test(kineto, a_jax_profile_reads_as_its_annotations)
 }
 
 /* A real VizTracer trace (tests/data/kineto/viztracer, recorded by tests/py/viztracer_job.py with
- * viztracer 1.1.1: every Python and C call a complete event of category "fee", the job's own
- * log_event ranges "FEE", log_instant "instant", a VizCounter's counter events without a
- * category): every complete event is a range of its category and name, as many as the file
- * holds (read with cJSON), the job's stage ranges on the threads it named, the instants marks,
- * the counter's two keys two series with every sample. */
+ * viztracer 1.1.1: a two-stage GPipe over threads, every Python and C call a complete event of
+ * category "fee", the job's own log_event ranges "FEE", log_instant "instant", a VizCounter's
+ * counter events without a category): every complete event is a range of its category and
+ * name, as many as the file holds (read with cJSON), the job's stage ranges on the threads it
+ * named, the instants marks, the counter's two keys two series with every sample. */
 Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
 {
     const char *path = DATA "/viztracer/vz.json.gz";
@@ -2971,4 +2971,78 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
     cr_expect_eq(cJSON_GetObjectItem(ss, "last")->valuedouble, 3, "three steps done");
     cJSON_Delete(j);
     cJSON_Delete(file);
+}
+
+/* What the report says of the VizTracer job's pipeline (S stages, M micro-batches): its shape,
+ * every analyzed step decomposed, each stage's forwards and backwards counted M a step, the
+ * first stage (the most work in the job's default and in the live run) the busiest. */
+static void check_viztracer_pipeline(const char *trace, int S, int M)
+{
+    const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json", trace,
+                          NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "%s: exit %d: %s", trace, r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j);
+    tk_result_free(&r);
+    const cJSON *p = cJSON_GetObjectItem(j, "pipeline");
+    cr_expect_eq(cJSON_GetObjectItem(p, "stages")->valueint, S);
+    cr_expect_eq(cJSON_GetObjectItem(p, "microbatches")->valueint, M);
+    cr_expect_str_eq(cJSON_GetObjectItem(p, "schedule")->valuestring, "gpipe");
+    const cJSON *steps = cJSON_GetObjectItem(j, "steps"), *x;
+    int n_steps = cJSON_GetArraySize(steps);
+    cr_assert_gt(n_steps, 0);
+    cJSON_ArrayForEach(x, steps)
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(x, "decomposed")), "step %d not decomposed",
+                  cJSON_GetObjectItem(x, "step")->valueint);
+    double busy0 = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "stages"))
+    {
+        int s = cJSON_GetObjectItem(x, "stage")->valueint;
+        double busy = cJSON_GetObjectItem(x, "busy_ms")->valuedouble;
+        for (int k = 0; k < 2; k++) {
+            const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(x, k ? "bwd_ms" : "fwd_ms"),
+                                                 "count");
+            cr_expect_eq(c ? c->valueint : -1, n_steps * M, "stage %d: %s ops", s,
+                         k ? "backward" : "forward");
+        }
+        if (s == 0)
+            busy0 = busy;
+        else
+            cr_expect_gt(busy0, busy, "stage 0 (the most work) is the busiest: %.3f vs %.3f ms",
+                         busy0, busy);
+    }
+    char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                          "warnings"));
+    cr_expect(ws && !strstr(ws, "no forward or backward op") && !strstr(ws, "no trace holds"),
+              "%s", ws);
+    free(ws);
+    cJSON_Delete(j);
+}
+
+/* The VizTracer job's pipeline through a dialect file of its names (docs/dialects.md, "Worked
+ * examples"): the step is a range of the main thread, each stage's forwards and backwards are
+ * ranges of the stage's own thread, which opens no step range. Each such range goes into the
+ * step whose range encloses it in time (docs/metrics.md "Steps of a driver thread"); before, they
+ * were outside every step and the report said no forward or backward op was recognised. */
+Test(kineto, a_viztracer_pipeline_on_worker_threads_is_analyzed_through_a_dialect)
+{
+    check_viztracer_pipeline(DATA "/viztracer/vz.json.gz", 2, 4);
+}
+
+/* The same job run here under VizTracer (where scripts/setup.sh installed it), another shape:
+ * three stages, five micro-batches. */
+Test(kineto, a_viztracer_pipeline_run_here_is_analyzed_through_a_dialect, .timeout = 300)
+{
+    const char *py = tk_find_python("PPROF_PYTHON", PP_PYTHON, NULL, "venv", "import viztracer");
+    if (!py)
+        cr_skip_test("no Python with VizTracer (run scripts/setup.sh, or set PPROF_PYTHON)");
+    const char *out = tk_path("vz_live.json.gz");
+    const char *argv[] = {py, "-m", "viztracer", "--quiet", "-o", out,
+                          PP_TEST_PY_DIR "/viztracer_job.py", "--steps", "4", "--stages", "3",
+                          "--microbatches", "5", "--work", "3,2,1", NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "viztracer: exit %d: %s%s", r.code, r.out, r.err);
+    tk_result_free(&r);
+    check_viztracer_pipeline(out, 3, 5);
 }
