@@ -2585,24 +2585,47 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     cr_expect_gt(s.ranges, 0);
 }
 
+/* Converts the JSON array of n events, the i-th written by one(i) into a buffer of 128 bytes. */
+static void convert_array(size_t n, int (*one)(char *buf, size_t cap, size_t i),
+                          pp_kineto_stats *s, pp_trace **t)
+{
+    size_t cap = n * 128 + 8, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    text[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            text[len++] = ',';
+        int k = one(text + len, 128, i);
+        cr_assert(k > 0 && k < 128);
+        len += (size_t)k;
+    }
+    text[len++] = ']';
+    text[len] = '\0';
+    cr_assert_eq(convert_text(text, NULL, s, t), PP_OK, "%s", pp_error_message());
+    free(text);
+}
+
+static int one_process_op(char *buf, size_t cap, size_t i)
+{
+    return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":%zu,\"tid\":1,\"name\":\"op\",\"ts\":%zu,"
+                              "\"dur\":5}", i + 1, 10 * i);
+}
+
+static int one_counter(char *buf, size_t cap, size_t i)
+{
+    return snprintf(buf, cap, "{\"ph\":\"C\",\"pid\":1,\"name\":\"c%zu\",\"ts\":%zu,"
+                              "\"args\":{\"v\":1}}", i, i);
+}
+
 /* Another tool's trace of thousands of processes (a hostile one): at most 1024 threads are
  * kept, the rest dropped and counted, and the conversion ends normally. */
 Test(kineto, another_tools_trace_of_thousands_of_processes_stays_bounded)
 {
-    size_t n = 5000, cap = n * 96 + 64, len = 0;
-    char *text = malloc(cap);
-    cr_assert_not_null(text);
-    len += (size_t)snprintf(text + len, cap - len, "[");
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(text + len, cap - len,
-                                "%s{\"ph\":\"X\",\"pid\":%zu,\"tid\":1,\"name\":\"op\",\"ts\":%zu,"
-                                "\"dur\":5}", i ? "," : "", i + 1, 10 * i);
-    len += (size_t)snprintf(text + len, cap - len, "]");
-    cr_assert_lt(len, cap);
+    size_t n = 5000;
     pp_kineto_stats s;
     pp_trace *t = NULL;
-    cr_assert_eq(convert_text(text, NULL, &s, &t), PP_OK, "%s", pp_error_message());
-    free(text);
+    convert_array(n, one_process_op, &s, &t);
     cr_expect_eq(s.any_category, 1);
     cr_expect_eq(s.ranges, 1024);
     cr_expect_eq(s.dropped_caps, n - 1024);
@@ -2696,10 +2719,7 @@ Test(kineto, another_tools_async_events_are_ranges_on_their_begins_thread)
     pp_trace_free(t);
     /* the report: the global id's range on the thread of its begin */
     const char *path = tk_path("async.trace.json");
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(j, f);
-    fclose(f);
+    tk_write_text(path, j);
     cJSON *r = report_json(path);
     const char *thread = NULL;
     cr_expect_eq(range_count(r, "allreduce", &thread), 1);
@@ -2759,10 +2779,7 @@ Test(kineto, another_tools_counters_are_series_of_their_process)
     pp_trace_free(t);
 
     const char *path = tk_path("counters.trace.json");
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(j, f);
-    fclose(f);
+    tk_write_text(path, j);
     cJSON *r = report_json(path);
     static const struct { const char *name, *domain; int samples; double min, max, last; } want[] = {
         {"mem.allocated (pid 1)", "(no category)", 3, 100, 300, 150.5},
@@ -2791,20 +2808,10 @@ Test(kineto, another_tools_counters_are_series_of_their_process)
  * later ones' samples dropped and counted. */
 Test(kineto, another_tools_counters_beyond_the_cap_are_dropped)
 {
-    size_t n = 3000, cap = n * 80 + 64, len = 0;
-    char *text = malloc(cap);
-    cr_assert_not_null(text);
-    len += (size_t)snprintf(text + len, cap - len, "[");
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(text + len, cap - len,
-                                "%s{\"ph\":\"C\",\"pid\":1,\"name\":\"c%zu\",\"ts\":%zu,"
-                                "\"args\":{\"v\":1}}", i ? "," : "", i, i);
-    len += (size_t)snprintf(text + len, cap - len, "]");
-    cr_assert_lt(len, cap);
+    size_t n = 3000;
     pp_kineto_stats s;
     pp_trace *t = NULL;
-    cr_assert_eq(convert_text(text, NULL, &s, &t), PP_OK, "%s", pp_error_message());
-    free(text);
+    convert_array(n, one_counter, &s, &t);
     cr_expect_eq(s.counter_samples, PP_KINETO_MAX_COUNTERS);
     cr_expect_eq(s.dropped_caps, n - PP_KINETO_MAX_COUNTERS);
     cr_expect(strstr(s.problem, "more than 1024 counters") != NULL, "%s", s.problem);
