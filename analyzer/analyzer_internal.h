@@ -271,6 +271,8 @@ typedef struct file_state {
     } steps_closed[64];
     unsigned n_steps_closed;
     vec pending; /* pending_op */
+    uint64_t pending_lo, pending_hi; /* bounds of their starts (loose after removals) */
+    uint64_t pending_added, pending_visits; /* the scans' budget: steps.c */
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */
     int n_torch_ids;
     int torch_pair_noted; /* its first two ids went into the state's placement (an_placement) */

@@ -272,13 +272,25 @@ static void pending_place(state *st, file_state *f, const pending_op *p, int64_t
     range_op(st, f, &t, &o, &p->d, step, p->t0, p->t1);
 }
 
+/* A closed step range scans the waiting ranges only when their starts' bounds meet it, and all
+ * of a file's scans visit at most AN_PENDING_VISITS per range that ever waited (plus a start):
+ * a hostile file of many step ranges between many ranges that no step encloses costs time in
+ * proportion to its size, not to their product. A range whose step range closes after the
+ * budget is spent is placed at the end from the latest closed steps, if they hold it. */
+enum { AN_PENDING_VISITS = 256 };
+
 void an_pending_step_closed(state *st, file_state *f, int64_t step, uint64_t t0, uint64_t t1)
 {
     unsigned k = f->n_steps_closed++ % (sizeof f->steps_closed / sizeof f->steps_closed[0]);
     f->steps_closed[k].step = step;
     f->steps_closed[k].t0 = t0;
     f->steps_closed[k].t1 = t1;
+    if (!f->pending.n || t1 <= f->pending_lo || t0 > f->pending_hi ||
+        f->pending_visits + f->pending.n > AN_PENDING_VISITS * f->pending_added + 65536)
+        return;
+    f->pending_visits += f->pending.n;
     pending_op *p = f->pending.data;
+    uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < f->pending.n;) {
         if (p[i].raw_t0 >= t0 && p[i].raw_t0 < t1) {
             pending_op x = p[i];
@@ -286,9 +298,13 @@ void an_pending_step_closed(state *st, file_state *f, int64_t step, uint64_t t0,
             st->pending_total--;
             pending_place(st, f, &x, step);
         } else {
+            lo = p[i].raw_t0 < lo ? p[i].raw_t0 : lo;
+            hi = p[i].raw_t0 > hi ? p[i].raw_t0 : hi;
             i++;
         }
     }
+    f->pending_lo = lo;
+    f->pending_hi = hi;
 }
 
 void an_pending_flush(state *st, file_state *f)
@@ -323,6 +339,11 @@ static void pending_add(state *st, file_state *f, const thread_state *t, const o
                         : NULL;
     if (q) {
         *q = p;
+        if (f->pending.n == 1 || o->t0 < f->pending_lo)
+            f->pending_lo = o->t0;
+        if (f->pending.n == 1 || o->t0 > f->pending_hi)
+            f->pending_hi = o->t0;
+        f->pending_added++;
         st->pending_total++;
     }
 }
