@@ -3037,6 +3037,111 @@ Test(kineto, a_viztracer_pipeline_on_worker_threads_is_analyzed_through_a_dialec
     check_viztracer_pipeline(DATA "/viztracer/vz.json.gz", 2, 4);
 }
 
+/* A hostile file for the waiting ranges: 20000 step ranges of the main thread, and between them
+ * 5000 stage ranges of a worker thread that no step range encloses. They wait and are looked
+ * through within the budget (docs/metrics.md "Steps of a driver thread"; the budget is spent
+ * after about 270 step ranges here), and in the end they are dropped: no step holds an op, and
+ * the report says so, exit 0. Before the budget, every step range looked through all of them. */
+static int one_hostile_event(char *buf, size_t cap, size_t i)
+{
+    if (i < 20000)
+        return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"train_step (x:1)\","
+                                  "\"ts\":%zu,\"dur\":4}", 10 * i);
+    size_t k = i - 20000;
+    return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"name\":\"stage0 forward mb%zu "
+                              "(x:1)\",\"ts\":%zu,\"dur\":1}", k % 8, 10 * ((k * 37) % 20000) + 6);
+}
+
+Test(kineto, waiting_ranges_of_a_hostile_file_stay_bounded)
+{
+    size_t n = 25000, cap = n * 128 + 8, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    text[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            text[len++] = ',';
+        len += (size_t)one_hostile_event(text + len, 128, i);
+    }
+    text[len++] = ']';
+    text[len] = '\0';
+    const char *path = tk_path("waiting.trace.json");
+    tk_write_text(path, text);
+    free(text);
+    const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json", path,
+                          NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j);
+    tk_result_free(&r);
+    char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                          "warnings"));
+    cr_expect(ws && strstr(ws, "no forward or backward op"), "%s", ws);
+    free(ws);
+    cr_expect_gt(cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps")), 19000);
+    cJSON_Delete(j);
+}
+
+/* A worker thread (stage 1) with few events against a main thread with many. The converter
+ * writes a thread's block when its buffer fills, and with it every other thread's events up to
+ * that time: each worker block comes right after the main thread's block that closed its steps,
+ * and its ranges go into those steps (the latest 64 closed step ranges of the file are kept).
+ * The steps analyzed before the worker's first block was read, when its stage was not known yet,
+ * lose theirs, with the warning (docs/metrics.md "Steps of a driver thread"): a handful. */
+static int one_sparse_worker_event(char *buf, size_t cap, size_t i)
+{
+    size_t step = i / 42, k = i % 42;
+    uint64_t t = 1000 * step;
+    if (k == 0)
+        return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"train_step (x:1)\","
+                                  "\"ts\":%llu,\"dur\":900}", (unsigned long long)t);
+    if (k == 1)
+        return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"name\":\"stage1 forward mb0 "
+                                  "(x:1)\",\"ts\":%llu,\"dur\":100}", (unsigned long long)t + 10);
+    if (k == 2)
+        return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"name\":\"stage1 backward mb0 "
+                                  "(x:1)\",\"ts\":%llu,\"dur\":200}", (unsigned long long)t + 200);
+    return snprintf(buf, cap, "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"call\",\"ts\":%llu,"
+                              "\"dur\":1}", (unsigned long long)t + 400 + 10 * k);
+}
+
+Test(kineto, a_sparse_worker_threads_ranges_find_their_steps)
+{
+    size_t steps = 1500, n = steps * 42, cap = n * 128 + 8, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    text[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            text[len++] = ',';
+        len += (size_t)one_sparse_worker_event(text + len, 128, i);
+    }
+    text[len++] = ']';
+    text[len] = '\0';
+    const char *path = tk_path("sparse.trace.json");
+    tk_write_text(path, text);
+    free(text);
+    const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json", path,
+                          NULL};
+    tk_result r = tk_runv(argv, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j);
+    tk_result_free(&r);
+    int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
+    cr_expect_eq(n_steps, (int)steps - 1, "every step but the warm-up");
+    const cJSON *st1 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), 1);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(st1, k ? "bwd_ms" : "fwd_ms"),
+                                             "count");
+        int got = c ? c->valueint : -1;
+        cr_expect(got <= n_steps && got >= n_steps - 8, "%s ops of %d steps: %d",
+                  k ? "bwd" : "fwd", n_steps, got);
+    }
+    cJSON_Delete(j);
+}
+
 /* The same job run here under VizTracer (where scripts/setup.sh installed it), another shape:
  * three stages, five micro-batches. */
 Test(kineto, a_viztracer_pipeline_run_here_is_analyzed_through_a_dialect, .timeout = 300)
