@@ -271,6 +271,7 @@ typedef struct file_state {
     } steps_closed[64];
     unsigned n_steps_closed;
     vec pending; /* pending_op */
+    int stepless; /* it has such ranges: its stages advance by their ops, not its step ranges */
     uint64_t pending_lo, pending_hi; /* bounds of their starts (loose after removals) */
     uint64_t pending_added, pending_visits; /* the scans' budget: steps.c */
     int32_t torch_ids[64]; /* torch stage ids in the order the file first names them: chunk */

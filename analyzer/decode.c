@@ -1494,10 +1494,13 @@ static void dialect_open(state *st, file_state *f, thread_state *t, open_range *
 }
 
 /* The step bookkeeping of a closed step range: its stage's latest step, the thread outside it. */
-static inline void close_step(state *st, thread_state *t, const decoded *d)
+static inline void close_step(state *st, file_state *f, thread_state *t, const decoded *d)
 {
     int64_t step = d->step >= 0 ? d->step : t->n_steps;
-    if (d->stage >= 0 && an_ensure_stage(st, (int)d->stage) &&
+    /* in a file whose stages run on threads without step ranges, a step range (a driver
+     * thread's, its stage the rank's) says nothing of how far a stage's work has come: its ops
+     * say it (steps.c) */
+    if (!f->stepless && d->stage >= 0 && an_ensure_stage(st, (int)d->stage) &&
         step > st->stage_max_step[d->stage])
         st->stage_max_step[d->stage] = step;
     t->cur_step = -1;
@@ -1510,7 +1513,7 @@ static inline void close_pipeline(state *st, file_state *f, thread_state *t, con
 {
     an_on_range(st, f, t, o, t1, d);
     if (d->kind == PP_NVTX_STEP) {
-        close_step(st, t, d);
+        close_step(st, f, t, d);
         if (!st->collect && !st->gpu_pass && f->replica == st->o->replica)
             an_pending_step_closed(st, f, d->step >= 0 ? d->step : t->n_steps, o->t0, t1);
     }
@@ -1773,7 +1776,7 @@ static inline void on_pop(state *st, file_state *f, thread_state *t, const pp_re
             decoded d;
             decode(st, f, o, &d);
             if (d.kind == PP_NVTX_STEP)
-                close_step(st, t, &d);
+                close_step(st, f, t, &d);
             an_other_range(st, f, t, o, h->ts);
         } else {
             an_other_range(st, f, t, o, h->ts);

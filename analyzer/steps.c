@@ -327,6 +327,7 @@ static void pending_add(state *st, file_state *f, const thread_state *t, const o
 {
     pending_op p = {.d = *d, .raw_t0 = o->t0, .t0 = t0, .t1 = t1, .message = o->message,
                     .cur_mb = t->cur_mb};
+    f->stepless = 1;
     int64_t step = closed_step_around(f, o->t0);
     if (step >= 0) {
         pending_place(st, f, &p, step);
@@ -398,10 +399,13 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
      * its 'forward-backward'): the step its process opened last */
     if (step < 0 && d.kind == PP_NVTX_OPT_STEP)
         step = an_file_step_at(f, o->t0);
-    if (step >= 0)
+    if (step >= 0) {
         range_op(st, f, t, o, &d, step, t0, t1);
-    else if (t->n_steps == 0 && !st->collect)
+        if (f->stepless && !st->collect && step - 1 > st->stage_max_step[d.stage])
+            st->stage_max_step[d.stage] = step - 1; /* its stage's progress (decode.c close_step) */
+    } else if (t->n_steps == 0 && !st->collect) {
         pending_add(st, f, t, o, &d, t0, t1);
+    }
 }
 
 /* Finalizes every step that all stages have moved past (all of them at the end). */
