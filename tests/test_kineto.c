@@ -2585,9 +2585,8 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     cr_expect_gt(s.ranges, 0);
 }
 
-/* Converts the JSON array of n events, the i-th written by one(i) into a buffer of 128 bytes. */
-static void convert_array(size_t n, int (*one)(char *buf, size_t cap, size_t i),
-                          pp_kineto_stats *s, pp_trace **t)
+/* The JSON array of n events, the i-th written by one(i) into a buffer of 128 bytes (malloc). */
+static char *array_text(size_t n, int (*one)(char *buf, size_t cap, size_t i))
 {
     size_t cap = n * 128 + 8, len = 0;
     char *text = malloc(cap);
@@ -2602,6 +2601,14 @@ static void convert_array(size_t n, int (*one)(char *buf, size_t cap, size_t i),
     }
     text[len++] = ']';
     text[len] = '\0';
+    return text;
+}
+
+/* Converts the JSON array of n events written by one(i) (array_text). */
+static void convert_array(size_t n, int (*one)(char *buf, size_t cap, size_t i),
+                          pp_kineto_stats *s, pp_trace **t)
+{
+    char *text = array_text(n, one);
     cr_assert_eq(convert_text(text, NULL, s, t), PP_OK, "%s", pp_error_message());
     free(text);
 }
@@ -2983,7 +2990,8 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
 /* What the report says of the VizTracer job's pipeline (S stages, M micro-batches): its shape,
  * every analyzed step decomposed, each stage's forwards and backwards counted M a step, the
  * first stage (the most work in the job's default and in the live run) the busiest. */
-static void check_viztracer_pipeline(const char *trace, int S, int M)
+/* pprof-report --json of trace with the VizTracer job's dialect (exit 0 asserted). */
+static cJSON *viztracer_report(const char *trace)
 {
     const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json", trace,
                           NULL};
@@ -2992,6 +3000,12 @@ static void check_viztracer_pipeline(const char *trace, int S, int M)
     cJSON *j = cJSON_Parse(r.out);
     cr_assert_not_null(j);
     tk_result_free(&r);
+    return j;
+}
+
+static void check_viztracer_pipeline(const char *trace, int S, int M)
+{
+    cJSON *j = viztracer_report(trace);
     const cJSON *p = cJSON_GetObjectItem(j, "pipeline");
     cr_expect_eq(cJSON_GetObjectItem(p, "stages")->valueint, S);
     cr_expect_eq(cJSON_GetObjectItem(p, "microbatches")->valueint, M);
@@ -3054,27 +3068,11 @@ static int one_hostile_event(char *buf, size_t cap, size_t i)
 
 Test(kineto, waiting_ranges_of_a_hostile_file_stay_bounded)
 {
-    size_t n = 25000, cap = n * 128 + 8, len = 0;
-    char *text = malloc(cap);
-    cr_assert_not_null(text);
-    text[len++] = '[';
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            text[len++] = ',';
-        len += (size_t)one_hostile_event(text + len, 128, i);
-    }
-    text[len++] = ']';
-    text[len] = '\0';
+    char *text = array_text(25000, one_hostile_event);
     const char *path = tk_path("waiting.trace.json");
     tk_write_text(path, text);
     free(text);
-    const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json", path,
-                          NULL};
-    tk_result r = tk_runv(argv, NULL);
-    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cJSON *j = cJSON_Parse(r.out);
-    cr_assert_not_null(j);
-    tk_result_free(&r);
+    cJSON *j = viztracer_report(path);
     char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
                                                           "warnings"));
     cr_expect(ws && strstr(ws, "no forward or backward op"), "%s", ws);
@@ -3116,27 +3114,12 @@ static int one_sparse_worker_event(char *buf, size_t cap, size_t i)
 Test(kineto, a_sparse_worker_threads_ranges_find_their_steps)
 {
     for (sparse_stage = 1; sparse_stage >= 0; sparse_stage--) {
-        size_t steps = 1500, n = steps * 42, cap = n * 128 + 8, len = 0;
-        char *text = malloc(cap);
-        cr_assert_not_null(text);
-        text[len++] = '[';
-        for (size_t i = 0; i < n; i++) {
-            if (i)
-                text[len++] = ',';
-            len += (size_t)one_sparse_worker_event(text + len, 128, i);
-        }
-        text[len++] = ']';
-        text[len] = '\0';
+        size_t steps = 1500;
+        char *text = array_text(steps * 42, one_sparse_worker_event);
         const char *path = tk_path("sparse.trace.json");
         tk_write_text(path, text);
         free(text);
-        const char *argv[] = {PPREPORT, "--json", "--dialect", DATA "/viztracer/dialect.json",
-                              path, NULL};
-        tk_result r = tk_runv(argv, NULL);
-        cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-        cJSON *j = cJSON_Parse(r.out);
-        cr_assert_not_null(j);
-        tk_result_free(&r);
+        cJSON *j = viztracer_report(path);
         int n_steps = cJSON_GetArraySize(cJSON_GetObjectItem(j, "steps"));
         cr_expect_eq(n_steps, (int)steps - 1, "every step but the warm-up");
         const cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), sparse_stage);
