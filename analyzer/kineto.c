@@ -18,6 +18,7 @@
  * event. A file of events one after another (JSON lines) is read as their array: PaddlePaddle's
  * pipeline timeline (pp_configs.profiling) is such a file of begins and ends, in milliseconds. */
 #include "kineto_json.h"
+#include "pp_analyzer.h"
 #include "pp_kineto.h"
 #include "pp_trace.h"
 
@@ -1020,9 +1021,11 @@ static int on_api(conv *c, const kin *e, int driver)
  * the threads' cap. Its pid becomes the trace's when it is the first. */
 static int thread_name(conv *c, uint32_t tid, uint32_t name);
 
-static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
+/* event_thread, or with process set (another tool's counters) the track of the event's
+ * process (tid_of_scoped). */
+static inline kthread *event_thread_scoped(conv *c, const kin *e, int process, uint32_t *index)
 {
-    uint32_t tid = tid_of(c, e);
+    uint32_t tid = tid_of_scoped(c, e, process);
     if (tid == UINT32_MAX) {
         c->s->malformed++;
         problem(c, "%s", "events without a usable tid: skipped");
@@ -1048,6 +1051,11 @@ static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
         c->have_pid = 1;
     }
     return t;
+}
+
+static kthread *event_thread(conv *c, const kin *e, uint32_t *index)
+{
+    return event_thread_scoped(c, e, 0, index);
 }
 
 /* The event's name's id (Paddle's duration suffix cut), 0 when out of memory. */
@@ -1389,6 +1397,9 @@ static int on_memory(conv *c, const kin *e)
 /* ---- another tool's counters ("C" events) ---- */
 
 enum { FOREIGN_COUNTER_BASE = 1 << 20 }; /* above the memory counters' ids (mem_counter) */
+/* more would be ignored by the analysis (memory.c), so they are dropped here, counted */
+_Static_assert((int)PP_KINETO_MAX_COUNTERS == (int)PP_ANALYSIS_MAX_COUNTERS,
+               "the importer keeps the counters the analysis keeps");
 
 /* The id of the counter of series `key` of counter event e, its COUNTER_DEF written the first
  * time: "<name>.<key> (pid <P>)" ("<name>[<id>]" with an id, as Chrome's viewer names them; the
@@ -1447,24 +1458,9 @@ static __attribute__((noinline, cold)) int on_counter(conv *c, const kin *e)
     uint64_t t0, t1;
     if (!times_of(c, e, &t0, &t1, 0, NULL))
         return 1;
-    uint32_t tid = tid_of_scoped(c, e, 1), index;
-    if (tid == UINT32_MAX) {
-        c->s->malformed++;
-        problem(c, "%s", "events without a usable tid: skipped");
-        return 1;
-    }
-    size_t had = c->n_threads;
-    if (!thread_get(c, tid, &index)) {
-        c->s->dropped_caps++;
-        problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
-        return 1;
-    }
-    if (c->n_threads > had && !thread_name(c, tid, tid & 0x7fffffffu))
-        return 0;
-    if (!c->have_pid && e->pid_num && e->pid >= 0 && e->pid <= UINT32_MAX) {
-        c->pid = (uint32_t)e->pid;
-        c->have_pid = 1;
-    }
+    uint32_t index;
+    if (!event_thread_scoped(c, e, 1, &index))
+        return c->err == PP_OK;
     uint32_t domain = domain_of(c, e->cat);
     if (!domain)
         return 0;
