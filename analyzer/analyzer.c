@@ -194,7 +194,7 @@ int an_pass_open(pass *p, const file_state *fs, size_t n, const pp_analysis_opti
         f->clk = fs[i].clk;
         f->dialect = fs[i].dialect;
         f->done = !fs[i].r || !an_rank_wanted(o, fs[i].rank) ||
-                  pp_trace_reader_open(fs[i].info->path, &f->r) != PP_OK;
+                  pp_trace_reader_reopen(fs[i].info->path, fs[i].r, &f->r) != PP_OK;
     }
     an_count_stages(p->fs, n);
     return 1;

@@ -12,6 +12,7 @@
  * gives its per-range numbers (GPU time, launch lag) to the stage's order statistics. A record
  * whose range already left the window counts as `late`. */
 #include "pp_gpu.h"
+#include "stable_sort.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ typedef struct gdevice {
     double busy_ns;         /* retired, merged */
     uint64_t frontier;      /* end of the retired part: later intervals count from here */
     gvec ivl;               /* ivl, not yet merged */
+    size_t ivl_sorted;      /* how many of them, from the first, are merged (in order) */
 } gdevice;
 
 typedef struct ivl {
@@ -112,7 +114,9 @@ struct pp_gpu_proj {
     size_t window;
     /* the join's window */
     gvec ranges, api, pending;
-    int ranges_sorted;
+    size_t ranges_sorted, api_sorted; /* how many of each, from the first, are in key order */
+    void *sort_tmp;                    /* the join's merge space */
+    size_t sort_tmp_bytes;
     gfile *files;
     size_t n_files;
     /* the reductions */
@@ -273,6 +277,7 @@ void pp_gpu_proj_destroy(pp_gpu_proj *p)
     free(p->links);
     free(p->ranges.v);
     free(p->api.v);
+    free(p->sort_tmp);
     free(p->pending.v);
     free(p->files);
     free(p->spans.v);
@@ -371,31 +376,90 @@ static int in_windows(const pp_gpu_proj *p, uint64_t t)
     return lo > 0 && t <= p->win1[lo - 1];
 }
 
-static int cmp_range(const void *a, const void *b)
+/* The window's keys: ranges by (file, tid, t0, seq), API calls by (file, corr, seq). */
+static inline int range_less(const grange *x, const grange *y)
 {
-    const grange *x = a, *y = b;
     if (x->file != y->file)
-        return x->file < y->file ? -1 : 1;
+        return x->file < y->file;
     if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
+        return x->tid < y->tid;
     if (x->t0 != y->t0)
-        return x->t0 < y->t0 ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
+        return x->t0 < y->t0;
+    return x->seq < y->seq;
 }
 
-static int cmp_api(const void *a, const void *b)
+static inline int api_less(const gapi *x, const gapi *y)
 {
-    const gapi *x = a, *y = b;
     if (x->file != y->file)
-        return x->file < y->file ? -1 : 1;
+        return x->file < y->file;
     if (x->corr != y->corr)
-        return x->corr < y->corr ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
+        return x->corr < y->corr;
+    return x->seq < y->seq;
 }
 
-static const gapi *find_api(const pp_gpu_proj *p, int file, uint32_t corr)
+/* The window stays sorted from join to join (evict keeps the order), so a join sorts what
+ * arrived since and merges it in: qsort of the whole window was a fifth of the analysis of a
+ * trace with GPU records (bench_analyzer --gpu). */
+DEFINE_STABLE_SORT(sort_ranges, grange, range_less)
+DEFINE_SORTED_APPEND(append_ranges, grange, range_less, sort_ranges)
+DEFINE_STABLE_SORT(sort_api, gapi, api_less)
+DEFINE_SORTED_APPEND(append_api, gapi, api_less, sort_api)
+
+/* Merge space for n elements of `size` bytes, kept from join to join; NULL when out of memory. */
+static void *sort_space(pp_gpu_proj *p, size_t n, size_t size)
+{
+    size_t bytes = 0;
+    if (!pp_size_mul(n ? n : 1, size, &bytes))
+        return NULL;
+    if (bytes > p->sort_tmp_bytes) {
+        void *t = realloc(p->sort_tmp, bytes);
+        if (!t)
+            return NULL;
+        p->sort_tmp = t;
+        p->sort_tmp_bytes = bytes;
+    }
+    return p->sort_tmp;
+}
+
+/* Sorts the window's ranges and API calls; 0 when out of memory. */
+static int window_sort(pp_gpu_proj *p)
+{
+    if (p->ranges_sorted < p->ranges.n) {
+        grange *tmp = sort_space(p, p->ranges.n, sizeof(grange));
+        if (!tmp)
+            return 0;
+        append_ranges(p->ranges.v, p->ranges.n, p->ranges_sorted, tmp);
+        p->ranges_sorted = p->ranges.n;
+    }
+    if (p->api_sorted < p->api.n) {
+        gapi *tmp = sort_space(p, p->api.n, sizeof(gapi));
+        if (!tmp)
+            return 0;
+        append_api(p->api.v, p->api.n, p->api_sorted, tmp);
+        p->api_sorted = p->api.n;
+    }
+    return 1;
+}
+
+/* Whether API call k is the first of the window's with the key (file, corr). */
+static inline int api_first_of(const pp_gpu_proj *p, size_t k, int file, uint32_t corr)
 {
     const gapi *a = p->api.v;
+    return k < p->api.n && a[k].file == file && a[k].corr == corr &&
+           (k == 0 || a[k - 1].file != file || a[k - 1].corr != corr);
+}
+
+/* The window's first API call of (file, corr), or NULL. *hint: where the previous lookup
+ * ended; a join's records mostly follow their calls in order, so the next one is tried
+ * before a search (and *hint updated). */
+static const gapi *find_api(const pp_gpu_proj *p, int file, uint32_t corr, size_t *hint)
+{
+    const gapi *a = p->api.v;
+    for (size_t k = *hint; k <= *hint + 1; k++)
+        if (api_first_of(p, k, file, corr)) {
+            *hint = k + 1;
+            return &a[k];
+        }
     size_t lo = 0, hi = p->api.n;
     while (lo < hi) { /* first entry with key >= (file, corr) */
         size_t mid = lo + (hi - lo) / 2;
@@ -404,20 +468,28 @@ static const gapi *find_api(const pp_gpu_proj *p, int file, uint32_t corr)
         else
             hi = mid;
     }
-    return lo < p->api.n && a[lo].file == file && a[lo].corr == corr ? &a[lo] : NULL;
+    if (lo < p->api.n && a[lo].file == file && a[lo].corr == corr) {
+        *hint = lo + 1;
+        return &a[lo];
+    }
+    return NULL;
+}
+
+/* Whether range i's key (file, tid, t0) is at or before (file, tid, t). */
+static inline int range_le(const grange *r, int file, uint32_t tid, uint64_t t)
+{
+    return r->file < file || (r->file == file && (r->tid < tid || (r->tid == tid && r->t0 <= t)));
 }
 
 /* In the sorted window: the index of the first range after (file, tid, t), by the key
- * (file, tid, t0). */
-static size_t range_after(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
+ * (file, tid, t0), searched in [lo, hi). */
+static size_t range_after_in(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t t, size_t lo,
+                             size_t hi)
 {
     const grange *r = p->ranges.v;
-    size_t lo = 0, hi = p->ranges.n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int le = r[mid].file < file ||
-                 (r[mid].file == file && (r[mid].tid < tid || (r[mid].tid == tid && r[mid].t0 <= t)));
-        if (le)
+        if (range_le(&r[mid], file, tid, t))
             lo = mid + 1;
         else
             hi = mid;
@@ -425,12 +497,43 @@ static size_t range_after(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t
     return lo;
 }
 
+static size_t range_after(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
+{
+    return range_after_in(p, file, tid, t, 0, p->ranges.n);
+}
+
+/* range_after from a hint: the index the previous lookup of the same thread gave. A thread's
+ * launches mostly come in order, a few ranges (its transfers) apart, so the answer is searched
+ * forward from there in steps that double, then bisected: a few comparisons instead of a
+ * search of the whole window. */
+static size_t range_after_from(const pp_gpu_proj *p, int file, uint32_t tid, uint64_t t,
+                               size_t hint)
+{
+    const grange *r = p->ranges.v;
+    size_t n = p->ranges.n;
+    if (hint > n || (hint > 0 && !range_le(&r[hint - 1], file, tid, t)))
+        return range_after(p, file, tid, t);
+    size_t lo = hint, step = 1; /* r[lo - 1] is at or before the key */
+    while (lo < n && range_le(&r[lo], file, tid, t)) {
+        size_t next = n - lo > step ? lo + step : n;
+        if (next < n && range_le(&r[next], file, tid, t)) {
+            lo = next + 1;
+            step *= 2;
+            continue;
+        }
+        return range_after_in(p, file, tid, t, lo + 1, next);
+    }
+    return lo;
+}
+
 /* The range of (file, tid) open at t: the last one starting at or before t, if it is still
- * open at t. */
-static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t)
+ * open at t. With a hint (where this thread's previous lookup ended), range_after_from. */
+static grange *find_range(pp_gpu_proj *p, int file, uint32_t tid, uint64_t t, size_t *hint)
 {
     grange *r = p->ranges.v;
-    size_t lo = range_after(p, file, tid, t);
+    size_t lo = hint ? range_after_from(p, file, tid, t, *hint) : range_after(p, file, tid, t);
+    if (hint)
+        *hint = lo;
     if (lo == 0)
         return NULL;
     grange *c = &r[lo - 1];
@@ -470,15 +573,23 @@ static int cmp_ivl(const void *a, const void *b)
     return (x->start > y->start) - (x->start < y->start);
 }
 
+static inline int ivl_less(const ivl *x, const ivl *y) { return x->start < y->start; }
+DEFINE_STABLE_SORT(sort_ivls, ivl, ivl_less)
+DEFINE_SORTED_APPEND(append_ivls, ivl, ivl_less, sort_ivls)
+
 /* Merges a device's pending intervals; retires (adds to busy) those wholly before the last
  * `keep` of them, so that late arrivals still merge with the recent ones. */
-static void device_merge(gdevice *d, size_t keep)
+static void device_merge(pp_gpu_proj *p, gdevice *d, size_t keep)
 {
     ivl *v = d->ivl.v;
     size_t n = d->ivl.n;
     if (!n)
         return;
-    qsort(v, n, sizeof *v, cmp_ivl);
+    ivl *tmp = sort_space(p, n, sizeof *v);
+    if (tmp) /* the merged ones are in order: sort the new ones and merge them in */
+        append_ivls(v, n, d->ivl_sorted, tmp);
+    else
+        qsort(v, n, sizeof *v, cmp_ivl);
     size_t m = 0; /* merge in place */
     for (size_t i = 0; i < n; i++) {
         if (m && v[i].start <= v[m - 1].end) {
@@ -497,7 +608,7 @@ static void device_merge(gdevice *d, size_t keep)
             d->frontier = v[i].end;
     }
     memmove(v, v + retire, (m - retire) * sizeof *v);
-    d->ivl.n = m - retire;
+    d->ivl.n = d->ivl_sorted = m - retire;
 }
 
 /* A projected record of an analyzed step onto its device's busy time. */
@@ -512,7 +623,7 @@ static void device_add(pp_gpu_proj *p, uint32_t device, uint64_t start, uint64_t
     if (end > d->last)
         d->last = end;
     if (d->ivl.n >= DEVICE_IVLS)
-        device_merge(d, DEVICE_IVLS / 2);
+        device_merge(p, d, DEVICE_IVLS / 2);
     ivl *x = gpush(p, &d->ivl, sizeof *x);
     if (x)
         *x = (ivl){start, end};
@@ -601,7 +712,7 @@ static grange *adopt(pp_gpu_proj *p, const grec *g, const gapi *a, int by_stream
     }
     for (int threads = 0; lo < n && r[lo].file == a->file && threads < ADOPT_THREADS; threads++) {
         uint32_t tid = r[lo].tid;
-        grange *c = find_range(p, a->file, tid, a->start);
+        grange *c = find_range(p, a->file, tid, a->start, NULL);
         if (c && (want < 0 || c->stage == want)) {
             if (best && best->stage != c->stage) {
                 *ambiguous = 1;
@@ -632,17 +743,19 @@ static int launcher_done(const pp_gpu_proj *p, int32_t file, uint32_t tid, uint6
  * yet): it waits until `window` later GPU records have arrived, unless `final`. */
 static void join(pp_gpu_proj *p, int final)
 {
-    if (!p->ranges_sorted && p->ranges.n) {
-        qsort(p->ranges.v, p->ranges.n, sizeof(grange), cmp_range);
-        p->ranges_sorted = 1;
+    if (!window_sort(p)) { /* the projection fails (pp_gpu_proj_finish) */
+        p->oom = 1;
+        p->pending.n = 0;
+        return;
     }
-    if (p->api.n)
-        qsort(p->api.v, p->api.n, sizeof(gapi), cmp_api);
     grec *g = p->pending.v;
-    size_t kept = 0;
+    /* the lookups' hints: one for the API calls, one per launching thread (hashed, a slot
+     * two threads share only misses more often) */
+    size_t kept = 0, api_hint = 0, range_hint[32] = {0};
     for (size_t i = 0; i < p->pending.n; i++) {
-        const gapi *a = find_api(p, g[i].file, g[i].corr);
-        grange *r = a ? find_range(p, a->file, a->tid, a->start) : NULL;
+        const gapi *a = find_api(p, g[i].file, g[i].corr, &api_hint);
+        size_t *rh = a ? &range_hint[(a->tid * 0x9e3779b9u + (uint32_t)a->file) >> 27] : NULL;
+        grange *r = a ? find_range(p, a->file, a->tid, a->start, rh) : NULL;
         if (r) {
             if (r->stage >= 0 && r->stage < p->S)
                 stream_learn(p, &g[i], r->stage);
@@ -703,6 +816,7 @@ static void evict(pp_gpu_proj *p, int all)
             r[k++] = r[i]; /* stays sorted */
         }
     }
+    p->ranges_sorted = p->ranges_sorted == p->ranges.n ? k : 0;
     p->ranges.n = k;
     gapi *a = p->api.v;
     k = 0;
@@ -711,6 +825,7 @@ static void evict(pp_gpu_proj *p, int all)
         if (!all && a[i].seq + 2 * p->window >= f->api_seq)
             a[k++] = a[i];
     }
+    p->api_sorted = p->api_sorted == p->api.n ? k : 0;
     p->api.n = k;
 }
 
@@ -734,7 +849,6 @@ void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int
         return;
     *r = (grange){.file = file, .tid = tid, .step = step, .stage = stage, .kind = (int)kind,
                   .t0 = t0, .t1 = t1, .seq = f->range_seq++, .first = UINT64_MAX};
-    p->ranges_sorted = 0;
 }
 
 void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a)
@@ -905,7 +1019,7 @@ pp_status pp_gpu_proj_finish(pp_gpu_proj *p, pp_gpu_result *out)
     double busy_all = 0.0;
     for (size_t i = 0; i < p->n_devices; i++) {
         gdevice *d = &p->devices[i];
-        device_merge(d, 0);
+        device_merge(p, d, 0);
         pp_gpu_device *o = &out->devices[out->n_devices++];
         o->device = d->device;
         o->records = d->records;

@@ -6,43 +6,10 @@
  * computed here (per step in step_numbers, over steps in results), with its field in
  * pp_analyzer.h and its formula in docs/metrics.md. */
 #include "analyzer_internal.h"
+#include "stable_sort.h"
 
 #include <math.h>
 #include <stdio.h>
-
-/* A stable merge sort of n T's by LESS(const T *, const T *), the comparison inlined: the two
- * per-step sorts (ops by stage and time, transfers by link) through qsort's callback were a
- * tenth of the analysis. Runs of 16 by insertion, then merges; an already ordered pair of runs
- * costs one comparison, and a step's ranges arrive nearly ordered. tmp holds n elements. */
-#define DEFINE_STABLE_SORT(name, T, LESS)                                                      \
-    static void name(T *v, size_t n, T *tmp)                                                   \
-    {                                                                                          \
-        enum { RUN = 16 };                                                                     \
-        for (size_t lo = 0; lo < n; lo += RUN) {                                               \
-            size_t hi = lo + RUN < n ? lo + RUN : n;                                           \
-            for (size_t i = lo + 1; i < hi; i++) {                                             \
-                if (!LESS(&v[i], &v[i - 1]))                                                   \
-                    continue;                                                                  \
-                T x = v[i];                                                                    \
-                size_t j = i;                                                                  \
-                for (; j > lo && LESS(&x, &v[j - 1]); j--)                                     \
-                    v[j] = v[j - 1];                                                           \
-                v[j] = x;                                                                      \
-            }                                                                                  \
-        }                                                                                      \
-        for (size_t w = RUN; w < n; w *= 2)                                                    \
-            for (size_t lo = 0; lo + w < n; lo += 2 * w) {                                     \
-                size_t mid = lo + w, hi = lo + 2 * w < n ? lo + 2 * w : n;                     \
-                if (!LESS(&v[mid], &v[mid - 1]))                                               \
-                    continue;                                                                  \
-                memcpy(tmp, v + lo, (mid - lo) * sizeof(T));                                   \
-                size_t a = 0, na = mid - lo, b = mid, k = lo;                                  \
-                while (a < na && b < hi)                                                       \
-                    v[k++] = LESS(&v[b], &tmp[a]) ? v[b++] : tmp[a++];                         \
-                while (a < na)                                                                 \
-                    v[k++] = tmp[a++];                                                         \
-            }                                                                                  \
-    }
 
 static inline int op_time_less(const pp_aop *x, const pp_aop *y)
 {

@@ -507,6 +507,16 @@ typedef struct pp_trace_block {
  * reads `data` in place (it must outlive the reader). */
 pp_status pp_trace_reader_open(const char *path, pp_trace_reader **out);
 pp_status pp_trace_reader_open_mem(const void *data, size_t len, pp_trace_reader **out);
+/* Opens `path` again for another pass over a file that `done` has read to its end. When `done`
+ * found nothing but valid blocks after the header and the file is unchanged since `done` opened
+ * it (device, inode, size, modification and status-change times), the new reader does not
+ * compute the blocks' checksums again: `done` verified these bytes (the analyzer's GPU pass;
+ * about 8% of its time). Every other check stays, so a file rewritten under the same times can
+ * mislead that pass, never crash it. Otherwise, or with done == NULL, pp_trace_reader_open. */
+pp_status pp_trace_reader_reopen(const char *path, const pp_trace_reader *done,
+                                 pp_trace_reader **out);
+/* Whether r skips the checksums (pp_trace_reader_reopen). */
+int pp_trace_reader_verified(const pp_trace_reader *r);
 const pp_trace_header *pp_trace_reader_header(const pp_trace_reader *r);
 /* The next valid block of a known kind (*got = true), or the end (*got = false). Fails only
  * on a read error. */

@@ -1022,6 +1022,104 @@ Test(trace, streaming_reader_sees_the_blocks_the_loader_does)
     free(d);
 }
 
+/* Reads r to its end; returns the offsets of the blocks it handed out, in order (at most 8). */
+static int read_all(pp_trace_reader *r, uint64_t off[8])
+{
+    int n = 0;
+    for (;;) {
+        pp_trace_block b;
+        bool got;
+        cr_assert_eq(pp_trace_reader_next(r, &b, &got), PP_OK);
+        if (!got)
+            return n;
+        if (n < 8)
+            off[n] = b.offset;
+        n++;
+    }
+}
+
+/* pp_trace_reader_reopen, the analyzer's second pass: checksums are skipped only over bytes an
+ * earlier reader verified, of a file unchanged since. */
+Test(trace, a_reopened_reader_skips_checksums_only_of_an_unchanged_file_read_clean)
+{
+    const char *path = tmp_path("re.pft");
+    layout L;
+    write_sample(path, &L);
+    uint64_t off[8], off2[8];
+
+    pp_trace_reader *a = NULL, *b = NULL;
+    cr_assert_eq(pp_trace_reader_open(path, &a), PP_OK);
+    cr_assert(!pp_trace_reader_verified(a));
+    /* not read to its end yet: not verified */
+    cr_assert_eq(pp_trace_reader_reopen(path, a, &b), PP_OK);
+    cr_assert(!pp_trace_reader_verified(b));
+    pp_trace_reader_close(b);
+    int n = read_all(a, off);
+    cr_assert_eq(n, NBLK);
+    cr_assert_eq(pp_trace_reader_reopen(path, a, &b), PP_OK);
+    cr_assert(pp_trace_reader_verified(b));
+    cr_assert_eq(read_all(b, off2), n);
+    cr_assert_arr_eq(off, off2, (size_t)n * sizeof off[0]);
+    cr_assert_eq(pp_trace_reader_damage(b)->blocks_ok, (uint64_t)NBLK);
+    pp_trace_reader_close(b);
+    /* NULL: a plain open */
+    cr_assert_eq(pp_trace_reader_reopen(path, NULL, &b), PP_OK);
+    cr_assert(!pp_trace_reader_verified(b));
+    pp_trace_reader_close(b);
+
+    /* the same bytes in memory never count as verified */
+    size_t len;
+    uint8_t *d = slurp(path, &len);
+    pp_trace_reader *m = NULL;
+    cr_assert_eq(pp_trace_reader_open_mem(d, len, &m), PP_OK);
+    cr_assert_eq(read_all(m, off2), n);
+    cr_assert_eq(pp_trace_reader_reopen(path, m, &b), PP_OK);
+    cr_assert(!pp_trace_reader_verified(b));
+    pp_trace_reader_close(b);
+    pp_trace_reader_close(m);
+
+    /* changed in place after `a` read it (a bit of block 2, the modification time moved): the
+     * new reader checks again and finds the damage */
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    d[L.off[2] + 40] ^= 1;
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, d + L.off[2] + 40, 1, (off_t)(L.off[2] + 40)), 1);
+    struct timespec ts[2] = {sb.st_atim, sb.st_mtim};
+    ts[1].tv_sec += 1;
+    cr_assert_eq(futimens(fd, ts), 0);
+    close(fd);
+    cr_assert_eq(pp_trace_reader_reopen(path, a, &b), PP_OK);
+    cr_assert(!pp_trace_reader_verified(b));
+    cr_assert_eq(read_all(b, off2), n - 1);
+    cr_assert_eq(pp_trace_reader_damage(b)->blocks_bad, 1u);
+    /* and a reader that saw damage makes none verified */
+    pp_trace_reader *c = NULL;
+    cr_assert_eq(pp_trace_reader_reopen(path, b, &c), PP_OK);
+    cr_assert(!pp_trace_reader_verified(c));
+    pp_trace_reader_close(c);
+    pp_trace_reader_close(b);
+    pp_trace_reader_close(a);
+
+    /* grown after it was read (a writer still appending): checked again */
+    d[L.off[2] + 40] ^= 1;
+    spill(path, d, len);
+    cr_assert_eq(pp_trace_reader_open(path, &a), PP_OK);
+    cr_assert_eq(read_all(a, off), n);
+    FILE *f = fopen(path, "ab");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite("garbage!", 1, 8, f), 8u);
+    fclose(f);
+    cr_assert_eq(pp_trace_reader_reopen(path, a, &b), PP_OK);
+    cr_assert(!pp_trace_reader_verified(b));
+    cr_assert_eq(read_all(b, off2), n);
+    cr_assert_eq(pp_trace_reader_damage(b)->bytes_skipped, 8u);
+    pp_trace_reader_close(b);
+    pp_trace_reader_close(a);
+    free(d);
+}
+
 /* One events block per iteration, each holding `per` PUSH records numbered by payload. */
 enum { KILL_PER_BLOCK = 200 };
 
