@@ -218,6 +218,10 @@ typedef struct conv {
         uint32_t id; /* 0: an empty slot */
     } cslots[2 * PP_KINETO_MAX_COUNTERS];
     uint32_t n_counters;
+    /* another tool's reading tried first (convert_input): it stops (restart) at the first event
+     * torch's reading reads; spec_foreign: it met one that torch's counts as another tool's */
+    int speculative, restart, spec_foreign;
+    int became_torch; /* torch's header came first: this reading turned into torch's */
 } conv;
 
 static void problem(conv *c, const char *fmt, const char *arg)
@@ -1526,7 +1530,41 @@ static int on_meta_event(conv *c, const kin *e)
     return thread_name(c, tid, name);
 }
 
-/* One parsed element of traceEvents to its records. */
+/* What torch's reading (any_cat == 0) does with an event in dispatch below: hands it to a
+ * handler that may keep it (a CPU op, a GPU or API record, a memory sample, Paddle's
+ * categories), counts it as another tool's (a category neither profiler writes: `foreign`, and
+ * skipped), reads a thread or process name, or skips it (flows, other phases: `skipped_other`).
+ * Only another tool's reading tried first asks (dispatch's own tests stay where torch's hot path
+ * had them); tests/test_kineto.c checks the two agree on every phase and kind of category. */
+typedef enum { TORCH_READS, TORCH_FOREIGN, TORCH_META, TORCH_SKIPS } torch_class;
+
+/* gk, api: for a complete event, its GPU kind (gpu_kind_of) and whether it is a CUDA API call */
+static __attribute__((noinline)) torch_class torch_class_of(const kin *e, int gk, int api)
+{
+    switch (e->ph) {
+    case 'X': return gk || api || is_cpu_cat(e->cat) ? TORCH_READS : TORCH_FOREIGN;
+    case 'R': /* a mark (performance.mark in Chrome's traces); neither torch nor Paddle */
+    case 'C':
+        return TORCH_FOREIGN;
+    case 'i':
+    case 'I':
+        return strcmp(e->name, "[memory]") == 0 || (e->cat[0] && is_cpu_cat(e->cat))
+                   ? TORCH_READS
+                   : TORCH_FOREIGN;
+    case 'B':
+    case 'E': return is_timeline_cat(e->cat) || is_cpu_cat(e->cat) ? TORCH_READS : TORCH_FOREIGN;
+    case 'b':
+    case 'e':
+    case 'n':
+    case 'S':
+    case 'F': return is_cpu_cat(e->cat) ? TORCH_READS : TORCH_FOREIGN;
+    case 'M': return TORCH_META;
+    default: return TORCH_SKIPS;
+    }
+}
+
+/* One parsed element of traceEvents to its records. 0: out of memory, or (c->restart) another
+ * tool's reading tried first met an event torch's reading reads. */
 static int dispatch(conv *c, const kin *e)
 {
     if (e->bad) {
@@ -1534,18 +1572,28 @@ static int dispatch(conv *c, const kin *e)
         problem(c, "%s", "events with a field of the wrong type: skipped");
         return 1;
     }
-    int gk;
+    int gk = 0, api = 0;
+    if (e->ph == 'X' && (gk = gpu_kind_of(e->cat)) == 0)
+        api = strcmp(e->cat, "cuda_runtime") == 0 ? 1 : strcmp(e->cat, "cuda_driver") == 0 ? 2 : 0;
+    if (c->speculative) {
+        torch_class k = torch_class_of(e, gk, api);
+        if (k == TORCH_READS) {
+            c->restart = 1;
+            return 0;
+        }
+        c->spec_foreign |= k == TORCH_FOREIGN;
+    }
     switch (e->ph) {
     case 'X':
-        if ((gk = gpu_kind_of(e->cat)) != 0)
+        if (gk)
             return on_gpu(c, e, gk);
-        if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0)
-            return on_api(c, e, e->cat[5] == 'd');
+        if (api)
+            return on_api(c, e, api == 2);
         if (c->any_cat || is_cpu_cat(e->cat))
             return on_cpu(c, e, 0);
         c->s->foreign++;
         break;
-    case 'R': /* a mark (performance.mark in Chrome's traces); neither torch nor Paddle */
+    case 'R':
         if (!c->any_cat) {
             c->s->foreign++;
             break;
@@ -1852,6 +1900,8 @@ static kj_tok event_done(conv *c)
         e->ts *= 1000.0; /* Paddle's milliseconds (TS_MAX_US still bounds them after) */
     if (dispatch(c, e))
         return KJ_OBJ_END;
+    if (c->restart)
+        return KJ_ERR;
     if (c->err == PP_OK)
         c->err = PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
     return KJ_ERR;
@@ -2027,6 +2077,19 @@ static kj_tok dist_member(conv *c, const char *key, kj_tok v, void *ctx)
 static kj_tok top_member(conv *c, const char *key, kj_tok v, void *ctx)
 {
     int *found = ctx;
+    if (c->speculative && (strcmp(key, "schemaVersion") == 0 ||
+                           strcmp(key, "deviceProperties") == 0 ||
+                           strcmp(key, "distributedInfo") == 0)) {
+        /* torch's own header: its reading, from here on when no event was read yet (nothing
+         * before the first event depends on the reading), else from the start */
+        if (c->saw_events || c->s->events_in) {
+            c->restart = 1;
+            return KJ_ERR;
+        }
+        c->speculative = 0;
+        c->any_cat = c->s->any_category = 0;
+        c->became_torch = 1;
+    }
     if (strcmp(key, "traceEvents") == 0 && v == KJ_ARR) {
         *found = 1;
         return events_array(c);
@@ -2356,9 +2419,21 @@ static int32_t rank_in_name(const char *path)
     return r < (1 << 20) ? (int32_t)r : -1;
 }
 
+/* How convert reads the events: as torch's profiler writes them, as another tool's trace
+ * (every category), or as another tool's until an event or header key of torch's shows
+ * (convert_input). */
+typedef enum { READ_TORCH, READ_OTHER, READ_OTHER_FIRST } read_mode;
+
+/* What a READ_OTHER_FIRST reading found: its result stands, it stopped (torch's reading must
+ * run), it met no event that torch's reading would count as another tool's, or it turned into
+ * torch's reading at torch's header (its result is torch's reading's). */
+typedef enum { OTHER_STANDS, OTHER_STOPPED, OTHER_NO_FOREIGN, OTHER_BECAME_TORCH } other_outcome;
+
 static pp_status convert(kj_lexer *lx, const char *what, const char *out,
-                         const pp_kineto_options *o, pp_kineto_stats *stats, int any_cat)
+                         const pp_kineto_options *o, pp_kineto_stats *stats, read_mode mode,
+                         other_outcome *outcome)
 {
+    int any_cat = mode != READ_TORCH;
     pp_kineto_options od;
     pp_kineto_stats sd;
     if (!o) {
@@ -2379,6 +2454,7 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
     c->o = o;
     c->s = stats;
     c->any_cat = stats->any_category = any_cat;
+    c->speculative = mode == READ_OTHER_FIRST;
     c->rank = -1;
     c->t_min = UINT64_MAX;
     snprintf(c->host, sizeof c->host, "kineto");
@@ -2417,6 +2493,14 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
     } else {
         end = t == KJ_EOF ? KJ_EOF : KJ_ERR;
     }
+    if (c->restart) { /* torch's: nothing of this reading is kept */
+        *outcome = OTHER_STOPPED;
+        goto done;
+    }
+    if (c->speculative && !c->spec_foreign)
+        *outcome = OTHER_NO_FOREIGN;
+    if (c->became_torch)
+        *outcome = OTHER_BECAME_TORCH;
     if (c->err != PP_OK) {
         st = c->err;
         goto done;
@@ -2479,42 +2563,70 @@ static int read_again(pp_status st, const pp_kineto_stats *s)
            s->ranges + s->marks + s->gpu + s->api + s->memory_samples == 0;
 }
 
-pp_status pp_kineto_convert(const char *in, const char *out, const pp_kineto_options *o,
-                            pp_kineto_stats *stats)
+/* Opens the input again for another reading. */
+typedef pp_status (*input_open_fn)(const void *src, size_t len, kj_lexer **lx);
+
+static pp_status open_path(const void *src, size_t len, kj_lexer **lx)
+{
+    (void)len;
+    return kj_open_file(src, lx);
+}
+
+static pp_status open_buffer(const void *src, size_t len, kj_lexer **lx)
+{
+    return kj_open_mem(src, len, lx);
+}
+
+/* The readings of one input (docs/kineto.md "Which reading"). Torch's reading decides: a file
+ * it keeps nothing of, whose events have categories neither torch's nor Paddle's profiler
+ * writes, is another tool's, read again that way (read_again). Such a file would be read twice;
+ * another tool's reading is tried first instead. At torch's header keys before any event it
+ * becomes torch's reading; at the first event torch's reading would read it stops, and the
+ * readings above run as they always did. The result is the same either way: another tool's
+ * trace is read once, a torch trace once, a file mixing them up to three times. */
+static pp_status convert_input(input_open_fn open_input, const void *src, size_t len,
+                               const char *what,
+                               const char *out, const pp_kineto_options *o,
+                               pp_kineto_stats *stats)
 {
     pp_kineto_stats sd;
     if (!stats)
         stats = &sd;
-    kj_lexer *lx = NULL;
-    pp_status st = kj_open_file(in, &lx);
-    if (st != PP_OK)
-        return st;
-    st = convert(lx, in, out, o, stats, 0);
-    if (!read_again(st, stats))
-        return st;
-    unlink(out);
-    if ((st = kj_open_file(in, &lx)) != PP_OK)
-        return st;
-    return convert(lx, in, out, o, stats, 1);
+    static const read_mode order[] = {READ_OTHER_FIRST, READ_TORCH, READ_OTHER};
+    uint64_t before = 0; /* bytes of the readings before this one */
+    uint32_t n = 0;      /* readings so far */
+    pp_status st = PP_OK;
+    for (uint32_t k = 0; k < 3; k++) {
+        kj_lexer *lx = NULL;
+        if (n)
+            unlink(out);
+        if ((st = open_input(src, len, &lx)) != PP_OK)
+            return st;
+        other_outcome first = OTHER_STANDS;
+        st = convert(lx, what, out, o, stats, order[k], &first);
+        stats->readings = ++n;
+        stats->bytes_read = before + stats->bytes_in;
+        before = stats->bytes_read;
+        if (k == 0 && first == OTHER_BECAME_TORCH) /* it was torch's reading */
+            k = 1;
+        else if (k == 0 && st != PP_OK)
+            pp_error_clear(); /* torch's reading gives the error, if any, as it always did */
+        if (k == 0 ? st == PP_OK && first == OTHER_STANDS : k == 2 || !read_again(st, stats))
+            return st;
+    }
+    return st;
+}
+
+pp_status pp_kineto_convert(const char *in, const char *out, const pp_kineto_options *o,
+                            pp_kineto_stats *stats)
+{
+    return convert_input(open_path, in, 0, in, out, o, stats);
 }
 
 pp_status pp_kineto_convert_mem(const void *data, size_t len, const char *out,
                                 const pp_kineto_options *o, pp_kineto_stats *stats)
 {
-    pp_kineto_stats sd;
-    if (!stats)
-        stats = &sd;
-    kj_lexer *lx = NULL;
-    pp_status st = kj_open_mem(data, len, &lx);
-    if (st != PP_OK)
-        return st;
-    st = convert(lx, "(buffer)", out, o, stats, 0);
-    if (!read_again(st, stats))
-        return st;
-    unlink(out);
-    if ((st = kj_open_mem(data, len, &lx)) != PP_OK)
-        return st;
-    return convert(lx, "(buffer)", out, o, stats, 1);
+    return convert_input(open_buffer, data, len, "(buffer)", out, o, stats);
 }
 
 static int ends_with(const char *s, const char *suffix)

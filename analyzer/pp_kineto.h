@@ -71,6 +71,9 @@ typedef struct pp_kineto_stats {
                                 categories neither torch's nor Paddle's profiler writes */
     int any_category;        /* 1: no event of theirs, so read as another tool's Chrome trace
                                 (docs/kineto.md "Chrome traces of other tools") */
+    uint32_t readings;       /* readings of the input, the result's included (1 to 3: "Which
+                                reading", docs/kineto.md) */
+    uint64_t bytes_read;     /* JSON bytes all of them read (bytes_in: the result's) */
 } pp_kineto_stats;
 
 void pp_kineto_options_default(pp_kineto_options *o);

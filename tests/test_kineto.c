@@ -3150,3 +3150,116 @@ Test(kineto, a_viztracer_pipeline_run_here_is_analyzed_through_a_dialect, .timeo
     tk_result_free(&r);
     check_viztracer_pipeline(out, 3, 5);
 }
+
+/* Which reading a file gets (docs/kineto.md "Which reading"): another tool's reading is tried
+ * first; it stops at the first event torch's reading would read, and becomes torch's at torch's
+ * header keys before any event. The result is the one the two readings in turn give: another
+ * tool's file and a torch trace are read once, the files that mix them as before. */
+Test(kineto, another_tools_file_is_read_once_and_torchs_reading_decides_as_before)
+{
+    static const struct {
+        const char *what, *json;
+        uint32_t readings;
+        int any_category;
+        uint64_t ranges, foreign;
+    } cases[] = {
+        {"another tool's events", "{\"traceEvents\":[" EV("tf_op", "a", 1, 100, 10) ","
+                                  "{\"ph\":\"X\",\"name\":\"b\",\"pid\":7,\"tid\":1,\"ts\":120,\"dur\":5}]}",
+         1, 1, 2, 0},
+        /* torch's header before any event: the first reading becomes torch's */
+        {"torch's header first", "{\"schemaVersion\":1,\"traceEvents\":[" EV("cpu_op", "a", 1, 100, 10)
+                                 "," EV("tf_op", "b", 1, 120, 5) "]}",
+         1, 0, 1, 1},
+        {"torch's header, another tool's events", "{\"schemaVersion\":1,\"traceEvents\":["
+                                                  EV("tf_op", "b", 1, 120, 5) "]}",
+         2, 1, 1, 0},
+        /* after the events: the first reading stops there, torch's keeps nothing of them, and
+         * another tool's reading is the third */
+        {"torch's header last", "{\"traceEvents\":[" EV("tf_op", "b", 1, 120, 5) "],"
+                                "\"distributedInfo\":{\"rank\":3}}",
+         3, 1, 1, 0},
+        {"a torch event after another tool's", "{\"traceEvents\":[" EV("tf_op", "a", 1, 100, 10) ","
+                                               EV("tf_op", "b", 1, 120, 5) ","
+                                               EV("cpu_op", "c", 1, 130, 5) "]}",
+         2, 0, 1, 2},
+        /* torch's category, but its reading keeps nothing of it (an end with nothing open):
+         * read again as another tool's, the third reading */
+        {"torch's reading keeps nothing", "{\"traceEvents\":[" EV("tf_op", "a", 1, 100, 10) ","
+                                          "{\"ph\":\"E\",\"cat\":\"cpu_op\",\"pid\":7,\"tid\":1,\"ts\":150}]}",
+         3, 1, 1, 0},
+        /* names and flows only: nothing torch's reading counts as another tool's, so torch's
+         * reading stands */
+        {"names and flows only", "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":7,"
+                                 "\"tid\":1,\"args\":{\"name\":\"main\"}},{\"ph\":\"s\",\"cat\":\"x\","
+                                 "\"id\":1,\"pid\":7,\"tid\":1,\"ts\":5}]}",
+         2, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_kineto_stats s;
+        cr_assert_eq(convert_text(cases[i].json, NULL, &s, NULL), PP_OK, "%s: %s", cases[i].what,
+                     pp_error_message());
+        cr_expect_eq(s.readings, cases[i].readings, "%s: %u readings", cases[i].what, s.readings);
+        cr_expect_eq(s.any_category, cases[i].any_category, "%s", cases[i].what);
+        cr_expect_eq(s.ranges, cases[i].ranges, "%s: %llu ranges", cases[i].what,
+                     (unsigned long long)s.ranges);
+        cr_expect_eq(s.foreign, cases[i].foreign, "%s", cases[i].what);
+        cr_expect_geq(s.bytes_read, s.bytes_in * (cases[i].readings > 2 ? 2 : 1), "%s",
+                      cases[i].what);
+        cr_expect(cases[i].readings > 1 || s.bytes_read == s.bytes_in, "%s", cases[i].what);
+    }
+    /* real files, each read once */
+    const char *out = tk_path("which.pft");
+    pp_kineto_stats s;
+    unlink(out);
+    cr_assert_eq(pp_kineto_convert(DATA "/viztracer/vz.json.gz", out, NULL, &s), PP_OK);
+    cr_expect_eq(s.readings, 1);
+    cr_expect_eq(s.bytes_read, s.bytes_in);
+    cr_expect(s.any_category && s.ranges > 1000, "%llu ranges", (unsigned long long)s.ranges);
+    unlink(out);
+    cr_assert_eq(pp_kineto_convert(DATA "/gp/rank1.json", out, NULL, &s), PP_OK);
+    cr_expect_eq(s.readings, 1);
+    cr_expect_eq(s.bytes_read, s.bytes_in);
+    cr_expect(!s.any_category && s.ranges > 0);
+}
+
+/* The first reading's question (kineto.c torch_class_of: would torch's reading read this
+ * event?) and torch's reading's own answer (its dispatch) agree, for every phase and every kind
+ * of category: beside another tool's event the first reading stops exactly at the events torch's
+ * reading reads, which, read by torch's reading alone (after torch's header), are counted
+ * neither as another tool's nor skipped. */
+Test(kineto, the_first_readings_question_is_torchs_own_answer)
+{
+    static const char *const phs = "XiIBEbenSFRCsftPO";
+    static const char *const cats[] = {"cpu_op", "user_annotation", "python_function", "python",
+                                       "Runtime", "cpu_instant_event", "kernel", "gpu_memcpy",
+                                       "gpu_memset", "cuda_runtime", "cuda_driver", "Operator",
+                                       "pipeline timeline", "virtual pipeline timeline",
+                                       "tf_op", "Trace", "ac2g", "", NULL};
+    int checked = 0;
+    for (const char *ph = phs; *ph; ph++)
+        for (size_t k = 0; k < sizeof cats / sizeof cats[0]; k++)
+            for (int mem = 0; mem < 2; mem++) {
+                char ev[256], cat[48] = "";
+                if (cats[k])
+                    snprintf(cat, sizeof cat, "\"cat\":\"%s\",", cats[k]);
+                snprintf(ev, sizeof ev,
+                         "{\"ph\":\"%c\",%s\"name\":\"%s\",\"pid\":7,\"tid\":1,\"ts\":200,"
+                         "\"dur\":5,\"id\":1,\"args\":{\"v\":1,\"correlation\":5}}",
+                         *ph, cat, mem ? "[memory]" : "x");
+                char other[512], alone[512];
+                snprintf(other, sizeof other, "{\"traceEvents\":[%s,%s]}",
+                         "{\"ph\":\"X\",\"cat\":\"tf_op\",\"name\":\"a\",\"pid\":7,\"tid\":1,"
+                         "\"ts\":100,\"dur\":10}", ev);
+                snprintf(alone, sizeof alone, "{\"schemaVersion\":1,\"traceEvents\":[%s]}", ev);
+                pp_kineto_stats a, b;
+                cr_assert_eq(convert_text(other, NULL, &a, NULL), PP_OK, "%s", ev);
+                cr_assert_eq(convert_text(alone, NULL, &b, NULL), PP_OK, "%s", ev);
+                int stopped = a.readings > 1;
+                int torch_reads = !b.any_category && b.skipped_other == 0;
+                cr_expect_eq(stopped, torch_reads, "%s: the first reading %s, torch's %s", ev,
+                             stopped ? "stopped" : "went on",
+                             torch_reads ? "reads it" : "does not");
+                checked++;
+            }
+    cr_assert_eq(checked, 17 * 19 * 2);
+}
