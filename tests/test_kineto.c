@@ -3263,3 +3263,119 @@ Test(kineto, the_first_readings_question_is_torchs_own_answer)
             }
     cr_assert_eq(checked, 17 * 19 * 2);
 }
+
+/* Timestamps in every spelling a JSON writer uses read as strtod reads them (the tokenizer's
+ * one-pass path for plain decimals, the long way for the rest), also where a number straddles
+ * the boundary of the tokenizer's 256 KB reads of a file. Each event on a thread of its own, its
+ * PUSH at round(ts x 1000) ns. */
+Test(kineto, numbers_read_as_strtod_reads_them_wherever_they_lie)
+{
+    static const char *const ts[] = {"100",          "100.5",          "0",
+                                     "0.000001",     "1234567.891",    "1e2",
+                                     "1.5E3",        "2.5e+2",         "7.25e-1",
+                                     "4503599627370.495", "9007199254740.993",
+                                     "100.000000000000000000000001", "12345678901234567890e-10",
+                                     "100.", "0.1234567890123456789012"};
+    size_t n = sizeof ts / sizeof ts[0];
+    for (int straddle = 0; straddle < 2; straddle++) {
+        const char *path = tk_path("numbers.json");
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        long at = fprintf(f, "{\"traceEvents\":[");
+        for (size_t i = 0; i < n; i++) {
+            char head[160];
+            int k = snprintf(head, sizeof head, "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n%zu\","
+                                                "\"pid\":1,\"tid\":%zu,\"dur\":1,\"ts\":",
+                             i ? "," : "", i, i + 1);
+            if (straddle) { /* pad so that this number starts 3 bytes before a 256 KB boundary */
+                long want = (long)(i + 1) * 262144 - 3 - k;
+                cr_assert_gt(want, at);
+                at += fprintf(f, "%*s", (int)(want - at), "");
+            }
+            at += fprintf(f, "%s%s}", head, ts[i]);
+        }
+        fprintf(f, "]}");
+        fclose(f);
+        const char *out = tk_path("numbers.pft");
+        unlink(out);
+        pp_kineto_stats s;
+        cr_assert_eq(pp_kineto_convert(path, out, NULL, &s), PP_OK, "%s", pp_error_message());
+        cr_assert_eq(s.ranges, n, "%llu ranges, %llu malformed", (unsigned long long)s.ranges,
+                     (unsigned long long)s.malformed);
+        pp_trace *t = NULL;
+        cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+        size_t seen = 0;
+        for (size_t e = 0; e < t->n_events; e++) {
+            if (t->events[e].type != PP_REC_PUSH)
+                continue;
+            size_t i = (size_t)strtoul(t->events[e].message + 1, NULL, 10);
+            cr_assert_lt(i, n);
+            double v = strtod(ts[i], NULL);
+            cr_expect_eq(t->events[e].ts, (uint64_t)llround(v * 1000.0), "ts %s%s: %llu ns",
+                         ts[i], straddle ? " across a boundary" : "",
+                         (unsigned long long)t->events[e].ts);
+            seen++;
+        }
+        cr_assert_eq(seen, n);
+        pp_trace_free(t);
+    }
+}
+
+/* Names of every length around the tokenizer's 16-byte steps, with an escape before, inside or
+ * after them, and one near the cap of 4096 bytes, come out as written (unescaped), also across
+ * the boundary of its 256 KB reads. */
+Test(kineto, strings_of_every_length_and_escape_read_whole)
+{
+    enum { LENS = 48, KINDS = 4 };
+    static const char *const esc[KINDS] = {"", "\\\"", "\\n", "\\u00e9"};
+    static const char *const raw[KINDS] = {"", "\"", "\n", "\xc3\xa9"};
+    const char *path = tk_path("strings.json");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"traceEvents\":[");
+    char want[LENS * KINDS * 3][128];
+    size_t n = 0;
+    for (int len = 1; len <= LENS; len++)
+        for (int k = 0; k < KINDS; k++)
+            for (int where = 0; where < (k ? 3 : 1); where++) {
+                int cut = where == 0 ? 0 : where == 1 ? len / 2 : len; /* before, in, after */
+                char name[128], w[128];
+                snprintf(name, sizeof name, "%.*s%s%.*s", cut, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", esc[k],
+                         len - cut, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + cut);
+                snprintf(w, sizeof w, "%.*s%s%.*s", cut, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", raw[k],
+                         len - cut, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + cut);
+                if (n == 300) /* this one across the first 256 KB boundary */
+                    fprintf(f, "%*s", (int)(262144 - 20 - ftell(f)), "");
+                fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"%s\",\"pid\":1,\"tid\":%zu,"
+                           "\"ts\":%zu,\"dur\":1}",
+                        n ? "," : "", name, n + 1, 10 * n + 10);
+                memcpy(want[n++], w, sizeof w);
+            }
+    /* a name of 4100 bytes: cut at 4096 */
+    fprintf(f, ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"%0*d\",\"pid\":1,\"tid\":9999,\"ts\":5,"
+               "\"dur\":1}]}", 4100, 7);
+    fclose(f);
+    const char *out = tk_path("strings.pft");
+    unlink(out);
+    pp_kineto_stats s;
+    cr_assert_eq(pp_kineto_convert(path, out, NULL, &s), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.ranges, n + 1);
+    cr_assert_eq(s.strings_truncated, 1);
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+    size_t seen = 0;
+    for (size_t e = 0; e < t->n_events; e++) {
+        if (t->events[e].type != PP_REC_PUSH)
+            continue;
+        if (t->events[e].ts == 5000) {
+            cr_expect_eq(strlen(t->events[e].message), 4096);
+            continue;
+        }
+        size_t i = (size_t)(t->events[e].ts / 10000) - 1;
+        cr_assert_lt(i, n);
+        cr_expect_str_eq(t->events[e].message, want[i], "name %zu", i);
+        seen++;
+    }
+    cr_assert_eq(seen, n);
+    pp_trace_free(t);
+}
