@@ -3264,6 +3264,16 @@ Test(kineto, the_first_readings_question_is_torchs_own_answer)
     cr_assert_eq(checked, 17 * 19 * 2);
 }
 
+/* Converts the file at path into out and loads the result. */
+static pp_trace *convert_loaded(const char *path, const char *out, pp_kineto_stats *s)
+{
+    unlink(out);
+    cr_assert_eq(pp_kineto_convert(path, out, NULL, s), PP_OK, "%s", pp_error_message());
+    pp_trace *t = NULL;
+    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
+    return t;
+}
+
 /* Timestamps in every spelling a JSON writer uses read as strtod reads them (the tokenizer's
  * one-pass path for plain decimals, the long way for the rest), also where a number straddles
  * the boundary of the tokenizer's 256 KB reads of a file. Each event on a thread of its own, its
@@ -3296,14 +3306,10 @@ Test(kineto, numbers_read_as_strtod_reads_them_wherever_they_lie)
         }
         fprintf(f, "]}");
         fclose(f);
-        const char *out = tk_path("numbers.pft");
-        unlink(out);
         pp_kineto_stats s;
-        cr_assert_eq(pp_kineto_convert(path, out, NULL, &s), PP_OK, "%s", pp_error_message());
+        pp_trace *t = convert_loaded(path, tk_path("numbers.pft"), &s);
         cr_assert_eq(s.ranges, n, "%llu ranges, %llu malformed", (unsigned long long)s.ranges,
                      (unsigned long long)s.malformed);
-        pp_trace *t = NULL;
-        cr_assert_eq(pp_trace_load(out, &t), PP_OK);
         size_t seen = 0;
         for (size_t e = 0; e < t->n_events; e++) {
             if (t->events[e].type != PP_REC_PUSH)
@@ -3355,14 +3361,10 @@ Test(kineto, strings_of_every_length_and_escape_read_whole)
     fprintf(f, ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"%0*d\",\"pid\":1,\"tid\":9999,\"ts\":5,"
                "\"dur\":1}]}", 4100, 7);
     fclose(f);
-    const char *out = tk_path("strings.pft");
-    unlink(out);
     pp_kineto_stats s;
-    cr_assert_eq(pp_kineto_convert(path, out, NULL, &s), PP_OK, "%s", pp_error_message());
+    pp_trace *t = convert_loaded(path, tk_path("strings.pft"), &s);
     cr_assert_eq(s.ranges, n + 1);
     cr_assert_eq(s.strings_truncated, 1);
-    pp_trace *t = NULL;
-    cr_assert_eq(pp_trace_load(out, &t), PP_OK);
     size_t seen = 0;
     for (size_t e = 0; e < t->n_events; e++) {
         if (t->events[e].type != PP_REC_PUSH)
