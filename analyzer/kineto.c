@@ -661,24 +661,32 @@ static int kev_less(const kev *a, const kev *b)
     return a->seq < b->seq;
 }
 
+/* The least event, out of the heap. Floyd's way: the hole at the root goes down to a leaf by
+ * the lesser child (one comparison a level), then the last event comes up from there to its
+ * place (a step or two: it is among the latest). Half the comparisons of a plain sift-down, and
+ * each event moves once instead of being swapped (64 bytes each, the window larger than the
+ * caches). kev_less is a strict total order (arrival breaks ties), so the events come out in the
+ * same order whatever the heap's inner arrangement. */
 static kev heap_pop(conv *c)
 {
-    kev top = c->heap[0];
-    c->heap[0] = c->heap[--c->n_heap];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < c->n_heap && kev_less(&c->heap[l], &c->heap[m]))
-            m = l;
-        if (r < c->n_heap && kev_less(&c->heap[r], &c->heap[m]))
-            m = r;
-        if (m == i)
-            break;
-        kev tmp = c->heap[m];
-        c->heap[m] = c->heap[i];
-        c->heap[i] = tmp;
+    kev *h = c->heap, top = h[0];
+    size_t n = --c->n_heap, i = 0;
+    if (n == 0)
+        return top;
+    for (size_t l; (l = 2 * i + 1) < n; ) {
+        size_t m = l + 1 < n && kev_less(&h[l + 1], &h[l]) ? l + 1 : l;
+        h[i] = h[m];
         i = m;
     }
+    kev last = h[n]; /* up from the hole to its place */
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!kev_less(&last, &h[parent]))
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = last;
     return top;
 }
 
