@@ -380,54 +380,53 @@ int pp_write_file_atomic_cleanup(const char *path)
     return removed;
 }
 
-pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
+/* The first half of an atomic write: what an interrupted earlier write left is removed (it would
+ * stay forever and may hold the very space this write needs), then "<path>.tmpXXXXXX" is created
+ * and flock'ed. On success *tmp (malloc'ed) names it and *fd is open on it. */
+static pp_status atomic_begin(const char *path, char **tmp, int *fd)
 {
-    pp_status st = PP_OK;
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    char *dir = malloc(plen + 2);
-    int fd = -1;
-    if (!tmp || !dir) {
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory writing '%s'", path);
-        goto done;
-    }
-    /* first, what an interrupted earlier write left: it would stay forever and may hold the
-     * very space this write needs */
+    *fd = -1;
+    if (!(*tmp = malloc(plen + 16)))
+        return PP_ERR(PP_ERR_NOMEM, "out of memory writing '%s'", path);
     (void)pp_write_file_atomic_cleanup(path);
-    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot create a temporary file next to '%s': %s", path,
-                    strerror(errno));
-        tmp[0] = '\0';
-        goto done;
+    snprintf(*tmp, plen + 16, "%s.tmpXXXXXX", path);
+    if ((*fd = mkstemp(*tmp)) < 0) {
+        pp_status st = PP_ERR(PP_ERR_IO, "cannot create a temporary file next to '%s': %s", path,
+                              strerror(errno));
+        free(*tmp);
+        *tmp = NULL;
+        return st;
     }
     /* held until the rename: marks the temporary file as in use (see the cleanup) */
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot lock '%s': %s", tmp, strerror(errno));
-        goto done;
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        pp_status st = PP_ERR(PP_ERR_IO, "cannot lock '%s': %s", *tmp, strerror(errno));
+        close(*fd);
+        *fd = -1;
+        unlink(*tmp);
+        free(*tmp);
+        *tmp = NULL;
+        return st;
     }
-    st = write_all(fd, data, len, tmp);
-    if (st != PP_OK)
-        goto done;
-    if (fchmod(fd, 0644) != 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
-        goto done;
-    }
-    if (fsync(fd) != 0) {
-        st = write_error("flush", tmp, errno);
-        goto done;
-    }
-    /* the lock goes with the descriptor, after the rename: until then the file is ours */
-    if (rename(tmp, path) != 0) {
-        st = PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        goto done;
-    }
-    tmp[0] = '\0'; /* renamed: nothing to remove */
-    /* after the successful fsync a close cannot lose data; the lock goes with it */
-    (void)close(fd);
-    fd = -1;
+    return PP_OK;
+}
+
+/* The second half, once everything is written to fd: mode, fsync, rename over path, fsync of the
+ * directory. The caller closes fd afterwards (the lock goes with it, after the rename: until then
+ * the file is ours) and, on failure, removes tmp. */
+static pp_status atomic_finish(int fd, const char *tmp, const char *path)
+{
+    if (fchmod(fd, 0644) != 0)
+        return PP_ERR(PP_ERR_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
+    if (fsync(fd) != 0)
+        return write_error("flush", tmp, errno);
+    if (rename(tmp, path) != 0)
+        return PP_ERR(PP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
     /* The rename is durable only once the directory entry is on disk. */
+    size_t plen = strlen(path);
+    char *dir = malloc(plen + 2);
+    if (!dir)
+        return PP_OK; /* renamed: the data is there, only the directory's fsync is skipped */
     memcpy(dir, path, plen + 1);
     char *slash = strrchr(dir, '/');
     if (slash == dir)
@@ -441,12 +440,91 @@ pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
         (void)fsync(dfd);
         close(dfd);
     }
-done:
+    free(dir);
+    return PP_OK;
+}
+
+pp_status pp_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    char *tmp = NULL;
+    int fd = -1;
+    pp_status st = atomic_begin(path, &tmp, &fd);
+    if (st == PP_OK && (st = write_all(fd, data, len, tmp)) == PP_OK &&
+        (st = atomic_finish(fd, tmp, path)) == PP_OK)
+        tmp[0] = '\0'; /* renamed: nothing to remove */
     if (fd >= 0)
-        close(fd);
+        close(fd); /* after the successful fsync a close cannot lose data; the lock goes with it */
     if (tmp && tmp[0])
         unlink(tmp);
     free(tmp);
-    free(dir);
     return st;
+}
+
+struct pp_atomic_stream {
+    FILE *f;
+    char *tmp;
+    char *path;
+};
+
+pp_status pp_atomic_stream_open(const char *path, pp_atomic_stream **out)
+{
+    *out = NULL;
+    pp_atomic_stream *s = calloc(1, sizeof *s);
+    char *copy = strdup(path);
+    if (!s || !copy) {
+        free(s);
+        free(copy);
+        return PP_ERR(PP_ERR_NOMEM, "out of memory writing '%s'", path);
+    }
+    int fd = -1;
+    pp_status st = atomic_begin(path, &s->tmp, &fd);
+    if (st == PP_OK && !(s->f = fdopen(fd, "w"))) {
+        st = PP_ERR(PP_ERR_NOMEM, "cannot write '%s': %s", s->tmp, strerror(errno));
+        close(fd);
+        unlink(s->tmp);
+    }
+    if (st != PP_OK) {
+        free(s->tmp);
+        free(s);
+        free(copy);
+        return st;
+    }
+    s->path = copy;
+    *out = s;
+    return PP_OK;
+}
+
+FILE *pp_atomic_stream_file(pp_atomic_stream *s) { return s ? s->f : NULL; }
+
+static void stream_free(pp_atomic_stream *s)
+{
+    free(s->tmp);
+    free(s->path);
+    free(s);
+}
+
+pp_status pp_atomic_stream_commit(pp_atomic_stream *s)
+{
+    if (!s)
+        return PP_ERR(PP_ERR_INVALID, "no atomic stream to commit");
+    pp_status st = PP_OK;
+    errno = 0;
+    if (fflush(s->f) != 0 || ferror(s->f))
+        st = write_error("write", s->tmp, errno ? errno : EIO);
+    if (st == PP_OK && (st = atomic_finish(fileno(s->f), s->tmp, s->path)) == PP_OK)
+        s->tmp[0] = '\0';
+    (void)fclose(s->f); /* flushed and synced (or failed): the lock goes with it */
+    if (s->tmp[0])
+        unlink(s->tmp);
+    stream_free(s);
+    return st;
+}
+
+void pp_atomic_stream_abort(pp_atomic_stream *s)
+{
+    if (!s)
+        return;
+    (void)fclose(s->f);
+    unlink(s->tmp);
+    stream_free(s);
 }

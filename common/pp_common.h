@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* The project's version (CMake's project(): a compile definition on every target); outputs
@@ -137,6 +138,18 @@ pp_status pp_write_file_atomic(const char *path, const void *data, size_t len);
  * SIGKILL, leaves one whose lock the kernel has dropped); returns how many. Files of writers
  * still running are left alone. */
 int pp_write_file_atomic_cleanup(const char *path);
+
+/* The same atomic replacement, written as a stream: what is written to the FILE of
+ * pp_atomic_stream_file goes to "<path>.tmpXXXXXX" and replaces `path` only at
+ * pp_atomic_stream_commit (flush, fsync, rename, fsync of the directory; errors as
+ * pp_write_file_atomic's, the temporary file removed). pp_atomic_stream_abort removes it and
+ * leaves `path` as it was. Either frees the stream. For outputs that grow with the input (a
+ * summary of every step): nothing of them is held in memory. */
+typedef struct pp_atomic_stream pp_atomic_stream;
+pp_status pp_atomic_stream_open(const char *path, pp_atomic_stream **out);
+FILE *pp_atomic_stream_file(pp_atomic_stream *s);
+pp_status pp_atomic_stream_commit(pp_atomic_stream *s);
+void pp_atomic_stream_abort(pp_atomic_stream *s);
 
 #ifdef __cplusplus
 }

@@ -139,6 +139,50 @@ Test(common, atomic_write_replaces_whole_file_and_leaves_no_temp)
     rmdir(dir);
 }
 
+Test(common, atomic_stream_replaces_on_commit_and_leaves_the_file_on_abort)
+{
+    char dir[] = "/tmp/pp_common_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    cr_assert_eq(pp_write_file_atomic(path, "old", 3), PP_OK);
+    /* written piece by piece, 8 MB in all: nothing of it appears before the commit */
+    pp_atomic_stream *as = NULL;
+    cr_assert_eq(pp_atomic_stream_open(path, &as), PP_OK, "%s", pp_error_message());
+    char line[64];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\n';
+    for (int i = 0; i < 131072; i++)
+        cr_assert_eq(fwrite(line, 1, sizeof line, pp_atomic_stream_file(as)), sizeof line);
+    char *data = NULL;
+    size_t len = 0;
+    cr_assert_eq(pp_read_file(path, &data, &len), PP_OK);
+    cr_assert_eq(len, 3u, "the output changed before the commit");
+    free(data);
+    cr_assert_eq(count_entries(dir), 2, "the temporary file beside it");
+    cr_assert_eq(pp_atomic_stream_commit(as), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(pp_read_file(path, &data, &len), PP_OK);
+    cr_assert_eq(len, (size_t)131072 * 64);
+    cr_assert(data[0] == 'x' && data[len - 1] == '\n');
+    free(data);
+    cr_assert_eq(count_entries(dir), 1, "a temporary file was left behind");
+    /* an aborted stream leaves the file as it was, and no temporary file */
+    cr_assert_eq(pp_atomic_stream_open(path, &as), PP_OK);
+    fputs("half a summary", pp_atomic_stream_file(as));
+    pp_atomic_stream_abort(as);
+    cr_assert_eq(pp_read_file(path, &data, &len), PP_OK);
+    cr_assert_eq(len, (size_t)131072 * 64);
+    free(data);
+    cr_assert_eq(count_entries(dir), 1, "the aborted stream's file was left behind");
+    /* a directory that is not there: the error names the path */
+    pp_error_clear();
+    cr_assert_eq(pp_atomic_stream_open("/tmp/pp_no_such_dir_xyz/s.json", &as), PP_ERR_IO);
+    cr_assert_null(as);
+    cr_assert(strstr(pp_error_message(), "pp_no_such_dir_xyz") != NULL);
+    unlink(path);
+    rmdir(dir);
+}
+
 Test(common, atomic_write_into_missing_directory_fails_cleanly)
 {
     pp_status st = pp_write_file_atomic("/tmp/pp_no_such_dir_xyz/f.bin", "x", 1);

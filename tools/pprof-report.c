@@ -5,7 +5,6 @@
  * user's loop: pprof-report run1 --gantt run1.png.
  * Exit codes: 0 ok, 2 bad option or a run directory that cannot be analyzed, 3 runtime error
  * (gnuplot missing or failing, out of memory). */
-#define _GNU_SOURCE /* open_memstream */
 #include "pp_analyzer.h"
 #include "pp_common.h"
 #include "pp_tool.h"
@@ -205,21 +204,21 @@ static pp_status write_summary(const args *a, const pp_analysis *an)
             return PP_ERR(PP_ERR_IO, "writing the summary: %s", strerror(errno));
         return PP_OK;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for the summary");
-    pp_status st = PP_OK;
+    /* streamed to a temporary file renamed over the output: a summary of every step is not
+     * held in memory (it grows with the trace) */
+    pp_atomic_stream *as = NULL;
+    pp_status st = pp_atomic_stream_open(a->output, &as);
+    if (st != PP_OK)
+        return st;
+    FILE *m = pp_atomic_stream_file(as);
     if (a->json)
         st = pp_report_json(an, m);
     else
         pp_analysis_print(an, m);
-    if (fclose(m) != 0 && st == PP_OK)
-        st = PP_ERR(PP_ERR_NOMEM, "out of memory for the summary");
     if (st == PP_OK)
-        st = pp_write_file_atomic(a->output, buf, len);
-    free(buf);
+        st = pp_atomic_stream_commit(as);
+    else
+        pp_atomic_stream_abort(as);
     if (st == PP_OK)
         pp_tool_note(1, "summary written to %s", a->output);
     return st;
@@ -230,27 +229,16 @@ static pp_status write_summary(const args *a, const pp_analysis *an)
  * memory. */
 static pp_status write_chrome(const char *path, const pp_analysis *an)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for the Chrome trace");
-    snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        pp_status e = PP_ERR(PP_ERR_IO, "cannot write the Chrome trace '%s': %s", path,
-                             strerror(errno));
-        free(tmp);
-        return e;
-    }
-    pp_status st = pp_report_chrome(an, f);
-    if (fclose(f) != 0 && st == PP_OK)
-        st = PP_ERR(PP_ERR_IO, "writing the Chrome trace '%s': %s", path, strerror(errno));
-    if (st == PP_OK && rename(tmp, path) != 0)
-        st = PP_ERR(PP_ERR_IO, "cannot write the Chrome trace '%s': %s", path, strerror(errno));
+    pp_atomic_stream *as = NULL;
+    pp_status st = pp_atomic_stream_open(path, &as);
     if (st != PP_OK)
-        unlink(tmp);
-    free(tmp);
-    return st;
+        return pp_error_wrap(st, "the Chrome trace");
+    if ((st = pp_report_chrome(an, pp_atomic_stream_file(as))) != PP_OK) {
+        pp_atomic_stream_abort(as);
+        return st;
+    }
+    st = pp_atomic_stream_commit(as);
+    return st == PP_OK ? st : pp_error_wrap(st, "the Chrome trace");
 }
 
 /* The job's command line from the run directory's manifest.json (docs/cli/pprof-run.md), joined
@@ -288,25 +276,22 @@ static void manifest_command(const char *dir, char *buf, size_t cap)
 /* The HTML page, written to a temporary file renamed over `path` once complete. */
 static pp_status write_html(const args *a, const pp_analysis *an)
 {
-    char command[4096], tmp[4096 + 32];
+    char command[4096];
     manifest_command(a->dir, command, sizeof command);
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", a->html, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return PP_ERR(PP_ERR_IO, "cannot write the HTML report '%s': %s", a->html,
-                      strerror(errno));
+    pp_atomic_stream *as = NULL;
+    pp_status st = pp_atomic_stream_open(a->html, &as);
+    if (st != PP_OK)
+        return pp_error_wrap(st, "the HTML report");
     const char *slash = strrchr(a->dir, '/');
     pp_report_html_opts ho = {.title = slash && slash[1] ? slash + 1 : a->dir,
                               .command = command};
-    pp_status st = pp_report_html(an, &ho, f);
-    if (fclose(f) != 0 && st == PP_OK)
-        st = PP_ERR(PP_ERR_IO, "writing the HTML report '%s': %s", a->html, strerror(errno));
-    if (st == PP_OK && rename(tmp, a->html) != 0)
-        st = PP_ERR(PP_ERR_IO, "cannot write the HTML report '%s': %s", a->html, strerror(errno));
+    if ((st = pp_report_html(an, &ho, pp_atomic_stream_file(as))) != PP_OK)
+        pp_atomic_stream_abort(as);
+    else if ((st = pp_atomic_stream_commit(as)) != PP_OK)
+        st = pp_error_wrap(st, "the HTML report");
     if (st != PP_OK)
-        unlink(tmp);
-    else
-        pp_tool_note(0, "HTML report written to %s", a->html);
+        return st;
+    pp_tool_note(0, "HTML report written to %s", a->html);
     return st;
 }
 
