@@ -320,6 +320,84 @@ Test(json_write, numbers_have_fixed_formats_and_non_finite_is_null)
                    "\"u\": 18446744073709551615, \"t\": true, \"n\": null}\n");
 }
 
+/* The writer formats most numbers itself (printf's %g and %f cost a fifth of a long summary's
+ * writing); what it writes must be printf's text, digit for digit, including at ties, at the
+ * powers of ten where %g's digits roll over, the negative values that round to zero and the
+ * edges of the ranges it leaves to printf. */
+Test(json_write, numbers_are_printfs_text_wherever_they_lie)
+{
+    enum { N = 120000, CHUNK = 3000, PRECS = 18 };
+    pp_rng rng;
+    pp_rng_seed(&rng, 20261205);
+    double *vals = malloc(N * sizeof *vals);
+    cr_assert(vals);
+    for (int i = 0; i < N; i++) {
+        double v;
+        switch (i % 6) {
+        case 0: /* any magnitude */
+            v = ldexp(pp_rng_uniform(&rng) + 0.5, (int)(pp_rng_u64(&rng) % 140) - 70);
+            break;
+        case 1: /* what the summaries write: milliseconds from nanoseconds */
+            v = (double)(pp_rng_u64(&rng) % 100000000000ull) * 1e-6;
+            break;
+        case 2: /* short decimals, many of them halfway for some precision */
+            v = (double)(pp_rng_u64(&rng) % 2000000) / pow(10, (double)(pp_rng_u64(&rng) % 8));
+            break;
+        case 3: /* just below and above a power of ten */
+            v = nextafter(pow(10, (double)((int)(pp_rng_u64(&rng) % 24) - 6)),
+                          pp_rng_u64(&rng) % 2 ? 0.0 : INFINITY);
+            break;
+        case 4: /* exact binary halves at some digit */
+            v = (double)(pp_rng_u64(&rng) % 1000000) +
+                0.5 / (double)(1u << (pp_rng_u64(&rng) % 12));
+            break;
+        default: /* integers, and 0.999... that round up */
+            v = pp_rng_u64(&rng) % 2
+                    ? (double)(pp_rng_u64(&rng) % 10000000000ull)
+                    : 1.0 - pow(10, -(double)(pp_rng_u64(&rng) % 17)) * pp_rng_uniform(&rng);
+            break;
+        }
+        vals[i] = pp_rng_u64(&rng) % 3 == 0 ? -v : v;
+    }
+    vals[0] = 0.0;
+    vals[1] = -0.0;
+    long checked = 0;
+    for (int c0 = 0; c0 < N; c0 += CHUNK) {
+        pp_json_writer w;
+        FILE *f = writer_on_tmpfile(&w, PP_JSON_PRETTY);
+        pp_json_array_inline(&w, NULL);
+        for (int i = c0; i < c0 + CHUNK; i++)
+            for (int p = 0; p < PRECS; p++) {
+                pp_json_put_fixed(&w, NULL, p, vals[i]);
+                pp_json_put_real_digits(&w, NULL, p ? p : 1, vals[i]);
+            }
+        pp_json_end(&w);
+        cr_assert_eq(pp_json_writer_finish(&w), PP_OK);
+        char *text = written(f), *save = NULL;
+        cr_assert(text[0] == '[');
+        char *tok = strtok_r(text + 1, ",]\n ", &save);
+        for (int i = c0; i < c0 + CHUNK; i++)
+            for (int p = 0; p < PRECS; p++)
+                for (int g = 0; g < 2; g++) {
+                    char want[512];
+                    double v = vals[i] == 0 ? 0.0 : vals[i];
+                    if (g)
+                        snprintf(want, sizeof want, "%.*g", p ? p : 1, v);
+                    else
+                        snprintf(want, sizeof want, "%.*f", p, v);
+                    cr_assert(tok, "the output ended early");
+                    cr_assert_str_eq(tok, want, "%%.%d%c of %.17g", g && !p ? 1 : p,
+                                     g ? 'g' : 'f', vals[i]);
+                    checked++;
+                    tok = strtok_r(NULL, ",]\n ", &save);
+                }
+        cr_assert_null(tok);
+        free(text);
+    }
+    cr_assert_eq(checked, (long)N * PRECS * 2);
+    free(vals);
+}
+
 Test(json_write, pretty_layout_nests_blocks_inline_records_and_wraps)
 {
     pp_json_writer w;
