@@ -4,7 +4,8 @@
  * temporary file; a second pass over the scratch trace writes `out` with its final header (the
  * rank, host and pid are only known at the end) and the spilled records merged in by time, so
  * that the GPU projection's window (pp_gpu.h) finds the ranges they belong to even where Kineto
- * wrote every GPU event after every CPU event.
+ * wrote every GPU event after every CPU event. Without GPU records there is nothing to merge:
+ * the scratch trace gets its final header in place and becomes `out` (finish_in_place).
  *
  * CPU events (sorted by start in Kineto's output, nearly) pass through a bounded min-heap that
  * restores their order; a trace that overflows it is written out in sorted runs (torch writes
@@ -22,6 +23,7 @@
 #include "pp_kineto.h"
 #include "pp_trace.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2342,6 +2344,45 @@ static pp_status copy_blocks(const char *part, pp_trace_writer *w, uint32_t kind
     return st;
 }
 
+/* The footer of the converted trace whose header is h. */
+static pp_status write_footer(const conv *c, pp_trace_writer *w, const pp_trace_header *h)
+{
+    pp_rec_footer f = {.real_ns = h->real_ns,
+                       .events = c->s->ranges * 2 + c->s->marks + c->s->gpu + c->s->api,
+                       .dropped = c->s->dropped_late + c->s->dropped_caps,
+                       .threads = c->n_threads};
+    f.h.ts = c->t_min == UINT64_MAX ? 0 : c->t_min;
+    return pp_trace_writer_footer(w, &f);
+}
+
+/* Without GPU records to merge in, the scratch trace is the result: its header rewritten (the
+ * rank, the pipeline and the first timestamp are known only now), the footer appended, and the
+ * file linked to `out` (never over an existing file, as the writer's own open). Its definitions
+ * come before the events that use them, not all first, which readers do not rely on
+ * (docs/trace-format.md). Returns PP_OK with *done = 0 when the file system cannot link: the
+ * caller copies instead. */
+static pp_status finish_in_place(conv *c, const char *part, const char *out, int *done)
+{
+    *done = 0;
+    pp_trace_header h;
+    header_init(&h, c);
+    pp_status st = pp_trace_writer_rewrite_header(c->w, &h);
+    if (st == PP_OK)
+        st = write_footer(c, c->w, &h);
+    pp_trace_writer_close(c->w);
+    c->w = NULL;
+    if (st != PP_OK)
+        return st;
+    if (link(part, out) == 0) {
+        *done = 1;
+        return PP_OK;
+    }
+    if (errno == EEXIST)
+        return PP_ERR(PP_ERR_IO, "trace: cannot create '%s': %s", out, strerror(errno));
+    /* a link the file system refuses: the footer just written is dropped from the copy */
+    return PP_OK;
+}
+
 static pp_status write_final(conv *c, const char *part, const char *out)
 {
     pp_trace_header h;
@@ -2369,12 +2410,7 @@ static pp_status write_final(conv *c, const char *part, const char *out)
         (st = copy_blocks(part, w, PP_BLOCK_EVENTS, m)) != PP_OK ||
         (st = merge_until(m, w, UINT64_MAX)) != PP_OK)
         goto done;
-    pp_rec_footer f = {.real_ns = h.real_ns,
-                       .events = c->s->ranges * 2 + c->s->marks + c->s->gpu + c->s->api,
-                       .dropped = c->s->dropped_late + c->s->dropped_caps,
-                       .threads = c->n_threads};
-    f.h.ts = c->t_min == UINT64_MAX ? 0 : c->t_min;
-    st = pp_trace_writer_footer(w, &f);
+    st = write_footer(c, w, &h);
 done:
     free(m);
     pp_trace_writer_close(w);
@@ -2439,7 +2475,7 @@ typedef enum { OTHER_STANDS, OTHER_STOPPED, OTHER_NO_FOREIGN, OTHER_BECAME_TORCH
 
 static pp_status convert(kj_lexer *lx, const char *what, const char *out,
                          const pp_kineto_options *o, pp_kineto_stats *stats, read_mode mode,
-                         other_outcome *outcome)
+                         other_outcome *outcome, int *made)
 {
     int any_cat = mode != READ_TORCH;
     pp_kineto_options od;
@@ -2536,10 +2572,16 @@ static pp_status convert(kj_lexer *lx, const char *what, const char *out,
         st = c->err != PP_OK ? c->err : PP_ERR(PP_ERR_NOMEM, "kineto: out of memory");
         goto done;
     }
-    pp_trace_writer_close(c->w);
-    c->w = NULL;
-    if ((st = write_final(c, part, out)) != PP_OK)
+    int in_place = 0;
+    if (!c->spill[0] && !c->spill[1] && (st = finish_in_place(c, part, out, &in_place)) != PP_OK)
         goto done;
+    if (!in_place) {
+        pp_trace_writer_close(c->w);
+        c->w = NULL;
+        if ((st = write_final(c, part, out)) != PP_OK)
+            goto done;
+    }
+    *made = 1; /* `out` is this reading's */
     stats->rank = c->rank;
     pp_trace_header fin;
     header_init(&fin, c);
@@ -2604,14 +2646,16 @@ static pp_status convert_input(input_open_fn open_input, const void *src, size_t
     uint64_t before = 0; /* bytes of the readings before this one */
     uint32_t n = 0;      /* readings so far */
     pp_status st = PP_OK;
+    int made = 0;        /* `out` was written by a reading before this one */
     for (uint32_t k = 0; k < 3; k++) {
         kj_lexer *lx = NULL;
-        if (n)
-            unlink(out);
+        if (made)
+            unlink(out); /* only a reading's own result: a file that was there stays */
+        made = 0;
         if ((st = open_input(src, len, &lx)) != PP_OK)
             return st;
         other_outcome first = OTHER_STANDS;
-        st = convert(lx, what, out, o, stats, order[k], &first);
+        st = convert(lx, what, out, o, stats, order[k], &first, &made);
         stats->readings = ++n;
         stats->bytes_read = before + stats->bytes_in;
         before = stats->bytes_read;

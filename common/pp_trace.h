@@ -345,6 +345,10 @@ pp_status pp_trace_writer_open(const char *path, const pp_trace_header *h, pp_tr
  * write(2) call, so a killed process leaves either the whole block or a detectably short one. */
 pp_status pp_trace_writer_block(pp_trace_writer *w, pp_trace_block_kind kind, uint32_t tid,
                                 const void *records, size_t bytes, uint32_t n_records);
+/* Writes the header again, in place (crc filled in), for a writer that learns the header's
+ * fields only once the records are written (the Kineto importer: the rank, the pipeline, the
+ * first timestamp). The blocks are untouched. */
+pp_status pp_trace_writer_rewrite_header(pp_trace_writer *w, const pp_trace_header *h);
 /* Appends the footer block. The writer fills in f's h.type, h.size and blocks (the blocks
  * written before it); the caller sets the rest. */
 pp_status pp_trace_writer_footer(pp_trace_writer *w, const pp_rec_footer *f);

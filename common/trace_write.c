@@ -22,18 +22,26 @@ static pp_status write_all(int fd, const void *data, size_t n, const char *what)
     return err ? PP_ERR(PP_ERR_IO, "trace: writing %s: %s", what, strerror(err)) : PP_OK;
 }
 
+/* The header as written: the caller's fields, the format's magic, version and size, this
+ * build's version, the checksum. */
+static void header_fill(pp_trace_header *hdr, const pp_trace_header *h)
+{
+    *hdr = *h;
+    memcpy(hdr->magic, PP_TRACE_MAGIC, 4);
+    hdr->version = PP_TRACE_VERSION;
+    hdr->header_bytes = HDR_BYTES;
+    memset(hdr->writer, 0, sizeof hdr->writer);
+    memcpy(hdr->writer, PP_VERSION, strnlen(PP_VERSION, sizeof hdr->writer - 1));
+    hdr->crc = trace_header_crc(hdr);
+}
+
 pp_status pp_trace_writer_open(const char *path, const pp_trace_header *h, pp_trace_writer **out)
 {
     if (!path || !h || !out)
         return PP_ERR(PP_ERR_INVALID, "trace: writer_open needs a path, a header and an out");
     *out = NULL;
-    pp_trace_header hdr = *h;
-    memcpy(hdr.magic, PP_TRACE_MAGIC, 4);
-    hdr.version = PP_TRACE_VERSION;
-    hdr.header_bytes = HDR_BYTES;
-    memset(hdr.writer, 0, sizeof hdr.writer);
-    memcpy(hdr.writer, PP_VERSION, strnlen(PP_VERSION, sizeof hdr.writer - 1));
-    hdr.crc = trace_header_crc(&hdr);
+    pp_trace_header hdr;
+    header_fill(&hdr, h);
 
     pp_trace_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -100,6 +108,25 @@ pp_status pp_trace_writer_block(pp_trace_writer *w, pp_trace_block_kind kind, ui
     if (st != PP_OK)
         return st;
     w->seq++;
+    return PP_OK;
+}
+
+pp_status pp_trace_writer_rewrite_header(pp_trace_writer *w, const pp_trace_header *h)
+{
+    if (!w || !h)
+        return PP_ERR(PP_ERR_INVALID, "trace: rewrite_header needs a writer and a header");
+    pp_trace_header hdr;
+    header_fill(&hdr, h);
+    const uint8_t *p = (const uint8_t *)&hdr;
+    for (size_t done = 0; done < sizeof hdr;) {
+        ssize_t k = pwrite(w->fd, p + done, sizeof hdr - done, (off_t)done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return PP_ERR(PP_ERR_IO, "trace: rewriting the header: %s",
+                          k < 0 ? strerror(errno) : "nothing written");
+        done += (size_t)k;
+    }
     return PP_OK;
 }
 

@@ -2252,6 +2252,39 @@ Test(kineto, hostile_inputs_give_an_error_or_a_partial_trace_never_a_crash)
     }
 }
 
+/* A trace without GPU records is finished where it was written (its header rewritten, then
+ * linked to the output), never over a file already there: as the writer's own O_EXCL open. */
+Test(kineto, an_existing_output_is_never_replaced)
+{
+    const char *j = "{\"traceEvents\":[" EV("user_annotation", "PP:0F0", 1, 100, 100) ","
+                    EV("cpu_op", "aten::mm", 1, 110, 20) "],\"distributedInfo\":{\"rank\":3}}";
+    const char *out = tk_path("syn.pft");
+    unlink(out);
+    FILE *f = fopen(out, "w");
+    cr_assert(f);
+    fputs("someone's file", f);
+    fclose(f);
+    pp_kineto_stats s;
+    pp_error_clear();
+    pp_status st = pp_kineto_convert_mem(j, strlen(j), out, NULL, &s);
+    cr_assert_eq(st, PP_ERR_IO);
+    cr_assert(strstr(pp_error_message(), "syn.pft") && strstr(pp_error_message(), "exists"), "%s",
+              pp_error_message());
+    char buf[64] = "";
+    f = fopen(out, "r");
+    cr_assert(f);
+    cr_assert(fgets(buf, sizeof buf, f));
+    fclose(f);
+    cr_assert_str_eq(buf, "someone's file");
+    cr_assert(!tk_exists(tk_path("syn.pft.part")), "the scratch file left");
+    /* and without it the same text converts, its header the rank's */
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(t->header.rank, 3);
+    pp_trace_free(t);
+    cr_assert(!tk_exists(tk_path("syn.pft.part")), "the scratch file left");
+}
+
 Test(kineto, deep_nesting_long_strings_and_many_names_stay_bounded)
 {
     /* 100 000 nested arrays inside an event's args: the skip gives up at 256 */
