@@ -7,9 +7,10 @@
  * With --gpu every compute range also launches a kernel: its CUDA API call and GPU record are
  * written one step later, as CUPTI hands its buffers over late, and the check counts them.
  *   bench_analyzer [--events 50000000] [--small N] [--repeat 1] [--dir /tmp] [--keep]
- *                  [--stages 8] [--microbatches 16] [--gpu] */
+ *                  [--stages 8] [--microbatches 16] [--gpu] [--summary] */
 #include "pp_analyzer.h"
 #include "pp_common.h"
+#include "pp_summary.h"
 #include "pp_convention.h"
 #include "pp_trace.h"
 
@@ -558,6 +559,9 @@ typedef struct run_result {
     double wall_s, cpu_s;
     long rss_start_kb, rss_peak_kb;
     double steps_mb;          /* the per-step numbers the analysis returns (a->steps) */
+    double summary_s;         /* --summary: writing the summary JSON (pp_summary_write) */
+    uint64_t summary_bytes;
+    long rss_summary_kb;      /* peak RSS after it */
 } run_result;
 
 /* ru_maxrss is in KiB; MB here are 1e6 bytes throughout. */
@@ -641,7 +645,7 @@ static void check(const pp_analysis *a, const gen_config *c, const gen_result *g
 /* Analyzes `path` in a fresh child process, so that the peak RSS is this analysis's alone (the
  * parent stays small: it holds no trace). */
 static int analyze_in_child(const char *path, const gen_config *c, const gen_result *gr,
-                            run_result *out)
+                            int summary, run_result *out)
 {
     int fd[2];
     memset(out, 0, sizeof *out);
@@ -673,6 +677,26 @@ static int analyze_in_child(const char *path, const gen_config *c, const gen_res
             snprintf(r.why, sizeof r.why, "analysis failed: %s", pp_error_message());
         else
             check(a, c, gr, &r);
+        if (a && summary) { /* the summary JSON, to a file beside the trace, as pprof-report -o */
+            char json[4096 + 8];
+            snprintf(json, sizeof json, "%s.json", path);
+            FILE *f = fopen(json, "w");
+            uint64_t s0 = pp_now_ns();
+            pp_status ss = f ? pp_summary_write(a, f) : PP_ERR_IO;
+            if (f && fflush(f) != 0)
+                ss = PP_ERR_IO;
+            r.summary_s = (double)(pp_now_ns() - s0) * 1e-9;
+            r.summary_bytes = f ? (uint64_t)ftell(f) : 0;
+            if (f)
+                fclose(f);
+            unlink(json);
+            getrusage(RUSAGE_SELF, &u1);
+            r.rss_summary_kb = u1.ru_maxrss;
+            if (ss != PP_OK && r.ok) {
+                r.ok = 0;
+                snprintf(r.why, sizeof r.why, "the summary JSON failed");
+            }
+        }
         if (a)
             r.steps_mb = (double)a->n_steps *
                          (double)(sizeof(pp_astep) + (size_t)a->S * sizeof(pp_stage_step)) / 1e6;
@@ -710,7 +734,7 @@ typedef struct size_result {
 
 /* Generates, analyzes `repeat` times and (unless keep) deletes one trace. */
 static int bench_size(const gen_config *c, const char *dir, const char *label, uint64_t events,
-                      int repeat, int keep, size_result *out)
+                      int repeat, int keep, int summary, size_result *out)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/bench.%s.pft", dir, label);
@@ -728,13 +752,18 @@ static int bench_size(const gen_config *c, const char *dir, const char *label, u
     out->ok = 1;
     for (int i = 0; i < repeat; i++) {
         run_result r;
-        analyze_in_child(path, c, &out->g, &r);
+        analyze_in_child(path, c, &out->g, summary, &r);
         printf("%s: analysis %d: %.2f s wall, %.2f s CPU, %.1f MB/s, peak RSS %.1f MB "
                "(%.1f MB at start, %.1f MB of per-step results), check %s%s\n",
                label, i + 1, r.wall_s, r.cpu_s,
                r.wall_s > 0 ? (double)out->g.bytes / 1e6 / r.wall_s : 0.0,
                rss_mb(r.rss_peak_kb), rss_mb(r.rss_start_kb), r.steps_mb,
                r.ok ? "ok" : "FAILED: ", r.ok ? "" : r.why);
+        if (summary)
+            printf("%s: summary JSON %d: %.1f MB in %.3f s, %.1f MB/s, peak RSS %.1f MB after it\n",
+                   label, i + 1, (double)r.summary_bytes / 1e6, r.summary_s,
+                   r.summary_s > 0 ? (double)r.summary_bytes / 1e6 / r.summary_s : 0.0,
+                   rss_mb(r.rss_summary_kb));
         fflush(stdout);
         if (!r.ok)
             out->ok = 0;
@@ -751,6 +780,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: bench_analyzer [--events N] [--small N] [--repeat R] [--dir DIR] [--keep]\n"
             "                      [--stages S] [--microbatches M] [--gpu] [--gpu-autograd]\n"
+            "                      [--summary]\n"
             "  --events N   events (range pushes + pops) of the large trace (default 50000000)\n"
             "  --small N    events of the small trace (default events / 10)\n"
             "  --repeat R   analyses per trace, the fastest reported (default 1)\n"
@@ -758,6 +788,7 @@ static void usage(FILE *f)
             "  --keep       keep the traces (and say where)\n"
             "  --stages S, --microbatches M   the simulated pipeline (default 8 and 16)\n"
             "  --gpu        a kernel per compute range (CUDA API + GPU records, one step late)\n"
+            "  --summary    also write the summary JSON (pp_summary_write) after each analysis\n"
             "  --gpu-autograd   --gpu with every backward's kernel launched by one thread outside\n"
             "               the ranges, as PyTorch's autograd does (adopted by the stage's range)\n");
 }
@@ -766,7 +797,7 @@ int main(int argc, char **argv)
 {
     int64_t events = 50000000, small = 0, repeat = 1, S = 8, M = 16;
     const char *base = "/tmp";
-    int keep = 0, gpu = 0;
+    int keep = 0, gpu = 0, summary = 0;
     static const struct option opts[] = {{"events", required_argument, 0, 'e'},
                                          {"small", required_argument, 0, 's'},
                                          {"repeat", required_argument, 0, 'r'},
@@ -776,6 +807,7 @@ int main(int argc, char **argv)
                                          {"microbatches", required_argument, 0, 'M'},
                                          {"gpu", no_argument, 0, 'g'},
                                          {"gpu-autograd", no_argument, 0, 'A'},
+                                         {"summary", no_argument, 0, 'J'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -791,6 +823,7 @@ int main(int argc, char **argv)
         case 'M': st = pp_parse_i64(optarg, "--microbatches", 1, 1024, &M); break;
         case 'g': gpu = gpu ? gpu : 1; break;
         case 'A': gpu = 2; break;
+        case 'J': summary = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -843,8 +876,8 @@ int main(int argc, char **argv)
            "process; peak RSS = that child's ru_maxrss\n\n");
     size_result r_small, r_large;
     int rc = 0;
-    if (bench_size(&c, dir, "small", (uint64_t)small, (int)repeat, keep, &r_small) != 0 ||
-        bench_size(&c, dir, "large", (uint64_t)events, (int)repeat, keep, &r_large) != 0) {
+    if (bench_size(&c, dir, "small", (uint64_t)small, (int)repeat, keep, summary, &r_small) != 0 ||
+        bench_size(&c, dir, "large", (uint64_t)events, (int)repeat, keep, summary, &r_large) != 0) {
         rc = 3;
     } else {
         const size_result *rs[2] = {&r_small, &r_large};
