@@ -120,12 +120,17 @@ static int count_entries(const char *dir)
     return n;
 }
 
+/* A new directory in dir (a mkdtemp template) and the path of `name` in it. */
+static void file_in_new_dir(char *dir, char *path, size_t cap, const char *name)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, cap, "%s/%s", dir, name);
+}
+
 Test(common, atomic_write_replaces_whole_file_and_leaves_no_temp)
 {
-    char dir[] = "/tmp/pp_common_XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/f.bin", dir);
+    char dir[] = "/tmp/pp_common_XXXXXX", path[256];
+    file_in_new_dir(dir, path, sizeof path, "f.bin");
     cr_assert_eq(pp_write_file_atomic(path, "first version", 13), PP_OK);
     cr_assert_eq(pp_write_file_atomic(path, "second", 6), PP_OK);
     char *data = NULL;
@@ -141,10 +146,8 @@ Test(common, atomic_write_replaces_whole_file_and_leaves_no_temp)
 
 Test(common, atomic_stream_replaces_on_commit_and_leaves_the_file_on_abort)
 {
-    char dir[] = "/tmp/pp_common_XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
+    char dir[] = "/tmp/pp_common_XXXXXX", path[256];
+    file_in_new_dir(dir, path, sizeof path, "summary.json");
     cr_assert_eq(pp_write_file_atomic(path, "old", 3), PP_OK);
     /* written piece by piece, 8 MB in all: nothing of it appears before the commit */
     pp_atomic_stream *as = NULL;
