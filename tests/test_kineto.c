@@ -507,6 +507,80 @@ Test(kineto, late_events_within_the_window_are_reordered_beyond_it_merged_as_a_r
     pp_trace_free(t);
 }
 
+/* The window releases the least event it holds, by start, then the longer of two that start
+ * together, then arrival: whether an event waits in the ring (it came in order) or in the heap
+ * (it did not), and across sorted runs, the ranges come out in exactly that order. Random
+ * traces, ties in starts and in ends included, against a plain sort. */
+typedef struct order_key {
+    int ts, end, i;
+} order_key;
+
+static int order_key_cmp(const void *x, const void *y)
+{
+    const order_key *a = x, *b = y;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    if (a->end != b->end)
+        return a->end > b->end ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+Test(kineto, the_window_releases_events_in_start_order_whatever_their_arrival)
+{
+    enum { N = 3000 };
+    static const size_t windows[] = {1, 2, 7, 64, 100, 1000, 5000};
+    order_key *k = malloc(N * sizeof *k);
+    char *j = malloc((size_t)N * 128);
+    cr_assert(k && j);
+    pp_rng rng;
+    for (int trial = 0; trial < 4; trial++) {
+        pp_rng_seed(&rng, 77 + (uint64_t)trial);
+        size_t n = (size_t)sprintf(j, "[");
+        for (int i = 0; i < N; i++) {
+            int ts = i * 10 / (trial + 1) * (trial + 1); /* trial 1..3: ties in starts */
+            if (pp_rng_u64(&rng) % 10 < 3)  /* 3 in 10 late, by up to 50 events */
+                ts -= (int)(pp_rng_u64(&rng) % 500);
+            if (ts < 0)
+                ts = 0;
+            int dur = 1 + 4 * (int)(pp_rng_u64(&rng) % 3); /* ties in ends too */
+            k[i] = (order_key){ts, ts + dur, i};
+            n += (size_t)sprintf(j + n, "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"e%d\","
+                                        "\"pid\":7,\"tid\":1,\"ts\":%d,\"dur\":%d}",
+                                 i ? "," : "", i, ts + 1000, dur);
+        }
+        sprintf(j + n, "]");
+        qsort(k, N, sizeof *k, order_key_cmp);
+        for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+            pp_kineto_options o;
+            pp_kineto_options_default(&o);
+            o.reorder_window = windows[w];
+            pp_kineto_stats s;
+            pp_trace *t = NULL;
+            cr_assert_eq(convert_text(j, &o, &s, &t), PP_OK, "%s", pp_error_message());
+            cr_assert_eq(s.ranges + s.dropped_late, (uint64_t)N, "window %zu", windows[w]);
+            if (windows[w] > 50)
+                cr_assert_eq(s.dropped_late, 0, "window %zu: nothing is further back", windows[w]);
+            if (s.dropped_late == 0) {
+                int r = 0;
+                for (size_t e = 0; e < t->n_events; e++) {
+                    const pp_trace_event *ev = &t->events[e];
+                    if (ev->type != PP_REC_PUSH && ev->type != PP_REC_START)
+                        continue;
+                    char want[16];
+                    snprintf(want, sizeof want, "e%d", k[r].i);
+                    cr_assert_str_eq(ev->message, want, "trial %d, window %zu, range %d", trial,
+                                     windows[w], r);
+                    r++;
+                }
+                cr_assert_eq(r, N);
+            }
+            pp_trace_free(t);
+        }
+    }
+    free(k);
+    free(j);
+}
+
 /* torch writes its Python tracer's events (with_stack: nn.Module calls, the schedules'
  * functions) after every CPU op of the trace: with more CPU ops than the window holds, the
  * module events come back in time as a run of their own and still enclose the ops they ran. */
