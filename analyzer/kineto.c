@@ -467,8 +467,18 @@ static kthread *thread_get(conv *c, uint32_t tid, uint32_t *index)
 }
 
 /* The trace tid of an event's "tid": a number as it is, a name ("PyTorch Profiler") a stable
- * id of its own above 2^31; UINT32_MAX for one out of range. */
+ * id of its own above 2^31, and so a whole number that is no small thread id (py-spy writes
+ * pthread_self(), near 2^47; a tid below 0); UINT32_MAX for one that is not a whole number. */
 static uint32_t tid_of_scoped(conv *c, const kin *e, int process);
+
+/* A numeric "tid" as text: 0 when it is not a whole number within 64 bits. */
+static int tid_text(const kin *e, char *buf, size_t cap)
+{
+    if (!(e->tid >= -9223372036854775808.0 && e->tid < 9223372036854775808.0) ||
+        e->tid != floor(e->tid))
+        return 0;
+    return snprintf(buf, cap, "%lld", (long long)e->tid) > 0;
+}
 
 static uint32_t tid_of(conv *c, const kin *e)
 {
@@ -486,9 +496,8 @@ static uint32_t tid_of_scoped(conv *c, const kin *e, int process)
         if (process) {
             tid[0] = '\0';
         } else if (e->tid_num) {
-            if (!(e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)))
+            if (!tid_text(e, tid, sizeof tid))
                 return UINT32_MAX;
-            snprintf(tid, sizeof tid, "%u", (unsigned)e->tid);
         } else if (e->tid_str[0]) {
             snprintf(tid, sizeof tid, "%s", e->tid_str);
         } else {
@@ -502,12 +511,18 @@ static uint32_t tid_of_scoped(conv *c, const kin *e, int process)
         uint32_t id = name_id(c, key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
         return id ? 0x80000000u | id : UINT32_MAX;
     }
-    if (e->tid_num)
-        return (e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid)) ? (uint32_t)e->tid
-                                                                                  : UINT32_MAX;
-    if (!e->tid_str[0])
+    char text[32];
+    const char *name = e->tid_str;
+    if (e->tid_num) {
+        if (e->tid >= 0 && e->tid < 2147483648.0 && e->tid == floor(e->tid))
+            return (uint32_t)e->tid;
+        if (!tid_text(e, text, sizeof text))
+            return UINT32_MAX;
+        name = text;
+    }
+    if (!name[0])
         return UINT32_MAX;
-    uint32_t id = name_id(c, e->tid_str, strlen(e->tid_str));
+    uint32_t id = name_id(c, name, strlen(name));
     return id ? 0x80000000u | id : UINT32_MAX;
 }
 

@@ -3094,6 +3094,108 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
     cJSON_Delete(file);
 }
 
+/* A real py-spy trace (tests/data/kineto/pyspy, recorded from outside by py-spy 0.4.3's
+ * --format chrometrace while tests/py/pyspy_job.py ran: begin/end events of category "py-spy",
+ * one pair per run of samples with the same frame, the file a bare array, the threads numbered
+ * by pthread_self(), near 2^47). Before, every event was skipped (no usable tid) and the report
+ * said the traces held no range. Each begin is a range of its name, as many as the file holds
+ * (read with cJSON), on the thread of its number. */
+Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
+{
+    const char *path = DATA "/pyspy/spy.json";
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *file = cJSON_Parse(text);
+    free(text);
+    cr_assert(cJSON_IsArray(file), "%s is not a JSON array", path);
+    cJSON *j = report_json(path);
+    int begins = 0, ends = 0, ranges = 0;
+    const cJSON *e, *r;
+    cJSON_ArrayForEach(e, file)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        begins += ph && strcmp(ph, "B") == 0;
+        ends += ph && strcmp(ph, "E") == 0;
+        cr_assert_gt(cJSON_GetObjectItem(e, "tid")->valuedouble, 4294967296.0,
+                     "py-spy's threads are pthread_self()'s");
+    }
+    cr_assert_gt(begins, 50);
+    cr_assert_eq(begins, ends);
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *dom = cJSON_GetObjectItem(r, "domain")->valuestring;
+        const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+        cr_expect_str_eq(dom, "py-spy");
+        int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble, want = 0;
+        cJSON_ArrayForEach(e, file)
+        {
+            const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+            want += ph && strcmp(ph, "B") == 0 && nm && strcmp(nm, name) == 0;
+        }
+        cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
+        ranges += got;
+        /* every thread of the range is one of the file's, named by its whole number */
+        const cJSON *th;
+        cJSON_ArrayForEach(th, cJSON_GetObjectItem(r, "threads"))
+        {
+            const char *thread = cJSON_GetObjectItem(th, "thread")->valuestring;
+            int found = 0;
+            cJSON_ArrayForEach(e, file)
+            {
+                char want_name[96];
+                snprintf(want_name, sizeof want_name, "pid %d tid %.0f",
+                         cJSON_GetObjectItem(e, "pid")->valueint,
+                         cJSON_GetObjectItem(e, "tid")->valuedouble);
+                found |= strcmp(thread, want_name) == 0;
+            }
+            cr_expect(found, "%s: thread %s is none of the file's", name, thread);
+        }
+    }
+    cr_expect_eq(ranges, begins, "every begin/end pair a range");
+    const cJSON *stage = NULL;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+        if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, "stage_forward") == 0)
+            stage = r;
+    cr_assert_not_null(stage, "the job's stage_forward frames");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
+
+/* In torch's own reading too, a tid that is a whole number but no small thread id (a pthread_t,
+ * a negative one) names a thread of its own instead of having its events skipped; one that is
+ * not a whole number is still no thread. */
+Test(kineto, large_and_negative_thread_numbers_are_threads_of_their_own)
+{
+    const char *j = "{\"traceEvents\":[" EV("cpu_op", "a", 140176548420480, 100, 10) ","
+                    EV("cpu_op", "b", 140176518010560, 105, 10) ","
+                    EV("cpu_op", "c", -3, 110, 10) ","
+                    EV("cpu_op", "d", 140176548420480, 120, 10) ","
+                    EV("cpu_op", "e", 1.5, 130, 10) "]}";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(s.ranges, 4, "a, b, c, d: e's tid is no thread");
+    cr_assert_eq(s.malformed, 1);
+    uint32_t ta = 0, tb = 0, tc = 0, td = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        if (e->type != PP_REC_PUSH)
+            continue;
+        uint32_t *to = strcmp(e->message, "a") == 0   ? &ta
+                       : strcmp(e->message, "b") == 0 ? &tb
+                       : strcmp(e->message, "c") == 0 ? &tc
+                                                      : &td;
+        *to = e->tid;
+    }
+    cr_assert(ta && tb && tc && td);
+    cr_assert_eq(ta, td, "one thread: the same number");
+    cr_assert(ta != tb && ta != tc && tb != tc, "three threads");
+    cr_assert(ta >= 0x80000000u && tb >= 0x80000000u && tc >= 0x80000000u,
+              "ids of their own, above 2^31");
+    pp_trace_free(t);
+}
+
 /* What the report says of the VizTracer job's pipeline (S stages, M micro-batches): its shape,
  * every analyzed step decomposed, each stage's forwards and backwards counted M a step, the
  * first stage (the most work in the job's default and in the live run) the busiest. */
