@@ -130,6 +130,7 @@ typedef struct kin {
         char key[64];
         double v;
     } cargs[8];
+    char pid_str[64]; /* a "pid" that is text (Ray's timeline: "Node 10.0.0.1"), cut to 63 */
 } kin;
 
 typedef struct conv {
@@ -504,8 +505,11 @@ static uint32_t tid_of_scoped(conv *c, const kin *e, int process)
             tid[0] = '\0'; /* an instant of the process's or the global scope ("s": "p", "g") */
         }
         int pid = e->pid_num && e->pid >= 0 && e->pid < 4294967296.0 && e->pid == floor(e->pid);
+        int named = !e->pid_num && e->pid_str[0]; /* two processes' "worker 1" are two threads */
         int n = pid && tid[0] ? snprintf(key, sizeof key, "pid %u tid %s", (unsigned)e->pid, tid)
                 : pid         ? snprintf(key, sizeof key, "pid %u", (unsigned)e->pid)
+                : named && tid[0] ? snprintf(key, sizeof key, "%s tid %s", e->pid_str, tid)
+                : named       ? snprintf(key, sizeof key, "%s", e->pid_str)
                 : tid[0]      ? snprintf(key, sizeof key, "tid %s", tid)
                               : snprintf(key, sizeof key, "global");
         uint32_t id = name_id(c, key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
@@ -1225,9 +1229,11 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n)
 static uint64_t async_key(const kin *e, int legacy)
 {
     uint64_t h = 14695981039346656037ull;
-    char pid[32] = "-";
+    char pid[80] = "-";
     if (e->aid_kind != 'g' && e->pid_num)
         snprintf(pid, sizeof pid, "%.17g", e->pid);
+    else if (e->aid_kind != 'g' && e->pid_str[0])
+        snprintf(pid, sizeof pid, "\"%s\"", e->pid_str);
     h = fnv64(h, &e->aid_kind, 1);
     h = fnv64(h, pid, strlen(pid) + 1);
     h = fnv64(h, e->cat, strlen(e->cat) + 1);
@@ -1458,9 +1464,11 @@ _Static_assert((int)PP_KINETO_MAX_COUNTERS == (int)PP_ANALYSIS_MAX_COUNTERS,
  * when out of memory. */
 static uint32_t foreign_counter(conv *c, const kin *e, const char *key, uint32_t domain)
 {
-    char pid[32] = "-";
+    char pid[80] = "-";
     if (e->pid_num)
         snprintf(pid, sizeof pid, "%.17g", e->pid);
+    else if (e->pid_str[0])
+        snprintf(pid, sizeof pid, "%s", e->pid_str);
     uint64_t h = 14695981039346656037ull;
     h = fnv64(h, pid, strlen(pid) + 1);
     h = fnv64(h, e->cat, strlen(e->cat) + 1);
@@ -1478,11 +1486,13 @@ static uint32_t foreign_counter(conv *c, const kin *e, const char *key, uint32_t
                          "samples dropped");
         return 0;
     }
-    char label[KJ_STR_CAP + 200], idp[80] = "", pidp[48] = "";
+    char label[KJ_STR_CAP + 200], idp[80] = "", pidp[96] = "";
     if (e->aid[0])
         snprintf(idp, sizeof idp, "[%s]", e->aid);
     if (e->pid_num)
         snprintf(pidp, sizeof pidp, " (pid %s)", pid);
+    else if (e->pid_str[0])
+        snprintf(pidp, sizeof pidp, " (%s)", pid);
     int len = snprintf(label, sizeof label, "%s%s.%s%s", e->name, idp, key, pidp);
     uint32_t name = name_id(c, label, (size_t)len < sizeof label ? (size_t)len : sizeof label - 1);
     if (!name || !meta_room(c, sizeof(pp_rec_counter_def)))
@@ -1868,6 +1878,9 @@ static inline __attribute__((always_inline)) kj_tok event_member(conv *c, const 
             if (v == KJ_NUM) {
                 e->pid = kj_num(c->lx);
                 e->pid_num = 1;
+            } else if (v == KJ_STR) {
+                int ignored = 0;
+                take_str(c, v, e->pid_str, sizeof e->pid_str, &ignored);
             }
             return kj_skip(c->lx, v);
         }
@@ -1930,7 +1943,7 @@ static void event_reset(kin *e)
     e->has_corr = e->has_device = e->has_stream = e->has_bytes = e->has_cbid = 0;
     e->has_alloc = e->has_reserved = e->has_dtype = e->has_did = 0;
     e->cat[0] = e->tid_str[0] = e->arg_name[0] = e->name[0] = '\0';
-    e->aid[0] = e->scope[0] = '\0';
+    e->aid[0] = e->scope[0] = e->pid_str[0] = '\0';
     e->aid_kind = 0;
     e->n_cargs = e->cargs_more = 0;
     e->name_len = 0;

@@ -2861,6 +2861,56 @@ static const cJSON *series_named(const cJSON *j, const char *name)
  * (whatever its tid; the "ph" read before or after the args), shown as a series; a value that is
  * not a finite number is malformed, series beyond 8 an event are dropped and counted, an event
  * without a number is not read. Before, every one was skipped. */
+/* A "pid" that is text (Ray's timeline writes "Node <ip>", and the workers' "tid" is the same
+ * on every node): each named process's threads are its own, so two nodes' "worker 1" do not
+ * merge into one thread whose ranges overlap; an async id is its named process's, and so is a
+ * counter. Before, a text pid was ignored: the two workers were one thread. */
+Test(kineto, processes_named_by_text_keep_their_threads_apart)
+{
+    const char *j =
+        "{\"traceEvents\":["
+        "{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"fwd\",\"pid\":\"Node 10.0.0.1\",\"tid\":"
+        "\"worker 1\",\"ts\":100,\"dur\":50},"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"fwd\",\"pid\":\"Node 10.0.0.2\",\"tid\":"
+        "\"worker 1\",\"ts\":120,\"dur\":50},"
+        "{\"ph\":\"b\",\"cat\":\"io\",\"name\":\"fetch\",\"id\":1,\"pid\":\"Node 10.0.0.1\",\"tid\":"
+        "\"worker 1\",\"ts\":200},"
+        "{\"ph\":\"e\",\"cat\":\"io\",\"name\":\"fetch\",\"id\":1,\"pid\":\"Node 10.0.0.2\",\"tid\":"
+        "\"worker 1\",\"ts\":230},"
+        "{\"ph\":\"e\",\"cat\":\"io\",\"name\":\"fetch\",\"id\":1,\"pid\":\"Node 10.0.0.1\",\"tid\":"
+        "\"worker 1\",\"ts\":240},"
+        "{\"ph\":\"C\",\"name\":\"mem\",\"pid\":\"Node 10.0.0.2\",\"ts\":10,\"args\":{\"used\":7}}"
+        "]}";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.ranges, 3, "two fwd and the fetch");
+    cr_expect_eq(s.async_ranges, 0, "each fwd alone on its node's worker: nothing overlaps");
+    cr_expect_eq(s.unpaired, 1, "the end on the other node closes nothing");
+    pp_trace_free(t);
+    const char *path = tk_path("named_pids.trace.json");
+    tk_write_text(path, j);
+    cJSON *r = report_json(path);
+    int threads = 0;
+    const cJSON *rg, *th;
+    cJSON_ArrayForEach(rg, cJSON_GetObjectItem(r, "ranges"))
+    {
+        if (strcmp(cJSON_GetObjectItem(rg, "name")->valuestring, "fwd") != 0)
+            continue;
+        cJSON_ArrayForEach(th, cJSON_GetObjectItem(rg, "threads"))
+        {
+            const char *name = cJSON_GetObjectItem(th, "thread")->valuestring;
+            cr_expect(strcmp(name, "Node 10.0.0.1 tid worker 1") == 0 ||
+                          strcmp(name, "Node 10.0.0.2 tid worker 1") == 0,
+                      "%s", name);
+            threads++;
+        }
+    }
+    cr_expect_eq(threads, 2, "fwd on two threads");
+    cr_expect_not_null(series_named(r, "mem.used (Node 10.0.0.2)"));
+    cJSON_Delete(r);
+}
+
 Test(kineto, another_tools_counters_are_series_of_their_process)
 {
     const char *j =
@@ -3158,6 +3208,70 @@ Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
         if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, "stage_forward") == 0)
             stage = r;
     cr_assert_not_null(stage, "the job's stage_forward frames");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
+
+/* A trace from another language's tool, made here: clang's -ftime-trace of a compile (complete
+ * events of no category, its phases and every header it read, "M" events naming its threads,
+ * "Total ..." summaries on threads of their own). Every complete event is a range of its name,
+ * as many as the file holds, and the compiler's thread is named as clang names it. */
+Test(kineto, a_compilers_time_trace_reads_as_its_phases)
+{
+    const char *src = tk_path("tt.c"), *obj = tk_path("tt.o"), *trace = tk_path("tt.json");
+    FILE *f = fopen(src, "w");
+    cr_assert_not_null(f);
+    fputs("#include <stdio.h>\n#include <string.h>\n#include <math.h>\n"
+          "static double f(double x) { return sqrt(x) + strlen(\"pipeline\"); }\n"
+          "int main(void) { printf(\"%g\\n\", f(2.0)); return 0; }\n", f);
+    fclose(f);
+    const char *argv[] = {"clang", "-ftime-trace", "-ftime-trace-granularity=0", "-O1", "-c", src,
+                          "-o", obj, NULL};
+    tk_result r = tk_runv(argv, NULL);
+    if (r.code == 127 || (r.code != 0 && strstr(r.err, "No such file")))
+        cr_skip_test("no clang on PATH (scripts/setup.sh installs it)");
+    cr_assert_eq(r.code, 0, "clang: exit %d: %s", r.code, r.err);
+    tk_result_free(&r);
+    size_t len;
+    char *text = slurp_any(trace, &len);
+    cJSON *file = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(file, "%s is not JSON", trace);
+    const cJSON *events = cJSON_GetObjectItem(file, "traceEvents"), *e, *rg;
+    int complete = 0, ranges = 0;
+    const char *thread_name = NULL;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        complete += ph && strcmp(ph, "X") == 0;
+        if (ph && strcmp(ph, "M") == 0 &&
+            strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), "thread_name") == 0 &&
+            !thread_name)
+            thread_name = cJSON_GetStringValue(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name"));
+    }
+    cr_assert_gt(complete, 5, "clang's phases and headers");
+    cJSON *j = report_json(trace);
+    int named = 0;
+    cJSON_ArrayForEach(rg, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *name = cJSON_GetObjectItem(rg, "name")->valuestring;
+        int got = (int)cJSON_GetObjectItem(rg, "count")->valuedouble, want = 0;
+        cJSON_ArrayForEach(e, events)
+        {
+            const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+            want += ph && strcmp(ph, "X") == 0 && nm && strcmp(nm, name) == 0;
+        }
+        cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
+        ranges += got;
+        const cJSON *th;
+        cJSON_ArrayForEach(th, cJSON_GetObjectItem(rg, "threads"))
+            named += thread_name &&
+                     strcmp(cJSON_GetObjectItem(th, "thread")->valuestring, thread_name) == 0;
+    }
+    cr_expect_eq(ranges, complete, "every complete event a range");
+    cr_expect(!thread_name || named > 0, "no range on the thread clang named %s", thread_name);
     cJSON_Delete(j);
     cJSON_Delete(file);
 }
