@@ -3074,6 +3074,17 @@ Test(kineto, a_jax_profile_reads_as_its_annotations)
     }
 }
 
+/* A JSON file (gzip-compressed or not) parsed by cJSON; fails the test when it is not JSON. */
+static cJSON *json_of_file(const char *path)
+{
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(j, "%s is not JSON", path);
+    return j;
+}
+
 /* A real VizTracer trace (tests/data/kineto/viztracer, recorded by tests/py/viztracer_job.py with
  * viztracer 1.1.1: a two-stage GPipe over threads, every Python and C call a complete event of
  * category "fee", the job's own log_event ranges "FEE", log_instant "instant", a VizCounter's
@@ -3083,11 +3094,7 @@ Test(kineto, a_jax_profile_reads_as_its_annotations)
 Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
 {
     const char *path = DATA "/viztracer/vz.json.gz";
-    size_t len;
-    char *text = slurp_any(path, &len);
-    cJSON *file = cJSON_Parse(text);
-    free(text);
-    cr_assert_not_null(file, "%s is not JSON", path);
+    cJSON *file = json_of_file(path);
     const cJSON *events = cJSON_GetObjectItem(file, "traceEvents");
     cJSON *j = report_json(path);
     int ranges = 0, in_file = 0, depth = 0, steps = 0, pid = -1;
@@ -3144,6 +3151,31 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
     cJSON_Delete(file);
 }
 
+/* How many events of `events` have phase `ph` and name `name`. */
+static int events_named(const cJSON *events, const char *ph, const char *name)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+        n += p && strcmp(p, ph) == 0 && nm && strcmp(nm, name) == 0;
+    }
+    return n;
+}
+
+/* A report's range `r` (an element of "ranges") counted as often as `events` holds events of
+ * phase `ph` and its name (expected); returns the report's count. */
+static int count_as_in_file(const cJSON *r, const cJSON *events, const char *ph)
+{
+    const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+    int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble;
+    int want = events_named(events, ph, name);
+    cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
+    return got;
+}
+
 /* A real py-spy trace (tests/data/kineto/pyspy, recorded from outside by py-spy 0.4.3's
  * --format chrometrace while tests/py/pyspy_job.py ran: begin/end events of category "py-spy",
  * one pair per run of samples with the same frame, the file a bare array, the threads numbered
@@ -3153,10 +3185,7 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
 Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
 {
     const char *path = DATA "/pyspy/spy.json";
-    size_t len;
-    char *text = slurp_any(path, &len);
-    cJSON *file = cJSON_Parse(text);
-    free(text);
+    cJSON *file = json_of_file(path);
     cr_assert(cJSON_IsArray(file), "%s is not a JSON array", path);
     cJSON *j = report_json(path);
     int begins = 0, ends = 0, ranges = 0;
@@ -3173,18 +3202,9 @@ Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
     cr_assert_eq(begins, ends);
     cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
     {
-        const char *dom = cJSON_GetObjectItem(r, "domain")->valuestring;
         const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
-        cr_expect_str_eq(dom, "py-spy");
-        int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble, want = 0;
-        cJSON_ArrayForEach(e, file)
-        {
-            const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
-            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
-            want += ph && strcmp(ph, "B") == 0 && nm && strcmp(nm, name) == 0;
-        }
-        cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
-        ranges += got;
+        cr_expect_str_eq(cJSON_GetObjectItem(r, "domain")->valuestring, "py-spy");
+        ranges += count_as_in_file(r, file, "B");
         /* every thread of the range is one of the file's, named by its whole number */
         const cJSON *th;
         cJSON_ArrayForEach(th, cJSON_GetObjectItem(r, "threads"))
@@ -3232,11 +3252,7 @@ Test(kineto, a_compilers_time_trace_reads_as_its_phases)
         cr_skip_test("no clang on PATH (scripts/setup.sh installs it)");
     cr_assert_eq(r.code, 0, "clang: exit %d: %s", r.code, r.err);
     tk_result_free(&r);
-    size_t len;
-    char *text = slurp_any(trace, &len);
-    cJSON *file = cJSON_Parse(text);
-    free(text);
-    cr_assert_not_null(file, "%s is not JSON", trace);
+    cJSON *file = json_of_file(trace);
     const cJSON *events = cJSON_GetObjectItem(file, "traceEvents"), *e, *rg;
     int complete = 0, ranges = 0;
     const char *thread_name = NULL;
@@ -3255,16 +3271,7 @@ Test(kineto, a_compilers_time_trace_reads_as_its_phases)
     int named = 0;
     cJSON_ArrayForEach(rg, cJSON_GetObjectItem(j, "ranges"))
     {
-        const char *name = cJSON_GetObjectItem(rg, "name")->valuestring;
-        int got = (int)cJSON_GetObjectItem(rg, "count")->valuedouble, want = 0;
-        cJSON_ArrayForEach(e, events)
-        {
-            const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
-            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
-            want += ph && strcmp(ph, "X") == 0 && nm && strcmp(nm, name) == 0;
-        }
-        cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
-        ranges += got;
+        ranges += count_as_in_file(rg, events, "X");
         const cJSON *th;
         cJSON_ArrayForEach(th, cJSON_GetObjectItem(rg, "threads"))
             named += thread_name &&
