@@ -15,8 +15,8 @@
  * outlive the action they start in) becomes a START/END pair with a range id.
  *
  * Begin and end events ("ph" "B" and "E", which Kineto does not write but other Chrome traces
- * do) are paired per thread, the latest begin with the next end, and go in as one complete
- * event. A file of events one after another (JSON lines) is read as their array: PaddlePaddle's
+ * do) are paired per thread, an end with the latest begin of its name (the latest begin when it
+ * has none), and go in as one complete event. A file of events one after another (JSON lines) is read as their array: PaddlePaddle's
  * pipeline timeline (pp_configs.profiling) is such a file of begins and ends, in milliseconds. */
 #include "kineto_json.h"
 #include "pp_analyzer.h"
@@ -90,6 +90,7 @@ typedef struct kthread {
     struct kbegin {    /* "B" events not ended yet, the latest last */
         uint64_t t0, tol;
         uint32_t name, domain;
+        int named;     /* the begin has a name (an end's name must then match it) */
     } *begins;
     size_t n_begins, cap_begins;
     uint64_t tl_end; /* the latest end of its Paddle timeline ops */
@@ -1171,15 +1172,21 @@ static int on_begin(conv *c, const kin *e)
     if (!domain || !name)
         return 0;
     t->begins[t->n_begins++] = (struct kbegin){.t0 = t0, .tol = tol, .name = name,
-                                               .domain = domain};
+                                               .domain = domain, .named = e->name_len > 0};
     c->begins_total++;
     return 1;
 }
 
-/* An "E" event: ends its thread's latest begin (whatever either names, as Chrome pairs them),
- * which goes in as a complete event. A Paddle timeline's op (tl) never overlaps another of its
- * thread: where one does, a merged file holds several copies of a stage on that thread, whose
- * ops no reading can tell apart (said; the rank files can). */
+enum { END_MATCH_DEPTH = 64 }; /* the open begins an end's name is looked for among */
+
+/* An "E" event: ends its thread's latest begin, or, when the end has a name, the latest begin of
+ * that name (or of none) among the END_MATCH_DEPTH latest, as Perfetto pairs them; it goes in
+ * as a complete event. An end whose name no such begin has ends nothing (counted): uftrace
+ * writes the end of a context switch ("linux:schedule") on a thread that never began one,
+ * which, paired with the latest begin, shifted every range after it on the thread. A Paddle
+ * timeline's op (tl) never overlaps another of its thread: where one does, a merged file holds
+ * several copies of a stage on that thread, whose ops no reading can tell apart (said; the
+ * rank files can). */
 static int on_end(conv *c, const kin *e, int tl)
 {
     uint64_t t1, tol = 1;
@@ -1192,7 +1199,24 @@ static int on_end(conv *c, const kin *e, int tl)
         problem(c, "%s", "end (\"E\") events with no begin open on their thread: skipped");
         return 1;
     }
-    struct kbegin b = t->begins[--t->n_begins];
+    size_t k = t->n_begins; /* the begin it ends is k - 1 */
+    if (e->name_len) {
+        uint32_t name = event_name(c, e);
+        if (!name)
+            return 0;
+        size_t lim = k > END_MATCH_DEPTH ? k - END_MATCH_DEPTH : 0;
+        while (k > lim && t->begins[k - 1].named && t->begins[k - 1].name != name)
+            k--;
+        if (k == lim) {
+            c->s->unpaired++;
+            problem(c, "%s", "end (\"E\") events naming no begin open on their thread: "
+                             "skipped");
+            return 1;
+        }
+    }
+    struct kbegin b = t->begins[k - 1];
+    memmove(&t->begins[k - 1], &t->begins[k], (t->n_begins - k) * sizeof *t->begins);
+    t->n_begins--;
     c->begins_total--;
     if (t1 < b.t0) {
         c->s->malformed++;
@@ -1206,9 +1230,9 @@ static int on_end(conv *c, const kin *e, int tl)
                          "profile_record_tmp_file_for_rank_* files instead");
     if (tl && t1 > t->tl_end)
         t->tl_end = t1;
-    kev k = {.t0 = b.t0, .t1 = t1, .thread = index, .name = b.name, .domain = b.domain,
-             .tol = b.tol > tol ? b.tol : tol};
-    return enqueue(c, k);
+    kev ev = {.t0 = b.t0, .t1 = t1, .thread = index, .name = b.name, .domain = b.domain,
+              .tol = b.tol > tol ? b.tol : tol};
+    return enqueue(c, ev);
 }
 
 /* ---- async events: Chrome's nestable ("b", "e", "n") and legacy ("S", "F") ones ---- */

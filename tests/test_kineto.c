@@ -356,7 +356,54 @@ Test(kineto, paddle_categories_are_host_events_and_their_names_lose_the_duration
     "{\"name\":\"" name "\",\"cat\":\"" cat "\",\"ph\":\"" ph "\",\"pid\":0,\"tid\":" #tid          \
     ",\"ts\":" #ts "}"
 
-/* Chrome's begin and end events: an end closes its thread's latest begin (whatever it names);
+/* An end that has a name closes the latest begin of that name on its thread (or of none), as
+ * Perfetto pairs them: a stray end of another name (uftrace writes the end of a context switch,
+ * "linux:schedule", on a thread that never began one) closes nothing, where pairing it with the
+ * latest begin shifted every range after it; an end of a begin below the latest closes that
+ * one, the latest staying open for its own end (the two then overlap). */
+Test(kineto, named_ends_close_the_begin_of_their_name)
+{
+    const char *j = "[" BE("B", "cpu_op", "stage", 1, 100) ","
+                    BE("B", "cpu_op", "work", 1, 110) ","
+                    BE("E", "cpu_op", "linux:schedule", 1, 120) ","
+                    BE("E", "cpu_op", "work", 1, 150) ","
+                    BE("B", "cpu_op", "work", 1, 160) ","
+                    BE("E", "cpu_op", "work", 1, 190) ","
+                    BE("E", "cpu_op", "stage", 1, 200) ","
+                    BE("B", "cpu_op", "a", 1, 300) ","
+                    BE("B", "cpu_op", "b", 1, 310) ","
+                    BE("E", "cpu_op", "a", 1, 320) ","
+                    BE("E", "cpu_op", "b", 1, 400) "]";
+    pp_kineto_stats s;
+    pp_trace *t = NULL;
+    cr_assert_eq(convert_text(j, NULL, &s, &t), PP_OK, "%s", pp_error_message());
+    cr_expect_eq(s.ranges, 5, "stage, work twice, a, b");
+    cr_expect_eq(s.unpaired, 1, "the stray end");
+    cr_expect_eq(s.async_ranges, 1, "b outlives a");
+    cr_expect_neq(strstr(s.problem, "naming no begin"), NULL, "%s", s.problem);
+    static const struct { uint16_t type; uint64_t ts; const char *msg; } want[] = {
+        {PP_REC_PUSH, 100000, "stage"}, {PP_REC_PUSH, 110000, "work"}, {PP_REC_POP, 150000, ""},
+        {PP_REC_PUSH, 160000, "work"},  {PP_REC_POP, 190000, ""},      {PP_REC_POP, 200000, ""},
+        {PP_REC_PUSH, 300000, "a"},     {PP_REC_START, 310000, "b"},   {PP_REC_POP, 320000, ""},
+        {PP_REC_END, 400000, ""}};
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        if (e->type != PP_REC_PUSH && e->type != PP_REC_POP && e->type != PP_REC_START &&
+            e->type != PP_REC_END)
+            continue;
+        cr_assert_lt(n, sizeof want / sizeof want[0]);
+        cr_expect_eq(e->type, want[n].type, "record %zu: type %u", n, e->type);
+        cr_expect_eq(e->ts, want[n].ts, "record %zu: %llu", n, (unsigned long long)e->ts);
+        if (e->type == PP_REC_PUSH || e->type == PP_REC_START)
+            cr_expect_str_eq(e->message, want[n].msg, "record %zu", n);
+        n++;
+    }
+    cr_expect_eq(n, sizeof want / sizeof want[0]);
+    pp_trace_free(t);
+}
+
+/* Chrome's begin and end events: an end without a name closes its thread's latest begin;
  * nested pairs nest; an end with nothing open, a begin never ended and an end before its begin
  * are counted and dropped, never crash or mispair the others */
 Test(kineto, begin_and_end_events_pair_per_thread_the_latest_begin_first)
@@ -365,7 +412,7 @@ Test(kineto, begin_and_end_events_pair_per_thread_the_latest_begin_first)
                     BE("B", "user_annotation", "outer", 1, 100) ","
                     BE("B", "cpu_op", "inner", 1, 110) ","
                     BE("B", "cpu_op", "other thread", 2, 115) ","
-                    BE("E", "cpu_op", "any name", 1, 130) ","
+                    "{\"cat\":\"cpu_op\",\"ph\":\"E\",\"pid\":0,\"tid\":1,\"ts\":130},"
                     BE("E", "user_annotation", "outer", 1, 200) ","
                     BE("E", "cpu_op", "other thread", 2, 300) ","
                     BE("B", "cpu_op", "backwards", 1, 400) ","
@@ -3041,6 +3088,42 @@ static int chrome_count(const char *path, const char *name)
     return n;
 }
 
+/* A JSON file (gzip-compressed or not) parsed by cJSON; fails the test when it is not JSON. */
+static cJSON *json_of_file(const char *path)
+{
+    size_t len;
+    char *text = slurp_any(path, &len);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(j, "%s is not JSON", path);
+    return j;
+}
+
+/* How many events of `events` have phase `ph` and name `name`. */
+static int events_named(const cJSON *events, const char *ph, const char *name)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+        n += p && strcmp(p, ph) == 0 && nm && strcmp(nm, name) == 0;
+    }
+    return n;
+}
+
+/* A report's range `r` (an element of "ranges") counted as often as `events` holds events of
+ * phase `ph` and its name (expected); returns the report's count. */
+static int count_as_in_file(const cJSON *r, const cJSON *events, const char *ph)
+{
+    const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+    int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble;
+    int want = events_named(events, ph, name);
+    cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
+    return got;
+}
+
 /* A real JAX program's profile (tests/data/kineto/jax: tests/py/jax_job.py, jax 0.10.2 on the
  * CPU, 3 steps of 4 layers under StepTraceAnnotation and TraceAnnotation): as a directory, its
  * perfetto_trace.json.gz, the same trace as host.trace.json.gz beside it, is left out (saying
@@ -3064,25 +3147,27 @@ Test(kineto, a_jax_profile_reads_as_its_annotations)
             cr_expect(i > 0 || strcmp(thread, "python") == 0, "train on %s", thread);
         }
         cr_expect_eq(chrome_count(host, "train"), 3);
+        /* and every complete event of the file, on every thread: JAX numbers one of its
+         * threads above 2^31 (3269655851), whose 90 events were skipped before */
+        cJSON *file = json_of_file(host);
+        const cJSON *events = cJSON_GetObjectItem(file, "traceEvents"), *r, *e;
+        int ranges = 0, complete = 0;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+            ranges += count_as_in_file(r, events, "X");
+        cJSON_ArrayForEach(e, events)
+            complete += cJSON_IsString(cJSON_GetObjectItem(e, "ph")) &&
+                        strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X") == 0;
+        cr_expect_eq(ranges, complete, "every complete event a range");
+        cJSON_Delete(file);
         char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
                                                               "warnings"));
         cr_expect(ws && strstr(ws, "read as another tool's Chrome trace"), "%s", ws);
+        cr_expect(!strstr(ws, "usable tid"), "%s", ws);
         cr_expect(k == 1 || strstr(ws, "perfetto_trace.json.gz: not read, the same trace"), "%s",
                   ws);
         free(ws);
         cJSON_Delete(j);
     }
-}
-
-/* A JSON file (gzip-compressed or not) parsed by cJSON; fails the test when it is not JSON. */
-static cJSON *json_of_file(const char *path)
-{
-    size_t len;
-    char *text = slurp_any(path, &len);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    cr_assert_not_null(j, "%s is not JSON", path);
-    return j;
 }
 
 /* A real VizTracer trace (tests/data/kineto/viztracer, recorded by tests/py/viztracer_job.py with
@@ -3151,31 +3236,6 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
     cJSON_Delete(file);
 }
 
-/* How many events of `events` have phase `ph` and name `name`. */
-static int events_named(const cJSON *events, const char *ph, const char *name)
-{
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, events)
-    {
-        const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
-        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
-        n += p && strcmp(p, ph) == 0 && nm && strcmp(nm, name) == 0;
-    }
-    return n;
-}
-
-/* A report's range `r` (an element of "ranges") counted as often as `events` holds events of
- * phase `ph` and its name (expected); returns the report's count. */
-static int count_as_in_file(const cJSON *r, const cJSON *events, const char *ph)
-{
-    const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
-    int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble;
-    int want = events_named(events, ph, name);
-    cr_expect_eq(got, want, "%s: %d in the report, %d in the file", name, got, want);
-    return got;
-}
-
 /* A real py-spy trace (tests/data/kineto/pyspy, recorded from outside by py-spy 0.4.3's
  * --format chrometrace while tests/py/pyspy_job.py ran: begin/end events of category "py-spy",
  * one pair per run of samples with the same frame, the file a bare array, the threads numbered
@@ -3228,6 +3288,57 @@ Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
         if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, "stage_forward") == 0)
             stage = r;
     cr_assert_not_null(stage, "the job's stage_forward frames");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
+
+/* A real uftrace trace of a C program (tests/data/kineto/uftrace: pipe.c beside it, a two-stage
+ * GPipe over POSIX threads, recorded by uftrace v0.13 and exported with `uftrace dump --chrome`:
+ * begin/end events of no category, "displayTimeUnit" "ns", a "metadata" object, each thread a
+ * process of its own in its metadata). uftrace writes the ends of context switches
+ * ("linux:schedule") on threads that never began one: those end nothing, and every function is
+ * a range of its name as often as the file begins it, each as long as its begin to its end on its
+ * thread (the stages' total against the file's). Before, each such end closed the latest begin
+ * and the ranges after it on the thread were shifted: a stage read 222 us instead of 2369. */
+Test(kineto, a_uftrace_trace_of_a_c_program_reads_as_its_functions)
+{
+    const char *path = DATA "/uftrace/uftrace.json";
+    cJSON *file = json_of_file(path);
+    const cJSON *events = cJSON_GetObjectItem(file, "traceEvents"), *r, *e, *f;
+    cJSON *j = report_json(path);
+    int ranges = 0, begins = 0;
+    double stage_us = 0;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+        begins += ph && strcmp(ph, "B") == 0;
+        if (!ph || strcmp(ph, "B") != 0 || !nm || strcmp(nm, "stage") != 0)
+            continue;
+        double tid = cJSON_GetObjectItem(e, "tid")->valuedouble; /* its end: the next of its tid */
+        for (f = e->next; f; f = f->next) {
+            const char *fp = cJSON_GetStringValue(cJSON_GetObjectItem(f, "ph"));
+            const char *fn = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+            const cJSON *ft = cJSON_GetObjectItem(f, "tid");
+            if (fp && strcmp(fp, "E") == 0 && fn && strcmp(fn, "stage") == 0 && ft &&
+                ft->valuedouble == tid)
+                break;
+        }
+        cr_assert_not_null(f, "a stage without its end");
+        stage_us += cJSON_GetObjectItem(f, "ts")->valuedouble -
+                    cJSON_GetObjectItem(e, "ts")->valuedouble;
+    }
+    cr_assert_gt(begins, 100);
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        ranges += count_as_in_file(r, events, "B");
+        if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, "stage") == 0)
+            cr_expect(fabs(cJSON_GetObjectItem(r, "total_ms")->valuedouble * 1e3 - stage_us) < 1.0,
+                      "the stages: %.3f ms in the report, %.3f in the file",
+                      cJSON_GetObjectItem(r, "total_ms")->valuedouble, stage_us / 1e3);
+    }
+    cr_expect_eq(ranges, begins, "every begin a range");
+    cr_expect_gt(stage_us, 10000.0, "six stages of 2-5 ms");
     cJSON_Delete(j);
     cJSON_Delete(file);
 }
