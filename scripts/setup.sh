@@ -58,6 +58,14 @@ if "$venv/bin/python" -c 'import nvtx' 2>/dev/null &&
   "$venv/bin/pip" install -q --disable-pip-version-check viztracer==1.1.1 ||
     echo "setup: could not install viztracer into $venv; the VizTracer job's test will skip" >&2
 fi
+# py-spy (PyPI, a sampling profiler for Python: a binary wheel) into the same venv:
+# tests/test_kineto.c records tests/py/pyspy_job.py with it from outside, another tool's Chrome
+# trace of a job with no profiler in it. A failure only skips that test, saying why.
+if "$venv/bin/python" -c 'import nvtx' 2>/dev/null && [[ ! -x "$venv/bin/py-spy" ]]; then
+  echo "setup: installing py-spy into $venv (PyPI)" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check py-spy==0.4.3 ||
+    echo "setup: could not install py-spy into $venv; the py-spy job's test will skip" >&2
+fi
 # The torch tests (tests/test_torch.c: real torch.distributed.pipelining jobs on CPU under
 # torchrun, tests/py/torch_*.py) need torch and numpy. Same idea as above, a venv of its own
 # outside the clone, reused by fresh clones and later CI runs: /var/cache/pipeprof/torch-local

@@ -3242,9 +3242,8 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
  * by pthread_self(), near 2^47). Before, every event was skipped (no usable tid) and the report
  * said the traces held no range. Each begin is a range of its name, as many as the file holds
  * (read with cJSON), on the thread of its number. */
-Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
+static void check_pyspy_trace(const char *path)
 {
-    const char *path = DATA "/pyspy/spy.json";
     cJSON *file = json_of_file(path);
     cr_assert(cJSON_IsArray(file), "%s is not a JSON array", path);
     cJSON *j = report_json(path);
@@ -3290,6 +3289,37 @@ Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
     cr_assert_not_null(stage, "the job's stage_forward frames");
     cJSON_Delete(j);
     cJSON_Delete(file);
+}
+
+Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
+{
+    check_pyspy_trace(DATA "/pyspy/spy.json");
+}
+
+/* The same job recorded here by py-spy, where scripts/setup.sh installed it (beside the venv's
+ * Python): a sampler's trace of another run, read the same way. */
+Test(kineto, a_py_spy_recording_made_here_reads_the_same_way, .timeout = 120)
+{
+    const char *py = tk_find_python("PPROF_PYTHON", PP_PYTHON, NULL, "venv", "import sys");
+    if (!py)
+        cr_skip_test("no Python venv (run scripts/setup.sh)");
+    char spy[4096];
+    snprintf(spy, sizeof spy, "%s", py);
+    char *slash = strrchr(spy, '/');
+    if (!slash || (size_t)(slash - spy) + 8 >= sizeof spy)
+        cr_skip_test("no py-spy beside %s", py);
+    snprintf(slash + 1, sizeof spy - (size_t)(slash + 1 - spy), "py-spy");
+    if (access(spy, X_OK) != 0)
+        cr_skip_test("no py-spy beside %s (run scripts/setup.sh)", py);
+    const char *out = tk_path("spy_live.json");
+    const char *argv[] = {spy, "record", "--format", "chrometrace", "--rate", "250", "-o", out,
+                          "--", py, PP_TEST_PY_DIR "/pyspy_job.py", "--steps", "2", NULL};
+    tk_result r = tk_runv(argv, NULL);
+    if (r.code != 0 && strstr(r.err, "ermission"))
+        cr_skip_test("py-spy may not read the job here: %s", r.err);
+    cr_assert_eq(r.code, 0, "py-spy: exit %d: %s%s", r.code, r.out, r.err);
+    tk_result_free(&r);
+    check_pyspy_trace(out);
 }
 
 /* A real uftrace trace of a C program (tests/data/kineto/uftrace: pipe.c beside it, a two-stage

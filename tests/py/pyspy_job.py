@@ -13,7 +13,8 @@ its micro-batches (stage_forward) and hands each on through a queue, the second 
 forwards and then its backwards (stage_backward) in reverse order, handing the gradients back,
 and the first stage's backwards follow as they arrive; the main thread waits in train_step. The
 work is real and releases the GIL: SHA-256 over <work> MiB per forward, twice that per backward.
-Standard library only. tests/test_kineto.c reads the recording (py-spy 0.4.3, CPython 3.11.7).
+Standard library only. tests/test_kineto.c reads the recording (py-spy 0.4.3, CPython 3.11.7) and, where
+scripts/setup.sh installed py-spy, records the job again.
 """
 import argparse
 import hashlib
