@@ -356,6 +356,34 @@ Test(kineto, paddle_categories_are_host_events_and_their_names_lose_the_duration
     "{\"name\":\"" name "\",\"cat\":\"" cat "\",\"ph\":\"" ph "\",\"pid\":0,\"tid\":" #tid          \
     ",\"ts\":" #ts "}"
 
+/* One range record a test expects: its type, time and (for a PUSH or START) message. */
+typedef struct want_rec {
+    uint16_t type;
+    uint64_t ts;
+    const char *msg;
+} want_rec;
+
+/* Checks thread tid's PUSH, POP, START and END records in file order against want[from..);
+ * returns the index after the last one checked. */
+static size_t expect_records(const pp_trace *t, uint32_t tid, const want_rec *want, size_t n_want,
+                             size_t from)
+{
+    size_t n = from;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const pp_trace_event *e = &t->events[i];
+        if (e->tid != tid || (e->type != PP_REC_PUSH && e->type != PP_REC_POP &&
+                              e->type != PP_REC_START && e->type != PP_REC_END))
+            continue;
+        cr_assert_lt(n, n_want, "more records than expected on thread %u", tid);
+        cr_expect_eq(e->type, want[n].type, "record %zu: type %u", n, e->type);
+        cr_expect_eq(e->ts, want[n].ts, "record %zu: %llu", n, (unsigned long long)e->ts);
+        if (e->type == PP_REC_PUSH || e->type == PP_REC_START)
+            cr_expect_str_eq(e->message, want[n].msg, "record %zu", n);
+        n++;
+    }
+    return n;
+}
+
 /* An end that has a name closes the latest begin of that name on its thread (or of none), as
  * Perfetto pairs them: a stray end of another name (uftrace writes the end of a context switch,
  * "linux:schedule", on a thread that never began one) closes nothing, where pairing it with the
@@ -381,25 +409,13 @@ Test(kineto, named_ends_close_the_begin_of_their_name)
     cr_expect_eq(s.unpaired, 1, "the stray end");
     cr_expect_eq(s.async_ranges, 1, "b outlives a");
     cr_expect_neq(strstr(s.problem, "naming no begin"), NULL, "%s", s.problem);
-    static const struct { uint16_t type; uint64_t ts; const char *msg; } want[] = {
+    static const want_rec want[] = {
         {PP_REC_PUSH, 100000, "stage"}, {PP_REC_PUSH, 110000, "work"}, {PP_REC_POP, 150000, ""},
         {PP_REC_PUSH, 160000, "work"},  {PP_REC_POP, 190000, ""},      {PP_REC_POP, 200000, ""},
         {PP_REC_PUSH, 300000, "a"},     {PP_REC_START, 310000, "b"},   {PP_REC_POP, 320000, ""},
         {PP_REC_END, 400000, ""}};
-    size_t n = 0;
-    for (size_t i = 0; i < t->n_events; i++) {
-        const pp_trace_event *e = &t->events[i];
-        if (e->type != PP_REC_PUSH && e->type != PP_REC_POP && e->type != PP_REC_START &&
-            e->type != PP_REC_END)
-            continue;
-        cr_assert_lt(n, sizeof want / sizeof want[0]);
-        cr_expect_eq(e->type, want[n].type, "record %zu: type %u", n, e->type);
-        cr_expect_eq(e->ts, want[n].ts, "record %zu: %llu", n, (unsigned long long)e->ts);
-        if (e->type == PP_REC_PUSH || e->type == PP_REC_START)
-            cr_expect_str_eq(e->message, want[n].msg, "record %zu", n);
-        n++;
-    }
-    cr_expect_eq(n, sizeof want / sizeof want[0]);
+    size_t n_want = sizeof want / sizeof want[0];
+    cr_expect_eq(expect_records(t, 1, want, n_want, 0), n_want);
     pp_trace_free(t);
 }
 
@@ -428,24 +444,13 @@ Test(kineto, begin_and_end_events_pair_per_thread_the_latest_begin_first)
     cr_expect_eq(s.malformed, 1, "the end before its begin");
     cr_expect_eq(s.skipped_other, 1);
     cr_expect_neq(strstr(s.problem, "end"), NULL, "%s", s.problem);
-    static const struct { uint16_t type; uint32_t tid; uint64_t ts; const char *msg; } want[] = {
-        {PP_REC_PUSH, 1, 100000, "outer"}, {PP_REC_PUSH, 1, 110000, "inner"},
-        {PP_REC_POP, 1, 130000, ""},       {PP_REC_POP, 1, 200000, ""},
-        {PP_REC_PUSH, 2, 115000, "other thread"}, {PP_REC_POP, 2, 300000, ""}};
-    size_t n = 0;
-    for (uint32_t tid = 1; tid <= 2; tid++)
-        for (size_t i = 0; i < t->n_events; i++) {
-            const pp_trace_event *e = &t->events[i];
-            if (e->tid != tid || (e->type != PP_REC_PUSH && e->type != PP_REC_POP))
-                continue;
-            cr_assert_lt(n, sizeof want / sizeof want[0]);
-            cr_expect_eq(e->type, want[n].type, "record %zu", n);
-            cr_expect_eq(e->ts, want[n].ts, "record %zu: %llu", n, (unsigned long long)e->ts);
-            if (e->type == PP_REC_PUSH)
-                cr_expect_str_eq(e->message, want[n].msg, "record %zu", n);
-            n++;
-        }
-    cr_expect_eq(n, sizeof want / sizeof want[0]);
+    static const want_rec want[] = {
+        {PP_REC_PUSH, 100000, "outer"}, {PP_REC_PUSH, 110000, "inner"},
+        {PP_REC_POP, 130000, ""},       {PP_REC_POP, 200000, ""},      /* thread 1, then 2 */
+        {PP_REC_PUSH, 115000, "other thread"}, {PP_REC_POP, 300000, ""}};
+    size_t n_want = sizeof want / sizeof want[0];
+    cr_expect_eq(expect_records(t, 1, want, n_want, 0), 4);
+    cr_expect_eq(expect_records(t, 2, want, n_want, 4), n_want);
     pp_trace_free(t);
 }
 
