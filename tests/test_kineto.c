@@ -3247,7 +3247,7 @@ Test(kineto, a_viztracer_trace_reads_as_its_calls_ranges_instants_and_counters)
  * by pthread_self(), near 2^47). Before, every event was skipped (no usable tid) and the report
  * said the traces held no range. Each begin is a range of its name, as many as the file holds
  * (read with cJSON), on the thread of its number. */
-static void check_pyspy_trace(const char *path)
+static void check_pyspy_trace(const char *path, int min_begins)
 {
     cJSON *file = json_of_file(path);
     cr_assert(cJSON_IsArray(file), "%s is not a JSON array", path);
@@ -3262,7 +3262,7 @@ static void check_pyspy_trace(const char *path)
         cr_assert_gt(cJSON_GetObjectItem(e, "tid")->valuedouble, 4294967296.0,
                      "py-spy's threads are pthread_self()'s");
     }
-    cr_assert_gt(begins, 50);
+    cr_assert_geq(begins, min_begins);
     cr_assert_eq(begins, ends);
     cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
     {
@@ -3298,7 +3298,7 @@ static void check_pyspy_trace(const char *path)
 
 Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
 {
-    check_pyspy_trace(DATA "/pyspy/spy.json");
+    check_pyspy_trace(DATA "/pyspy/spy.json", 81);
 }
 
 /* The same job recorded here by py-spy, where scripts/setup.sh installed it (beside the venv's
@@ -3318,13 +3318,15 @@ Test(kineto, a_py_spy_recording_made_here_reads_the_same_way, .timeout = 120)
         cr_skip_test("no py-spy beside %s (run scripts/setup.sh)", py);
     const char *out = tk_path("spy_live.json");
     const char *argv[] = {spy, "record", "--format", "chrometrace", "--rate", "250", "-o", out,
-                          "--", py, PP_TEST_PY_DIR "/pyspy_job.py", "--steps", "2", NULL};
+                          "--", py, PP_TEST_PY_DIR "/pyspy_job.py", NULL};
     tk_result r = tk_runv(argv, NULL);
     if (r.code != 0 && strstr(r.err, "ermission"))
         cr_skip_test("py-spy may not read the job here: %s", r.err);
     cr_assert_eq(r.code, 0, "py-spy: exit %d: %s%s", r.code, r.out, r.err);
     tk_result_free(&r);
-    check_pyspy_trace(out);
+    /* a sampler: how many runs of identical stacks it sees depends on the machine's load (the
+     * CI's other tests beside it), so only a few are asked for */
+    check_pyspy_trace(out, 5);
 }
 
 /* A real uftrace trace of a C program (tests/data/kineto/uftrace: pipe.c beside it, a two-stage
