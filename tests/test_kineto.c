@@ -3303,7 +3303,7 @@ Test(kineto, a_py_spy_trace_reads_as_its_frames_on_their_threads)
 
 /* The same job recorded here by py-spy, where scripts/setup.sh installed it (beside the venv's
  * Python): a sampler's trace of another run, read the same way. */
-Test(kineto, a_py_spy_recording_made_here_reads_the_same_way, .timeout = 120)
+Test(kineto, a_py_spy_recording_made_here_reads_the_same_way)
 {
     const char *py = tk_find_python("PPROF_PYTHON", PP_PYTHON, NULL, "venv", "import sys");
     if (!py)
