@@ -16,8 +16,9 @@
  *
  * Begin and end events ("ph" "B" and "E", which Kineto does not write but other Chrome traces
  * do) are paired per thread, an end with the latest begin of its name (the latest begin when it
- * has none), and go in as one complete event. A file of events one after another (JSON lines) is read as their array: PaddlePaddle's
- * pipeline timeline (pp_configs.profiling) is such a file of begins and ends, in milliseconds. */
+ * has none), and go in as one complete event. A file of events one after another (JSON lines)
+ * is read as their array: PaddlePaddle's pipeline timeline (pp_configs.profiling) is such a
+ * file of begins and ends, in milliseconds. */
 #include "kineto_json.h"
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
@@ -94,6 +95,7 @@ typedef struct kthread {
     } *begins;
     size_t n_begins, cap_begins;
     uint64_t tl_end; /* the latest end of its Paddle timeline ops */
+    uint32_t proc;   /* another tool's trace: the name id of its process's key, 0 none */
 } kthread;
 
 /* One CPU event waiting in the reorder window. */
@@ -202,6 +204,13 @@ typedef struct conv {
      * and thread, and a bit per name id of the thread keys that a thread_name event named */
     int any_cat;
     uint8_t *named;
+    /* and their processes' and threads' names (process_name, thread_name events): a table from
+     * a process's key (the name id of "pid P", or of its text pid) and one from a thread's tid
+     * to the name's id, for the names given when the file holds several processes */
+    struct pname {
+        uint32_t key, name; /* key 0: an empty slot */
+    } proc_names[2 * PP_KINETO_MAX_THREADS], thread_names[2 * PP_KINETO_MAX_THREADS];
+    size_t n_proc_names, n_thread_names;
     /* async events ("b" and "e", "S" and "F") waiting for their end: a pool (free ones linked
      * by prev) and a table from an id's key to the latest begin open with it; begins_total
      * counts them too */
@@ -719,7 +728,8 @@ static kev heap_pop(conv *c)
     return top;
 }
 
-/* An anonymous scratch file in $TMPDIR (else /tmp), gone when closed; NULL when none can be made. */
+/* An anonymous scratch file in $TMPDIR (else /tmp), gone when closed; NULL when none can be
+ * made. */
 static FILE *scratch_file(void)
 {
     const char *dir = getenv("TMPDIR");
@@ -1075,6 +1085,7 @@ static int on_api(conv *c, const kin *e, int driver)
 /* The event's thread (its index in *index); NULL, counted, when its tid is unusable or past
  * the threads' cap. Its pid becomes the trace's when it is the first. */
 static int thread_name(conv *c, uint32_t tid, uint32_t name);
+static uint32_t process_key(conv *c, const kin *e);
 
 /* event_thread, or with process set (another tool's counters) the track of the event's
  * process (tid_of_scoped). */
@@ -1093,6 +1104,8 @@ static inline kthread *event_thread_scoped(conv *c, const kin *e, int process, u
         problem(c, "%s", "more than 1024 threads: the later threads' events dropped");
         return NULL;
     }
+    if (c->any_cat && c->n_threads > had)
+        t->proc = process_key(c, e);
     /* another tool's thread that no thread_name event named (yet: a later one renames it) is
      * called by its key, "pid P tid T" */
     if (c->any_cat && c->n_threads > had && c->named &&
@@ -1589,10 +1602,171 @@ static int thread_name(conv *c, uint32_t tid, uint32_t name)
     return 1;
 }
 
+/* The text of name id `id` (*len bytes, not NUL-terminated); NULL for none or the shared id of
+ * the names beyond the table. */
+static const char *name_text(const conv *c, uint32_t id, size_t *len)
+{
+    if (!id || id > c->nm.n)
+        return NULL;
+    const name_entry *x = &c->nm.e[id - 1];
+    *len = x->len;
+    return c->nm.bytes + x->off;
+}
+
+/* The name id of the key of an event's process in another tool's trace: "pid P" (as
+ * tid_of_scoped begins its threads' keys), or its text pid; 0 for none (the global track), or
+ * out of memory (the thread then goes without its process's name). */
+static uint32_t process_key(conv *c, const kin *e)
+{
+    char key[80];
+    int n;
+    if (e->pid_num && e->pid >= 0 && e->pid < 4294967296.0 && e->pid == floor(e->pid))
+        n = snprintf(key, sizeof key, "pid %u", (unsigned)e->pid);
+    else if (!e->pid_num && e->pid_str[0])
+        n = snprintf(key, sizeof key, "%s", e->pid_str);
+    else
+        return 0;
+    return name_id(c, key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
+}
+
+enum { PNAME_SLOTS = 2 * PP_KINETO_MAX_THREADS }; /* at most half of them used */
+
+/* The name of key in a table of process or thread names, 0 none. */
+static uint32_t pname_get(const struct pname *t, uint32_t key)
+{
+    size_t k = (key * 2654435761u) & (PNAME_SLOTS - 1);
+    for (; t[k].key; k = (k + 1) & (PNAME_SLOTS - 1))
+        if (t[k].key == key)
+            return t[k].name;
+    return 0;
+}
+
+/* Names key (the latest name given wins); a key past PP_KINETO_MAX_THREADS goes unnamed. */
+static void pname_put(struct pname *t, size_t *n, uint32_t key, uint32_t name)
+{
+    size_t k = (key * 2654435761u) & (PNAME_SLOTS - 1);
+    for (; t[k].key; k = (k + 1) & (PNAME_SLOTS - 1))
+        if (t[k].key == key) {
+            t[k].name = name;
+            return;
+        }
+    if (*n >= PP_KINETO_MAX_THREADS)
+        return;
+    t[k] = (struct pname){key, name};
+    ++*n;
+}
+
+/* Another tool's trace of several processes (Chrome's browser, renderers and GPU process,
+ * TensorFlow's host and devices, a process per JAX device) names or numbers each process's
+ * threads alike ("CrRendererMain" in every renderer, "Stream #14" on every device): there a
+ * thread that its thread_name event names is "<process> / <name>" (with " (tid T)" when another
+ * thread of its process has the name: Chrome's pool workers), one it does not name
+ * "<process> tid T", a process's own track (its counters, its instants) "<process>"; the
+ * process is its process_name event's name (followed by its key, "(pid P)", when another
+ * process has the same name), else its key, "pid P" (so an unnamed process's threads keep their
+ * keys). The names go in after every event (a thread's latest name is the one read), since the
+ * metadata events may come last. */
+/* The length of s[0 .. n) cut to at most max bytes, at a UTF-8 character's start. */
+static size_t utf8_cut(const char *s, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--;
+    return max;
+}
+
+static int name_threads_by_process(conv *c)
+{
+    /* what the analysis keeps of a thread's name (pp_athread) */
+    enum { LABEL_MAX = sizeof(((pp_athread *)0)->name) - 1, HEAD_MIN = 16 };
+    if (!c->any_cat)
+        return 1;
+    uint32_t first = 0;
+    int several = 0;
+    for (size_t i = 0; i < c->n_threads && !several; i++) {
+        uint32_t p = c->threads[i].proc;
+        if (p && !first)
+            first = p;
+        several = p && p != first;
+    }
+    if (!several)
+        return 1;
+    uint32_t pn[PP_KINETO_MAX_THREADS], tn[PP_KINETO_MAX_THREADS];
+    for (size_t i = 0; i < c->n_threads; i++) {
+        pn[i] = c->threads[i].proc ? pname_get(c->proc_names, c->threads[i].proc) : 0;
+        tn[i] = pname_get(c->thread_names, c->threads[i].tid);
+    }
+    for (size_t i = 0; i < c->n_threads; i++) {
+        const kthread *t = &c->threads[i];
+        size_t klen = 0, plen = 0, tlen = 0, tklen = 0;
+        const char *ktext = name_text(c, t->proc, &klen);
+        const char *ptext = name_text(c, pn[i], &plen);
+        uint32_t own = t->tid & 0x7fffffffu;
+        const char *ttext = name_text(c, tn[i], &tlen);
+        const char *tk = own != t->proc ? name_text(c, own, &tklen) : NULL;
+        if (!ktext || (!ptext && (own == t->proc || !ttext)))
+            continue; /* its key, "pid P" or "pid P tid T", names it already */
+        /* the thread's tid: the rest of its key, "<process key> tid T" */
+        if (tk && (tklen <= klen + 5 || memcmp(tk, ktext, klen) != 0 ||
+                   memcmp(tk + klen, " tid ", 5) != 0))
+            tk = NULL;
+        int shared = 0; /* another process has its name (Chrome's renderers) */
+        for (size_t j = 0; ptext && j < c->n_threads && !shared; j++)
+            shared = pn[j] == pn[i] && c->threads[j].proc != t->proc;
+        int twin = 0;   /* another thread of its process has its name (Chrome's pool workers) */
+        for (size_t j = 0; ttext && j < c->n_threads && !twin; j++)
+            twin = j != i && tn[j] == tn[i] && c->threads[j].proc == t->proc;
+        char head[2 * SMALL + 96], tail[2 * SMALL + 96];
+        if (!ptext)
+            snprintf(head, sizeof head, "%.*s", (int)klen, ktext);
+        else if (shared)
+            snprintf(head, sizeof head, "%.*s (%.*s)", (int)plen, ptext, (int)klen, ktext);
+        else
+            snprintf(head, sizeof head, "%.*s", (int)plen, ptext);
+        if (own == t->proc)
+            tail[0] = '\0';
+        else if (ttext && twin && tk)
+            snprintf(tail, sizeof tail, " / %.*s (tid %.*s)", (int)tlen, ttext,
+                     (int)(tklen - klen - 5), tk + klen + 5);
+        else if (ttext)
+            snprintf(tail, sizeof tail, " / %.*s", (int)tlen, ttext);
+        else if (tk)
+            snprintf(tail, sizeof tail, " tid %.*s", (int)(tklen - klen - 5), tk + klen + 5);
+        else
+            continue;
+        /* within what the analysis keeps: the process's name is cut first (marked ".."), so
+         * that what tells a process's threads apart stays */
+        size_t hn = strlen(head), tl = strlen(tail);
+        char label[LABEL_MAX + 1];
+        if (hn + tl <= LABEL_MAX) {
+            memcpy(label, head, hn);
+            memcpy(label + hn, tail, tl + 1);
+        } else {
+            size_t keep = tl + HEAD_MIN + 2 <= LABEL_MAX ? LABEL_MAX - tl - 2 : HEAD_MIN;
+            keep = utf8_cut(head, hn, keep);
+            size_t room = LABEL_MAX - keep - 2;
+            snprintf(label, sizeof label, "%.*s..%.*s", (int)keep, head,
+                     (int)utf8_cut(tail, tl, room), tail);
+        }
+        uint32_t id = name_id(c, label, strlen(label));
+        if (!id || !thread_name(c, t->tid, id))
+            return 0;
+    }
+    return 1;
+}
+
 static int on_meta_event(conv *c, const kin *e)
 {
     if (strcmp(e->name, "process_name") == 0 && e->arg_name[0]) {
         snprintf(c->exe, sizeof c->exe, "%.95s", e->arg_name);
+        uint32_t key = c->any_cat ? process_key(c, e) : 0;
+        if (key) {
+            uint32_t name = name_id(c, e->arg_name, strlen(e->arg_name));
+            if (!name)
+                return 0;
+            pname_put(c->proc_names, &c->n_proc_names, key, name);
+        }
         return 1;
     }
     if (strcmp(e->name, "thread_name") != 0 || !e->arg_name[0]) {
@@ -1607,6 +1781,8 @@ static int on_meta_event(conv *c, const kin *e)
         return 0;
     if (c->named && (tid & 0x7fffffffu) < PP_KINETO_MAX_NAMES + 1)
         c->named[(tid & 0x7fffffffu) / 8] |= (uint8_t)(1u << (tid & 7));
+    if (c->any_cat)
+        pname_put(c->thread_names, &c->n_thread_names, tid, name);
     return thread_name(c, tid, name);
 }
 
@@ -2322,7 +2498,7 @@ static int finish_events(conv *c)
     for (size_t i = 0; i < c->n_threads; i++)
         if (!thread_advance(c, &c->threads[i], UINT64_MAX) || !thread_flush(c, &c->threads[i]))
             return 0;
-    return meta_flush(c);
+    return name_threads_by_process(c) && meta_flush(c);
 }
 
 /* The next spilled record (its size in *size, its time in *key); 0 at the end. */

@@ -643,6 +643,14 @@ void an_other_results(state *st, file_state *fs, size_t n)
     uint32_t *trank = rank + nr + nm;
     uint32_t *tord = ord + nr + nm;
     rg_thread *th = g->threads.data;
+    /* each thread by its latest name: a THREAD_NAME after its first range renames it (the
+     * Kineto importer names another tool's threads after their processes at the end) */
+    for (size_t i = 0; i < nt; i++) {
+        const char *name = th[i].file >= 0 && (size_t)th[i].file < n
+                               ? rg_thread_name(&fs[th[i].file], th[i].tid) : "";
+        if (name[0])
+            snprintf(th[i].name, sizeof th[i].name, "%s", name);
+    }
     for (size_t i = 0; i < nt; i++)
         tord[i] = (uint32_t)i;
     qsort_r(tord, nt, sizeof *tord, cmp_threads, th);

@@ -2670,9 +2670,9 @@ static int range_count(const cJSON *j, const char *name, const char **thread)
  * range, asking whether the job's NVTX use was captured. Now it is read as another tool's
  * Chrome trace: every event a range or mark, the host's and the device's thread 1 kept apart
  * (merged, the device's op that crosses the host's step would read as overlapping, not nested),
- * a thread named by its thread_name event or else by its process and tid, and the report's
- * generic view counts every name, saying how the file was read. A torch trace is read as
- * before. */
+ * a thread named after its process (the file has two: "/host:CPU / python", named by its
+ * thread_name event, or "/device:GPU:0 tid 1"), and the report's generic view counts every name,
+ * saying how the file was read. A torch trace is read as before. */
 Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threads)
 {
     const char *path = tk_path("tf.trace.json");
@@ -2718,11 +2718,11 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     cJSON *j = report_json(path);
     const char *thread = NULL;
     cr_expect_eq(range_count(j, "train_step", &thread), 3);
-    cr_expect_str_eq(thread, "python", "named by its thread_name event");
+    cr_expect_str_eq(thread, "/host:CPU / python", "named by its thread_name event");
     cr_expect_eq(range_count(j, "MatMul", NULL), 12);
     cr_expect_eq(range_count(j, "input", NULL), 3);
     cr_expect_eq(range_count(j, "Conv2D", &thread), 3);
-    cr_expect_str_eq(thread, "pid 2 tid 1", "an unnamed thread by its process and tid");
+    cr_expect_str_eq(thread, "/device:GPU:0 tid 1", "an unnamed thread by its process and tid");
     const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"), "warnings");
     char *ws = cJSON_PrintUnformatted(w);
     cr_expect(ws && strstr(ws, "read as another tool's Chrome trace"), "warnings: %s", ws);
@@ -2732,7 +2732,7 @@ Test(kineto, another_tools_chrome_trace_is_read_as_ranges_of_its_processes_threa
     const char *targv[] = {path, NULL};
     tk_result r = tk_run(PPREPORT, targv, NULL);
     cr_expect_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, " python ") && strstr(r.out, " pid 2 tid 1 ") &&
+    cr_expect(strstr(r.out, " /host:CPU / python ") && strstr(r.out, " /device:GPU:0 tid 1 ") &&
                   !strstr(r.out, "214748"),
               "%s", r.out);
     tk_result_free(&r);
@@ -2961,6 +2961,94 @@ Test(kineto, processes_named_by_text_keep_their_threads_apart)
     cr_expect_eq(threads, 2, "fwd on two threads");
     cr_expect_not_null(series_named(r, "mem.used (Node 10.0.0.2)"));
     cJSON_Delete(r);
+}
+
+/* The names of the threads range `name` ran on, each followed by '|', into buf. */
+static const char *threads_of(const cJSON *j, const char *name, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    const cJSON *r, *t;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, name) != 0)
+            continue;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "threads"))
+        {
+            const char *th = cJSON_GetObjectItem(t, "thread")->valuestring;
+            cr_expect_leq(strlen(th), 63, "%s", th);
+            len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s|", th);
+        }
+    }
+    return buf;
+}
+
+/* A Chrome trace of several processes (Chrome's own: a browser, renderers, services) names
+ * threads alike in each process, and several threads of one process alike (its pool's
+ * workers), in metadata events that come after every other event. Each thread is named after
+ * its process: "Renderer (pid 10) / CrRendererMain" where two processes are "Renderer",
+ * "Browser / Worker (tid 7)" where two of its threads are "Worker", "Browser tid 4" for a thread
+ * it does not name, its key "pid 9 tid 3" in a process nobody names; a thread named twice by its
+ * latest name; and within the 63 bytes a thread's name has in the analysis, a long process name
+ * cut first so that the tid stays. Before, every renderer's main thread read "CrRendererMain":
+ * one name for six threads of six processes. In a file of one process the names are as the
+ * thread_name events give them. */
+Test(kineto, another_tools_threads_are_named_after_their_processes)
+{
+    const char *events =
+        "{\"ph\":\"X\",\"pid\":10,\"tid\":1,\"name\":\"paint\",\"ts\":0,\"dur\":10},"
+        "{\"ph\":\"X\",\"pid\":11,\"tid\":1,\"name\":\"paint\",\"ts\":5,\"dur\":10},"
+        "{\"ph\":\"X\",\"pid\":5,\"tid\":7,\"name\":\"task\",\"ts\":0,\"dur\":5},"
+        "{\"ph\":\"X\",\"pid\":5,\"tid\":8,\"name\":\"task\",\"ts\":1,\"dur\":5},"
+        "{\"ph\":\"X\",\"pid\":5,\"tid\":2,\"name\":\"main\",\"ts\":0,\"dur\":20},"
+        "{\"ph\":\"X\",\"pid\":5,\"tid\":4,\"name\":\"io\",\"ts\":0,\"dur\":2},"
+        "{\"ph\":\"X\",\"pid\":9,\"tid\":3,\"name\":\"other\",\"ts\":0,\"dur\":3},"
+        "{\"ph\":\"X\",\"pid\":12,\"tid\":20,\"name\":\"net\",\"ts\":0,\"dur\":3},"
+        "{\"ph\":\"X\",\"pid\":12,\"tid\":21,\"name\":\"net\",\"ts\":1,\"dur\":3},";
+    const char *meta =
+        "{\"ph\":\"M\",\"pid\":10,\"name\":\"process_name\",\"args\":{\"name\":\"Renderer\"}},"
+        "{\"ph\":\"M\",\"pid\":11,\"name\":\"process_name\",\"args\":{\"name\":\"Renderer\"}},"
+        "{\"ph\":\"M\",\"pid\":5,\"name\":\"process_name\",\"args\":{\"name\":\"Browser\"}},"
+        "{\"ph\":\"M\",\"pid\":12,\"name\":\"process_name\",\"args\":{\"name\":"
+        "\"Service: network.mojom.NetworkService\"}},"
+        "{\"ph\":\"M\",\"pid\":10,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":"
+        "\"CrRendererMain\"}},"
+        "{\"ph\":\"M\",\"pid\":11,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":"
+        "\"CrRendererMain\"}},"
+        "{\"ph\":\"M\",\"pid\":5,\"tid\":7,\"name\":\"thread_name\",\"args\":{\"name\":\"Worker\"}},"
+        "{\"ph\":\"M\",\"pid\":5,\"tid\":8,\"name\":\"thread_name\",\"args\":{\"name\":\"Worker\"}},"
+        "{\"ph\":\"M\",\"pid\":5,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"Old\"}},"
+        "{\"ph\":\"M\",\"pid\":5,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":"
+        "\"CrBrowserMain\"}},"
+        "{\"ph\":\"M\",\"pid\":12,\"tid\":20,\"name\":\"thread_name\",\"args\":{\"name\":"
+        "\"ThreadPoolForegroundWorker\"}},"
+        "{\"ph\":\"M\",\"pid\":12,\"tid\":21,\"name\":\"thread_name\",\"args\":{\"name\":"
+        "\"ThreadPoolForegroundWorker\"}}";
+    char text[4096], buf[1024];
+    snprintf(text, sizeof text, "{\"traceEvents\":[%s%s]}", events, meta);
+    const char *path = tk_path("processes.trace.json");
+    tk_write_text(path, text);
+    cJSON *j = report_json(path);
+    cr_expect_str_eq(threads_of(j, "paint", buf, sizeof buf),
+                     "Renderer (pid 10) / CrRendererMain|Renderer (pid 11) / CrRendererMain|");
+    cr_expect_str_eq(threads_of(j, "task", buf, sizeof buf),
+                     "Browser / Worker (tid 7)|Browser / Worker (tid 8)|");
+    cr_expect_str_eq(threads_of(j, "main", buf, sizeof buf), "Browser / CrBrowserMain|");
+    cr_expect_str_eq(threads_of(j, "io", buf, sizeof buf), "Browser tid 4|");
+    cr_expect_str_eq(threads_of(j, "other", buf, sizeof buf), "pid 9 tid 3|");
+    cr_expect_str_eq(threads_of(j, "net", buf, sizeof buf),
+                     "Service: network.mojom... / ThreadPoolForegroundWorker (tid 20)|"
+                     "Service: network.mojom... / ThreadPoolForegroundWorker (tid 21)|");
+    cJSON_Delete(j);
+
+    /* one process: its threads as their thread_name events name them */
+    snprintf(text, sizeof text,
+             "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":2,\"name\":\"main\",\"ts\":0,"
+             "\"dur\":20},%s]}", meta);
+    tk_write_text(path, text);
+    j = report_json(path);
+    cr_expect_str_eq(threads_of(j, "main", buf, sizeof buf), "CrBrowserMain|");
+    cJSON_Delete(j);
 }
 
 Test(kineto, another_tools_counters_are_series_of_their_process)
@@ -3376,6 +3464,73 @@ Test(kineto, a_uftrace_trace_of_a_c_program_reads_as_its_functions)
     }
     cr_expect_eq(ranges, begins, "every begin a range");
     cr_expect_gt(stage_us, 10000.0, "six stages of 2-5 ms");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
+
+/* A real trace of Chromium itself (tests/data/kineto/chromium: Chromium 156's headless shell
+ * loading page.html beside it, whose script measures five steps with performance.measure,
+ * recorded with `--trace-startup=blink.user_timing,toplevel --trace-startup-format=json`): the
+ * Chrome trace format's own writer, twelve processes (a browser, six renderers, a GPU process,
+ * services), 26 thousand events, complete, begin/end, instant, flow, async and mark events, the
+ * metadata naming processes and threads after everything else, the tasks running when it
+ * stopped begun ("B") and never ended. Every complete event is a range of its name as often as
+ * the file holds it (the begins never ended are none); the page's steps (async events of
+ * blink.user_timing) are ranges of the renderer that ran it, "Renderer (pid P) /
+ * CrRendererMain"; and no two threads share a name (before, the six renderers' main threads all
+ * read "CrRendererMain", and a process's pool workers all read alike). */
+Test(kineto, chromiums_own_trace_reads_as_its_processes_threads)
+{
+    const char *path = DATA "/chromium/trace.json.gz";
+    cJSON *file = json_of_file(path);
+    const cJSON *events = cJSON_GetObjectItem(file, "traceEvents"), *e, *r, *t;
+    cJSON *j = report_json(path);
+    int renderer = -1, completes = 0, counted = 0;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+        completes += ph && strcmp(ph, "X") == 0;
+        if (ph && strcmp(ph, "b") == 0 && nm && strcmp(nm, "step 0") == 0)
+            renderer = (int)cJSON_GetObjectItem(e, "pid")->valuedouble;
+    }
+    cr_assert_gt(renderer, 0, "the page's first step");
+    cr_assert_gt(completes, 20000);
+    char want[96], buf[256];
+    snprintf(want, sizeof want, "Renderer (pid %d) / CrRendererMain|", renderer);
+    for (int k = 0; k < 5; k++) {
+        char step[16];
+        snprintf(step, sizeof step, "step %d", k);
+        cr_expect_eq(range_count(j, step, NULL), 1, "%s", step);
+        cr_expect_str_eq(threads_of(j, step, buf, sizeof buf), want, "%s", step);
+    }
+    /* the threads by (tid, name): one name each, and each name one thread's */
+    enum { MAX_T = 512 };
+    static double tids[MAX_T];
+    static const char *names[MAX_T];
+    size_t n = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *nm = cJSON_GetObjectItem(r, "name")->valuestring;
+        if (events_named(events, "X", nm)) /* its 30 "B" were never ended: none a range */
+            counted += count_as_in_file(r, events, "X");
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "threads"))
+        {
+            double tid = cJSON_GetObjectItem(t, "tid")->valuedouble;
+            const char *th = cJSON_GetObjectItem(t, "thread")->valuestring;
+            size_t i = 0;
+            while (i < n && tids[i] != tid && strcmp(names[i], th) != 0)
+                i++;
+            if (i == n && n < MAX_T) {
+                tids[n] = tid, names[n++] = th;
+            } else if (i < n) {
+                cr_expect(tids[i] == tid && strcmp(names[i], th) == 0,
+                          "threads %.0f and %.0f: '%s' and '%s'", tids[i], tid, names[i], th);
+            }
+        }
+    }
+    cr_expect_gt(n, 50, "the processes' threads");
+    cr_expect_eq(counted, completes, "every complete event a range");
     cJSON_Delete(j);
     cJSON_Delete(file);
 }
