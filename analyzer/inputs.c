@@ -183,6 +183,35 @@ static const char *repeated_by(const char *p, int paddle_lines, int host_traces)
     return NULL;
 }
 
+/* Whether the file at path begins as a Perfetto protobuf trace does (what Chrome's tracing and
+ * Perfetto record unless told to write JSON): a Trace message, whose first field is a packet
+ * (field 1, length-delimited: byte 0x0a), its length a varint that fits in the file, the packet
+ * starting with a field's tag (a known wire type, field number 1 or more). */
+static int perfetto_proto(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    uint8_t b[16];
+    size_t n = fread(b, 1, sizeof b, f);
+    int seek = fseek(f, 0, SEEK_END);
+    long size = seek == 0 ? ftell(f) : -1;
+    fclose(f);
+    if (n < 3 || b[0] != 0x0a || size < 0)
+        return 0;
+    uint64_t len = 0;
+    size_t i = 1;
+    for (int shift = 0; i < n && shift < 35; shift += 7, i++) {
+        len |= (uint64_t)(b[i] & 0x7f) << shift;
+        if (!(b[i] & 0x80))
+            break;
+    }
+    if (i >= n - 1 || len == 0 || len > (uint64_t)size - i - 1)
+        return 0;
+    unsigned tag = b[i + 1], wire = tag & 7;
+    return tag >> 3 != 0 && (wire == 0 || wire == 1 || wire == 2 || wire == 5);
+}
+
 /* One argument: a directory (its .pft files, else its Kineto traces) or a file. Kineto traces
  * go to `kineto` for conversion in order. */
 static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
@@ -230,8 +259,15 @@ static pp_status resolve_one(pp_inputs *in, const char *arg, vec *kineto)
         return add_pft(in, arg);
     if (pp_kineto_sniff(arg))
         return push_str(kineto, arg);
-    return PP_ERR(PP_ERR_INVALID, "'%s' is not a run directory, a .pft trace or a PyTorch "
-                                  "profiler trace (Kineto JSON)",
+    if (perfetto_proto(arg))
+        return PP_ERR(PP_ERR_INVALID, "'%s' is a Perfetto protobuf trace (what Chrome's tracing "
+                                      "and Perfetto record by default), which is not read: "
+                                      "record JSON instead (Chrome: --trace-startup-format=json) "
+                                      "or convert it with Perfetto's traceconv (traceconv json "
+                                      "IN OUT)",
+                      arg);
+    return PP_ERR(PP_ERR_INVALID, "'%s' is not a run directory, a .pft trace or a Chrome JSON "
+                                  "trace (PyTorch's profiler, Kineto, or another tool's)",
                   arg);
 }
 

@@ -2644,6 +2644,44 @@ Test(kineto, pprof_report_import_writes_a_run_directory_the_tools_read)
     tk_result_free(&r);
 }
 
+/* Chrome's tracing and Perfetto record protobuf unless told to write JSON: such a file (a Trace
+ * message of packets, as Chromium 156's --trace-startup writes by default) gets exit 2 naming
+ * what it is and the two ways to a file that is read, not "not a trace"; a file that only
+ * starts like one (a packet longer than the file) and any other file get the plain message. */
+Test(kineto, a_perfetto_protobuf_trace_is_named_with_the_way_to_read_it)
+{
+    /* packet 1 (10 bytes): timestamp (field 8, varint 1000), trusted_packet_sequence_id
+     * (field 10, varint 1), a track event (field 11, 2 bytes); packet 2 (2 bytes) */
+    static const uint8_t proto[] = {0x0a, 0x0a, 0x40, 0xe8, 0x07, 0x50, 0x01, 0x5a, 0x02,
+                                    0x08, 0x01, 0x00, 0x0a, 0x02, 0x40, 0x01};
+    static const uint8_t cut[] = {0x0a, 0x40, 0x40, 0xe8, 0x07, 0x50, 0x01};
+    struct {
+        const char *name;
+        const uint8_t *bytes;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"chrome.pftrace", proto, sizeof proto, "is a Perfetto protobuf trace"},
+        {"cut.pftrace", cut, sizeof cut, "is not a run directory, a .pft trace or a Chrome JSON"},
+        {"text.log", (const uint8_t *)"hello\n", 6, "is not a run directory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = tk_path(cases[i].name);
+        FILE *f = fopen(path, "wb");
+        cr_assert_not_null(f);
+        cr_assert_eq(fwrite(cases[i].bytes, 1, cases[i].len, f), cases[i].len);
+        fclose(f);
+        const char *args[] = {path, NULL};
+        tk_result r = tk_run(PPREPORT, args, NULL);
+        cr_expect_eq(r.code, 2, "%s: %s", cases[i].name, r.err);
+        cr_expect_neq(strstr(r.err, cases[i].want), NULL, "%s: %s", cases[i].name, r.err);
+        if (i == 0)
+            cr_expect(strstr(r.err, "--trace-startup-format=json") &&
+                          strstr(r.err, "traceconv json"), "%s", r.err);
+        tk_result_free(&r);
+    }
+}
+
 /* ---- Chrome traces of other tools (docs/kineto.md "Chrome traces of other tools") ---- */
 
 /* A range of report JSON j's "ranges" by name: its count and, in *thread, its first thread's
