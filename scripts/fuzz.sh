@@ -11,8 +11,8 @@
 # analyzed by them; its seeds are tests/data/fuzz/dialect/. The kineto target (tests/fuzz_kineto.c)
 # fuzzes the PyTorch trace importer (the JSON tokenizer, the converter, the analysis of what it
 # wrote), seeded with the heads of tests/data/kineto's torch traces (and of other tools' Chrome
-# traces there: chrome/, chromium/, jax/, viztracer/, pyspy/, uftrace/). The costs target
-# (tests/fuzz_costs.c) fuzzes cost files and what runs behind them (the simulator, the Monte Carlo
+# traces there: chrome/, chromium/, jax/, viztracer/, pyspy/, uftrace/, onnxruntime/, node/).
+# The costs target (tests/fuzz_costs.c) fuzzes cost files and what runs behind them (the simulator, the Monte Carlo
 # predictor, the rebalancer, the write + reload round trip); the plan target (tests/fuzz_plan.c)
 # plan files and pprof-check's summaries and baselines, with their round trips; their seeds are
 # tests/data/fuzz/costs/ and plan/.
@@ -105,7 +105,8 @@ if [ "$which" = all ] || [ "$which" = kineto ]; then
     tests/data/kineto/dpv tests/data/kineto/dp tests/data/kineto/ds tests/data/kineto/sm \
     tests/data/kineto/mg tests/data/kineto/mgs tests/data/kineto/pd tests/data/kineto/pdtl \
     tests/data/kineto/chrome tests/data/kineto/jax tests/data/kineto/viztracer \
-    tests/data/kineto/pyspy tests/data/kineto/uftrace tests/data/kineto/chromium
+    tests/data/kineto/pyspy tests/data/kineto/uftrace tests/data/kineto/chromium \
+    tests/data/kineto/onnxruntime tests/data/kineto/node
 fi
 # New inputs go to the corpus folders (kept between runs); the seeds are regenerated / read
 # from the tree each time.

@@ -3230,17 +3230,21 @@ static cJSON *json_of_file(const char *path)
     return j;
 }
 
+/* Whether event e has phase `ph` and name `name`. */
+static int events_named_one(const cJSON *e, const char *ph, const char *name)
+{
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+    const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+    return p && strcmp(p, ph) == 0 && nm && strcmp(nm, name) == 0;
+}
+
 /* How many events of `events` have phase `ph` and name `name`. */
 static int events_named(const cJSON *events, const char *ph, const char *name)
 {
     int n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, events)
-    {
-        const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
-        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
-        n += p && strcmp(p, ph) == 0 && nm && strcmp(nm, name) == 0;
-    }
+        n += events_named_one(e, ph, name);
     return n;
 }
 
@@ -3569,6 +3573,74 @@ Test(kineto, chromiums_own_trace_reads_as_its_processes_threads)
     }
     cr_expect_gt(n, 50, "the processes' threads");
     cr_expect_eq(counted, completes, "every complete event a range");
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+}
+
+/* How many of `events` have phase ph, name `name` and category `cat`. */
+static int events_named_in(const cJSON *events, const char *ph, const char *name, const char *cat)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events)
+    {
+        const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(e, "cat"));
+        n += c && strcmp(c, cat) == 0 && events_named_one(e, ph, name);
+    }
+    return n;
+}
+
+/* Every range of report j against the file's events: as many as the file's complete events,
+ * begins and async ends of its name and category (`async`: each end closes a begin). The
+ * ranges' total. */
+static int ranges_as_in_file(const cJSON *j, const cJSON *events, int async)
+{
+    int total = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "ranges"))
+    {
+        const char *nm = cJSON_GetObjectItem(r, "name")->valuestring;
+        const char *cat = cJSON_GetObjectItem(r, "domain")->valuestring;
+        int got = (int)cJSON_GetObjectItem(r, "count")->valuedouble;
+        int want = events_named_in(events, "X", nm, cat) + events_named_in(events, "B", nm, cat) +
+                   (async ? events_named_in(events, "e", nm, cat) : 0);
+        cr_expect_eq(got, want, "%s: %d in the report, %d in the file", nm, got, want);
+        total += got;
+    }
+    return total;
+}
+
+/* Traces of another framework and of another language's runtime, recorded here: ONNX Runtime's
+ * profiler (tests/data/kineto/onnxruntime: tests/py/ort_job.py, onnxruntime 1.32.0 on the CPU,
+ * a four-layer MLP run 20 times: a bare JSON array of complete events, "Session" and "Node",
+ * nested objects in their args) and Node.js's trace events (tests/data/kineto/node: job.js
+ * beside it, Node 20.20: complete, begin/end and async events, the promises' async begins
+ * never ended). Every complete event, begin/end pair and ended async event is a range of its
+ * name as often as the file holds it; the never-ended promises are none, and said. */
+Test(kineto, another_framework_and_another_runtime_read_as_their_events)
+{
+    const char *ort = DATA "/onnxruntime/profile.json.gz";
+    cJSON *file = json_of_file(ort);
+    cr_assert(cJSON_IsArray(file));
+    cJSON *j = report_json(ort);
+    cr_expect_eq(ranges_as_in_file(j, file, 0), cJSON_GetArraySize(file), "every event a range");
+    cr_expect_eq(range_count(j, "model_run", NULL), 20);
+    cr_expect_eq(range_count(j, "layer3.matmul_kernel_time", NULL), 20);
+    cJSON_Delete(j);
+    cJSON_Delete(file);
+
+    const char *node = DATA "/node/node_trace.1.log";
+    file = json_of_file(node);
+    const cJSON *events = cJSON_GetObjectItem(file, "traceEvents");
+    j = report_json(node);
+    int total = ranges_as_in_file(j, events, 1);
+    cr_expect_gt(total, 40, "%d ranges", total);
+    cr_expect_eq(range_count(j, "Timeout", NULL), 3, "the job's three timers");
+    cr_expect_eq(range_count(j, "PROMISE", NULL), 0, "never ended");
+    char *ws = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "run"),
+                                                          "warnings"));
+    cr_expect(ws && strstr(ws, "never ended"), "%s", ws);
+    free(ws);
     cJSON_Delete(j);
     cJSON_Delete(file);
 }
