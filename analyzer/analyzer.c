@@ -130,6 +130,8 @@ void an_state_free(state *st)
     vec_free(&st->nccl_members);
     pp_gpu_proj_destroy(st->gpu);
     st->gpu = NULL;
+    an_gpu_rec_close(st->gpu_rec);
+    st->gpu_rec = NULL;
     an_other_free(st);
     an_mem_free(st);
 }
@@ -467,6 +469,9 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     pp_status rc = an_clock_align(fs, n, a, opt);
     if (rc != PP_OK)
         return rc;
+    /* what the GPU pass will need, recorded as the host pass reads (gpu_rec.c) */
+    if (!opt->gpu_reread)
+        st->gpu_rec = an_gpu_rec_open();
     /* Round-robin over the files, one block at a time. */
     for (;;) {
         int active = an_read_round(st, fs, n);
@@ -486,7 +491,10 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     an_regimes(a, st->dialect_ranges ? st->dialect_used : NULL);
     an_other_results(st, fs, n);
     an_mem_results(st, fs, n);
-    if (st->gpu_records && (rc = an_gpu_pass(fs, n, &st->nccl_members, a, opt)) != PP_OK)
+    rc = st->gpu_records ? an_gpu_pass(fs, n, &st->nccl_members, a, opt, st->gpu_rec) : PP_OK;
+    an_gpu_rec_close(st->gpu_rec);
+    st->gpu_rec = NULL;
+    if (rc != PP_OK)
         return rc;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1))
         return PP_ERR(PP_ERR_INVALID, "replica %d: the run has %d data-parallel replica(s), "

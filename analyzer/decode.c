@@ -366,6 +366,8 @@ static inline void interval_to_ref(const file_state *f, uint64_t *start, uint64_
     *end = pp_clock_to_ref(&f->clk, *end);
 }
 
+/* A GPU-capture record onto the reference clock, to the GPU pass's projection, or in the host
+ * pass to the recording of what that pass will be handed (gpu_rec.c). */
 static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t *rec,
                           uint16_t size)
 {
@@ -373,19 +375,28 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
         pp_rec_gpu g;
         memcpy(&g, rec, sizeof g);
         interval_to_ref(f, &g.start, &g.end);
-        pp_gpu_proj_gpu(st->gpu, f->index, &g);
+        if (st->gpu)
+            pp_gpu_proj_gpu(st->gpu, f->index, &g);
+        else
+            an_gpu_rec_record(st->gpu_rec, f->index, type, &g, sizeof g);
     } else if (type == PP_REC_API && size >= sizeof(pp_rec_api)) {
         pp_rec_api a;
         memcpy(&a, rec, sizeof a);
         interval_to_ref(f, &a.start, &a.end);
-        pp_gpu_proj_api(st->gpu, f->index, &a);
+        if (st->gpu)
+            pp_gpu_proj_api(st->gpu, f->index, &a);
+        else
+            an_gpu_rec_record(st->gpu_rec, f->index, type, &a, sizeof a);
     } else if (type == PP_REC_NCCL && size >= sizeof(pp_rec_nccl)) {
         pp_rec_nccl n;
         memcpy(&n, rec, sizeof n);
         interval_to_ref(f, &n.start, &n.end);
         if (n.timed)
             interval_to_ref(f, &n.gpu_start, &n.gpu_end);
-        pp_gpu_proj_nccl(st->gpu, f->index, &n);
+        if (st->gpu)
+            pp_gpu_proj_nccl(st->gpu, f->index, &n);
+        else
+            an_gpu_rec_record(st->gpu_rec, f->index, type, &n, sizeof n);
     }
 }
 
@@ -1871,6 +1882,8 @@ static inline void on_gpu(state *st, file_state *f, const pp_rec_header *h, cons
         st->gpu_records++;
         if (h->type == PP_REC_NCCL && h->size >= sizeof(pp_rec_nccl))
             note_nccl_member(st, f, rec);
+        if (st->gpu_rec && !st->collect && an_rank_wanted(st->o, f->rank))
+            on_gpu_record(st, f, h->type, rec, h->size);
     }
 }
 

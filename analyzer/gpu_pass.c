@@ -83,10 +83,27 @@ static void gpu_missing_warn(pp_analysis *a)
 }
 
 pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, pp_analysis *a,
-                      const pp_analysis_options *o)
+                      const pp_analysis_options *o, an_gpu_rec *rec)
 {
     pass p;
     pp_status rc = PP_OK;
+    int opened = 0;
+    pp_gpu_proj *proj = NULL;
+    /* what the host pass recorded, replayed (gpu_rec.c) */
+    if (an_gpu_rec_usable(rec)) {
+        if ((rc = projection_create(&proj, fs, n, nccl_members, a, o)) != PP_OK)
+            return rc;
+        if (an_gpu_rec_replay(rec, proj)) {
+            rc = pp_gpu_proj_finish(proj, &a->gpu);
+            pp_gpu_proj_destroy(proj);
+            if (rc != PP_OK)
+                return rc;
+            a->gpu.replayed = 1;
+            goto warn;
+        }
+        pp_gpu_proj_destroy(proj); /* part of it: the traces are read again */
+    }
+    opened = 1;
     if (!an_pass_open(&p, fs, n, o)) {
         rc = PP_ERR(PP_ERR_NOMEM, "out of memory for the GPU projection");
         goto done;
@@ -99,6 +116,7 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
         ;
     if ((rc = pp_gpu_proj_finish(p.st.gpu, &a->gpu)) != PP_OK)
         goto done;
+warn:
     if (a->gpu.present && a->gpu.unattributed)
         an_warn(a, "%llu of %llu GPU records could not be projected onto a pipeline range "
                    "(launched outside the NVTX ranges, or their API record was lost)",
@@ -114,6 +132,7 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
                 (unsigned long long)a->gpu.late,
                 o->gpu_window ? o->gpu_window : (size_t)PP_GPU_WINDOW_RANGES);
 done:
-    an_pass_close(&p, n);
+    if (opened)
+        an_pass_close(&p, n);
     return rc;
 }

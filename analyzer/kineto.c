@@ -728,26 +728,6 @@ static kev heap_pop(conv *c)
     return top;
 }
 
-/* An anonymous scratch file in $TMPDIR (else /tmp), gone when closed; NULL when none can be
- * made. */
-static FILE *scratch_file(void)
-{
-    const char *dir = getenv("TMPDIR");
-    char path[4096];
-    if (!dir || !*dir)
-        dir = "/tmp";
-    if ((size_t)snprintf(path, sizeof path, "%s/pprof-kineto-XXXXXX", dir) >= sizeof path)
-        return NULL;
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return NULL;
-    unlink(path);
-    FILE *f = fdopen(fd, "w+b");
-    if (!f)
-        close(fd);
-    return f;
-}
-
 enum { RUN_IO_BYTES = 512 * 1024 }; /* the runs' write buffer; their read buffers together */
 
 /* An event released by the window into the current run. */
@@ -769,7 +749,7 @@ static int heap_take_one(conv *c, int spill_it)
         /* without a temporary file (none can be made: $TMPDIR missing or not writable) the
          * window alone orders the events, and events further back are dropped, counted and
          * said */
-        if ((c->runs = scratch_file())) {
+        if ((c->runs = pp_scratch_file("pprof-kineto"))) {
             setvbuf(c->runs, NULL, _IOFBF, RUN_IO_BYTES); /* fewer system calls; stdio's if not */
             c->run_start[0] = 0;
             c->n_runs = 1;
@@ -1024,7 +1004,7 @@ static int times_of(conv *c, const kin *e, uint64_t *t0, uint64_t *t1, int need_
 
 static int spill(conv *c, int which, const void *rec, size_t size)
 {
-    if (!c->spill[which] && !(c->spill[which] = scratch_file())) {
+    if (!c->spill[which] && !(c->spill[which] = pp_scratch_file("pprof-kineto"))) {
         c->err = PP_ERR(PP_ERR_IO, "kineto: cannot create a temporary file for GPU records");
         return 0;
     }

@@ -340,6 +340,8 @@ typedef struct pp_analysis_options {
     size_t gpu_window;   /* GPU projection: ranges kept per trace file (0 = PP_GPU_WINDOW_RANGES;
                             pp_gpu.h) */
     const char *dialect_file; /* a user dialect file (docs/dialects.md), NULL for none */
+    int gpu_reread;      /* GPU pass: read the traces a second time instead of replaying what
+                            the host pass recorded (0; the same analysis either way: tests) */
 } pp_analysis_options;
 
 void pp_analysis_options_default(pp_analysis_options *o);

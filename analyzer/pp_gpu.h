@@ -105,6 +105,9 @@ typedef struct pp_gpu_span {
 
 typedef struct pp_gpu_result {
     int present;                /* any GPU or NCCL record at all */
+    int replayed;               /* how the analyzer's GPU pass got its input: 1 replayed from
+                                   what the host pass recorded, 0 by reading the traces again
+                                   (analyzer/gpu_rec.c; the same result either way) */
     uint64_t records, api_calls, projected, unattributed, outside_steps;
     /* of projected: launched by a thread with no pipeline range open, adopted by a range of the
      * same process (pp_gpu.h's header); of unattributed: left so because ranges of two stages

@@ -113,6 +113,19 @@ static inline void gpu_range(state *st, file_state *f, thread_state *t, const de
     pp_gpu_proj_range(st->gpu, f->index, t->tid, step, d->stage, g, t0, t1);
 }
 
+/* Host pass: the range gpu_range would hand the GPU pass's projection, recorded for it
+ * (gpu_rec.c), with the step it would give it. */
+static inline void gpu_range_record(state *st, const file_state *f, const thread_state *t,
+                                    const decoded *d, uint64_t t0, uint64_t t1)
+{
+    int64_t step = d->step >= 0 ? d->step : t->cur_step;
+    pp_gpu_op g = pp_gpu_op_of(d->kind);
+    if (d->kind == PP_NVTX_STEP || step < 0 || g == PP_GOP_COUNT ||
+        !an_rank_wanted(st->o, f->rank))
+        return;
+    an_gpu_rec_range(st->gpu_rec, f->index, t->tid, step, (int32_t)d->stage, (int32_t)g, t0, t1);
+}
+
 /* Counts a pipeline range that broke a bound (check_bounds, or its end before its start) and
  * describes the first one in the warnings. */
 static void note_out_of_bounds(state *st, file_state *f, const open_range *o, const char *why)
@@ -383,6 +396,8 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
         gpu_range(st, f, t, &d, t0, t1);
         return;
     }
+    if (st->gpu_rec && !st->collect)
+        gpu_range_record(st, f, t, &d, t0, t1);
     /* the stage of the ranges the GPU pass will project onto: NCCL's ranks become stages */
     if (!st->collect && pp_gpu_op_of(d.kind) != PP_GOP_COUNT && (d.step >= 0 || t->cur_step >= 0))
         f->proj_stage = f->proj_stage == -1 || f->proj_stage == d.stage ? (int32_t)d.stage : -2;

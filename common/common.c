@@ -528,3 +528,21 @@ void pp_atomic_stream_abort(pp_atomic_stream *s)
     unlink(s->tmp);
     stream_free(s);
 }
+
+FILE *pp_scratch_file(const char *prefix)
+{
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    if (!dir || !*dir)
+        dir = "/tmp";
+    if ((size_t)snprintf(path, sizeof path, "%s/%s-XXXXXX", dir, prefix) >= sizeof path)
+        return NULL;
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    unlink(path);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f)
+        close(fd);
+    return f;
+}

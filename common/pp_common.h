@@ -139,6 +139,10 @@ pp_status pp_write_file_atomic(const char *path, const void *data, size_t len);
  * still running are left alone. */
 int pp_write_file_atomic_cleanup(const char *path);
 
+/* An anonymous scratch file, "w+b", in $TMPDIR (else /tmp), named "<prefix>-XXXXXX" until it is
+ * unlinked at once: gone when closed, whatever ends the process. NULL when none can be made. */
+FILE *pp_scratch_file(const char *prefix);
+
 /* The same atomic replacement, written as a stream: what is written to the FILE of
  * pp_atomic_stream_file goes to "<path>.tmpXXXXXX" and replaces `path` only at
  * pp_atomic_stream_commit (flush, fsync, rename, fsync of the directory; errors as

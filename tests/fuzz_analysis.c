@@ -1,7 +1,9 @@
 /* fuzz_analysis.c: fuzz target for the whole analysis (decode, steps, metrics, the simulator's
  * replay, the GPU projection, the generic view of the ranges outside the pipeline, the text, JSON,
  * Chrome and Gantt reports (their second reading of the traces too), the tuner's extraction),
- * what pprof-report and pprof-tune do with a run directory. Built two ways:
+ * what pprof-report and pprof-tune do with a run directory; and where the input has GPU records,
+ * that the GPU pass's two ways to its input (replaying the host pass's recording, reading the
+ * traces again) give the same report. Built two ways:
  *   - by scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined, the analyzer's sources
  *     compiled in: libFuzzer's main;
  *   - with -DPP_FUZZ_STANDALONE (tests/CMakeLists.txt, any compiler): a driver that replays
@@ -16,6 +18,8 @@
  * harness (scratch directory, the analysis and its reports, the driver) is tests/fuzz_common.h. */
 #include "fuzz_common.h"
 
+#include "pp_analyzer.h"
+#include "pp_report.h"
 #include "pp_trace.h"
 
 #include <stdio.h>
@@ -34,6 +38,43 @@ static int split(const uint8_t *data, size_t size, size_t *start)
         if (memcmp(data + at, PP_TRACE_MAGIC, 4) == 0)
             start[n++] = at;
     return n;
+}
+
+/* The report JSON of the analysis of p[0 .. n), its GPU pass replaying the host pass's
+ * recording or (reread) reading the traces again; NULL when the analysis fails. *gpu: whether
+ * it had GPU records. */
+static char *report_of(const char *const *p, size_t n, int reread, int *gpu)
+{
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.gpu_reread = reread;
+    pp_analysis *a = NULL;
+    if (pp_analyze_files(p, n, &o, &a) != PP_OK)
+        return NULL;
+    *gpu = a->gpu.present;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f || pp_report_json(a, f) != PP_OK)
+        abort();
+    fclose(f);
+    pp_analysis_free(a);
+    return text;
+}
+
+/* The GPU pass replays what the host pass recorded (analyzer/gpu_rec.c) instead of reading the
+ * traces again: both must give the same analysis, whatever the input. */
+static void gpu_pass_either_way(const char *const *p, size_t n)
+{
+    int gpu = 0, gpu2 = 0;
+    char *replay = report_of(p, n, 0, &gpu);
+    if (replay && gpu) {
+        char *reread = report_of(p, n, 1, &gpu2);
+        if (!reread || strcmp(replay, reread) != 0)
+            abort();
+        free(reread);
+    }
+    free(replay);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -59,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(copy);
     fz_analyze(p, (size_t)n, NULL);
+    gpu_pass_either_way(p, (size_t)n);
     for (int i = 0; i < n; i++)
         unlink(paths[i]);
     return 0;

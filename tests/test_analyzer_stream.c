@@ -3,8 +3,10 @@
  * window of ranges, pp_gpu.h), and GPU records that arrive after their launching range has left
  * that window are counted as late, not projected somewhere wrong. Each analysis runs in a
  * forked child whose peak RSS (ru_maxrss) is its own. NCCL's 2-rank communicators still give
- * links between stages when the projection streams. */
+ * links between stages when the projection streams. The GPU pass replays what the host pass
+ * recorded, and its analysis is the one reading the traces again gives. */
 #include "pp_analyzer.h"
+#include "pp_report.h"
 #include "pp_trace.h"
 
 #include <criterion/criterion.h>
@@ -479,4 +481,86 @@ Test(analyzer_stream, nccl_links_between_stages_from_per_process_traces)
     }
     cr_assert_eq(seen, 3, "links from stages 0 and 1");
     pp_analysis_free(a);
+}
+
+/* The report JSON of the analysis of paths[0 .. n) with a GPU window of `window` ranges, its GPU
+ * pass replaying the host pass's recording or (reread) reading the traces again; *replayed: how
+ * it went. malloc'd. */
+static char *report_of(const char *const *paths, size_t n, size_t window, int reread,
+                       int *replayed)
+{
+    pp_analysis_options o;
+    pp_analysis_options_default(&o);
+    o.gpu_window = window;
+    o.gpu_reread = reread;
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_files(paths, n, &o, &a), PP_OK, "%s", pp_error_message());
+    *replayed = a->gpu.replayed;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(pp_report_json(a, f), PP_OK);
+    fclose(f);
+    pp_analysis_free(a);
+    return text;
+}
+
+/* Whether both ways to the GPU pass's input give the same report, byte for byte; the default
+ * replayed (want_replay) or read again. */
+static void same_either_way(const char *what, const char *const *paths, size_t n, size_t window,
+                            int want_replay)
+{
+    int replayed = 0, reread_replayed = 0;
+    char *replay = report_of(paths, n, window, 0, &replayed);
+    char *reread = report_of(paths, n, window, 1, &reread_replayed);
+    cr_expect_eq(replayed, want_replay, "%s: replayed %d", what, replayed);
+    cr_expect_eq(reread_replayed, 0, "%s", what);
+    cr_expect(strstr(replay, "\"gpu\"") != NULL, "%s", what);
+    size_t i = 0;
+    while (replay[i] && replay[i] == reread[i])
+        i++;
+    cr_expect(replay[i] == reread[i], "%s: the reports differ at byte %zu: ...%.80s against "
+              "...%.80s", what, i, replay + (i > 40 ? i - 40 : 0), reread + (i > 40 ? i - 40 : 0));
+    free(replay);
+    free(reread);
+}
+
+/* The GPU pass needs the analyzed steps, known at the end of the host pass; instead of reading
+ * and decoding every trace a second time it replays what the host pass recorded for it (the
+ * ranges it projects onto, the GPU, API and NCCL records, in order: analyzer/gpu_rec.c), in
+ * memory up to 1 MiB and in a scratch file beyond. The analysis is the same either way, byte for
+ * byte in the report: a long job whose recording goes to the file, the autograd thread's
+ * launches adopted in a narrow window, records arriving late (some past a 64-range window),
+ * NCCL links across per-process traces. A trace whose first GPU record comes after 1 MiB of
+ * ranges is not recorded (a host-only trace never is: nothing to project) and is read again. */
+Test(analyzer_stream, the_gpu_pass_replays_the_host_pass_and_gets_the_same_analysis)
+{
+    char path[5][128];
+    const char *p[3];
+    for (int i = 0; i < 5; i++)
+        snprintf(path[i], sizeof path[i], "%s/replay_%d.pft", g_dir, i);
+    p[0] = path[0];
+    write_job(path[0], 2000, 16, 1, 1); /* about 4 MiB of records: the scratch file */
+    same_either_way("long job", p, 1, 0, 1);
+    p[0] = path[1];
+    g_autograd = 1;
+    write_job(path[1], 200, 16, 1, 1);
+    g_autograd = 0;
+    same_either_way("autograd thread", p, 1, 256, 1);
+    p[0] = path[2];
+    write_job(path[2], 20, 4, 1, 20);
+    same_either_way("late records, wide window", p, 1, 4096, 1);
+    same_either_way("late records, narrow window", p, 1, 64, 1);
+    p[0] = path[3];
+    write_job(path[3], 1000, 16, 1, 1000); /* every GPU record after all the ranges */
+    same_either_way("records after 1 MiB of ranges", p, 1, 0, 0);
+
+    char stages[3][128];
+    for (int s = 0; s < 3; s++) {
+        snprintf(stages[s], sizeof stages[s], "%s/replay%d.pft", g_dir, s);
+        write_stage_process(stages[s], s, 3);
+        p[s] = stages[s];
+    }
+    same_either_way("NCCL links of per-process traces", p, 3, 0, 1);
 }
