@@ -483,6 +483,8 @@ Test(analyzer_stream, nccl_links_between_stages_from_per_process_traces)
     pp_analysis_free(a);
 }
 
+static int g_rank1; /* report_of analyzes rank 1 only */
+
 /* The report JSON of the analysis of paths[0 .. n) with a GPU window of `window` ranges, its GPU
  * pass replaying the host pass's recording or (reread) reading the traces again; *replayed: how
  * it went. malloc'd. */
@@ -493,6 +495,11 @@ static char *report_of(const char *const *paths, size_t n, size_t window, int re
     pp_analysis_options_default(&o);
     o.gpu_window = window;
     o.gpu_reread = reread;
+    static const int only_rank1[] = {1};
+    if (g_rank1) {
+        o.rank_filter = only_rank1;
+        o.rank_filter_n = 1;
+    }
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_files(paths, n, &o, &a), PP_OK, "%s", pp_error_message());
     *replayed = a->gpu.replayed;
@@ -532,8 +539,9 @@ static void same_either_way(const char *what, const char *const *paths, size_t n
  * memory up to 1 MiB and in a scratch file beyond. The analysis is the same either way, byte for
  * byte in the report: a long job whose recording goes to the file, the autograd thread's
  * launches adopted in a narrow window, records arriving late (some past a 64-range window),
- * NCCL links across per-process traces. A trace whose first GPU record comes after 1 MiB of
- * ranges is not recorded (a host-only trace never is: nothing to project) and is read again. */
+ * NCCL links across per-process traces, all of them or one rank's. A trace whose first GPU
+ * record comes after 1 MiB of ranges is not recorded (a host-only trace never is: nothing to
+ * project) and is read again. */
 Test(analyzer_stream, the_gpu_pass_replays_the_host_pass_and_gets_the_same_analysis)
 {
     char path[5][128];
@@ -563,4 +571,7 @@ Test(analyzer_stream, the_gpu_pass_replays_the_host_pass_and_gets_the_same_analy
         p[s] = stages[s];
     }
     same_either_way("NCCL links of per-process traces", p, 3, 0, 1);
+    g_rank1 = 1; /* the other ranks' records are not the GPU pass's */
+    same_either_way("rank 1 of per-process traces", p, 3, 0, 1);
+    g_rank1 = 0;
 }
