@@ -541,7 +541,7 @@ static void same_either_way(const char *what, const char *const *paths, size_t n
  * launches adopted in a narrow window, records arriving late (some past a 64-range window),
  * NCCL links across per-process traces, all of them or one rank's. A trace whose first GPU
  * record comes after 1 MiB of ranges is not recorded (a host-only trace never is: nothing to
- * project) and is read again. */
+ * project) and is read again, as is one whose scratch file cannot be made. */
 Test(analyzer_stream, the_gpu_pass_replays_the_host_pass_and_gets_the_same_analysis)
 {
     char path[5][128];
@@ -551,6 +551,16 @@ Test(analyzer_stream, the_gpu_pass_replays_the_host_pass_and_gets_the_same_analy
     p[0] = path[0];
     write_job(path[0], 2000, 16, 1, 1); /* about 4 MiB of records: the scratch file */
     same_either_way("long job", p, 1, 0, 1);
+    /* no scratch file can be made: read again */
+    const char *tmp = getenv("TMPDIR");
+    char *saved = tmp ? strdup(tmp) : NULL;
+    setenv("TMPDIR", "/nonexistent/pprof", 1);
+    same_either_way("long job, no scratch file", p, 1, 0, 0);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
     p[0] = path[1];
     g_autograd = 1;
     write_job(path[1], 200, 16, 1, 1);
