@@ -1644,8 +1644,9 @@ static void pname_put(struct pname *t, size_t *n, uint32_t key, uint32_t name)
  * "<process> tid T", a process's own track (its counters, its instants) "<process>"; the
  * process is its process_name event's name (followed by its key, "(pid P)", when another
  * process has the same name), else its key, "pid P" (so an unnamed process's threads keep their
- * keys). The names go in after every event (a thread's latest name is the one read), since the
- * metadata events may come last. */
+ * keys). In a file of one process only threads that share a name are told apart, "<name> (tid
+ * T)" (a Python job's worker threads made anew each step). The names go in after every event (a
+ * thread's latest name is the one read), since the metadata events may come last. */
 /* The length of s[0 .. n) cut to at most max bytes, at a UTF-8 character's start. */
 static size_t utf8_cut(const char *s, size_t n, size_t max)
 {
@@ -1670,8 +1671,6 @@ static int name_threads_by_process(conv *c)
             first = p;
         several = p && p != first;
     }
-    if (!several)
-        return 1;
     uint32_t pn[PP_KINETO_MAX_THREADS], tn[PP_KINETO_MAX_THREADS];
     for (size_t i = 0; i < c->n_threads; i++) {
         pn[i] = c->threads[i].proc ? pname_get(c->proc_names, c->threads[i].proc) : 0;
@@ -1685,7 +1684,7 @@ static int name_threads_by_process(conv *c)
         uint32_t own = t->tid & 0x7fffffffu;
         const char *ttext = name_text(c, tn[i], &tlen);
         const char *tk = own != t->proc ? name_text(c, own, &tklen) : NULL;
-        if (!ktext || (!ptext && (own == t->proc || !ttext)))
+        if (!ktext || (several && !ptext && (own == t->proc || !ttext)))
             continue; /* its key, "pid P" or "pid P tid T", names it already */
         /* the thread's tid: the rest of its key, "<process key> tid T" */
         if (tk && (tklen <= klen + 5 || memcmp(tk, ktext, klen) != 0 ||
@@ -1698,23 +1697,31 @@ static int name_threads_by_process(conv *c)
         for (size_t j = 0; ttext && j < c->n_threads && !twin; j++)
             twin = j != i && tn[j] == tn[i] && c->threads[j].proc == t->proc;
         char head[2 * SMALL + 96], tail[2 * SMALL + 96];
-        if (!ptext)
-            snprintf(head, sizeof head, "%.*s", (int)klen, ktext);
-        else if (shared)
-            snprintf(head, sizeof head, "%.*s (%.*s)", (int)plen, ptext, (int)klen, ktext);
-        else
-            snprintf(head, sizeof head, "%.*s", (int)plen, ptext);
-        if (own == t->proc)
-            tail[0] = '\0';
-        else if (ttext && twin && tk)
-            snprintf(tail, sizeof tail, " / %.*s (tid %.*s)", (int)tlen, ttext,
-                     (int)(tklen - klen - 5), tk + klen + 5);
-        else if (ttext)
-            snprintf(tail, sizeof tail, " / %.*s", (int)tlen, ttext);
-        else if (tk)
-            snprintf(tail, sizeof tail, " tid %.*s", (int)(tklen - klen - 5), tk + klen + 5);
-        else
-            continue;
+        if (!several) {
+            /* one process: only threads of one name told apart */
+            if (!ttext || !twin || !tk)
+                continue;
+            snprintf(head, sizeof head, "%.*s", (int)tlen, ttext);
+            snprintf(tail, sizeof tail, " (tid %.*s)", (int)(tklen - klen - 5), tk + klen + 5);
+        } else {
+            if (!ptext)
+                snprintf(head, sizeof head, "%.*s", (int)klen, ktext);
+            else if (shared)
+                snprintf(head, sizeof head, "%.*s (%.*s)", (int)plen, ptext, (int)klen, ktext);
+            else
+                snprintf(head, sizeof head, "%.*s", (int)plen, ptext);
+            if (own == t->proc)
+                tail[0] = '\0';
+            else if (ttext && twin && tk)
+                snprintf(tail, sizeof tail, " / %.*s (tid %.*s)", (int)tlen, ttext,
+                         (int)(tklen - klen - 5), tk + klen + 5);
+            else if (ttext)
+                snprintf(tail, sizeof tail, " / %.*s", (int)tlen, ttext);
+            else if (tk)
+                snprintf(tail, sizeof tail, " tid %.*s", (int)(tklen - klen - 5), tk + klen + 5);
+            else
+                continue;
+        }
         /* within what the analysis keeps: the process's name is cut first (marked ".."), so
          * that what tells a process's threads apart stays */
         size_t hn = strlen(head), tl = strlen(tail);

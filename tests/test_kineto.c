@@ -3030,7 +3030,7 @@ static const char *threads_of(const cJSON *j, const char *name, char *buf, size_
  * latest name; and within the 63 bytes a thread's name has in the analysis, a long process name
  * cut first so that the tid stays. Before, every renderer's main thread read "CrRendererMain":
  * one name for six threads of six processes. In a file of one process the names are as the
- * thread_name events give them. */
+ * thread_name events give them, "Worker (tid 7)" where two threads have one. */
 Test(kineto, another_tools_threads_are_named_after_their_processes)
 {
     const char *events =
@@ -3079,13 +3079,17 @@ Test(kineto, another_tools_threads_are_named_after_their_processes)
                      "Service: network.mojom... / ThreadPoolForegroundWorker (tid 21)|");
     cJSON_Delete(j);
 
-    /* one process: its threads as their thread_name events name them */
+    /* one process: its threads as their thread_name events name them, those of one name told
+     * apart by their tids */
     snprintf(text, sizeof text,
              "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":2,\"name\":\"main\",\"ts\":0,"
-             "\"dur\":20},%s]}", meta);
+             "\"dur\":20},{\"ph\":\"X\",\"pid\":5,\"tid\":7,\"name\":\"task\",\"ts\":0,"
+             "\"dur\":5},{\"ph\":\"X\",\"pid\":5,\"tid\":8,\"name\":\"task\",\"ts\":1,"
+             "\"dur\":5},%s]}", meta);
     tk_write_text(path, text);
     j = report_json(path);
     cr_expect_str_eq(threads_of(j, "main", buf, sizeof buf), "CrBrowserMain|");
+    cr_expect_str_eq(threads_of(j, "task", buf, sizeof buf), "Worker (tid 7)|Worker (tid 8)|");
     cJSON_Delete(j);
 }
 
