@@ -247,12 +247,23 @@ static void problem(conv *c, const char *fmt, const char *arg)
 
 /* ---- names ---- */
 
+/* The names' table hash: 8 bytes a step (a byte at a time, FNV-1a, was 5% of converting a
+ * trace with kernels, whose names run to hundreds of characters); only the slots depend on it. */
 static uint32_t hash_bytes(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15u ^ (uint64_t)n, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    w = 0;
+    for (unsigned k = 0; i < n; i++, k += 8) /* (a memcpy of n - i bytes is a call) */
+        w |= (uint64_t)(uint8_t)s[i] << k;
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53u;
+    h ^= h >> 29;
+    return (uint32_t)h;
 }
 
 static int meta_flush(conv *c);

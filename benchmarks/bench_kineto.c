@@ -5,11 +5,13 @@
  * JSON, converts each in a child process of its own (peak RSS is then that conversion's) and
  * prints MB/s and peak RSS of both and their ratios, measured in the same run. Asserts nothing.
  * Usage: bench_kineto [--small MB] [--large MB] [--repeat R] [--dir DIR] [--analyze] [--keep]
- * [--stack] [--foreign] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the
+ * [--stack] [--foreign] [--gpu] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the
  * Python tracer's module events after every CPU op, as torch writes them with with_stack=True:
  * the importer merges them back in as a second sorted run, docs/kineto.md "Order"; --foreign
  * writes the same events without categories or torch's header, as another tool's Chrome trace,
- * which the importer reads twice, docs/kineto.md "Chrome traces of other tools"). */
+ * which the importer reads twice, docs/kineto.md "Chrome traces of other tools"; --gpu adds a
+ * kernel per aten op, its launch and the kernel written after every CPU event as Kineto writes
+ * them, which the importer spills and merges back in by time, docs/kineto.md "The mapping"). */
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
 
@@ -92,7 +94,38 @@ static size_t write_step_stack(FILE *f, double *t, unsigned *ev)
     return (size_t)(ftell(f) - before);
 }
 
-static int write_trace(const char *path, double mb, int stack)
+/* The same step's GPU side, which Kineto writes after every CPU event of the trace (--gpu):
+ * for each aten op its cudaLaunchKernel on the op's thread and the kernel on stream 7, with the
+ * args torch gives them (the kernel's grid, block, occupancy), correlated by id. */
+static size_t write_step_gpu(FILE *f, double *t, unsigned *corr)
+{
+    long before = ftell(f);
+    for (int a = 0; a < 8; a++) {
+        double t0 = *t + 5 + 240 * a;
+        for (int o = 0; o < 3; o++) {
+            double launch = t0 + 10 + 50 * o + 20;
+            unsigned c = ++*corr;
+            fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"cudaLaunchKernel\", \"pid\": 6320, "
+                       "\"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n      "
+                       "\"External id\": %u,\n      \"cbid\": 211, \"correlation\": %u\n    }\n  },\n",
+                    cat("cuda_runtime"), launch, 6.311, c, c);
+            fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"void at::native::elementwise_kernel<128, "
+                       "2>(int, at::native::gpu_kernel_impl<at::native::AddFunctor<float> >)\", "
+                       "\"pid\": 0, \"tid\": 7,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n"
+                       "      \"External id\": %u,\n      \"queued\": 0, \"device\": 0, \"context\": 1,\n"
+                       "      \"stream\": 7, \"correlation\": %u,\n      \"registers per thread\": 20,\n"
+                       "      \"shared memory\": 0,\n      \"blocks per SM\": 7.757576,\n"
+                       "      \"warps per SM\": 31.030304,\n      \"grid\": [1024, 1, 1],\n"
+                       "      \"block\": [128, 1, 1],\n      \"est. achieved occupancy %%\": 100\n"
+                       "    }\n  },\n",
+                    cat("kernel"), launch + 12, 18.5, c, c);
+        }
+    }
+    *t += 2000;
+    return (size_t)(ftell(f) - before);
+}
+
+static int write_trace(const char *path, double mb, int stack, int gpu)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -112,11 +145,19 @@ static int write_trace(const char *path, double mb, int stack)
         bytes += write_step(f, k, &t, &ev);
         if (stack) /* the steps' share of the Python block, as JSON bytes */
             bytes += 8 * 230;
+        if (gpu) /* and of the GPU block */
+            bytes += 24 * 770;
     }
     if (stack) {
         double ts = 5279665373004.758;
         for (int k = 0; k < steps; k++)
             write_step_stack(f, &ts, &ev);
+    }
+    if (gpu) {
+        double ts = 5279665373004.758;
+        unsigned corr = 0;
+        for (int k = 0; k < steps; k++)
+            write_step_gpu(f, &ts, &corr);
     }
     fprintf(f, "  {\n    \"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": "
                "\"\", \"tid\": \"\", \"ts\": %.3f\n  }\n  ],\"traceName\": \"bench\" }\n", t);
@@ -191,7 +232,7 @@ static result best_of(const char *json, const char *pft, int analyze, int repeat
 int main(int argc, char **argv)
 {
     double small = 20, large = 200;
-    int repeat = 3, analyze = 0, keep = 0, stack = 0;
+    int repeat = 3, analyze = 0, keep = 0, stack = 0, gpu = 0;
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--small") == 0 && i + 1 < argc)
@@ -210,9 +251,11 @@ int main(int argc, char **argv)
             stack = 1;
         else if (strcmp(argv[i], "--foreign") == 0)
             g_foreign = 1;
+        else if (strcmp(argv[i], "--gpu") == 0)
+            gpu = 1;
         else {
             fprintf(stderr, "usage: bench_kineto [--small MB] [--large MB] [--repeat R] "
-                            "[--dir DIR] [--analyze] [--keep] [--stack] [--foreign]\n");
+                            "[--dir DIR] [--analyze] [--keep] [--stack] [--foreign] [--gpu]\n");
             return 2;
         }
     }
@@ -226,7 +269,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         snprintf(js[i], sizeof js[i], "%s/bench_kineto_%d.json", dir, i);
         snprintf(pft[i], sizeof pft[i], "%s/bench_kineto_%d.pft", dir, i);
-        if (write_trace(js[i], mb[i], stack) != 0) {
+        if (write_trace(js[i], mb[i], stack, gpu) != 0) {
             fprintf(stderr, "bench_kineto: cannot write %s\n", js[i]);
             return 3;
         }
