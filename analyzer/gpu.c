@@ -851,6 +851,8 @@ void pp_gpu_proj_range(pp_gpu_proj *p, int file, uint32_t tid, int64_t step, int
                   .t0 = t0, .t1 = t1, .seq = f->range_seq++, .first = UINT64_MAX};
 }
 
+/* (Reads a's correlation, thread and start only: analyzer/gpu_rec.c records what lies between
+ * correlation and end; pp_gpu_proj_gpu likewise reads g's fields from kind to end.) */
 void pp_gpu_proj_api(pp_gpu_proj *p, int file, const pp_rec_api *a)
 {
     gfile *f = file_of(p, file);
