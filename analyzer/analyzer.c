@@ -471,7 +471,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
         return rc;
     /* what the GPU pass will need, recorded as the host pass reads (gpu_rec.c) */
     if (!opt->gpu_reread)
-        st->gpu_rec = an_gpu_rec_open();
+        st->gpu_rec_on = (st->gpu_rec = an_gpu_rec_open()) != NULL;
     /* Round-robin over the files, one block at a time. */
     for (;;) {
         int active = an_read_round(st, fs, n);
@@ -494,6 +494,7 @@ static pp_status analyze(state *st, file_state *fs, size_t n, const pp_analysis_
     rc = st->gpu_records ? an_gpu_pass(fs, n, &st->nccl_members, a, opt, st->gpu_rec) : PP_OK;
     an_gpu_rec_close(st->gpu_rec);
     st->gpu_rec = NULL;
+    st->gpu_rec_on = 0;
     if (rc != PP_OK)
         return rc;
     if (opt->replica > 0 && opt->replica >= (a->dp > 1 ? a->dp : 1))

@@ -461,6 +461,7 @@ typedef struct state {
     int gpu_pass;         /* GPU pass: ranges go to `gpu` only */
     uint64_t gpu_records; /* host pass: GPU-capture records of the analyzed replica */
     struct an_gpu_rec *gpu_rec; /* host pass: the GPU pass's inputs recorded (gpu_rec.c) */
+    int gpu_rec_on;       /* ... and still being recorded (a stopped recording costs no call) */
     uint32_t cfg_gen;     /* configuration marks read: decode()'s bounds depend on them */
     vec nccl_members;     /* host pass: pp_gpu_nccl_member, each (communicator, rank) once */
     uint64_t dialect_ranges; /* pipeline ranges a dialect named (decode.c) */
@@ -683,11 +684,12 @@ pp_status an_gpu_pass(const file_state *fs, size_t n, const vec *nccl_members, p
 typedef struct an_gpu_rec an_gpu_rec;
 an_gpu_rec *an_gpu_rec_open(void); /* NULL: out of memory (nothing recorded) */
 void an_gpu_rec_close(an_gpu_rec *r);
-/* A pipeline range the GPU pass would project onto (gpu_range's arguments). */
-void an_gpu_rec_range(an_gpu_rec *r, int32_t file, uint32_t tid, int64_t step, int32_t stage,
-                      int32_t kind, uint64_t t0, uint64_t t1);
+/* A pipeline range the GPU pass would project onto (gpu_range's arguments). Both return
+ * whether the recording goes on (0: stopped, an_gpu_rec_usable 0, the calls after it no-ops). */
+int an_gpu_rec_range(an_gpu_rec *r, int32_t file, uint32_t tid, int64_t step, int32_t stage,
+                     int32_t kind, uint64_t t0, uint64_t t1);
 /* A GPU, API or NCCL record (`size` bytes of its struct), on the reference clock. */
-void an_gpu_rec_record(an_gpu_rec *r, int32_t file, uint16_t type, const void *rec, size_t size);
+int an_gpu_rec_record(an_gpu_rec *r, int32_t file, uint16_t type, const void *rec, size_t size);
 /* Whether everything was recorded (else the GPU pass reads the traces again). */
 int an_gpu_rec_usable(const an_gpu_rec *r);
 /* The records into the projection, in their order; 0 when the recording cannot be read back

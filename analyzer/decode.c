@@ -378,7 +378,7 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
         if (st->gpu)
             pp_gpu_proj_gpu(st->gpu, f->index, &g);
         else
-            an_gpu_rec_record(st->gpu_rec, f->index, type, &g, sizeof g);
+            st->gpu_rec_on = an_gpu_rec_record(st->gpu_rec, f->index, type, &g, sizeof g);
     } else if (type == PP_REC_API && size >= sizeof(pp_rec_api)) {
         pp_rec_api a;
         memcpy(&a, rec, sizeof a);
@@ -386,7 +386,7 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
         if (st->gpu)
             pp_gpu_proj_api(st->gpu, f->index, &a);
         else
-            an_gpu_rec_record(st->gpu_rec, f->index, type, &a, sizeof a);
+            st->gpu_rec_on = an_gpu_rec_record(st->gpu_rec, f->index, type, &a, sizeof a);
     } else if (type == PP_REC_NCCL && size >= sizeof(pp_rec_nccl)) {
         pp_rec_nccl n;
         memcpy(&n, rec, sizeof n);
@@ -396,7 +396,7 @@ static void on_gpu_record(state *st, file_state *f, uint16_t type, const uint8_t
         if (st->gpu)
             pp_gpu_proj_nccl(st->gpu, f->index, &n);
         else
-            an_gpu_rec_record(st->gpu_rec, f->index, type, &n, sizeof n);
+            st->gpu_rec_on = an_gpu_rec_record(st->gpu_rec, f->index, type, &n, sizeof n);
     }
 }
 
@@ -1882,7 +1882,7 @@ static inline void on_gpu(state *st, file_state *f, const pp_rec_header *h, cons
         st->gpu_records++;
         if (h->type == PP_REC_NCCL && h->size >= sizeof(pp_rec_nccl))
             note_nccl_member(st, f, rec);
-        if (st->gpu_rec && !st->collect && an_rank_wanted(st->o, f->rank))
+        if (st->gpu_rec_on && !st->collect)
             on_gpu_record(st, f, h->type, rec, h->size);
     }
 }

@@ -135,19 +135,20 @@ static void rec_put(an_gpu_rec *r, uint16_t kind, int32_t file, const void *body
     r->len += need;
 }
 
-void an_gpu_rec_range(an_gpu_rec *r, int32_t file, uint32_t tid, int64_t step, int32_t stage,
-                      int32_t kind, uint64_t t0, uint64_t t1)
+int an_gpu_rec_range(an_gpu_rec *r, int32_t file, uint32_t tid, int64_t step, int32_t stage,
+                     int32_t kind, uint64_t t0, uint64_t t1)
 {
     if (!r || r->mode == REC_OFF)
-        return;
+        return 0;
     rec_range x = {.tid = tid, .stage = stage, .step = step, .t0 = t0, .t1 = t1};
     rec_put(r, (uint16_t)(REC_RANGE + kind), file, &x, sizeof x);
+    return r->mode != REC_OFF;
 }
 
-void an_gpu_rec_record(an_gpu_rec *r, int32_t file, uint16_t type, const void *rec, size_t size)
+int an_gpu_rec_record(an_gpu_rec *r, int32_t file, uint16_t type, const void *rec, size_t size)
 {
     if (!r || r->mode == REC_OFF)
-        return;
+        return 0;
     r->gpu_seen = 1;
     const uint8_t *b = rec;
     if (type == PP_REC_GPU && size == sizeof(pp_rec_gpu))
@@ -158,11 +159,24 @@ void an_gpu_rec_record(an_gpu_rec *r, int32_t file, uint16_t type, const void *r
         rec_put(r, type, file, rec, size);
     else
         rec_stop(r); /* not a record the projection is handed */
+    return r->mode != REC_OFF;
 }
 
 int an_gpu_rec_usable(const an_gpu_rec *r)
 {
     return r && r->mode != REC_OFF;
+}
+
+/* A GPU or API record's kept bytes [lo, hi) back into rec (`size` bytes, the rest zero); 0 when
+ * the body is not that long. */
+static int unslice(void *rec, size_t size, size_t lo, size_t hi, const rec_head *h,
+                   const uint8_t *body)
+{
+    if (h->size != hi - lo)
+        return 0;
+    memset(rec, 0, size);
+    memcpy((uint8_t *)rec + lo, body, hi - lo);
+    return 1;
 }
 
 /* One record to the projection; 0 for one that is not a record of ours (a corrupt scratch
@@ -181,19 +195,15 @@ static int replay_one(pp_gpu_proj *p, const rec_head *h, const uint8_t *body)
     switch (h->kind) {
     case PP_REC_GPU: {
         pp_rec_gpu g;
-        if (h->size != GPU_KEPT_HI - GPU_KEPT_LO)
+        if (!unslice(&g, sizeof g, GPU_KEPT_LO, GPU_KEPT_HI, h, body))
             return 0;
-        memset(&g, 0, sizeof g);
-        memcpy((uint8_t *)&g + GPU_KEPT_LO, body, GPU_KEPT_HI - GPU_KEPT_LO);
         pp_gpu_proj_gpu(p, h->file, &g);
         return 1;
     }
     case PP_REC_API: {
         pp_rec_api a;
-        if (h->size != API_KEPT_HI - API_KEPT_LO)
+        if (!unslice(&a, sizeof a, API_KEPT_LO, API_KEPT_HI, h, body))
             return 0;
-        memset(&a, 0, sizeof a);
-        memcpy((uint8_t *)&a + API_KEPT_LO, body, API_KEPT_HI - API_KEPT_LO);
         pp_gpu_proj_api(p, h->file, &a);
         return 1;
     }

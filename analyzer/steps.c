@@ -120,10 +120,10 @@ static inline void gpu_range_record(state *st, const file_state *f, const thread
 {
     int64_t step = d->step >= 0 ? d->step : t->cur_step;
     pp_gpu_op g = pp_gpu_op_of(d->kind);
-    if (d->kind == PP_NVTX_STEP || step < 0 || g == PP_GOP_COUNT ||
-        !an_rank_wanted(st->o, f->rank))
+    if (d->kind == PP_NVTX_STEP || step < 0 || g == PP_GOP_COUNT)
         return;
-    an_gpu_rec_range(st->gpu_rec, f->index, t->tid, step, (int32_t)d->stage, (int32_t)g, t0, t1);
+    st->gpu_rec_on = an_gpu_rec_range(st->gpu_rec, f->index, t->tid, step, (int32_t)d->stage,
+                                      (int32_t)g, t0, t1);
 }
 
 /* Counts a pipeline range that broke a bound (check_bounds, or its end before its start) and
@@ -396,7 +396,7 @@ void an_on_range(state *st, file_state *f, thread_state *t, const open_range *o,
         gpu_range(st, f, t, &d, t0, t1);
         return;
     }
-    if (st->gpu_rec && !st->collect)
+    if (st->gpu_rec_on && !st->collect)
         gpu_range_record(st, f, t, &d, t0, t1);
     /* the stage of the ranges the GPU pass will project onto: NCCL's ranks become stages */
     if (!st->collect && pp_gpu_op_of(d.kind) != PP_GOP_COUNT && (d.step >= 0 || t->cur_step >= 0))
