@@ -1935,26 +1935,19 @@ typedef kj_tok (*member_fn)(conv *c, const char *key, kj_tok v, void *ctx);
 
 static kj_tok walk_object(conv *c, member_fn fn, void *ctx)
 {
-    kj_tok t = kj_next(c->lx);
+    char key[64];
+    kj_tok t = kj_key(c->lx, key, sizeof key);
     if (t == KJ_OBJ_END)
         return t;
     for (;;) {
-        if (t != KJ_STR)
-            return t == KJ_EOF ? t : KJ_ERR;
-        char key[64];
-        int bad = 0;
-        take_str(c, t, key, sizeof key, &bad);
-        if ((t = kj_next(c->lx)) != KJ_COLON)
+        if (t != KJ_STR) /* no key, or no colon after it */
             return t == KJ_EOF ? t : KJ_ERR;
         kj_tok v = fn(c, key, kj_next(c->lx), ctx);
         if (v == KJ_EOF || v == KJ_ERR)
             return v;
-        t = kj_next(c->lx);
+        t = kj_next_key(c->lx, key, sizeof key);
         if (t == KJ_OBJ_END)
             return t;
-        if (t != KJ_COMMA)
-            return t == KJ_EOF ? t : KJ_ERR;
-        t = kj_next(c->lx);
     }
 }
 

@@ -40,9 +40,26 @@ kj_tok kj_next(kj_lexer *lx);
 /* The current string token, its length, and whether it was cut at KJ_STR_CAP. */
 const char *kj_str(const kj_lexer *lx, size_t *len);
 double kj_num(const kj_lexer *lx);
+/* An object member's key and the colon after it, read in one call (the walk of every member of
+ * every event: bench_kineto): the key's bytes, cut to cap - 1, NUL-terminated into key[cap]
+ * (cap >= 1), and KJ_STR when both were read. Otherwise the token found instead of the key
+ * (KJ_OBJ_END for the '}' of an empty object, KJ_EOF, KJ_ERR, or any other token, which the
+ * caller takes for a syntax error), or, after a key, KJ_EOF when the input ends before its colon
+ * and KJ_ERR when something else follows it. The same tokens, bytes and counts as kj_next for
+ * the key, then for the colon. */
+kj_tok kj_key(kj_lexer *lx, char *key, size_t cap);
+/* What follows a member's value: KJ_STR with the next member's key and colon read as kj_key
+ * reads them, KJ_OBJ_END at the object's '}', KJ_EOF when the input ends first, KJ_ERR for
+ * anything else (a '}' after a comma among them). One call for the separator and the key. */
+kj_tok kj_next_key(kj_lexer *lx, char *key, size_t cap);
 /* Skips the value that begins with token `first` (already read); KJ_ERR on a syntax error or
- * nesting deeper than KJ_MAX_DEPTH, KJ_EOF when the input ends inside it. */
-kj_tok kj_skip(kj_lexer *lx, kj_tok first);
+ * nesting deeper than KJ_MAX_DEPTH, KJ_EOF when the input ends inside it. A scalar (or
+ * KJ_EOF / KJ_ERR) is its own value, returned without a call: most members' values are. */
+kj_tok kj_skip_value(kj_lexer *lx, kj_tok first);
+static inline kj_tok kj_skip(kj_lexer *lx, kj_tok first)
+{
+    return (first >= KJ_STR || first <= KJ_ERR) ? first : kj_skip_value(lx, first);
+}
 /* The error of the last KJ_ERR ("" when none), with the byte offset where it was seen. */
 const char *kj_error(const kj_lexer *lx);
 uint64_t kj_offset(const kj_lexer *lx);
