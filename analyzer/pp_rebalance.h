@@ -113,6 +113,17 @@ pp_status pp_rebalance_branch_bound(const pp_rebalance_opts *o, const pp_partiti
                                     int max_splits, double *root_ns, double *bound_ns,
                                     double *best_ns);
 
+/* The rebalancer's local moves alone (docs/rebalancer.md "The search", 2.), for tests and
+ * benchmarks: from partition `start`, the moves of one boundary (a run of boundaries for v > 1)
+ * by one layer, each kept when it shortens the simulated step, until none does; the result into
+ * *out (pp_partition_free), its step time and the partitions simulated (`step_ns`, `simulated`
+ * may be NULL). With `chains` set, a move that a critical chain of a partition simulated before
+ * shows cannot shorten the step is not simulated (v > 1 without a memory limit): the result is
+ * the same partition, found with fewer simulations. PP_ERR_INVALID for a start of another shape
+ * or one that breaks the memory limit. */
+pp_status pp_rebalance_moves(const pp_rebalance_opts *o, const pp_partition *start, int chains,
+                             pp_partition *out, double *step_ns, int64_t *simulated);
+
 /* The rebalancer's internals on one given partition, for tests and --explain: its own evaluator's
  * step time (`step_ns`, equal to pp_sim_file's, with the stages recomputed that need it to meet
  * the limit when opts.recompute is set) and the lower bound its search would use for a

@@ -26,6 +26,7 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->sprev);
     pp_free(x->last_step);
     rb_lag_free(x->lag);
+    pp_free(x->pool);
     pp_free(x->lag_fixed);
     pp_free(x->kid_cur);
     pp_free(x->kid_save);
@@ -509,15 +510,63 @@ done:
     pp_free(arg);
 }
 
+/* Whether a chain of the pool shows that partition b cannot beat the incumbent: its length on
+ * b, a lower bound on b's step, reaches the incumbent's (so rb_offer would not keep b either).
+ * The chain that shows it moves to the front. */
+static int pool_rejects(rb_ctx *x, const int *b)
+{
+    size_t nc = LAG_NC(x->P);
+    for (int i = 0; i < x->pool_n; i++) {
+        int k = x->pool_ord[i];
+        double lb = (rb_chain_len(x, &x->pool[(size_t)k * nc], b) + x->opt_ns) * LAG_SAFETY;
+        if (lb >= x->best_step) {
+            memmove(&x->pool_ord[1], &x->pool_ord[0], sizeof(int) * (size_t)i);
+            x->pool_ord[0] = k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The critical chain of b, which rb_offer has just simulated, into the pool at its front, in
+ * place of the chain least recently useful when it is full. */
+static void pool_add(rb_ctx *x, const int *b)
+{
+    int k, i;
+    if (x->pool_n < RB_POOL) {
+        i = x->pool_n;
+        k = x->pool_ord[x->pool_n++] = i;
+    } else {
+        i = RB_POOL - 1;
+        k = x->pool_ord[i];
+    }
+    memmove(&x->pool_ord[1], &x->pool_ord[0], sizeof(int) * (size_t)i);
+    x->pool_ord[0] = k;
+    rb_chain_of_evaluated(x, b, &x->pool[(size_t)k * LAG_NC(x->P)]);
+}
+
 /* Moves single boundaries by one layer while that shortens the simulated step. */
 /* With v > 1 the moves are runs: boundaries q1 .. q2 all move by one layer, which hands a layer
  * from piece q1 - 1 to piece q2 (or back) and shifts the pieces between: interleaved stages hold
- * pieces far apart, and balancing them needs such moves. */
+ * pieces far apart, and balancing them needs such moves. A move that a chain of the pool shows
+ * cannot beat the incumbent is not simulated (v > 1 without a memory limit): the moves kept are
+ * the same, in the same order, and the search is faster. */
 static void local_search(rb_ctx *x)
 {
     if (!isfinite(x->best_step))
         return;
     int *b = x->bounds, P = x->P, span = x->v > 1 ? P - 1 : 1;
+    int pooled = x->v > 1 && !x->limit && !x->no_pool;
+    if (pooled && !x->pool) {
+        x->pool = pp_alloc(sizeof(double) * RB_POOL * LAG_NC(P));
+        x->pool_n = 0;
+        pooled = x->pool != NULL;
+    }
+    if (pooled) { /* the incumbent's own chain first: most moves lengthen it */
+        memcpy(b, x->best, sizeof(int) * (size_t)(P + 1));
+        rb_evaluate_with(x, b, NULL);
+        pool_add(x, b);
+    }
     for (int pass = 0, improved = 1; improved && pass < 64; pass++) {
         improved = 0;
         for (int q1 = 1; q1 < P; q1++) {
@@ -528,9 +577,13 @@ static void local_search(rb_ctx *x)
                         b[q] += dir;
                     if (b[q1] <= b[q1 - 1] || b[q2] >= b[q2 + 1])
                         continue;
+                    if (pooled && pool_rejects(x, b))
+                        continue;
                     double before = x->best_step;
                     rb_offer(x, b);
                     improved |= x->best_step < before;
+                    if (pooled)
+                        pool_add(x, b);
                 }
             }
             if (x->deadline && pp_now_ns() > x->deadline)
@@ -691,6 +744,35 @@ static pp_status check_shape(const rb_ctx *x, const pp_partition *p, const char 
                   "rebalance: %s of %d layers into %d x %d pieces does not match the options "
                   "(%d layers, S = %d, v = %d)",
                   what, p->L, p->S, p->v, x->L, x->S, x->v);
+}
+
+pp_status pp_rebalance_moves(const pp_rebalance_opts *o, const pp_partition *start, int chains,
+                             pp_partition *out, double *step_ns, int64_t *simulated)
+{
+    memset(out, 0, sizeof *out);
+    rb_ctx x;
+    pp_status st = ctx_init(&x, o, 0);
+    if (st != PP_OK)
+        return st;
+    if ((st = check_shape(&x, start, "start")) != PP_OK)
+        goto done;
+    x.no_pool = !chains;
+    x.best_step = INFINITY;
+    rb_offer(&x, start->bounds);
+    if (!isfinite(x.best_step)) {
+        st = PP_ERR(PP_ERR_INVALID, "rebalance: the start partition breaks the memory limit");
+        goto done;
+    }
+    local_search(&x);
+    if ((st = pp_partition_from_bounds(x.best, x.P + 1, x.L, x.S, x.v, out)) != PP_OK)
+        goto done;
+    if (step_ns)
+        *step_ns = x.best_step;
+    if (simulated)
+        *simulated = x.evaluated;
+done:
+    ctx_free(&x);
+    return st;
 }
 
 pp_status pp_rebalance_inspect(const pp_rebalance_opts *o, const pp_partition *p, double *step_ns,

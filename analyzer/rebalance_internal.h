@@ -31,6 +31,9 @@
 /* pp_schedule_check_args allows v <= 64: rb_stage_bound's per-chunk terms live on the stack. */
 #define RB_MAX_V 64
 
+/* The local moves' chains (rb_ctx.pool). */
+#define RB_POOL 16
+
 /* rb_select handles stages of up to this many layers (its scratch, rebalance_memory.c). */
 #define RB_SEL_MAX_LAYERS 1024
 
@@ -217,6 +220,12 @@ typedef struct rb_ctx {
     double *lag_fixed; /* [P + 1] sum of the mixture's H_j over the fixed boundaries 1 .. k */
     int *kid_cur, *kid_save; /* [P + 1] scratch of the mixture's incumbents (rb_lag_starts,
                                 rb_lag_branch) */
+    /* v > 1 without a memory limit: critical chains of partitions the local moves simulated
+     * (local_search), each a lower bound on every partition's step; a move that one of them
+     * shows cannot beat the incumbent is not simulated. Most recently useful first. */
+    double *pool;      /* [RB_POOL * LAG_NC(P)] */
+    int pool_n, pool_ord[RB_POOL];
+    int no_pool;       /* every move simulated (pp_rebalance_moves' chains = 0) */
     uint64_t t0, deadline;
     int aborted;
     int64_t nodes, evaluated;
@@ -272,6 +281,10 @@ static inline double cutoff(const rb_ctx *x) { return x->best_step * (1.0 - PRUN
 int rb_fits(rb_ctx *x, const int *b);
 void rb_offer(rb_ctx *x, const int *b);
 void rb_search_from(rb_ctx *x, const int *b, double kb, int *save);
+/* The counts of a critical chain of partition b (as rb_chain_len reads them), from the replay
+ * rb_evaluate_with(x, b, NULL) just ran (x->fin, x->clock): a lower bound on every partition's
+ * step, rb_chain_len + opt_ns, that b's own step attains. */
+void rb_chain_of_evaluated(rb_ctx *x, const int *b, double *coef);
 
 /* rebalance_eval.c: the compiled replay and the bounds on single pieces, stages and end stages */
 double rb_layer_us(const pp_layer_cost *l, int kind);

@@ -9,28 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Replays the schedule with the durations and transfers in x->dur, x->tr (any nonnegative
- * values: one partition's, or a mixture's averages) and writes the counts of a longest chain to
- * `coef` (LAG_NC(P) entries). Returns the barrier, the chain's length. */
-static double replay_chain(rb_ctx *x, double *coef)
+/* The counts of the longest chain of the replay just run (x->fin, x->dur, x->tr), ending at
+ * stage s_end's last op and, with a data-parallel all-reduce, that stage's all-reduce; into
+ * `coef` (LAG_NC(P) entries). */
+static void walk_chain(rb_ctx *x, int s_end, double *coef)
 {
-    for (int s = 0; s < x->S; s++)
-        x->clock[s] = 0.0;
-    for (int i = 0; i < x->n_steps; i++) {
-        const rb_step *t = &x->steps[i];
-        double clk = x->clock[t->stage];
-        if (t->kind == K_RECV)
-            clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
-        else /* a compute op or a send: x->dur holds both */
-            clk += x->dur[t->kind * x->P + t->piece];
-        x->fin[i] = clk;
-        x->clock[t->stage] = clk;
-    }
-    /* the stage that reaches the barrier last: after its data-parallel all-reduce, if any */
-    int s_end = 0;
-    for (int s = 1; s < x->S; s++)
-        if (x->clock[s] + x->ar_s[s] > x->clock[s_end] + x->ar_s[s_end])
-            s_end = s;
     memset(coef, 0, sizeof(double) * LAG_NC(x->P));
     if (x->has_ar) {
         coef[LAG_SEND(x->P)] += x->c->dp_allreduce_us * 1e3;
@@ -61,7 +44,46 @@ static double replay_chain(rb_ctx *x, double *coef)
             i = pv;
         }
     }
+}
+
+/* Replays the schedule with the durations and transfers in x->dur, x->tr (any nonnegative
+ * values: one partition's, or a mixture's averages) and writes the counts of a longest chain to
+ * `coef` (LAG_NC(P) entries). Returns the barrier, the chain's length. */
+static double replay_chain(rb_ctx *x, double *coef)
+{
+    for (int s = 0; s < x->S; s++)
+        x->clock[s] = 0.0;
+    for (int i = 0; i < x->n_steps; i++) {
+        const rb_step *t = &x->steps[i];
+        double clk = x->clock[t->stage];
+        if (t->kind == K_RECV)
+            clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
+        else /* a compute op or a send: x->dur holds both */
+            clk += x->dur[t->kind * x->P + t->piece];
+        x->fin[i] = clk;
+        x->clock[t->stage] = clk;
+    }
+    /* the stage that reaches the barrier last: after its data-parallel all-reduce, if any */
+    int s_end = 0;
+    for (int s = 1; s < x->S; s++)
+        if (x->clock[s] + x->ar_s[s] > x->clock[s_end] + x->ar_s[s_end])
+            s_end = s;
+    walk_chain(x, s_end, coef);
     return x->clock[s_end] + x->ar_s[s_end];
+}
+
+void rb_chain_of_evaluated(rb_ctx *x, const int *b, double *coef)
+{
+    int s_end = 0;
+    double end = -1.0;
+    for (int s = 0; s < x->S; s++) {
+        double t = x->clock[s] + (x->has_ar ? rb_stage_ar_ns(x, s, b) : 0.0);
+        if (t > end) {
+            end = t;
+            s_end = s;
+        }
+    }
+    walk_chain(x, s_end, coef);
 }
 
 /* Fills x->dur and x->tr with partition b's durations (evaluate's), x->ar_s with its stages'
