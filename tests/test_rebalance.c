@@ -671,7 +671,7 @@ static void check_interleaved_gap(int v, double budget_s, double wanted)
  * and end stages' bounds, and the chains of the path mixture). Without that: GPipe unproven at
  * 0.72% after 60 s, interleaved v = 2 at 3.4% in 5 s (2026-12-03); with it GPipe, 1F1B and
  * ZB-H1 optimal in 0.03, 1.1 and 4.6 s, interleaved 1.51%, 2.00%, 2.12% in 5 s (1.33%, 1.44%,
- * 2.11% since the local moves' chains, 2026-12-05). Unoptimised
+ * 2.02% since the local moves' chains, 2026-12-05). Unoptimised
  * and sanitized builds check the bounds' validity only, in 1 s each. */
 static pp_costs *gpt_dp_costs(void)
 {
