@@ -646,21 +646,15 @@ pp_status pp_rebalance(const pp_rebalance_opts *o, pp_rebalance_result *r)
             x.deadline = full;
             if (!proven) {
                 if (x.lag) {
-                    /* v = 2: incumbents until 40% of what is left, the mixture's branch and
-                     * bound (which finds better ones too) until 95%; v > 2: incumbents until
-                     * 85% (their nodes' games solve too slowly to pay, docs/rebalancer.md) */
+                    /* incumbents until 40% of what is left, the mixture's branch and bound
+                     * (which finds better ones too) until 95% (docs/rebalancer.md) */
                     uint64_t left = full > now ? full - now : 0;
-                    int branch = x.v == 2;
-                    rb_lag_starts(&x, x.lag,
-                                  full ? now + left / 20 * (branch ? 8 : 17)
-                                       : now + (branch ? 1000000000ull : 2000000000ull));
-                    if (branch) {
-                        int closed;
-                        root = fmax(root, rb_lag_branch(&x, full ? now + left / 20 * 19
-                                                                 : now + 3000000000ull,
-                                                        0, &closed));
-                        proven = closed;
-                    }
+                    rb_lag_starts(&x, x.lag, full ? now + left / 20 * 8 : now + 1000000000ull);
+                    int closed;
+                    root = fmax(root, rb_lag_branch(&x, full ? now + left / 20 * 19
+                                                             : now + 3000000000ull,
+                                                    0, &closed));
+                    proven = closed;
                 }
                 if (!proven && rb_pair_dp_applies(&x)) {
                     pair = rb_pair_dp(&x, root);
