@@ -283,7 +283,7 @@ void rb_offer(rb_ctx *x, const int *b);
 void rb_search_from(rb_ctx *x, const int *b, double kb, int *save);
 /* The counts of a critical chain of partition b (as rb_chain_len reads them), from the replay
  * rb_evaluate_with(x, b, NULL) just ran (x->fin, x->clock): a lower bound on every partition's
- * step, rb_chain_len + opt_ns, that b's own step attains. */
+ * step, rb_chain_len + opt_ns, that b's own barrier (with its all-reduce) attains. */
 void rb_chain_of_evaluated(rb_ctx *x, const int *b, double *coef);
 
 /* rebalance_eval.c: the compiled replay and the bounds on single pieces, stages and end stages */
