@@ -308,8 +308,8 @@ int main(int argc, char **argv)
     printf("reference: two clock_gettime(CLOCK_MONOTONIC) calls %.2f ns\n", clock_pair_ns());
     printf("(ns per pair per thread, timed in bursts of %d pairs with the writer draining in\n"
            " between; sample ns: one counter sample; ratio = with tool / without; dropped =\n"
-           " share of range records the tool dropped because a ring was full; target <= 50 ns\n"
-           " per push+pop)\n",
+           " share of range records the tool dropped because a ring was full; target <= 30 ns\n"
+           " per push+pop, one NVTX range)\n",
            BURST);
     rmdir(dir);
     return 0;
