@@ -642,7 +642,7 @@ Test(rebalance, proves_the_optimum_at_128_layers_16_stages, .timeout = 120)
 #define INTERLEAVED_BUDGET_S 5 /* the default */
 #define INTERLEAVED_V34_BUDGET_S 5
 #endif
-static void check_interleaved_gap_at(int S, int v, double budget_s, double wanted)
+static void check_interleaved_gap(int S, int v, double budget_s, double wanted)
 {
     pp_costs *c = gpt_costs();
     pp_rebalance_opts o = {.kind = PP_SCHED_INTERLEAVED, .S = S, .v = v, .M = 32, .costs = c,
@@ -722,20 +722,15 @@ Test(rebalance, data_parallel_allreduce_at_128_layers_16_stages, .timeout = 300)
     }
 }
 
-static void check_interleaved_gap(int v, double budget_s, double wanted)
-{
-    check_interleaved_gap_at(16, v, budget_s, wanted);
-}
-
 Test(rebalance, interleaved_128_layers_16_stages_gap_below_2_percent, .timeout = 180)
 {
-    check_interleaved_gap(2, INTERLEAVED_BUDGET_S, 0.02);
+    check_interleaved_gap(16, 2, INTERLEAVED_BUDGET_S, 0.02);
 }
 
 Test(rebalance, interleaved_v3_v4_128_layers_16_stages_gap_below_4_percent, .timeout = 180)
 {
-    check_interleaved_gap(3, INTERLEAVED_V34_BUDGET_S, 0.04);
-    check_interleaved_gap(4, INTERLEAVED_V34_BUDGET_S, 0.04);
+    check_interleaved_gap(16, 3, INTERLEAVED_V34_BUDGET_S, 0.04);
+    check_interleaved_gap(16, 4, INTERLEAVED_V34_BUDGET_S, 0.04);
 }
 
 /* Eight stages (P = 24 and 32 pieces): the mixture's branch and bound, which the search ran for
@@ -744,8 +739,8 @@ Test(rebalance, interleaved_v3_v4_128_layers_16_stages_gap_below_4_percent, .tim
 Test(rebalance, interleaved_v3_v4_8_stages_gap_below_1_percent, .timeout = 120)
 {
     double budget = INTERLEAVED_CHECK_GAP ? 3 : 1;
-    check_interleaved_gap_at(8, 3, budget, 0.01);
-    check_interleaved_gap_at(8, 4, budget, 0.01);
+    check_interleaved_gap(8, 3, budget, 0.01);
+    check_interleaved_gap(8, 4, budget, 0.01);
 }
 
 /* The local moves skip a move when a critical chain of a partition simulated before shows it
