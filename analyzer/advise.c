@@ -124,6 +124,8 @@ pp_status pp_advise_fit_costs(const pp_costs *const *costs, const int *sizes, in
         out->dp_allreduce_us_per_MB += costs[i]->dp_allreduce_us_per_MB / n;
         out->send_act_us += costs[i]->send_act_us / n;
         out->send_grad_us += costs[i]->send_grad_us / n;
+        out->recv_act_us += costs[i]->recv_act_us / n;
+        out->recv_grad_us += costs[i]->recv_grad_us / n;
         out->op_gap_us += costs[i]->op_gap_us / n;
     }
     free(x);
@@ -174,6 +176,8 @@ pp_status pp_advise_costs_at(const pp_advise_fit *f, int b, pp_costs **out, int 
     c->dp_allreduce_us_per_MB = f->dp_allreduce_us_per_MB;
     c->send_act_us = f->send_act_us;
     c->send_grad_us = f->send_grad_us;
+    c->recv_act_us = f->recv_act_us;
+    c->recv_grad_us = f->recv_grad_us;
     c->op_gap_us = f->op_gap_us;
     c->microbatch_size = b;
     if (clamped)

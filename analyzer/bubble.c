@@ -371,7 +371,7 @@ static int decompose_once(pp_astep *sp, const pp_aop *ops, size_t n, int S, int 
     if (replay_build(&r, ops, n, S, placement, implied)) {
         r.kind_mean = kind_mean;
         r.no_barrier = sp->opt_barrier == 0;
-        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL, NULL, sp->opt_barrier == 0};
+        pp_sim_costs c = {replay_op_ns, replay_zero_ns, &r, NULL, NULL, sp->opt_barrier == 0, NULL};
         pp_sim_result nocomm, bal;
         r.balanced = 0;
         int ok = pp_sim_run(&r.sc, &c, &nocomm) == PP_OK;

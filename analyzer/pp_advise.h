@@ -44,6 +44,7 @@ typedef struct pp_advise_fit {
     double step_fixed_us;            /* mean over the runs */
     double dp_allreduce_us, dp_allreduce_us_per_MB; /* means over the runs (gradients: no b) */
     double send_act_us, send_grad_us; /* means over the runs (per message, whatever its size) */
+    double recv_act_us, recv_grad_us; /* means over the runs (per message, whatever its size) */
     double op_gap_us;                 /* mean over the runs (per compute op, whatever its size) */
     double worst_rel;                /* largest max_rel over layers and fields */
     int worst_layer;                 /* where it is, -1 when every residual is 0 */

@@ -39,6 +39,10 @@ typedef struct pp_sim_costs {
      * Monte Carlo replay (pp_sim_dist) and the rebalancer's evaluator model the barrier, as a
      * cost file's job has it. */
     int no_barrier;
+    /* The receiver's own time in a receive at list position `index` of `stage`: the receive
+     * ends at the later of its start plus this and its message's arrival. NULL: none (a
+     * receive whose message is there takes no time). */
+    double (*recv_ns)(void *ctx, int stage, int index, const pp_instr *instr);
 } pp_sim_costs;
 
 typedef struct pp_sim_result {
@@ -49,7 +53,8 @@ typedef struct pp_sim_result {
     double *end_ns;       /* [S] when the stage finished its list */
     double **start_ns;    /* [S][n_instrs[s]] start of each instruction (recv: when it began to
                              wait; compute: when it ran) */
-    double **finish_ns;   /* [S][n_instrs[s]] end of each instruction (recv: data available) */
+    double **finish_ns;   /* [S][n_instrs[s]] end of each instruction (recv: the data's
+                             arrival, or its start plus the receiver's time if later) */
     double bubble_ratio;  /* sum idle / (S * step) */
 } pp_sim_result;
 

@@ -175,6 +175,8 @@ static pp_status ctx_init(rb_ctx *x, const pp_rebalance_opts *o, int with_search
     for (int p = 0; p < P; p++) {
         x->dur[K_SEND_ACT * P + p] = pp_costs_send_us(o->costs, 0) * 1e3;
         x->dur[K_SEND_GRAD * P + p] = pp_costs_send_us(o->costs, 1) * 1e3;
+        x->dur[K_RECV_ACT_OWN * P + p] = pp_costs_recv_us(o->costs, 0) * 1e3;
+        x->dur[K_RECV_GRAD_OWN * P + p] = pp_costs_recv_us(o->costs, 1) * 1e3;
     }
     if ((st = rb_compile_schedule(x, sc)) != PP_OK || (st = rb_extract_paths(x, sc)) != PP_OK ||
         (st = rb_build_mem_vectors(x, sc)) != PP_OK)

@@ -55,8 +55,20 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
     }
     if (in->op == PP_OP_OPT_STEP)
         return PP_OK;
-    rb_step *t = &x->steps[x->n_steps];
     int recv = in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD;
+    if (recv && pp_costs_recv_us(x->c, in->op == PP_OP_RECV_GRAD) > 0) {
+        /* the receiver's own time first, on its stage: then the receive's max */
+        rb_step *o = &x->steps[x->n_steps];
+        o->kind = (uint8_t)(in->op == PP_OP_RECV_GRAD ? K_RECV_GRAD_OWN : K_RECV_ACT_OWN);
+        o->dep = -1;
+        o->q = -1;
+        o->stage = s;
+        o->piece = piece;
+        o->mb = in->mb;
+        x->sprev[x->n_steps] = cp->last[s];
+        cp->last[s] = x->n_steps++;
+    }
+    rb_step *t = &x->steps[x->n_steps];
     t->kind = (uint8_t)(recv   ? K_RECV
                         : send ? (in->op == PP_OP_SEND_GRAD ? K_SEND_GRAD : K_SEND_ACT)
                                : op_kind(in->op));
@@ -74,7 +86,8 @@ static pp_status record_step(void *ctx, int s, int k, const pp_instr *in, int64_
  * and each receive in an order where what it waits for comes first. Sends name the step that
  * precedes them on their stage: in pp_sim_run a message is available at the sender's clock
  * plus the transfer, and that clock is the end of the sender's previous step; a send is a step
- * itself (K_SEND_ACT, K_SEND_GRAD) only when it takes the sender time. */
+ * itself (K_SEND_ACT, K_SEND_GRAD) only when it takes the sender time, and a receive that takes
+ * the receiver time is preceded by a step of it (K_RECV_ACT_OWN, K_RECV_GRAD_OWN). */
 pp_status rb_compile_schedule(rb_ctx *x, const pp_schedule *sc)
 {
     pp_status st = PP_OK;
@@ -83,6 +96,9 @@ pp_status rb_compile_schedule(rb_ctx *x, const pp_schedule *sc)
     int64_t total = 0;
     for (int s = 0; s < S; s++)
         total += sc->n_instrs[s];
+    /* a receive with the receiver's own time is two steps */
+    if (pp_costs_recv_us(x->c, 0) > 0 || pp_costs_recv_us(x->c, 1) > 0)
+        total *= 2;
     rb_compile cp = {.x = x, .sc = sc};
     int *pc = pp_alloc(sizeof(int) * (size_t)S);
     cp.last = pp_alloc(sizeof(int) * (size_t)S);
@@ -142,7 +158,7 @@ double rb_evaluate_with(rb_ctx *x, const int *b, const uint8_t *rcs)
         if (t->kind == K_RECV) {
             double a = (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q];
             clk = dmax(clk, a); /* pp_sim_run's fmax, inline: times are finite, never NaN */
-        } else { /* a compute op or a send: x->dur holds both */
+        } else { /* a compute op, a send or a receiver's own time: x->dur holds them all */
             clk += x->dur[t->kind * x->P + t->piece];
         }
         x->fin[i] = clk;

@@ -39,7 +39,10 @@
 
 /* K_SEND_ACT, K_SEND_GRAD: the sender's own time in a send (the cost file's send_act_us /
  * send_grad_us), a step only when that is not 0; its duration sits in rb_ctx.dur like a compute
- * op's, the same for every piece. The piece, stage and end stages' bounds count it as 0. */
+ * op's, the same for every piece. K_RECV_ACT_OWN, K_RECV_GRAD_OWN: the receiver's own time
+ * (recv_act_us / recv_grad_us), a step just before its receive when not 0: the receive then
+ * ends at max(clock + own, arrival), pp_sim_run's double. The piece, stage and end stages'
+ * bounds count all four as 0. */
 enum {
     K_F = 0,
     K_B = 1,
@@ -48,8 +51,10 @@ enum {
     K_RECV = 4,
     K_SEND_ACT = 5,
     K_SEND_GRAD = 6,
+    K_RECV_ACT_OWN = 7,
+    K_RECV_GRAD_OWN = 8,
     N_COMPUTE = 4,
-    N_DUR = 7 /* rb_ctx.dur's kinds */
+    N_DUR = 9 /* rb_ctx.dur's kinds */
 };
 
 /* The cost file's op for each compute kind (the cost rule is pp_costs_layer_us); inline, so
@@ -262,7 +267,8 @@ static inline double *dcell(const rb_ctx *x, int k, int pos)
  * barrier of that partition. A chain is kept as its counts: coef[t * P + p] ops of kind t of
  * piece p, coef[4 * P + q] messages across boundary q (between pieces q and q + 1), and in
  * the slot of boundary P - 1, which no message crosses, the time of its sends on their senders
- * (ns, the same on every partition: the cost file's send_act_us / send_grad_us) and the fixed
+ * and of its receives on their receivers (ns, the same on every partition: the cost file's
+ * send_act_us / send_grad_us / recv_act_us / recv_grad_us) and the fixed
  * part of the all-reduce it ends with, if any; then LAG_PARAM's P slots. */
 #define LAG_NC(P) (6 * (size_t)(P))
 #define LAG_SEND(P) (5 * (size_t)(P) - 1)

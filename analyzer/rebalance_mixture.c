@@ -25,7 +25,7 @@ static void walk_chain(rb_ctx *x, int s_end, double *coef)
         const rb_step *t = &x->steps[i];
         int pv = x->sprev[i];
         if (t->kind != K_RECV) {
-            if (t->kind >= K_SEND_ACT) {
+            if (t->kind >= K_SEND_ACT) { /* a sender's or a receiver's own time */
                 coef[LAG_SEND(x->P)] += x->dur[t->kind * x->P + t->piece];
             } else {
                 coef[t->kind * x->P + t->piece] += 1.0;
@@ -58,7 +58,7 @@ static double replay_chain(rb_ctx *x, double *coef)
         double clk = x->clock[t->stage];
         if (t->kind == K_RECV)
             clk = dmax(clk, (t->dep >= 0 ? x->fin[t->dep] : 0.0) + x->tr[t->q]);
-        else /* a compute op or a send: x->dur holds both */
+        else /* a compute op, a send or a receiver's own time: x->dur holds them all */
             clk += x->dur[t->kind * x->P + t->piece];
         x->fin[i] = clk;
         x->clock[t->stage] = clk;

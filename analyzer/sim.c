@@ -99,7 +99,8 @@ static pp_status sim_op(void *ctx, int s, int k, const pp_instr *in, int64_t msg
     double *clock = &x->clock[s];
     res->start_ns[s][k] = *clock;
     if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
-        *clock = fmax(*clock, x->avail[msg]);
+        double own = costs->recv_ns ? costs->recv_ns(costs->ctx, s, k, in) : 0.0;
+        *clock = fmax(*clock + own, x->avail[msg]);
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         double t = costs->transfer_ns ? costs->transfer_ns(costs->ctx, s, k, in) : 0.0;
         x->avail[msg] = *clock + t;
@@ -238,6 +239,14 @@ static double file_send_ns(void *ctx, int stage, int index, const pp_instr *in)
     return pp_costs_send_us(fc->costs, in->op == PP_OP_SEND_GRAD) * 1e3;
 }
 
+static double file_recv_ns(void *ctx, int stage, int index, const pp_instr *in)
+{
+    (void)stage;
+    (void)index;
+    const pp_sim_file_costs *fc = ctx;
+    return pp_costs_recv_us(fc->costs, in->op == PP_OP_RECV_GRAD) * 1e3;
+}
+
 void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out)
 {
     out->op_ns = file_op_ns;
@@ -246,6 +255,7 @@ void pp_sim_costs_from_file(pp_sim_file_costs *fc, pp_sim_costs *out)
     out->send_ns = fc->costs->send_act_us > 0 || fc->costs->send_grad_us > 0 ? file_send_ns : NULL;
     out->pre_barrier_ns = pp_costs_has_dp_allreduce(fc->costs) ? file_pre_barrier_ns : NULL;
     out->no_barrier = 0; /* a cost file's job has the barrier (docs/cost-file.md) */
+    out->recv_ns = fc->costs->recv_act_us > 0 || fc->costs->recv_grad_us > 0 ? file_recv_ns : NULL;
 }
 
 pp_status pp_sim_file(pp_schedule_kind kind, const pp_partition *part, int M,

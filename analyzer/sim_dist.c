@@ -409,7 +409,8 @@ typedef struct step_op {
     uint8_t op;
     int64_t msg;                 /* message index of a send or receive, else -1 */
     double base_ns;              /* compute: its noise-free duration; send: its transfer */
-    double send_ns;              /* send: the sender's own time in it (0: none) */
+    double own_ns;               /* send: the sender's own time in it; receive: the
+                                    receiver's (0: none) */
     const pp_sim_noise_kind *nk; /* its factors, NULL = none: a compute op's with a noise
                                     model, a send's and receive's with the transfers' */
 } step_op;
@@ -444,7 +445,7 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
     o->op = in->op;
     o->msg = msg;
     o->nk = NULL;
-    o->send_ns = 0;
+    o->own_ns = 0;
     int ki = kind_index(in->op);
     if (ki >= 0) {
         o->base_ns = r->costs->op_ns(r->costs->ctx, s, k, in);
@@ -455,13 +456,14 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
         }
     } else if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
         o->base_ns = 0;
+        o->own_ns = r->costs->recv_ns ? r->costs->recv_ns(r->costs->ctx, s, k, in) : 0;
         if (r->noise && !r->noise->xfer_fixed) { /* its message's factors, as its send's */
             const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_RECV_GRAD];
             o->nk = xk->n ? xk : NULL;
         }
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
-        o->send_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
+        o->own_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
         if (r->noise && !r->noise->xfer_fixed) {
             const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_SEND_GRAD];
             o->nk = xk->n ? xk : NULL;
@@ -540,12 +542,13 @@ static double replay_once(mc *m, uint64_t r)
             /* A transfer's measured variation is its receiver's: timed only where the
              * receiver waited (metrics.c), a late one is a late wake-up. It delays a receiver
              * that waits for the data here too; one still busy when the data is due finds it
-             * queued (without variation the two times are one: the same either way). */
+             * queued (without variation the two times are one: the same either way). The
+             * receiver's own time counts from its start, as in sim.c. */
             if (x->nk && !o->draw) {
-                const double *t = m->msg[x->msg], c = *clock;
+                const double *t = m->msg[x->msg], c = *clock + x->own_ns;
                 *clock = fmax(c, c <= t[0] ? t[1] : c); /* a select: a branch mispredicts */
             } else {
-                *clock = fmax(*clock, m->msg[x->msg][1]);
+                *clock = fmax(*clock + x->own_ns, m->msg[x->msg][1]);
             }
             break;
         case PP_OP_SEND_ACT:
@@ -554,7 +557,7 @@ static double replay_once(mc *m, uint64_t r)
             m->msg[x->msg][1] =
                 *clock + (x->nk && !o->draw ? x->base_ns * x->nk->factor[pick(&rng, x->nk->n)]
                                             : x->base_ns);
-            *clock += x->send_ns;
+            *clock += x->own_ns;
             break;
         default: {
             double f;

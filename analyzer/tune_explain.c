@@ -319,6 +319,10 @@ void pp_tune_print_sim_terms(const pp_costs *c, const pp_partition *part, pp_sch
         fprintf(out, "    each send on its sender = %.3f ms (activations), %.3f ms (gradients), "
                      "the transfer counted from its start\n",
                 c->send_act_us * 1e-3, c->send_grad_us * 1e-3);
+    if (c->recv_act_us > 0 || c->recv_grad_us > 0)
+        fprintf(out, "    each receive on its receiver = %.3f ms (activations), %.3f ms "
+                     "(gradients) from its start, or until its message arrives if later\n",
+                c->recv_act_us * 1e-3, c->recv_grad_us * 1e-3);
     fprintf(out, "    step = replay of the %s instruction lists (S = %d, M = %d, v = %d) with "
                  "these costs = %.3f ms\n",
             pp_schedule_kind_name(kind), part->S, M, part->v, r.step_ns * 1e-6);

@@ -21,7 +21,8 @@ static const char *const k_top_keys[] = {"version",        "layers",       "p2p_
                                          "p2p_latency_us", "optimizer_us", "microbatch_size",
                                          "optimizer_us_per_MB", "grad_norm_us", "step_fixed_us",
                                          "send_act_us",    "send_grad_us", "dp_allreduce_us",
-                                         "dp_allreduce_us_per_MB", "op_gap_us"};
+                                         "dp_allreduce_us_per_MB", "op_gap_us",
+                                         "recv_act_us",    "recv_grad_us"};
 enum {
     TOP_VERSION,
     TOP_LAYERS,
@@ -37,6 +38,8 @@ enum {
     TOP_DP_AR,
     TOP_DP_AR_PER_MB,
     TOP_OP_GAP,
+    TOP_RECV_ACT,
+    TOP_RECV_GRAD,
     N_TOP
 };
 static const char *const k_layer_keys[] = {"name",          "fwd_us",           "bwd_us",
@@ -212,7 +215,13 @@ pp_status pp_costs_parse(const char *json, const char *origin, pp_costs **out)
                                 &c->dp_allreduce_us_per_MB)) != PP_OK) ||
         (f[TOP_OP_GAP] &&
          (st = pp_json_get_real(f[TOP_OP_GAP], ctx, "op_gap_us", 0, HUGE_VAL, &c->op_gap_us)) !=
-             PP_OK))
+             PP_OK) ||
+        (f[TOP_RECV_ACT] &&
+         (st = pp_json_get_real(f[TOP_RECV_ACT], ctx, "recv_act_us", 0, HUGE_VAL,
+                                &c->recv_act_us)) != PP_OK) ||
+        (f[TOP_RECV_GRAD] &&
+         (st = pp_json_get_real(f[TOP_RECV_GRAD], ctx, "recv_grad_us", 0, HUGE_VAL,
+                                &c->recv_grad_us)) != PP_OK))
         goto done;
     if (f[TOP_MBS]) {
         if ((st = pp_json_get_int(f[TOP_MBS], ctx, "microbatch_size", 1, 2147483647.0, &x)) != PP_OK)
@@ -246,16 +255,17 @@ static pp_status check_for_write(const pp_costs *c, const char *path)
     if (!c || c->n_layers < 1 || c->n_layers > MAX_LAYERS || !c->layers)
         return PP_ERR(PP_ERR_INVALID, "cost file '%s': need 1 to %d layers to write", path,
                       MAX_LAYERS);
-    const double top[11] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
+    const double top[13] = {c->p2p_GBps,           c->p2p_latency_us, c->optimizer_us,
                             c->optimizer_us_per_MB, c->grad_norm_us,   c->step_fixed_us,
                             c->send_act_us,         c->send_grad_us,   c->dp_allreduce_us,
-                            c->dp_allreduce_us_per_MB, c->op_gap_us};
-    static const char *const top_key[11] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
+                            c->dp_allreduce_us_per_MB, c->op_gap_us, c->recv_act_us,
+                            c->recv_grad_us};
+    static const char *const top_key[13] = {"p2p_GBps",      "p2p_latency_us", "optimizer_us",
                                             "optimizer_us_per_MB", "grad_norm_us",
                                             "step_fixed_us", "send_act_us",    "send_grad_us",
                                             "dp_allreduce_us", "dp_allreduce_us_per_MB",
-                                            "op_gap_us"};
-    for (int k = 0; k < 11; k++)
+                                            "op_gap_us",     "recv_act_us",    "recv_grad_us"};
+    for (int k = 0; k < 13; k++)
         if (!ok_time(top[k]))
             return PP_ERR(PP_ERR_INVALID,
                           "cost file '%s': \"%s\" is %g; it must be finite and >= 0 (0 = none)",
@@ -306,6 +316,10 @@ static pp_status costs_fill(pp_json_writer *w, const void *ctx)
         pp_json_put_exact(w, "send_act_us", c->send_act_us);
     if (c->send_grad_us > 0)
         pp_json_put_exact(w, "send_grad_us", c->send_grad_us);
+    if (c->recv_act_us > 0)
+        pp_json_put_exact(w, "recv_act_us", c->recv_act_us);
+    if (c->recv_grad_us > 0)
+        pp_json_put_exact(w, "recv_grad_us", c->recv_grad_us);
     if (c->dp_allreduce_us > 0)
         pp_json_put_exact(w, "dp_allreduce_us", c->dp_allreduce_us);
     if (c->dp_allreduce_us_per_MB > 0)
@@ -392,6 +406,11 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes)
 double pp_costs_send_us(const pp_costs *c, int grad)
 {
     return grad ? c->send_grad_us : c->send_act_us;
+}
+
+double pp_costs_recv_us(const pp_costs *c, int grad)
+{
+    return grad ? c->recv_grad_us : c->recv_act_us;
 }
 
 /* The halving rule: a layer without split costs gives each backward half bwd_us / 2, so every

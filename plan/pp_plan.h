@@ -279,6 +279,10 @@ typedef struct pp_costs {
     double dp_allreduce_us_per_MB;
     double send_act_us;    /* the sender's own time in each send of activations (gradients): */
     double send_grad_us;   /* it runs nothing else meanwhile; the transfer counts from its start */
+    double recv_act_us;    /* the receiver's own time in each receive of activations (gradients)
+                              whose message is there: it ends no earlier than this after it
+                              began, nor before its message arrives (0 = none) */
+    double recv_grad_us;
     /* The stage's own time between its compute ops, per op (an interpreted schedule's
      * bookkeeping: torch's Python between its calls): charged on the op's stage after each
      * forward / backward op (pp_costs_op_us), 0 = none */
@@ -308,6 +312,10 @@ double pp_costs_transfer_us(const pp_costs *c, uint64_t bytes);
  * stage runs nothing else meanwhile; the message's transfer time counts from the send's start.
  * 0 when the cost file gives none. */
 double pp_costs_send_us(const pp_costs *c, int grad);
+/* The receiver's own time in one receive (posting it, taking the message: a copy, a wake-up),
+ * recv_grad_us for gradients (grad = 1), recv_act_us for activations, in microseconds: a receive
+ * that begins at t ends at max(t + this, the message's arrival). 0 when the cost file gives none. */
+double pp_costs_recv_us(const pp_costs *c, int grad);
 /* Time of compute op `op` (FWD, BWD, BWD_INPUT, BWD_WEIGHT) on one layer for one micro-batch, in
  * microseconds: fwd_us, bwd_us, and for the halves bwd_input_us / bwd_weight_us when the layer
  * has them, else bwd_us / 2 each. 0 for other ops. */

@@ -209,16 +209,30 @@ static uint64_t sim_dp_allreduce_ns(pp_stage_backend *b, uint64_t bytes, int dp)
     return 2ull * (uint64_t)(dp - 1) * sim_transfer_ns(b, (size_t)(bytes / (uint64_t)dp));
 }
 
-/* The sender's own time in a send (the cost file's send_act_us / send_grad_us): inside the
- * send's range, so that a capture times it as the send's. */
-static void sim_send_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
+/* A sender's or receiver's own time of `us` microseconds: the clock moves on by it and the
+ * stage sleeps to that deadline, inside the range of the send or receive. */
+static void sleep_own_time(double us, uint64_t *t_ns)
 {
-    sim_backend *sb = (sim_backend *)b;
-    uint64_t d = us_to_ns(pp_costs_send_us(sb->costs, grad));
+    uint64_t d = us_to_ns(us);
     if (!d)
         return;
     *t_ns = clock_add(*t_ns, d);
     sleep_until(*t_ns);
+}
+
+/* The sender's own time in a send (the cost file's send_act_us / send_grad_us): inside the
+ * send's range, so that a capture times it as the send's. */
+static void sim_send_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
+{
+    sleep_own_time(pp_costs_send_us(((sim_backend *)b)->costs, grad), t_ns);
+}
+
+/* The receiver's own time in a receive (the cost file's recv_act_us / recv_grad_us): inside the
+ * receive's range, before its wait for the message, so that a receive whose message is there
+ * takes it and one that waits ends at the message's arrival, as the simulator has it. */
+static void sim_recv_time(pp_stage_backend *b, int grad, uint64_t *t_ns)
+{
+    sleep_own_time(pp_costs_recv_us(((sim_backend *)b)->costs, grad), t_ns);
 }
 
 /* The schedule's own time after a compute op (the cost file's op_gap_us), between ops. */
@@ -256,6 +270,7 @@ static const pp_backend_ops k_sim_ops = {
     .transfer_ns = sim_transfer_ns,
     .dp_allreduce_ns = sim_dp_allreduce_ns,
     .send_time = sim_send_time,
+    .recv_time = sim_recv_time,
     .op_gap = sim_op_gap,
     .destroy = sim_destroy,
 };
@@ -322,6 +337,11 @@ static pp_status check_stage_ns(const pp_costs *c, const pp_partition *part, int
             if (st == PP_OK) {
                 us = pp_costs_send_us(c, k);
                 st = check_ns(us, 1.0, "", k ? "send_grad_us" : "send_act_us");
+                sum_us += us;
+            }
+            if (st == PP_OK) {
+                us = pp_costs_recv_us(c, k);
+                st = check_ns(us, 1.0, "", k ? "recv_grad_us" : "recv_act_us");
                 sum_us += us;
             }
         }

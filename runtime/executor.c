@@ -173,13 +173,16 @@ static pp_status dp_allreduce(worker *w)
 }
 
 /* A receive into buf (the slot's receive buffer), one NVTX range of kind nk; the clock moves
- * to when the data is there. */
+ * on by the backend's receive time (sim: the cost file's), then to when the data is there. */
 static pp_status do_recv(worker *w, const pp_instr *in, pp_msg_tag tag, void *buf, size_t bytes,
                          pp_nvtx_kind nk, pp_nvtx_info *info)
 {
     uint64_t avail = 0;
     info->bytes = bytes;
     pp_nvtx_push(nk, info);
+    pp_stage_backend *b = w->b;
+    if (!b->carries_data && b->ops->recv_time) /* the receiver's own time, from its start */
+        b->ops->recv_time(b, in->op == PP_OP_RECV_GRAD, &w->clock_ns);
     pp_status st = pp_transport_recv(w->e->tp, w->stage, in->peer, tag, buf, bytes, &avail);
     if (st == PP_OK)
         clock_after_wait(w, avail);

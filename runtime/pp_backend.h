@@ -129,6 +129,11 @@ typedef struct pp_backend_ops {
      * that carries no data: *t_ns moves on by it, and the sim backend sleeps to that deadline
      * inside the send's range (the cost file's send_act_us / send_grad_us); NULL: none. */
     void (*send_time)(pp_stage_backend *b, int grad, uint64_t *t_ns);
+    /* The receiver's own time in a receive of gradients (grad = 1) or activations, for a
+     * backend that carries no data: *t_ns moves on by it from the receive's start, and the sim
+     * backend sleeps to that deadline inside the receive's range before it waits for the
+     * message (the cost file's recv_act_us / recv_grad_us); NULL: none. */
+    void (*recv_time)(pp_stage_backend *b, int grad, uint64_t *t_ns);
     /* The schedule's own time after each compute op, outside the op's range, for a backend that
      * plays a cost file (sim: its op_gap_us): the executor moves its clock on by it and sleeps
      * to that deadline between the op and the next; NULL: none. */

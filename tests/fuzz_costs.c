@@ -40,7 +40,7 @@ static int sane_costs(const pp_costs *c)
     const double top[] = {c->p2p_latency_us, c->optimizer_us, c->optimizer_us_per_MB,
                           c->grad_norm_us,   c->step_fixed_us, c->send_act_us,
                           c->send_grad_us,   c->dp_allreduce_us, c->dp_allreduce_us_per_MB,
-                          c->op_gap_us};
+                          c->op_gap_us,      c->recv_act_us,   c->recv_grad_us};
     for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
         if (top[k] > SANE_US)
             return 0;
@@ -194,6 +194,7 @@ static void round_trip(const pp_costs *c)
                b->optimizer_us_per_MB == c->optimizer_us_per_MB &&
                b->grad_norm_us == c->grad_norm_us && b->step_fixed_us == c->step_fixed_us &&
                b->send_act_us == c->send_act_us && b->send_grad_us == c->send_grad_us &&
+               b->recv_act_us == c->recv_act_us && b->recv_grad_us == c->recv_grad_us &&
                b->dp_allreduce_us == c->dp_allreduce_us &&
                b->dp_allreduce_us_per_MB == c->dp_allreduce_us_per_MB &&
                b->op_gap_us == c->op_gap_us && b->microbatch_size == c->microbatch_size;

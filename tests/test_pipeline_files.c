@@ -368,6 +368,8 @@ static const bad_json k_bad_costs[] = {
     {"{\"layers\": [" LAYER_A "], \"step_fixed_us\": 1e999}", "step_fixed_us"},
     {"{\"layers\": [" LAYER_A "], \"send_act_us\": -0.5}", "\"send_act_us\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"send_grad_us\": [1]}", "send_grad_us"},
+    {"{\"layers\": [" LAYER_A "], \"recv_act_us\": -2}", "\"recv_act_us\" must be a number >= 0"},
+    {"{\"layers\": [" LAYER_A "], \"recv_grad_us\": \"5\"}", "recv_grad_us"},
     {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us\": -3}",
      "\"dp_allreduce_us\" must be a number >= 0"},
     {"{\"layers\": [" LAYER_A "], \"dp_allreduce_us_per_MB\": {}}", "dp_allreduce_us_per_MB"},
@@ -460,6 +462,11 @@ Test(costs, the_cost_rule_halves_bwd_without_a_split_and_sums_a_piece)
     cr_assert_eq(pp_costs_send_us(&c, 0), 1.5);
     cr_assert_eq(pp_costs_send_us(&c, 1), 20);
     cr_assert_eq(pp_costs_op_us(&c, PP_OP_SEND_ACT, 0, 3), 0); /* a message is not an op's cost */
+    c.recv_act_us = 2.5;
+    c.recv_grad_us = 30;
+    cr_assert_eq(pp_costs_recv_us(&c, 0), 2.5);
+    cr_assert_eq(pp_costs_recv_us(&c, 1), 30);
+    cr_assert_eq(pp_costs_op_us(&c, PP_OP_RECV_GRAD, 0, 3), 0);
     /* the data-parallel all-reduce before the barrier: apart from the optimizer step */
     cr_assert(!pp_costs_has_dp_allreduce(&c));
     c.dp_allreduce_us = 30;
@@ -485,6 +492,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     c->step_fixed_us = 3e-5;
     c->send_act_us = 1.0 / 9.0;
     c->send_grad_us = 16.25;
+    c->recv_act_us = 1.0 / 13.0;
+    c->recv_grad_us = 4e-6;
     c->dp_allreduce_us = 2.0 / 3.0;
     c->dp_allreduce_us_per_MB = 1e-9;
     c->op_gap_us = 1.0 / 11.0;
@@ -517,6 +526,8 @@ Test(costs, write_then_load_gives_back_exactly_the_same_values)
     cr_assert_eq(d->step_fixed_us, c->step_fixed_us);
     cr_assert_eq(d->send_act_us, c->send_act_us);
     cr_assert_eq(d->send_grad_us, c->send_grad_us);
+    cr_assert_eq(d->recv_act_us, c->recv_act_us);
+    cr_assert_eq(d->recv_grad_us, c->recv_grad_us);
     cr_assert_eq(d->dp_allreduce_us, c->dp_allreduce_us);
     cr_assert_eq(d->dp_allreduce_us_per_MB, c->dp_allreduce_us_per_MB);
     cr_assert_eq(d->op_gap_us, c->op_gap_us);

@@ -34,6 +34,10 @@ static pp_costs *random_costs(pp_rng *rng, int L, int comm, int opt)
         /* the sender's own time per message (the evaluator's K_SEND steps) */
         c->send_act_us = 15;
         c->send_grad_us = 40;
+        /* half of them the receiver's own time per message too (the evaluator's K_RECV_*_OWN
+         * steps: a receive ends at max(its start + it, the arrival)) */
+        c->recv_act_us = L % 2 ? 0 : 25;
+        c->recv_grad_us = L % 2 ? 0 : 55;
     }
     c->optimizer_us = opt ? 300 : 0;
     /* half of those with an optimizer step have a data-parallel all-reduce before its barrier,

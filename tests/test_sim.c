@@ -124,6 +124,37 @@ Test(sim, the_data_parallel_allreduce_of_each_stage_comes_before_the_barrier)
     pp_costs_destroy(c);
 }
 
+Test(sim, a_receive_takes_its_receivers_time_unless_it_waits_longer_for_the_message)
+{
+    /* GPipe, S = 2, M = 2, one layer a stage: f = 1, b = 2 ms, 0.1 ms a message: 9.2 ms
+     * without a receiver's time (above). Each receive of activations takes 0.3 ms of its
+     * receiver and each of gradients 0.5, from its start, unless its message comes later:
+     * stage 1's first receive still ends at 1.1 (its message's arrival), its second at 2.1 + 0.3
+     * (the message was there at 2.1), so its ops end 0.3 later, its gradients arrive at 5.5 and
+     * 7.5; stage 0's first gradient receive waits until 5.5, its second ends at 7.5 + 0.5 = 8,
+     * and its last backward at 10 ms. */
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    c->p2p_latency_us = 100;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    c->recv_act_us = 300;
+    c->recv_grad_us = 500;
+    pp_sim_result r;
+    cr_assert_eq(pp_sim_file(PP_SCHED_GPIPE, &part, 2, c, NULL, &r), PP_OK);
+    cr_assert_float_eq(r.step_ns, 10e6, 1.0);
+    /* a receive is not compute */
+    cr_assert_float_eq(r.busy_ns[0], 6e6, 1.0);
+    cr_assert_float_eq(r.busy_ns[1], 6e6, 1.0);
+    /* stage 1's list: RECV F RECV F ...; its second receive from 2.1 to 2.4 ms */
+    cr_assert_float_eq(r.start_ns[1][2], 2.1e6, 1.0);
+    cr_assert_float_eq(r.finish_ns[1][2], 2.4e6, 1.0);
+    cr_assert_float_eq(r.finish_ns[1][0], 1.1e6, 1.0);
+    pp_sim_result_free(&r);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+}
+
 Test(sim, a_send_takes_its_senders_time_and_the_transfer_counts_from_its_start)
 {
     /* GPipe, S = 2, M = 2, one layer a stage: f = 1, b = 2 ms, 0.1 ms a message. Without send

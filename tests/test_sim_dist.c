@@ -59,12 +59,15 @@ Test(sim_dist, no_variation_collapses_to_the_noise_free_step)
     /* and with a data-parallel all-reduce before the barrier, of uneven stages' parameters */
     for (int l = 0; l < c->n_layers; l++)
         c->layers[l].param_bytes = (uint64_t)(1 + l % 7) * 3000000u;
+    /* and, third, with the senders' and the receivers' own time per message */
     size_t n_kinds = sizeof k_kinds / sizeof k_kinds[0];
-    for (size_t i = 0; i < 2 * n_kinds; i++) {
+    for (size_t i = 0; i < 3 * n_kinds; i++) {
         size_t k = i % n_kinds;
-        int dp = i >= n_kinds;
+        int dp = i >= n_kinds && i < 2 * n_kinds, own = i >= 2 * n_kinds;
         c->dp_allreduce_us = dp ? 700 : 0;
         c->dp_allreduce_us_per_MB = dp ? 90 : 0;
+        c->send_act_us = c->recv_grad_us = own ? 300 : 0;
+        c->send_grad_us = c->recv_act_us = own ? 500 : 0;
         int v = k_kinds[k] == PP_SCHED_INTERLEAVED ? 2 : 1;
         pp_partition part;
         cr_assert_eq(pp_partition_even(16, 4, v, &part), PP_OK);
@@ -73,6 +76,12 @@ Test(sim_dist, no_variation_collapses_to_the_noise_free_step)
             pp_costs plain = *c;
             plain.dp_allreduce_us = plain.dp_allreduce_us_per_MB = 0;
             cr_assert_gt(want, sim_step(k_kinds[k], &part, 8, &plain) + 1e6);
+        }
+        if (own) { /* the receivers' time moves it too */
+            pp_costs plain = *c;
+            plain.recv_act_us = plain.recv_grad_us = 0;
+            cr_assert_gt(want, sim_step(k_kinds[k], &part, 8, &plain) + 1e5, "%s",
+                         pp_schedule_kind_name(k_kinds[k]));
         }
         for (int model = 0; model < 2; model++) {
             pp_sim_dist_opts o = {.seed = 7, .noise = model ? &flat_model : NULL};
@@ -131,7 +140,7 @@ Test(sim_dist, replays_retime_the_schedule_as_pp_sim_run_does)
         cr_assert_eq(pp_schedule_validate(sc, NULL), PP_OK);
         scaled s = {.fc = {c, &part, NULL}};
         pp_sim_costs_from_file(&s.fc, &s.base);
-        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL, NULL, 0};
+        pp_sim_costs sc_costs = {scaled_op, scaled_xfer, &s, NULL, NULL, 0, NULL};
         pp_sim_result want;
         cr_assert_eq(pp_sim_run(sc, &sc_costs, &want), PP_OK);
         pp_sim_dist_opts o = {.draw = fixed_draw, .seed = 1, .n_min = 16};
