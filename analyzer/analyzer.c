@@ -108,6 +108,7 @@ void an_state_free(state *st)
     for (size_t i = 0; i < st->links.n; i++) {
         an_series_free(&l[i].lat);
         an_series_free(&l[i].snd);
+        an_series_free(&l[i].rcv);
         an_series_free(&l[i].bw);
     }
     vec_free(&st->links);

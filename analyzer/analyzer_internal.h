@@ -392,6 +392,7 @@ typedef struct link_acc {
     series lat;
     series bw; /* per-message bandwidth of timed messages, bytes/ns = GB/s */
     series snd; /* per-message time in the send range */
+    series rcv; /* per-message time in the receive range, of receives that found their data */
 } link_acc;
 
 typedef struct stage_acc {

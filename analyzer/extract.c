@@ -178,6 +178,27 @@ static void fit_links(const pp_analysis *a, pp_extract *e)
          e->costs->p2p_GBps);
 }
 
+/* Per kind (0 activations, 1 gradients), the links' median per-message times of their sends
+ * (recv = 0: pp_alink.send_time_ns) or receives (recv = 1: recv_time_ns), weighted by how many
+ * each median is over, in us (0 when none), and those counts. */
+static void link_medians(const pp_analysis *a, int recv, double us[2], double n[2])
+{
+    double sum[2] = {0, 0};
+    n[0] = n[1] = 0;
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        const pp_astats *x = recv ? &l->recv_time_ns : &l->send_time_ns;
+        double med = x->median;
+        if (!x->count || !(med >= 0) || !isfinite(med))
+            continue;
+        int g = l->grad ? 1 : 0;
+        sum[g] += med * (double)x->count;
+        n[g] += (double)x->count;
+    }
+    for (int g = 0; g < 2; g++)
+        us[g] = n[g] > 0 ? sum[g] / n[g] * 1e-3 : 0;
+}
+
 /* The sender's own time per message (send_act_us, send_grad_us): for each kind, the links'
  * median send-range durations over the sends that waited for no receiver (pp_alink.send_time_ns),
  * weighted by their counts. A send that waits for its receiver (a rendezvous, a full mailbox)
@@ -185,22 +206,39 @@ static void fit_links(const pp_analysis *a, pp_extract *e)
  * few sends that waited in other ways (for room in a queue) from setting it. */
 static void fit_sends(const pp_analysis *a, pp_extract *e)
 {
-    double sum[2] = {0, 0}, n[2] = {0, 0};
-    for (size_t i = 0; i < a->n_links; i++) {
-        const pp_alink *l = &a->links[i];
-        double med = l->send_time_ns.median;
-        if (!l->send_time_ns.count || !(med >= 0) || !isfinite(med))
-            continue;
-        int g = l->grad ? 1 : 0;
-        sum[g] += med * (double)l->send_time_ns.count;
-        n[g] += (double)l->send_time_ns.count;
-    }
-    e->costs->send_act_us = n[0] > 0 ? sum[0] / n[0] * 1e-3 : 0;
-    e->costs->send_grad_us = n[1] > 0 ? sum[1] / n[1] * 1e-3 : 0;
+    double us[2], n[2];
+    link_medians(a, 0, us, n);
+    e->costs->send_act_us = us[0];
+    e->costs->send_grad_us = us[1];
     if (n[0] > 0 || n[1] > 0)
         note(e, "sends: the sender's own time per message %.1f us (activations), %.1f us "
                 "(gradients), medians",
-             e->costs->send_act_us, e->costs->send_grad_us);
+             us[0], us[1]);
+}
+
+/* The receiver's own time per message (recv_act_us, recv_grad_us): for each kind, the links'
+ * median receive-range durations over the receives that began after their message had been
+ * handed over (pp_alink.recv_time_ns), weighted by their counts. A receive whose receiver came
+ * first waits for the message, which the link model times; one that comes later still takes
+ * its own time (posting it, taking the message), which neither the link nor the ops hold. */
+static void fit_receives(const pp_analysis *a, pp_extract *e)
+{
+    double us[2], n[2];
+    link_medians(a, 1, us, n);
+    if (!(n[0] > 0 || n[1] > 0))
+        return;
+    /* A kind none of whose receives came after its message (every one waited: the receivers
+     * of gradients where the later stages are the slow ones) shows no time of its own; another
+     * layout may have them come later, and the other kind's time is the estimate for them. */
+    for (int g = 0; g < 2; g++)
+        if (n[g] == 0)
+            us[g] = us[1 - g];
+    e->costs->recv_act_us = us[0];
+    e->costs->recv_grad_us = us[1];
+    note(e, "receives: the receiver's own time per message that was there %.1f us "
+            "(activations, %.0f receives%s), %.1f us (gradients, %.0f%s), medians",
+         us[0], n[0], n[0] > 0 ? "" : ": the gradients' figure", us[1], n[1],
+         n[1] > 0 ? "" : ": the activations' figure");
 }
 
 /* Per-layer costs: medians of the layer ranges; sizes from the layer marks, else activations
@@ -1290,6 +1328,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     }
     fit_links(a, e);
     fit_sends(a, e);
+    fit_receives(a, e);
     if ((st = fill_backwards(a, e)) != PP_OK || (st = scale_to_ops(a, e)) != PP_OK ||
         (st = extract_schedules(a, e)) != PP_OK)
         goto fail;

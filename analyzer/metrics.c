@@ -175,16 +175,22 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
          * that waited for no receiver: their receiver was already waiting when they began, or
          * they ended before it came (a rendezvous send that meets its receiver part way
          * through may have waited: left out). The ops are by stage, then time. */
-        if (r->t0 <= s->t0 || r->t0 >= s->t1) {
-            uint64_t end = s->t1;
-            if (i + 1 < n && ops[i + 1].stage == s->stage && ops[i + 1].t0 < end)
-                end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
-            an_series_add(&l->snd, (double)(end - s->t0));
-        }
+        uint64_t own_end = s->t1;
+        if (i + 1 < n && ops[i + 1].stage == s->stage && ops[i + 1].t0 < own_end)
+            own_end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
+        if (r->t0 <= s->t0 || r->t0 >= s->t1)
+            an_series_add(&l->snd, (double)(own_end - s->t0));
         /* A receive its stage computed inside (posted early, waited for later) waited from
          * its stage's last op on, and its end says when the wait returned, not when the data
          * came: no transfer time from it (docs/metrics.md "Transfers"). */
         uint64_t busy_end = an_recv_overlapped_end(ops, n, match[i]);
+        /* The receiver's own time: the receive ranges that began once the sender had handed
+         * its message over (its send call had returned: the send's own part above ended) and
+         * that no compute op of their stage overlaps (docs/metrics.md "Links"); they are not
+         * timed below, their end saying nothing of the link. */
+        int late = !busy_end && r->t0 >= own_end && r->t1 >= r->t0;
+        if (late)
+            an_series_add(&l->rcv, (double)(r->t1 - r->t0));
         double wait = busy_end ? (r->t1 > busy_end ? (double)(r->t1 - busy_end) : 0.0)
                                : (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
@@ -193,7 +199,7 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
          * waiting for it. In flight: from the later of the two starts to the receive's end
          * (docs/metrics.md). A receive that began after the send ended found its data waiting
          * (a queue, a mailbox): its length is the receiver's own cost, not the link's. */
-        if (!busy_end && r->t0 <= s->t1 && r->t1 > s->t0 && r->t1 > r->t0) {
+        if (!busy_end && !late && r->t0 <= s->t1 && r->t1 > s->t0 && r->t1 > r->t0) {
             double t = (double)(r->t1 - (r->t0 > s->t0 ? r->t0 : s->t0));
             l->l.timed++;
             l->l.transfer_ns += t;
@@ -881,6 +887,7 @@ static void results_links_layers(state *st)
         a->links[i].bandwidth_GBps = an_series_stats(&l->bw).median;
         a->links[i].latency_ns = an_series_stats(&l->lat);
         a->links[i].send_time_ns = an_series_stats(&l->snd);
+        a->links[i].recv_time_ns = an_series_stats(&l->rcv);
         /* the reservoir itself is handed over: the transfers' variation */
         a->links[i].sample = l->lat.res;
         a->links[i].n_sample = (uint32_t)l->lat.n_res;

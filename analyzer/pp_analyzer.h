@@ -137,6 +137,10 @@ typedef struct pp_alink {
                                  op, of the messages whose send waited for no receiver: it
                                  began once the receive had begun, or ended before the receive
                                  began (docs/metrics.md) */
+    pp_astats recv_time_ns;   /* per-message time in the receive range of the receives that
+                                 began after their send's own part had ended (the message was
+                                 handed over) and no compute op of their stage overlaps: the
+                                 receiver's own time (docs/metrics.md) */
     /* The samples behind latency_ns: every timed message's transfer time (ns) up to 4096, a
      * uniform reservoir beyond, in no order; owned (freed by pp_analysis_free), NULL when none.
      * The transfers' variation the Monte Carlo predictor replays (docs/sim-dist.md). */

@@ -717,7 +717,7 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
  *            bwd0 [4045, 5000], send_grad0 [5000, 5003], bwd1 [5003, 5900],
  *            send_grad1 [5900, 5903], opt [5903, 7000]
  * Each receive that waited saw its message 40 us in flight; the two that found their data
- * waiting took 5 us (a queue's get), which says nothing of the link. */
+ * waiting took 5 us (a queue's get), which says nothing of the link: the receiver's own time. */
 static void write_queue_job(const char *path)
 {
     static tk_tw t;
@@ -798,6 +798,10 @@ Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
                            l->dst, l->latency_ns.median);
         cr_assert_float_eq(l->latency_ns.max, 40e3, 1.0);
         cr_assert_float_eq(l->bandwidth_GBps, 4096.0 / 40e3, 1e-9);
+        /* ... they are the receiver's own time instead: 5 us each, one a step */
+        cr_assert_eq(l->recv_time_ns.count, 2u, "%d -> %d", l->src, l->dst);
+        cr_assert_float_eq(l->recv_time_ns.median, 5e3, 1.0, "%d -> %d: %.0f ns", l->src,
+                           l->dst, l->recv_time_ns.median);
     }
     pp_analysis_free(a);
 }

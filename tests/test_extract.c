@@ -253,6 +253,48 @@ Test(extract_sends, the_links_medians_weighted_by_their_messages)
     pp_extract_free(&e);
 }
 
+/* The receivers' time: per kind, the links' median receive ranges of the receives that found
+ * their message there, weighted by how many each is over, and apart from the sends' */
+Test(extract_receives, the_links_medians_weighted_by_their_receives)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    pp_alink links[3] = {
+        {.src = 0, .dst = 1, .grad = 0, .messages = 12,
+         .send_time_ns = {.count = 12, .mean = 9e3, .median = 2e3},
+         .recv_time_ns = {.count = 3, .mean = 50e3, .median = 40e3}},
+        {.src = 1, .dst = 0, .grad = 1, .messages = 12,
+         .recv_time_ns = {.count = 9, .mean = 90e3, .median = 100e3}},
+        {.src = 2, .dst = 1, .grad = 1, .messages = 4,
+         .recv_time_ns = {.count = 1, .mean = 300e3, .median = 300e3}},
+    };
+    h.a.links = links;
+    h.a.n_links = 3;
+    pp_extract e;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->recv_act_us, 40, 1e-9);
+    cr_expect_float_eq(e.costs->recv_grad_us, (9 * 100 + 300) / 10.0, 1e-9);
+    cr_expect_float_eq(e.costs->send_act_us, 2, 1e-9);
+    cr_expect_eq(e.costs->send_grad_us, 0);
+    cr_expect(strstr(e.notes, "receives: the receiver's own time"), "%s", e.notes);
+    pp_extract_free(&e);
+
+    /* no gradient's receive came after its message: the activations' time stands for it */
+    links[1].recv_time_ns.count = links[2].recv_time_ns.count = 0;
+    extract(&h, &e);
+    cr_expect_float_eq(e.costs->recv_act_us, 40, 1e-9);
+    cr_expect_float_eq(e.costs->recv_grad_us, 40, 1e-9);
+    cr_expect(strstr(e.notes, "the activations' figure"), "%s", e.notes);
+    pp_extract_free(&e);
+
+    make(&h, NULL, NULL);
+    extract(&h, &e);
+    cr_expect_eq(e.costs->recv_act_us, 0);
+    cr_expect_eq(e.costs->recv_grad_us, 0);
+    cr_expect(!strstr(e.notes, "receives:"), "%s", e.notes);
+    pp_extract_free(&e);
+}
+
 /* Each stage's layers add up to its op's median (docs/cost-file.md): stage 0's forward op takes
  * 2.1 ms over layers of 1 ms (x1.05), its backward 4.4 ms over 2 ms (x1.1), both halves of the
  * backward scaled alike; stage 1's ops are the sums already and stay. The run's own layout then
