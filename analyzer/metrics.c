@@ -185,10 +185,13 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
          * came: no transfer time from it (docs/metrics.md "Transfers"). */
         uint64_t busy_end = an_recv_overlapped_end(ops, n, match[i]);
         /* The receiver's own time: the receive ranges that began once the sender had handed
-         * its message over (its send call had returned: the send's own part above ended) and
-         * that no compute op of their stage overlaps (docs/metrics.md "Links"); they are not
-         * timed below, their end saying nothing of the link. */
-        int late = !busy_end && r->t0 >= own_end && r->t1 >= r->t0;
+         * its message over (its send call had returned: the send's own part above ended), at
+         * least as long after the send began as they lasted (one that came while an
+         * asynchronous send's data was still on the way waited for it: its wait would read
+         * as its own time), and that no compute op of their stage overlaps (docs/metrics.md
+         * "Links"); they are not timed below, their end saying nothing of the link. */
+        int late = !busy_end && r->t0 >= own_end && r->t1 >= r->t0 &&
+                   r->t0 - s->t0 >= r->t1 - r->t0;
         if (late)
             an_series_add(&l->rcv, (double)(r->t1 - r->t0));
         double wait = busy_end ? (r->t1 > busy_end ? (double)(r->t1 - busy_end) : 0.0)

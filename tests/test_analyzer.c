@@ -717,8 +717,10 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
  *            bwd0 [4045, 5000], send_grad0 [5000, 5003], bwd1 [5003, 5900],
  *            send_grad1 [5900, 5903], opt [5903, 7000]
  * Each receive that waited saw its message 40 us in flight; the two that found their data
- * waiting took 5 us (a queue's get), which says nothing of the link: the receiver's own time. */
-static void write_queue_job(const char *path)
+ * waiting took 5 us (a queue's get), which says nothing of the link: the receiver's own time.
+ * With `transit`, stage 1's second receive comes while act1 is still on its way instead:
+ * recv_act1 [2010, 2040], after the send returned (2003) but before the data (2040). */
+static void write_queue_job_with(const char *path, int transit)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 43, -1);
@@ -743,7 +745,8 @@ static void write_queue_job(const char *path)
                          {s_rg[1], 6000, 6005, 4096}, {s_bwd[1], 6005, 7000, 1},
                          {s_opt, 7000, 8000, 0}};
         const r st1[] = {{s_ra[0], -3000, 1040, 4096}, {s_fwd[0], 1040, 2540, 0},
-                         {s_ra[1], 2540, 2545, 4096},  {s_fwd[1], 2545, 4045, 1},
+                         {s_ra[1], transit ? 2010 : 2540, transit ? 2040 : 2545, 4096},
+                         {s_fwd[1], 2545, 4045, 1},
                          {s_bwd[0], 4045, 5000, 0},    {s_sg[0], 5000, 5003, 4096},
                          {s_bwd[1], 5003, 5900, 1},    {s_sg[1], 5900, 5903, 4096},
                          {s_opt, 5903, 7000, 0}};
@@ -765,6 +768,8 @@ static void write_queue_job(const char *path)
     }
     pp_trace_writer_close(t.w);
 }
+
+static void write_queue_job(const char *path) { write_queue_job_with(path, 0); }
 
 Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
 {
@@ -802,6 +807,34 @@ Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
         cr_assert_eq(l->recv_time_ns.count, 2u, "%d -> %d", l->src, l->dst);
         cr_assert_float_eq(l->recv_time_ns.median, 5e3, 1.0, "%d -> %d: %.0f ns", l->src,
                            l->dst, l->recv_time_ns.median);
+    }
+    pp_analysis_free(a);
+}
+
+/* A receive that came after its send had returned but while its message was still on the way
+ * (it began 10 us after the send's start and lasted 30) waited for the link, not for its
+ * receiver: not the receiver's own time (nor timed: it began after the send ended). One that
+ * came later than it lasts (the gradients', 5 us, 100 us after their send) is the receiver's
+ * own time, as before. */
+Test(analyzer, a_receive_while_its_message_is_on_the_way_waits_for_the_link)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/queues.pft", g_dir);
+    write_queue_job_with(path, 1);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->n_links, 2u);
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        if (!l->grad) {
+            cr_assert_eq(l->timed, 2u, "the first receive of each step");
+            cr_assert_float_eq(l->latency_ns.median, 40e3, 1.0);
+            cr_assert_eq(l->recv_time_ns.count, 0u, "%.0f ns", l->recv_time_ns.median);
+        } else {
+            cr_assert_eq(l->timed, 2u);
+            cr_assert_eq(l->recv_time_ns.count, 2u);
+            cr_assert_float_eq(l->recv_time_ns.median, 5e3, 1.0);
+        }
     }
     pp_analysis_free(a);
 }
