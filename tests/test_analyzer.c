@@ -720,7 +720,7 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
  * waiting took 5 us (a queue's get), which says nothing of the link: the receiver's own time.
  * With `transit`, stage 1's second receive comes while act1 is still on its way instead:
  * recv_act1 [2010, 2040], after the send returned (2003) but before the data (2040). */
-static void write_queue_job_with(const char *path, int transit)
+static void write_queue_job(const char *path, int transit)
 {
     static tk_tw t;
     tk_tw_open(&t, path, 43, -1);
@@ -769,15 +769,21 @@ static void write_queue_job_with(const char *path, int transit)
     pp_trace_writer_close(t.w);
 }
 
-static void write_queue_job(const char *path) { write_queue_job_with(path, 0); }
 
-Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
+/* The queue job (with `transit`, its receive in transit) written into g_dir and analyzed. */
+static pp_analysis *analyze_queue_job(int transit)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/queues.pft", g_dir);
-    write_queue_job(path);
+    write_queue_job(path, transit);
     pp_analysis *a = NULL;
     cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    return a;
+}
+
+Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
+{
+    pp_analysis *a = analyze_queue_job(0);
     cr_assert_eq(a->S, 2);
     cr_assert_eq(a->n_steps, 2u, "3 steps, 1 warm-up");
     /* the windows overlap (11 ms: stage 1 opens 3 ms early), the period is 10 ms */
@@ -818,11 +824,7 @@ Test(analyzer, a_queue_job_gets_its_period_and_its_link_latency)
  * own time, as before. */
 Test(analyzer, a_receive_while_its_message_is_on_the_way_waits_for_the_link)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/queues.pft", g_dir);
-    write_queue_job_with(path, 1);
-    pp_analysis *a = NULL;
-    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    pp_analysis *a = analyze_queue_job(1);
     cr_assert_eq(a->n_links, 2u);
     for (size_t i = 0; i < a->n_links; i++) {
         const pp_alink *l = &a->links[i];
@@ -843,11 +845,7 @@ Test(analyzer, a_receive_while_its_message_is_on_the_way_waits_for_the_link)
  * table says so instead of printing 0 (the JSON has null, tests/test_report.c). */
 Test(analyzer, unannounced_counts_print_as_unknown)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/queues.pft", g_dir);
-    write_queue_job(path);
-    pp_analysis *a = NULL;
-    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    pp_analysis *a = analyze_queue_job(0);
     cr_assert_eq(a->samples_per_step, 0.0);
     cr_assert_eq(a->tokens_per_step, 0.0);
     char *text = NULL;

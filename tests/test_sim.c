@@ -124,6 +124,17 @@ Test(sim, the_data_parallel_allreduce_of_each_stage_comes_before_the_barrier)
     pp_costs_destroy(c);
 }
 
+/* The message tests' case: GPipe, S = 2, one layer a stage (f = 1, b = 2 ms), 0.1 ms a message,
+ * the even partition into *part. */
+static pp_costs *two_stages_with_messages(pp_partition *part)
+{
+    pp_costs *c = NULL;
+    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
+    c->p2p_latency_us = 100;
+    cr_assert_eq(pp_partition_even(2, 2, 1, part), PP_OK);
+    return c;
+}
+
 Test(sim, a_receive_takes_its_receivers_time_unless_it_waits_longer_for_the_message)
 {
     /* GPipe, S = 2, M = 2, one layer a stage: f = 1, b = 2 ms, 0.1 ms a message: 9.2 ms
@@ -133,11 +144,8 @@ Test(sim, a_receive_takes_its_receivers_time_unless_it_waits_longer_for_the_mess
      * (the message was there at 2.1), so its ops end 0.3 later, its gradients arrive at 5.5 and
      * 7.5; stage 0's first gradient receive waits until 5.5, its second ends at 7.5 + 0.5 = 8,
      * and its last backward at 10 ms. */
-    pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
-    c->p2p_latency_us = 100;
     pp_partition part;
-    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    pp_costs *c = two_stages_with_messages(&part);
     c->recv_act_us = 300;
     c->recv_grad_us = 500;
     pp_sim_result r;
@@ -162,11 +170,8 @@ Test(sim, a_send_takes_its_senders_time_and_the_transfer_counts_from_its_start)
      * two backwards after their gradients: 9.2 ms. Each send of activations takes 0.3 ms of its
      * sender and each of gradients 0.4: stage 0's F1 starts 0.3 later and so does all that
      * follows it; stage 1's second backward 0.4 later, then its gradient: 9.9 ms. */
-    pp_costs *c = NULL;
-    cr_assert_eq(pp_costs_uniform(2, 1000, 2000, 0, &c), PP_OK);
-    c->p2p_latency_us = 100;
     pp_partition part;
-    cr_assert_eq(pp_partition_even(2, 2, 1, &part), PP_OK);
+    pp_costs *c = two_stages_with_messages(&part);
     cr_assert_float_eq(sim_ms(PP_SCHED_GPIPE, &part, 2, c, NULL), 9.2, 1e-9);
     c->send_act_us = 300;
     c->send_grad_us = 400;
