@@ -503,8 +503,14 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
             if (cover && o->t0 > cover)
                 sp->stage[s].gap_ns += (double)(o->t0 - cover);
             sp->stage[s].n_compute += an_is_compute(o->kind);
-            if (o->t1 > cover) {
-                cover = o->t1;
+            /* a send covers its own part only (step_links): an asynchronous send's range runs
+             * on beside the stage's next ops to its wait, and would hide the time between them */
+            uint64_t end = o->t1;
+            if ((o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD) && i + 1 < n &&
+                ops[i + 1].stage == s && ops[i + 1].t0 < end)
+                end = ops[i + 1].t0 > o->t0 ? ops[i + 1].t0 : o->t0;
+            if (end > cover) {
+                cover = end;
                 last_compute = an_is_compute(o->kind);
             }
         } else if (!opt_seen) {
