@@ -579,8 +579,11 @@ void pp_analysis_free(pp_analysis *a)
         free(a->stages[s].chunk_ns);
     }
     free(a->stages);
-    for (size_t i = 0; a->links && i < a->n_links; i++)
+    for (size_t i = 0; a->links && i < a->n_links; i++) {
         free(a->links[i].sample);
+        free(a->links[i].send_sample);
+        free(a->links[i].recv_sample);
+    }
     free(a->links);
     free(a->layers);
     free(a->ops);

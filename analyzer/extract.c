@@ -817,31 +817,50 @@ static pp_status chunk_medians(const pp_analysis *a, int v, double **out)
     return PP_OK;
 }
 
-/* The transfers' variation per kind (0 activations, 1 gradients): each link's timed messages
- * over the link's median, pooled; beyond PP_SIM_NOISE_MAX_SAMPLES an even stride over them.
- * *out is allocated (NULL when none). */
-static pp_status xfer_factors(const pp_analysis *a, int grad, double **out, uint32_t *n)
+/* A link's samples of one kind of time (what 0: its transfers, pp_alink.sample; 1: its sends'
+ * own times, send_sample; 2: its receives', recv_sample), their count and their median. */
+static const double *link_samples(const pp_alink *l, int what, uint32_t *n, double *median)
+{
+    const pp_astats *x = what == 0 ? &l->latency_ns : what == 1 ? &l->send_time_ns
+                                                                : &l->recv_time_ns;
+    *median = x->median;
+    *n = what == 0 ? l->n_sample : what == 1 ? l->n_send_sample : l->n_recv_sample;
+    return what == 0 ? l->sample : what == 1 ? l->send_sample : l->recv_sample;
+}
+
+/* The variation of one kind of link time (what: link_samples) per message kind (0 activations,
+ * 1 gradients): each link's samples over the link's median, pooled; beyond
+ * PP_SIM_NOISE_MAX_SAMPLES an even stride over them. *out is allocated (NULL when none). */
+static pp_status link_factors(const pp_analysis *a, int what, int grad, double **out,
+                              uint32_t *n)
 {
     *out = NULL;
     *n = 0;
     uint64_t total = 0;
-    for (size_t i = 0; i < a->n_links; i++)
-        if (a->links[i].grad == grad && a->links[i].latency_ns.median > 0)
-            total += a->links[i].n_sample;
+    for (size_t i = 0; i < a->n_links; i++) {
+        uint32_t m;
+        double med;
+        if (a->links[i].grad == grad && link_samples(&a->links[i], what, &m, &med) &&
+            med > 0)
+            total += m;
+    }
     if (total < 8)
         return PP_OK;
     uint64_t keep = total < PP_SIM_NOISE_MAX_SAMPLES ? total : PP_SIM_NOISE_MAX_SAMPLES;
     double *f = pp_alloc_array((size_t)keep, sizeof *f);
     if (!f)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for the transfers' variation");
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for the links' variation");
     uint64_t seen = 0, j = 0;
     for (size_t i = 0; i < a->n_links && j < keep; i++) {
         const pp_alink *l = &a->links[i];
-        if (l->grad != grad || !(l->latency_ns.median > 0))
+        uint32_t m;
+        double med;
+        const double *smp = link_samples(l, what, &m, &med);
+        if (l->grad != grad || !smp || !(med > 0))
             continue;
-        for (uint32_t k = 0; k < l->n_sample && j < keep; k++, seen++)
+        for (uint32_t k = 0; k < m && j < keep; k++, seen++)
             if ((uint64_t)((unsigned __int128)j * total / keep) == seen)
-                f[j++] = l->sample[k] / l->latency_ns.median;
+                f[j++] = smp[k] / med;
     }
     *out = f;
     *n = (uint32_t)j;
@@ -856,7 +875,7 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
     if (S < 1 || !a->stages)
         return PP_OK;
     size_t cells = 0;
-    double *chunk_med = NULL, *xf[2] = {NULL, NULL};
+    double *chunk_med = NULL, *xf[2] = {NULL, NULL}, *of[4] = {NULL, NULL, NULL, NULL};
     const double **sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *sample);
     uint32_t *n_sample = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *n_sample);
     double *busy = pp_size_mul(a->n_steps, (size_t)S, &cells) && cells
@@ -883,10 +902,22 @@ static pp_status extract_noise(const pp_analysis *a, pp_extract *e)
                              .ops_per_step = a->M > 0 && a->M <= PP_SCHED_MAX_M ? a->M * v : 1,
                              .v = v, .chunk_median = chunk_med};
     for (int g = 0; g < 2; g++)
-        if ((st = xfer_factors(a, g, &xf[g], &in.n_xfer[g])) != PP_OK)
+        if ((st = link_factors(a, 0, g, &xf[g], &in.n_xfer[g])) != PP_OK)
             goto done;
         else
             in.xfer[g] = xf[g];
+    /* own[]: PP_SIM_OWN_SEND_ACT, _SEND_GRAD, _RECV_ACT, _RECV_GRAD */
+    for (int k = 0; k < 4; k++)
+        if ((st = link_factors(a, 1 + k / 2, k % 2, &of[k], &in.n_own[k])) != PP_OK)
+            goto done;
+        else
+            in.own[k] = of[k];
+    /* a kind without samples takes the other kind's (the cost file's time does: fit_receives) */
+    for (int k = 0; k < 4; k++)
+        if (!in.n_own[k] && in.n_own[k ^ 1] && !of[k]) {
+            in.own[k] = in.own[k ^ 1];
+            in.n_own[k] = in.n_own[k ^ 1];
+        }
     int L = e->costs->n_layers;
     e->layer_p95_ratio = pp_alloc_array((size_t)L * 2 + 1, sizeof(double));
     if (!e->layer_p95_ratio) {
@@ -923,6 +954,8 @@ done:
     pp_free(chunk_med);
     pp_free(xf[0]);
     pp_free(xf[1]);
+    for (int k = 0; k < 4; k++)
+        pp_free(of[k]);
     return st;
 }
 
@@ -1160,8 +1193,8 @@ static void check_op_variation(const pp_analysis *a, pp_extract *e)
         for (uint32_t j = 0; j < n->kind[i].n; j++)
             c.logs[at++] = log(n->kind[i].factor[j]);
     c.k = ns < OPS_MAX_GROUP ? ns : OPS_MAX_GROUP;
-    int fixed = n->xfer_fixed;
-    n->xfer_fixed = 1;
+    int fixed = n->xfer_fixed, own_fixed = n->own_fixed;
+    n->xfer_fixed = n->own_fixed = 1;
     double keep = 1;
     if (ops_eval(&c, 1) && c.low > m) {
         double spread1 = c.spread, low1 = c.low, lo = 0, hi = 1;
@@ -1186,6 +1219,7 @@ static void check_op_variation(const pp_analysis *a, pp_extract *e)
     }
     ops_scale(&c, keep);
     n->xfer_fixed = fixed;
+    n->own_fixed = own_fixed;
     n->op_scale = keep;
 done:
     pp_free(meas);
@@ -1208,16 +1242,19 @@ done:
  * when its median is nearer the measured median by more than 0.5% of it, a margin above the two
  * estimates' Monte Carlo error (docs/sim-dist.md, "Why transfers vary"). Without a measured
  * median, a replayable schedule or timed messages, transfers stay fixed. */
-static void choose_xfer(const pp_analysis *a, pp_extract *e)
+/* which 0: the transfers (xfer_fixed), 1: the senders' and receivers' own times (own_fixed). */
+static void choose_fixed(const pp_analysis *a, pp_extract *e, int which)
 {
     pp_sim_noise *n = &e->noise;
-    if (!n->xfer[0].n && !n->xfer[1].n)
-        return;
+    int *fixed = which ? &n->own_fixed : &n->xfer_fixed;
+    const char *what = which ? "senders' and receivers' own times" : "transfers";
+    const char *model = which ? "the cost file's medians" : "their links' model";
+    *fixed = 0;
     pp_sim_dist_opts o = {.noise = n, .seed = 1, .n_min = 1000, .n_max = 1000};
     pp_sim_dist_result with = {0}, without = {0};
     pp_status st = pp_sim_dist_file(e->schedule, &e->partition, e->M, pp_extract_run_costs(e),
                                     &o, &with);
-    n->xfer_fixed = 1;
+    *fixed = 1;
     if (st == PP_OK)
         st = pp_sim_dist_file(e->schedule, &e->partition, e->M, pp_extract_run_costs(e), &o,
                               &without);
@@ -1230,22 +1267,46 @@ static void choose_xfer(const pp_analysis *a, pp_extract *e)
     int ci = median_ci(a, &lo, &hi);
     if (ci && without.median_ns >= lo && without.median_ns <= hi) {
         if (fabs(ew - eo) > 0.005)
-            note(e, "transfers fixed at their links' model: the run's own layout replays to a "
-                    "median %+.2f%% from its measured one without their measured variation, "
-                    "inside the measured median's 95%% interval (%+.2f%% .. %+.2f%%); %+.2f%% "
-                    "with it",
-                 100 * eo, 100 * (lo - m) / m, 100 * (hi - m) / m, 100 * ew);
+            note(e, "%s fixed at %s: the run's own layout replays to a median %+.2f%% from its "
+                    "measured one without their measured variation, inside the measured "
+                    "median's 95%% interval (%+.2f%% .. %+.2f%%); %+.2f%% with it",
+                 what, model, 100 * eo, 100 * (lo - m) / m, 100 * (hi - m) / m, 100 * ew);
     } else if (fabs(ew) < fabs(eo) - 0.005) {
-        n->xfer_fixed = 0;
-        note(e, "transfers vary as measured: the run's own layout replays to a median %+.2f%% "
-                "from its measured one with their variation, %+.2f%% without",
-             100 * ew, 100 * eo);
+        *fixed = 0;
+        note(e, "%s vary as measured: the run's own layout replays to a median %+.2f%% from its "
+                "measured one with their variation, %+.2f%% without",
+             what, 100 * ew, 100 * eo);
     } else if (fabs(ew - eo) > 0.005) {
-        note(e, "transfers fixed at their links' model: the run's own layout replays to a median "
-                "%+.2f%% from its measured one without their measured variation, %+.2f%% with "
-                "it (delays made up by the next op, as on the sim backend)",
-             100 * eo, 100 * ew);
+        note(e, "%s fixed at %s: the run's own layout replays to a median %+.2f%% from its "
+                "measured one without their measured variation, %+.2f%% with it (delays made up "
+                "by the next op, as on the sim backend)",
+             what, model, 100 * eo, 100 * ew);
     }
+}
+
+static void choose_xfer(const pp_analysis *a, pp_extract *e)
+{
+    pp_sim_noise *n = &e->noise;
+    if (!n->xfer[0].n && !n->xfer[1].n)
+        return;
+    int own_fixed = n->own_fixed;
+    n->own_fixed = 1; /* chosen after, with the transfers as kept */
+    choose_fixed(a, e, 0);
+    n->own_fixed = own_fixed;
+}
+
+/* Whether the senders' and receivers' own times vary (pp_sim_noise.own): chosen as the
+ * transfers are (above), after them. A send's or a receive's own time has the tail of its
+ * process's wake-ups and of the framework's locks (torch with gloo: medians of 0.5-0.9 ms, one
+ * in twenty 3-14 ms on the 2-core VM), which a step's 16-32 of them meet; on pptrain's sim
+ * backend the next op's deadline makes such a delay up (docs/sim-dist.md "Senders' and
+ * receivers' own time"). */
+static void choose_own(const pp_analysis *a, pp_extract *e)
+{
+    pp_sim_noise *n = &e->noise;
+    if (!n->own[0].n && !n->own[1].n && !n->own[2].n && !n->own[3].n)
+        return;
+    choose_fixed(a, e, 1);
 }
 
 /* A run without layer ranges: one layer per piece (stage, chunk), its costs its ops' medians
@@ -1354,6 +1415,7 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
         goto fail;
     check_op_variation(a, e);
     choose_xfer(a, e);
+    choose_own(a, e);
     return PP_OK;
 fail:
     pp_extract_free(e);

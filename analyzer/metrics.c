@@ -902,6 +902,14 @@ static void results_links_layers(state *st)
         a->links[i].n_sample = (uint32_t)l->lat.n_res;
         l->lat.res = NULL;
         l->lat.n_res = l->lat.cap_res = 0;
+        a->links[i].send_sample = l->snd.res;
+        a->links[i].n_send_sample = (uint32_t)l->snd.n_res;
+        l->snd.res = NULL;
+        l->snd.n_res = l->snd.cap_res = 0;
+        a->links[i].recv_sample = l->rcv.res;
+        a->links[i].n_recv_sample = (uint32_t)l->rcv.n_res;
+        l->rcv.res = NULL;
+        l->rcv.n_res = l->rcv.cap_res = 0;
     }
     size_t nl = 0;
     for (size_t i = 0; i < st->layers.n; i++)

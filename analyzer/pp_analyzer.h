@@ -146,6 +146,11 @@ typedef struct pp_alink {
      * The transfers' variation the Monte Carlo predictor replays (docs/sim-dist.md). */
     double *sample;
     uint32_t n_sample;
+    /* The samples behind send_time_ns and recv_time_ns likewise (ns, up to 4096 each, a
+     * uniform reservoir beyond; owned, NULL when none): the senders' and receivers' own times'
+     * variation (docs/sim-dist.md "Senders' and receivers' own time"). */
+    double *send_sample, *recv_sample;
+    uint32_t n_send_sample, n_recv_sample;
 } pp_alink;
 
 typedef struct pp_alayer {

@@ -97,6 +97,10 @@ enum {
 
 /* One (stage, op kind)'s per-op variation: factors = duration / the kind's median on the stage,
  * from a capture. */
+/* The own-time kinds of pp_sim_noise.own: a send's of activations and of gradients, a
+ * receive's of activations and of gradients. */
+enum { PP_SIM_OWN_SEND_ACT, PP_SIM_OWN_SEND_GRAD, PP_SIM_OWN_RECV_ACT, PP_SIM_OWN_RECV_GRAD };
+
 typedef struct pp_sim_noise_kind {
     uint32_t n;          /* factors held (<= PP_SIM_NOISE_MAX_SAMPLES); 0: the kind does not vary */
     double *factor;      /* [n] the op's own (independent) factor: the measured ones, clipped,
@@ -139,6 +143,14 @@ typedef struct pp_sim_noise {
      * extraction's choice for a run whose delays after a receive do not move its step, as on
      * the sim backend: docs/sim-dist.md "Why transfers vary"). */
     int xfer_fixed;
+    /* The senders' and receivers' own times' variation (the cost file's send_act_us,
+     * send_grad_us, recv_act_us, recv_grad_us: own[PP_SIM_OWN_*]): each measured own time over
+     * its link's median, as xfer; a replay's send or receive takes its own time times one drawn
+     * uniformly. n = 0: it does not vary. own_fixed set: the replays keep the cost file's times
+     * (the extraction's choice, as for transfers: docs/sim-dist.md "Senders' and receivers' own
+     * time"). */
+    pp_sim_noise_kind own[4];
+    int own_fixed;
     /* The ops' own factors (kind[].factor) as fitted, their logs times op_scale (0 .. 1; the
      * fit sets 1): the extraction shrinks them where the run's own steps vary less than the
      * replays of its layout would (docs/sim-dist.md, "Variation that does not move the step") */
@@ -165,6 +177,10 @@ typedef struct pp_sim_noise_input {
      * median, pooled over the links; NULL / 0: none. At most PP_SIM_NOISE_MAX_SAMPLES read. */
     const double *xfer[2];
     uint32_t n_xfer[2];
+    /* Per PP_SIM_OWN_* kind: the senders' and receivers' own times over their link's median,
+     * pooled; NULL / 0: none. At most PP_SIM_NOISE_MAX_SAMPLES read. */
+    const double *own[4];
+    uint32_t n_own[4];
 } pp_sim_noise_input;
 
 /* Fits the model (docs/sim-dist.md, "The model"): per (stage, kind) the factors and their

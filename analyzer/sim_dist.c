@@ -23,6 +23,8 @@ void pp_sim_noise_free(pp_sim_noise *n)
     pp_free(n->step_f);
     pp_free(n->xfer[0].factor);
     pp_free(n->xfer[1].factor);
+    for (int k = 0; k < 4; k++)
+        pp_free(n->own[k].factor);
     memset(n, 0, sizeof *n);
 }
 
@@ -368,18 +370,20 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     }
     out->common_share = share_n ? share_sum / share_n : 0;
     st = keep_steps(in, out, V, var, med_busy);
-    for (int g = 0; g < 2 && st == PP_OK; g++) {
-        uint32_t m = in->n_xfer[g] < PP_SIM_NOISE_MAX_SAMPLES ? in->n_xfer[g]
-                                                               : PP_SIM_NOISE_MAX_SAMPLES;
-        if (!in->xfer[g] || m < 8)
+    /* the transfers' factors (g 0, 1), then the senders' and receivers' own times' (2 .. 5) */
+    for (int g = 0; g < 6 && st == PP_OK; g++) {
+        const double *src = g < 2 ? in->xfer[g] : in->own[g - 2];
+        uint32_t n_src = g < 2 ? in->n_xfer[g] : in->n_own[g - 2];
+        uint32_t m = n_src < PP_SIM_NOISE_MAX_SAMPLES ? n_src : PP_SIM_NOISE_MAX_SAMPLES;
+        if (!src || m < 8)
             continue;
-        pp_sim_noise_kind *x = &out->xfer[g];
+        pp_sim_noise_kind *x = g < 2 ? &out->xfer[g] : &out->own[g - 2];
         if (!(x->factor = pp_alloc_array(m, sizeof(double)))) {
             st = PP_ERR(PP_ERR_NOMEM, "out of memory for the transfers' variation");
             break;
         }
         for (uint32_t i = 0; i < m; i++) {
-            double f = in->xfer[g][i];
+            double f = src[i];
             if (f > 0 && isfinite(f))
                 x->factor[x->n++] = fmin(exp(PP_SIM_NOISE_MAX_LOG),
                                          fmax(exp(-PP_SIM_NOISE_MAX_LOG), f));
@@ -413,6 +417,7 @@ typedef struct step_op {
                                     receiver's (0: none) */
     const pp_sim_noise_kind *nk; /* its factors, NULL = none: a compute op's with a noise
                                     model, a send's and receive's with the transfers' */
+    const pp_sim_noise_kind *onk; /* a send's or receive's own time's factors, NULL = none */
 } step_op;
 
 typedef struct order_rec {
@@ -445,6 +450,7 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
     o->op = in->op;
     o->msg = msg;
     o->nk = NULL;
+    o->onk = NULL;
     o->own_ns = 0;
     int ki = kind_index(in->op);
     if (ki >= 0) {
@@ -461,12 +467,24 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
             const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_RECV_GRAD];
             o->nk = xk->n ? xk : NULL;
         }
+        if (r->noise && !r->noise->own_fixed && o->own_ns > 0) {
+            const pp_sim_noise_kind *ok =
+                &r->noise->own[in->op == PP_OP_RECV_GRAD ? PP_SIM_OWN_RECV_GRAD
+                                                         : PP_SIM_OWN_RECV_ACT];
+            o->onk = ok->n ? ok : NULL;
+        }
     } else if (in->op == PP_OP_SEND_ACT || in->op == PP_OP_SEND_GRAD) {
         o->base_ns = r->costs->transfer_ns ? r->costs->transfer_ns(r->costs->ctx, s, k, in) : 0;
         o->own_ns = r->costs->send_ns ? r->costs->send_ns(r->costs->ctx, s, k, in) : 0;
         if (r->noise && !r->noise->xfer_fixed) {
             const pp_sim_noise_kind *xk = &r->noise->xfer[in->op == PP_OP_SEND_GRAD];
             o->nk = xk->n ? xk : NULL;
+        }
+        if (r->noise && !r->noise->own_fixed && o->own_ns > 0) {
+            const pp_sim_noise_kind *ok =
+                &r->noise->own[in->op == PP_OP_SEND_GRAD ? PP_SIM_OWN_SEND_GRAD
+                                                         : PP_SIM_OWN_SEND_ACT];
+            o->onk = ok->n ? ok : NULL;
         }
     } else {
         o->base_ns = 0;
@@ -544,11 +562,16 @@ static double replay_once(mc *m, uint64_t r)
              * that waits for the data here too; one still busy when the data is due finds it
              * queued (without variation the two times are one: the same either way). The
              * receiver's own time counts from its start, as in sim.c. */
-            if (x->nk && !o->draw) {
-                const double *t = m->msg[x->msg], c = *clock + x->own_ns;
-                *clock = fmax(c, c <= t[0] ? t[1] : c); /* a select: a branch mispredicts */
-            } else {
-                *clock = fmax(*clock + x->own_ns, m->msg[x->msg][1]);
+            {
+                double own = x->onk && !o->draw
+                                 ? x->own_ns * x->onk->factor[pick(&rng, x->onk->n)]
+                                 : x->own_ns;
+                if (x->nk && !o->draw) {
+                    const double *t = m->msg[x->msg], c = *clock + own;
+                    *clock = fmax(c, c <= t[0] ? t[1] : c); /* a select: a branch mispredicts */
+                } else {
+                    *clock = fmax(*clock + own, m->msg[x->msg][1]);
+                }
             }
             break;
         case PP_OP_SEND_ACT:
@@ -557,7 +580,8 @@ static double replay_once(mc *m, uint64_t r)
             m->msg[x->msg][1] =
                 *clock + (x->nk && !o->draw ? x->base_ns * x->nk->factor[pick(&rng, x->nk->n)]
                                             : x->base_ns);
-            *clock += x->own_ns;
+            *clock += x->onk && !o->draw ? x->own_ns * x->onk->factor[pick(&rng, x->onk->n)]
+                                         : x->own_ns;
             break;
         default: {
             double f;

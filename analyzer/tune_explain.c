@@ -589,6 +589,17 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
                         n->xfer[g].p95, n->xfer[g].n);
         fputc('\n', out);
     }
+    if ((n->own[0].n || n->own[1].n || n->own[2].n || n->own[3].n) && !n->own_fixed) {
+        static const char *const name[4] = {"send act", "send grad", "receive act",
+                                            "receive grad"};
+        fputs("    own times: each send's and receive's / its link's median, p05 .. p95, "
+              "samples:", out);
+        for (int k = 0; k < 4; k++)
+            if (n->own[k].n)
+                fprintf(out, " %s %.3f .. %.3f, %u;", name[k], n->own[k].p05, n->own[k].p95,
+                        n->own[k].n);
+        fputc('\n', out);
+    }
 }
 
 /* --formula: the arithmetic of the current and the proposed layout. */

@@ -446,6 +446,83 @@ Test(sim_dist, late_wakeups_delay_only_a_waiting_receiver)
     pp_sim_noise_free(&n);
 }
 
+/* The senders' and receivers' own times vary by their own factors (pp_sim_noise.own,
+ * docs/sim-dist.md "Senders' and receivers' own time"): a factor of 3 on every send of
+ * activations and every receive of gradients replays exactly as a cost file whose sends of
+ * activations and receives of gradients take three times as long; own_fixed, a jitter spec
+ * (draw) or a model without the factors leave them at the cost file's. One in ten at 10x (a
+ * stalled post): the median and the p95 move up, the noise-free step does not. */
+Test(sim_dist, senders_and_receivers_own_times_vary_as_measured)
+{
+    enum { N = 100, M = 6 };
+    static double three[N], tail[N];
+    for (int i = 0; i < N; i++) {
+        three[i] = 3.0;
+        tail[i] = i % 10 ? 1.0 : 10.0;
+    }
+    const double *samples[2 * PP_SIM_NOISE_KINDS] = {0};
+    uint32_t ns[2 * PP_SIM_NOISE_KINDS] = {0};
+    pp_sim_noise_input in = {.S = 2, .sample = samples, .n_sample = ns, .ops_per_step = M};
+    in.own[PP_SIM_OWN_SEND_ACT] = in.own[PP_SIM_OWN_RECV_GRAD] = three;
+    in.n_own[PP_SIM_OWN_SEND_ACT] = in.n_own[PP_SIM_OWN_RECV_GRAD] = N;
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.own[PP_SIM_OWN_SEND_ACT].n, N);
+    cr_assert_eq(n.own[PP_SIM_OWN_SEND_GRAD].n, 0);
+    pp_costs *c = NULL, *x3 = NULL;
+    cr_assert_eq(pp_costs_uniform(4, 1000, 2000, 0, &c), PP_OK);
+    c->p2p_latency_us = 300;
+    c->send_act_us = c->send_grad_us = 400;
+    c->recv_act_us = c->recv_grad_us = 250;
+    cr_assert_eq(pp_costs_uniform(4, 1000, 2000, 0, &x3), PP_OK);
+    x3->p2p_latency_us = 300;
+    x3->send_act_us = 1200;
+    x3->send_grad_us = 400;
+    x3->recv_act_us = 250;
+    x3->recv_grad_us = 750;
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(4, 2, 1, &part), PP_OK);
+    for (int sched = 0; sched < 2; sched++) {
+        pp_schedule_kind k = sched ? PP_SCHED_1F1B : PP_SCHED_GPIPE;
+        pp_sim_dist_opts o = {.noise = &n, .seed = 3, .n_min = 1000, .n_max = 1000};
+        pp_sim_dist_result r, want;
+        cr_assert_eq(pp_sim_dist_file(k, &part, M, c, &o, &r), PP_OK);
+        pp_sim_dist_opts none = {.seed = 3, .n_min = 1000, .n_max = 1000};
+        cr_assert_eq(pp_sim_dist_file(k, &part, M, x3, &none, &want), PP_OK);
+        cr_assert_eq(r.median_ns, want.noise_free_ns, "%s: %.0f against %.0f", sched ? "1f1b" :
+                     "gpipe", r.median_ns, want.noise_free_ns);
+        cr_assert_eq(r.p95_ns, want.noise_free_ns);
+        cr_assert_gt(r.median_ns, r.noise_free_ns);
+        /* fixed, or a jitter spec: the cost file's own times */
+        n.own_fixed = 1;
+        cr_assert_eq(pp_sim_dist_file(k, &part, M, c, &o, &r), PP_OK);
+        cr_assert_eq(r.median_ns, r.noise_free_ns);
+        n.own_fixed = 0;
+        pp_sim_dist_opts d = {.noise = &n, .draw = unit_draw, .seed = 3, .n_min = 1000,
+                              .n_max = 1000};
+        cr_assert_eq(pp_sim_dist_file(k, &part, M, c, &d, &r), PP_OK);
+        cr_assert_eq(r.p95_ns, r.noise_free_ns);
+    }
+    pp_sim_noise_free(&n);
+    /* a tail: every kind, one in ten 10x */
+    for (int k = 0; k < 4; k++) {
+        in.own[k] = tail;
+        in.n_own[k] = N;
+    }
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    pp_sim_dist_opts o = {.noise = &n, .seed = 3, .n_min = 2000, .n_max = 2000};
+    pp_sim_dist_result r;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &r), PP_OK);
+    cr_log_info("noise-free %.3f ms, median %.3f, p95 %.3f\n", r.noise_free_ns * 1e-6,
+                r.median_ns * 1e-6, r.p95_ns * 1e-6);
+    cr_assert_gt(r.median_ns, r.noise_free_ns);
+    cr_assert_geq(r.p95_ns, r.median_ns + 2e6, "a stalled post costs 9 x 0.25-0.4 ms");
+    pp_sim_noise_free(&n);
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_costs_destroy(x3);
+}
+
 Test(sim_dist, memory_is_bounded_whatever_the_counts_claim)
 {
     /* a count past the reservoir's cap reads no further than the cap (ASan: no over-read) */
@@ -593,7 +670,9 @@ Test(sim_dist, hostile_durations_give_a_finite_model)
                                  .n_steps = pp_rng_below(&rng, STEPS + 1), .step_busy = busy,
                                  .ops_per_step = (int)pp_rng_below(&rng, 40),
                                  .xfer = {d[0], pp_rng_below(&rng, 2) ? d[1] : NULL},
-                                 .n_xfer = {(uint32_t)pp_rng_below(&rng, N + 1), N}};
+                                 .n_xfer = {(uint32_t)pp_rng_below(&rng, N + 1), N},
+                                 .own = {d[2], d[3], pp_rng_below(&rng, 2) ? d[4] : NULL, d[5]},
+                                 .n_own = {N, (uint32_t)pp_rng_below(&rng, N + 1), N, 7}};
         pp_sim_noise n;
         cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
         cr_assert(isfinite(n.sigma_step) && n.sigma_step >= 0);
@@ -605,6 +684,10 @@ Test(sim_dist, hostile_durations_give_a_finite_model)
             for (uint32_t j = 0; j < n.xfer[g].n; j++)
                 cr_assert(isfinite(n.xfer[g].factor[j]) && n.xfer[g].factor[j] > 0,
                           "round %d transfer factor %u: %g", round, j, n.xfer[g].factor[j]);
+        for (int g = 0; g < 4; g++)
+            for (uint32_t j = 0; j < n.own[g].n; j++)
+                cr_assert(isfinite(n.own[g].factor[j]) && n.own[g].factor[j] > 0,
+                          "round %d own-time factor %u: %g", round, j, n.own[g].factor[j]);
         for (int j = 0; j < n.n_step_f * S; j++)
             cr_assert(isfinite(n.step_f[j]) && n.step_f[j] > 0, "round %d step factor %d: %g",
                       round, j, n.step_f[j]);
