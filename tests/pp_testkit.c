@@ -229,7 +229,7 @@ void tk_judge_that(tk_judge *j, int ok, const char *fmt, ...)
 {
     if (ok)
         return;
-    j->missed = 1;
+    j->missed = TK_TIMING_JUDGED;
     char line[6144];
     va_list ap;
     va_start(ap, fmt);

@@ -54,6 +54,16 @@ void tk_result_free(tk_result *r);
  *     cr_assert(!j.missed, "%s", j.log);
  */
 #define TK_TIMING_ATTEMPTS 4
+/* Judged in optimised builds only. A sanitized or unoptimised build runs several times slower,
+ * and on a slow day of the VM its sim-backend ranges come out short as a rule, not by chance: a
+ * sleep woken late to its deadline shortens the range it ends. A CI run of 2026-12-05 read a
+ * 400 us send as 351-366 us on all four attempts under ASan, and 400 in the release pass. There
+ * the cases run once, for memory safety: a miss is logged, not counted (TK_TIMING_JUDGED 0). */
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+#define TK_TIMING_JUDGED 0
+#else
+#define TK_TIMING_JUDGED 1
+#endif
 typedef struct tk_judge {
     int attempt; /* 0, 1, ...: name the attempt's captures after it */
     int missed;  /* whether the current attempt has missed a bound */

@@ -938,10 +938,12 @@ Test(tune, advise_fits_the_microbatch_size)
     cr_log_info("advise fit, mean over blocks: fwd a %.4f c %.4f ms, bwd a %.4f c %.4f ms "
                 "(true 0.2, 0.3, 0.4, 0.6)\n",
                 sum[0], sum[1], sum[2], sum[3]);
-    cr_assert(fabs(sum[0] - 0.2) < 0.02 && fabs(sum[1] - 0.3) < 0.02, "fwd fit %f %f", sum[0],
-              sum[1]);
-    cr_assert(fabs(sum[2] - 0.4) < 0.03 && fabs(sum[3] - 0.6) < 0.03, "bwd fit %f %f", sum[2],
-              sum[3]);
+    /* timing: judged in optimised builds (pp_testkit.h TK_TIMING_JUDGED; an ASan run on a slow
+     * day of the VM read fwd a 0.176) */
+    cr_assert(!TK_TIMING_JUDGED || (fabs(sum[0] - 0.2) < 0.02 && fabs(sum[1] - 0.3) < 0.02),
+              "fwd fit %f %f", sum[0], sum[1]);
+    cr_assert(!TK_TIMING_JUDGED || (fabs(sum[2] - 0.4) < 0.03 && fabs(sum[3] - 0.6) < 0.03),
+              "bwd fit %f %f", sum[2], sum[3]);
     cr_assert(strstr(r.out, "linear in the micro-batch size"), "assumptions not stated");
     /* the ranked table: every M dividing 16, step times non-decreasing */
     const char *t = strstr(r.out, "rank");
