@@ -27,6 +27,7 @@ static void ctx_free(rb_ctx *x)
     pp_free(x->last_step);
     rb_lag_free(x->lag);
     pp_free(x->pool);
+    pp_free(x->pool_run);
     pp_free(x->lag_fixed);
     pp_free(x->kid_cur);
     pp_free(x->kid_save);
@@ -512,15 +513,48 @@ done:
     pp_free(arg);
 }
 
-/* Whether a chain of the pool shows that partition b cannot beat the incumbent: its length on
- * b, a lower bound on b's step, reaches the incumbent's (so rb_offer would not keep b either).
- * The chain that shows it moves to the front. */
-static int pool_rejects(rb_ctx *x, const int *b)
+/* Chain slot k's lengths around the incumbent: its length on x->best, and per direction the
+ * prefix sums of what moving each boundary by one changes it. The chain's length is a sum of
+ * per-boundary terms (rb_lag_h), so a run's change is the difference of two prefix sums. */
+static void pool_cache(rb_ctx *x, int k)
 {
-    size_t nc = LAG_NC(x->P);
+    const double *coef = &x->pool[(size_t)k * LAG_NC(x->P)];
+    int P = x->P, L = x->L;
+    const int *b = x->best;
+    double len = rb_chain_len(x, coef, b);
+    for (int di = 0; di < 2; di++) {
+        double *run = &x->pool_run[((size_t)k * 2 + (size_t)di) * (size_t)P];
+        int d = di ? 1 : -1;
+        run[0] = len;
+        double acc = 0.0;
+        for (int q = 1; q < P; q++) {
+            int to = b[q] + d;
+            /* a boundary moved to 0 or L leaves a piece empty: never a move */
+            if (to >= 1 && to <= L - 1)
+                acc += rb_lag_h(x, coef, q, to) - rb_lag_h(x, coef, q, b[q]);
+            run[q] = acc;
+        }
+    }
+}
+
+/* Whether a chain of the pool shows that the incumbent with boundaries q1 .. q2 moved by dir
+ * cannot beat it: its length there, a lower bound on that partition's step, reaches the
+ * incumbent's (so rb_offer would not keep it either). The chain that shows it moves to the
+ * front. The lengths are the incumbent's plus the run's change (pool_cache); they differ from
+ * rb_chain_len's by rounding, some 1e-15 of a step, far inside LAG_SAFETY's 1e-9. */
+static int pool_rejects(rb_ctx *x, int q1, int q2, int dir)
+{
+    if (!x->pool_fresh) {
+        for (int i = 0; i < x->pool_n; i++)
+            pool_cache(x, i);
+        x->pool_fresh = 1;
+    }
+    int di = dir > 0;
     for (int i = 0; i < x->pool_n; i++) {
         int k = x->pool_ord[i];
-        double lb = (rb_chain_len(x, &x->pool[(size_t)k * nc], b) + x->opt_ns) * LAG_SAFETY;
+        const double *run = &x->pool_run[((size_t)k * 2 + (size_t)di) * (size_t)x->P];
+        double change = run[q2] - (q1 > 1 ? run[q1 - 1] : 0.0);
+        double lb = (run[0] + change + x->opt_ns) * LAG_SAFETY;
         if (lb >= x->best_step) {
             memmove(&x->pool_ord[1], &x->pool_ord[0], sizeof(int) * (size_t)i);
             x->pool_ord[0] = k;
@@ -545,6 +579,8 @@ static void pool_add(rb_ctx *x, const int *b)
     memmove(&x->pool_ord[1], &x->pool_ord[0], sizeof(int) * (size_t)i);
     x->pool_ord[0] = k;
     rb_chain_of_evaluated(x, b, &x->pool[(size_t)k * LAG_NC(x->P)]);
+    if (x->pool_fresh)
+        pool_cache(x, k);
 }
 
 /* Moves single boundaries by one layer while that shortens the simulated step. */
@@ -561,9 +597,17 @@ static void local_search(rb_ctx *x)
     int pooled = x->v > 1 && !x->limit && !x->no_pool;
     if (pooled && !x->pool) {
         x->pool = pp_alloc(sizeof(double) * RB_POOL * LAG_NC(P));
+        x->pool_run = pp_alloc(sizeof(double) * RB_POOL * 2 * (size_t)P);
         x->pool_n = 0;
-        pooled = x->pool != NULL;
+        pooled = x->pool && x->pool_run;
+        if (!pooled) {
+            pp_free(x->pool);
+            pp_free(x->pool_run);
+            x->pool = NULL;
+            x->pool_run = NULL;
+        }
     }
+    x->pool_fresh = 0; /* the incumbent may have changed since */
     if (pooled) { /* the incumbent's own chain first: most moves lengthen it */
         memcpy(b, x->best, sizeof(int) * (size_t)(P + 1));
         rb_evaluate_with(x, b, NULL);
@@ -579,11 +623,14 @@ static void local_search(rb_ctx *x)
                         b[q] += dir;
                     if (b[q1] <= b[q1 - 1] || b[q2] >= b[q2 + 1])
                         continue;
-                    if (pooled && pool_rejects(x, b))
+                    if (pooled && pool_rejects(x, q1, q2, dir))
                         continue;
                     double before = x->best_step;
                     rb_offer(x, b);
-                    improved |= x->best_step < before;
+                    if (x->best_step < before) {
+                        improved = 1;
+                        x->pool_fresh = 0;
+                    }
                     if (pooled)
                         pool_add(x, b);
                 }

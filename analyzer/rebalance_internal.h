@@ -230,6 +230,10 @@ typedef struct rb_ctx {
      * shows cannot beat the incumbent is not simulated. Most recently useful first. */
     double *pool;      /* [RB_POOL * LAG_NC(P)] */
     int pool_n, pool_ord[RB_POOL];
+    double *pool_run;  /* [RB_POOL * 2 * P] each chain's length on the incumbent (x->best) in
+                          slot 0 of each direction, then the prefix sums over boundaries 1 ..
+                          q of what moving each by -1 (first half) or +1 changes it */
+    int pool_fresh;    /* pool_run is for the current x->best */
     int no_pool;       /* every move simulated (pp_rebalance_moves' chains = 0) */
     uint64_t t0, deadline;
     int aborted;

@@ -3,13 +3,17 @@
  * how large the proven gap is, and how much faster than the even split its proposal simulates.
  * Checks each proposal's step time against pp_sim_file before printing. Prints numbers
  * measured in this run; asserts no time.
- *   bench_rebalance [--budget SECONDS] [--layers 128] [--stages 16] [--row N]
- * --row N runs only the N-th row of the table (0-based, in the order printed). */
+ *   bench_rebalance [--budget SECONDS] [--layers 128] [--stages 16] [--row N] [--moves]
+ * --row N runs only the N-th row of the table (0-based, in the order printed). --moves times,
+ * instead, a fixed amount of the search's work: the local moves (pp_rebalance_moves) from the
+ * even split of interleaved v = 2, 3, 4, simulating every move and with the chains' test, best
+ * of five; the time per simulated partition is the evaluator's speed. */
 #include "pp_common.h"
 #include "pp_sim.h"
 #include "pp_tune.h"
 
 #include <getopt.h>
+#include <time.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +47,47 @@ static pp_costs *gpt_costs(int L)
     return c;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* --moves: the local moves from the even split, a fixed amount of work, best of five. */
+static int bench_moves(const pp_costs *c, int L, int S)
+{
+    printf("%-12s %3s %2s %-7s %9s %9s %10s %10s\n", "moves", "M", "v", "chains", "simulated",
+           "best s", "us/sim", "end ms");
+    for (int v = 2; v <= 4; v++) {
+        pp_rebalance_opts o = {.kind = PP_SCHED_INTERLEAVED, .S = S, .v = v, .M = 32, .costs = c};
+        pp_partition even;
+        if (pp_partition_even(L, S, v, &even) != PP_OK) {
+            fprintf(stderr, "bench_rebalance: %s\n", pp_error_message());
+            return 3;
+        }
+        for (int chains = 0; chains <= 1; chains++) {
+            double best = INFINITY, step = 0.0;
+            int64_t n = 0;
+            for (int rep = 0; rep < 5; rep++) {
+                pp_partition out;
+                double t0 = now_s();
+                if (pp_rebalance_moves(&o, &even, chains, &out, &step, &n) != PP_OK) {
+                    fprintf(stderr, "bench_rebalance: %s\n", pp_error_message());
+                    pp_partition_free(&even);
+                    return 3;
+                }
+                best = fmin(best, now_s() - t0);
+                pp_partition_free(&out);
+            }
+            printf("%-12s %3d %2d %-7s %9lld %9.4f %10.2f %10.3f\n", "interleaved", 32, v,
+                   chains ? "yes" : "no", (long long)n, best, best * 1e6 / (double)n, step * 1e-6);
+        }
+        pp_partition_free(&even);
+    }
+    return 0;
+}
+
 typedef struct cfg {
     pp_schedule_kind kind;
     int M, v;
@@ -52,23 +97,25 @@ typedef struct cfg {
 int main(int argc, char **argv)
 {
     double budget = 5.0;
-    int L = 128, S = 16, only = -1, dp = 1;
+    int L = 128, S = 16, only = -1, dp = 1, moves = 0;
     static const struct option opts[] = {{"budget", required_argument, NULL, 'b'},
                                          {"dp", required_argument, NULL, 'd'},
                                          {"layers", required_argument, NULL, 'L'},
                                          {"stages", required_argument, NULL, 'S'},
                                          {"row", required_argument, NULL, 'r'},
+                                         {"moves", no_argument, NULL, 'm'},
                                          {NULL, 0, NULL, 0}};
-    for (int ch; (ch = getopt_long(argc, argv, "b:d:L:S:r:", opts, NULL)) != -1;) {
+    for (int ch; (ch = getopt_long(argc, argv, "b:d:L:S:r:m", opts, NULL)) != -1;) {
         switch (ch) {
         case 'b': budget = atof(optarg); break;
         case 'd': dp = atoi(optarg); break;
         case 'L': L = atoi(optarg); break;
         case 'S': S = atoi(optarg); break;
         case 'r': only = atoi(optarg); break;
+        case 'm': moves = 1; break;
         default:
             fprintf(stderr, "usage: bench_rebalance [--budget s] [--dp N] [--layers L] [--stages S] "
-                            "[--row N]\n");
+                            "[--row N] [--moves]\n");
             return 2;
         }
     }
@@ -86,6 +133,11 @@ int main(int argc, char **argv)
          * 2 (dp - 1) messages of its parameters / dp (docs/cost-file.md) */
         c->dp_allreduce_us = 2.0 * (dp - 1) * c->p2p_latency_us;
         c->dp_allreduce_us_per_MB = 2.0 * (dp - 1) / dp * 1e6 / (c->p2p_GBps * 1e3);
+    }
+    if (moves) {
+        int mrc = bench_moves(c, L, S);
+        pp_costs_destroy(c);
+        return mrc;
     }
     static const cfg cfgs[] = {
         {PP_SCHED_1F1B, 32, 1, 0},    {PP_SCHED_1F1B, 64, 1, 0},
