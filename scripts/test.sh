@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc)
 export CTEST_OUTPUT_ON_FAILURE=1
+# the torch jobs of tests/test_torch.c run once: the optimised pass stores each job's output here,
+# the sanitized pass analyses those under the sanitizers instead of running the jobs again
+export PPROF_TORCH_JOB_CACHE="$PWD/build-ci/torch-jobs"
+rm -rf "$PPROF_TORCH_JOB_CACHE"
 echo "== release build (-Werror) =="
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DPP_WERROR=ON >/dev/null
 cmake --build build-ci -j"$jobs"

@@ -95,10 +95,55 @@ static void run_ok(const char *what, const char *const *argv)
     tk_result_free(&r);
 }
 
+/* CI's job cache (PPROF_TORCH_JOB_CACHE, which scripts/test.sh points at build-ci/torch-jobs):
+ * the optimised build stores each job's output directory there after it ran, under a hash of its
+ * rank count, script and arguments; the sanitized build, which runs the same jobs at the same
+ * speed in CI's second pass (only the tools are sanitized), copies an entry it finds into the
+ * job's directory instead of running the job again, and analyses it under the sanitizers.
+ * Without the variable every job runs. Fills entry with the path; 0 without a cache. */
+static int job_cache_entry(int n, const char *script, const char *const *args, char *entry,
+                           size_t cap)
+{
+    const char *cache = getenv("PPROF_TORCH_JOB_CACHE");
+    if (!cache || !*cache)
+        return 0;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over n, script, args, each ended by 0 */
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    const char *parts[42] = {nbuf, script};
+    int k = 2;
+    for (int i = 0; args[i] && k < 42; i++)
+        parts[k++] = args[i];
+    for (int i = 0; i < k; i++)
+        for (const char *c = parts[i];; c++) {
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            if (!*c)
+                break;
+        }
+    int len = snprintf(entry, cap, "%s/%016llx", cache, (unsigned long long)h);
+    cr_assert(len > 0 && (size_t)len < cap, "PPROF_TORCH_JOB_CACHE is too long");
+    return 1;
+}
+
 /* torchrun --nproc-per-node n script --out dir <args> */
 static void run_script(const char *py, int n, const char *script, const char *dir,
                        const char *const *args)
 {
+    char entry[4096];
+    int cached = job_cache_entry(n, script, args, entry, sizeof entry);
+#if defined(__SANITIZE_ADDRESS__)
+    struct stat st;
+    if (cached && stat(entry, &st) == 0 && S_ISDIR(st.st_mode)) {
+        const char *mk[] = {"mkdir", "-p", dir, NULL};
+        run_ok("mkdir -p", mk);
+        char from[4200];
+        snprintf(from, sizeof from, "%s/.", entry);
+        const char *cp[] = {"cp", "-a", from, dir, NULL};
+        run_ok("copying the optimised build's run of the job", cp);
+        cr_log_info("%s: the optimised build's run of this job (%s)", script, entry);
+        return;
+    }
+#endif
     const char *argv[40] = {py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"};
     int k = 5;
     char nbuf[16];
@@ -113,6 +158,19 @@ static void run_script(const char *py, int n, const char *script, const char *di
     }
     argv[k] = NULL;
     run_ok("the torch job under torchrun", argv);
+#if !defined(__SANITIZE_ADDRESS__)
+    if (cached) { /* the job's output as it ran, before any analysis writes beside it */
+        const char *rm[] = {"rm", "-rf", entry, NULL};
+        run_ok("rm -rf", rm);
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", entry);
+        *strrchr(parent, '/') = '\0';
+        const char *mk[] = {"mkdir", "-p", parent, NULL};
+        run_ok("mkdir -p", mk);
+        const char *cp[] = {"cp", "-a", dir, entry, NULL};
+        run_ok("storing the job's run for the sanitized build", cp);
+    }
+#endif
 }
 
 /* torchrun --nproc-per-node n torch_pipe.py --out dir <args> */
@@ -1024,11 +1082,14 @@ static double expect_faster(const char *py, layout_run run, const char *dir, con
         cr_log_info("%s -> %s: median step %.3f ms (least of the runs) before, %.3f after "
                     "(predicted %.3f, this run %+.1f%%)", current, proposal, *before_ms,
                     after_ms, pred_ms, 100 * (a - pred_ms) / pred_ms);
-        if (after_ms < *before_ms)
+        if (after_ms < *before_ms || !TK_TIMING_JUDGED)
             break;
     }
-    cr_expect_lt(after_ms, *before_ms, "the proposal %s made the step slower: %.3f -> %.3f ms",
-                 proposal, *before_ms, after_ms);
+    /* judged in the optimised build (TK_TIMING_JUDGED); the sanitized one runs the analyses once,
+     * for memory safety, and in CI reads the optimised build's runs (PPROF_TORCH_JOB_CACHE) */
+    if (TK_TIMING_JUDGED)
+        cr_expect_lt(after_ms, *before_ms, "the proposal %s made the step slower: %.3f -> %.3f ms",
+                     proposal, *before_ms, after_ms);
     return after_ms;
 }
 
