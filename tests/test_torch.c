@@ -1063,16 +1063,20 @@ typedef double (*layout_run)(const char *py, const char *dir, const char *name,
                              const char *layout);
 
 /* Whether the proposal ran faster than the current layout, judged on the least disturbed run
- * of each (one layout's step varies by ~10% between quiet runs): up to three runs of the
+ * of each (one layout's step varies by ~10% between quiet runs): up to five runs of the
  * proposal into `after`, each after the first paired with another run of the current layout
  * into `dir` while the proposal is not yet faster; *before_ms (the first run's) is lowered by
- * those. Expects it faster; returns the least step of the proposal's runs. */
+ * those. Expects it faster; returns the least step of the proposal's runs. Three pairs were not
+ * enough on a slow day of the VM (CI, 2026-12-05, the torch test alone on the machine): the
+ * Megatron job's proposal, 1.8% faster measured on a quiet machine (1588 -> 1560 ms), read
+ * 1770 -> 1859 ms, and DeepSpeed's, 2.8% faster (254.5 -> 247.3), 250.2 -> 255.3: the least of
+ * more runs comes closer to each layout's undisturbed step. */
 static double expect_faster(const char *py, layout_run run, const char *dir, const char *after,
                             const char *current, const char *proposal, double *before_ms,
                             double pred_ms)
 {
     double after_ms = INFINITY;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    for (int attempt = 0; attempt < 5; attempt++) {
         if (attempt > 0) {
             double b = run(py, dir, "before.json", current);
             *before_ms = b < *before_ms ? b : *before_ms;
@@ -1122,7 +1126,7 @@ static void parts_of(const char *out, char *buf, size_t cap)
  * user would, make the step faster (12 units of work on stage 0 against 4: parts 0,3,8 leave 9
  * and 7: 1-20% faster measured here, the step's fixed costs and the VM's noise taking the rest).
  * One layout's step varies by ~10% between quiet runs, so "faster" is judged on the least of
- * each layout's runs, another pair run while it is not (three pairs at most). */
+ * each layout's runs, another pair run while it is not (five pairs at most). */
 static double ds_median_step(const char *py, const char *dir, const char *name,
                              const char *partition)
 {
@@ -1266,7 +1270,7 @@ static double mg_median_step(const char *py, const char *dir, const char *name,
  * syntax, moves blocks off stage 0, and the job laid out by it (Megatron reading the layout as
  * it is) makes the step faster. One layout's step varies by several percent between quiet runs,
  * so "faster" is judged on the least of each layout's runs, another pair run while it is not
- * (three pairs at most). */
+ * (five pairs at most). */
 Test(torch, megatron_gpt_1f1b_layout_tuned)
 {
     const char *py = need_megatron();
