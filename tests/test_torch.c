@@ -13,6 +13,7 @@
  * them has torch and numpy. torchrun is `python -m torch.distributed.run`. The extraction of
  * a torch job's layer costs (module events: forward only) is tested without Python. */
 #define _GNU_SOURCE
+#include "check_internal.h" /* pp_check_fnv1a */
 #include "pp_extract.h"
 
 #include <cJSON.h>
@@ -107,19 +108,14 @@ static int job_cache_entry(int n, const char *script, const char *const *args, c
     const char *cache = getenv("PPROF_TORCH_JOB_CACHE");
     if (!cache || !*cache)
         return 0;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over n, script, args, each ended by 0 */
+    /* FNV-1a (pprof-check's, which fingerprints layer names) over n, script, args, each with
+     * its 0 */
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", n);
-    const char *parts[42] = {nbuf, script};
-    int k = 2;
-    for (int i = 0; args[i] && k < 42; i++)
-        parts[k++] = args[i];
-    for (int i = 0; i < k; i++)
-        for (const char *c = parts[i];; c++) {
-            h = (h ^ (unsigned char)*c) * 1099511628211ull;
-            if (!*c)
-                break;
-        }
+    uint64_t h = pp_check_fnv1a(1469598103934665603ull, nbuf, strlen(nbuf) + 1);
+    h = pp_check_fnv1a(h, script, strlen(script) + 1);
+    for (int i = 0; args[i]; i++)
+        h = pp_check_fnv1a(h, args[i], strlen(args[i]) + 1);
     int len = snprintf(entry, cap, "%s/%016llx", cache, (unsigned long long)h);
     cr_assert(len > 0 && (size_t)len < cap, "PPROF_TORCH_JOB_CACHE is too long");
     return 1;
