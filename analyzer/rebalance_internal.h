@@ -127,6 +127,7 @@ typedef struct rb_lag {
     double *mdur, *mtr; /* [4P], [P] the partition mixture's average durations */
     double *mar;        /* [S] and its stages' all-reduces (rb_ctx.ar_s) */
     double *G;         /* [P * (L + 1)] cost to go of the mixture in agg (lag_table) */
+    double *next;      /* [L + 1] lag_table's scratch: each place of the next boundary's cost */
     int *arg;          /* [P * (L + 1)] its minimising next boundary */
     double c0;         /* the mixture's constant term */
     double bound;      /* the best proven bound, ns (0: none) */
@@ -311,6 +312,11 @@ double rb_stage_ar_ns(const rb_ctx *x, int s, const int *b);
 pp_status rb_extract_ends(rb_ctx *x);
 double rb_ends_bound(const rb_ctx *x, const int *b);
 double rb_piece_bound(const rb_ctx *x, int j, int lo, int hi);
+/* rb_piece_bound(x, j, lo, hi) for every hi at [hi], from the piece table; NULL without one. */
+static inline const double *rb_piece_row(const rb_ctx *x, int j, int lo)
+{
+    return x->G ? &x->G[((size_t)j * (x->L + 1) + lo) * (x->L + 1)] : NULL;
+}
 int rb_piece_over_limit(const rb_ctx *x, int j, int lo, int hi);
 void rb_build_piece_table(rb_ctx *x);
 void rb_build_table(rb_ctx *x);

@@ -86,13 +86,15 @@ void rb_chain_of_evaluated(rb_ctx *x, const int *b, double *coef)
     walk_chain(x, s_end, coef);
 }
 
-/* Fills x->dur and x->tr with partition b's durations (evaluate's), x->ar_s with its stages'
- * all-reduces. */
+/* Fills x->dur and x->tr with partition b's durations (evaluate's up to rounding: the compute
+ * ops' from the layers' prefix sums, as rb_chain_len counts them; a chain is a chain whatever
+ * replay found it), x->ar_s with its stages' all-reduces. */
 static void fill_durations(rb_ctx *x, const int *b)
 {
+    double gap = x->c->op_gap_us;
     for (int p = 0; p < x->P; p++) {
         for (int k = 0; k < N_COMPUTE; k++)
-            x->dur[k * x->P + p] = pp_costs_op_us(x->c, rb_kind_op(k), b[p], b[p + 1]) * 1e3;
+            x->dur[k * x->P + p] = (x->pre[k][b[p + 1]] - x->pre[k][b[p]] + gap) * 1e3;
         if (p < x->P - 1)
             x->tr[p] = x->tl[b[p + 1] - 1];
     }
@@ -186,23 +188,29 @@ static void lag_table(const rb_ctx *x, rb_lag *lg)
         LG(P - 1, pos) = ok ? 0.0 : INFINITY;
         LA(P - 1, pos) = L;
     }
+    double *next = lg->next;
     for (int k = P - 2; k >= 0; k--) {
         int elo, ehi;
         lag_range(x, lg, k + 1, &elo, &ehi);
+        /* boundary k + 1 at e costs the same whatever the piece before it: once per e */
+        for (int e = elo; e <= ehi; e++)
+            next[e] = rb_lag_h(x, lg->agg, k + 1, e) + lg->lin[k + 1] * e + LG(k + 1, e);
         double m = INFINITY;
         int am = -1;
         /* without the cut: a suffix minimum over e > pos; with it, e runs from pos + 1 until
          * the piece [pos, e) reaches the cut (a longer piece's bound is no smaller) */
         for (int pos = L; pos >= 0; pos--) {
+            const double *pb = NULL;
             if (cut) {
                 m = INFINITY;
                 am = -1;
+                pb = rb_piece_row(x, k, pos);
             }
             for (int e = cut ? (elo > pos + 1 ? elo : pos + 1) : pos + 1;
                  e <= ehi && e >= elo && (!cut || pos >= k); e++) {
-                if (cut && !(rb_piece_bound(x, k, pos, e) < lg->cut))
+                if (cut && !((pb ? pb[e] : rb_piece_bound(x, k, pos, e)) < lg->cut))
                     break;
-                double v = rb_lag_h(x, lg->agg, k + 1, e) + lg->lin[k + 1] * e + LG(k + 1, e);
+                double v = next[e];
                 if (v < m) {
                     m = v;
                     am = e;
@@ -603,6 +611,7 @@ void rb_lag_free(rb_lag *lg)
     pp_free(lg->mar);
     pp_free(lg->G);
     pp_free(lg->arg);
+    pp_free(lg->next);
     pp_free(lg);
 }
 
@@ -635,9 +644,10 @@ rb_lag *rb_lag_new(const rb_ctx *x)
     lg->mar = pp_alloc(sizeof(double) * (size_t)x->S);
     lg->G = pp_alloc(sizeof(double) * gt);
     lg->arg = pp_alloc(sizeof(int) * gt);
+    lg->next = pp_alloc(sizeof(double) * ((size_t)x->L + 1));
     if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
-        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->mar || !lg->G ||
-        !lg->arg || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
+        !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->mar ||
+        !lg->G || !lg->arg || !lg->next || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
         rb_lag_free(lg);
         return NULL;
     }
@@ -904,6 +914,10 @@ static void lag_solve_node(rb_ctx *x, rb_lag *lg, const lag_node *nd, const int 
 }
 
 #define LAG_NODES 4096
+/* a node's game stops when its two sides are this close (relative): half the gap left to close,
+ * within these (docs/rebalancer.md "Branching on the mixture") */
+#define LAG_NODE_TOL_MIN 3e-4
+#define LAG_NODE_TOL_MAX 3e-3
 #define LAG_NODE_BYTES ((size_t)64 << 20) /* the open nodes' supports, at most */
 
 /* A node is closed when its value reaches the incumbent's cutoff up to the mixture bound's own
@@ -935,10 +949,9 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
     if (!lg || !open || !lim || !cs || !x->lag)
         goto done;
     /* the nodes' games: their support is about P + 1 chains and partitions, and a smaller
-     * tableau solves faster; a bound within a microsecond per millisecond of its game's value
-     * is enough to order the nodes */
+     * tableau solves faster */
     lg->cap = P + 16 < LAG_MAX ? P + 16 : LAG_MAX;
-    lg->tol = 1e-3;
+    lg->tol = LAG_NODE_TOL_MAX;
     int *lo = lim, *hi = lim + nb, *cmin = hi + nb, *cmax = cmin + S;
     for (int k = 0; k <= P; k++) {
         lo[k] = k;
@@ -974,10 +987,11 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
             }
             lg->enough = lag_cut(x);
             lg->cut = cutoff(x);
+            double tol = lg->tol;
             lg->tol = 1e-6;
             memcpy(lim, nd->lim, sizeof(int) * nl);
             lag_solve_node(x, lg, nd, lim, cs, deadline, 400);
-            lg->tol = 1e-3;
+            lg->tol = tol;
             if (lag_node_take(x, lg, lim, fmax(nd->value, lg->bound), &again) != 0)
                 break;
             held += again.bytes - nd->bytes;
@@ -986,6 +1000,10 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
             nd->resolved = 1;
             continue;
         }
+        /* the children's games to half the gap still to close (node values that far below
+         * their games' order the nodes as well, and the splits come faster) */
+        double half = (lag_cut(x) - open[pick].value) / lag_cut(x) / 2;
+        lg->tol = fmin(fmax(half, LAG_NODE_TOL_MIN), LAG_NODE_TOL_MAX);
         lag_node nd = open[pick];
         open[pick] = open[--n_open];
         int n_kids = 0, failed = 0;
