@@ -747,9 +747,10 @@ Test(rebalance, interleaved_v3_v4_128_layers_16_stages_gap_below_4_percent, .tim
 
 /* Eight stages (P = 24 and 32 pieces): the mixture's branch and bound, which the search ran for
  * v = 2 only before (2026-12-05), proves v = 3 and 4 within 0.2% in 5 s (measured 0.17% and
- * 0.19%; 2.62% and 1.75% without the branching) and within 0.3% in 2 s; the test gives 3 s. A
- * CI run on a slow day of the VM, beside the other tests, read 1.009% for v = 4 in 3 s
- * (2026-12-05): a gap at 1% or above is searched again with 12 s before it counts. */
+ * 0.19%; 2.62% and 1.75% without the branching) and within 0.35% in 2 s (0.31-0.33% and 0.24%
+ * since the nodes' games follow the gap left, docs/rebalancer.md "Order and stops"); the test
+ * gives 3 s. A CI run on a slow day of the VM, beside the other tests, read 1.009% for v = 4 in
+ * 3 s (2026-12-05): a gap at 1% or above is searched again with 12 s before it counts. */
 Test(rebalance, interleaved_v3_v4_8_stages_gap_below_1_percent, .timeout = 180)
 {
     double budget = INTERLEAVED_CHECK_GAP ? 3 : 1;
