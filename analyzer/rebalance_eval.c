@@ -628,7 +628,7 @@ double rb_ends_bound(const rb_ctx *x, const int *b)
 
 static double *gcell(const rb_ctx *x, int j, int lo, int hi)
 {
-    return &x->G[((size_t)j * (x->L + 1) + lo) * (x->L + 1) + hi]; /* as rb_piece_row */
+    return (double *)rb_piece_row(x, j, lo) + hi; /* the table is x's own, written here */
 }
 
 double rb_piece_bound(const rb_ctx *x, int j, int lo, int hi)
