@@ -1125,6 +1125,7 @@ static void ops_scale(ops_check *c, double scale)
     for (int i = 0; i < n->S * PP_SIM_NOISE_KINDS; i++)
         for (uint32_t j = 0; j < n->kind[i].n; j++)
             n->kind[i].factor[j] = exp(scale * c->logs[at++]);
+    pp_sim_noise_level(n); /* the busy time's median as measured, whatever the scale */
 }
 
 /* The run's own layout replayed (OPS_REPLAYS, seed 1) with the ops' factors at `scale`: the

@@ -110,6 +110,10 @@ typedef struct pp_sim_noise_kind {
     double sigma_log;    /* standard deviation of log(duration / median): all of the variation */
     double sigma_robust; /* 1.4826 x median |log(duration / median)| (<= sigma_log): the bulk's */
     double sigma_kept;   /* of the logs clipped as kept (docs/sim-dist.md), before the shrink */
+    double step_ns;      /* the kind's ops in one step of their stage: the sum of their medians
+                            (the chunks' with v > 1), and step_ns2 the sum of their squares:
+                            what the stage's busy time is made of (pp_sim_noise_level) */
+    double step_ns2;
 } pp_sim_noise_kind;
 
 /* The variation of a step's op durations. A compute op of stage s in a step takes its cost times
@@ -134,6 +138,12 @@ typedef struct pp_sim_noise {
      * over the run. */
     int n_step_f;
     double *step_f;
+    /* Each stage's measured median busy time (ns; 0: fewer than 8 steps had one) and its level:
+     * a replay's per-step part (step_f) of stage s is times level[s], so that the stage's busy
+     * time, replayed as the run ran it (its ops' medians times their own factors, times a drawn
+     * step), has the measured median (pp_sim_noise_level; NULL or 1: as drawn). */
+    double *busy_median_ns; /* [S] */
+    double *level;          /* [S] */
     /* Transfers' own variation, activations [0] and gradients [1]: each timed message's transfer
      * over its link's median (factor, n; p05, p95 and median_ns their quantiles, reported; the
      * rest unused); a replay's message takes
@@ -190,6 +200,11 @@ typedef struct pp_sim_noise_input {
  * spread). Free with pp_sim_noise_free. */
 pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out);
 void pp_sim_noise_free(pp_sim_noise *n);
+/* Sets each stage's level (pp_sim_noise.level) from its measured median busy time and its ops'
+ * factors as they are now: the fit calls it, and whoever changes the factors afterwards (the
+ * extraction's op_scale) calls it again. Stages without a measured busy time or without step_f
+ * keep 1. docs/sim-dist.md, "The busy time's level". */
+void pp_sim_noise_level(pp_sim_noise *n);
 
 /* Replays until the median's Monte Carlo error is small enough: n_min (0: 1000) replays,
  * doubled until the median's relative error <= target (0: 0.003, i.e. 0.3%) and the p95's <= 3 x

@@ -21,6 +21,8 @@ void pp_sim_noise_free(pp_sim_noise *n)
     pp_free(n->kind);
     pp_free(n->sigma_stage);
     pp_free(n->step_f);
+    pp_free(n->busy_median_ns);
+    pp_free(n->level);
     pp_free(n->xfer[0].factor);
     pp_free(n->xfer[1].factor);
     for (int k = 0; k < 4; k++)
@@ -259,6 +261,64 @@ static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, con
     return PP_OK;
 }
 
+/* The busy time's level (docs/sim-dist.md, "The busy time's level"). A replay of the run's own
+ * layout gives stage s the busy time f x X: f one of the run's steps (step_f), X the sum of the
+ * stage's ops in a step, each its median times its own factor drawn independently. X is taken
+ * as normal, of mean sum_k step_ns_k E[e_k] and variance sum_k step_ns2_k Var(e_k) (a step's
+ * dozens of ops); the median of f x X is where the mean over the steps of
+ * Phi((t / f - mean) / sd) is 1/2 (bisection). The ops' own factors are skewed (a slow tail, a
+ * clipped fast one), so E[e] lies above 1 by as much as their spread makes it, while the run's
+ * busy times, whose spread the per-step part already holds, have their own median: the level
+ * is the measured median over the replayed one. At most LEVEL_STEPS steps per stage, evenly
+ * spaced; a level outside [1/2, 2] is not a skew (ops the busy time holds and the factors do
+ * not) and is left at 1. */
+enum { LEVEL_STEPS = 512, LEVEL_ROUNDS = 48 };
+
+void pp_sim_noise_level(pp_sim_noise *n)
+{
+    if (!n || !n->level || !n->busy_median_ns || !n->kind)
+        return;
+    for (int s = 0; s < n->S; s++) {
+        n->level[s] = 1;
+        double target = n->busy_median_ns[s], mu = 0, var = 0;
+        if (!(target > 0) || n->n_step_f < 1 || !n->step_f)
+            continue;
+        for (int k = 0; k < PP_SIM_NOISE_KINDS; k++) {
+            const pp_sim_noise_kind *kd = &n->kind[s * PP_SIM_NOISE_KINDS + k];
+            if (!kd->n || !kd->factor)
+                continue;
+            double m = mean_of(kd->factor, kd->n), ss = 0;
+            for (uint32_t i = 0; i < kd->n; i++)
+                ss += (kd->factor[i] - m) * (kd->factor[i] - m);
+            mu += kd->step_ns * m;
+            var += kd->step_ns2 * ss / kd->n;
+        }
+        if (!(mu > 0) || !isfinite(mu) || !isfinite(var))
+            continue;
+        double sd = fmax(sqrt(var), 1e-9 * mu), f_max = 0;
+        int used = n->n_step_f < LEVEL_STEPS ? n->n_step_f : LEVEL_STEPS;
+        double f[LEVEL_STEPS];
+        for (int j = 0; j < used; j++) {
+            size_t i = (size_t)j * (size_t)n->n_step_f / (size_t)used;
+            f[j] = n->step_f[i * (size_t)n->S + (size_t)s];
+            f_max = fmax(f_max, f[j]);
+        }
+        double lo = 0, hi = f_max * (mu + 8 * sd);
+        for (int it = 0; it < LEVEL_ROUNDS; it++) {
+            double t = 0.5 * (lo + hi), below = 0;
+            for (int j = 0; j < used; j++)
+                below += f[j] > 0 ? 0.5 * erfc(-(t / f[j] - mu) / (sd * 1.4142135623730951)) : 1;
+            if (below < 0.5 * used)
+                lo = t;
+            else
+                hi = t;
+        }
+        double replayed = 0.5 * (lo + hi), level = target / replayed;
+        if (replayed > 0 && level >= 0.5 && level <= 2)
+            n->level[s] = level;
+    }
+}
+
 pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
 {
     memset(out, 0, sizeof *out);
@@ -270,12 +330,15 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     out->op_scale = 1;
     out->kind = pp_alloc_array((size_t)S * PP_SIM_NOISE_KINDS, sizeof *out->kind);
     out->sigma_stage = pp_alloc_array((size_t)S, sizeof(double));
+    out->busy_median_ns = pp_alloc_array((size_t)S, sizeof(double));
+    out->level = pp_alloc_array((size_t)S, sizeof(double));
     double *scratch = pp_alloc_array(PP_SIM_NOISE_MAX_SAMPLES, sizeof(double));
     double *V = pp_alloc_array((size_t)S, sizeof(double));
     double *var = pp_alloc_array((size_t)S, sizeof(double));
     double *med_busy = pp_alloc_array((size_t)S, sizeof(double));
     pp_status st = PP_OK;
-    if (!out->kind || !out->sigma_stage || !scratch || !V || !var || !med_busy) {
+    if (!out->kind || !out->sigma_stage || !out->busy_median_ns || !out->level || !scratch ||
+        !V || !var || !med_busy) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for the op-duration distribution");
         goto done;
     }
@@ -291,6 +354,10 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
         st = fit_steps(in, out, V, med_busy);
     if (st != PP_OK)
         goto done;
+    for (int s = 0; s < S; s++) {
+        out->busy_median_ns[s] = med_busy[s];
+        out->level[s] = 1;
+    }
     /* Per stage, D_s and e together (docs/sim-dist.md, "Fitted from the capture"). The logs
      * are clipped first: above the median at 4 robust sd or, with per-step data to check them
      * against, at 1.5 x log p95 if wider (a slow tail of 5% of the ops or more stays whole);
@@ -332,6 +399,22 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
             double nk = k == 4 ? 1 : per_step;
             nm2[k] = nk * kd->median_ns * kd->median_ns;
             den += nk * kd->median_ns;
+            /* the busy time's make-up, for its level: with chunks, each chunk's ops at its own
+             * median (a stage's chunks may differ in cost), else every op at the kind's */
+            const double *cm = in->chunk_median && in->v > 1
+                                   ? in->chunk_median + (size_t)(s * PP_SIM_NOISE_KINDS + k) * in->v
+                                   : NULL;
+            double w1 = 0, w2 = 0;
+            for (int c = 0; cm && k != 4 && c < in->v; c++) {
+                if (!(cm[c] > 0 && isfinite(cm[c]))) {
+                    w1 = 0;
+                    break;
+                }
+                w1 += nk / in->v * cm[c];
+                w2 += nk / in->v * cm[c] * cm[c];
+            }
+            kd->step_ns = w1 > 0 ? w1 : nk * kd->median_ns;
+            kd->step_ns2 = w1 > 0 ? w2 : nm2[k];
         }
         double E = 0;
         for (int it = 0; it < 64; it++) {
@@ -370,6 +453,8 @@ pp_status pp_sim_noise_fit(const pp_sim_noise_input *in, pp_sim_noise *out)
     }
     out->common_share = share_n ? share_sum / share_n : 0;
     st = keep_steps(in, out, V, var, med_busy);
+    if (st == PP_OK)
+        pp_sim_noise_level(out);
     /* the transfers' factors (g 0, 1), then the senders' and receivers' own times' (2 .. 5) */
     for (int g = 0; g < 6 && st == PP_OK; g++) {
         const double *src = g < 2 ? in->xfer[g] : in->own[g - 2];
@@ -536,7 +621,7 @@ static double replay_once(mc *m, uint64_t r)
                 (size_t)nz->S;
         for (int s = 0; s < S; s++) {
             m->clock[s] = 0;
-            m->stage_f[s] = f[s % nz->S];
+            m->stage_f[s] = f[s % nz->S] * (nz->level ? nz->level[s % nz->S] : 1.0);
         }
     } else {
         double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;

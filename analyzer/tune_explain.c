@@ -564,6 +564,14 @@ static void print_variation(const pp_tune_opts *o, const pp_extract *e, FILE *ou
                 n->n_step_f);
     else if (n->sigma_step > 0 || n->n_steps > 0)
         fputs("    C x D_s of a replay: lognormal with those log-sds\n", out);
+    if (n->n_step_f > 0 && n->level && n->busy_median_ns) {
+        fputs("    level of C x D_s per stage (its busy time replayed to its measured median, ms):",
+              out);
+        for (int s = 0; s < n->S; s++)
+            fprintf(out, "%s x%.4f (%.3f)", s ? "," : "", n->level[s],
+                    n->busy_median_ns[s] * 1e-6);
+        fputc('\n', out);
+    }
     static const char *const names[PP_SIM_NOISE_KINDS] = {"fwd", "bwd", "bwd_input",
                                                           "bwd_weight", "opt"};
     for (int s = 0; s < n->S; s++) {

@@ -609,6 +609,48 @@ Test(extract_noise, ops_variation_is_kept_only_where_the_steps_spread_as_it_woul
     pp_extract_free(&e);
 }
 
+/* The stages' busy-time levels (docs/sim-dist.md "The busy time's level") are those of the ops'
+ * factors as the extraction keeps them: ops with a slow tail (one in seven 1.6x) whose steps do
+ * not spread at all, so that the check removes their variation (op_scale 0), and busy times
+ * measured per step; the level then is what factors of 1 give, not what the fitted ones did. */
+Test(extract_noise, busy_time_levels_follow_the_ops_as_kept)
+{
+    enum { K = 280 };
+    hand h;
+    make(&h, NULL, NULL);
+    static double fwd[S][K], bwd[S][K];
+    pp_rng rng;
+    pp_rng_seed(&rng, 17);
+    for (int s = 0; s < S; s++) {
+        for (int i = 0; i < K; i++) {
+            double tail = i % 7 ? 1.0 : 1.6;
+            fwd[s][i] = 2e6 * tail * exp(0.01 * pp_rng_normal(&rng));
+            bwd[s][i] = 4e6 * tail * exp(0.01 * pp_rng_normal(&rng));
+        }
+        h.stages[s].sample[PP_ASTAGE_FWD] = fwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_FWD] = K;
+        h.stages[s].sample[PP_ASTAGE_BWD] = bwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_BWD] = K;
+    }
+    many_steps(&h, NULL, 60e6);
+    for (int i = 0; i < MANY; i++)
+        for (int s = 0; s < S; s++)
+            h.a.steps[i].stage[s].busy_ns = h.a.M * 6e6 * 1.05 * exp(0.03 * pp_rng_normal(&rng));
+    pp_extract e;
+    extract(&h, &e);
+    cr_assert_eq(e.noise.op_scale, 0, "%s", e.notes);
+    cr_assert_gt(e.noise.n_step_f, 0);
+    for (int s = 0; s < S; s++) {
+        double kept = e.noise.level[s];
+        cr_assert_gt(e.noise.busy_median_ns[s], 0);
+        pp_sim_noise_level(&e.noise);
+        cr_assert_float_eq(e.noise.level[s], kept, 1e-12, "stage %d: kept %.6f, of the kept ops %.6f",
+                           s, kept, e.noise.level[s]);
+        cr_assert_neq(kept, 1.0);
+    }
+    pp_extract_free(&e);
+}
+
 /* Layers that do not add up to their ops are left as measured and counted
  * (pp_extract.layers_unscaled); the speed comparison between two runs, which sums the layers,
  * refuses such a run rather than read its layers' shortfall as the machine's speed. */
