@@ -267,9 +267,10 @@ static pp_status keep_steps(const pp_sim_noise_input *in, pp_sim_noise *out, con
  * as normal, of mean sum_k step_ns_k E[e_k] and variance sum_k step_ns2_k Var(e_k) (a step's
  * dozens of ops); the median of f x X is where the mean over the steps of
  * Phi((t / f - mean) / sd) is 1/2 (bisection). The ops' own factors are skewed (a slow tail, a
- * clipped fast one), so E[e] lies above 1 by as much as their spread makes it, while the run's
- * busy times, whose spread the per-step part already holds, have their own median: the level
- * is the measured median over the replayed one. At most LEVEL_STEPS steps per stage, evenly
+ * clipped fast one) and shrunk in log by the per-step parts' share, so E[e] is not 1 and the
+ * replayed median lands above or below the run's (on a run in two speed regimes the busy
+ * time's median lies in one regime, the ops' medians between them): the level is the measured
+ * median over the replayed one. At most LEVEL_STEPS steps per stage, evenly
  * spaced; a level outside [1/2, 2] is not a skew (ops the busy time holds and the factors do
  * not) and is left at 1. */
 enum { LEVEL_STEPS = 512, LEVEL_ROUNDS = 48 };
