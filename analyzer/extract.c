@@ -36,6 +36,7 @@ void pp_extract_free(pp_extract *e)
     pp_free(e->recompute);
     pp_partition_free(&e->partition);
     pp_sim_noise_free(&e->noise);
+    pp_free(e->busy_share);
     pp_free(e->layer_p95_ratio);
     memset(e, 0, sizeof *e);
 }
@@ -1414,6 +1415,16 @@ pp_status pp_extract_from_analysis(const pp_analysis *a, pp_extract *e)
     e->torch_trace = pp_dialect_is_torch_profiler(a->dialect);
     if ((st = extract_noise(a, e)) != PP_OK || (st = extract_recompute(a, e)) != PP_OK)
         goto fail;
+    if (a->stages && a->S == e->partition.S && a->step_ns.mean > 0) {
+        if (!(e->busy_share = pp_alloc_array((size_t)a->S, sizeof(double)))) {
+            st = PP_ERR(PP_ERR_NOMEM, "out of memory for the stages' busy shares");
+            goto fail;
+        }
+        for (int s = 0; s < a->S; s++) {
+            double b = a->stages[s].busy_ns / a->step_ns.mean;
+            e->busy_share[s] = b > 0 && isfinite(b) ? fmin(b, 1.0) : 0;
+        }
+    }
     check_op_variation(a, e);
     choose_xfer(a, e);
     choose_own(a, e);
@@ -1443,10 +1454,57 @@ pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const p
     return PP_OK;
 }
 
+pp_status pp_extract_noise_stages(const pp_extract *e, pp_schedule_kind kind,
+                                  const pp_partition *part, int M, const pp_costs *costs,
+                                  int *map)
+{
+    int S = part->S, R = e->noise.S;
+    for (int s = 0; s < S; s++)
+        map[s] = -1;
+    if (!e->busy_share || R < 1 || R != e->partition.S)
+        return PP_OK;
+    /* the run's own layout: its stages are the run's */
+    if (kind == e->schedule && M == e->M && part->P == e->partition.P &&
+        part->S == e->partition.S && part->bounds && e->partition.bounds &&
+        memcmp(part->bounds, e->partition.bounds, sizeof(int) * (size_t)(part->P + 1)) == 0)
+        return PP_OK;
+    for (int r = 0; r < R; r++)
+        if (!(e->busy_share[r] > 0))
+            return PP_OK;
+    pp_sim_result sim;
+    pp_status st = pp_sim_file(kind, part, M, costs ? costs : pp_extract_run_costs(e), NULL, &sim);
+    if (st != PP_OK)
+        return st;
+    for (int s = 0; s < S && sim.step_ns > 0; s++) {
+        double share = sim.busy_ns[s] / sim.step_ns, best = INFINITY;
+        int at = -1;
+        for (int r = 0; r < R; r++) {
+            double d = fabs(e->busy_share[r] - share);
+            if (d < best) {
+                best = d;
+                at = r;
+            }
+        }
+        if (s < R && fabs(e->busy_share[s] - share) <= best + PP_EXTRACT_SHARE_TOL)
+            at = s;
+        map[s] = at;
+    }
+    pp_sim_result_free(&sim);
+    return PP_OK;
+}
+
 pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
                                   const pp_partition *part, int M, uint64_t seed,
                                   pp_sim_dist_result *res)
 {
     pp_sim_dist_opts o = {.noise = &e->noise, .seed = seed};
-    return pp_sim_dist_file(kind, part, M, pp_extract_run_costs(e), &o, res);
+    int *map = pp_alloc_array((size_t)(part->S > 0 ? part->S : 1), sizeof(int));
+    if (!map)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for %d stages", part->S);
+    pp_status st = pp_extract_noise_stages(e, kind, part, M, NULL, map);
+    o.noise_stage = map;
+    if (st == PP_OK)
+        st = pp_sim_dist_file(kind, part, M, pp_extract_run_costs(e), &o, res);
+    pp_free(map);
+    return st;
 }

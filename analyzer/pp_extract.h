@@ -34,6 +34,10 @@ typedef struct pp_extract {
     /* The op durations' variation (pp_sim.h, docs/sim-dist.md): per stage and op kind, and
      * the per-step parts; owned. pp_extract_predict_dist replays it. */
     pp_sim_noise noise;
+    /* Each stage's measured busy share: its mean busy time over the mean step ([partition.S],
+     * 0 unknown), owned: which of the run's stages a proposal's stage takes its variation from
+     * (pp_extract_noise_stages) */
+    double *busy_share;
     /* Each layer's spread where the capture times layers: p95 / median of its forward and
      * backward ranges ([n_layers][2], 0 when it has none), owned. Reported (--formula); the
      * replays use the stages' variation above. */
@@ -85,6 +89,17 @@ pp_status pp_extract_predict(const pp_extract *e, pp_schedule_kind kind, const p
 pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
                                   const pp_partition *part, int M, uint64_t seed,
                                   pp_sim_dist_result *res);
+
+/* Which of the run's stages each stage of `part` under (kind, M) with `costs` (NULL: run_costs)
+ * takes its variation from (pp_sim_dist_opts.noise_stage, map[part->S]): the stage with its
+ * index while that stage's measured busy share is within PP_EXTRACT_SHARE_TOL of the busy share
+ * the noise-free replay gives it beyond the nearest one's, else the run's stage whose measured
+ * busy share is nearest (docs/sim-dist.md, "Idle stages vary more"). -1 entries (index kept) for
+ * the run's own layout and where the run's shares are unknown. */
+#define PP_EXTRACT_SHARE_TOL 0.05
+pp_status pp_extract_noise_stages(const pp_extract *e, pp_schedule_kind kind,
+                                  const pp_partition *part, int M, const pp_costs *costs,
+                                  int *map);
 
 #ifdef __cplusplus
 }

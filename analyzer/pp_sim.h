@@ -222,6 +222,10 @@ typedef struct pp_sim_dist_opts {
     /* Optional: receives every replay's step (ns), in replay order, res->n of them; room for
      * n_max (capped as above) */
     double *samples;
+    /* Optional, with noise: [S] the noise model's stage whose variation stage s takes (its op
+     * factors, per-step parts and level); NULL, or an entry outside 0 .. noise->S - 1: s mod
+     * noise->S */
+    const int *noise_stage;
 } pp_sim_dist_opts;
 
 typedef struct pp_sim_dist_result {

@@ -511,7 +511,16 @@ typedef struct order_rec {
     size_t n, cap;
     const pp_sim_costs *costs;
     const pp_sim_noise *noise;
+    const int *noise_stage; /* pp_sim_dist_opts.noise_stage */
 } order_rec;
+
+/* The noise model's stage whose variation stage s takes (pp_sim_dist_opts.noise_stage). */
+static int noise_stage_of(const int *map, const pp_sim_noise *n, int s)
+{
+    if (map && map[s] >= 0 && map[s] < n->S)
+        return map[s];
+    return s % n->S;
+}
 
 static int kind_index(uint8_t op)
 {
@@ -543,7 +552,8 @@ static pp_status record_op(void *ctx, int s, int k, const pp_instr *in, int64_t 
         o->base_ns = r->costs->op_ns(r->costs->ctx, s, k, in);
         if (r->noise && r->noise->S > 0) {
             const pp_sim_noise_kind *nk =
-                &r->noise->kind[(s % r->noise->S) * PP_SIM_NOISE_KINDS + ki];
+                &r->noise->kind[noise_stage_of(r->noise_stage, r->noise, s) * PP_SIM_NOISE_KINDS +
+                                ki];
             o->nk = nk->n ? nk : NULL;
         }
     } else if (in->op == PP_OP_RECV_ACT || in->op == PP_OP_RECV_GRAD) {
@@ -621,15 +631,17 @@ static double replay_once(mc *m, uint64_t r)
             (size_t)pick(&rng, (uint64_t)nz->n_step_f) *
                 (size_t)nz->S;
         for (int s = 0; s < S; s++) {
+            int q = noise_stage_of(o->noise_stage, nz, s);
             m->clock[s] = 0;
-            m->stage_f[s] = f[s % nz->S] * (nz->level ? nz->level[s % nz->S] : 1.0);
+            m->stage_f[s] = f[q] * (nz->level ? nz->level[q] : 1.0);
         }
     } else {
         double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;
         for (int s = 0; s < S; s++) {
             m->clock[s] = 0;
-            double d = nz && nz->S > 0 && nz->sigma_stage[s % nz->S] > 0
-                           ? exp(nz->sigma_stage[s % nz->S] * pp_rng_normal(&rng))
+            double d = nz && nz->S > 0 && nz->sigma_stage[noise_stage_of(o->noise_stage, nz, s)] > 0
+                           ? exp(nz->sigma_stage[noise_stage_of(o->noise_stage, nz, s)] *
+                                 pp_rng_normal(&rng))
                            : 1.0;
             m->stage_f[s] = c * d;
         }
@@ -726,7 +738,8 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     size_t total = 0;
     for (int s = 0; s < S; s++)
         total += (size_t)sc->n_instrs[s];
-    order_rec rec = {.cap = total, .costs = costs, .noise = o->noise};
+    order_rec rec = {.cap = total, .costs = costs, .noise = o->noise,
+                     .noise_stage = o->noise_stage};
     mc m = {.sc = sc, .o = o};
     rec.ops = pp_alloc_array(total ? total : 1, sizeof(step_op));
     m.clock = pp_alloc_array((size_t)S, sizeof(double));

@@ -695,3 +695,81 @@ Test(extract_layers, layers_far_from_their_ops_are_counted_and_not_taken_for_a_s
     pp_extract_free(&good);
     pp_extract_free(&bad);
 }
+
+/* Which of the run's stages a layout's stage takes its variation from
+ * (pp_extract_noise_stages): the run measured stage 0 busy 30% of its step, stage 1 90%. The
+ * run's own layout keeps its stages; one whose stages stay about as busy keeps them too; one
+ * that swaps the work (3 layers on stage 0, 1 on stage 1) swaps them; one that makes stage 0 as
+ * busy as stage 1 was draws both from stage 1. */
+Test(extract_noise, stages_take_the_variation_of_the_run_stage_as_busy)
+{
+    hand h;
+    make(&h, NULL, NULL);
+    static double fwd[S][40], bwd[S][40];
+    for (int s = 0; s < S; s++) {
+        for (int i = 0; i < 40; i++) { /* stage 1's ops vary, stage 0's barely */
+            fwd[s][i] = 2e6 * (1 + (s ? 0.1 : 0.01) * (i % 5));
+            bwd[s][i] = 4e6 * (1 + (s ? 0.1 : 0.01) * (i % 5));
+        }
+        h.stages[s].sample[PP_ASTAGE_FWD] = fwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_FWD] = 40;
+        h.stages[s].sample[PP_ASTAGE_BWD] = bwd[s];
+        h.stages[s].n_sample[PP_ASTAGE_BWD] = 40;
+    }
+    h.stages[0].busy_ns = 15e6;
+    h.stages[1].busy_ns = 45e6;
+    pp_extract e;
+    extract(&h, &e);
+    cr_assert_not_null(e.busy_share);
+    cr_assert_float_eq(e.busy_share[0], 0.3, 1e-12);
+    cr_assert_float_eq(e.busy_share[1], 0.9, 1e-12);
+    int map[S];
+    cr_assert_eq(pp_extract_noise_stages(&e, e.schedule, &e.partition, e.M, NULL, map), PP_OK);
+    cr_assert(map[0] == -1 && map[1] == -1, "own layout: %d %d", map[0], map[1]);
+    pp_partition p;
+    const int keep[] = {0, 1, 4}, swap[] = {0, 3, 4};
+    double share[S];
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(pp_partition_from_bounds(k ? swap : keep, S + 1, L, S, 1, &p), PP_OK);
+        pp_sim_result r;
+        cr_assert_eq(pp_sim_file(e.schedule, &p, e.M, e.costs, NULL, &r), PP_OK);
+        for (int s = 0; s < S; s++)
+            share[s] = r.busy_ns[s] / r.step_ns;
+        pp_sim_result_free(&r);
+        cr_assert_eq(pp_extract_noise_stages(&e, e.schedule, &p, e.M, NULL, map), PP_OK);
+        cr_log_info("bounds 0,%d,4: shares %.3f %.3f -> stages %d %d\n", k ? 3 : 1, share[0],
+                    share[1], map[0], map[1]);
+        if (k)
+            cr_assert(map[0] == 1 && map[1] == 0, "swapped: %d %d", map[0], map[1]);
+        else
+            cr_assert(map[0] == 0 && map[1] == 1, "kept: %d %d", map[0], map[1]);
+        pp_partition_free(&p);
+    }
+    /* stage 0 as busy as stage 1 was: measured 0.3 against ~0.9 */
+    h.stages[0].busy_ns = 15e6;
+    h.stages[1].busy_ns = 48e6;
+    pp_extract_free(&e);
+    extract(&h, &e);
+    /* the own bounds under another schedule: not the run's layout */
+    cr_assert_eq(pp_partition_from_bounds((const int[]){0, 2, 4}, S + 1, L, S, 1, &p), PP_OK);
+    cr_assert_eq(pp_extract_noise_stages(&e, PP_SCHED_GPIPE, &p, e.M, NULL, map), PP_OK);
+    cr_assert(map[0] == 1 && map[1] == 1, "balanced: %d %d", map[0], map[1]);
+    /* the predictions replay with that map */
+    pp_sim_dist_opts o = {.noise = &e.noise, .seed = PP_TUNE_DIST_SEED, .noise_stage = map};
+    pp_sim_dist_result want, got;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &p, e.M, pp_extract_run_costs(&e), &o, &want),
+                 PP_OK);
+    cr_assert_eq(pp_tune_predict_dist(NULL, &e, NULL, PP_SCHED_GPIPE, &p, e.M, &got), PP_OK);
+    cr_assert(memcmp(&want, &got, sizeof got) == 0, "median %.0f, mapped %.0f", got.median_ns,
+              want.median_ns);
+    o.noise_stage = NULL; /* and the map matters here */
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_GPIPE, &p, e.M, pp_extract_run_costs(&e), &o, &got),
+                 PP_OK);
+    cr_assert_neq(got.median_ns, want.median_ns);
+    cr_assert_eq(pp_extract_predict_dist(&e, PP_SCHED_GPIPE, &p, e.M, PP_TUNE_DIST_SEED, &got),
+                 PP_OK);
+    cr_assert(memcmp(&want, &got, sizeof got) == 0, "median %.0f, mapped %.0f", got.median_ns,
+              want.median_ns);
+    pp_partition_free(&p);
+    pp_extract_free(&e);
+}

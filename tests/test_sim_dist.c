@@ -815,3 +815,43 @@ Test(sim_dist, stage_busy_time_replays_to_its_measured_median)
     pp_costs_destroy(c);
     pp_sim_noise_free(&n);
 }
+
+/* pp_sim_dist_opts.noise_stage: each stage takes the variation of the model's stage it names.
+ * Stage 0 of the model varies (its ops' factors over 0.5 .. 1.5), stage 1 not at all: mapped
+ * to stage 1 every replay is the noise-free step; mapped to stage 0 both stages vary, more
+ * than with their own; entries out of range fall back to their own index, as no map does. */
+Test(sim_dist, stages_take_the_variation_of_the_stage_they_are_mapped_to)
+{
+    enum { N = 1024, M = 8 };
+    static double grid[N];
+    for (int i = 0; i < N; i++)
+        grid[i] = 1000.0 * (0.5 + (i + 0.5) / N);
+    const double *samples[2 * PP_SIM_NOISE_KINDS] = {grid, grid};
+    uint32_t ns[2 * PP_SIM_NOISE_KINDS] = {N, N};
+    pp_sim_noise_input in = {.S = 2, .sample = samples, .n_sample = ns, .ops_per_step = M};
+    pp_sim_noise n;
+    cr_assert_eq(pp_sim_noise_fit(&in, &n), PP_OK);
+    cr_assert_eq(n.kind[PP_SIM_NOISE_KINDS].n, 0);
+    pp_costs *c = uneven_costs(8);
+    pp_partition part;
+    cr_assert_eq(pp_partition_even(8, 2, 1, &part), PP_OK);
+    pp_sim_dist_result own, quiet, loud, odd;
+    pp_sim_dist_opts o = {.noise = &n, .seed = 5, .n_min = 2000, .n_max = 2000};
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &own), PP_OK);
+    const int to_quiet[2] = {1, 1}, to_loud[2] = {0, 0}, out_of_range[2] = {-1, 7};
+    o.noise_stage = to_quiet;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &quiet), PP_OK);
+    o.noise_stage = to_loud;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &loud), PP_OK);
+    o.noise_stage = out_of_range;
+    cr_assert_eq(pp_sim_dist_file(PP_SCHED_1F1B, &part, M, c, &o, &odd), PP_OK);
+    cr_assert_float_eq(quiet.median_ns, quiet.noise_free_ns, 1e-9 * quiet.noise_free_ns);
+    cr_assert_float_eq(quiet.p95_ns, quiet.noise_free_ns, 1e-9 * quiet.noise_free_ns);
+    cr_assert_gt(own.p95_ns, own.noise_free_ns);
+    cr_assert_gt(loud.p95_ns - loud.noise_free_ns, own.p95_ns - own.noise_free_ns, "%.0f vs %.0f",
+                 loud.p95_ns, own.p95_ns);
+    cr_assert(memcmp(&odd, &own, sizeof odd) == 0, "out-of-range entries are not the own index");
+    pp_partition_free(&part);
+    pp_costs_destroy(c);
+    pp_sim_noise_free(&n);
+}
