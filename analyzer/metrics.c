@@ -150,12 +150,23 @@ int an_match_transfers(state *st, const pp_aop *ops, size_t n)
     return 1;
 }
 
-/* Per-link counts, bytes and times of the step's transfers. */
-static void step_links(state *st, const pp_aop *ops, size_t n)
+/* The end of send ops[i]'s own part: its range, cut at its stage's next op's start (an
+ * asynchronous send's range, torch's isend to its wait, runs on beside the stage's next ops).
+ * The ops are by stage, then time. */
+static uint64_t send_own_end(const pp_aop *ops, size_t n, size_t i)
 {
-    if (!an_match_transfers(st, ops, n))
+    const pp_aop *s = &ops[i];
+    uint64_t own_end = s->t1;
+    if (i + 1 < n && ops[i + 1].stage == s->stage && ops[i + 1].t0 < own_end)
+        own_end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
+    return own_end;
+}
+
+/* Per-link counts, bytes and times of the step's transfers; match: an_match_transfers'. */
+static void step_links(state *st, const pp_aop *ops, size_t n, const size_t *match)
+{
+    if (!match)
         return;
-    const size_t *match = st->match.data;
     for (size_t i = 0; i < n; i++) {
         const pp_aop *s = &ops[i];
         if (s->kind != PP_AOP_SEND_ACT && s->kind != PP_AOP_SEND_GRAD)
@@ -175,9 +186,7 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
          * that waited for no receiver: their receiver was already waiting when they began, or
          * they ended before it came (a rendezvous send that meets its receiver part way
          * through may have waited: left out). The ops are by stage, then time. */
-        uint64_t own_end = s->t1;
-        if (i + 1 < n && ops[i + 1].stage == s->stage && ops[i + 1].t0 < own_end)
-            own_end = ops[i + 1].t0 > s->t0 ? ops[i + 1].t0 : s->t0;
+        uint64_t own_end = send_own_end(ops, n, i);
         if (r->t0 <= s->t0 || r->t0 >= s->t1)
             an_series_add(&l->snd, (double)(own_end - s->t0));
         /* A receive its stage computed inside (posted early, waited for later) waited from
@@ -194,7 +203,22 @@ static void step_links(state *st, const pp_aop *ops, size_t n)
                    r->t0 - s->t0 >= r->t1 - r->t0;
         if (late)
             an_series_add(&l->rcv, (double)(r->t1 - r->t0));
-        double wait = busy_end ? (r->t1 > busy_end ? (double)(r->t1 - busy_end) : 0.0)
+        /* A receive posted early took its receiver's time too: posting it, up to its stage's
+         * next op (torch's RECV actions, Megatron-LM's irecv before the compute); its wait
+         * after that compute is the stage's, its gaps (step_outside) */
+        if (busy_end) {
+            size_t k = match[i] + 1;
+            uint64_t next = k < n && ops[k].stage == r->stage && ops[k].t0 < r->t1 ? ops[k].t0
+                                                                                   : r->t1;
+            an_series_add(&l->rcv, next > r->t0 ? (double)(next - r->t0) : 0.0);
+        }
+        /* blocked: from the later of its start and its stage's last compute op inside it to
+         * its end, or, posted early, to its message's handing over (past that the stage was
+         * not waiting for it: the time is its own, step_outside's gaps) */
+        uint64_t blocked_end = r->t1;
+        if (busy_end && own_end < blocked_end)
+            blocked_end = own_end > busy_end ? own_end : busy_end;
+        double wait = busy_end ? (blocked_end > busy_end ? (double)(blocked_end - busy_end) : 0.0)
                                : (double)(r->t1 - r->t0);
         l->l.wait_ns += wait;
         /* Arrival is observed only when the receive overlaps the send: the receiver was
@@ -464,7 +488,7 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
  * pass over the ops, which are in time order within each stage. bd[4 S]: b's starts and ends,
  * then scratch. */
 static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
-                         size_t n, uint64_t *bd, int S)
+                         size_t n, const uint64_t *hand, uint64_t *bd, int S)
 {
     uint64_t *first = bd + 2 * S, *last = bd + 3 * S;
     for (int s = 0; s < S; s++) {
@@ -506,9 +530,19 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
             /* a send covers its own part only (step_links): an asynchronous send's range runs
              * on beside the stage's next ops to its wait, and would hide the time between them */
             uint64_t end = o->t1;
-            if ((o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD) && i + 1 < n &&
-                ops[i + 1].stage == s && ops[i + 1].t0 < end)
-                end = ops[i + 1].t0 > o->t0 ? ops[i + 1].t0 : o->t0;
+            if (o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD)
+                end = send_own_end(ops, n, i);
+            /* a receive posted early, its stage computing inside it, waits after that compute
+             * only until its message was handed over (hand[i]); past that its range holds the
+             * stage's own time between its ops (torch's Python between actions), which is a
+             * gap like any other */
+            if (hand && hand[i] != UINT64_MAX &&
+                (o->kind == PP_AOP_RECV_ACT || o->kind == PP_AOP_RECV_GRAD)) {
+                uint64_t busy_end = an_recv_overlapped_end(ops, n, i);
+                uint64_t w = hand[i] > busy_end ? hand[i] : busy_end;
+                if (busy_end && w < end)
+                    end = w;
+            }
             if (end > cover) {
                 cover = end;
                 last_compute = an_is_compute(o->kind);
@@ -521,8 +555,12 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
         }
         opt_seen |= o->kind == PP_AOP_OPT;
         first[s] = o->t0 < first[s] ? o->t0 : first[s];
-        if (o->kind != PP_AOP_RECV_ACT && o->kind != PP_AOP_RECV_GRAD)
-            last[s] = o->t1 > last[s] ? o->t1 : last[s];
+        if (o->kind != PP_AOP_RECV_ACT && o->kind != PP_AOP_RECV_GRAD) {
+            uint64_t e = o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD
+                             ? send_own_end(ops, n, i)
+                             : o->t1;
+            last[s] = e > last[s] ? e : last[s];
+        }
         if (o->kind == PP_AOP_OPT) {
             if (sp->stage[s].pre_opt_ns < 0 && compute_end && compute_end <= o->t0) {
                 sp->stage[s].pre_opt_ns = (double)(o->t0 - compute_end);
@@ -752,7 +790,17 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     double kind_sum[PP_AOP_COUNT] = {0}, kind_n[PP_AOP_COUNT] = {0};
     if (!sp || !step_op_times(st, sp, ops, n, S, kind_sum, kind_n))
         return;
-    step_outside(st, sp, b, ops, n, bd, S);
+    /* the transfers' pairs, and for each matched receive when its message was handed over (its
+     * send's own part ended): step_outside's gaps and step_links' times use them */
+    const size_t *match = an_match_transfers(st, ops, n) ? st->match.data : NULL;
+    uint64_t *hand = match && n ? sort_scratch(st, n * sizeof *hand) : NULL;
+    if (hand) {
+        memset(hand, 0xff, n * sizeof *hand); /* UINT64_MAX: no send matched */
+        for (size_t i = 0; i < n; i++)
+            if (match[i] != SIZE_MAX)
+                hand[match[i]] = send_own_end(ops, n, i);
+    }
+    step_outside(st, sp, b, ops, n, hand, bd, S);
     step_allreduce(st, sp, b, S);
     step_idle(st, sp, S);
     /* the decomposition: replay the step's own lists (bubble.c) */
@@ -766,7 +814,7 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
                        "decomposition for it",
                 (long long)b->step);
     step_accumulate(st, sp, S);
-    step_links(st, ops, n);
+    step_links(st, ops, n, match);
     step_layers(st, b);
     keep_ops(st, b);
 }

@@ -86,9 +86,10 @@ typedef struct pp_stage_step {
      * BWD_INPUT + BWD_WEIGHT when split), 0 when the stage ran none */
     double fwd_ns, bwd_ns;
     /* the stage's time in this step outside its pipeline work: its period (its step start to
-     * its next step start) minus the span of its ops (first op start to last compute or send
-     * end); the job's own loop, optimizer and framework time. -1 when not known (the last
-     * step, a stage without ops) */
+     * its next step start) minus the span of its ops (first op start to the last end of a
+     * compute op or of a send's own part, up to its stage's next op: an asynchronous send's
+     * range runs on to its wait); the job's own loop, optimizer and framework time. -1 when
+     * not known (the last step, a stage without ops) */
     double outside_ns;
     int last_end; /* 1 on the stage whose ops ended last in the step */
     /* from the end of its last compute op (or send) before its optimizer step to that step's
@@ -97,8 +98,10 @@ typedef struct pp_stage_step {
     double pre_opt_ns;
     int last_to_opt; /* 1 on the stage that reached its optimizer step's wait last */
     /* the stage's time between its ops, in none of them (neither computing, sending nor
-     * waiting for a message), from its first op to its optimizer step (else its last op): an
-     * interpreted schedule's own bookkeeping (torch's Python between its calls), and its
+     * waiting for a message: a send's own part, a receive's range, but a receive posted early
+     * only up to the later of its stage's last compute op inside it and its message's handing
+     * over), from its first op to its optimizer step (else its last op): an interpreted
+     * schedule's own bookkeeping (torch's Python between its calls), and its
      * compute ops (FWD .. BWD_WEIGHT) in that span but the last op when it is one (the time
      * after that is the wait for the optimizer step, pre_opt_ns); 0 and 0 without ops */
     double gap_ns;
@@ -131,7 +134,9 @@ typedef struct pp_alink {
     double transfer_ns;       /* sum over timed messages: send start -> data at the receiver */
     double bandwidth_GBps;    /* median over timed messages of bytes / transfer time */
     pp_astats latency_ns;     /* per-message transfer time (timed messages) */
-    double wait_ns;           /* receivers' time blocked in recv ranges */
+    double wait_ns;           /* receivers' time blocked in recv ranges (a receive posted
+                                 early: from its stage's last compute op inside it to its
+                                 message's handing over, docs/metrics.md) */
     double send_ns;           /* senders' time in send ranges */
     pp_astats send_time_ns;   /* per-message time in the send range up to the sender's next
                                  op, of the messages whose send waited for no receiver: it
@@ -139,8 +144,10 @@ typedef struct pp_alink {
                                  began (docs/metrics.md) */
     pp_astats recv_time_ns;   /* per-message time in the receive range of the receives that
                                  began after their send's own part had ended (the message was
-                                 handed over) and no compute op of their stage overlaps: the
-                                 receiver's own time (docs/metrics.md) */
+                                 handed over) and no compute op of their stage overlaps, and of
+                                 the receives posted early (a compute op of their stage began
+                                 inside them) the part up to their stage's next op, posting
+                                 them: the receiver's own time (docs/metrics.md) */
     /* The samples behind latency_ns: every timed message's transfer time (ns) up to 4096, a
      * uniform reservoir beyond, in no order; owned (freed by pp_analysis_free), NULL when none.
      * The transfers' variation the Monte Carlo predictor replays (docs/sim-dist.md). */

@@ -12,9 +12,12 @@
 # 2-core machine (what the rounds are for), so the verdict is judged on the medians over the
 # rounds: whether the median re-run lands within 5% of the median prediction and is faster than
 # the median baseline (rounds whose re-run was slower than their own baseline are counted and
-# shown). Exits 1 when it does not.
+# shown). Exits 1 when it does not. --interleaved runs torch's Interleaved1F1B instead (two chunks
+# a rank, 8 blocks whose last two do three times the work, dim 128, 20 profiled steps: a job whose
+# time between actions is a large part of its step, docs/cost-file.md "Receives posted early").
 #
-# usage: benchmarks/bench_torch_tune.sh [--build DIR] [--python PY] [ROUNDS]   (default 5)
+# usage: benchmarks/bench_torch_tune.sh [--build DIR] [--python PY] [--interleaved] [ROUNDS]
+#        (default 5)
 # PY: a Python with torch (default: scripts/setup.sh's venv, PPROF_TORCH_VENV or
 # /var/cache/pipeprof/torch-local). Takes about 20 s per round.
 set -euo pipefail
@@ -22,10 +25,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=build
 py=""
+interleaved=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --python) py=$2; shift 2 ;;
+    --interleaved) interleaved=1; shift ;;
     *) break ;;
   esac
 done
@@ -43,6 +48,12 @@ work=$(mktemp -d /tmp/pp_bench_torch.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 job=(--schedule gpipe --blocks 8 --work 3,3,3,3,1,1,1,1 --microbatches 4 --steps 16 --dim 512
      --mb-size 32 --with-modules)
+title='torch GPipe, 2 ranks, 8 blocks (work 3,3,3,3,1,1,1,1), M = 4, 16 profiled steps'
+if [ "$interleaved" = 1 ]; then
+  job=(--schedule interleaved --chunks 2 --blocks 8 --work 1,1,1,1,1,1,3,3 --microbatches 4
+       --steps 20 --dim 128 --mb-size 4 --with-modules)
+  title='torch Interleaved1F1B, 2 ranks x 2 chunks, 8 blocks (work 1,1,1,1,1,1,3,3), M = 4, 20 profiled steps'
+fi
 
 run_job() { # $1 run dir, then extra job flags
   local dir=$1
@@ -60,8 +71,8 @@ median() { # numbers on stdin
   sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-printf 'torch GPipe, 2 ranks, 8 blocks (work 3,3,3,3,1,1,1,1), M = 4, 16 profiled steps; %s rounds\n' "$rounds"
-printf '%-6s %-10s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' round split base_ms base_self% \
+printf '%s; %s rounds\n' "$title" "$rounds"
+printf '%-6s %-26s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' round split base_ms base_self% \
   predicted_ms rerun_ms error% rerun_self% gain
 preds=() reruns=() bases=() slower=0
 for r in $(seq 1 "$rounds"); do
@@ -84,7 +95,7 @@ for r in $(seq 1 "$rounds"); do
   err=$(awk -v m="$rerun" -v p="$pred" 'BEGIN {printf "%+.1f", 100 * (m - p) / p}')
   gain=$(awk -v b="$base_ms" -v a="$rerun" 'BEGIN {printf "%.3fx", b / a}')
   awk -v b="$base_ms" -v a="$rerun" 'BEGIN {exit !(a >= b)}' && slower=$((slower + 1))
-  printf '%-6s %-10s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' "$r" "$split" "$base_ms" \
+  printf '%-6s %-26s %-12s %-12s %-12s %-12s %-8s %-10s %-10s\n' "$r" "$split" "$base_ms" \
     "$base_self" "$pred" "$rerun" "$err" "$rerun_self" "$gain"
   preds+=("$pred")
   bases+=("$base_ms")

@@ -720,21 +720,38 @@ Test(analyzer, reads_a_foreign_job_through_the_message_grammar)
  * waiting took 5 us (a queue's get), which says nothing of the link: the receiver's own time.
  * With `transit`, stage 1's second receive comes while act1 is still on its way instead:
  * recv_act1 [2010, 2040], after the send returned (2003) but before the data (2040). */
+/* The names of a two-micro-batch job's ranges, registered in a trace opened at path (rank). */
+typedef struct two_mb_names {
+    uint32_t step, opt, fwd[2], bwd[2], sa[2], ra[2], sg[2], rg[2];
+} two_mb_names;
+
+static void open_two_mb_job(tk_tw *t, const char *path, int rank, two_mb_names *n)
+{
+    tk_tw_open(t, path, rank, -1);
+    uint32_t dom = tk_tw_sid(t, "pipeprof");
+    n->step = tk_tw_sid(t, "step");
+    n->opt = tk_tw_sid(t, "opt_step");
+    /* (the writer keeps the names' pointers until it flushes: literals) */
+    static const char *const names[6][2] = {
+        {"fwd mb0", "fwd mb1"},           {"bwd mb0", "bwd mb1"},
+        {"send_act mb0", "send_act mb1"}, {"recv_act mb0", "recv_act mb1"},
+        {"send_grad mb0", "send_grad mb1"}, {"recv_grad mb0", "recv_grad mb1"}};
+    uint32_t *ids[6] = {n->fwd, n->bwd, n->sa, n->ra, n->sg, n->rg};
+    for (int k = 0; k < 6; k++)
+        for (int mb = 0; mb < 2; mb++)
+            ids[k][mb] = tk_tw_sid(t, names[k][mb]);
+    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
+    tk_tw_rec(t, &d, sizeof d);
+    tk_tw_flush(t, PP_BLOCK_META, 0);
+}
+
 static void write_queue_job(const char *path, int transit)
 {
     static tk_tw t;
-    tk_tw_open(&t, path, 43, -1);
-    uint32_t dom = tk_tw_sid(&t, "pipeprof"), s_step = tk_tw_sid(&t, "step");
-    uint32_t s_opt = tk_tw_sid(&t, "opt_step");
-    uint32_t s_fwd[2] = {tk_tw_sid(&t, "fwd mb0"), tk_tw_sid(&t, "fwd mb1")};
-    uint32_t s_bwd[2] = {tk_tw_sid(&t, "bwd mb0"), tk_tw_sid(&t, "bwd mb1")};
-    uint32_t s_sa[2] = {tk_tw_sid(&t, "send_act mb0"), tk_tw_sid(&t, "send_act mb1")};
-    uint32_t s_ra[2] = {tk_tw_sid(&t, "recv_act mb0"), tk_tw_sid(&t, "recv_act mb1")};
-    uint32_t s_sg[2] = {tk_tw_sid(&t, "send_grad mb0"), tk_tw_sid(&t, "send_grad mb1")};
-    uint32_t s_rg[2] = {tk_tw_sid(&t, "recv_grad mb0"), tk_tw_sid(&t, "recv_grad mb1")};
-    pp_rec_domain d = {{PP_REC_DOMAIN, sizeof d, 0, 0}, 1, dom};
-    tk_tw_rec(&t, &d, sizeof d);
-    tk_tw_flush(&t, PP_BLOCK_META, 0);
+    two_mb_names nm;
+    open_two_mb_job(&t, path, 43, &nm);
+    const uint32_t s_step = nm.step, s_opt = nm.opt, *s_fwd = nm.fwd, *s_bwd = nm.bwd;
+    const uint32_t *s_sa = nm.sa, *s_ra = nm.ra, *s_sg = nm.sg, *s_rg = nm.rg;
     const uint64_t us = 1000, T0 = 1000000 * us;
     typedef struct { uint32_t msg; int64_t t0, t1; uint64_t payload; } r;
     for (int step = 1; step <= 3; step++) {
@@ -837,6 +854,108 @@ Test(analyzer, a_receive_while_its_message_is_on_the_way_waits_for_the_link)
             cr_assert_eq(l->recv_time_ns.count, 2u);
             cr_assert_float_eq(l->recv_time_ns.median, 5e3, 1.0);
         }
+    }
+    pp_analysis_free(a);
+}
+
+/* A job in the way torch's _PipelineScheduleRuntime runs one: sends asynchronous (each range
+ * runs on to its wait, past the stage's next ops), receives posted before the compute op ahead
+ * of the one that needs them and waited for in that one's action. Steps 10 ms apart, us from
+ * each step's base b:
+ *   stage 0  step [0, 8000]: fwd0 [0, 1000], send_act0 [1000, 6500] (its own part to 1100),
+ *            fwd1 [1100, 2100], send_act1 [2100, 6600] (its own part to 2200: handed over),
+ *            recv_grad0 [2200, 4650], bwd0 [4650, 5650], recv_grad1 [5650, 5720],
+ *            bwd1 [5720, 6720], opt [7000, 7500]
+ *   stage 1  step [-1000, 8500]: recv_act0 [-500, 1050], recv_act1 [1045, 2500] (posted 5 us
+ *            before fwd0, which runs inside it), fwd0 [1050, 2050], fwd1 [2500, 3500],
+ *            bwd0 [3500, 4500], send_grad0 [4500, 8000] (own part to 4600), bwd1 [4600, 5600],
+ *            send_grad1 [5600, 8100] (own part to 5700), opt [5700, 6000]
+ * After fwd0 stage 1 waits for act1 until it is handed over (2200), then spends 300 us of its
+ * own (the Python between actions) before fwd1. */
+static void write_early_recv_job(const char *path)
+{
+    static tk_tw t;
+    two_mb_names nm;
+    open_two_mb_job(&t, path, 44, &nm);
+    const uint32_t s_step = nm.step, s_opt = nm.opt, *s_fwd = nm.fwd, *s_bwd = nm.bwd;
+    const uint32_t *s_sa = nm.sa, *s_ra = nm.ra, *s_sg = nm.sg, *s_rg = nm.rg;
+    const uint64_t us = 1000, T0 = 1000000 * us;
+    typedef struct { uint32_t msg; int64_t t0, t1; uint64_t payload; } r;
+    for (int step = 1; step <= 3; step++) {
+        uint64_t b = T0 + (uint64_t)(step - 1) * 10000 * us;
+        const r st0[] = {{s_fwd[0], 0, 1000, 0},      {s_sa[0], 1000, 6500, 4096},
+                         {s_fwd[1], 1100, 2100, 1},   {s_sa[1], 2100, 6600, 4096},
+                         {s_rg[0], 2200, 4650, 4096}, {s_bwd[0], 4650, 5650, 0},
+                         {s_rg[1], 5650, 5720, 4096}, {s_bwd[1], 5720, 6720, 1},
+                         {s_opt, 7000, 7500, 0}};
+        const r st1[] = {{s_ra[0], -500, 1050, 4096}, {s_ra[1], 1045, 2500, 4096},
+                         {s_fwd[0], 1050, 2050, 0},   {s_fwd[1], 2500, 3500, 1},
+                         {s_bwd[0], 3500, 4500, 0},   {s_sg[0], 4500, 8000, 4096},
+                         {s_bwd[1], 4600, 5600, 1},   {s_sg[1], 5600, 8100, 4096},
+                         {s_opt, 5700, 6000, 0}};
+        const r *sts[2] = {st0, st1};
+        const size_t ns[2] = {sizeof st0 / sizeof st0[0], sizeof st1 / sizeof st1[0]};
+        const int64_t open[2] = {0, -1000}, close[2] = {8000, 8500};
+        for (int s = 0; s < 2; s++) {
+            uint32_t tid = 100 + (uint32_t)s;
+            /* an asynchronous send and an early receive overlap the stage's next ops without
+             * nesting: each range on a thread of its own (its category gives its stage) */
+            push(&t, tid, (uint64_t)((int64_t)b + open[s] * (int64_t)us), s_step,
+                 (uint32_t)s + 1, (uint64_t)step);
+            tk_tw_pop(&t, tid, (uint64_t)((int64_t)b + close[s] * (int64_t)us));
+            tk_tw_flush(&t, PP_BLOCK_EVENTS, tid);
+            for (size_t i = 0; i < ns[s]; i++) {
+                uint32_t rt = tid + 10 * (uint32_t)(i + 1);
+                push(&t, rt, (uint64_t)((int64_t)b + sts[s][i].t0 * (int64_t)us), sts[s][i].msg,
+                     (uint32_t)s + 1, sts[s][i].payload);
+                tk_tw_pop(&t, rt, (uint64_t)((int64_t)b + sts[s][i].t1 * (int64_t)us));
+                tk_tw_flush(&t, PP_BLOCK_EVENTS, rt);
+            }
+        }
+    }
+    pp_trace_writer_close(t.w);
+}
+
+/* A receive posted early (its stage computes inside it) waited, after that compute, only
+ * until its message was handed over (its send's own part ended); the rest of its range is its
+ * stage's own time between ops (a gap, the cost file's op_gap_us), not a wait, and posting it
+ * (its range up to its stage's next op) is its receiver's own time. An asynchronous send's
+ * range that runs on past the stage's last op does not shorten the stage's time outside its
+ * ops (the per-step fixed cost). */
+Test(analyzer, a_receive_posted_early_waits_only_until_its_message_was_handed_over)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/early.pft", g_dir);
+    write_early_recv_job(path);
+    pp_analysis *a = NULL;
+    cr_assert_eq(pp_analyze_dir(g_dir, NULL, &a), PP_OK, "%s", pp_error_message());
+    cr_assert_eq(a->S, 2);
+    cr_assert_eq(a->n_steps, 2u, "3 steps, 1 warm-up");
+    for (size_t i = 0; i < a->n_steps; i++) {
+        const pp_astep *sp = &a->steps[i];
+        /* stage 1: 300 us between the handing over of act1 (2200) and fwd1 (2500); before, the
+         * receive's range covered it and the stage read no gap */
+        cr_assert_float_eq(sp->stage[1].gap_ns, 300e3, 1.0, "step %lld: %.0f ns",
+                           (long long)sp->step, sp->stage[1].gap_ns);
+        cr_assert_float_eq(sp->stage[0].gap_ns, 0.0, 1.0, "%.0f ns", sp->stage[0].gap_ns);
+        /* stage 1's period (10 ms) less its ops' span, from recv_act0 (-500) to its optimizer
+         * step's end (6000): its sends' ranges that run to 8100 are not its work (1400 us
+         * before); the last step has no next one to measure it to */
+        if (sp->step < 3)
+            cr_assert_float_eq(sp->stage[1].outside_ns, 3500e3, 1.0, "step %lld: %.0f ns",
+                               (long long)sp->step, sp->stage[1].outside_ns);
+    }
+    cr_assert_eq(a->n_links, 2u);
+    for (size_t i = 0; i < a->n_links; i++) {
+        const pp_alink *l = &a->links[i];
+        if (l->grad)
+            continue;
+        /* recv_act0 blocks 1550 us, recv_act1 from fwd0's end (2050) to its message's handing
+         * over (2200): 150 us (450 before, to its range's end), per step */
+        cr_assert_float_eq(l->wait_ns, 2 * (1550e3 + 150e3), 1.0, "%.0f ns", l->wait_ns);
+        /* posting recv_act1 took its receiver 5 us (before, no early receive was a sample) */
+        cr_assert_eq(l->recv_time_ns.count, 2u, "%llu", (unsigned long long)l->recv_time_ns.count);
+        cr_assert_float_eq(l->recv_time_ns.median, 5e3, 1.0, "%.0f ns", l->recv_time_ns.median);
     }
     pp_analysis_free(a);
 }
