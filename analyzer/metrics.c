@@ -203,9 +203,13 @@ static void step_links(state *st, const pp_aop *ops, size_t n, const size_t *mat
                    r->t0 - s->t0 >= r->t1 - r->t0;
         if (late)
             an_series_add(&l->rcv, (double)(r->t1 - r->t0));
-        /* A receive posted early took its receiver's time too: posting it, up to its stage's
-         * next op (torch's RECV actions, Megatron-LM's irecv before the compute); its wait
-         * after that compute is the stage's, its gaps (step_outside) */
+        /* A receive posted early took its receiver's time too: its range up to its stage's next
+         * op (torch's RECV actions, Megatron-LM's irecv before the compute). That holds the
+         * posting and, where the stage then waited for another message (torch posts RECV_B of
+         * one micro-batch and waits for another's in its next action), that wait: a replay's
+         * receive ends at the later of its start plus such a time and its message's arrival, so
+         * it is the length of a receive step as the job lived it (docs/metrics.md "Links"). Its
+         * stretch after the compute inside it is the stage's gap (step_outside) */
         if (busy_end) {
             size_t k = match[i] + 1;
             uint64_t next = k < n && ops[k].stage == r->stage && ops[k].t0 < r->t1 ? ops[k].t0
