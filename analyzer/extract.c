@@ -1493,18 +1493,26 @@ pp_status pp_extract_noise_stages(const pp_extract *e, pp_schedule_kind kind,
     return PP_OK;
 }
 
+pp_status pp_extract_dist_mapped(const pp_extract *e, pp_schedule_kind kind,
+                                 const pp_partition *part, int M, const pp_costs *costs,
+                                 pp_sim_dist_opts *o, pp_sim_dist_result *res)
+{
+    int *map = pp_alloc_array((size_t)(part->S > 0 ? part->S : 1), sizeof(int));
+    if (!map)
+        return PP_ERR(PP_ERR_NOMEM, "out of memory for %d stages", part->S);
+    pp_status st = pp_extract_noise_stages(e, kind, part, M, costs, map);
+    o->noise_stage = map;
+    if (st == PP_OK)
+        st = pp_sim_dist_file(kind, part, M, costs ? costs : pp_extract_run_costs(e), o, res);
+    o->noise_stage = NULL;
+    pp_free(map);
+    return st;
+}
+
 pp_status pp_extract_predict_dist(const pp_extract *e, pp_schedule_kind kind,
                                   const pp_partition *part, int M, uint64_t seed,
                                   pp_sim_dist_result *res)
 {
     pp_sim_dist_opts o = {.noise = &e->noise, .seed = seed};
-    int *map = pp_alloc_array((size_t)(part->S > 0 ? part->S : 1), sizeof(int));
-    if (!map)
-        return PP_ERR(PP_ERR_NOMEM, "out of memory for %d stages", part->S);
-    pp_status st = pp_extract_noise_stages(e, kind, part, M, NULL, map);
-    o.noise_stage = map;
-    if (st == PP_OK)
-        st = pp_sim_dist_file(kind, part, M, pp_extract_run_costs(e), &o, res);
-    pp_free(map);
-    return st;
+    return pp_extract_dist_mapped(e, kind, part, M, NULL, &o, res);
 }

@@ -162,8 +162,23 @@ static uint64_t send_own_end(const pp_aop *ops, size_t n, size_t i)
     return own_end;
 }
 
-/* Per-link counts, bytes and times of the step's transfers; match: an_match_transfers'. */
-static void step_links(state *st, const pp_aop *ops, size_t n, const size_t *match)
+/* Per matched receive of a step (step_numbers): when its message was handed over (its send's
+ * own part ended) and the end of its stage's last compute op inside it
+ * (an_recv_overlapped_end, 0 when none); hand is UINT64_MAX for an op no send matched. */
+typedef struct recv_at {
+    uint64_t hand, busy_end;
+} recv_at;
+
+/* Receive ops[r]'s busy_end: from rx when step_numbers could hold it, else found again. */
+static uint64_t recv_busy_end(const recv_at *rx, const pp_aop *ops, size_t n, size_t r)
+{
+    return rx ? rx[r].busy_end : an_recv_overlapped_end(ops, n, r);
+}
+
+/* Per-link counts, bytes and times of the step's transfers; match: an_match_transfers'; rx:
+ * step_numbers' per-receive times, or NULL. */
+static void step_links(state *st, const pp_aop *ops, size_t n, const size_t *match,
+                       const recv_at *rx)
 {
     if (!match)
         return;
@@ -192,7 +207,7 @@ static void step_links(state *st, const pp_aop *ops, size_t n, const size_t *mat
         /* A receive its stage computed inside (posted early, waited for later) waited from
          * its stage's last op on, and its end says when the wait returned, not when the data
          * came: no transfer time from it (docs/metrics.md "Transfers"). */
-        uint64_t busy_end = an_recv_overlapped_end(ops, n, match[i]);
+        uint64_t busy_end = recv_busy_end(rx, ops, n, match[i]);
         /* The receiver's own time: the receive ranges that began once the sender had handed
          * its message over (its send call had returned: the send's own part above ended), at
          * least as long after the send began as they lasted (one that came while an
@@ -492,7 +507,7 @@ static int step_op_times(state *st, pp_astep *sp, const pp_aop *ops, size_t n, i
  * pass over the ops, which are in time order within each stage. bd[4 S]: b's starts and ends,
  * then scratch. */
 static void step_outside(const state *st, pp_astep *sp, const bucket *b, const pp_aop *ops,
-                         size_t n, const uint64_t *hand, uint64_t *bd, int S)
+                         size_t n, const recv_at *rx, uint64_t *bd, int S)
 {
     uint64_t *first = bd + 2 * S, *last = bd + 3 * S;
     for (int s = 0; s < S; s++) {
@@ -537,14 +552,13 @@ static void step_outside(const state *st, pp_astep *sp, const bucket *b, const p
             if (o->kind == PP_AOP_SEND_ACT || o->kind == PP_AOP_SEND_GRAD)
                 end = send_own_end(ops, n, i);
             /* a receive posted early, its stage computing inside it, waits after that compute
-             * only until its message was handed over (hand[i]); past that its range holds the
+             * only until its message was handed over (rx[i].hand); past that its range holds the
              * stage's own time between its ops (torch's Python between actions), which is a
              * gap like any other */
-            if (hand && hand[i] != UINT64_MAX &&
+            if (rx && rx[i].hand != UINT64_MAX && rx[i].busy_end &&
                 (o->kind == PP_AOP_RECV_ACT || o->kind == PP_AOP_RECV_GRAD)) {
-                uint64_t busy_end = an_recv_overlapped_end(ops, n, i);
-                uint64_t w = hand[i] > busy_end ? hand[i] : busy_end;
-                if (busy_end && w < end)
+                uint64_t w = rx[i].hand > rx[i].busy_end ? rx[i].hand : rx[i].busy_end;
+                if (w < end)
                     end = w;
             }
             if (end > cover) {
@@ -795,16 +809,20 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
     if (!sp || !step_op_times(st, sp, ops, n, S, kind_sum, kind_n))
         return;
     /* the transfers' pairs, and for each matched receive when its message was handed over (its
-     * send's own part ended): step_outside's gaps and step_links' times use them */
+     * send's own part ended) and its stage's last compute op inside it, found once: step_outside's
+     * gaps and step_links' times use them (rx lives in the sorts' scratch: nothing sorts until
+     * step_links is done) */
     const size_t *match = an_match_transfers(st, ops, n) ? st->match.data : NULL;
-    uint64_t *hand = match && n ? sort_scratch(st, n * sizeof *hand) : NULL;
-    if (hand) {
-        memset(hand, 0xff, n * sizeof *hand); /* UINT64_MAX: no send matched */
+    recv_at *rx = match && n ? sort_scratch(st, n * sizeof *rx) : NULL;
+    if (rx) {
+        for (size_t i = 0; i < n; i++)
+            rx[i] = (recv_at){UINT64_MAX, 0};
         for (size_t i = 0; i < n; i++)
             if (match[i] != SIZE_MAX)
-                hand[match[i]] = send_own_end(ops, n, i);
+                rx[match[i]] = (recv_at){send_own_end(ops, n, i),
+                                         an_recv_overlapped_end(ops, n, match[i])};
     }
-    step_outside(st, sp, b, ops, n, hand, bd, S);
+    step_outside(st, sp, b, ops, n, rx, bd, S);
     step_allreduce(st, sp, b, S);
     step_idle(st, sp, S);
     /* the decomposition: replay the step's own lists (bubble.c) */
@@ -818,7 +836,7 @@ static void step_numbers(state *st, bucket *b, uint64_t *bd, int S)
                        "decomposition for it",
                 (long long)b->step);
     step_accumulate(st, sp, S);
-    step_links(st, ops, n, match);
+    step_links(st, ops, n, match, rx);
     step_layers(st, b);
     keep_ops(st, b);
 }

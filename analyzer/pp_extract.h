@@ -101,6 +101,13 @@ pp_status pp_extract_noise_stages(const pp_extract *e, pp_schedule_kind kind,
                                   const pp_partition *part, int M, const pp_costs *costs,
                                   int *map);
 
+/* pp_sim_dist_file of `part` under (kind, M) with `costs` (NULL: run_costs) and *o, each stage
+ * taking its variation from the run's stage pp_extract_noise_stages maps it to (o->noise_stage
+ * is set for the call and cleared after it). */
+pp_status pp_extract_dist_mapped(const pp_extract *e, pp_schedule_kind kind,
+                                 const pp_partition *part, int M, const pp_costs *costs,
+                                 pp_sim_dist_opts *o, pp_sim_dist_result *res);
+
 #ifdef __cplusplus
 }
 #endif

@@ -611,6 +611,8 @@ typedef struct mc {
     size_t n_ops;
     double *clock;    /* [S] */
     double *stage_f;  /* [S] C x D_s of the replay */
+    int *noise_q;     /* [S] the noise model's stage each stage takes its variation from
+                         (noise_stage_of, resolved once), NULL without a noise model */
     double (*msg)[2]; /* [n_msgs]: when the message is due by the link model, when it comes */
     double *pre;      /* [S] each stage's time before the barrier (costs->pre_barrier_ns), NULL:
                          none */
@@ -631,7 +633,7 @@ static double replay_once(mc *m, uint64_t r)
             (size_t)pick(&rng, (uint64_t)nz->n_step_f) *
                 (size_t)nz->S;
         for (int s = 0; s < S; s++) {
-            int q = noise_stage_of(o->noise_stage, nz, s);
+            int q = m->noise_q[s];
             m->clock[s] = 0;
             m->stage_f[s] = f[q] * (nz->level ? nz->level[q] : 1.0);
         }
@@ -639,10 +641,8 @@ static double replay_once(mc *m, uint64_t r)
         double c = nz && nz->sigma_step > 0 ? exp(nz->sigma_step * pp_rng_normal(&rng)) : 1.0;
         for (int s = 0; s < S; s++) {
             m->clock[s] = 0;
-            double d = nz && nz->S > 0 && nz->sigma_stage[noise_stage_of(o->noise_stage, nz, s)] > 0
-                           ? exp(nz->sigma_stage[noise_stage_of(o->noise_stage, nz, s)] *
-                                 pp_rng_normal(&rng))
-                           : 1.0;
+            double sd = nz && nz->S > 0 ? nz->sigma_stage[m->noise_q[s]] : 0;
+            double d = sd > 0 ? exp(sd * pp_rng_normal(&rng)) : 1.0;
             m->stage_f[s] = c * d;
         }
     }
@@ -744,6 +744,11 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     rec.ops = pp_alloc_array(total ? total : 1, sizeof(step_op));
     m.clock = pp_alloc_array((size_t)S, sizeof(double));
     m.stage_f = pp_alloc_array((size_t)S, sizeof(double));
+    if (o->noise && o->noise->S > 0) {
+        m.noise_q = pp_alloc_array((size_t)S, sizeof(int));
+        for (int s = 0; m.noise_q && s < S; s++)
+            m.noise_q[s] = noise_stage_of(o->noise_stage, o->noise, s);
+    }
     m.msg = pp_alloc_array(pp_schedule_n_msgs(sc) + 1, sizeof *m.msg);
     if (costs->pre_barrier_ns) {
         /* fixed: an all-reduce's time is the link's, not the compute's noise */
@@ -755,7 +760,7 @@ pp_status pp_sim_dist(const pp_schedule *sc, const pp_sim_costs *costs, const pp
     double *steps = pp_alloc_array((size_t)n_max, sizeof(double));
     double *sorted = pp_alloc_array((size_t)n_max, sizeof(double));
     if (!rec.ops || !m.clock || !m.stage_f || !m.msg || !pc || !steps || !sorted ||
-        (costs->pre_barrier_ns && !m.pre)) {
+        (costs->pre_barrier_ns && !m.pre) || (o->noise && o->noise->S > 0 && !m.noise_q)) {
         st = PP_ERR(PP_ERR_NOMEM, "out of memory for %d Monte Carlo replays", n_max);
         goto done;
     }
@@ -793,6 +798,7 @@ done:
     pp_free(rec.ops);
     pp_free(m.clock);
     pp_free(m.stage_f);
+    pp_free(m.noise_q);
     pp_free(m.msg);
     pp_free(m.pre);
     pp_free(pc);

@@ -84,25 +84,16 @@ pp_status pp_tune_predict_dist(const pp_tune_opts *o, const pp_extract *e, const
                                pp_sim_dist_result *res)
 {
     pp_sim_dist_opts d = {.noise = &e->noise, .seed = PP_TUNE_DIST_SEED};
-    int *map = NULL;
-    pp_status st = PP_OK;
     if (o && o->jitter) {
         d.noise = NULL;
         d.draw = jitter_draw;
         d.draw_ctx = (void *)o->jitter;
         d.seed ^= o->jitter->seed;
-    } else {
-        /* each stage's variation from the run's stage that was as busy (docs/sim-dist.md,
-         * "Idle stages vary more") */
-        if (!(map = pp_alloc_array((size_t)(part->S > 0 ? part->S : 1), sizeof(int))))
-            return PP_ERR(PP_ERR_NOMEM, "out of memory for %d stages", part->S);
-        st = pp_extract_noise_stages(e, kind, part, M, c, map);
-        d.noise_stage = map;
+        return pp_sim_dist_file(kind, part, M, c ? c : pp_extract_run_costs(e), &d, res);
     }
-    if (st == PP_OK)
-        st = pp_sim_dist_file(kind, part, M, c ? c : pp_extract_run_costs(e), &d, res);
-    pp_free(map);
-    return st;
+    /* each stage's variation from the run's stage that was as busy (docs/sim-dist.md, "Idle
+     * stages vary more") */
+    return pp_extract_dist_mapped(e, kind, part, M, c, &d, res);
 }
 
 pp_status pp_tune_speed_compare(const pp_tune_opts *o, const pp_extract *base,
