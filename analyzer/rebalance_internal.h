@@ -119,8 +119,12 @@ typedef struct rb_lag {
     double *chain;     /* [LAG_MAX * LAG_NC] counts of each chain */
     int *part;         /* [LAG_MAX * (P + 1)] */
     double *len;       /* [LAG_MAX * LAG_MAX] chain i's length on partition j, ns */
-    double *K, *tab;   /* the game's matrix and simplex tableau */
-    int *basis;
+    double *tab;       /* the restricted game's simplex tableau, kept from round to round */
+    int *basis;        /* [LAG_MAX + LAG_QMAX] each row's basic column */
+    double *tw_a;      /* [LAG_MAX + LAG_QMAX] scratch: a new column */
+    int tw_ok;         /* the tableau holds the game of tw_m chains, tw_n partitions and q rows */
+    int tw_m, tw_n, tw_rounds; /* ... solved warm tw_rounds times since it was built */
+    double tw_base, tw_sc; /* its scale: K = (length - tw_base) * tw_sc + 0.05 */
     double *lam, *y;   /* [LAG_MAX] the restricted game's mixtures */
     double *agg, *best_agg; /* [LAG_NC] aggregated counts: current, best */
     double *coef;      /* [LAG_NC] scratch chain */
@@ -139,7 +143,6 @@ typedef struct rb_lag {
     double cut;        /* pieces whose piece bound reaches this are left out (+inf: none) */
     int q;             /* stage-count constraints on the mixture (a node of rb_lag_branch) */
     const int *cs;     /* [3q]: stage, sign, count: sign * (layers of the stage - count) <= 0 */
-    double *Q;         /* [LAG_QMAX * LAG_MAX] each constraint's value on each partition */
     double *lin;       /* [P + 1] the constraints' multipliers as a term per boundary, ns/layer */
     double lin0;       /* and their constant, ns */
     double *mu;        /* [LAG_QMAX] the constraints' multipliers, ns per layer */

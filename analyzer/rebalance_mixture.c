@@ -253,102 +253,304 @@ static double lag_cons_value(const rb_ctx *x, const int *c, const int *b)
     return (double)(c[1] * (n - c[2]));
 }
 
-/* Solves the matrix game max over mixtures u of rows, min over columns j, of sum_i u_i K[i][j]
- * (m rows, n columns, row stride ld, every entry > 0), the columns' mixture y also held to
- * sum_j y_j Q[r][j] <= 0 for q more rows (stride ld; q = 0: a plain game), by the simplex method
- * on
- *   max sum_j w_j  subject to  sum_j K[i][j] w_j <= 1 (each i),  sum_j Q[r][j] w_j <= 0 (each
- *   r),  w >= 0
- * (the slacks are a feasible start; the K rows keep it bounded), whose optimum is 1 / value; the
- * column player's mixture is w / sum w, the row player's the duals of the K rows normalised to
- * sum 1, and the Q rows' duals on the same scale are their multipliers: for every column j,
- * sum_i lam_i K[i][j] + sum_r lam_{m+r} Q[r][j] >= value. Writes lam[m + q] and y[n]; returns
- * 0, or -1 when the pivots ran out (then lam is uniform over the K rows, 0 on the Q rows, and y
- * uniform), -2 when no mixture of the columns meets the Q rows (w = 0 is the only solution). */
-static int solve_game(const double *K, const double *Q, int ld, int m, int q, int n, double *lam,
-                      double *y, double *tab, int *basis)
+/* The restricted game, by the simplex method, kept from round to round (rb_lag's tw_* state).
+ * The game max over mixtures u of rows (chains), min over columns j (partitions), of
+ * sum_i u_i K[i][j], with K the chains' lengths shifted and scaled to positive entries, the
+ * columns' mixture y also held to sum_j y_j Q[r][j] <= 0 (the stage-count constraints), is the
+ * linear program
+ *   max sum_j w_j  subject to  sum_j Q[r][j] w_j <= 0 (each r),  sum_j K[i][j] w_j <= 1 (each
+ *   i),  w >= 0
+ * (w = 0 is feasible, the K rows keep it bounded), whose optimum is 1 / value; y = w / sum w,
+ * the K rows' duals normalised to sum 1 are the chains' mixture, and the Q rows' duals on the
+ * same scale their multipliers. The tableau (lg->tab, TW_COLS a row) holds the Q rows first,
+ * then one row per chain, then the objective; a column per partition (w_j at j), then a slack
+ * per row (at TW_SLACK(r)) and the right-hand side. A round adds a chain or two and a partition:
+ * a new row is written in the current basis (its slack basic, negative where the last solution
+ * breaks it) and put right by the dual simplex method, which keeps the reduced costs; a new
+ * column is priced through the slacks' columns (the basis inverse) and entered by the primal
+ * method. The tableau is built afresh when the tables were compacted, a node starts, a length
+ * falls outside the scale fixed at the last build, every TW_REBUILD rounds (rounding), or when
+ * the warm solve does not end optimal. */
+#define TW_COLS (2 * LAG_MAX + LAG_QMAX + 1)
+#define TW_RHS (2 * LAG_MAX + LAG_QMAX)
+#define TW_OBJ (LAG_MAX + LAG_QMAX)
+#define TW_SLACK(r) (LAG_MAX + (r))
+#define TW_REBUILD 48
+#define TW_PIV 1e-9 /* the least pivot: smaller ones grow the tableau's rounding */
+#define TW_CHECK 1e-7 /* a warm solution that breaks a row or a dual by more is solved again */
+#define TB(r, c) lg->tab[(size_t)(r) * TW_COLS + (size_t)(c)]
+
+/* K[i][j] on the scale of the last build; < 0.001 when the length lies outside it */
+static inline double tw_k(const rb_lag *lg, int i, int j)
 {
-    int R = m + q, W = n + R + 1; /* columns: w, slacks, right-hand side */
-#define TB(r, c) tab[(size_t)(r) * W + (c)]
-    for (int i = 0; i < R; i++) {
-        const double *src = i < m ? &K[(size_t)i * ld] : &Q[(size_t)(i - m) * ld];
+    return (lg->len[(size_t)i * LAG_MAX + j] - lg->tw_base) * lg->tw_sc + 0.05;
+}
+
+/* the entry of row r (Q rows first, then the chains) in column j */
+static inline double tw_entry(const rb_ctx *x, const rb_lag *lg, int r, int j)
+{
+    return r < lg->q ? lag_cons_value(x, &lg->cs[3 * r], &lg->part[(size_t)j * ((size_t)x->P + 1)])
+                     : tw_k(lg, r - lg->q, j);
+}
+
+/* Pivots the tableau of R rows and n columns on (r, e). */
+static void tw_pivot(rb_lag *lg, int R, int n, int r, int e)
+{
+    double pv = TB(r, e);
+    for (int j = 0; j < n; j++)
+        TB(r, j) /= pv;
+    for (int j = 0; j < R; j++)
+        TB(r, TW_SLACK(j)) /= pv;
+    TB(r, TW_RHS) /= pv;
+    for (int i = 0; i <= R; i++) {
+        int row = i == R ? TW_OBJ : i;
+        double f = TB(row, e);
+        if (row == r || f == 0.0)
+            continue;
         for (int j = 0; j < n; j++)
-            TB(i, j) = src[j];
+            TB(row, j) -= f * TB(r, j);
         for (int j = 0; j < R; j++)
-            TB(i, n + j) = i == j ? 1.0 : 0.0;
-        TB(i, W - 1) = i < m ? 1.0 : 0.0;
-        basis[i] = n + i;
+            TB(row, TW_SLACK(j)) -= f * TB(r, TW_SLACK(j));
+        TB(row, TW_RHS) -= f * TB(r, TW_RHS);
     }
-    for (int j = 0; j < W; j++)
-        TB(R, j) = j < n ? -1.0 : 0.0;
-    int ok = 0;
+    lg->basis[r] = e;
+}
+
+/* Primal simplex from a feasible basis; 1 when optimal, 0 when the pivots ran out. */
+static int tw_primal(rb_lag *lg, int R, int n)
+{
     for (int it = 0, limit = 50 * (R + n) + 100; it < limit; it++) {
-        int bland = it > 10 * (R + n);
-        int e = -1;
+        int bland = it > 10 * (R + n), e = -1;
         double most = -1e-11;
-        for (int j = 0; j < n + R; j++)
-            if (TB(R, j) < most) {
-                e = j;
+        for (int c = 0; c < n + R; c++) {
+            int col = c < n ? c : TW_SLACK(c - n);
+            if (TB(TW_OBJ, col) < most) {
+                e = col;
                 if (bland)
                     break;
-                most = TB(R, j);
+                most = TB(TW_OBJ, col);
             }
-        if (e < 0) {
-            ok = 1;
-            break;
         }
+        if (e < 0)
+            return 1;
         int r = -1;
         double ratio = INFINITY;
         for (int i = 0; i < R; i++)
-            if (TB(i, e) > 1e-12) {
-                double qt = TB(i, W - 1) / TB(i, e);
-                if (qt < ratio || (qt == ratio && r >= 0 && basis[i] < basis[r])) {
+            if (TB(i, e) > TW_PIV) {
+                double qt = TB(i, TW_RHS) / TB(i, e);
+                if (qt < ratio || (qt == ratio && r >= 0 && lg->basis[i] < lg->basis[r])) {
                     ratio = qt;
                     r = i;
                 }
             }
         if (r < 0)
-            break; /* unbounded: not while every column meets a K row */
-        double pv = TB(r, e);
-        for (int j = 0; j < W; j++)
-            TB(r, j) /= pv;
-        for (int i = 0; i <= R; i++) {
-            double f = TB(i, e);
-            if (i == r || f == 0.0)
-                continue;
-            for (int j = 0; j < W; j++)
-                TB(i, j) -= f * TB(r, j);
-        }
-        basis[r] = e;
+            return 0; /* unbounded: not while every column meets a K row */
+        tw_pivot(lg, R, n, r, e);
     }
+    return 0;
+}
+
+/* Dual simplex from a basis whose reduced costs are all >= 0; 1 when primal feasible (then
+ * optimal), 0 otherwise. */
+static int tw_dual(rb_lag *lg, int R, int n)
+{
+    for (int it = 0, limit = 50 * (R + n) + 100; it < limit; it++) {
+        int r = -1;
+        double least = -1e-12;
+        for (int i = 0; i < R; i++)
+            if (TB(i, TW_RHS) < least) {
+                least = TB(i, TW_RHS);
+                r = i;
+            }
+        if (r < 0)
+            return 1;
+        int e = -1;
+        double ratio = INFINITY;
+        for (int c = 0; c < n + R; c++) {
+            int col = c < n ? c : TW_SLACK(c - n);
+            if (TB(r, col) < -TW_PIV) {
+                double qt = fmax(TB(TW_OBJ, col), 0.0) / -TB(r, col);
+                if (qt < ratio || (qt == ratio && TB(r, col) < TB(r, e))) {
+                    ratio = qt;
+                    e = col;
+                }
+            }
+        }
+        if (e < 0)
+            return 0; /* the row cannot be met: not while w = 0 meets every row */
+        tw_pivot(lg, R, n, r, e);
+    }
+    return 0;
+}
+
+/* Builds the tableau afresh (slack basis) with the scale of the current lengths. */
+static void tw_build(rb_lag *lg, const rb_ctx *x)
+{
+    int m = lg->m, n = lg->n, R = lg->q + m;
+    double kmin = INFINITY, kmax = 0.0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double v = lg->len[(size_t)i * LAG_MAX + j];
+            kmin = fmin(kmin, v);
+            kmax = fmax(kmax, v);
+        }
+    lg->tw_base = kmin;
+    lg->tw_sc = kmax > kmin ? 1.0 / (kmax - kmin) : kmax > 0 ? 1.0 / kmax : 1.0;
+    for (int r = 0; r <= R; r++) {
+        int row = r == R ? TW_OBJ : r;
+        for (int j = 0; j < n; j++)
+            TB(row, j) = r == R ? -1.0 : tw_entry(x, lg, r, j);
+        for (int j = 0; j < R; j++)
+            TB(row, TW_SLACK(j)) = r == j ? 1.0 : 0.0;
+        TB(row, TW_RHS) = r < lg->q || r == R ? 0.0 : 1.0;
+        if (r < R)
+            lg->basis[r] = TW_SLACK(r);
+    }
+    lg->tw_m = m;
+    lg->tw_n = n;
+    lg->tw_rounds = 0;
+    lg->tw_ok = 1;
+}
+
+/* Writes the chains tw_m .. m - 1 as rows in the current basis; 0 when one falls outside the
+ * scale. */
+static int tw_add_rows(rb_lag *lg)
+{
+    int n = lg->tw_n;
+    for (int i = lg->tw_m; i < lg->m; i++) {
+        int r = lg->q + i, R = r + 1; /* rows 0 .. r - 1 exist */
+        for (int j = 0; j < n; j++)
+            if (!(tw_k(lg, i, j) >= 1e-3))
+                return 0;
+        for (int i2 = 0; i2 <= R; i2++) /* the new slack's column: 0 but in its own row */
+            TB(i2 == R ? TW_OBJ : i2, TW_SLACK(r)) = i2 == r ? 1.0 : 0.0;
+        for (int j = 0; j < n; j++)
+            TB(r, j) = tw_k(lg, i, j);
+        for (int j = 0; j < r; j++)
+            TB(r, TW_SLACK(j)) = 0.0;
+        TB(r, TW_RHS) = 1.0;
+        for (int i2 = 0; i2 < r; i2++) { /* the basic columns out of the new row */
+            int bcol = lg->basis[i2];
+            double f = bcol < LAG_MAX ? TB(r, bcol) : 0.0;
+            if (f == 0.0)
+                continue;
+            for (int j = 0; j < n; j++)
+                TB(r, j) -= f * TB(i2, j);
+            for (int j = 0; j < r; j++)
+                TB(r, TW_SLACK(j)) -= f * TB(i2, TW_SLACK(j));
+            TB(r, TW_RHS) -= f * TB(i2, TW_RHS);
+        }
+        lg->basis[r] = TW_SLACK(r);
+        lg->tw_m = i + 1;
+    }
+    return 1;
+}
+
+/* Prices the partitions tw_n .. n - 1 as columns through the basis inverse; 0 when one falls
+ * outside the scale. */
+static int tw_add_cols(rb_lag *lg, const rb_ctx *x, double *a)
+{
+    int R = lg->q + lg->m;
+    for (int j = lg->tw_n; j < lg->n; j++) {
+        for (int r = 0; r < R; r++) {
+            a[r] = tw_entry(x, lg, r, j);
+            if (r >= lg->q && !(a[r] >= 1e-3))
+                return 0;
+        }
+        for (int i = 0; i <= R; i++) {
+            int row = i == R ? TW_OBJ : i;
+            double v = i == R ? -1.0 : 0.0;
+            for (int r = 0; r < R; r++)
+                v += TB(row, TW_SLACK(r)) * a[r];
+            TB(row, j) = v;
+        }
+        lg->tw_n = j + 1;
+    }
+    return 1;
+}
+
+/* Whether the tableau's solution is one: its columns' values meet every row, its rows' duals
+ * meet every column, and the two objectives agree, each within TW_CHECK (rounding grows with
+ * the warm rounds' pivots). O(rows x columns), against a solve's O(rows^2 x columns). */
+static int tw_verify(rb_lag *lg, const rb_ctx *x)
+{
+    int n = lg->n, R = lg->q + lg->m;
+    double *w = lg->tw_a, sw = 0.0, sd = 0.0; /* w: scratch of LAG_MAX + LAG_QMAX */
+    for (int j = 0; j < n; j++)
+        w[j] = 0.0;
+    for (int i = 0; i < R; i++)
+        if (lg->basis[i] < LAG_MAX) {
+            if (!(TB(i, TW_RHS) >= -TW_CHECK))
+                return 0;
+            w[lg->basis[i]] = TB(i, TW_RHS);
+        }
+    for (int r = 0; r < R; r++) {
+        double v = 0.0, d = TB(TW_OBJ, TW_SLACK(r));
+        for (int j = 0; j < n; j++)
+            v += tw_entry(x, lg, r, j) * w[j];
+        if (!(v <= (r < lg->q ? 0.0 : 1.0) + TW_CHECK) || !(d >= -TW_CHECK))
+            return 0;
+        sd += r < lg->q ? 0.0 : d;
+    }
+    for (int j = 0; j < n; j++) {
+        double v = 0.0;
+        for (int r = 0; r < R; r++)
+            v += TB(TW_OBJ, TW_SLACK(r)) * tw_entry(x, lg, r, j);
+        if (!(v >= 1.0 - TW_CHECK))
+            return 0;
+        sw += w[j];
+    }
+    return fabs(sw - sd) <= TW_CHECK * fmax(sw, 1.0);
+}
+
+/* Solves the restricted game of lg's chains and partitions (lg->m, lg->n, lg->q constraint
+ * rows). Writes lg->lam[m + q] (the chains' mixture, then the constraints' multipliers on the
+ * chains' scale, lg->tw_sc) and lg->y[n]; returns 0, or -1 when the pivots ran out (then lam is
+ * uniform over the chains, 0 on the constraints, and y uniform), -2 when no mixture of the
+ * columns meets the constraints (w = 0 is the only solution). */
+static int solve_game(rb_lag *lg, const rb_ctx *x)
+{
+    int m = lg->m, n = lg->n, q = lg->q, R = q + m;
+    int ok = 0;
+    if (lg->tw_ok && lg->tw_rounds < TW_REBUILD && tw_add_rows(lg) &&
+        tw_dual(lg, q + lg->tw_m, lg->tw_n) && tw_add_cols(lg, x, lg->tw_a) &&
+        tw_primal(lg, R, n) && tw_verify(lg, x)) {
+        ok = 1;
+        lg->tw_rounds++;
+    } else {
+        tw_build(lg, x);
+        ok = tw_primal(lg, R, n);
+    }
+    if (!ok)
+        lg->tw_ok = 0;
     double su = 0.0, sw = 0.0;
     if (ok) {
         for (int j = 0; j < n; j++)
-            y[j] = 0.0;
+            lg->y[j] = 0.0;
         for (int i = 0; i < R; i++)
-            if (basis[i] < n)
-                y[basis[i]] = fmax(TB(i, W - 1), 0.0);
-        for (int i = 0; i < R; i++)
-            lam[i] = fmax(TB(R, n + i), 0.0);
+            if (lg->basis[i] < LAG_MAX)
+                lg->y[lg->basis[i]] = fmax(TB(i, TW_RHS), 0.0);
         for (int i = 0; i < m; i++)
-            su += lam[i];
+            su += lg->lam[i] = fmax(TB(TW_OBJ, TW_SLACK(q + i)), 0.0);
+        for (int r = 0; r < q; r++)
+            lg->lam[m + r] = fmax(TB(TW_OBJ, TW_SLACK(r)), 0.0);
         for (int j = 0; j < n; j++)
-            sw += y[j];
+            sw += lg->y[j];
     }
     if (!ok || !(su > 0) || !(sw > 0)) {
         for (int i = 0; i < R; i++)
-            lam[i] = i < m ? 1.0 / m : 0.0;
+            lg->lam[i] = i < m ? 1.0 / m : 0.0;
         for (int j = 0; j < n; j++)
-            y[j] = 1.0 / n;
+            lg->y[j] = 1.0 / n;
         return ok && !(sw > 0) && q > 0 ? -2 : -1;
     }
     for (int i = 0; i < R; i++)
-        lam[i] /= su;
+        lg->lam[i] /= su;
     for (int j = 0; j < n; j++)
-        y[j] /= sw;
+        lg->y[j] /= sw;
     return 0;
-#undef TB
 }
+#undef TB
 
 /* Whether partition b lies in lg's box (always, without one). */
 static int lag_in_box(const rb_ctx *x, const rb_lag *lg, const int *b)
@@ -410,6 +612,7 @@ static void lag_compact(rb_ctx *x, rb_lag *lg)
 {
     size_t nc = LAG_NC(x->P), nb = (size_t)x->P + 1;
     int *ri = lg->basis; /* scratch: the kept rows' old indices, then the kept columns' */
+    lg->tw_ok = 0;       /* the tableau is built again */
     int m2 = 0, n2 = 0;
     for (int i = 0; i < lg->m; i++)
         if (lg->lam[i] > 0)
@@ -448,6 +651,7 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
 {
     int P = x->P;
     size_t nc = LAG_NC(P), nb = (size_t)P + 1;
+    lg->tw_ok = 0; /* the constraint rows may have changed */
     if (isfinite(x->best_step)) {
         lag_add_part(x, lg, x->best);
         lag_add_part_chain(x, lg, x->best);
@@ -483,24 +687,8 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
         if (deadline && pp_now_ns() > deadline)
             break;
         int m = lg->m, n = lg->n;
-        double kmin = INFINITY, kmax = 0.0;
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) {
-                double v = lg->len[(size_t)i * LAG_MAX + j];
-                kmin = fmin(kmin, v);
-                kmax = fmax(kmax, v);
-            }
-        double sc = kmax > 0 ? 1.0 / kmax : 1.0;
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++)
-                lg->K[(size_t)i * LAG_MAX + j] =
-                    (lg->len[(size_t)i * LAG_MAX + j] - kmin) * sc + 0.05;
-        for (int r = 0; r < lg->q; r++)
-            for (int j = 0; j < n; j++)
-                lg->Q[(size_t)r * LAG_MAX + j] =
-                    lag_cons_value(x, &lg->cs[3 * r], &lg->part[(size_t)j * nb]);
-        int infeasible = solve_game(lg->K, lg->Q, LAG_MAX, m, lg->q, n, lg->lam, lg->y, lg->tab,
-                                    lg->basis) == -2;
+        int infeasible = solve_game(lg, x) == -2;
+        double sc = lg->tw_sc;
         if (!infeasible || !have_agg) {
             memset(lg->agg, 0, sizeof(double) * nc);
             for (int i = 0; i < m; i++)
@@ -516,7 +704,7 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
             if (!infeasible)
                 lg->mu[r] = lg->lam[m + r] / sc;
             else if (lg->viol[r])
-                lg->mu[r] = lg->mu[r] > 0 ? 2 * lg->mu[r] : kmax / x->L;
+                lg->mu[r] = lg->mu[r] > 0 ? 2 * lg->mu[r] : 1.0 / sc / x->L;
         memset(lg->lin, 0, sizeof(double) * nb);
         lg->lin0 = 0.0;
         for (int r = 0; r < lg->q; r++) {
@@ -594,11 +782,10 @@ void rb_lag_free(rb_lag *lg)
     pp_free(lg->chain);
     pp_free(lg->part);
     pp_free(lg->len);
-    pp_free(lg->K);
+    pp_free(lg->tw_a);
     pp_free(lg->tab);
     pp_free(lg->basis);
     pp_free(lg->lam);
-    pp_free(lg->Q);
     pp_free(lg->lin);
     pp_free(lg->mu);
     pp_free(lg->viol);
@@ -627,11 +814,10 @@ rb_lag *rb_lag_new(const rb_ctx *x)
     lg->chain = pp_alloc(sizeof(double) * LM * nc);
     lg->part = pp_alloc(sizeof(int) * LM * ((size_t)x->P + 1));
     lg->len = pp_alloc(sizeof(double) * LM * LM);
-    lg->K = pp_alloc(sizeof(double) * LM * LM);
+    lg->tw_a = pp_alloc(sizeof(double) * (LM + QM));
     lg->tab = pp_alloc(sizeof(double) * tw);
     lg->basis = pp_alloc(sizeof(int) * (LM + QM));
     lg->lam = pp_alloc(sizeof(double) * (LM + QM));
-    lg->Q = pp_alloc(sizeof(double) * QM * LM);
     lg->mu = pp_alloc(sizeof(double) * QM);
     lg->viol = pp_alloc(QM);
     lg->lin = pp_alloc(sizeof(double) * ((size_t)x->P + 1));
@@ -645,9 +831,9 @@ rb_lag *rb_lag_new(const rb_ctx *x)
     lg->G = pp_alloc(sizeof(double) * gt);
     lg->arg = pp_alloc(sizeof(int) * gt);
     lg->next = pp_alloc(sizeof(double) * ((size_t)x->L + 1));
-    if (!lg->chain || !lg->part || !lg->len || !lg->K || !lg->tab || !lg->basis || !lg->lam ||
+    if (!lg->chain || !lg->part || !lg->len || !lg->tw_a || !lg->tab || !lg->basis || !lg->lam ||
         !lg->y || !lg->agg || !lg->best_agg || !lg->coef || !lg->mdur || !lg->mtr || !lg->mar ||
-        !lg->G || !lg->arg || !lg->next || !lg->Q || !lg->lin || !lg->mu || !lg->viol) {
+        !lg->G || !lg->arg || !lg->next || !lg->lin || !lg->mu || !lg->viol) {
         rb_lag_free(lg);
         return NULL;
     }
@@ -815,14 +1001,19 @@ static int lag_node_take(const rb_ctx *x, const rb_lag *lg, const int *lim, doub
     return 0;
 }
 
-/* How to split a node: the layer count of a stage (kind 1) where the mixture's average is
- * furthest from whole, else the boundary (kind 0) on whose position its partitions disagree
- * most (weighted variance); the children take "<= at" and "> at". Returns 0 when the mixture is
- * one partition (nothing to split). */
-static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, int *at)
+/* The two ways to split a node, each the best of its kind (docs/rebalancer.md, "Branching on
+ * the mixture"): cand[2 * LAG_SPLIT_COUNT ..] the layer count of the stage whose average over
+ * the mixture is furthest from whole, cand[2 * LAG_SPLIT_BOUNDARY ..] the first boundary, in
+ * layer order, whose average is not whole (or, when every average is, the first on which the
+ * mixture's partitions disagree); each as (index, at), the children taking "<= at" and "> at",
+ * or index -1 when there is none of that kind. Returns 0 when there is neither (the mixture is
+ * one partition). */
+enum { LAG_SPLIT_BOUNDARY = 0, LAG_SPLIT_COUNT = 1 };
+static int lag_split(const rb_ctx *x, const lag_node *nd, int cand[4])
 {
     size_t nb = (size_t)x->P + 1;
     const int *lo = nd->lim, *hi = lo + nb, *cmin = hi + nb, *cmax = cmin + x->S;
+    cand[0] = cand[2] = -1;
     double sw = 0.0;
     for (int j = 0; j < nd->n; j++)
         sw += nd->w[j];
@@ -832,7 +1023,6 @@ static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, i
     for (int s = 0; s < x->S; s++)
         q += (cmin[s] > 0) + (cmax[s] < x->L);
     double most = 1e-6;
-    int found = 0;
     for (int s = 0; s < x->S && q + 1 <= LAG_QMAX; s++) {
         double mean = 0.0;
         for (int j = 0; j < nd->n; j++) {
@@ -847,16 +1037,14 @@ static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, i
         int a = (int)floor(mean);
         if (off > most && a >= cmin[s] && a < cmax[s]) {
             most = off;
-            found = 1;
-            *kind = 1;
-            *idx = s;
-            *at = a;
+            cand[2 * LAG_SPLIT_COUNT] = s;
+            cand[2 * LAG_SPLIT_COUNT + 1] = a;
         }
     }
-    if (found)
-        return 1;
-    most = 1e-9;
+    int spread = -1, spread_at = 0; /* the first boundary the partitions disagree on */
     for (int k = 1; k < x->P; k++) {
+        if (lo[k] >= hi[k])
+            continue; /* fixed */
         double m1 = 0.0, m2 = 0.0;
         for (int j = 0; j < nd->n; j++) {
             double b = nd->part[(size_t)j * nb + (size_t)k];
@@ -864,18 +1052,24 @@ static int lag_split(const rb_ctx *x, const lag_node *nd, int *kind, int *idx, i
             m2 += nd->w[j] * b * b;
         }
         m1 /= sw;
-        double var = m2 / sw - m1 * m1;
+        double fr = m1 - floor(m1), var = m2 / sw - m1 * m1;
         int a = (int)floor(m1);
         a = a < lo[k] ? lo[k] : a >= hi[k] ? hi[k] - 1 : a;
-        if (var > most && a >= lo[k]) {
-            most = var;
-            found = 1;
-            *kind = 0;
-            *idx = k;
-            *at = a;
+        if (fr > 1e-6 && fr < 1.0 - 1e-6) {
+            cand[2 * LAG_SPLIT_BOUNDARY] = k;
+            cand[2 * LAG_SPLIT_BOUNDARY + 1] = a;
+            break;
+        }
+        if (spread < 0 && var > 1e-9) {
+            spread = k;
+            spread_at = a;
         }
     }
-    return found;
+    if (cand[2 * LAG_SPLIT_BOUNDARY] < 0 && spread >= 0) {
+        cand[2 * LAG_SPLIT_BOUNDARY] = spread;
+        cand[2 * LAG_SPLIT_BOUNDARY + 1] = spread_at;
+    }
+    return cand[0] >= 0 || cand[2] >= 0;
 }
 
 /* Solves the restricted game of the limits `lim` in lg, started from nd's support: the
@@ -914,6 +1108,10 @@ static void lag_solve_node(rb_ctx *x, rb_lag *lg, const lag_node *nd, const int 
 }
 
 #define LAG_NODES 4096
+/* the branching splits on counts while, on average, a count split has raised its lesser child
+ * by at least this fraction of the gap still to close (between the node's value and the
+ * incumbent's cutoff), and on boundaries otherwise */
+#define LAG_COUNTS_PAY 0.01
 /* a node's game stops when its two sides are this close (relative): half the gap left to close,
  * within these (docs/rebalancer.md "Branching on the mixture") */
 #define LAG_NODE_TOL_MIN 3e-4
@@ -927,15 +1125,16 @@ static double lag_cut(const rb_ctx *x) { return cutoff(x) * LAG_SAFETY; }
 
 /* Branch and bound on the path-mixture relaxation (v > 1). The mixture's value over all
  * partitions (x->lag) is in effect that of a partition with fractional layers: its partitions
- * average to stages of fractional layer counts. Each node splits on the count of the stage whose
- * average is furthest from whole (at most c, or at least c + 1 layers: a constraint on the
- * mixture, priced into the DP by its multiplier), and when every count is whole, on the range of
- * the boundary its partitions disagree on most; every partition lies in one child, and each
- * child's restricted game bounds its partitions. Best-first (the least value next), until
- * `deadline` or until every open node reaches the incumbent's cutoff; the restricted games' best
- * responses are offered as incumbents on the way, and pieces whose own bound reaches the cutoff
- * are left out of the DP. Returns the least value over the open nodes, a proven lower bound on
- * every partition's step, or the cutoff when none is left open. */
+ * average to stages of fractional layer counts and boundaries between layers. A node splits on
+ * the count of the stage whose average is furthest from whole (at most c, or at least c + 1
+ * layers: a constraint on the mixture, priced into the DP by its multiplier) while such splits
+ * pay (LAG_COUNTS_PAY), and otherwise on the first boundary, in layer order, whose average is
+ * not whole (its range cut at the average); every partition lies in one child, and each child's
+ * restricted game bounds its partitions. Best-first (the least value next), until `deadline` or
+ * until every open node reaches the incumbent's cutoff; the restricted games' best responses
+ * are offered as incumbents on the way, and pieces whose own bound reaches the cutoff are left
+ * out of the DP. Returns the least value over the open nodes, a proven lower bound on every
+ * partition's step, or the cutoff when none is left open. */
 double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
 {
     int P = x->P, S = x->S;
@@ -967,6 +1166,8 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
         goto done;
     n_open = 1;
     size_t held = open[0].bytes;
+    double count_gain = 0.0; /* what the count splits paid so far (LAG_COUNTS_PAY) */
+    int count_splits = 0;
     for (int split = 0; n_open > 0 && (!deadline || pp_now_ns() < deadline) &&
                         (!max_splits || split < max_splits);
          split++) {
@@ -976,8 +1177,8 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
                 pick = i;
         if (pick < 0 || !(open[pick].value < lag_cut(x)))
             break; /* every open node is at the incumbent or above, or set aside */
-        int kind = 0, idx = 0, at = 0;
-        if (!lag_split(x, &open[pick], &kind, &idx, &at)) {
+        int cand[4];
+        if (!lag_split(x, &open[pick], cand)) {
             /* its last game's mixture is one partition: the game was stopped by the tolerance
              * with the oracle's two sides apart; solve it again to the end, from its support */
             lag_node *nd = &open[pick], again;
@@ -1004,13 +1205,20 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
          * their games' order the nodes as well, and the splits come faster) */
         double half = (lag_cut(x) - open[pick].value) / lag_cut(x) / 2;
         lg->tol = fmin(fmax(half, LAG_NODE_TOL_MIN), LAG_NODE_TOL_MAX);
+        int counts_pay = !count_splits || count_gain >= LAG_COUNTS_PAY * count_splits;
+        int kind = cand[2 * LAG_SPLIT_COUNT] >= 0 &&
+                           (counts_pay || cand[2 * LAG_SPLIT_BOUNDARY] < 0)
+                       ? LAG_SPLIT_COUNT
+                       : LAG_SPLIT_BOUNDARY;
+        int idx = cand[2 * kind], at = cand[2 * kind + 1];
         lag_node nd = open[pick];
         open[pick] = open[--n_open];
         int n_kids = 0, failed = 0;
         lag_node kids[2];
+        double least = lag_cut(x); /* the lesser child's value (LAG_COUNTS_PAY) */
         for (int side = 0; side < 2; side++) {
             memcpy(lim, nd.lim, sizeof(int) * nl);
-            if (kind == 0)
+            if (kind == LAG_SPLIT_BOUNDARY)
                 (side == 0 ? hi : lo)[idx] = side == 0 ? at : at + 1;
             else
                 (side == 0 ? cmax : cmin)[idx] = side == 0 ? at : at + 1;
@@ -1018,9 +1226,13 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
             lg->cut = cutoff(x);
             lag_solve_node(x, lg, &nd, lim, cs, deadline, 400);
             double v = fmax(nd.value, lg->bound);
+            least = fmin(least, v);
             /* the children's average partitions, rounded and polished by the local moves, are
-             * good incumbents (whole stage counts where the node fixed them) */
-            lag_round_offer(x, lg, x->kid_cur, x->kid_save);
+             * good incumbents for v = 2 (whole stage counts where the node fixed them); for
+             * v > 2 they never beat the incumbent search's on bench_rebalance's cases and cost a
+             * fifth of a split (docs/rebalancer.md "The search", 2.) */
+            if (x->v == 2)
+                lag_round_offer(x, lg, x->kid_cur, x->kid_save);
             if (!(v < lag_cut(x)))
                 continue; /* no partition of this child beats the incumbent */
             if (lag_node_take(x, lg, lim, v, &kids[n_kids]) != 0) {
@@ -1034,6 +1246,10 @@ double rb_lag_branch(rb_ctx *x, uint64_t deadline, int max_splits, int *closed)
                 lag_node_free(&kids[i]);
             open[n_open++] = nd;
             break;
+        }
+        if (kind == LAG_SPLIT_COUNT) { /* the lesser child's rise, over the gap still to close */
+            count_gain += fmax(least - nd.value, 0.0) / (lag_cut(x) - nd.value);
+            count_splits++;
         }
         held -= nd.bytes;
         lag_node_free(&nd);
