@@ -121,7 +121,8 @@ typedef struct rb_lag {
     double *len;       /* [LAG_MAX * LAG_MAX] chain i's length on partition j, ns */
     double *tab;       /* the restricted game's simplex tableau, kept from round to round */
     int *basis;        /* [LAG_MAX + LAG_QMAX] each row's basic column */
-    double *tw_a;      /* [LAG_MAX + LAG_QMAX] scratch: a new column */
+    double *tw_a;      /* [2 * LAG_MAX] scratch: a new column's entries (up to LAG_MAX +
+                          LAG_QMAX), or tw_verify's two rows of columns */
     int tw_ok;         /* the tableau holds the game of tw_m chains, tw_n partitions and q rows */
     int tw_m, tw_n, tw_rounds; /* ... solved warm tw_rounds times since it was built */
     double tw_base, tw_sc; /* its scale: K = (length - tw_base) * tw_sc + 0.05 */

@@ -471,13 +471,15 @@ static int tw_add_cols(rb_lag *lg, const rb_ctx *x, double *a)
 
 /* Whether the tableau's solution is one: its columns' values meet every row, its rows' duals
  * meet every column, and the two objectives agree, each within TW_CHECK (rounding grows with
- * the warm rounds' pivots). O(rows x columns), against a solve's O(rows^2 x columns). */
+ * the warm rounds' pivots). One pass over the entries, O(rows x columns), against a solve's
+ * O(rows^2 x columns). */
 static int tw_verify(rb_lag *lg, const rb_ctx *x)
 {
     int n = lg->n, R = lg->q + lg->m;
-    double *w = lg->tw_a, sw = 0.0, sd = 0.0; /* w: scratch of LAG_MAX + LAG_QMAX */
+    /* scratch: the columns' values, then each column's sum of the rows' duals */
+    double *w = lg->tw_a, *dual = lg->tw_a + LAG_MAX, sw = 0.0, sd = 0.0;
     for (int j = 0; j < n; j++)
-        w[j] = 0.0;
+        w[j] = dual[j] = 0.0;
     for (int i = 0; i < R; i++)
         if (lg->basis[i] < LAG_MAX) {
             if (!(TB(i, TW_RHS) >= -TW_CHECK))
@@ -486,17 +488,19 @@ static int tw_verify(rb_lag *lg, const rb_ctx *x)
         }
     for (int r = 0; r < R; r++) {
         double v = 0.0, d = TB(TW_OBJ, TW_SLACK(r));
-        for (int j = 0; j < n; j++)
-            v += tw_entry(x, lg, r, j) * w[j];
-        if (!(v <= (r < lg->q ? 0.0 : 1.0) + TW_CHECK) || !(d >= -TW_CHECK))
+        if (!(d >= -TW_CHECK))
+            return 0;
+        for (int j = 0; j < n; j++) {
+            double a = tw_entry(x, lg, r, j);
+            v += a * w[j];
+            dual[j] += d * a;
+        }
+        if (!(v <= (r < lg->q ? 0.0 : 1.0) + TW_CHECK))
             return 0;
         sd += r < lg->q ? 0.0 : d;
     }
     for (int j = 0; j < n; j++) {
-        double v = 0.0;
-        for (int r = 0; r < R; r++)
-            v += TB(TW_OBJ, TW_SLACK(r)) * tw_entry(x, lg, r, j);
-        if (!(v >= 1.0 - TW_CHECK))
+        if (!(dual[j] >= 1.0 - TW_CHECK))
             return 0;
         sw += w[j];
     }
@@ -814,7 +818,7 @@ rb_lag *rb_lag_new(const rb_ctx *x)
     lg->chain = pp_alloc(sizeof(double) * LM * nc);
     lg->part = pp_alloc(sizeof(int) * LM * ((size_t)x->P + 1));
     lg->len = pp_alloc(sizeof(double) * LM * LM);
-    lg->tw_a = pp_alloc(sizeof(double) * (LM + QM));
+    lg->tw_a = pp_alloc(sizeof(double) * 2 * LM);
     lg->tab = pp_alloc(sizeof(double) * tw);
     lg->basis = pp_alloc(sizeof(int) * (LM + QM));
     lg->lam = pp_alloc(sizeof(double) * (LM + QM));
@@ -1013,7 +1017,7 @@ static int lag_split(const rb_ctx *x, const lag_node *nd, int cand[4])
 {
     size_t nb = (size_t)x->P + 1;
     const int *lo = nd->lim, *hi = lo + nb, *cmin = hi + nb, *cmax = cmin + x->S;
-    cand[0] = cand[2] = -1;
+    cand[2 * LAG_SPLIT_BOUNDARY] = cand[2 * LAG_SPLIT_COUNT] = -1;
     double sw = 0.0;
     for (int j = 0; j < nd->n; j++)
         sw += nd->w[j];
@@ -1069,7 +1073,7 @@ static int lag_split(const rb_ctx *x, const lag_node *nd, int cand[4])
         cand[2 * LAG_SPLIT_BOUNDARY] = spread;
         cand[2 * LAG_SPLIT_BOUNDARY + 1] = spread_at;
     }
-    return cand[0] >= 0 || cand[2] >= 0;
+    return cand[2 * LAG_SPLIT_BOUNDARY] >= 0 || cand[2 * LAG_SPLIT_COUNT] >= 0;
 }
 
 /* Solves the restricted game of the limits `lim` in lg, started from nd's support: the

@@ -632,7 +632,7 @@ Test(rebalance, proves_the_optimum_at_128_layers_16_stages, .timeout = 120)
  * measure 1.8-2.9% and 2.2-2.7% in 5 s. Since the local moves' chains and the branching for every
  * v (2026-12-05) v = 2 measures 1.45% in 5 s and 1.48-1.53% in 2 s, v = 3 1.50%, v = 4 2.08%; since
  * the first fractional boundary's splits and the warm simplex (2026-12-06) 1.26-1.27%, 1.35% and
- * 1.52% (1.53%, 1.49%, 1.79-1.84% in 2 s; the 2% for v = 4 is asserted by
+ * 1.52% (1.53%, 1.49%, 1.79-1.92% in 2 s; the 2% for v = 4 is asserted by
  * v4_boundaries_in_layer_order_..., which does not depend on the machine's speed). v = 2
  * runs the default 5 s (10 s before) and must prove 2%; v = 3 and 4 run 5 s and must prove 4%:
  * room for a loaded machine. Unoptimised or sanitized builds run
