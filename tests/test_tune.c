@@ -612,7 +612,13 @@ Test(tune, verify_and_auto_tell_the_machines_speed_from_the_models_error)
  * jitter (steps 8-14 of 20 at 1.3x) makes such a run on purpose: --auto finds the two regimes,
  * sets the run aside as iter0-disturbed1 and runs the job again (a job that is slow on its first
  * run only, so the second is steady); --rerun-disturbed 0 keeps the first run and says that its
- * steps fell into two regimes; a job slow every time is run 1 + N times, the last kept. */
+ * steps fell into two regimes; a job slow every time is run 1 + N times, the last kept.
+ *
+ * What the 1.3x regime decides is asserted outright: it is far above any disturbance, and the
+ * number of reruns --rerun-disturbed allows (once by default) is no timing. What a busy machine
+ * can move is judged on the least disturbed of TK_TIMING_ATTEMPTS attempts: a fast step made late
+ * can join the slow regime (a CI run of 2026-12-06 read "11 at 28.840 ms, 8 at 36.900 ms" for
+ * the 12 and 7 the job asked for), and a steady rerun made unsteady is kept in two regimes. */
 Test(tune, auto_runs_an_iteration_again_when_the_machine_changed_speed)
 {
     need_capture();
@@ -625,53 +631,63 @@ Test(tune, auto_runs_an_iteration_again_when_the_machine_changed_speed)
         int runs;                 /* iteration 0's runs */
     } k_cases[] = {{NULL, "[ ! -e \"$F\" ]", 2}, {"0", "true", 1}, {"1", "true", 2}};
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        unlink(flag);
-        snprintf(job, sizeof job,
-                 "F='%s'; J=lognormal:0.03,seed=5; if %s; then J=$J,regime:8-14:1.3; fi; "
-                 "touch \"$F\"; exec '%s' --backend sim --costs '%s' --stages 2 "
-                 "--microbatches 4 --schedule 1f1b --steps 20 --sim-jitter \"$J\" -q",
-                 flag, k_cases[i].when, PPTRAIN, costs);
-        char out[32];
-        snprintf(out, sizeof out, "regime%zu", i);
-        const char *args[12] = {"--auto", "-o", tk_path(out), "--max-iters", "1"};
-        int n = 5;
-        if (k_cases[i].rerun) {
-            args[n++] = "--rerun-disturbed";
-            args[n++] = k_cases[i].rerun;
-        }
-        args[n++] = "--";
-        args[n++] = "/bin/sh";
-        args[n++] = "-c";
-        args[n++] = job;
-        args[n] = NULL;
-        tk_result r = tk_run(PPTUNE, args, NULL);
-        cr_assert_eq(r.code, 0, "case %zu: %s%s", i, r.out, r.err);
         int runs = k_cases[i].runs;
-        for (int k = 1; k <= 3; k++) {
-            char aside[64];
-            snprintf(aside, sizeof aside, "%s/iter0-disturbed%d", out, k);
-            cr_expect_eq(tk_exists(tk_path(aside)), k < runs, "case %zu: %s %s", i, aside,
-                         k < runs ? "missing" : "there");
+        tk_judge j = TK_JUDGE_INIT;
+        while (tk_judge_next(&j)) {
+            unlink(flag);
+            snprintf(job, sizeof job,
+                     "F='%s'; J=lognormal:0.03,seed=5; if %s; then J=$J,regime:8-14:1.3; fi; "
+                     "touch \"$F\"; exec '%s' --backend sim --costs '%s' --stages 2 "
+                     "--microbatches 4 --schedule 1f1b --steps 20 --sim-jitter \"$J\" -q",
+                     flag, k_cases[i].when, PPTRAIN, costs);
+            char out[64];
+            snprintf(out, sizeof out, "regime%zu-%d", i, j.attempt);
+            const char *args[12] = {"--auto", "-o", tk_path(out), "--max-iters", "1"};
+            int n = 5;
+            if (k_cases[i].rerun) {
+                args[n++] = "--rerun-disturbed";
+                args[n++] = k_cases[i].rerun;
+            }
+            args[n++] = "--";
+            args[n++] = "/bin/sh";
+            args[n++] = "-c";
+            args[n++] = job;
+            args[n] = NULL;
+            tk_result r = tk_run(PPTUNE, args, NULL);
+            cr_assert_eq(r.code, 0, "case %zu: %s%s", i, r.out, r.err);
+            const char *line = strstr(r.out, "iter 0: run ");
+            for (int k = 1; k <= 3; k++) {
+                char aside[96];
+                snprintf(aside, sizeof aside, "%s/iter0-disturbed%d", out, k);
+                cr_expect_eq(tk_exists(tk_path(aside)), k < runs, "case %zu: %s %s", i, aside,
+                             k < runs ? "missing" : "there");
+            }
+            if (runs > 1) {
+                char want[128];
+                snprintf(want, sizeof want, "iter 0: run %d times; the first run's steps fell "
+                         "into two speed regimes (", runs);
+                cr_expect(line && strncmp(line, want, strlen(want)) == 0, "case %zu:\n%s", i,
+                          r.out);
+                cr_expect(strstr(r.err, "set aside as") != NULL, "case %zu:\n%s", i, r.err);
+                /* the set-aside run's regimes: 7 slow steps, 12 fast (the first is warm-up) */
+                tk_judge_that(&j, line && strstr(line, "(12 at ") && strstr(line, ", 7 at "),
+                              "case %zu: not 12 fast steps and 7 slow:\n%s", i, r.out);
+            } else {
+                cr_expect(line == NULL, "case %zu:\n%s", i, r.out);
+            }
+            /* the run kept: steady after a rerun (case 0), two regimes where it was slow (1, 2) */
+            int kept_regimes = strstr(r.out, "iter 0: two speed regimes in its steps") != NULL;
+            int rerun_regimes = strstr(r.out, ", in two regimes too") != NULL;
+            if (i > 0) {
+                cr_expect(kept_regimes, "case %zu:\n%s", i, r.out);
+                cr_expect_eq(rerun_regimes, i == 2, "case %zu:\n%s", i, r.out);
+            } else {
+                tk_judge_that(&j, !kept_regimes && !rerun_regimes,
+                              "case %zu: the rerun not steady:\n%s", i, r.out);
+            }
+            tk_result_free(&r);
         }
-        char want[128];
-        snprintf(want, sizeof want, "iter 0: run %d times; the first run's steps fell into two "
-                 "speed regimes (", runs);
-        const char *line = strstr(r.out, "iter 0: run ");
-        if (runs > 1) {
-            cr_expect(line && strncmp(line, want, strlen(want)) == 0, "case %zu:\n%s", i, r.out);
-            /* the set-aside run's regimes: 7 slow steps, 12 fast (the first is warm-up) */
-            cr_expect(line && strstr(line, "(12 at ") && strstr(line, ", 7 at "),
-                      "case %zu:\n%s", i, r.out);
-            cr_expect(strstr(r.err, "set aside as") != NULL, "case %zu:\n%s", i, r.err);
-        } else {
-            cr_expect(line == NULL, "case %zu:\n%s", i, r.out);
-        }
-        /* the run kept: steady after a rerun (case 0), two regimes where it was slow (1, 2) */
-        int kept_regimes = strstr(r.out, "iter 0: two speed regimes in its steps") != NULL;
-        cr_expect_eq(kept_regimes, i > 0, "case %zu:\n%s", i, r.out);
-        cr_expect_eq(strstr(r.out, ", in two regimes too") != NULL, i == 2, "case %zu:\n%s", i,
-                     r.out);
-        tk_result_free(&r);
+        cr_assert(!j.missed, "case %zu: %s", i, j.log);
     }
 }
 
