@@ -485,26 +485,91 @@ const char *kj_str(const kj_lexer *lx, size_t *len)
 
 double kj_num(const kj_lexer *lx) { return lx->num; }
 
+/* The first byte in [p, end) that is a quote or a backslash (inside a string), or end. */
+static inline const uint8_t *scan_string(const uint8_t *p, const uint8_t *end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+    for (; end - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+        if (m)
+            return p + __builtin_ctz(m);
+    }
+#endif
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
+/* The first byte in [p, end) that opens a string or a container or closes a container, or end.
+ * '[' and '{' differ in one bit (0x20) only, as ']' and '}' do: one compare each after an OR. */
+static inline const uint8_t *scan_structure(const uint8_t *p, const uint8_t *end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bit = _mm_set1_epi8(0x20),
+                  open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}');
+    for (; end - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i f = _mm_or_si128(v, bit);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_cmpeq_epi8(v, quote),
+            _mm_or_si128(_mm_cmpeq_epi8(f, open), _mm_cmpeq_epi8(f, close))));
+        if (m)
+            return p + __builtin_ctz(m);
+    }
+#endif
+    while (p < end && *p != '"' && (*p | 0x20) != '{' && (*p | 0x20) != '}')
+        p++;
+    return p;
+}
+
 kj_tok kj_skip_value(kj_lexer *lx, kj_tok first)
 {
     if (first != KJ_OBJ && first != KJ_ARR)
         return first == KJ_EOF || first == KJ_ERR ? first
                : (first == KJ_STR || first == KJ_NUM || first == KJ_TRUE || first == KJ_FALSE ||
                   first == KJ_NULL) ? first : fail(lx, "unexpected token");
-    /* brackets counted, not matched by kind: skipping is lenient, the depth is not */
+    if (lx->err[0])
+        return KJ_ERR;
+    /* Read as bytes, not tokens (a torch op's shapes, a kernel's grid: bench_kineto --shapes):
+     * only the strings' quotes and escapes and the brackets outside strings matter. Brackets
+     * counted, not matched by kind, and the scalars between them not read: skipping is lenient
+     * (what is skipped is never used), the depth is not. */
     int depth = 1;
-    while (depth > 0) {
-        kj_tok t = kj_next(lx);
-        if (t == KJ_EOF || t == KJ_ERR)
-            return t;
-        if (t == KJ_OBJ || t == KJ_ARR) {
-            if (++depth > KJ_MAX_DEPTH)
-                return fail(lx, "nesting deeper than 256");
-        } else if (t == KJ_OBJ_END || t == KJ_ARR_END) {
-            depth--;
+    int str = 0; /* 0 outside a string, 1 inside, 2 right after a backslash inside */
+    for (;;) {
+        if (lx->pos == lx->len && !refill(lx))
+            return lx->err[0] ? KJ_ERR : KJ_EOF;
+        const uint8_t *p = lx->buf + lx->pos, *end = lx->buf + lx->len;
+        while (p < end) {
+            if (str == 2) {
+                p++, str = 1;
+            } else if (str) {
+                p = scan_string(p, end);
+                if (p < end)
+                    str = *p++ == '"' ? 0 : 2;
+            } else {
+                p = scan_structure(p, end);
+                if (p == end)
+                    break;
+                uint8_t c = *p++;
+                if (c == '"') {
+                    str = 1;
+                } else if ((c | 0x20) == '{') {
+                    if (++depth > KJ_MAX_DEPTH) {
+                        lx->pos = (size_t)(p - lx->buf);
+                        return fail(lx, "nesting deeper than 256");
+                    }
+                } else if (--depth == 0) {
+                    lx->pos = (size_t)(p - lx->buf);
+                    return first;
+                }
+            }
         }
+        lx->pos = (size_t)(end - lx->buf);
     }
-    return first;
 }
 
 const char *kj_error(const kj_lexer *lx) { return lx->err; }

@@ -52,9 +52,11 @@ kj_tok kj_key(kj_lexer *lx, char *key, size_t cap);
  * reads them, KJ_OBJ_END at the object's '}', KJ_EOF when the input ends first, KJ_ERR for
  * anything else (a '}' after a comma among them). One call for the separator and the key. */
 kj_tok kj_next_key(kj_lexer *lx, char *key, size_t cap);
-/* Skips the value that begins with token `first` (already read); KJ_ERR on a syntax error or
- * nesting deeper than KJ_MAX_DEPTH, KJ_EOF when the input ends inside it. A scalar (or
- * KJ_EOF / KJ_ERR) is its own value, returned without a call: most members' values are. */
+/* Skips the value that begins with token `first` (already read); KJ_ERR on nesting deeper than
+ * KJ_MAX_DEPTH (or a read error), KJ_EOF when the input ends inside it. An object or array is
+ * read as bytes, its strings and brackets only: what lies between them is not checked (nor
+ * counted among the truncated strings), what is skipped being never used. A scalar (or KJ_EOF /
+ * KJ_ERR) is its own value, returned without a call: most members' values are. */
 kj_tok kj_skip_value(kj_lexer *lx, kj_tok first);
 static inline kj_tok kj_skip(kj_lexer *lx, kj_tok first)
 {

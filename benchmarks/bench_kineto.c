@@ -5,13 +5,15 @@
  * JSON, converts each in a child process of its own (peak RSS is then that conversion's) and
  * prints MB/s and peak RSS of both and their ratios, measured in the same run. Asserts nothing.
  * Usage: bench_kineto [--small MB] [--large MB] [--repeat R] [--dir DIR] [--analyze] [--keep]
- * [--stack] [--foreign] [--gpu] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the
+ * [--stack] [--foreign] [--gpu] [--shapes] (--keep leaves the JSON files in DIR, for a profiler; --stack adds the
  * Python tracer's module events after every CPU op, as torch writes them with with_stack=True:
  * the importer merges them back in as a second sorted run, docs/kineto.md "Order"; --foreign
  * writes the same events without categories or torch's header, as another tool's Chrome trace,
  * which the importer reads twice, docs/kineto.md "Chrome traces of other tools"; --gpu adds a
  * kernel per aten op, its launch and the kernel written after every CPU event as Kineto writes
- * them, which the importer spills and merges back in by time, docs/kineto.md "The mapping"). */
+ * them, which the importer spills and merges back in by time, docs/kineto.md "The mapping"; --shapes
+ * gives each aten op the inputs' shapes, types and strides torch writes with record_shapes=True,
+ * arrays the importer skips). */
 #include "pp_analyzer.h"
 #include "pp_kineto.h"
 
@@ -23,6 +25,22 @@
 #include <unistd.h>
 
 static int g_foreign; /* --foreign: no "cat" member, no torch header */
+static int g_shapes;  /* --shapes: record_shapes=True's args on the aten ops */
+
+/* What torch 2.x writes into an aten op's args with record_shapes=True, between "Record function
+ * id" and "Ev Idx" (torch 2.15 on CPU, an addmm: "Concrete Inputs", "Input type", "Input
+ * Strides", "Input Dims"), for mm, add and relu of a [32, 512] activation; "" without --shapes. */
+static const char *shapes(int op)
+{
+    static const char *const k_shapes[3] = {
+        ", \"Concrete Inputs\": [\"\", \"\"], \"Input type\": [\"float\", \"float\"], "
+        "\"Input Strides\": [[512, 1], [1, 512]], \"Input Dims\": [[32, 512], [512, 512]]",
+        ", \"Concrete Inputs\": [\"\", \"\", \"1\"], \"Input type\": [\"float\", \"float\", "
+        "\"Scalar\"], \"Input Strides\": [[512, 1], [1], []], \"Input Dims\": [[32, 512], [512], []]",
+        ", \"Concrete Inputs\": [\"\"], \"Input type\": [\"float\"], \"Input Strides\": [[512, 1]], "
+        "\"Input Dims\": [[32, 512]]"};
+    return g_shapes ? k_shapes[op] : "";
+}
 
 /* The "cat" member of an event, or nothing for --foreign. */
 static const char *cat(const char *name)
@@ -59,10 +77,10 @@ static size_t write_step(FILE *f, int k, double *t, unsigned *ev)
             fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"aten::%s\", "
                        "\"pid\": 6320, \"tid\": 6320,\n    \"ts\": %.3f, \"dur\": %.3f,\n    "
                        "\"args\": {\n      \"External id\": %u,\"Record function id\": 0, "
-                       "\"Sequence number\": %d, \"Fwd thread id\": 0, \"Ev Idx\": %u\n    }\n  },\n",
+                       "\"Sequence number\": %d, \"Fwd thread id\": 0%s, \"Ev Idx\": %u\n    }\n"
+                       "  },\n",
                     cat("cpu_op"), o == 0 ? "mm" : o == 1 ? "add" : "relu", t0 + 10 + 50 * o,
-                    33.082, *ev, k,
-                    *ev);
+                    33.082, *ev, k, shapes(o), *ev);
             (*ev)++;
         }
         fprintf(f, "  {\n    \"ph\": \"X\", %s\"name\": \"gloo:send\","
@@ -253,9 +271,12 @@ int main(int argc, char **argv)
             g_foreign = 1;
         else if (strcmp(argv[i], "--gpu") == 0)
             gpu = 1;
+        else if (strcmp(argv[i], "--shapes") == 0)
+            g_shapes = 1;
         else {
             fprintf(stderr, "usage: bench_kineto [--small MB] [--large MB] [--repeat R] "
-                            "[--dir DIR] [--analyze] [--keep] [--stack] [--foreign] [--gpu]\n");
+                            "[--dir DIR] [--analyze] [--keep] [--stack] [--foreign] [--gpu] "
+                            "[--shapes]\n");
             return 2;
         }
     }

@@ -463,3 +463,152 @@ Test(kineto_json, a_key_read_with_its_colon)
         kj_close(lx);
     }
 }
+
+/* ---- skipping a value: bytes, not tokens ---- */
+
+/* Where the token walk ends the value at the start of s[0..len) (its offset, or KJ_EOF / KJ_ERR
+ * when it does not end), and where kj_skip ends it. */
+static void skip_as_walked(const char *s, size_t len, const char *what)
+{
+    kj_lexer *lx = NULL;
+    cr_assert_eq(kj_open_mem(s, len, &lx), PP_OK);
+    text o = {0};
+    kj_tok first = kj_next(lx);
+    kj_tok w = walk(lx, first, 0, 64, &o, 0);
+    uint64_t w_off = kj_offset(lx);
+    kj_close(lx);
+    free(o.s);
+    cr_assert_eq(kj_open_mem(s, len, &lx), PP_OK);
+    kj_tok f2 = kj_next(lx);
+    kj_tok k = kj_skip(lx, f2);
+    uint64_t k_off = kj_offset(lx);
+    kj_close(lx);
+    if (first != KJ_OBJ && first != KJ_ARR)
+        return; /* a scalar is its own value */
+    if (w == KJ_OBJ_END || w == KJ_ARR_END) {
+        cr_assert_eq(k, first, "%s: the walk ended the value at %llu, the skip with %d", what,
+                     (unsigned long long)w_off, (int)k);
+        cr_assert_eq(k_off, w_off, "%s: the walk ended at %llu, the skip at %llu", what,
+                     (unsigned long long)w_off, (unsigned long long)k_off);
+    } else if (w == KJ_EOF) {
+        cr_assert_eq(k, KJ_EOF, "%s: the input ends inside the value, the skip read %d", what,
+                     (int)k);
+    }
+}
+
+/* kj_skip reads an object or array as bytes (its strings' quotes and escapes, its brackets):
+ * on random documents, whole and cut anywhere, it ends each where the token walk ends it. */
+Test(kineto_json, a_skipped_value_ends_where_its_tokens_end)
+{
+    for (int doc = 0; doc < 4000; doc++) {
+        text d = {0};
+        add(&d, "");
+        space(&d);
+        value(&d, rnd(4) ? 0 : 1);
+        space(&d);
+        add(&d, ", 7");
+        char what[64];
+        snprintf(what, sizeof what, "document %d", doc);
+        skip_as_walked(d.s, d.len, what);
+        size_t cut = d.len ? rnd((uint32_t)d.len) : 0;
+        snprintf(what, sizeof what, "document %d cut at %zu", doc, cut);
+        skip_as_walked(d.s, cut, what);
+        free(d.s);
+    }
+    /* spelled out: brackets and escaped quotes inside strings, kinds mismatched, the depth */
+    static const struct {
+        const char *in;
+        kj_tok tok;
+        size_t end; /* the offset after the value */
+    } cases[] = {
+        {"[\"]\", \"[[\", \"\\\"]\", \"\\\\\"], 1", KJ_ARR, 24},
+        {"{\"a}\": [1, {\"b\": \"}\"}]} 1", KJ_OBJ, 23},
+        {"[1, 2}", KJ_ARR, 6}, /* counted, not matched by kind: lenient */
+        {"[\"\\\\\\\"]\"]", KJ_ARR, 9},
+        {"[\"abc", KJ_EOF, 0},
+        {"[\"abc\\", KJ_EOF, 0},
+        {"[[[]]", KJ_EOF, 0},
+        {"[tru, @, 1e]", KJ_ARR, 12}, /* what lies between is not read */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kj_lexer *lx = NULL;
+        cr_assert_eq(kj_open_mem(cases[i].in, strlen(cases[i].in), &lx), PP_OK);
+        kj_tok t = kj_skip(lx, kj_next(lx));
+        cr_expect_eq(t, cases[i].tok, "case %zu (%s): %d", i, cases[i].in, (int)t);
+        if (t != KJ_EOF)
+            cr_expect_eq(kj_offset(lx), cases[i].end, "case %zu (%s): ended at %llu", i,
+                         cases[i].in, (unsigned long long)kj_offset(lx));
+        kj_close(lx);
+    }
+    for (int depth = 255; depth <= 257; depth++) {
+        text d = {0};
+        add(&d, "");
+        for (int k = 0; k < depth; k++)
+            add(&d, k % 2 ? "{\"k\":" : "[");
+        for (int k = depth - 1; k >= 0; k--)
+            add(&d, k % 2 ? "}" : "]");
+        kj_lexer *lx = NULL;
+        cr_assert_eq(kj_open_mem(d.s, d.len, &lx), PP_OK);
+        kj_tok t = kj_skip(lx, kj_next(lx));
+        if (depth <= KJ_MAX_DEPTH) {
+            cr_expect_eq(t, KJ_ARR, "depth %d: %d (%s)", depth, (int)t, kj_error(lx));
+            cr_expect_eq(kj_offset(lx), d.len, "depth %d", depth);
+        } else {
+            cr_expect_eq(t, KJ_ERR, "depth %d: %d", depth, (int)t);
+            cr_expect(strstr(kj_error(lx), "nesting deeper than 256") != NULL, "%s",
+                      kj_error(lx));
+        }
+        kj_close(lx);
+        free(d.s);
+    }
+}
+
+/* A skipped value that spans the file's 256 KB reads: a string's escape, its quotes and the
+ * brackets fall on every side of a boundary (the file shifted byte by byte), plain and gzip. */
+Test(kineto_json, a_skipped_value_across_the_reads_of_a_file)
+{
+    text body = {0};
+    add(&body, "");
+    for (int i = 0; body.len < 600 * 1024; i++) /* shapes as torch writes them, and worse */
+        add(&body, "%s[[%d, 64], [], \"float\", \"x\\\"]\\\\\", {\"k\": \"}\\\\\\\"[\"}, %d]",
+            i ? ", " : "", i, i % 9);
+    for (int shift = 0; shift < 24; shift++) {
+        char name[32];
+        snprintf(name, sizeof name, "skip%d.json%s", shift, shift % 5 == 4 ? ".gz" : "");
+        const char *p = tk_path(name);
+        text d = {0};
+        add(&d, "{\"pad\": \"%*s\", \"skip\": [", shift, "");
+        add(&d, "%s", body.s);
+        add(&d, "], \"after\": 42}");
+        if (shift % 5 == 4) {
+            gzFile g = gzopen(p, "wb");
+            cr_assert_not_null(g);
+            cr_assert_eq(gzwrite(g, d.s, (unsigned)d.len), (int)d.len);
+            gzclose(g);
+        } else {
+            FILE *f = fopen(p, "wb");
+            cr_assert_not_null(f);
+            cr_assert_eq(fwrite(d.s, 1, d.len, f), d.len);
+            fclose(f);
+        }
+        kj_lexer *lx = NULL;
+        cr_assert_eq(kj_open_file(p, &lx), PP_OK);
+        char key[64];
+        cr_assert_eq(kj_next(lx), KJ_OBJ);
+        cr_assert_eq(kj_key(lx, key, sizeof key), KJ_STR);
+        cr_assert_eq(kj_next(lx), KJ_STR);
+        cr_assert_eq(kj_next_key(lx, key, sizeof key), KJ_STR);
+        cr_assert_str_eq(key, "skip");
+        cr_assert_eq(kj_skip(lx, kj_next(lx)), KJ_ARR, "shift %d: %s", shift, kj_error(lx));
+        cr_assert_eq(kj_next_key(lx, key, sizeof key), KJ_STR, "shift %d: %s", shift,
+                     kj_error(lx));
+        cr_assert_str_eq(key, "after", "shift %d", shift);
+        cr_assert_eq(kj_next(lx), KJ_NUM);
+        cr_assert_eq(kj_num(lx), 42);
+        cr_assert_eq(kj_next(lx), KJ_OBJ_END);
+        cr_assert_eq(kj_offset(lx), d.len, "shift %d", shift);
+        kj_close(lx);
+        free(d.s);
+    }
+    free(body.s);
+}
