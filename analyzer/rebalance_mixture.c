@@ -349,24 +349,36 @@ static inline double tw_entry(const rb_ctx *x, const rb_lag *lg, int r, int j)
 }
 
 /* Pivots the tableau of R rows and n columns on (r, e). */
+/* Row tr less f times row pr over the columns in use (n partitions, R slacks, the right-hand
+ * side): the pivot's and a new row's elimination. Two rows apart, said so (restrict): GCC then
+ * runs the loops two doubles a step, where, with both rows read through lg->tab, it ran them one
+ * at a time (each entry the same double; 0.9% fewer instructions on the deterministic v = 4
+ * test, its time within the VM's noise). */
+static inline void tw_row_sub(double *restrict tr, const double *restrict pr, double f, int n,
+                              int R)
+{
+    for (int j = 0; j < n; j++)
+        tr[j] -= f * pr[j];
+    for (int j = 0; j < R; j++)
+        tr[TW_SLACK(j)] -= f * pr[TW_SLACK(j)];
+    tr[TW_RHS] -= f * pr[TW_RHS];
+}
+
 static void tw_pivot(rb_lag *lg, int R, int n, int r, int e)
 {
-    double pv = TB(r, e);
+    double *pr = &TB(r, 0);
+    double pv = pr[e];
     for (int j = 0; j < n; j++)
-        TB(r, j) /= pv;
+        pr[j] /= pv;
     for (int j = 0; j < R; j++)
-        TB(r, TW_SLACK(j)) /= pv;
-    TB(r, TW_RHS) /= pv;
+        pr[TW_SLACK(j)] /= pv;
+    pr[TW_RHS] /= pv;
     for (int i = 0; i <= R; i++) {
         int row = i == R ? TW_OBJ : i;
         double f = TB(row, e);
         if (row == r || f == 0.0)
             continue;
-        for (int j = 0; j < n; j++)
-            TB(row, j) -= f * TB(r, j);
-        for (int j = 0; j < R; j++)
-            TB(row, TW_SLACK(j)) -= f * TB(r, TW_SLACK(j));
-        TB(row, TW_RHS) -= f * TB(r, TW_RHS);
+        tw_row_sub(&TB(row, 0), pr, f, n, R);
     }
     lg->basis[r] = e;
 }
@@ -487,13 +499,8 @@ static int tw_add_rows(rb_lag *lg)
         for (int i2 = 0; i2 < r; i2++) { /* the basic columns out of the new row */
             int bcol = lg->basis[i2];
             double f = bcol < LAG_MAX ? TB(r, bcol) : 0.0;
-            if (f == 0.0)
-                continue;
-            for (int j = 0; j < n; j++)
-                TB(r, j) -= f * TB(i2, j);
-            for (int j = 0; j < r; j++)
-                TB(r, TW_SLACK(j)) -= f * TB(i2, TW_SLACK(j));
-            TB(r, TW_RHS) -= f * TB(i2, TW_RHS);
+            if (f != 0.0)
+                tw_row_sub(&TB(r, 0), &TB(i2, 0), f, n, r);
         }
         lg->basis[r] = TW_SLACK(r);
         lg->tw_m = i + 1;
