@@ -114,13 +114,13 @@ typedef struct rb_eseq {
  * game, their lengths, the restricted game's mixtures and the best mixture's boundary DP. */
 #define LAG_MAX 128
 #define LAG_QMAX 64 /* constraint rows of a restricted game */
-#define LAG_NZ_PARTS 7 /* a chain's nonzero counts: the 4 compute ops', the sends', the
-                          parameters', the end */
+#define LAG_NZ_PARTS 8 /* a chain's nonzero counts: the 4 compute ops', the transfers', the
+                          send constant's, the parameters', the end */
 typedef struct rb_lag {
     int m, n;          /* chains, partitions */
     double *chain;     /* [LAG_MAX * LAG_NC] counts of each chain */
-    int32_t *nz;       /* [LAG_MAX * LAG_NC] each chain's nonzero counts' indices, in the order
-                          rb_chain_len sums them (lag_chain_nz) */
+    int32_t *nz;       /* [LAG_MAX * LAG_NC] each chain's nonzero counts' indices, ascending
+                          (lag_chain_nz) */
     int32_t *nz_at;    /* [LAG_MAX * LAG_NZ_PARTS]: where each part of them begins (lag_chain_nz) */
     int *part;         /* [LAG_MAX * (P + 1)] */
     double *len;       /* [LAG_MAX * LAG_MAX] chain i's length on partition j, ns */

@@ -131,34 +131,35 @@ double rb_chain_len(const rb_ctx *x, const double *coef, const int *b)
     return t + coef[LAG_SEND(P)];
 }
 
-/* Chain i's nonzero counts (in lg->chain), their indices in lg->nz in rb_chain_len's order of
- * summing: each compute op's, the sends', the parameters' (with an all-reduce only), and where
- * each part begins in lg->nz_at (the last entry: the end). The send's constant is left to the
- * sum's end, as rb_chain_len adds it. About a third of a chain's counts are nonzero (125 of 384
- * on bench_rebalance's v = 4 case), and its lengths (a new chain's on every partition, every
- * chain's on a new partition) were 14-17% of the branch and bound's time in `perf`. */
-_Static_assert(LAG_NZ_PARTS == N_COMPUTE + 3, "a chain's parts: compute ops, sends, parameters");
+/* Chain i's nonzero counts (in lg->chain): their indices, ascending, in lg->nz, and where each
+ * part of them begins in lg->nz_at (the 4 compute ops' counts, the transfers', the send
+ * constant's, the parameters'; the last entry, the end). About a third of a chain's counts are
+ * nonzero (125 of 384 on bench_rebalance's v = 4 case), and its lengths (a new chain's on every
+ * partition, every chain's on a new partition) were 14-17% of the branch and bound's time in
+ * `perf`, the mixture's aggregated counts (every round) another few. */
+_Static_assert(LAG_NZ_PARTS == N_COMPUTE + 4, "a chain's parts: compute, transfers, send, params");
 static void lag_chain_nz(const rb_ctx *x, rb_lag *lg, int i)
 {
     int P = x->P, n = 0;
-    size_t nc = LAG_NC(P), send = LAG_SEND(P), u = 0;
+    size_t nc = LAG_NC(P), u = 0;
     const double *coef = &lg->chain[(size_t)i * nc];
     int32_t *nz = &lg->nz[(size_t)i * nc], *at = &lg->nz_at[(size_t)i * LAG_NZ_PARTS];
     for (int part = 0; part < LAG_NZ_PARTS - 1; part++) {
-        size_t end = part < N_COMPUTE        ? (size_t)(part + 1) * (size_t)P
-                     : part == N_COMPUTE     ? LAG_PARAM(P)
-                     : ar_per_byte_ns(x) > 0 ? nc
-                                             : LAG_PARAM(P);
+        size_t end = part < N_COMPUTE          ? (size_t)(part + 1) * (size_t)P
+                     : part == N_COMPUTE      ? LAG_SEND(P)
+                     : part == N_COMPUTE + 1  ? LAG_PARAM(P)
+                                              : nc;
         at[part] = n;
         for (; u < end; u++)
-            if (coef[u] != 0.0 && u != send)
+            if (coef[u] != 0.0)
                 nz[n++] = (int32_t)u;
     }
     at[LAG_NZ_PARTS - 1] = n;
 }
 
 /* Chain i's length on partition b: rb_chain_len's sum over its nonzero counts only, term for
- * term and in the same order (the same double). */
+ * term and in the same order (the same double): the compute ops', the transfers', the
+ * parameters' (with an all-reduce), then the send constant. */
 static double lag_chain_len(const rb_ctx *x, const rb_lag *lg, int i, const int *b)
 {
     int P = x->P;
@@ -179,11 +180,21 @@ static double lag_chain_len(const rb_ctx *x, const rb_lag *lg, int i, const int 
         t += coef[nz[e]] * x->tl[b[q + 1] - 1];
     }
     double k = ar_per_byte_ns(x);
-    for (int e = at[N_COMPUTE + 1]; e < at[N_COMPUTE + 2]; e++) {
+    for (int e = at[N_COMPUTE + 2]; k > 0 && e < at[N_COMPUTE + 3]; e++) {
         int p = nz[e] - (int)LAG_PARAM(P);
         t += coef[nz[e]] * k * (double)(x->pre_param[b[p + 1]] - x->pre_param[b[p]]);
     }
     return t + coef[LAG_SEND(P)];
+}
+
+/* agg += w times chain i, over its nonzero counts (adding w x 0 changes no sum). */
+static inline void lag_chain_add(const rb_ctx *x, const rb_lag *lg, int i, double w, double *agg)
+{
+    size_t nc = LAG_NC(x->P);
+    const double *coef = &lg->chain[(size_t)i * nc];
+    const int32_t *nz = &lg->nz[(size_t)i * nc];
+    for (int e = 0, end = lg->nz_at[(size_t)i * LAG_NZ_PARTS + LAG_NZ_PARTS - 1]; e < end; e++)
+        agg[nz[e]] += w * coef[nz[e]];
 }
 
 /* The per-boundary cost of a mixture of chains with aggregated counts `agg` (weights summing to
@@ -762,8 +773,8 @@ void rb_lag_solve(rb_ctx *x, rb_lag *lg, uint64_t deadline, int rounds)
         if (!infeasible || !have_agg) {
             memset(lg->agg, 0, sizeof(double) * nc);
             for (int i = 0; i < m; i++)
-                for (size_t q = 0; q < nc; q++)
-                    lg->agg[q] += lg->lam[i] * lg->chain[(size_t)i * nc + q];
+                if (lg->lam[i] != 0.0)
+                    lag_chain_add(x, lg, i, lg->lam[i], lg->agg);
             have_agg = 1;
         }
         /* the constraints' multipliers: the game's duals, back from its scale to ns per layer;
