@@ -147,6 +147,9 @@ typedef struct rb_lag {
     double tol;        /* stop when the two sides are this close (relative) */
     double enough;     /* stop when the bound reaches this (ns) */
     double cut;        /* pieces whose piece bound reaches this are left out (+inf: none) */
+    int32_t *emax;     /* [P * (L + 1)] under cut emax_cut: the least e > pos whose piece k =
+                          [pos, e) reaches it (L + 1: none), lag_table's window (lag_emax) */
+    double emax_cut;   /* the cut emax holds (NaN: none yet) */
     int q;             /* stage-count constraints on the mixture (a node of rb_lag_branch) */
     const int *cs;     /* [3q]: stage, sign, count: sign * (layers of the stage - count) <= 0 */
     double *lin;       /* [P + 1] the constraints' multipliers as a term per boundary, ns/layer */
