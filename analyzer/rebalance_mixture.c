@@ -378,7 +378,6 @@ static inline double tw_entry(const rb_ctx *x, const rb_lag *lg, int r, int j)
                      : tw_k(lg, r - lg->q, j);
 }
 
-/* Pivots the tableau of R rows and n columns on (r, e). */
 /* Row tr less f times row pr over the columns in use (n partitions, R slacks, the right-hand
  * side): the pivot's and a new row's elimination. Two rows apart, said so (restrict): GCC then
  * runs the loops two doubles a step, where, with both rows read through lg->tab, it ran them one
@@ -394,6 +393,7 @@ static inline void tw_row_sub(double *restrict tr, const double *restrict pr, do
     tr[TW_RHS] -= f * pr[TW_RHS];
 }
 
+/* Pivots the tableau of R rows and n columns on (r, e). */
 static void tw_pivot(rb_lag *lg, int R, int n, int r, int e)
 {
     double *pr = &TB(r, 0);
