@@ -17,6 +17,16 @@
 
 enum { CHUNK = 256 * 1024, NUM_CAP = 64 };
 
+#if defined(__SSE2__)
+/* Which of the 16 bytes of v end a string's plain run (a quote or a backslash), a bit each: the
+ * test string_run16, key_fast and scan_string share. */
+static inline unsigned quote_or_backslash16(__m128i v)
+{
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+}
+#endif
+
 struct kj_lexer {
     gzFile gz;              /* NULL for a buffer */
     const uint8_t *mem;
@@ -178,12 +188,10 @@ static int hex4(kj_lexer *lx, uint32_t *out)
 static inline const uint8_t *string_run16(kj_lexer *lx, const uint8_t *p, const uint8_t *end)
 {
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
     while (end - p >= 16 && lx->str_len + 16 <= KJ_STR_CAP) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
         _mm_storeu_si128((__m128i *)(void *)(lx->str + lx->str_len), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+        unsigned m = quote_or_backslash16(v);
         if (m) {
             unsigned k = (unsigned)__builtin_ctz(m);
             lx->str_len += k;
@@ -411,12 +419,10 @@ static inline const uint8_t *key_fast(const uint8_t *p, const uint8_t *end, char
     size_t n = 0;    /* the bytes of the key copied */
     int stop = 0;    /* s[n] is a quote or a backslash */
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
     while (!stop && n + 16 <= cap && (size_t)(end - s) >= n + 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + n));
         _mm_storeu_si128((__m128i *)(void *)(key + n), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+        unsigned m = quote_or_backslash16(v);
         stop = m != 0;
         n += stop ? (unsigned)__builtin_ctz(m) : 16;
     }
@@ -489,11 +495,9 @@ double kj_num(const kj_lexer *lx) { return lx->num; }
 static inline const uint8_t *scan_string(const uint8_t *p, const uint8_t *end)
 {
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
     for (; end - p >= 16; p += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+        unsigned m = quote_or_backslash16(v);
         if (m)
             return p + __builtin_ctz(m);
     }
